@@ -1,0 +1,65 @@
+// Rendering of user errors: location header, the source line, a caret under the range,
+// then notes. Rendering happens once, when the error is built or a note is added, so
+// `what()` is cheap and never throws.
+#include "dsl/diagnostic.h"
+
+#include <fmt/format.h>
+
+namespace ein {
+namespace {
+
+// Renders "name:line:col: kind: text", the source line and the caret line.
+std::string located(const char* kind, const std::string& text, const Source& src, SourceRange r) {
+  const LineCol lc = src.locate(r.begin);
+  return fmt::format("{}:{}:{}: {}: {}\n {}\n{}", src.name(), lc.line, lc.column, kind, text,
+                     src.line_of(r.begin), caret_line(src, r));
+}
+
+}  // namespace
+
+std::string caret_line(const Source& source, SourceRange range) {
+  const LineCol lc = source.locate(range.begin);
+  const std::string_view line = source.line_of(range.begin);
+  // Underline at most to the end of the line the range starts on.
+  const uint32_t start = lc.column - 1;
+  uint32_t width = range.size();
+  if (start + width > line.size()) width = line.size() > start ? line.size() - start : 0;
+  std::string out(1 + start, ' ');  // one space: the source line is printed indented by one
+  // Keep tabs so the caret stays under the right character.
+  for (uint32_t i = 0; i < start && i < line.size(); ++i)
+    if (line[i] == '\t') out[1 + i] = '\t';
+  out += '^';
+  if (width > 1) out.append(width - 1, '~');
+  return out;
+}
+
+UserError::UserError(std::string message) : message_(std::move(message)) { render(); }
+
+UserError::UserError(std::string message, SourcePtr source, SourceRange range)
+    : message_(std::move(message)), source_(std::move(source)), range_(range) {
+  render();
+}
+
+UserError& UserError::note(std::string text) {
+  notes_.push_back({std::move(text), nullptr, {}});
+  render();
+  return *this;
+}
+
+UserError& UserError::note_at(std::string text, SourcePtr source, SourceRange range) {
+  notes_.push_back({std::move(text), std::move(source), range});
+  render();
+  return *this;
+}
+
+uint32_t UserError::column() const { return source_ ? source_->locate(range_.begin).column : 0; }
+
+void UserError::render() {
+  rendered_ = source_ ? located("error", message_, *source_, range_) : "error: " + message_;
+  for (const auto& n : notes_) {
+    rendered_ += '\n';
+    rendered_ += n.source ? located("note", n.text, *n.source, n.range) : "note: " + n.text;
+  }
+}
+
+}  // namespace ein

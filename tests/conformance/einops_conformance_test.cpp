@@ -1,0 +1,161 @@
+// Table-driven conformance with einops: every row of einops_cases.tsv is resolved through
+// the C++ API and must give einops' shape, or fail where einops fails. Rows where ein
+// differs on purpose are listed, with reasons, in einops_differences.tsv; nothing is
+// skipped silently: the summary counts every row by outcome.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include "compiler/pattern_sema.h"
+#include "dsl/diagnostic.h"
+#include "dsl/pattern_parser.h"
+#include "tsv.h"
+
+namespace ein {
+namespace {
+
+using testing::read_tsv;
+using testing::TsvRow;
+
+// "(2,3);(4,5)" → shapes; "-" → none.
+std::vector<Shape> parse_shapes(const std::string& text) {
+  std::vector<Shape> out;
+  if (text == "-") return out;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const size_t end = text.find(')', pos);
+    Shape s;
+    std::string inner = text.substr(pos + 1, end - pos - 1);
+    size_t p = 0;
+    while (p < inner.size()) {
+      size_t q = inner.find(',', p);
+      if (q == std::string::npos) q = inner.size();
+      if (q > p) s.push_back(std::stoll(inner.substr(p, q - p)));
+      p = q + 1;
+    }
+    out.push_back(s);
+    pos = end + 2;  // skip ");"
+  }
+  return out;
+}
+
+// "[[2,-1],[1,5]]" → packed shapes.
+std::vector<std::vector<int64_t>> parse_ps(const std::string& text) {
+  std::vector<std::vector<int64_t>> out;
+  size_t pos = 1;
+  while ((pos = text.find('[', pos)) != std::string::npos) {
+    const size_t end = text.find(']', pos);
+    std::vector<int64_t> dims;
+    std::string inner = text.substr(pos + 1, end - pos - 1);
+    size_t p = 0;
+    while (p < inner.size()) {
+      size_t q = inner.find(',', p);
+      if (q == std::string::npos) q = inner.size();
+      dims.push_back(std::stoll(inner.substr(p, q - p)));
+      p = q + 1;
+    }
+    out.push_back(dims);
+    pos = end + 1;
+  }
+  return out;
+}
+
+struct Difference {
+  std::string kind, ein_expected, extra_args, reason;
+  bool used = false;
+};
+
+std::map<std::string, Difference> read_differences() {
+  std::map<std::string, Difference> out;
+  for (const TsvRow& r : read_tsv(std::string(EIN_CONFORMANCE_DIR) + "/../einops_differences.tsv"))
+    out[r["op"] + "\t" + r["pattern"] + "\t" + r["input_shapes"]] = {r["kind"], r["ein_expected"], r["extra_args"], r["reason"]};
+  return out;
+}
+
+// Resolves one row; returns ein's result text or "ERROR".
+std::string run_row(const TsvRow& row, const std::string& extra_args) {
+  std::string op = row["op"];
+  ResolveRequest req;
+  if (const size_t b = op.find('['); b != std::string::npos) {
+    std::string red = op.substr(b + 1, op.size() - b - 2);
+    if (red.rfind("callable ", 0) == 0) red = red.substr(9);  // einops callable → named reduction
+    op = op.substr(0, b);
+    if (auto r = parse_reduction(red)) req.reduction = *r;
+    else return "ERROR";  // unknown reduction: ein rejects it like einops
+  }
+  if (op.ends_with("_list")) {
+    op = op.substr(0, op.size() - 5);
+    req.list_input = true;
+  }
+  req.shapes = parse_shapes(row["input_shapes"]);
+  const std::string& kw = row["kwargs"];
+  if (kw.rfind("ps=", 0) == 0) {
+    req.packed = parse_ps(kw.substr(3));
+  } else if (kw != "-") {
+    size_t p = 0;
+    while (p < kw.size()) {
+      size_t q = kw.find(',', p);
+      if (q == std::string::npos) q = kw.size();
+      const std::string item = kw.substr(p, q - p);
+      const size_t eq = item.find('=');
+      req.sizes.push_back({item.substr(0, eq), std::stoll(item.substr(eq + 1))});
+      p = q + 1;
+    }
+  }
+  if (extra_args == "--dtype i64") req.dtype = DType::i64;
+  try {
+    const Pattern pattern = parse_pattern(row["pattern"]);
+    if (op == "parse_expression") return "OK composition=" + parse_expression(pattern);
+    const auto pop = parse_pattern_op(op);
+    if (!pop) throw std::runtime_error("unknown op in TSV: " + op);
+    req.op = *pop;
+    return format_result(resolve_pattern(pattern, req));
+  } catch (const UserError& e) {
+    // Every error must point somewhere or be an unlocated argument error.
+    EXPECT_TRUE(std::string(e.what()).find("error: ") != std::string::npos) << e.what();
+    return "ERROR";
+  }
+}
+
+TEST(EinopsConformance, EveryRow) {
+  auto differences = read_differences();
+  const auto rows = read_tsv(testing::conformance_file("einops_cases.tsv"));
+  int same = 0, extension = 0, input = 0, deferred = 0, failed = 0;
+  for (const TsvRow& row : rows) {
+    const std::string op = row["op"];
+    auto find_diff = [&]() -> Difference* {
+      for (const std::string& key : {op + "\t" + row["pattern"] + "\t" + row["input_shapes"], op + "\t*\t*"})
+        if (auto it = differences.find(key); it != differences.end()) return &it->second;
+      return nullptr;
+    };
+    Difference* diff = find_diff();
+    if (diff) diff->used = true;
+    if (diff && diff->kind == "deferred") {
+      ++deferred;
+      continue;
+    }
+    const std::string got = run_row(row, diff ? diff->extra_args : "-");
+    std::string expected = row["expected"];
+    if (diff && diff->kind == "extension") {
+      EXPECT_NE(expected, diff->ein_expected) << "line " << row.line << ": listed as an extension but einops agrees";
+      expected = diff->ein_expected;
+    }
+    if (got == expected) {
+      diff ? (diff->kind == "extension" ? ++extension : ++input) : ++same;
+    } else {
+      ++failed;
+      ADD_FAILURE() << "einops_cases.tsv:" << row.line << ": " << op << " '" << row["pattern"] << "' "
+                    << row["input_shapes"] << " " << row["kwargs"] << "\n  expected: " << expected
+                    << "\n  ein:      " << got;
+    }
+  }
+  for (const auto& [key, d] : differences) EXPECT_TRUE(d.used) << "difference matches no row: " << key;
+  std::cout << fmt::format("einops conformance: {} rows: {} as einops, {} extensions, {} with supplied inputs, "
+                           "{} deferred (einmix), {} failed\n",
+                           rows.size(), same, extension, input, deferred, failed);
+  EXPECT_EQ(failed, 0);
+  EXPECT_GT(same, 250);  // the file has ~310 rows; a reader bug must not pass quietly
+}
+
+}  // namespace
+}  // namespace ein

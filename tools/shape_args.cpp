@@ -1,0 +1,142 @@
+// Hand-written scanners for `ein shape`'s small argument languages: integers in brackets.
+// They are not PEGTL grammars because they are a few lines each and live in tools/.
+#include "tools/shape_args.h"
+
+#include <cctype>
+#include <charconv>
+
+#include "dsl/diagnostic.h"
+#include "dsl/pattern_messages.h"
+
+namespace ein::cli {
+namespace {
+
+// A cursor over one argument that reports errors under the current character.
+class Scanner {
+ public:
+  Scanner(const std::string& text, const std::string& label) : src_(make_source(label, text)) {}
+
+  void skip_blanks() {
+    while (pos_ < text().size() && std::isspace(static_cast<unsigned char>(text()[pos_]))) ++pos_;
+  }
+  bool at_end() {
+    skip_blanks();
+    return pos_ >= text().size();
+  }
+  bool accept(char c) {
+    skip_blanks();
+    if (pos_ < text().size() && text()[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+  char peek() {
+    skip_blanks();
+    return pos_ < text().size() ? text()[pos_] : '\0';
+  }
+  int64_t integer(bool allow_minus_one) {
+    skip_blanks();
+    const size_t begin = pos_;
+    if (pos_ < text().size() && text()[pos_] == '-') ++pos_;
+    while (pos_ < text().size() && std::isdigit(static_cast<unsigned char>(text()[pos_]))) ++pos_;
+    int64_t v = 0;
+    const auto [ptr, ec] = std::from_chars(text().data() + begin, text().data() + pos_, v);
+    if (ec != std::errc() || ptr != text().data() + pos_ || begin == pos_)
+      fail("expected a non-negative integer", begin, std::max(pos_, begin + 1));
+    if (v < 0 && !(allow_minus_one && v == -1))
+      fail(allow_minus_one ? "a size is non-negative, or -1 to infer it" : "a size is non-negative", begin, pos_);
+    return v;
+  }
+  [[noreturn]] void fail(const std::string& message) { fail(message, pos_, pos_ + 1); }
+  [[noreturn]] void fail(const std::string& message, size_t b, size_t e) {
+    e = std::min(e, text().size());
+    throw UserError(message, src_, {static_cast<uint32_t>(b), static_cast<uint32_t>(std::max(e, b))});
+  }
+  const std::string& text() const { return src_->text(); }
+
+ private:
+  SourcePtr src_;
+  size_t pos_ = 0;
+};
+
+// One bracketed list of integers: `(2,3)`, `[2]`, `(5,)`, `()`; bare `2,3` when `bare`.
+std::vector<int64_t> scan_dims(Scanner& s, bool bare, bool allow_minus_one) {
+  char close = '\0';
+  if (s.accept('(')) close = ')';
+  else if (s.accept('[')) close = ']';
+  else if (!bare) s.fail("expected '(' or '[' to start a shape");
+  std::vector<int64_t> dims;
+  while (close ? s.peek() != close : !s.at_end()) {
+    if (s.at_end()) s.fail(std::string("expected '") + close + "' to close the shape");
+    dims.push_back(s.integer(allow_minus_one));
+    if (!s.accept(',')) break;
+  }
+  if (close && !s.accept(close)) s.fail(std::string("expected ',' or '") + close + "'");
+  return dims;
+}
+
+}  // namespace
+
+bool is_axis_size(const std::string& arg) {
+  return arg.find('=') != std::string::npos && !arg.empty() && (std::isalpha(static_cast<unsigned char>(arg[0])) || arg[0] == '_');
+}
+
+Shape parse_shape_arg(const std::string& text, const std::string& label) {
+  Scanner s(text, label);
+  Shape shape = scan_dims(s, /*bare=*/true, /*allow_minus_one=*/false);
+  if (!s.at_end()) s.fail("unexpected text after the shape; write a shape as (2,3,4)");
+  return shape;
+}
+
+AxisSize parse_axis_size(const std::string& text, const std::string& label) {
+  const size_t eq = text.find('=');
+  Scanner s(text, label);
+  const std::string name = text.substr(0, eq);
+  for (char c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_')
+      s.fail("an axis size is written name=size, e.g. h=8", 0, eq);
+  Scanner value(text.substr(eq + 1), label);
+  if (value.at_end()) s.fail("missing size after '='", eq, eq + 1);
+  try {
+    const int64_t v = value.integer(false);
+    if (!value.at_end()) value.fail("unexpected text after the size");
+    return {name, v};
+  } catch (const UserError& e) {  // re-anchor the caret in the whole argument
+    s.fail(e.message(), eq + 1 + e.range().begin, eq + 1 + e.range().end);
+  }
+}
+
+std::vector<std::vector<int64_t>> parse_shape_list(const std::string& text, const std::string& label) {
+  Scanner s(text, label);
+  if (!s.accept('[')) s.fail("expected '[' to start a list of shapes, e.g. [[2],[1],[2]]");
+  std::vector<std::vector<int64_t>> out;
+  while (s.peek() != ']') {
+    if (s.at_end()) s.fail("expected ']' to close the list of shapes");
+    out.push_back(scan_dims(s, /*bare=*/false, /*allow_minus_one=*/true));
+    if (!s.accept(',') && !s.accept(';')) break;
+  }
+  if (!s.accept(']')) s.fail("expected ',' or ']'");
+  if (!s.at_end()) s.fail("unexpected text after the list of shapes");
+  return out;
+}
+
+ReductionArg parse_reduction_arg(const std::string& text) {
+  ReductionArg out;
+  const size_t paren = text.find('(');
+  const std::string name = text.substr(0, paren);
+  const auto r = parse_reduction(name);
+  if (!r) throw UserError(messages::unknown_reduction(name));
+  out.reduction = *r;
+  if (paren == std::string::npos) return out;
+  Scanner s(text, "--reduction");
+  const std::string prefix = name + "(ddof=";
+  if (text.rfind(prefix, 0) != 0 || text.back() != ')')
+    s.fail("write the reduction's ddof as " + name + "(ddof=N)", paren, text.size());
+  Scanner value(text.substr(prefix.size(), text.size() - prefix.size() - 1), "--reduction");
+  out.ddof = value.integer(false);
+  if (!value.at_end()) s.fail("write the reduction's ddof as " + name + "(ddof=N)", paren, text.size());
+  return out;
+}
+
+}  // namespace ein::cli
