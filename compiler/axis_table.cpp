@@ -20,16 +20,10 @@ bool valid_identifier(std::string_view name) {
   return !std::isdigit(static_cast<unsigned char>(name.front()));
 }
 
-// "(h w)" with known sizes shown: "(h=3 w)".
+// "(h w)", as written: numbers for anonymous axes, names otherwise.
 std::string describe_group(const AxisTable& t, const std::vector<int>& ids) {
   std::string out = "(";
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (i) out += ' ';
-    const ElementaryAxis& a = t.axis(ids[i]);
-    out += a.name;
-    if (a.origin != ElementaryAxis::Origin::anonymous && t.size(ids[i]))
-      out += fmt::format("={}", *t.size(ids[i]));
-  }
+  for (size_t i = 0; i < ids.size(); ++i) out += (i ? " " : "") + t.axis(ids[i]).name;
   return out + ")";
 }
 
@@ -83,7 +77,9 @@ void AxisTable::bind_dimension(const std::vector<int>& ids, int64_t length, Sour
     if (*e.size == length) return;
     if (e.axis.origin == ElementaryAxis::Origin::anonymous)
       fail(*e.size == 1 ? messages::unit_mismatch(length) : messages::anonymous_mismatch(*e.size, length), range);
-    fail(messages::length_mismatch(e.axis.name, length, *e.size), range);
+    if (e.bind_order < 0) fail(messages::given_mismatch(e.axis.name, length, *e.size), range);
+    fail(messages::length_mismatch(e.axis.name, length, *e.size), range,
+         DiagnosticNote{messages::first_appears(e.axis.name, *e.size), pattern_.source, e.axis.range});
   }
   if (ids.empty()) {  // `()` or `(1 1)`
     if (length != 1) fail(messages::unit_mismatch(length), range);
@@ -97,11 +93,10 @@ void AxisTable::bind_dimension(const std::vector<int>& ids, int64_t length, Sour
       unknown.push_back(id);
       continue;
     }
-    product *= *axes_[id].size;
-    if (!known_text.empty()) known_text += "·";
-    known_text += axes_[id].axis.origin == ElementaryAxis::Origin::anonymous
-                      ? std::to_string(*axes_[id].size)
-                      : fmt::format("{}={}", axes_[id].axis.name, *axes_[id].size);
+    product = checked_product(product, *axes_[id].size, range);
+    if (axes_[id].axis.origin == ElementaryAxis::Origin::anonymous) continue;  // visible in the group
+    if (!known_text.empty()) known_text += ", ";
+    known_text += fmt::format("{}={}", axes_[id].axis.name, *axes_[id].size);
   }
   const std::string group = describe_group(*this, ids);
   if (unknown.empty()) {
@@ -110,8 +105,9 @@ void AxisTable::bind_dimension(const std::vector<int>& ids, int64_t length, Sour
   }
   if (unknown.size() > 1) {
     std::string names;
-    for (int id : unknown) names += (names.empty() ? "" : ", ") + axes_[id].axis.name;
-    fail(messages::cannot_infer(group, names, length), range);
+    for (size_t i = 0; i < unknown.size(); ++i)
+      names += (i == 0 ? "" : i + 1 == unknown.size() ? " and " : ", ") + axes_[unknown[i]].axis.name;
+    fail(messages::cannot_infer(group, names, length, axes_[unknown[0]].axis.name), range);
   }
   if (product == 0) {
     if (length != 0) fail(messages::product_mismatch(group, known_text, 0, length), range);
@@ -119,6 +115,18 @@ void AxisTable::bind_dimension(const std::vector<int>& ids, int64_t length, Sour
   }
   if (length % product != 0) fail(messages::not_divisible(group, length, known_text, product), range);
   record(unknown[0], length / product);
+}
+
+int64_t AxisTable::checked_product(int64_t a, int64_t b, SourceRange range) const {
+  int64_t out = 0;
+  if (__builtin_mul_overflow(a, b, &out)) fail(messages::size_overflow(), range);
+  return out;
+}
+
+int64_t AxisTable::group_size(const std::vector<int>& ids, SourceRange range) const {
+  int64_t n = 1;
+  for (int id : ids) n = checked_product(n, *axes_[id].size, range);
+  return n;
 }
 
 void AxisTable::check_all_given_used() const {
@@ -138,12 +146,13 @@ std::string AxisTable::bound_summary() const {
   return fmt::format("{}", fmt::join(parts, ", "));
 }
 
-void AxisTable::fail(std::string message, SourceRange range) const {
+void AxisTable::fail(std::string message, SourceRange range, std::optional<DiagnosticNote> related) const {
   UserError err(std::move(message), pattern_.source, range);
+  if (related) err.note_at(related->text, related->source, related->range);
   std::vector<std::string> shapes;
   for (const Shape& s : request_.shapes) shapes.push_back(format_shape(s));
   if (!shapes.empty()) {
-    const char* what = request_.shapes.size() == 1 ? "input shape" : request_.list_input ? "input list of shapes" : "input shapes";
+    const char* what = request_.list_input ? "input list of shapes" : request_.shapes.size() == 1 ? "input shape" : "input shapes";
     err.note(fmt::format("{}: {}", what, fmt::join(shapes, ", ")));
   }
   const std::string bound = bound_summary();
@@ -249,6 +258,11 @@ void bind_dims(AxisTable& table, std::vector<BoundDim*> dims) {
   if (!groups.empty()) table.bind_dimension(groups.front()->ids, groups.front()->length, groups.front()->range);
 }
 
+void check_numel(const AxisTable& table, const Shape& shape, SourceRange range) {
+  int64_t n = 1;
+  for (int64_t d : shape) n = table.checked_product(n, d, range);
+}
+
 void fail_at(const Pattern& pattern, std::string message, SourceRange range) {
   throw UserError(std::move(message), pattern.source, range);
 }
@@ -272,7 +286,7 @@ void validate_side(const Pattern& pattern, const PatternSide& side, const SideRu
   const AxisToken* star = nullptr;
   std::vector<const AxisToken*> names;
   for (const AxisTerm& term : side.terms) {
-    if (term.is_group && !rules.groups && !(rules.unit_groups && term.tokens.empty())) fail_at(pattern, messages::groups_not_allowed(rules.op), term.range);
+    if (term.is_group && !rules.groups && !(rules.trivial_groups && term.tokens.size() <= 1)) fail_at(pattern, messages::groups_not_allowed(rules.op), term.range);
     for (const AxisToken& tok : term.tokens) {
       switch (tok.kind) {
         case AxisToken::Kind::ellipsis:
@@ -286,7 +300,9 @@ void validate_side(const Pattern& pattern, const PatternSide& side, const SideRu
           if (star) fail_at(pattern, messages::star_count(), tok.range);
           star = &tok;
           break;
-        case AxisToken::Kind::number: break;
+        case AxisToken::Kind::number:
+          if (tok.value == 0) fail_at(pattern, messages::anonymous_zero(), tok.range);
+          break;
         case AxisToken::Kind::named:
           if (tok.name == "_" && rules.lone_underscore) break;
           if (!rules.any_name && !valid_identifier(tok.name)) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "compiler/pattern_sema.h"
+#include "dsl/diagnostic.h"
 
 namespace ein::detail {
 
@@ -38,13 +39,18 @@ class AxisTable {
   /// True when every axis of `ids` is known.
   bool all_known(const std::vector<int>& ids) const;
 
+  /// a·b, or a UserError under `range` when it overflows int64.
+  int64_t checked_product(int64_t a, int64_t b, SourceRange range) const;
+  /// The product of the (known) sizes of `ids`, overflow-checked.
+  int64_t group_size(const std::vector<int>& ids, SourceRange range) const;
   /// Throws when a given size names no axis of the pattern.
   void check_all_given_used() const;
   /// "b=2, h=3 (given)": the sizes known so far, given ones first, then in binding order.
   std::string bound_summary() const;
 
   /// Throws UserError(message) under `range`, with notes on the input shapes and sizes.
-  [[noreturn]] void fail(std::string message, SourceRange range) const;
+  [[noreturn]] void fail(std::string message, SourceRange range,
+                         std::optional<DiagnosticNote> related = std::nullopt) const;
   /// The axes, all sizes known (call after resolution).
   std::vector<ElementaryAxis> finish() const;
 
@@ -71,7 +77,7 @@ struct SideRules {
   bool star = false;                ///< `*` allowed (pack/unpack: exactly one)
   bool ellipsis_in_group = false;   ///< `(...)` allowed
   bool groups = true;               ///< compositions allowed
-  bool unit_groups = false;         ///< `()` allowed even when compositions are not
+  bool trivial_groups = false;      ///< `()` and `(b)` allowed even when compositions are not
   bool duplicates = false;          ///< a name may repeat (einsum diagonals)
   bool any_name = false;            ///< skip einops' identifier rule (einsum)
   bool lone_underscore = false;     ///< `_` allowed and means "skip" (parse_shape)
@@ -105,6 +111,9 @@ std::vector<BoundDim> bind_side(AxisTable& table, const Pattern& pattern, const 
 /// Binds dims of one or more sides: lone axes first, then compositions until none can
 /// progress, so a size known from any operand can complete a composition in another.
 void bind_dims(AxisTable& table, std::vector<BoundDim*> dims);
+
+/// Throws when the shape's element count overflows int64 (pointing at `range`).
+void check_numel(const AxisTable& table, const Shape& shape, SourceRange range);
 
 /// Throws UserError(message) under `range` in the pattern (no notes).
 [[noreturn]] void fail_at(const Pattern& pattern, std::string message, SourceRange range);

@@ -1,6 +1,7 @@
 // Sema for einsum: "b i d, b j d -> b i j". Axes with the same name are one axis across all
-// operands (sizes must agree); a name repeated within an operand takes a diagonal; axes
-// missing from the output are summed. '...' dims of all operands broadcast numpy-style.
+// operands (sizes must agree, or be 1 and broadcast, as in numpy and torch.einsum); a name
+// repeated within an operand takes a diagonal; axes missing from the output are summed.
+// '...' dims of all operands broadcast numpy-style and must appear on the output.
 // Beyond einops (docs/patterns.md): compositions `(h d)` on either side, anonymous axes on
 // the inputs (summed, being distinct), and unit axes `1`/`()` on either side.
 #include <algorithm>
@@ -34,6 +35,25 @@ Shape broadcast_ellipsis(const AxisTable& table, const Pattern& p, const Resolve
   return out;
 }
 
+// A lone named axis of length 1 in one operand and n in another broadcasts: the length-1
+// dim becomes a dropped unit (ids cleared), like a size-1 '...' dim. Not within one operand:
+// a diagonal `i i` needs equal lengths, as in numpy.
+void broadcast_unit_dims(const AxisTable& table, std::vector<std::vector<BoundDim>>& operands) {
+  std::vector<int64_t> longest(table.count(), -1);
+  for (const auto& dims : operands)
+    for (const BoundDim& d : dims)
+      if (d.ids.size() == 1 && !d.from_ellipsis) longest[d.ids[0]] = std::max(longest[d.ids[0]], d.length);
+  for (auto& dims : operands) {
+    std::vector<int> uses(table.count(), 0);
+    for (const BoundDim& d : dims)
+      if (d.ids.size() == 1) ++uses[d.ids[0]];
+    for (BoundDim& d : dims) {
+      if (d.ids.size() != 1 || d.from_ellipsis || d.length != 1 || uses[d.ids[0]] > 1) continue;
+      if (longest[d.ids[0]] > 1 && table.axis(d.ids[0]).origin == ElementaryAxis::Origin::named) d.ids.clear();
+    }
+  }
+}
+
 }  // namespace
 
 Recipe resolve_einsum(const Pattern& p, const ResolveRequest& req) {
@@ -41,14 +61,12 @@ Recipe resolve_einsum(const Pattern& p, const ResolveRequest& req) {
   if (!p.output) fail_at(p, messages::needs_arrow(kOp), {0, static_cast<uint32_t>(p.source->text().size())});
   if (p.inputs.size() != req.shapes.size())
     fail_at(p, messages::operand_count(kOp, p.inputs.size(), req.shapes.size()), p.inputs.back().range);
-  bool any_ellipsis = false;
   for (const PatternSide& side : p.inputs) {
     validate_side(p, side, {.op = kOp, .duplicates = true, .any_name = true});
-    any_ellipsis |= ellipsis_term(side) >= 0;
   }
   const PatternSide& out_side = *p.output;
   validate_side(p, out_side, {.op = kOp, .ellipsis_in_group = true, .any_name = true});
-  if (has_ellipsis(out_side) && !any_ellipsis) fail_at(p, messages::ellipsis_right_only(), out_side.range);
+  // '...' on the right with none on the left stands for no dimensions, as in numpy.
 
   AxisTable table(p, req);
   std::vector<int> ellipsis_ids;
@@ -61,10 +79,13 @@ Recipe resolve_einsum(const Pattern& p, const ResolveRequest& req) {
   std::vector<std::vector<BoundDim>> operands;
   for (size_t i = 0; i < p.inputs.size(); ++i)
     operands.push_back(bind_side(table, p, p.inputs[i], req.shapes[i], ellipsis_ids, /*bind=*/false));
+  broadcast_unit_dims(table, operands);
   std::vector<BoundDim*> all;
   for (auto& dims : operands)
     for (auto& d : dims) all.push_back(&d);
   bind_dims(table, std::move(all));
+  if (!ell_shape.empty() && !has_ellipsis(out_side))
+    table.fail(messages::einsum_ellipsis_dropped(format_shape(ell_shape)), out_side.range);
 
   // The output may only name axes that some input has.
   std::vector<int> out_ids;
@@ -88,11 +109,8 @@ Recipe resolve_einsum(const Pattern& p, const ResolveRequest& req) {
   for (int id = 0; id < table.count(); ++id)
     if (std::find(out_ids.begin(), out_ids.end(), id) == out_ids.end()) recipe.reduced_axes.push_back(id);
   Shape out;
-  for (const auto& g : recipe.output_groups) {
-    int64_t n = 1;
-    for (int id : g) n *= *table.size(id);
-    out.push_back(n);
-  }
+  for (const auto& g : recipe.output_groups) out.push_back(table.group_size(g, out_side.range));
+  check_numel(table, out, out_side.range);
   recipe.output_shapes.push_back(std::move(out));
   recipe.axes = table.finish();
   return recipe;

@@ -1,7 +1,5 @@
 // Sema for the one-side patterns: pack ("i j * k": inputs joined along '*'), unpack (the
 // inverse, given the packed shapes) and parse_shape ("batch _ h w": names bound to dims).
-#include <numeric>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -24,13 +22,9 @@ size_t check_pack_pattern(const Pattern& p, std::string_view op) {
     const AxisToken& tok = side.terms[i].tokens[0];
     if (tok.kind == AxisToken::Kind::star) star = i;
     if (tok.kind == AxisToken::Kind::number) fail_at(p, messages::number_not_allowed(op, tok.value), tok.range);
-    if (tok.kind == AxisToken::Kind::ellipsis) fail_at(p, messages::unexpected_character("..."), tok.range);
+    if (tok.kind == AxisToken::Kind::ellipsis) fail_at(p, messages::ellipsis_in_pack(op), tok.range);
   }
   return star;
-}
-
-int64_t product(std::span<const int64_t> dims) {
-  return std::accumulate(dims.begin(), dims.end(), int64_t{1}, std::multiplies<>());
 }
 
 std::string format_ps(const std::vector<std::vector<int64_t>>& ps) {
@@ -49,6 +43,7 @@ Recipe resolve_pack(const Pattern& p, const ResolveRequest& req) {
   AxisTable table(p, req);
   Recipe recipe;
   recipe.op = PatternOp::pack;
+  std::vector<size_t> first_tensor(side.terms.size(), 0);  // which tensor bound each axis
   int64_t packed_total = 0;
   for (size_t i = 0; i < req.shapes.size(); ++i) {
     const Shape& shape = req.shapes[i];
@@ -56,13 +51,26 @@ Recipe resolve_pack(const Pattern& p, const ResolveRequest& req) {
       table.fail(messages::pack_rank(i, format_shape(shape), star + after), side.range);
     recipe.input_groups.emplace_back();
     for (size_t t = 0; t < side.terms.size(); ++t) {
-      if (t == star) continue;
+      if (t == star) {
+        recipe.input_groups.back().push_back({});
+        continue;
+      }
       const size_t dim = t < star ? t : shape.size() - (side.terms.size() - t);
-      const std::vector<int> ids = term_axes(table, side.terms[t], {});
-      table.bind_dimension(ids, shape[dim], side.terms[t].range);
+      const AxisToken& tok = side.terms[t].tokens[0];
+      int id = table.find(tok.name);
+      if (id < 0) {
+        id = table.add(tok.name, ElementaryAxis::Origin::named, tok.range);
+        first_tensor[t] = i;
+      }
+      if (table.size(id) && *table.size(id) != shape[dim] && i > 0)
+        table.fail(messages::pack_mismatch(tok.name, i, shape[dim], first_tensor[t], *table.size(id)), tok.range);
+      table.bind_dimension({id}, shape[dim], tok.range);
+      recipe.input_groups.back().push_back({id});
     }
     Shape packed(shape.begin() + star, shape.end() - after);
-    packed_total += product(packed);
+    int64_t n = 1;
+    for (int64_t d : packed) n = table.checked_product(n, d, side.terms[star].range);
+    if (__builtin_add_overflow(packed_total, n, &packed_total)) table.fail(messages::size_overflow(), side.terms[star].range);
     recipe.packed_shapes.push_back(std::move(packed));
   }
   table.check_all_given_used();
@@ -78,7 +86,8 @@ Recipe resolve_unpack(const Pattern& p, const ResolveRequest& req) {
   const size_t star = check_pack_pattern(p, "unpack");
   const PatternSide& side = p.inputs[0];
   const SourceRange star_range = side.terms[star].range;
-  if (req.shapes.size() != 1) fail_at(p, messages::operand_count("unpack", 1, req.shapes.size()), side.range);
+  if (req.shapes.empty()) fail_at(p, messages::missing_input("unpack"), side.range);
+  if (req.shapes.size() != 1) fail_at(p, messages::too_many_inputs("unpack", req.shapes.size()), side.range);
   const Shape& shape = req.shapes[0];
   AxisTable table(p, req);
   if (shape.size() != side.terms.size())
@@ -105,19 +114,24 @@ Recipe resolve_unpack(const Pattern& p, const ResolveRequest& req) {
       } else if (v < 0) {
         table.fail(messages::unpack_bad_size(v, ps_text), star_range);
       } else {
-        known *= v;
+        known = table.checked_product(known, v, star_range);
       }
     }
     if (has_unknown) unknown_entry = &entry;
-    else known_total += known;
+    else if (__builtin_add_overflow(known_total, known, &known_total)) table.fail(messages::size_overflow(), star_range);
   }
   if (unknowns > 1) table.fail(messages::unpack_two_unknowns(ps_text), star_range);
   if (unknown_entry) {
     int64_t others = 1;
     for (int64_t v : *unknown_entry)
-      if (v != -1) others *= v;
+      if (v != -1) others = table.checked_product(others, v, star_range);
     const int64_t rest = length - known_total;
-    if (rest < 0 || others == 0 || rest % others != 0) table.fail(messages::unpack_split(length, ps_text), star_range);
+    if (rest < 0)
+      table.fail(messages::unpack_split(length, ps_text, fmt::format("the other packed shapes already hold {} elements", known_total)), star_range);
+    if (others == 0)
+      table.fail(messages::unpack_split(length, ps_text, "a -1 next to a 0 cannot be inferred"), star_range);
+    if (rest % others != 0)
+      table.fail(messages::unpack_split(length, ps_text, fmt::format("the {} remaining elements are not divisible by {}", rest, others)), star_range);
     for (int64_t& v : *unknown_entry)
       if (v == -1) v = rest / others;
   } else if (known_total != length) {
@@ -142,8 +156,9 @@ Recipe resolve_parse_shape(const Pattern& p, const ResolveRequest& req) {
   if (p.output) fail_at(p, messages::no_arrow_allowed(kOp), p.arrow);
   if (p.inputs.size() != 1) fail_at(p, messages::one_side_only(kOp), p.inputs[1].range);
   const PatternSide& side = p.inputs[0];
-  validate_side(p, side, {.op = kOp, .groups = false, .unit_groups = true, .lone_underscore = true});
-  if (req.shapes.size() != 1) fail_at(p, messages::operand_count(kOp, 1, req.shapes.size()), side.range);
+  validate_side(p, side, {.op = kOp, .groups = false, .trivial_groups = true, .lone_underscore = true});
+  if (req.shapes.empty()) fail_at(p, messages::missing_input(kOp), side.range);
+  if (req.shapes.size() != 1) fail_at(p, messages::too_many_inputs(kOp, req.shapes.size()), side.range);
   const Shape& shape = req.shapes[0];
   AxisTable table(p, req);
   const int ell = ellipsis_term(side);

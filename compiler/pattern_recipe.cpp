@@ -107,6 +107,12 @@ std::string explain(const Recipe& r) {
   std::vector<int> all;
   for (size_t i = 0; i < r.axes.size(); ++i) all.push_back(static_cast<int>(i));
   out += fmt::format("elementary axes: {}\n", axis_list(r, all));
+  const bool one_side = r.op == PatternOp::pack || r.op == PatternOp::unpack || r.op == PatternOp::parse_shape;
+  if (one_side) {  // no split/permute plan: the axes and the result say it all
+    for (size_t i = 0; i < r.packed_shapes.size(); ++i)
+      out += fmt::format("packed {}: {}\n", i, format_shape(r.packed_shapes[i]));
+    return out + fmt::format("result: {}\n", format_result(r));
+  }
   for (size_t i = 0; i < r.input_groups.size(); ++i)
     out += fmt::format("input {}: {}\n", i, group_list(r, r.input_groups[i]));
   if (!r.elementary_shape.empty() || r.op == PatternOp::rearrange || r.op == PatternOp::reduce ||

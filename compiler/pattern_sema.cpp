@@ -47,11 +47,19 @@ SideContents contents(const PatternSide& side) {
   return c;
 }
 
+// The range of the side's `...` token (the side's range if it has none).
+SourceRange ellipsis_range(const PatternSide& side) {
+  for (const AxisTerm& t : side.terms)
+    for (const AxisToken& tok : t.tokens)
+      if (tok.kind == AxisToken::Kind::ellipsis) return t.is_group ? t.range : tok.range;
+  return side.range;
+}
+
 // Step 2: which identifiers may appear on one side only.
 void check_identifier_sets(const Pattern& p, PatternOp op, const PatternSide& left, const PatternSide& right) {
   const SideContents l = contents(left), r = contents(right);
   const std::string_view name = op_name(op);
-  if (r.ellipsis && !l.ellipsis) detail::fail_at(p, messages::ellipsis_right_only(), right.range);
+  if (r.ellipsis && !l.ellipsis) detail::fail_at(p, messages::ellipsis_right_only(), ellipsis_range(right));
   if (op == PatternOp::rearrange) {
     for (auto* t : l.anonymous) detail::fail_at(p, messages::anonymous_in_rearrange(t->value), t->range);
     for (auto* t : r.anonymous) detail::fail_at(p, messages::anonymous_in_rearrange(t->value), t->range);
@@ -64,7 +72,7 @@ void check_identifier_sets(const Pattern& p, PatternOp op, const PatternSide& le
     for (auto* t : l.names)
       if (!r.has(t->name))
         detail::fail_at(p, op == PatternOp::repeat ? messages::repeat_drops(t->name) : messages::only_left(name, t->name), t->range);
-    if (l.ellipsis && !r.ellipsis) detail::fail_at(p, messages::ellipsis_left_only(name), left.range);
+    if (l.ellipsis && !r.ellipsis) detail::fail_at(p, messages::ellipsis_left_only(name), ellipsis_range(left));
   }
   if (op != PatternOp::repeat)
     for (auto* t : r.names)
@@ -74,14 +82,16 @@ void check_identifier_sets(const Pattern& p, PatternOp op, const PatternSide& le
 // The input shape, stacked when it is a list: (n, *shape).
 Shape input_shape(const Pattern& p, const ResolveRequest& req) {
   const std::string_view name = op_name(req.op);
+  const SourceRange left = p.inputs[0].range;
   if (!req.list_input) {
-    if (req.shapes.size() != 1) detail::fail_at(p, messages::operand_count(name, 1, req.shapes.size()), p.inputs[0].range);
+    if (req.shapes.empty()) detail::fail_at(p, messages::missing_input(name), left);
+    if (req.shapes.size() != 1) detail::fail_at(p, messages::too_many_inputs(name, req.shapes.size()), left);
     return req.shapes[0];
   }
-  if (req.shapes.empty()) throw UserError(messages::empty_list());
+  if (req.shapes.empty()) detail::fail_at(p, messages::empty_list(), left);
   for (size_t i = 1; i < req.shapes.size(); ++i)
     if (req.shapes[i] != req.shapes[0])
-      throw UserError(messages::list_shapes_differ(format_shape(req.shapes[0]), format_shape(req.shapes[i]), i));
+      detail::fail_at(p, messages::list_shapes_differ(format_shape(req.shapes[0]), format_shape(req.shapes[i]), i), left);
   Shape stacked{static_cast<int64_t>(req.shapes.size())};
   stacked.insert(stacked.end(), req.shapes[0].begin(), req.shapes[0].end());
   return stacked;
@@ -93,16 +103,18 @@ void check_reduction(const Pattern& p, const ResolveRequest& req, const AxisTabl
   if (r == Reduction::none) detail::fail_at(p, messages::reduce_needs_reduction(), p.arrow);
   const std::string_view rname = reduction_name(r);
   const bool needs_float = r == Reduction::mean || r == Reduction::var || r == Reduction::std || r == Reduction::logsumexp;
-  if (needs_float && !kFloatDTypes.contains(req.dtype)) throw UserError(messages::reduction_needs_float(rname, dtype_name(req.dtype)));
+  if (needs_float && !kFloatDTypes.contains(req.dtype))
+    detail::fail_at(p, messages::reduction_needs_float(rname, dtype_name(req.dtype)), p.inputs[0].range);
   int64_t count = 1;
-  for (int id : reduced) count *= *table.size(id);
+  for (int id : reduced) count = table.checked_product(count, *table.size(id), p.arrow);
   if ((r == Reduction::min || r == Reduction::max) && count == 0 && !reduced.empty()) {
     for (int id : reduced)
       if (*table.size(id) == 0) table.fail(messages::reduction_of_empty(rname), table.axis(id).range);
   }
   if (r == Reduction::var || r == Reduction::std) {
-    if (!req.ddof) throw UserError(messages::needs_ddof(rname));
-    if (*req.ddof < 0 || (*req.ddof > 0 && count <= *req.ddof)) throw UserError(messages::ddof_too_large(rname, *req.ddof, count));
+    if (!req.ddof) detail::fail_at(p, messages::needs_ddof(rname), p.arrow);
+    if (*req.ddof < 0 || (*req.ddof > 0 && count <= *req.ddof))
+      detail::fail_at(p, messages::ddof_too_large(rname, *req.ddof, count), p.arrow);
   }
 }
 
@@ -160,11 +172,8 @@ Recipe resolve_one_input(const Pattern& p, const ResolveRequest& req) {
   }
   if (op == PatternOp::reduce) check_reduction(p, req, table, recipe.reduced_axes);
   Shape out;
-  for (const auto& g : recipe.output_groups) {
-    int64_t n = 1;
-    for (int id : g) n *= *table.size(id);
-    out.push_back(n);
-  }
+  for (const auto& g : recipe.output_groups) out.push_back(table.group_size(g, right.range));
+  detail::check_numel(table, out, right.range);
   recipe.output_shapes.push_back(std::move(out));
   recipe.axes = table.finish();
   return recipe;

@@ -46,23 +46,25 @@ class DimMemo {
   bool operator==(const DimMemo&) const = default;
 
  private:
+  /// One binding: a single dim's size or a variadic dim's sizes.
   struct Entry {
-    std::string name;
-    bool is_variadic = false;
-    int64_t size = 0;        // single
-    VariadicSizes variadic;  // variadic
-    bool operator==(const Entry&) const = default;
+    std::string name;                               ///< without `*`
+    bool is_variadic = false;                       ///< which of the two namespaces
+    int64_t size = 0;                               ///< single dims
+    VariadicSizes variadic;                         ///< variadic dims
+    bool operator==(const Entry&) const = default;  ///< field-wise
   };
+  /// The binding of `name` in the single or the variadic namespace, or null.
   const Entry* find(std::string_view name, bool is_variadic) const;
 
-  std::vector<Entry> entries_;  // in first-bound order; memos are small, so a linear scan
+  /// In first-bound order; memos hold a handful of names, so lookups scan.
+  std::vector<Entry> entries_;
 };
 
 /// Checks one tensor against `spec`, binding new names into `memo` only when the whole check
 /// passes. Throws UserError with the caret on the failing dim (or dtype, or dim list for a
 /// rank mismatch), the rule and the facts, and a "sizes bound so far" note.
-void check_shape(const ShapeSpec& spec, DType dtype, std::span<const int64_t> shape,
-                 DimMemo& memo);
+void check_shape(const ShapeSpec& spec, DType dtype, std::span<const int64_t> shape, DimMemo& memo);
 
 /// Like check_shape but returns false instead of throwing (memo untouched then). A symbolic
 /// dim that reads an unbound name counts as a mismatch here; check_shape says why.
@@ -84,8 +86,5 @@ void check_shapes(std::span<const TensorCheck> tensors, DimMemo& memo);
 /// symbolic dims evaluated): how ein computes a result shape statically. Throws UserError at
 /// the first dim with no determined size (anonymous, unbound) or with a negative size.
 std::vector<int64_t> resolve_shape(const ShapeSpec& spec, const DimMemo& memo);
-
-/// A shape as ein prints it: "(2,3)", "(5,)", "()".
-std::string format_shape(std::span<const int64_t> shape);
 
 }  // namespace ein

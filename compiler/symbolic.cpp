@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "dsl/diagnostic.h"
+#include "dsl/shape_spec_printer.h"
 
 namespace ein {
 namespace {
@@ -29,7 +30,8 @@ class Evaluator {
 
   int64_t eval(const SizeExpr& e) const {
     switch (e.kind) {
-      case SizeExpr::Kind::integer: return e.value;
+      case SizeExpr::Kind::integer:
+        return e.value;
       case SizeExpr::Kind::name: {
         if (const std::optional<int64_t> v = lookup_(e.name)) return *v;
         throw UserError(fmt::format(kUnbound, text(), e.name), source_, e.range).note(kUnboundNote);
@@ -42,23 +44,30 @@ class Evaluator {
         }
         return out;
       }
-      case SizeExpr::Kind::binary: return binary(e, eval(e.args[0]), eval(e.args[1]));
+      case SizeExpr::Kind::binary:
+        return binary(e, eval(e.args[0]), eval(e.args[1]));
     }
     return 0;
   }
 
  private:
   std::string text() const {
-    return source_ ? std::string(source_->slice(root_.range)) : std::string("?");
+    return source_ ? std::string(source_->slice(root_.range)) : print(root_);
   }
 
   int64_t binary(const SizeExpr& e, int64_t a, int64_t b) const {
     int64_t out = 0;
     bool overflow = false;
     switch (e.op) {
-      case SizeOp::add: overflow = __builtin_add_overflow(a, b, &out); break;
-      case SizeOp::sub: overflow = __builtin_sub_overflow(a, b, &out); break;
-      case SizeOp::mul: overflow = __builtin_mul_overflow(a, b, &out); break;
+      case SizeOp::add:
+        overflow = __builtin_add_overflow(a, b, &out);
+        break;
+      case SizeOp::sub:
+        overflow = __builtin_sub_overflow(a, b, &out);
+        break;
+      case SizeOp::mul:
+        overflow = __builtin_mul_overflow(a, b, &out);
+        break;
       case SizeOp::floordiv:
         if (b == 0) throw UserError(fmt::format(kDivisionByZero, text()), source_, e.range);
         if (a == std::numeric_limits<int64_t>::min() && b == -1) {
@@ -82,7 +91,8 @@ class Evaluator {
 void collect_names(const SizeExpr& e, std::vector<std::string>& out) {
   if (e.kind == SizeExpr::Kind::name && std::find(out.begin(), out.end(), e.name) == out.end())
     out.push_back(e.name);
-  for (const SizeExpr& arg : e.args) collect_names(arg, out);
+  for (const SizeExpr& arg : e.args)
+    collect_names(arg, out);
 }
 
 }  // namespace

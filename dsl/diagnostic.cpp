@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace ein {
 namespace {
 
@@ -18,16 +20,15 @@ std::string located(const char* kind, const std::string& text, const Source& src
 }  // namespace
 
 std::string caret_line(const Source& source, SourceRange range) {
-  const LineCol lc = source.locate(range.begin);
   const std::string_view line = source.line_of(range.begin);
-  // Underline at most to the end of the line the range starts on.
-  const uint32_t start = lc.column - 1;
-  uint32_t width = range.size();
-  if (start + width > line.size()) width = line.size() > start ? line.size() - start : 0;
-  std::string out(1 + start, ' ');  // one space: the source line is printed indented by one
-  // Keep tabs so the caret stays under the right character.
-  for (uint32_t i = 0; i < start && i < line.size(); ++i)
-    if (line[i] == '\t') out[1 + i] = '\t';
+  const uint32_t line_begin = static_cast<uint32_t>(line.data() - source.text().data());
+  const uint32_t start = range.begin - line_begin;  // bytes into the line
+  // Underline at most to the end of the line the range starts on, one mark per character.
+  const uint32_t end = std::min<uint32_t>(range.end - line_begin, static_cast<uint32_t>(line.size()));
+  std::string out = " ";  // the source line is printed indented by one space
+  for (size_t i = 0; i < start && i < line.size(); i += utf8_char_size(line.substr(i)))
+    out += line[i] == '\t' ? '\t' : ' ';  // keep tabs so the caret stays aligned
+  const uint32_t width = end > start ? utf8_length(line.substr(start, end - start)) : 0;
   out += '^';
   if (width > 1) out.append(width - 1, '~');
   return out;

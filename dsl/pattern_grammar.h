@@ -29,9 +29,11 @@ struct dot : pegtl::one<'.'> {};
 struct dots : pegtl::sor<pegtl::string<'.', '.', '.'>, pegtl::string<'\xE2', '\x80', '\xA6'>> {};
 
 // "Glued" checks: what may not follow a token directly. Each raises its own message.
-struct ellipsis_end : pegtl::not_at<pegtl::sor<name_other, dot>> {};
-struct number_end : pegtl::not_at<pegtl::sor<name_other, dot>> {};
-struct name_end : pegtl::not_at<dot> {};
+struct unicode_ellipsis : pegtl::string<'\xE2', '\x80', '\xA6'> {};
+struct glue : pegtl::sor<name_other, dot, unicode_ellipsis> {};
+struct ellipsis_end : pegtl::not_at<glue> {};
+struct number_end : pegtl::not_at<glue> {};
+struct name_end : pegtl::not_at<pegtl::sor<dot, unicode_ellipsis>> {};
 
 struct ellipsis : pegtl::seq<dots, pegtl::must<ellipsis_end>> {};
 struct number : pegtl::seq<pegtl::plus<pegtl::digit>, pegtl::must<number_end>> {};

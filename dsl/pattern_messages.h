@@ -73,8 +73,15 @@ inline std::string rank_mismatch(size_t expected, bool at_least, size_t received
                      shape);
 }
 inline std::string length_mismatch(std::string_view name, int64_t length, int64_t known) {
-  return fmt::format("axis '{}' has length {} here, but {}={} is already known", name, length,
-                     name, known);
+  return fmt::format("axis '{}' has length {} here, but length {} where it first appears", name,
+                     length, known);
+}
+inline std::string given_mismatch(std::string_view name, int64_t length, int64_t given) {
+  return fmt::format("axis '{}' has length {} in the input, but {}={} was given", name, length,
+                     name, given);
+}
+inline std::string first_appears(std::string_view name, int64_t size) {
+  return fmt::format("'{}' first appears here, with length {}", name, size);
 }
 inline std::string unit_mismatch(int64_t length) {
   return fmt::format("a unit axis must have length 1, but this dimension has length {}", length);
@@ -85,18 +92,19 @@ inline std::string anonymous_mismatch(int64_t value, int64_t length) {
 }
 inline std::string product_mismatch(std::string_view group, std::string_view known, int64_t product,
                                     int64_t length) {
-  return fmt::format("cannot split an axis of length {} into {}: {} gives {}, not {}", length,
-                     group, known, product, length);
+  return fmt::format("cannot split an axis of length {} into {}{}{}: their product is {}, not {}",
+                     length, group, known.empty() ? "" : " with ", known, product, length);
 }
 inline std::string not_divisible(std::string_view group, int64_t length, std::string_view known,
                                  int64_t product) {
-  return fmt::format("cannot split an axis of length {} into {}: {} is not divisible by {} ({})",
-                     length, group, length, product, known);
+  return fmt::format("cannot split an axis of length {} into {}{}{}: {} is not divisible by {}",
+                     length, group, known.empty() ? "" : " with ", known, length, product);
 }
-inline std::string cannot_infer(std::string_view group, std::string_view unknown, int64_t length) {
+inline std::string cannot_infer(std::string_view group, std::string_view unknown, int64_t length,
+                                std::string_view first) {
   return fmt::format("cannot infer the sizes of {} in {} from length {}: give all but one of "
-                     "them (e.g. {}=...)",
-                     unknown, group, length, unknown.substr(0, unknown.find(',')));
+                     "them, e.g. {}=N",
+                     unknown, group, length, first);
 }
 inline std::string cannot_infer_zero(std::string_view group, std::string_view unknown) {
   return fmt::format("cannot infer {} in {}: the other axes have length 0", unknown, group);
@@ -134,9 +142,37 @@ inline std::string repeat_drops(std::string_view name) {
                      name);
 }
 inline std::string anonymous_in_rearrange(int64_t value) {
-  return fmt::format("anonymous axis {} in rearrange: each number is a distinct axis, so it "
-                     "cannot appear on both sides (only 1 is allowed, as a unit axis)",
+  return fmt::format("anonymous axis {} in rearrange: each number is a new distinct axis, and "
+                     "rearrange keeps every axis, so only 1 (a unit axis) is allowed; name it",
                      value);
+}
+inline std::string anonymous_zero() {
+  return "an anonymous axis has a positive length; name an empty axis instead (e.g. n, with n=0)";
+}
+inline std::string ellipsis_in_pack(std::string_view op) {
+  return fmt::format("'...' is not allowed in {} patterns: '*' stands for the packed dimensions",
+                     op);
+}
+inline std::string pack_mismatch(std::string_view name, size_t index, int64_t length, size_t first,
+                                 int64_t first_length) {
+  return fmt::format("axis '{}' has length {} in tensor {}, but length {} in tensor {}", name,
+                     length, index, first_length, first);
+}
+inline std::string missing_input(std::string_view op) {
+  return fmt::format("{} needs one input shape, but none was given", op);
+}
+inline std::string too_many_inputs(std::string_view op, size_t count) {
+  return fmt::format("{} takes one input, but {} shapes were given (a list input is stacked: "
+                     "mark it as a list)",
+                     op, count);
+}
+inline std::string size_overflow() {
+  return "the sizes multiply beyond the largest tensor size (2^63 - 1 elements)";
+}
+inline std::string einsum_ellipsis_dropped(std::string_view shape) {
+  return fmt::format("the '...' dimensions {} are missing on the right side: einsum keeps '...' "
+                     "(name the axes to sum over them)",
+                     shape);
 }
 inline std::string anonymous_on_reduce_right(int64_t value) {
   return fmt::format("anonymous axis {} on the right side of reduce: each number is a new "
@@ -234,9 +270,9 @@ inline std::string unpack_bad_size(int64_t size, std::string_view ps) {
                      "'infer', is allowed)",
                      ps, size);
 }
-inline std::string unpack_split(int64_t length, std::string_view ps) {
-  return fmt::format("cannot split the '*' axis of length {} into the packed shapes {}", length,
-                     ps);
+inline std::string unpack_split(int64_t length, std::string_view ps, std::string_view why) {
+  return fmt::format("cannot split the '*' axis of length {} into the packed shapes {}: {}", length,
+                     ps, why);
 }
 inline std::string unpack_split_sum(int64_t length, std::string_view ps, int64_t total) {
   return fmt::format("cannot split the '*' axis of length {} into the packed shapes {}: they "

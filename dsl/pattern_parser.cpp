@@ -133,7 +133,8 @@ struct action<g::arrow> {
 // The character at the failure point, for messages ("" at the end of input).
 template <typename Input>
 std::string_view current(const Input& in) {
-  return in.empty() ? std::string_view() : std::string_view(in.current(), 1);
+  if (in.empty()) return {};
+  return std::string_view(in.current(), utf8_char_size(std::string_view(in.current(), in.size())));
 }
 
 // Turns a failed must<Rule> into a UserError. Every parse message is chosen here.
@@ -142,12 +143,14 @@ struct control : pegtl::normal<Rule> {
   template <typename Input, typename... States>
   [[noreturn]] static void raise(const Input& in, Builder& b, States&&...) {
     const auto at = static_cast<uint32_t>(in.current() - b.base);
-    const SourceRange here{at, at + (in.empty() ? 0u : 1u)};
+    const SourceRange here{at, at + static_cast<uint32_t>(current(in).size())};
     // The glued token runs back to the start of the token and on to the end of the glue.
     const auto glued = [&](uint32_t token_begin) {
       uint32_t e = at;
       const std::string& t = b.source->text();
-      while (e < t.size() && (std::isalnum(static_cast<unsigned char>(t[e])) || t[e] == '_' || t[e] == '.')) ++e;
+      while (e < t.size() && (std::isalnum(static_cast<unsigned char>(t[e])) || t[e] == '_' || t[e] == '.' ||
+                              static_cast<unsigned char>(t[e]) >= 0x80))
+        ++e;
       return SourceRange{token_begin, e};
     };
     const auto token_begin = [&] {
@@ -161,25 +164,22 @@ struct control : pegtl::normal<Rule> {
     if constexpr (std::is_same_v<Rule, g::ellipsis_end> || std::is_same_v<Rule, g::name_end> ||
                   std::is_same_v<Rule, g::number_end>) {
       const SourceRange r = glued(token_begin());
-      throw UserError(messages::glued_token(b.source->slice(r)), b.source, r);
+      throw UserError(messages::glued_token(printable(b.source->slice(r))), b.source, r);
     } else if constexpr (std::is_same_v<Rule, g::close_paren>) {
       if (current(in) == "(") throw UserError(messages::nested_group(), b.source, here);
       if (in.empty() || current(in) == "-" || current(in) == ",") {
         throw UserError(messages::unclosed_group(), b.source, {b.group_begin, b.group_begin + 1});
       }
-      throw UserError(messages::unexpected_character(current(in)), b.source, here);
+      throw UserError(messages::unexpected_character(printable(current(in))), b.source, here);
     } else if constexpr (std::is_same_v<Rule, g::end>) {
       const std::string_view rest(in.current(), in.size());
       if (rest.starts_with(")")) throw UserError(messages::unopened_group(), b.source, here);
       if (rest.starts_with("->")) throw UserError(messages::second_arrow(), b.source, {at, at + 2});
       if (rest.starts_with(",")) throw UserError(messages::comma_in_output(), b.source, here);
-      const auto c = static_cast<unsigned char>(rest.front());
-      // Show a whole UTF-8 character, not its first byte.
-      uint32_t len = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
-      len = std::min<uint32_t>(len, static_cast<uint32_t>(rest.size()));
-      throw UserError(messages::unexpected_character(rest.substr(0, len)), b.source, {at, at + len});
+      const uint32_t len = utf8_char_size(rest);  // a whole character, or one invalid byte
+      throw UserError(messages::unexpected_character(printable(rest.substr(0, len))), b.source, {at, at + len});
     } else {
-      throw UserError(messages::unexpected_character(current(in)), b.source, here);
+      throw UserError(messages::unexpected_character(printable(current(in))), b.source, here);
     }
   }
 };

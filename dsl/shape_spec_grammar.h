@@ -147,6 +147,7 @@ struct spec : pegtl::seq<pegtl::star<pegtl::space>, pegtl::sor<typed_spec, bare_
 /// The message raised when `Rule` fails under must<>; nullptr for rules never raised.
 template <typename Rule>
 inline constexpr const char* error_message = nullptr;
+/// The rules raised under must<> and their messages (texts in shape_spec_messages.h).
 template <>
 inline constexpr const char* error_message<paren_body> = detail::spec_msg::kExpectedParenBody;
 template <>

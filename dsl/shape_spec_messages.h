@@ -7,6 +7,15 @@ namespace ein::detail::spec_msg {
 
 // --- Grammar: raised by must<> at the offending character ------------------------------
 
+/// How a grammar error reads: "<what was found>: <what the rule expected>".
+inline constexpr const char* kGrammarError = "{}: {}";
+/// Found: the end of the text.
+inline constexpr const char* kUnexpectedEnd = "unexpected end of the spec";
+/// Found: a blank.
+inline constexpr const char* kUnexpectedSpace = "unexpected whitespace";
+/// Found: a character; {} is the character.
+inline constexpr const char* kUnexpectedChar = "unexpected '{}'";
+
 /// A comma where a space should separate two dims (jaxtyping's "Axes should be separated with
 /// spaces, not commas").
 inline constexpr const char* kCommaBetweenDims =
@@ -87,6 +96,8 @@ inline constexpr const char* kTwoVariadics =
     "a spec may have only one variadic dim ('*name' or '...'), but '{}' is a second one";
 /// Note pointing at the first variadic.
 inline constexpr const char* kFirstVariadicNote = "the first variadic dim is here";
+/// Parentheses nested past the limit; {} is the limit.
+inline constexpr const char* kTooDeep = "parentheses are nested more than {} deep";
 /// An unknown name before `[`; {} is the name.
 inline constexpr const char* kUnknownDType = "unknown dtype '{}'";
 /// Note listing the known dtype names; {} is the list.

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <utility>
 #include <vector>
@@ -85,10 +87,18 @@ struct Builder {
     SizeExpr node;
     node.kind = SizeExpr::Kind::binary;
     switch (text[i]) {
-      case '+': node.op = SizeOp::add; break;
-      case '-': node.op = SizeOp::sub; break;
-      case '*': node.op = SizeOp::mul; break;
-      default: node.op = SizeOp::floordiv; break;
+      case '+':
+        node.op = SizeOp::add;
+        break;
+      case '-':
+        node.op = SizeOp::sub;
+        break;
+      case '*':
+        node.op = SizeOp::mul;
+        break;
+      default:
+        node.op = SizeOp::floordiv;
+        break;
     }
     node.range = lhs.range.merge(rhs.range);
     node.args.push_back(std::move(lhs));
@@ -103,18 +113,14 @@ struct Builder {
 void Builder::finish_dim(SourceRange range) {
   PendingDim p = std::exchange(pending, PendingDim{});
   bool broadcastable = false, variadic = false, anonymous = false;
+  bool* const flags[] = {&broadcastable, &variadic, &anonymous};
+  constexpr const char* kTwice[] = {msg::kTwoHashes, msg::kTwoStars, msg::kTwoUnderscores};
   for (const PendingDim::Prefix& prefix : p.prefixes) {
     const SourceRange at{prefix.at, prefix.at + 1};
-    bool* flag = nullptr;
-    const char* twice = nullptr;
-    switch (prefix.c) {
-      case '#': flag = &broadcastable, twice = msg::kTwoHashes; break;
-      case '*': flag = &variadic, twice = msg::kTwoStars; break;
-      case '_': flag = &anonymous, twice = msg::kTwoUnderscores; break;
-      default: fail(msg::kTreePath, at);
-    }
-    if (*flag) fail(twice, at);
-    *flag = true;
+    if (prefix.c == '?') fail(msg::kTreePath, at);
+    const int i = prefix.c == '#' ? 0 : prefix.c == '*' ? 1 : 2;
+    if (*flags[i]) fail(kTwice[i], at);
+    *flags[i] = true;
   }
   Dim dim;
   dim.range = range;
@@ -269,9 +275,9 @@ struct action<g::call> {
     e.fn = frame.fn;
     e.range = b.range_of(in);
     if (b.stack.size() - frame.depth < 2)
-      b.fail(fmt::format(msg::kTooFewArguments, frame.fn == SizeFn::min ? "min" : "max"),
-             e.range);
-    for (size_t i = frame.depth; i < b.stack.size(); ++i) e.args.push_back(std::move(b.stack[i]));
+      b.fail(fmt::format(msg::kTooFewArguments, frame.fn == SizeFn::min ? "min" : "max"), e.range);
+    for (size_t i = frame.depth; i < b.stack.size(); ++i)
+      e.args.push_back(std::move(b.stack[i]));
     b.stack.resize(frame.depth);
     b.stack.push_back(std::move(e));
   }
@@ -318,12 +324,36 @@ struct action<g::dtype_head> {
   }
 };
 
-// Describes the character a grammar error stopped at, for the "unexpected ..." prefix.
-std::string found_at(const Source& source, uint32_t offset) {
-  if (offset >= source.text().size()) return "unexpected end of the spec";
-  const char c = source.text()[offset];
-  if (c == '\n' || c == '\t' || c == ' ') return "unexpected whitespace";
-  return fmt::format("unexpected '{}'", c);
+// Converts a grammar error into a UserError under the character it stopped at (a whole
+// UTF-8 sequence, so the caret and the quoted text are never half a character).
+UserError grammar_error(const SourcePtr& source, uint32_t offset, std::string_view message) {
+  const std::string_view text = source->text();
+  if (offset >= text.size())
+    return UserError(fmt::format(msg::kGrammarError, msg::kUnexpectedEnd, message), source,
+                     {offset, offset});
+  const auto lead = static_cast<unsigned char>(text[offset]);
+  uint32_t len = lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+  len = std::min<uint32_t>(len, static_cast<uint32_t>(text.size() - offset));
+  const std::string found = std::isspace(lead)
+                                ? std::string(msg::kUnexpectedSpace)
+                                : fmt::format(msg::kUnexpectedChar, text.substr(offset, len));
+  return UserError(fmt::format(msg::kGrammarError, found, message), source, {offset, offset + len});
+}
+
+// Deeper nesting is refused before parsing: the grammar and every pass over expressions
+// recurse, and no real size needs more than a few levels.
+constexpr int kMaxNesting = 32;
+
+void check_nesting(const SourcePtr& source) {
+  int depth = 0;
+  for (size_t i = 0; i < source->text().size(); ++i) {
+    const char c = source->text()[i];
+    depth += c == '(' ? 1 : c == ')' ? -1 : 0;
+    if (depth > kMaxNesting) {
+      const auto at = static_cast<uint32_t>(i);
+      throw UserError(fmt::format(msg::kTooDeep, kMaxNesting), source, {at, at + 1});
+    }
+  }
 }
 
 // Rules the parser enforces on the whole dim list: at most one variadic dim.
@@ -347,14 +377,12 @@ ShapeSpec parse_shape_spec(SourcePtr source) {
   Builder b;
   b.source = source;
   b.base = source->text().data();
+  check_nesting(source);
   pegtl::memory_input in(source->text().data(), source->text().size(), source->name());
   try {
     pegtl::parse<g::spec, action, g::control>(in, b);
   } catch (const pegtl::parse_error& e) {
-    const auto offset = static_cast<uint32_t>(e.positions().front().byte);
-    const uint32_t end = offset < source->text().size() ? offset + 1 : offset;
-    throw UserError(found_at(*source, offset) + ": " + std::string(e.message()), source,
-                    {offset, end});
+    throw grammar_error(source, static_cast<uint32_t>(e.positions().front().byte), e.message());
   }
   ShapeSpec spec = std::move(b.spec);
   spec.source = source;

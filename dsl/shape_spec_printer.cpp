@@ -15,10 +15,14 @@ int precedence(const SizeExpr& e) {
 
 std::string_view op_text(SizeOp op) {
   switch (op) {
-    case SizeOp::add: return "+";
-    case SizeOp::sub: return "-";
-    case SizeOp::mul: return "*";
-    case SizeOp::floordiv: return "//";
+    case SizeOp::add:
+      return "+";
+    case SizeOp::sub:
+      return "-";
+    case SizeOp::mul:
+      return "*";
+    case SizeOp::floordiv:
+      return "//";
   }
   return "?";
 }
@@ -35,8 +39,10 @@ std::string print_operand(const SizeExpr& child, int parent, bool right) {
 
 std::string print(const SizeExpr& expr) {
   switch (expr.kind) {
-    case SizeExpr::Kind::integer: return std::to_string(expr.value);
-    case SizeExpr::Kind::name: return expr.name;
+    case SizeExpr::Kind::integer:
+      return std::to_string(expr.value);
+    case SizeExpr::Kind::name:
+      return expr.name;
     case SizeExpr::Kind::binary: {
       const int p = precedence(expr);
       return print_operand(expr.args[0], p, false) + std::string(op_text(expr.op)) +
@@ -44,7 +50,8 @@ std::string print(const SizeExpr& expr) {
     }
     case SizeExpr::Kind::call: {
       std::string out = expr.fn == SizeFn::min ? "min(" : "max(";
-      for (size_t i = 0; i < expr.args.size(); ++i) out += (i ? "," : "") + print(expr.args[i]);
+      for (size_t i = 0; i < expr.args.size(); ++i)
+        out += (i ? "," : "") + print(expr.args[i]);
       return out + ")";
     }
   }
@@ -55,16 +62,20 @@ std::string print(const Dim& dim) {
   const std::string doc = dim.doc_name.empty() ? "" : dim.doc_name + "=";
   const std::string hash = dim.broadcastable ? "#" : "";
   switch (dim.kind) {
-    case DimKind::named: return hash + doc + dim.name;
-    case DimKind::fixed: return hash + doc + std::to_string(dim.size);
-    case DimKind::anonymous: return "_" + doc + dim.name;
+    case DimKind::named:
+      return hash + doc + dim.name;
+    case DimKind::fixed:
+      return hash + doc + std::to_string(dim.size);
+    case DimKind::anonymous:
+      return "_" + doc + dim.name;
     case DimKind::anonymous_variadic:
       return dim.name.empty() && doc.empty() ? "..." : "*_" + doc + dim.name;
-    case DimKind::named_variadic: return "*" + hash + doc + dim.name;
+    case DimKind::named_variadic:
+      return "*" + hash + doc + dim.name;
     case DimKind::symbolic: {
       // A lone name or integer in parentheses is symbolic; without them it would be named/fixed.
-      const bool lone = dim.expr.kind == SizeExpr::Kind::name ||
-                        dim.expr.kind == SizeExpr::Kind::integer;
+      const bool lone =
+          dim.expr.kind == SizeExpr::Kind::name || dim.expr.kind == SizeExpr::Kind::integer;
       return hash + doc + (lone ? "(" + print(dim.expr) + ")" : print(dim.expr));
     }
   }
@@ -73,7 +84,8 @@ std::string print(const Dim& dim) {
 
 std::string print(const ShapeSpec& spec) {
   std::string dims;
-  for (const Dim& dim : spec.dims) dims += (dims.empty() ? "" : " ") + print(dim);
+  for (const Dim& dim : spec.dims)
+    dims += (dims.empty() ? "" : " ") + print(dim);
   return spec.dtype ? spec.dtype->name + "[" + dims + "]" : dims;
 }
 

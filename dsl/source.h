@@ -1,6 +1,7 @@
 // Source text and ranges into it. Every AST node carries a SourceRange so that an error
 // found late (in sema, or in a pass over the IR) still underlines what the user wrote.
-// Offsets are in bytes; lines and columns are 1-based and counted in bytes too.
+// Offsets are in bytes; lines and columns are 1-based, columns counted in characters
+// (UTF-8 code points), so a caret lands under the right character of `a … b`.
 #pragma once
 
 #include <cstdint>
@@ -25,7 +26,7 @@ struct SourceRange {
 /// A 1-based line and column, as printed in `name:line:col`.
 struct LineCol {
   uint32_t line = 1;    ///< 1-based line number
-  uint32_t column = 1;  ///< 1-based byte column
+  uint32_t column = 1;  ///< 1-based column in characters (UTF-8 code points)
 };
 
 /// A named piece of text: a pattern string, a shape spec, or a .ein file.
@@ -51,6 +52,13 @@ class Source {
 };
 
 using SourcePtr = std::shared_ptr<const Source>;
+
+/// Number of UTF-8 code points in `text` (each invalid byte counts as one).
+uint32_t utf8_length(std::string_view text);
+/// Byte length of the UTF-8 character starting `text`: 1 to 4, or 1 for an invalid byte.
+uint32_t utf8_char_size(std::string_view text);
+/// `text` with control characters and invalid UTF-8 bytes escaped as `\xNN`, for messages.
+std::string printable(std::string_view text);
 
 /// Makes a shared Source; patterns are parsed from these so ranges outlive the parser.
 SourcePtr make_source(std::string name, std::string text);

@@ -4,6 +4,8 @@
 #include <CLI/CLI.hpp>
 
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "tools/shape_command.h"
 
@@ -13,16 +15,23 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("ein 0.1.0"));
   int exit_code = 0;
   ein::cli::add_shape_command(app, exit_code);
+  // CLI11 reads "-> a" as an unknown short option '>'; a pattern may start with "->" (a
+  // scalar input), so such arguments are marked here and unmarked by the subcommands.
+  std::vector<std::string> args(argv, argv + argc);
+  for (std::string& a : args)
+    if (a.rfind("->", 0) == 0) a.insert(0, 1, ein::cli::kProtectedArgument);
+  std::vector<char*> pointers;
+  for (std::string& a : args) pointers.push_back(a.data());
   try {
-    app.parse(argc, argv);
+    app.parse(argc, pointers.data());
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
+  } catch (const CLI::ParseError& e) {  // usage errors: say so in the diagnostics' style
+    std::cerr << "error: " << e.what() << "\nRun 'ein --help' or 'ein shape --help' for usage.\n";
     return 2;
   } catch (const std::exception& e) {  // an internal failure: say so, never a raw library text alone
     std::cerr << "ein: internal error (please report): " << e.what() << '\n';

@@ -78,9 +78,7 @@ std::vector<int64_t> scan_dims(Scanner& s, bool bare, bool allow_minus_one) {
 
 }  // namespace
 
-bool is_axis_size(const std::string& arg) {
-  return arg.find('=') != std::string::npos && !arg.empty() && (std::isalpha(static_cast<unsigned char>(arg[0])) || arg[0] == '_');
-}
+bool is_axis_size(const std::string& arg) { return arg.find('=') != std::string::npos; }
 
 Shape parse_shape_arg(const std::string& text, const std::string& label) {
   Scanner s(text, label);
@@ -93,9 +91,10 @@ AxisSize parse_axis_size(const std::string& text, const std::string& label) {
   const size_t eq = text.find('=');
   Scanner s(text, label);
   const std::string name = text.substr(0, eq);
+  if (name.empty()) s.fail("missing axis name before '=': an axis size is written name=size, e.g. h=8", 0, 1);
   for (char c : name)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_')
-      s.fail("an axis size is written name=size, e.g. h=8", 0, eq);
+      s.fail("'" + printable(name) + "' is not an axis name: an axis size is written name=size, e.g. h=8", 0, eq);
   Scanner value(text.substr(eq + 1), label);
   if (value.at_end()) s.fail("missing size after '='", eq, eq + 1);
   try {
@@ -122,20 +121,25 @@ std::vector<std::vector<int64_t>> parse_shape_list(const std::string& text, cons
 }
 
 ReductionArg parse_reduction_arg(const std::string& text) {
+  Scanner s(text, "--reduction");
   ReductionArg out;
-  const size_t paren = text.find('(');
+  const size_t paren = std::min(text.find('('), text.size());
   const std::string name = text.substr(0, paren);
   const auto r = parse_reduction(name);
-  if (!r) throw UserError(messages::unknown_reduction(name));
+  if (!r) s.fail(messages::unknown_reduction(printable(name)), 0, std::max<size_t>(paren, 1));
   out.reduction = *r;
-  if (paren == std::string::npos) return out;
-  Scanner s(text, "--reduction");
+  if (paren == text.size()) return out;
   const std::string prefix = name + "(ddof=";
-  if (text.rfind(prefix, 0) != 0 || text.back() != ')')
-    s.fail("write the reduction's ddof as " + name + "(ddof=N)", paren, text.size());
-  Scanner value(text.substr(prefix.size(), text.size() - prefix.size() - 1), "--reduction");
-  out.ddof = value.integer(false);
-  if (!value.at_end()) s.fail("write the reduction's ddof as " + name + "(ddof=N)", paren, text.size());
+  const auto malformed = [&] { s.fail("write the ddof as " + name + "(ddof=N), N a non-negative integer", paren, text.size()); };
+  if (text.rfind(prefix, 0) != 0 || text.back() != ')') malformed();
+  int64_t v = 0;
+  const char* b = text.data() + prefix.size();
+  const char* e = text.data() + text.size() - 1;
+  const auto [ptr, ec] = std::from_chars(b, e, v);
+  if (ec != std::errc() || ptr != e || v < 0) malformed();
+  if (out.reduction != Reduction::var && out.reduction != Reduction::std)
+    s.fail("ddof applies to var and std only", paren, text.size());
+  out.ddof = v;
   return out;
 }
 

@@ -31,7 +31,7 @@ Examples:
   ein shape reduce 'b t d -> b d' '(2,5,8)' --reduction 'var(ddof=1)'
   ein shape repeat 'h w -> h w c' '(30,40)' c=3                   # (30,40,3)
   ein shape einsum 'b s d, d f -> b s f' '(2,5,12)' '(12,7)'      # (2,5,7)
-  ein shape rearrange 'h w c -> b h w c' '(3,4,5)' '(3,4,5)' --list
+  ein shape rearrange 'b h w c -> h (b w) c' '(3,4,5)' '(3,4,5)'  # (3,8,5)
   ein shape pack 'i j * k' '(2,3,5)' '(2,3,7,5)'                  # (2,3,8,5) ps=[();(7,)]
   ein shape unpack 'i j * k' '(2,3,8,5)' --ps '[(),(7,)]'
   ein shape parse_shape 'batch _ h w' '(2,3,5,7)'                 # {batch:2,h:5,w:7}
@@ -66,7 +66,14 @@ ResolveRequest build_request(const ShapeOptions& o, PatternOp op) {
     req.reduction = r.reduction;
     req.ddof = r.ddof;
   }
-  if (o.ddof) req.ddof = o.ddof;
+  if (o.ddof) {
+    if (req.ddof && *req.ddof != *o.ddof)
+      throw UserError(fmt::format("--ddof {} contradicts the reduction's ddof={}", *o.ddof, *req.ddof));
+    if (*o.ddof < 0) throw UserError(fmt::format("--ddof {}: ddof is a non-negative integer", *o.ddof));
+    req.ddof = o.ddof;
+  }
+  if (req.ddof && req.reduction != Reduction::var && req.reduction != Reduction::std)
+    throw UserError(fmt::format("ddof applies to var and std, not to {}", reduction_name(req.reduction)));
   if (!o.ps.empty()) {
     if (op != PatternOp::unpack) throw UserError("--ps applies to unpack only");
     req.packed = parse_shape_list(o.ps, "--ps");
@@ -77,16 +84,23 @@ ResolveRequest build_request(const ShapeOptions& o, PatternOp op) {
   return req;
 }
 
-int run_shape(const ShapeOptions& o) {
+int run_shape(ShapeOptions o) {
+  o.pattern = unprotect(o.pattern);
+  for (std::string& a : o.args) a = unprotect(a);
   try {
     if (o.op == "parse_expression") {
       if (!o.args.empty()) throw UserError("parse_expression takes only a pattern");
-      std::cout << "OK composition=" << parse_expression(parse_pattern(o.pattern)) << '\n';
+      const std::string composition = parse_expression(parse_pattern(o.pattern));
+      std::cout << "OK composition=" << composition << '\n';
       return 0;
     }
     const auto op = parse_pattern_op(o.op);
-    if (!op)
-      throw UserError(fmt::format("unknown op '{}': expected rearrange, reduce, repeat, einsum, pack, unpack or parse_shape", o.op));
+    if (!op) {  // a usage error, like a misspelt subcommand
+      std::cerr << fmt::format("error: unknown op '{}': expected rearrange, reduce, repeat, einsum, pack, unpack, "
+                               "parse_shape or parse_expression\n",
+                               o.op);
+      return 2;
+    }
     const ResolveRequest req = build_request(o, *op);
     const Recipe recipe = resolve_pattern(parse_pattern(o.pattern), req);
     std::cout << (o.explain ? explain(recipe) : format_result(recipe) + "\n");

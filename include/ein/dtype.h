@@ -58,9 +58,12 @@ class DTypeSet {
   constexpr bool operator==(const DTypeSet&) const = default;
 
  private:
+  /// The set with these bits.
   constexpr explicit DTypeSet(uint32_t bits) : bits_(bits) {}
+  /// The bit of one dtype.
   static constexpr uint32_t bit(DType d) { return 1u << static_cast<unsigned>(d); }
 
+  /// Bit i set = the dtype with enum value i is in the set.
   uint32_t bits_ = 0;
 };
 

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The main job until training lands: a short tour of `ein shape`, static shape inference
+# for einops patterns, including what its diagnostics look like. Needs build/bin/ein.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ein=build/bin/ein
+
+run() {
+  printf '\n$ ein shape'
+  printf " '%s'" "$@"
+  printf '\n'
+  "$ein" shape "$@"
+  local rc=$?
+  [ "$rc" -eq 0 ] || printf '(exit %d)\n' "$rc"
+}
+
+echo "== ein shape: einops patterns, resolved statically =="
+run rearrange 'b s (h d) -> b h s d' '(8,1024,768)' h=12
+run einsum 'b h i d, b h j d -> b h i j' '(8,12,1024,64)' '(8,12,1024,64)'
+run reduce 'b c (h h2) (w w2) -> b c h w' '(10,20,30,40)' h2=2 w2=2 --reduction max
+run repeat 'h w -> (h h2) (w w2) c' '(30,40)' h2=2 w2=2 c=3
+run pack 'i j * k' '(2,3,5)' '(2,3,7,5)' '(2,3,7,9,5)'
+run unpack 'i j * k' '(2,3,71,5)' --ps '[(),(7,),(7,9)]'
+run parse_shape 'batch _ h w' '(2,3,5,7)'
+echo
+echo "== ein extensions: compositions in einsum, var with an explicit ddof =="
+run einsum 'b s (h d), h d f -> b s (h f)' '(2,5,12)' '(3,4,7)'
+run reduce 'b t d -> b d' '(2,5,8)' --reduction 'var(ddof=1)'
+echo
+echo "== how a plan looks =="
+run rearrange 'b (h w) c -> c b w h' '(2,12,3)' h=3 --explain
+echo
+echo "== diagnostics point at the mistake =="
+run rearrange 'b (h w) c -> b h w c' '(2,12,3)' h=5
+run einsum 'b s d, d f -> b s f' '(2,5,12)' '(16,7)'
+run rearrange 'b s (h d) -> b h s d' '(2,5,12)'
+run rearrange 'b c -> b c h' '(2,3)'
+run reduce 'b t d -> b d' '(2,5,8)' --reduction var
+exit 0

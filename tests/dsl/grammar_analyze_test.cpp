@@ -1,0 +1,16 @@
+// PEGTL's static grammar analysis: no rule can loop without consuming input.
+#include <gtest/gtest.h>
+
+#include <tao/pegtl/contrib/analyze.hpp>
+
+#include "dsl/pattern_grammar.h"
+
+namespace ein {
+namespace {
+
+TEST(GrammarAnalyze, PatternGrammarHasNoIssues) {
+  EXPECT_EQ(tao::pegtl::analyze<grammar::pattern::grammar>(-1), 0u);
+}
+
+}  // namespace
+}  // namespace ein
