@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "compiler/pattern_sema.h"  // format_shape
 #include "compiler/symbolic.h"
 #include "dsl/diagnostic.h"
 #include "dsl/shape_spec_printer.h"
@@ -42,14 +43,6 @@ constexpr const char* kAnonymous =
 constexpr const char* kNegative = "symbolic size '{}' evaluates to {}, which is not a valid size";
 
 // -------------------------------------------------------------------------------------------
-
-// A tuple of sizes as ein prints shapes: "(2,3)", "(5,)", "()".
-std::string tuple_text(std::span<const int64_t> sizes) {
-  std::string out = "(";
-  for (size_t i = 0; i < sizes.size(); ++i)
-    out += (i ? "," : "") + std::to_string(sizes[i]);
-  return out + (sizes.size() == 1 ? ",)" : ")");
-}
 
 // How the user wrote a dim or expression; specs built by hand have no source: print them.
 std::string written(const ShapeSpec& spec, const Dim& d) {
@@ -126,7 +119,7 @@ class Checker {
  private:
   UserError fail(std::string message, SourceRange range) const {
     UserError e(std::move(message), spec_.source, range);
-    e.note(fmt::format(kTensorNote, dtype_name(dtype_), tuple_text(shape_)));
+    e.note(fmt::format(kTensorNote, dtype_name(dtype_), format_shape(shape_)));
     e.note(fmt::format(kBoundNote, memo_.to_string()));
     return e;
   }
@@ -156,7 +149,7 @@ class Checker {
       memo_.bind_variadic(d.name, {sizes, d.broadcastable});
       return std::nullopt;
     }
-    const std::string got = tuple_text(sizes), had = tuple_text(prev->sizes);
+    const std::string got = format_shape(sizes), had = format_shape(prev->sizes);
     if (!prev->broadcastable && !d.broadcastable) {
       if (sizes == prev->sizes) return std::nullopt;
       return fail(fmt::format(kVariadicMismatch, text(d), got, d.name, had), d.range);
@@ -231,7 +224,7 @@ std::string DimMemo::to_string() const {
   std::string out;
   for (const Entry& e : entries_) {
     if (!out.empty()) out += ", ";
-    out += e.name + "=" + (e.is_variadic ? tuple_text(e.variadic.sizes) : std::to_string(e.size));
+    out += e.name + "=" + (e.is_variadic ? format_shape(e.variadic.sizes) : std::to_string(e.size));
   }
   return out.empty() ? "(none)" : out;
 }

@@ -21,6 +21,7 @@ namespace ein {
 struct VariadicSizes {
   std::vector<int64_t> sizes;  ///< one per matched dim, possibly none
   bool broadcastable = false;  ///< bound by `*#batch`: later uses may broadcast against it
+  /// Field-wise equality.
   bool operator==(const VariadicSizes&) const = default;
 };
 
