@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build pkg-config
+  build-essential cmake ninja-build pkg-config python3
   tao-pegtl-dev                                  # grammars
   llvm-19-dev libmlir-19-dev mlir-19-tools       # CPU code generation + JIT
   libopenblas-dev libtbb-dev                     # CPU GEMM, threads

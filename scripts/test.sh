@@ -5,5 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
 scripts/build.sh
+# The conformance summaries first (row counts by outcome), then every test.
+build/bin/ein_conformance_tests --gtest_brief=1 | grep -E "conformance|agree|DISAGREE|design notes" || true
 cd build
 ctest --output-on-failure -j "$(nproc)"
