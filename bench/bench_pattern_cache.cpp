@@ -29,7 +29,8 @@ void BM_CachedRearrange(benchmark::State& state) {
   PatternCache cache;
   const ResolveRequest req = split_heads();
   cache.resolve("b s (h d) -> b h s d", req);
-  for (auto _ : state) benchmark::DoNotOptimize(cache.resolve("b s (h d) -> b h s d", req));
+  for (auto _ : state)
+    benchmark::DoNotOptimize(cache.resolve("b s (h d) -> b h s d", req));
 }
 BENCHMARK(BM_CachedRearrange);
 
@@ -37,7 +38,8 @@ void BM_CachedEinsum(benchmark::State& state) {
   PatternCache cache;
   const ResolveRequest req = attention_scores();
   cache.resolve("b h i d, b h j d -> b h i j", req);
-  for (auto _ : state) benchmark::DoNotOptimize(cache.resolve("b h i d, b h j d -> b h i j", req));
+  for (auto _ : state)
+    benchmark::DoNotOptimize(cache.resolve("b h i d, b h j d -> b h i j", req));
 }
 BENCHMARK(BM_CachedEinsum);
 
@@ -45,13 +47,15 @@ void BM_CachedRearrangeThreads(benchmark::State& state) {
   static PatternCache cache;
   const ResolveRequest req = split_heads();
   cache.resolve("b s (h d) -> b h s d", req);
-  for (auto _ : state) benchmark::DoNotOptimize(cache.resolve("b s (h d) -> b h s d", req));
+  for (auto _ : state)
+    benchmark::DoNotOptimize(cache.resolve("b s (h d) -> b h s d", req));
 }
 BENCHMARK(BM_CachedRearrangeThreads)->Threads(2);
 
 void BM_UncachedParseAndResolve(benchmark::State& state) {
   const ResolveRequest req = split_heads();
-  for (auto _ : state) benchmark::DoNotOptimize(resolve_pattern(parse_pattern("b s (h d) -> b h s d"), req));
+  for (auto _ : state)
+    benchmark::DoNotOptimize(resolve_pattern(parse_pattern("b s (h d) -> b h s d"), req));
 }
 BENCHMARK(BM_UncachedParseAndResolve);
 

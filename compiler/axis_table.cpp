@@ -23,7 +23,8 @@ bool valid_identifier(std::string_view name) {
 // "(h w)", as written: numbers for anonymous axes, names otherwise.
 std::string describe_group(const AxisTable& t, const std::vector<int>& ids) {
   std::string out = "(";
-  for (size_t i = 0; i < ids.size(); ++i) out += (i ? " " : "") + t.axis(ids[i]).name;
+  for (size_t i = 0; i < ids.size(); ++i)
+    out += (i ? " " : "") + t.axis(ids[i]).name;
   return out + ")";
 }
 
@@ -76,10 +77,13 @@ void AxisTable::bind_dimension(const std::vector<int>& ids, int64_t length, Sour
     if (!e.size) return record(ids[0], length);
     if (*e.size == length) return;
     if (e.axis.origin == ElementaryAxis::Origin::anonymous)
-      fail(*e.size == 1 ? messages::unit_mismatch(length) : messages::anonymous_mismatch(*e.size, length), range);
+      fail(*e.size == 1 ? messages::unit_mismatch(length)
+                        : messages::anonymous_mismatch(*e.size, length),
+           range);
     if (e.bind_order < 0) fail(messages::given_mismatch(e.axis.name, length, *e.size), range);
     fail(messages::length_mismatch(e.axis.name, length, *e.size), range,
-         DiagnosticNote{messages::first_appears(e.axis.name, *e.size), pattern_.source, e.axis.range});
+         DiagnosticNote{messages::first_appears(e.axis.name, *e.size), pattern_.source,
+                        e.axis.range});
   }
   if (ids.empty()) {  // `()` or `(1 1)`
     if (length != 1) fail(messages::unit_mismatch(length), range);
@@ -94,26 +98,32 @@ void AxisTable::bind_dimension(const std::vector<int>& ids, int64_t length, Sour
       continue;
     }
     product = checked_product(product, *axes_[id].size, range);
-    if (axes_[id].axis.origin == ElementaryAxis::Origin::anonymous) continue;  // visible in the group
+    if (axes_[id].axis.origin == ElementaryAxis::Origin::anonymous)
+      continue;  // visible in the group
     if (!known_text.empty()) known_text += ", ";
     known_text += fmt::format("{}={}", axes_[id].axis.name, *axes_[id].size);
   }
   const std::string group = describe_group(*this, ids);
   if (unknown.empty()) {
-    if (product != length) fail(messages::product_mismatch(group, known_text, product, length), range);
+    if (product != length)
+      fail(messages::product_mismatch(group, known_text, product, length), range);
     return;
   }
   if (unknown.size() > 1) {
     std::string names;
     for (size_t i = 0; i < unknown.size(); ++i)
-      names += (i == 0 ? "" : i + 1 == unknown.size() ? " and " : ", ") + axes_[unknown[i]].axis.name;
+      names += (i == 0                    ? ""
+                : i + 1 == unknown.size() ? " and "
+                                          : ", ") +
+               axes_[unknown[i]].axis.name;
     fail(messages::cannot_infer(group, names, length, axes_[unknown[0]].axis.name), range);
   }
   if (product == 0) {
     if (length != 0) fail(messages::product_mismatch(group, known_text, 0, length), range);
     fail(messages::cannot_infer_zero(group, axes_[unknown[0]].axis.name), range);
   }
-  if (length % product != 0) fail(messages::not_divisible(group, length, known_text, product), range);
+  if (length % product != 0)
+    fail(messages::not_divisible(group, length, known_text, product), range);
   record(unknown[0], length / product);
 }
 
@@ -125,34 +135,44 @@ int64_t AxisTable::checked_product(int64_t a, int64_t b, SourceRange range) cons
 
 int64_t AxisTable::group_size(const std::vector<int>& ids, SourceRange range) const {
   int64_t n = 1;
-  for (int id : ids) n = checked_product(n, *axes_[id].size, range);
+  for (int id : ids)
+    n = checked_product(n, *axes_[id].size, range);
   return n;
 }
 
 void AxisTable::check_all_given_used() const {
   for (const Given& g : given_)
     if (!g.used)
-      fail(messages::given_unused(g.size.name), {0, static_cast<uint32_t>(pattern_.source->text().size())});
+      fail(messages::given_unused(g.size.name),
+           {0, static_cast<uint32_t>(pattern_.source->text().size())});
 }
 
 std::string AxisTable::bound_summary() const {
   std::vector<std::string> parts;
-  for (const Given& g : given_) parts.push_back(fmt::format("{}={} (given)", g.size.name, g.size.size));
+  for (const Given& g : given_)
+    parts.push_back(fmt::format("{}={} (given)", g.size.name, g.size.size));
   std::vector<const Entry*> bound;
   for (const Entry& e : axes_)
-    if (e.bind_order >= 0 && e.axis.origin != ElementaryAxis::Origin::anonymous) bound.push_back(&e);
-  std::sort(bound.begin(), bound.end(), [](auto* a, auto* b) { return a->bind_order < b->bind_order; });
-  for (const Entry* e : bound) parts.push_back(fmt::format("{}={}", e->axis.name, *e->size));
+    if (e.bind_order >= 0 && e.axis.origin != ElementaryAxis::Origin::anonymous)
+      bound.push_back(&e);
+  std::sort(bound.begin(), bound.end(),
+            [](auto* a, auto* b) { return a->bind_order < b->bind_order; });
+  for (const Entry* e : bound)
+    parts.push_back(fmt::format("{}={}", e->axis.name, *e->size));
   return fmt::format("{}", fmt::join(parts, ", "));
 }
 
-void AxisTable::fail(std::string message, SourceRange range, std::optional<DiagnosticNote> related) const {
+void AxisTable::fail(std::string message, SourceRange range,
+                     std::optional<DiagnosticNote> related) const {
   UserError err(std::move(message), pattern_.source, range);
   if (related) err.note_at(related->text, related->source, related->range);
   std::vector<std::string> shapes;
-  for (const Shape& s : request_.shapes) shapes.push_back(format_shape(s));
+  for (const Shape& s : request_.shapes)
+    shapes.push_back(format_shape(s));
   if (!shapes.empty()) {
-    const char* what = request_.list_input ? "input list of shapes" : request_.shapes.size() == 1 ? "input shape" : "input shapes";
+    const char* what = request_.list_input           ? "input list of shapes"
+                       : request_.shapes.size() == 1 ? "input shape"
+                                                     : "input shapes";
     err.note(fmt::format("{}: {}", what, fmt::join(shapes, ", ")));
   }
   const std::string bound = bound_summary();
@@ -170,7 +190,8 @@ std::vector<ElementaryAxis> AxisTable::finish() const {
   return out;
 }
 
-std::vector<int> term_axes(AxisTable& table, const AxisTerm& term, const std::vector<int>& ellipsis_ids) {
+std::vector<int> term_axes(AxisTable& table, const AxisTerm& term,
+                           const std::vector<int>& ellipsis_ids) {
   std::vector<int> ids;
   for (const AxisToken& tok : term.tokens) {
     switch (tok.kind) {
@@ -181,30 +202,38 @@ std::vector<int> term_axes(AxisTable& table, const AxisTerm& term, const std::ve
       }
       case AxisToken::Kind::number:
         if (!tok.is_unit())
-          ids.push_back(table.add(std::to_string(tok.value), ElementaryAxis::Origin::anonymous, tok.range, tok.value));
+          ids.push_back(table.add(std::to_string(tok.value), ElementaryAxis::Origin::anonymous,
+                                  tok.range, tok.value));
         break;
-      case AxisToken::Kind::ellipsis: ids.insert(ids.end(), ellipsis_ids.begin(), ellipsis_ids.end()); break;
-      case AxisToken::Kind::star: break;
+      case AxisToken::Kind::ellipsis:
+        ids.insert(ids.end(), ellipsis_ids.begin(), ellipsis_ids.end());
+        break;
+      case AxisToken::Kind::star:
+        break;
     }
   }
   return ids;
 }
 
-void append_output_term(std::vector<std::vector<int>>& groups, const AxisTerm& term, std::vector<int> ids) {
+void append_output_term(std::vector<std::vector<int>>& groups, const AxisTerm& term,
+                        std::vector<int> ids) {
   if (!term.is_group && term.tokens[0].kind == AxisToken::Kind::ellipsis) {
-    for (int id : ids) groups.push_back({id});
+    for (int id : ids)
+      groups.push_back({id});
     return;
   }
   groups.push_back(std::move(ids));
 }
 
 std::vector<BoundDim> bind_side(AxisTable& table, const Pattern& pattern, const PatternSide& side,
-                                const Shape& shape, const std::vector<int>& ellipsis_ids, bool bind) {
+                                const Shape& shape, const std::vector<int>& ellipsis_ids,
+                                bool bind) {
   (void)pattern;
   const int ell = ellipsis_term(side);
   const size_t fixed = side.terms.size() - (ell >= 0 ? 1 : 0);
   if (ell >= 0 ? shape.size() < fixed : shape.size() != fixed)
-    table.fail(messages::rank_mismatch(fixed, ell >= 0, shape.size(), format_shape(shape)), side.range);
+    table.fail(messages::rank_mismatch(fixed, ell >= 0, shape.size(), format_shape(shape)),
+               side.range);
   const size_t extra = shape.size() - fixed;
   std::vector<BoundDim> dims;
   size_t dim = 0;
@@ -218,7 +247,8 @@ std::vector<BoundDim> bind_side(AxisTable& table, const Pattern& pattern, const 
     for (size_t j = 0; j < extra; ++j, ++dim) {
       BoundDim d{{}, shape[dim], term.range, true};
       if (ellipsis_ids.empty()) {
-        d.ids.push_back(table.add("\u2026" + std::to_string(j), ElementaryAxis::Origin::ellipsis, term.range));
+        d.ids.push_back(
+            table.add("\u2026" + std::to_string(j), ElementaryAxis::Origin::ellipsis, term.range));
       } else {
         const int id = ellipsis_ids[ellipsis_ids.size() - extra + j];
         if (!(shape[dim] == 1 && table.size(id) != 1)) d.ids.push_back(id);
@@ -228,7 +258,8 @@ std::vector<BoundDim> bind_side(AxisTable& table, const Pattern& pattern, const 
   }
   if (bind) {
     std::vector<BoundDim*> ptrs;
-    for (auto& d : dims) ptrs.push_back(&d);
+    for (auto& d : dims)
+      ptrs.push_back(&d);
     bind_dims(table, std::move(ptrs));
   }
   return dims;
@@ -237,15 +268,18 @@ std::vector<BoundDim> bind_side(AxisTable& table, const Pattern& pattern, const 
 void bind_dims(AxisTable& table, std::vector<BoundDim*> dims) {
   std::vector<BoundDim*> groups;
   for (BoundDim* d : dims) {
-    if (d->ids.size() == 1 || d->ids.empty()) table.bind_dimension(d->ids, d->length, d->range);
-    else groups.push_back(d);
+    if (d->ids.size() == 1 || d->ids.empty())
+      table.bind_dimension(d->ids, d->length, d->range);
+    else
+      groups.push_back(d);
   }
   // A composition can be completed once at most one of its axes is unknown.
   for (bool progress = true; progress && !groups.empty();) {
     progress = false;
     for (auto it = groups.begin(); it != groups.end();) {
       int unknown = 0;
-      for (int id : (*it)->ids) unknown += table.size(id) ? 0 : 1;
+      for (int id : (*it)->ids)
+        unknown += table.size(id) ? 0 : 1;
       if (unknown <= 1) {
         table.bind_dimension((*it)->ids, (*it)->length, (*it)->range);
         it = groups.erase(it);
@@ -255,12 +289,14 @@ void bind_dims(AxisTable& table, std::vector<BoundDim*> dims) {
       }
     }
   }
-  if (!groups.empty()) table.bind_dimension(groups.front()->ids, groups.front()->length, groups.front()->range);
+  if (!groups.empty())
+    table.bind_dimension(groups.front()->ids, groups.front()->length, groups.front()->range);
 }
 
 void check_numel(const AxisTable& table, const Shape& shape, SourceRange range) {
   int64_t n = 1;
-  for (int64_t d : shape) n = table.checked_product(n, d, range);
+  for (int64_t d : shape)
+    n = table.checked_product(n, d, range);
 }
 
 void fail_at(const Pattern& pattern, std::string message, SourceRange range) {
@@ -286,7 +322,8 @@ void validate_side(const Pattern& pattern, const PatternSide& side, const SideRu
   const AxisToken* star = nullptr;
   std::vector<const AxisToken*> names;
   for (const AxisTerm& term : side.terms) {
-    if (term.is_group && !rules.groups && !(rules.trivial_groups && term.tokens.size() <= 1)) fail_at(pattern, messages::groups_not_allowed(rules.op), term.range);
+    if (term.is_group && !rules.groups && !(rules.trivial_groups && term.tokens.size() <= 1))
+      fail_at(pattern, messages::groups_not_allowed(rules.op), term.range);
     for (const AxisToken& tok : term.tokens) {
       switch (tok.kind) {
         case AxisToken::Kind::ellipsis:
@@ -306,12 +343,14 @@ void validate_side(const Pattern& pattern, const PatternSide& side, const SideRu
         case AxisToken::Kind::named:
           if (tok.name == "_" && rules.lone_underscore) break;
           if (!rules.any_name && !valid_identifier(tok.name)) {
-            if (tok.name == "_") fail_at(pattern, messages::underscore_not_allowed(rules.op), tok.range);
+            if (tok.name == "_")
+              fail_at(pattern, messages::underscore_not_allowed(rules.op), tok.range);
             fail_at(pattern, messages::bad_identifier(tok.name), tok.range);
           }
           if (!rules.duplicates)
             for (const AxisToken* seen : names)
-              if (seen->name == tok.name) fail_at(pattern, messages::duplicate_axis(tok.name), tok.range);
+              if (seen->name == tok.name)
+                fail_at(pattern, messages::duplicate_axis(tok.name), tok.range);
           names.push_back(&tok);
           break;
       }

@@ -73,14 +73,14 @@ class AxisTable {
 
 /// The rules of one op for the identifiers and tokens a side may hold.
 struct SideRules {
-  std::string_view op;              ///< op name, for messages
-  bool star = false;                ///< `*` allowed (pack/unpack: exactly one)
-  bool ellipsis_in_group = false;   ///< `(...)` allowed
-  bool groups = true;               ///< compositions allowed
-  bool trivial_groups = false;      ///< `()` and `(b)` allowed even when compositions are not
-  bool duplicates = false;          ///< a name may repeat (einsum diagonals)
-  bool any_name = false;            ///< skip einops' identifier rule (einsum)
-  bool lone_underscore = false;     ///< `_` allowed and means "skip" (parse_shape)
+  std::string_view op;             ///< op name, for messages
+  bool star = false;               ///< `*` allowed (pack/unpack: exactly one)
+  bool ellipsis_in_group = false;  ///< `(...)` allowed
+  bool groups = true;              ///< compositions allowed
+  bool trivial_groups = false;     ///< `()` and `(b)` allowed even when compositions are not
+  bool duplicates = false;         ///< a name may repeat (einsum diagonals)
+  bool any_name = false;           ///< skip einops' identifier rule (einsum)
+  bool lone_underscore = false;    ///< `_` allowed and means "skip" (parse_shape)
 };
 
 /// Checks tokens of one side against the op's rules (identifiers, `...` count, `*`).
@@ -88,26 +88,29 @@ void validate_side(const Pattern& pattern, const PatternSide& side, const SideRu
 
 /// One input dimension and the axes it is made of.
 struct BoundDim {
-  std::vector<int> ids;   ///< axes composing it (empty: a unit, or an ellipsis dim broadcast from 1)
-  int64_t length = 0;     ///< its length in the input
-  SourceRange range;      ///< the term it comes from
+  std::vector<int> ids;  ///< axes composing it (empty: a unit, or an ellipsis dim broadcast from 1)
+  int64_t length = 0;    ///< its length in the input
+  SourceRange range;     ///< the term it comes from
   bool from_ellipsis = false;
 };
 
 /// Axis ids of one term: names found or added, numbers other than 1 as new anonymous axes,
 /// `...` (inside a group on the right) replaced by `ellipsis_ids`.
-std::vector<int> term_axes(AxisTable& table, const AxisTerm& term, const std::vector<int>& ellipsis_ids);
+std::vector<int> term_axes(AxisTable& table, const AxisTerm& term,
+                           const std::vector<int>& ellipsis_ids);
 
 /// Appends an output term's groups: a lone `...` is one dimension per ellipsis axis, any
 /// other term (a lone axis, a unit, a composition, `(...)`) is one dimension.
-void append_output_term(std::vector<std::vector<int>>& groups, const AxisTerm& term, std::vector<int> ids);
+void append_output_term(std::vector<std::vector<int>>& groups, const AxisTerm& term,
+                        std::vector<int> ids);
 
 /// Maps a side onto `shape` (checking the dimension count), registers its axes and, when
 /// `bind`, binds them (lone axes first, then compositions). With `ellipsis_ids` empty, `...`
 /// becomes new axes; otherwise its dims are right-aligned onto those ids, and a length-1 dim
 /// where the id is longer broadcasts (einsum).
 std::vector<BoundDim> bind_side(AxisTable& table, const Pattern& pattern, const PatternSide& side,
-                                const Shape& shape, const std::vector<int>& ellipsis_ids, bool bind = true);
+                                const Shape& shape, const std::vector<int>& ellipsis_ids,
+                                bool bind = true);
 /// Binds dims of one or more sides: lone axes first, then compositions until none can
 /// progress, so a size known from any operand can complete a composition in another.
 void bind_dims(AxisTable& table, std::vector<BoundDim*> dims);

@@ -28,7 +28,9 @@ Shape broadcast_ellipsis(const AxisTable& table, const Pattern& p, const Resolve
     for (size_t j = 0; j < part.size(); ++j) {
       int64_t& o = out[out.size() - part.size() + j];
       if (part[j] == o || part[j] == 1) continue;
-      if (o != 1) table.fail(messages::ellipsis_broadcast(format_shape(part), format_shape(before)), p.inputs[i].terms[ell].range);
+      if (o != 1)
+        table.fail(messages::ellipsis_broadcast(format_shape(part), format_shape(before)),
+                   p.inputs[i].terms[ell].range);
       o = part[j];
     }
   }
@@ -42,14 +44,16 @@ void broadcast_unit_dims(const AxisTable& table, std::vector<std::vector<BoundDi
   std::vector<int64_t> longest(table.count(), -1);
   for (const auto& dims : operands)
     for (const BoundDim& d : dims)
-      if (d.ids.size() == 1 && !d.from_ellipsis) longest[d.ids[0]] = std::max(longest[d.ids[0]], d.length);
+      if (d.ids.size() == 1 && !d.from_ellipsis)
+        longest[d.ids[0]] = std::max(longest[d.ids[0]], d.length);
   for (auto& dims : operands) {
     std::vector<int> uses(table.count(), 0);
     for (const BoundDim& d : dims)
       if (d.ids.size() == 1) ++uses[d.ids[0]];
     for (BoundDim& d : dims) {
       if (d.ids.size() != 1 || d.from_ellipsis || d.length != 1 || uses[d.ids[0]] > 1) continue;
-      if (longest[d.ids[0]] > 1 && table.axis(d.ids[0]).origin == ElementaryAxis::Origin::named) d.ids.clear();
+      if (longest[d.ids[0]] > 1 && table.axis(d.ids[0]).origin == ElementaryAxis::Origin::named)
+        d.ids.clear();
     }
   }
 }
@@ -58,9 +62,11 @@ void broadcast_unit_dims(const AxisTable& table, std::vector<std::vector<BoundDi
 
 Recipe resolve_einsum(const Pattern& p, const ResolveRequest& req) {
   constexpr std::string_view kOp = "einsum";
-  if (!p.output) fail_at(p, messages::needs_arrow(kOp), {0, static_cast<uint32_t>(p.source->text().size())});
+  if (!p.output)
+    fail_at(p, messages::needs_arrow(kOp), {0, static_cast<uint32_t>(p.source->text().size())});
   if (p.inputs.size() != req.shapes.size())
-    fail_at(p, messages::operand_count(kOp, p.inputs.size(), req.shapes.size()), p.inputs.back().range);
+    fail_at(p, messages::operand_count(kOp, p.inputs.size(), req.shapes.size()),
+            p.inputs.back().range);
   for (const PatternSide& side : p.inputs) {
     validate_side(p, side, {.op = kOp, .duplicates = true, .any_name = true});
   }
@@ -72,17 +78,20 @@ Recipe resolve_einsum(const Pattern& p, const ResolveRequest& req) {
   std::vector<int> ellipsis_ids;
   const Shape ell_shape = broadcast_ellipsis(table, p, req);
   for (size_t j = 0; j < ell_shape.size(); ++j)
-    ellipsis_ids.push_back(table.add("\u2026" + std::to_string(j), ElementaryAxis::Origin::ellipsis, {}, ell_shape[j]));
+    ellipsis_ids.push_back(table.add("\u2026" + std::to_string(j), ElementaryAxis::Origin::ellipsis,
+                                     {}, ell_shape[j]));
 
   Recipe recipe;
   recipe.op = PatternOp::einsum;
   std::vector<std::vector<BoundDim>> operands;
   for (size_t i = 0; i < p.inputs.size(); ++i)
-    operands.push_back(bind_side(table, p, p.inputs[i], req.shapes[i], ellipsis_ids, /*bind=*/false));
+    operands.push_back(
+        bind_side(table, p, p.inputs[i], req.shapes[i], ellipsis_ids, /*bind=*/false));
   broadcast_unit_dims(table, operands);
   std::vector<BoundDim*> all;
   for (auto& dims : operands)
-    for (auto& d : dims) all.push_back(&d);
+    for (auto& d : dims)
+      all.push_back(&d);
   bind_dims(table, std::move(all));
   if (!ell_shape.empty() && !has_ellipsis(out_side))
     table.fail(messages::einsum_ellipsis_dropped(format_shape(ell_shape)), out_side.range);
@@ -104,12 +113,15 @@ Recipe resolve_einsum(const Pattern& p, const ResolveRequest& req) {
 
   for (const auto& dims : operands) {
     recipe.input_groups.emplace_back();
-    for (const BoundDim& d : dims) recipe.input_groups.back().push_back(d.ids);
+    for (const BoundDim& d : dims)
+      recipe.input_groups.back().push_back(d.ids);
   }
   for (int id = 0; id < table.count(); ++id)
-    if (std::find(out_ids.begin(), out_ids.end(), id) == out_ids.end()) recipe.reduced_axes.push_back(id);
+    if (std::find(out_ids.begin(), out_ids.end(), id) == out_ids.end())
+      recipe.reduced_axes.push_back(id);
   Shape out;
-  for (const auto& g : recipe.output_groups) out.push_back(table.group_size(g, out_side.range));
+  for (const auto& g : recipe.output_groups)
+    out.push_back(table.group_size(g, out_side.range));
   check_numel(table, out, out_side.range);
   recipe.output_shapes.push_back(std::move(out));
   recipe.axes = table.finish();

@@ -21,15 +21,18 @@ size_t check_pack_pattern(const Pattern& p, std::string_view op) {
   for (size_t i = 0; i < side.terms.size(); ++i) {
     const AxisToken& tok = side.terms[i].tokens[0];
     if (tok.kind == AxisToken::Kind::star) star = i;
-    if (tok.kind == AxisToken::Kind::number) fail_at(p, messages::number_not_allowed(op, tok.value), tok.range);
-    if (tok.kind == AxisToken::Kind::ellipsis) fail_at(p, messages::ellipsis_in_pack(op), tok.range);
+    if (tok.kind == AxisToken::Kind::number)
+      fail_at(p, messages::number_not_allowed(op, tok.value), tok.range);
+    if (tok.kind == AxisToken::Kind::ellipsis)
+      fail_at(p, messages::ellipsis_in_pack(op), tok.range);
   }
   return star;
 }
 
 std::string format_ps(const std::vector<std::vector<int64_t>>& ps) {
   std::vector<std::string> parts;
-  for (const auto& s : ps) parts.push_back(fmt::format("[{}]", fmt::join(s, ",")));
+  for (const auto& s : ps)
+    parts.push_back(fmt::format("[{}]", fmt::join(s, ",")));
   return fmt::format("[{}]", fmt::join(parts, ","));
 }
 
@@ -63,14 +66,18 @@ Recipe resolve_pack(const Pattern& p, const ResolveRequest& req) {
         first_tensor[t] = i;
       }
       if (table.size(id) && *table.size(id) != shape[dim] && i > 0)
-        table.fail(messages::pack_mismatch(tok.name, i, shape[dim], first_tensor[t], *table.size(id)), tok.range);
+        table.fail(
+            messages::pack_mismatch(tok.name, i, shape[dim], first_tensor[t], *table.size(id)),
+            tok.range);
       table.bind_dimension({id}, shape[dim], tok.range);
       recipe.input_groups.back().push_back({id});
     }
     Shape packed(shape.begin() + star, shape.end() - after);
     int64_t n = 1;
-    for (int64_t d : packed) n = table.checked_product(n, d, side.terms[star].range);
-    if (__builtin_add_overflow(packed_total, n, &packed_total)) table.fail(messages::size_overflow(), side.terms[star].range);
+    for (int64_t d : packed)
+      n = table.checked_product(n, d, side.terms[star].range);
+    if (__builtin_add_overflow(packed_total, n, &packed_total))
+      table.fail(messages::size_overflow(), side.terms[star].range);
     recipe.packed_shapes.push_back(std::move(packed));
   }
   table.check_all_given_used();
@@ -87,14 +94,16 @@ Recipe resolve_unpack(const Pattern& p, const ResolveRequest& req) {
   const PatternSide& side = p.inputs[0];
   const SourceRange star_range = side.terms[star].range;
   if (req.shapes.empty()) fail_at(p, messages::missing_input("unpack"), side.range);
-  if (req.shapes.size() != 1) fail_at(p, messages::too_many_inputs("unpack", req.shapes.size()), side.range);
+  if (req.shapes.size() != 1)
+    fail_at(p, messages::too_many_inputs("unpack", req.shapes.size()), side.range);
   const Shape& shape = req.shapes[0];
   AxisTable table(p, req);
   if (shape.size() != side.terms.size())
     table.fail(messages::unpack_rank(format_shape(shape), side.terms.size()), side.range);
   if (req.packed.empty()) table.fail(messages::unpack_needs_ps(), star_range);
   for (size_t t = 0; t < side.terms.size(); ++t)
-    if (t != star) table.bind_dimension(term_axes(table, side.terms[t], {}), shape[t], side.terms[t].range);
+    if (t != star)
+      table.bind_dimension(term_axes(table, side.terms[t], {}), shape[t], side.terms[t].range);
   table.check_all_given_used();
 
   // Infer the one -1 (if any) so the packed sizes add up to the '*' axis exactly.
@@ -117,8 +126,10 @@ Recipe resolve_unpack(const Pattern& p, const ResolveRequest& req) {
         known = table.checked_product(known, v, star_range);
       }
     }
-    if (has_unknown) unknown_entry = &entry;
-    else if (__builtin_add_overflow(known_total, known, &known_total)) table.fail(messages::size_overflow(), star_range);
+    if (has_unknown)
+      unknown_entry = &entry;
+    else if (__builtin_add_overflow(known_total, known, &known_total))
+      table.fail(messages::size_overflow(), star_range);
   }
   if (unknowns > 1) table.fail(messages::unpack_two_unknowns(ps_text), star_range);
   if (unknown_entry) {
@@ -127,11 +138,19 @@ Recipe resolve_unpack(const Pattern& p, const ResolveRequest& req) {
       if (v != -1) others = table.checked_product(others, v, star_range);
     const int64_t rest = length - known_total;
     if (rest < 0)
-      table.fail(messages::unpack_split(length, ps_text, fmt::format("the other packed shapes already hold {} elements", known_total)), star_range);
+      table.fail(messages::unpack_split(
+                     length, ps_text,
+                     fmt::format("the other packed shapes already hold {} elements", known_total)),
+                 star_range);
     if (others == 0)
-      table.fail(messages::unpack_split(length, ps_text, "a -1 next to a 0 cannot be inferred"), star_range);
+      table.fail(messages::unpack_split(length, ps_text, "a -1 next to a 0 cannot be inferred"),
+                 star_range);
     if (rest % others != 0)
-      table.fail(messages::unpack_split(length, ps_text, fmt::format("the {} remaining elements are not divisible by {}", rest, others)), star_range);
+      table.fail(
+          messages::unpack_split(
+              length, ps_text,
+              fmt::format("the {} remaining elements are not divisible by {}", rest, others)),
+          star_range);
     for (int64_t& v : *unknown_entry)
       if (v == -1) v = rest / others;
   } else if (known_total != length) {
@@ -156,15 +175,18 @@ Recipe resolve_parse_shape(const Pattern& p, const ResolveRequest& req) {
   if (p.output) fail_at(p, messages::no_arrow_allowed(kOp), p.arrow);
   if (p.inputs.size() != 1) fail_at(p, messages::one_side_only(kOp), p.inputs[1].range);
   const PatternSide& side = p.inputs[0];
-  validate_side(p, side, {.op = kOp, .groups = false, .trivial_groups = true, .lone_underscore = true});
+  validate_side(p, side,
+                {.op = kOp, .groups = false, .trivial_groups = true, .lone_underscore = true});
   if (req.shapes.empty()) fail_at(p, messages::missing_input(kOp), side.range);
-  if (req.shapes.size() != 1) fail_at(p, messages::too_many_inputs(kOp, req.shapes.size()), side.range);
+  if (req.shapes.size() != 1)
+    fail_at(p, messages::too_many_inputs(kOp, req.shapes.size()), side.range);
   const Shape& shape = req.shapes[0];
   AxisTable table(p, req);
   const int ell = ellipsis_term(side);
   const size_t fixed = side.terms.size() - (ell >= 0 ? 1 : 0);
   if (ell >= 0 ? shape.size() < fixed : shape.size() != fixed)
-    table.fail(messages::rank_mismatch(fixed, ell >= 0, shape.size(), format_shape(shape)), side.range);
+    table.fail(messages::rank_mismatch(fixed, ell >= 0, shape.size(), format_shape(shape)),
+               side.range);
 
   Recipe recipe;
   recipe.op = PatternOp::parse_shape;

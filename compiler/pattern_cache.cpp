@@ -33,7 +33,8 @@ void build_key(std::string& key, std::string_view pattern, const ResolveRequest&
   put(key, static_cast<uint32_t>(pattern.size()));
   key.append(pattern);
   put(key, static_cast<uint32_t>(r.shapes.size()));
-  for (const Shape& s : r.shapes) put_dims(key, s);
+  for (const Shape& s : r.shapes)
+    put_dims(key, s);
   put(key, static_cast<uint32_t>(r.sizes.size()));
   for (const AxisSize& s : r.sizes) {
     put(key, static_cast<uint32_t>(s.name.size()));
@@ -41,7 +42,8 @@ void build_key(std::string& key, std::string_view pattern, const ResolveRequest&
     put(key, s.size);
   }
   put(key, static_cast<uint32_t>(r.packed.size()));
-  for (const auto& p : r.packed) put_dims(key, p);
+  for (const auto& p : r.packed)
+    put_dims(key, p);
 }
 
 }  // namespace
@@ -50,7 +52,8 @@ size_t PatternCache::Hash::operator()(const std::string& key) const noexcept {
   return static_cast<size_t>(XXH3_64bits(key.data(), key.size()));
 }
 
-std::shared_ptr<const Recipe> PatternCache::resolve(std::string_view pattern, const ResolveRequest& request) {
+std::shared_ptr<const Recipe> PatternCache::resolve(std::string_view pattern,
+                                                    const ResolveRequest& request) {
   thread_local std::string key;
   build_key(key, pattern, request);
   {

@@ -45,7 +45,8 @@ class PatternCache {
 PatternCache& default_pattern_cache();
 
 /// Resolves through the process-wide cache.
-inline std::shared_ptr<const Recipe> resolve_cached(std::string_view pattern, const ResolveRequest& request) {
+inline std::shared_ptr<const Recipe> resolve_cached(std::string_view pattern,
+                                                    const ResolveRequest& request) {
   return default_pattern_cache().resolve(pattern, request);
 }
 

@@ -35,7 +35,8 @@ constexpr std::array<std::pair<Reduction, std::string_view>, 10> kReductions{{
 
 std::string axis_list(const Recipe& r, const std::vector<int>& ids) {
   std::vector<std::string> names;
-  for (int id : ids) names.push_back(fmt::format("{}={}", r.axes[id].name, r.axes[id].size));
+  for (int id : ids)
+    names.push_back(fmt::format("{}={}", r.axes[id].name, r.axes[id].size));
   return fmt::format("{}", fmt::join(names, " "));
 }
 
@@ -43,7 +44,8 @@ std::string group_list(const Recipe& r, const std::vector<std::vector<int>>& gro
   std::vector<std::string> parts;
   for (const auto& g : groups) {
     std::vector<std::string> names;
-    for (int id : g) names.push_back(r.axes[id].name);
+    for (int id : g)
+      names.push_back(r.axes[id].name);
     parts.push_back(g.size() == 1 ? names[0] : fmt::format("({})", fmt::join(names, " ")));
   }
   return fmt::format("{}", fmt::join(parts, " "));
@@ -84,30 +86,37 @@ std::string format_result(const Recipe& r) {
   switch (r.op) {
     case PatternOp::pack: {
       std::vector<std::string> ps;
-      for (const Shape& s : r.packed_shapes) ps.push_back(format_shape(s));
+      for (const Shape& s : r.packed_shapes)
+        ps.push_back(format_shape(s));
       return fmt::format("{} ps=[{}]", format_shape(r.output_shape()), fmt::join(ps, ";"));
     }
     case PatternOp::unpack: {
       std::vector<std::string> outs;
-      for (const Shape& s : r.output_shapes) outs.push_back(format_shape(s));
+      for (const Shape& s : r.output_shapes)
+        outs.push_back(format_shape(s));
       return fmt::format("[{}]", fmt::join(outs, ";"));
     }
     case PatternOp::parse_shape: {
       std::vector<std::string> parts;
-      for (const auto& [name, size] : r.parsed) parts.push_back(fmt::format("{}:{}", name, size));
+      for (const auto& [name, size] : r.parsed)
+        parts.push_back(fmt::format("{}:{}", name, size));
       return fmt::format("{{{}}}", fmt::join(parts, ","));
     }
-    default: return format_shape(r.output_shape());
+    default:
+      return format_shape(r.output_shape());
   }
 }
 
 std::string explain(const Recipe& r) {
-  std::string out = fmt::format("op: {}{}\n", op_name(r.op),
-                                r.op == PatternOp::reduce ? fmt::format(" ({})", reduction_name(r.reduction)) : "");
+  std::string out = fmt::format(
+      "op: {}{}\n", op_name(r.op),
+      r.op == PatternOp::reduce ? fmt::format(" ({})", reduction_name(r.reduction)) : "");
   std::vector<int> all;
-  for (size_t i = 0; i < r.axes.size(); ++i) all.push_back(static_cast<int>(i));
+  for (size_t i = 0; i < r.axes.size(); ++i)
+    all.push_back(static_cast<int>(i));
   out += fmt::format("elementary axes: {}\n", axis_list(r, all));
-  const bool one_side = r.op == PatternOp::pack || r.op == PatternOp::unpack || r.op == PatternOp::parse_shape;
+  const bool one_side =
+      r.op == PatternOp::pack || r.op == PatternOp::unpack || r.op == PatternOp::parse_shape;
   if (one_side) {  // no split/permute plan: the axes and the result say it all
     for (size_t i = 0; i < r.packed_shapes.size(); ++i)
       out += fmt::format("packed {}: {}\n", i, format_shape(r.packed_shapes[i]));
@@ -117,7 +126,8 @@ std::string explain(const Recipe& r) {
     out += fmt::format("input {}: {}\n", i, group_list(r, r.input_groups[i]));
   if (!r.elementary_shape.empty() || r.op == PatternOp::rearrange || r.op == PatternOp::reduce ||
       r.op == PatternOp::repeat) {
-    out += fmt::format("split: {} -> {}\n", group_list(r, r.input_groups[0]), format_shape(r.elementary_shape));
+    out += fmt::format("split: {} -> {}\n", group_list(r, r.input_groups[0]),
+                       format_shape(r.elementary_shape));
     if (!r.reduced_axes.empty()) out += fmt::format("reduce: {}\n", axis_list(r, r.reduced_axes));
     out += fmt::format("permute: [{}]\n", fmt::join(r.permutation, ","));
     if (!r.added_axes.empty()) out += fmt::format("add: {}\n", axis_list(r, r.added_axes));

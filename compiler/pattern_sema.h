@@ -70,14 +70,14 @@ struct Recipe {
   /// Per output dimension: the axis ids merged into it (empty: a unit `()`).
   std::vector<std::vector<int>> output_groups;
 
-  Shape elementary_shape;  ///< one input: the input split into its elementary axes
+  Shape elementary_shape;            ///< one input: the input split into its elementary axes
   std::vector<int> elementary_axes;  ///< axis id of each entry of elementary_shape
   std::vector<int> reduced_axes;     ///< axis ids reduced away (reduce; einsum: contracted)
   std::vector<int> permutation;      ///< kept axes' positions in elementary order, output order
   std::vector<int> added_axes;       ///< axis ids new in the output (repeat), output order
 
-  std::vector<Shape> output_shapes;  ///< one shape, or several for unpack
-  std::vector<Shape> packed_shapes;  ///< pack: the `*` part of each input (ps)
+  std::vector<Shape> output_shapes;                     ///< one shape, or several for unpack
+  std::vector<Shape> packed_shapes;                     ///< pack: the `*` part of each input (ps)
   std::vector<std::pair<std::string, int64_t>> parsed;  ///< parse_shape: name → size, in order
 
   /// The single output shape (every op but unpack).

@@ -24,7 +24,8 @@ std::string caret_line(const Source& source, SourceRange range) {
   const uint32_t line_begin = static_cast<uint32_t>(line.data() - source.text().data());
   const uint32_t start = range.begin - line_begin;  // bytes into the line
   // Underline at most to the end of the line the range starts on, one mark per character.
-  const uint32_t end = std::min<uint32_t>(range.end - line_begin, static_cast<uint32_t>(line.size()));
+  const uint32_t end =
+      std::min<uint32_t>(range.end - line_begin, static_cast<uint32_t>(line.size()));
   std::string out = " ";  // the source line is printed indented by one space
   for (size_t i = 0; i < start && i < line.size(); i += utf8_char_size(line.substr(i)))
     out += line[i] == '\t' ? '\t' : ' ';  // keep tabs so the caret stays aligned
@@ -34,7 +35,9 @@ std::string caret_line(const Source& source, SourceRange range) {
   return out;
 }
 
-UserError::UserError(std::string message) : message_(std::move(message)) { render(); }
+UserError::UserError(std::string message) : message_(std::move(message)) {
+  render();
+}
 
 UserError::UserError(std::string message, SourcePtr source, SourceRange range)
     : message_(std::move(message)), source_(std::move(source)), range_(range) {
@@ -53,7 +56,9 @@ UserError& UserError::note_at(std::string text, SourcePtr source, SourceRange ra
   return *this;
 }
 
-uint32_t UserError::column() const { return source_ ? source_->locate(range_.begin).column : 0; }
+uint32_t UserError::column() const {
+  return source_ ? source_->locate(range_.begin).column : 0;
+}
 
 void UserError::render() {
   rendered_ = source_ ? located("error", message_, *source_, range_) : "error: " + message_;

@@ -22,7 +22,9 @@ bool same_structure(const PatternSide& a, const PatternSide& b) {
 }
 
 bool same_structure(const Pattern& a, const Pattern& b) {
-  const auto same_side = [](const PatternSide& x, const PatternSide& y) { return same_structure(x, y); };
+  const auto same_side = [](const PatternSide& x, const PatternSide& y) {
+    return same_structure(x, y);
+  };
   if (!std::equal(a.inputs.begin(), a.inputs.end(), b.inputs.begin(), b.inputs.end(), same_side))
     return false;
   if (a.output.has_value() != b.output.has_value()) return false;

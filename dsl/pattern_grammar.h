@@ -56,6 +56,7 @@ struct end : pegtl::eof {};
 
 /// The whole pattern; raises (through the parser's control) on the first error.
 struct grammar
-    : pegtl::seq<pegtl::list<input_side, comma>, pegtl::opt<arrow, output_side>, pegtl::must<end>> {};
+    : pegtl::seq<pegtl::list<input_side, comma>, pegtl::opt<arrow, output_side>, pegtl::must<end>> {
+};
 
 }  // namespace ein::grammar::pattern

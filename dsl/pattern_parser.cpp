@@ -43,7 +43,8 @@ struct Builder {
   PatternSide take_side(uint32_t at) {
     PatternSide s = std::move(side);
     side = {};
-    s.range = s.terms.empty() ? SourceRange{at, at} : s.terms.front().range.merge(s.terms.back().range);
+    s.range =
+        s.terms.empty() ? SourceRange{at, at} : s.terms.front().range.merge(s.terms.back().range);
     return s;
   }
 };
@@ -148,8 +149,8 @@ struct control : pegtl::normal<Rule> {
     const auto glued = [&](uint32_t token_begin) {
       uint32_t e = at;
       const std::string& t = b.source->text();
-      while (e < t.size() && (std::isalnum(static_cast<unsigned char>(t[e])) || t[e] == '_' || t[e] == '.' ||
-                              static_cast<unsigned char>(t[e]) >= 0x80))
+      while (e < t.size() && (std::isalnum(static_cast<unsigned char>(t[e])) || t[e] == '_' ||
+                              t[e] == '.' || static_cast<unsigned char>(t[e]) >= 0x80))
         ++e;
       return SourceRange{token_begin, e};
     };
@@ -177,7 +178,8 @@ struct control : pegtl::normal<Rule> {
       if (rest.starts_with("->")) throw UserError(messages::second_arrow(), b.source, {at, at + 2});
       if (rest.starts_with(",")) throw UserError(messages::comma_in_output(), b.source, here);
       const uint32_t len = utf8_char_size(rest);  // a whole character, or one invalid byte
-      throw UserError(messages::unexpected_character(printable(rest.substr(0, len))), b.source, {at, at + len});
+      throw UserError(messages::unexpected_character(printable(rest.substr(0, len))), b.source,
+                      {at, at + len});
     } else {
       throw UserError(messages::unexpected_character(printable(current(in))), b.source, here);
     }
@@ -196,6 +198,8 @@ Pattern parse_pattern(SourcePtr source) {
   return std::move(b.pattern);
 }
 
-Pattern parse_pattern(std::string_view text) { return parse_pattern(make_source("pattern", std::string(text))); }
+Pattern parse_pattern(std::string_view text) {
+  return parse_pattern(make_source("pattern", std::string(text)));
+}
 
 }  // namespace ein

@@ -6,10 +6,14 @@ namespace {
 
 std::string print_token(const AxisToken& t) {
   switch (t.kind) {
-    case AxisToken::Kind::named: return t.name;
-    case AxisToken::Kind::number: return std::to_string(t.value);
-    case AxisToken::Kind::ellipsis: return "...";
-    case AxisToken::Kind::star: return "*";
+    case AxisToken::Kind::named:
+      return t.name;
+    case AxisToken::Kind::number:
+      return std::to_string(t.value);
+    case AxisToken::Kind::ellipsis:
+      return "...";
+    case AxisToken::Kind::star:
+      return "*";
   }
   return {};
 }

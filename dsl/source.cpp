@@ -11,7 +11,8 @@ SourceRange SourceRange::merge(SourceRange other) const {
   return {std::min(begin, other.begin), std::max(end, other.end)};
 }
 
-Source::Source(std::string name, std::string text) : name_(std::move(name)), text_(std::move(text)) {}
+Source::Source(std::string name, std::string text)
+    : name_(std::move(name)), text_(std::move(text)) {}
 
 std::string_view Source::slice(SourceRange r) const {
   const auto n = static_cast<uint32_t>(text_.size());
@@ -48,7 +49,11 @@ std::string_view Source::line_of(uint32_t offset) const {
 uint32_t utf8_char_size(std::string_view text) {
   if (text.empty()) return 0;
   const auto c = static_cast<unsigned char>(text[0]);
-  const uint32_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+  const uint32_t n = c < 0x80           ? 1
+                     : (c >> 5) == 0x6  ? 2
+                     : (c >> 4) == 0xE  ? 3
+                     : (c >> 3) == 0x1E ? 4
+                                        : 0;
   if (n == 0 || n > text.size()) return 1;  // a stray continuation byte, or truncated
   for (uint32_t i = 1; i < n; ++i)
     if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) return 1;
@@ -57,7 +62,8 @@ uint32_t utf8_char_size(std::string_view text) {
 
 uint32_t utf8_length(std::string_view text) {
   uint32_t count = 0;
-  for (size_t i = 0; i < text.size(); i += utf8_char_size(text.substr(i))) ++count;
+  for (size_t i = 0; i < text.size(); i += utf8_char_size(text.substr(i)))
+    ++count;
   return count;
 }
 

@@ -15,14 +15,17 @@ int main() {
   split.shapes = {{8, 1024, 768}};
   split.sizes = {{"h", 12}};
   const auto recipe = ein::resolve_cached("b s (h d) -> b h s d", split);
-  std::cout << "split heads: " << ein::format_shape(recipe->output_shape()) << "\n" << ein::explain(*recipe);
+  std::cout << "split heads: " << ein::format_shape(recipe->output_shape()) << "\n"
+            << ein::explain(*recipe);
 
   // The attention scores: an einsum over the head dimension.
   ein::ResolveRequest scores;
   scores.op = ein::PatternOp::einsum;
   scores.shapes = {recipe->output_shape(), recipe->output_shape()};
   std::cout << "scores: "
-            << ein::format_shape(ein::resolve_cached("b h i d, b h j d -> b h i j", scores)->output_shape()) << "\n";
+            << ein::format_shape(
+                   ein::resolve_cached("b h i d, b h j d -> b h i j", scores)->output_shape())
+            << "\n";
 
   // A mistake: 768 is not divisible by 10. The error says so and points at (h d).
   split.sizes = {{"h", 10}};

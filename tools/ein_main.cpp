@@ -21,7 +21,8 @@ int main(int argc, char** argv) {
   for (std::string& a : args)
     if (a.rfind("->", 0) == 0) a.insert(0, 1, ein::cli::kProtectedArgument);
   std::vector<char*> pointers;
-  for (std::string& a : args) pointers.push_back(a.data());
+  for (std::string& a : args)
+    pointers.push_back(a.data());
   try {
     app.parse(argc, pointers.data());
   } catch (const CLI::CallForHelp& e) {
@@ -33,7 +34,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {  // usage errors: say so in the diagnostics' style
     std::cerr << "error: " << e.what() << "\nRun 'ein --help' or 'ein shape --help' for usage.\n";
     return 2;
-  } catch (const std::exception& e) {  // an internal failure: say so, never a raw library text alone
+  } catch (
+      const std::exception& e) {  // an internal failure: say so, never a raw library text alone
     std::cerr << "ein: internal error (please report): " << e.what() << '\n';
     return 3;
   }

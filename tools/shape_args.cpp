@@ -17,7 +17,8 @@ class Scanner {
   Scanner(const std::string& text, const std::string& label) : src_(make_source(label, text)) {}
 
   void skip_blanks() {
-    while (pos_ < text().size() && std::isspace(static_cast<unsigned char>(text()[pos_]))) ++pos_;
+    while (pos_ < text().size() && std::isspace(static_cast<unsigned char>(text()[pos_])))
+      ++pos_;
   }
   bool at_end() {
     skip_blanks();
@@ -39,19 +40,22 @@ class Scanner {
     skip_blanks();
     const size_t begin = pos_;
     if (pos_ < text().size() && text()[pos_] == '-') ++pos_;
-    while (pos_ < text().size() && std::isdigit(static_cast<unsigned char>(text()[pos_]))) ++pos_;
+    while (pos_ < text().size() && std::isdigit(static_cast<unsigned char>(text()[pos_])))
+      ++pos_;
     int64_t v = 0;
     const auto [ptr, ec] = std::from_chars(text().data() + begin, text().data() + pos_, v);
     if (ec != std::errc() || ptr != text().data() + pos_ || begin == pos_)
       fail("expected a non-negative integer", begin, std::max(pos_, begin + 1));
     if (v < 0 && !(allow_minus_one && v == -1))
-      fail(allow_minus_one ? "a size is non-negative, or -1 to infer it" : "a size is non-negative", begin, pos_);
+      fail(allow_minus_one ? "a size is non-negative, or -1 to infer it" : "a size is non-negative",
+           begin, pos_);
     return v;
   }
   [[noreturn]] void fail(const std::string& message) { fail(message, pos_, pos_ + 1); }
   [[noreturn]] void fail(const std::string& message, size_t b, size_t e) {
     e = std::min(e, text().size());
-    throw UserError(message, src_, {static_cast<uint32_t>(b), static_cast<uint32_t>(std::max(e, b))});
+    throw UserError(message, src_,
+                    {static_cast<uint32_t>(b), static_cast<uint32_t>(std::max(e, b))});
   }
   const std::string& text() const { return src_->text(); }
 
@@ -63,9 +67,12 @@ class Scanner {
 // One bracketed list of integers: `(2,3)`, `[2]`, `(5,)`, `()`; bare `2,3` when `bare`.
 std::vector<int64_t> scan_dims(Scanner& s, bool bare, bool allow_minus_one) {
   char close = '\0';
-  if (s.accept('(')) close = ')';
-  else if (s.accept('[')) close = ']';
-  else if (!bare) s.fail("expected '(' or '[' to start a shape");
+  if (s.accept('('))
+    close = ')';
+  else if (s.accept('['))
+    close = ']';
+  else if (!bare)
+    s.fail("expected '(' or '[' to start a shape");
   std::vector<int64_t> dims;
   while (close ? s.peek() != close : !s.at_end()) {
     if (s.at_end()) s.fail(std::string("expected '") + close + "' to close the shape");
@@ -78,7 +85,9 @@ std::vector<int64_t> scan_dims(Scanner& s, bool bare, bool allow_minus_one) {
 
 }  // namespace
 
-bool is_axis_size(const std::string& arg) { return arg.find('=') != std::string::npos; }
+bool is_axis_size(const std::string& arg) {
+  return arg.find('=') != std::string::npos;
+}
 
 Shape parse_shape_arg(const std::string& text, const std::string& label) {
   Scanner s(text, label);
@@ -91,10 +100,13 @@ AxisSize parse_axis_size(const std::string& text, const std::string& label) {
   const size_t eq = text.find('=');
   Scanner s(text, label);
   const std::string name = text.substr(0, eq);
-  if (name.empty()) s.fail("missing axis name before '=': an axis size is written name=size, e.g. h=8", 0, 1);
+  if (name.empty())
+    s.fail("missing axis name before '=': an axis size is written name=size, e.g. h=8", 0, 1);
   for (char c : name)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_')
-      s.fail("'" + printable(name) + "' is not an axis name: an axis size is written name=size, e.g. h=8", 0, eq);
+      s.fail("'" + printable(name) +
+                 "' is not an axis name: an axis size is written name=size, e.g. h=8",
+             0, eq);
   Scanner value(text.substr(eq + 1), label);
   if (value.at_end()) s.fail("missing size after '='", eq, eq + 1);
   try {
@@ -106,7 +118,8 @@ AxisSize parse_axis_size(const std::string& text, const std::string& label) {
   }
 }
 
-std::vector<std::vector<int64_t>> parse_shape_list(const std::string& text, const std::string& label) {
+std::vector<std::vector<int64_t>> parse_shape_list(const std::string& text,
+                                                   const std::string& label) {
   Scanner s(text, label);
   if (!s.accept('[')) s.fail("expected '[' to start a list of shapes, e.g. [[2],[1],[2]]");
   std::vector<std::vector<int64_t>> out;
@@ -130,7 +143,9 @@ ReductionArg parse_reduction_arg(const std::string& text) {
   out.reduction = *r;
   if (paren == text.size()) return out;
   const std::string prefix = name + "(ddof=";
-  const auto malformed = [&] { s.fail("write the ddof as " + name + "(ddof=N), N a non-negative integer", paren, text.size()); };
+  const auto malformed = [&] {
+    s.fail("write the ddof as " + name + "(ddof=N), N a non-negative integer", paren, text.size());
+  };
   if (text.rfind(prefix, 0) != 0 || text.back() != ')') malformed();
   int64_t v = 0;
   const char* b = text.data() + prefix.size();

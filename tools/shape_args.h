@@ -18,7 +18,8 @@ Shape parse_shape_arg(const std::string& text, const std::string& label);
 /// Parses `name=size`.
 AxisSize parse_axis_size(const std::string& text, const std::string& label);
 /// Parses a list of shapes: `[[2],[1],[2]]`, `[(2,);(1,);(2,)]`, `[[2,-1],[1,5]]`.
-std::vector<std::vector<int64_t>> parse_shape_list(const std::string& text, const std::string& label);
+std::vector<std::vector<int64_t>> parse_shape_list(const std::string& text,
+                                                   const std::string& label);
 
 /// A reduction with its optional ddof, from `sum`, `var(ddof=1)`, `std`.
 struct ReductionArg {

@@ -55,11 +55,14 @@ ResolveRequest build_request(const ShapeOptions& o, PatternOp op) {
   req.op = op;
   for (size_t i = 0; i < o.args.size(); ++i) {
     const std::string label = fmt::format("argument {}", i + 3);
-    if (is_axis_size(o.args[i])) req.sizes.push_back(parse_axis_size(o.args[i], label));
-    else req.shapes.push_back(parse_shape_arg(o.args[i], label));
+    if (is_axis_size(o.args[i]))
+      req.sizes.push_back(parse_axis_size(o.args[i], label));
+    else
+      req.shapes.push_back(parse_shape_arg(o.args[i], label));
   }
-  req.list_input = o.list || (req.shapes.size() > 1 && (op == PatternOp::rearrange || op == PatternOp::reduce ||
-                                                         op == PatternOp::repeat));
+  req.list_input =
+      o.list || (req.shapes.size() > 1 && (op == PatternOp::rearrange || op == PatternOp::reduce ||
+                                           op == PatternOp::repeat));
   if (!o.reduction.empty()) {
     if (op != PatternOp::reduce) throw UserError("--reduction applies to reduce only");
     const ReductionArg r = parse_reduction_arg(o.reduction);
@@ -68,25 +71,31 @@ ResolveRequest build_request(const ShapeOptions& o, PatternOp op) {
   }
   if (o.ddof) {
     if (req.ddof && *req.ddof != *o.ddof)
-      throw UserError(fmt::format("--ddof {} contradicts the reduction's ddof={}", *o.ddof, *req.ddof));
-    if (*o.ddof < 0) throw UserError(fmt::format("--ddof {}: ddof is a non-negative integer", *o.ddof));
+      throw UserError(
+          fmt::format("--ddof {} contradicts the reduction's ddof={}", *o.ddof, *req.ddof));
+    if (*o.ddof < 0)
+      throw UserError(fmt::format("--ddof {}: ddof is a non-negative integer", *o.ddof));
     req.ddof = o.ddof;
   }
   if (req.ddof && req.reduction != Reduction::var && req.reduction != Reduction::std)
-    throw UserError(fmt::format("ddof applies to var and std, not to {}", reduction_name(req.reduction)));
+    throw UserError(
+        fmt::format("ddof applies to var and std, not to {}", reduction_name(req.reduction)));
   if (!o.ps.empty()) {
     if (op != PatternOp::unpack) throw UserError("--ps applies to unpack only");
     req.packed = parse_shape_list(o.ps, "--ps");
   }
   const auto dtype = parse_dtype_name(o.dtype);
-  if (!dtype) throw UserError(fmt::format("unknown dtype '{}' (f64 f32 f16 bf16 f8e4m3 f8e5m2 i64 i32 i8 u8 bool)", o.dtype));
+  if (!dtype)
+    throw UserError(fmt::format(
+        "unknown dtype '{}' (f64 f32 f16 bf16 f8e4m3 f8e5m2 i64 i32 i8 u8 bool)", o.dtype));
   req.dtype = *dtype;
   return req;
 }
 
 int run_shape(ShapeOptions o) {
   o.pattern = unprotect(o.pattern);
-  for (std::string& a : o.args) a = unprotect(a);
+  for (std::string& a : o.args)
+    a = unprotect(a);
   try {
     if (o.op == "parse_expression") {
       if (!o.args.empty()) throw UserError("parse_expression takes only a pattern");
@@ -96,9 +105,10 @@ int run_shape(ShapeOptions o) {
     }
     const auto op = parse_pattern_op(o.op);
     if (!op) {  // a usage error, like a misspelt subcommand
-      std::cerr << fmt::format("error: unknown op '{}': expected rearrange, reduce, repeat, einsum, pack, unpack, "
-                               "parse_shape or parse_expression\n",
-                               o.op);
+      std::cerr << fmt::format(
+          "error: unknown op '{}': expected rearrange, reduce, repeat, einsum, pack, unpack, "
+          "parse_shape or parse_expression\n",
+          o.op);
       return 2;
     }
     const ResolveRequest req = build_request(o, *op);
@@ -115,17 +125,26 @@ int run_shape(ShapeOptions o) {
 
 void add_shape_command(CLI::App& app, int& exit_code) {
   auto opts = std::make_shared<ShapeOptions>();
-  CLI::App* cmd = app.add_subcommand("shape", "Resolve an einops pattern against shapes (static shape inference)");
+  CLI::App* cmd = app.add_subcommand(
+      "shape", "Resolve an einops pattern against shapes (static shape inference)");
   cmd->description(kDescription);
-  cmd->add_option("op", opts->op, "rearrange | reduce | repeat | einsum | pack | unpack | parse_shape")->required();
-  cmd->add_option("pattern", opts->pattern, "the einops pattern, e.g. 'b s (h d) -> b h s d'")->required();
+  cmd->add_option("op", opts->op,
+                  "rearrange | reduce | repeat | einsum | pack | unpack | parse_shape")
+      ->required();
+  cmd->add_option("pattern", opts->pattern, "the einops pattern, e.g. 'b s (h d) -> b h s d'")
+      ->required();
   cmd->add_option("args", opts->args, "input shapes like (2,3,4), and axis sizes like h=8");
-  cmd->add_option("-r,--reduction", opts->reduction, "reduce: min max sum mean prod any all logsumexp var(ddof=N) std(ddof=N)");
-  cmd->add_option("--ddof", opts->ddof, "var/std: the delta degrees of freedom (no default, by design)");
-  cmd->add_option("--ps", opts->ps, "unpack: the packed shapes, e.g. '[[2],[1],[2]]' or '[(2,);(1,);(2,)]'");
+  cmd->add_option("-r,--reduction", opts->reduction,
+                  "reduce: min max sum mean prod any all logsumexp var(ddof=N) std(ddof=N)");
+  cmd->add_option("--ddof", opts->ddof,
+                  "var/std: the delta degrees of freedom (no default, by design)");
+  cmd->add_option("--ps", opts->ps,
+                  "unpack: the packed shapes, e.g. '[[2],[1],[2]]' or '[(2,);(1,);(2,)]'");
   cmd->add_option("--dtype", opts->dtype, "element type of the inputs (default f32)");
-  cmd->add_flag("--list", opts->list, "treat the shapes as one list input, stacked first (even a single one)");
-  cmd->add_flag("--explain", opts->explain, "print the resolved recipe: elementary axes, split, reduce, permute");
+  cmd->add_flag("--list", opts->list,
+                "treat the shapes as one list input, stacked first (even a single one)");
+  cmd->add_flag("--explain", opts->explain,
+                "print the resolved recipe: elementary axes, split, reduce, permute");
   cmd->callback([opts, &exit_code] { exit_code = run_shape(*opts); });
 }
 

@@ -21,7 +21,8 @@
 //   // jaxtyping-style specs bind dims across tensors:
 //   ein::DimMemo memo;
 //   const ein::Shape x = {8, 1024, 768};
-//   ein::check_shape(ein::parse_shape_spec("f32[b s d]"), ein::DType::f32, x, memo);  // binds b, s, d
+//   ein::check_shape(ein::parse_shape_spec("f32[b s d]"), ein::DType::f32, x, memo);  // binds b,
+//   s, d
 //
 // This header is the public API; everything it includes is usable, everything in
 // ein::detail is not.

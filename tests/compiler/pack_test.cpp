@@ -16,11 +16,13 @@ ResolveRequest unpack_request(Shape shape, std::vector<std::vector<int64_t>> ps)
 }
 
 TEST(Pack, JoinsAlongStarAndRecordsPackedShapes) {
-  const Recipe r = resolve("i j * k", request(Op::pack, {{2, 3, 5}, {2, 3, 7, 5}, {2, 3, 7, 9, 5}}));
+  const Recipe r =
+      resolve("i j * k", request(Op::pack, {{2, 3, 5}, {2, 3, 7, 5}, {2, 3, 7, 9, 5}}));
   EXPECT_EQ(r.output_shape(), (Shape{2, 3, 71, 5}));
   EXPECT_EQ(r.packed_shapes, (std::vector<Shape>{{}, {7}, {7, 9}}));
   EXPECT_EQ(format_result(r), "(2,3,71,5) ps=[();(7,);(7,9)]");
-  EXPECT_EQ(format_result(resolve("* w", request(Op::pack, {{13, 17}, {13, 17}}))), "(26,17) ps=[(13,);(13,)]");
+  EXPECT_EQ(format_result(resolve("* w", request(Op::pack, {{13, 17}, {13, 17}}))),
+            "(26,17) ps=[(13,);(13,)]");
 }
 
 TEST(Pack, Errors) {
@@ -45,12 +47,17 @@ TEST(Unpack, SplitsAndInfersOneMinusOne) {
   EXPECT_EQ(format_result(resolve("four * three", unpack_request({4, 5, 3}, {{2, -1}, {1, 5}}))),
             "[(4,2,0,3);(4,1,5,3)]");
   EXPECT_EQ(format_result(resolve("*", unpack_request({5}, {{0}, {5}, {-1}}))), "[(0,);(5,);(0,)]");
-  EXPECT_EQ(format_result(resolve("seven *", unpack_request({7, 5}, {{2}, {-1}, {2}}))), "[(7,2);(7,1);(7,2)]");
+  EXPECT_EQ(format_result(resolve("seven *", unpack_request({7, 5}, {{2}, {-1}, {2}}))),
+            "[(7,2);(7,1);(7,2)]");
 }
 
 TEST(Unpack, Errors) {
-  for (const auto& ps : std::vector<std::vector<std::vector<int64_t>>>{
-           {{2}, {1}, {1}}, {{2}, {4}, {-1}}, {{-1, 2}, {1}, {5}}, {{2, 1}, {1}, {3, -1}}, {{-1}, {-1}, {1}}, {{-3}}}) {
+  for (const auto& ps : std::vector<std::vector<std::vector<int64_t>>>{{{2}, {1}, {1}},
+                                                                       {{2}, {4}, {-1}},
+                                                                       {{-1, 2}, {1}, {5}},
+                                                                       {{2, 1}, {1}, {3, -1}},
+                                                                       {{-1}, {-1}, {1}},
+                                                                       {{-3}}}) {
     const auto e = error_of("four * three", unpack_request({4, 5, 3}, ps));
     ASSERT_TRUE(e);
     EXPECT_EQ(e->column(), 6u) << e->what();  // under the '*'
@@ -60,9 +67,12 @@ TEST(Unpack, Errors) {
 }
 
 TEST(ParseShape, BindsNamesSkipsUnderscoresChecksNumbers) {
-  EXPECT_EQ(format_result(resolve("batch _ h w", request(Op::parse_shape, {{2, 3, 5, 7}}))), "{batch:2,h:5,w:7}");
-  EXPECT_EQ(format_result(resolve("_ _ _ hello", request(Op::parse_shape, {{10, 20, 30, 40}}))), "{hello:40}");
-  EXPECT_EQ(format_result(resolve(" a ... b", request(Op::parse_shape, {{10, 20, 30, 40}}))), "{a:10,b:40}");
+  EXPECT_EQ(format_result(resolve("batch _ h w", request(Op::parse_shape, {{2, 3, 5, 7}}))),
+            "{batch:2,h:5,w:7}");
+  EXPECT_EQ(format_result(resolve("_ _ _ hello", request(Op::parse_shape, {{10, 20, 30, 40}}))),
+            "{hello:40}");
+  EXPECT_EQ(format_result(resolve(" a ... b", request(Op::parse_shape, {{10, 20, 30, 40}}))),
+            "{a:10,b:40}");
   EXPECT_EQ(format_result(resolve("...", request(Op::parse_shape, {{10, 20}}))), "{}");
   EXPECT_EQ(format_result(resolve("a () 2", request(Op::parse_shape, {{10, 1, 2}}))), "{a:10}");
 }
@@ -88,8 +98,10 @@ TEST(ParseShape, Errors) {
 
 TEST(ParseExpression, EinopsComposition) {
   EXPECT_EQ(parse_expression(parse_pattern("5 1 (1 4) 1")), "[(5) () (4) ()]");
-  EXPECT_EQ(parse_expression(parse_pattern("name1 ... a1 12 (name2 14)")), "[(name1) ... (a1) (12) (name2 14)]");
-  EXPECT_EQ(parse_expression(parse_pattern("(name1 ... a1 12) name2 14")), "[(name1 ... a1 12) (name2) (14)]");
+  EXPECT_EQ(parse_expression(parse_pattern("name1 ... a1 12 (name2 14)")),
+            "[(name1) ... (a1) (12) (name2 14)]");
+  EXPECT_EQ(parse_expression(parse_pattern("(name1 ... a1 12) name2 14")),
+            "[(name1 ... a1 12) (name2) (14)]");
   EXPECT_THROW(parse_expression(parse_pattern("... a b c d ...")), UserError);
   EXPECT_THROW(parse_expression(parse_pattern("a, b")), UserError);
   EXPECT_THROW(parse_expression(parse_pattern("_pre")), UserError);

@@ -30,17 +30,50 @@ TEST(PatternCache, HitsReturnTheSameRecipe) {
 
 TEST(PatternCache, EveryFieldOfTheRequestIsPartOfTheKey) {
   PatternCache cache;
-  auto req = request(Op::reduce, {{4, 6}}, {}, [](ResolveRequest& r) { r.reduction = Reduction::sum; });
-  const auto base = cache.resolve("a (b c) -> a b", [&] { auto r = req; r.sizes = {{"b", 2}}; return r; }());
+  auto req =
+      request(Op::reduce, {{4, 6}}, {}, [](ResolveRequest& r) { r.reduction = Reduction::sum; });
+  const auto base = cache.resolve("a (b c) -> a b", [&] {
+    auto r = req;
+    r.sizes = {{"b", 2}};
+    return r;
+  }());
   EXPECT_EQ(base->output_shape(), (Shape{4, 2}));
-  EXPECT_EQ(cache.resolve("a (b c) -> a b", [&] { auto r = req; r.sizes = {{"b", 3}}; return r; }())->output_shape(),
+  EXPECT_EQ(cache
+                .resolve("a (b c) -> a b",
+                         [&] {
+                           auto r = req;
+                           r.sizes = {{"b", 3}};
+                           return r;
+                         }())
+                ->output_shape(),
             (Shape{4, 3}));
-  EXPECT_EQ(cache.resolve("a (b c) -> a b", [&] { auto r = req; r.sizes = {{"c", 2}}; return r; }())->output_shape(),
+  EXPECT_EQ(cache
+                .resolve("a (b c) -> a b",
+                         [&] {
+                           auto r = req;
+                           r.sizes = {{"c", 2}};
+                           return r;
+                         }())
+                ->output_shape(),
             (Shape{4, 3}));
-  EXPECT_EQ(cache.resolve("a (b c) -> a b", [&] { auto r = req; r.sizes = {{"b", 2}}; r.shapes = {{4, 8}}; return r; }())
+  EXPECT_EQ(cache
+                .resolve("a (b c) -> a b",
+                         [&] {
+                           auto r = req;
+                           r.sizes = {{"b", 2}};
+                           r.shapes = {{4, 8}};
+                           return r;
+                         }())
                 ->output_shape(),
             (Shape{4, 2}));
-  EXPECT_EQ(cache.resolve("a (b c) -> a b", [&] { auto r = req; r.sizes = {{"b", 2}}; r.reduction = Reduction::max; return r; }())
+  EXPECT_EQ(cache
+                .resolve("a (b c) -> a b",
+                         [&] {
+                           auto r = req;
+                           r.sizes = {{"b", 2}};
+                           r.reduction = Reduction::max;
+                           return r;
+                         }())
                 ->reduction,
             Reduction::max);
   EXPECT_EQ(cache.size(), 5u);
@@ -69,11 +102,13 @@ TEST(PatternCache, ConcurrentLookupsAgree) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < 500; ++i) {
         const int64_t h = 1 + (i + t) % 4;
-        const auto r = cache.resolve("b (h w) -> b h w", request(Op::rearrange, {{3, 12}}, {{"h", h}}));
+        const auto r =
+            cache.resolve("b (h w) -> b h w", request(Op::rearrange, {{3, 12}}, {{"h", h}}));
         if (r->output_shape() != Shape{3, h, 12 / h}) ++wrong;
       }
     });
-  for (auto& th : threads) th.join();
+  for (auto& th : threads)
+    th.join();
   EXPECT_EQ(wrong.load(), 0);
   EXPECT_EQ(cache.size(), 4u);
   EXPECT_EQ(cache.stats().hits + cache.stats().misses, 2000u);

@@ -24,7 +24,9 @@ struct ErrorCase {
 };
 
 // Readable test names in gtest's output.
-void PrintTo(const ErrorCase& c, std::ostream* os) { *os << op_name(c.op) << " '" << c.pattern << "'"; }
+void PrintTo(const ErrorCase& c, std::ostream* os) {
+  *os << op_name(c.op) << " '" << c.pattern << "'";
+}
 
 class PatternErrors : public ::testing::TestWithParam<ErrorCase> {};
 
@@ -49,17 +51,47 @@ TEST_P(PatternErrors, StateTheRuleAndPointAtTheCause) {
 
 const ErrorCase kCases[] = {
     // Sizes and compositions.
-    {Op::rearrange, "b (h w) c -> b h w c", {{2, 12, 3}}, {{"h", 5}}, "12 is not divisible by 5", 3, 5},
-    {Op::rearrange, "(a b) c -> a b c", {{6, 4}}, {{"a", 2}, {"b", 4}}, "their product is 8, not 6", 1, 5},
-    {Op::rearrange, "b s (h d) -> b h s d", {{2, 5, 12}}, {}, "cannot infer the sizes of h and d", 5, 5},
-    {Op::rearrange, "b c h w -> b (c h w)", {{10, 21, 30, 40}}, {{"c", 20}}, "but c=20 was given", 3, 1},
+    {Op::rearrange,
+     "b (h w) c -> b h w c",
+     {{2, 12, 3}},
+     {{"h", 5}},
+     "12 is not divisible by 5",
+     3,
+     5},
+    {Op::rearrange,
+     "(a b) c -> a b c",
+     {{6, 4}},
+     {{"a", 2}, {"b", 4}},
+     "their product is 8, not 6",
+     1,
+     5},
+    {Op::rearrange,
+     "b s (h d) -> b h s d",
+     {{2, 5, 12}},
+     {},
+     "cannot infer the sizes of h and d",
+     5,
+     5},
+    {Op::rearrange,
+     "b c h w -> b (c h w)",
+     {{10, 21, 30, 40}},
+     {{"c", 20}},
+     "but c=20 was given",
+     3,
+     1},
     {Op::rearrange, "a 1 -> a", {{2, 3}}, {}, "unit axis must have length 1", 3, 1},
     {Op::reduce, "b (s 4) -> b s", {{2, 10}}, {}, "10 is not divisible by 4", 3, 5},
     {Op::rearrange, "(a b) -> a b", {{0}}, {}, "cannot infer the sizes of a and b", 1, 5},
     {Op::rearrange, "(a b) -> a b", {{0}}, {{"a", 0}}, "cannot infer b in (a b)", 1, 5},
     {Op::rearrange, "a b -> b a", {{2, 3}}, {{"c", 3}}, "no axis 'c'", 1, 10},
     // Dimension counts.
-    {Op::rearrange, "b c h w -> b (c h w)", {{10, 10, 10}}, {}, "expects 4 dimensions, but the input has 3", 1, 7},
+    {Op::rearrange,
+     "b c h w -> b (c h w)",
+     {{10, 10, 10}},
+     {},
+     "expects 4 dimensions, but the input has 3",
+     1,
+     7},
     {Op::rearrange, "b ... c -> c b ...", {{10}}, {}, "expects at least 2 dimensions", 1, 7},
     {Op::rearrange, "a -> a", {{}}, {}, "expects 1 dimension, but the input has 0", 1, 1},
     // Identifier rules per op.
@@ -71,7 +103,13 @@ const ErrorCase kCases[] = {
     {Op::rearrange, "a b -> (a a) b", {{2, 3}}, {}, "'a' appears twice", 11, 1},
     {Op::rearrange, "a _ -> a _", {{2, 3}}, {}, "'_' skips an axis only in parse_shape", 3, 1},
     {Op::rearrange, "_pre -> _pre", {{2}}, {}, "'_pre' is not a valid axis name", 1, 4},
-    {Op::rearrange, "a b c d (...) -> a b c ... d", {{1, 1, 1, 1, 1}}, {}, "only on the right side", 9, 5},
+    {Op::rearrange,
+     "a b c d (...) -> a b c ... d",
+     {{1, 1, 1, 1, 1}},
+     {},
+     "only on the right side",
+     9,
+     5},
     {Op::rearrange, "... a ... -> a", {{1, 2}}, {}, "'...' only once", 7, 3},
     {Op::rearrange, "a b", {{2, 3}}, {}, "needs '->'", 1, 3},
     {Op::rearrange, "a, b -> a b", {{2}, {3}}, {}, "takes one input side", 4, 1},
@@ -83,25 +121,93 @@ const ErrorCase kCases[] = {
     {Op::repeat, "h w -> h w c", {{30, 40}}, {}, "new axis 'c' needs a size", 12, 1},
     // Reductions.
     {Op::reduce, "a b -> a", {{2, 3}}, {}, "reduce needs a reduction", 5, 2, Reduction::none},
-    {Op::reduce, "a b -> a", {{2, 3}}, {}, "mean needs a floating-point tensor, but the input is i64", 1, 3,
-     Reduction::mean, std::nullopt, DType::i64},
-    {Op::reduce, "a b -> a", {{2, 0}}, {}, "max over zero elements has no identity", 3, 1, Reduction::max},
+    {Op::reduce,
+     "a b -> a",
+     {{2, 3}},
+     {},
+     "mean needs a floating-point tensor, but the input is i64",
+     1,
+     3,
+     Reduction::mean,
+     std::nullopt,
+     DType::i64},
+    {Op::reduce,
+     "a b -> a",
+     {{2, 0}},
+     {},
+     "max over zero elements has no identity",
+     3,
+     1,
+     Reduction::max},
     {Op::reduce, "a b -> a", {{2, 3}}, {}, "var needs an explicit ddof", 5, 2, Reduction::var},
-    {Op::reduce, "a b -> a", {{2, 1}}, {}, "std with ddof=1 over 1 element", 5, 2, Reduction::std, 1},
+    {Op::reduce,
+     "a b -> a",
+     {{2, 1}},
+     {},
+     "std with ddof=1 over 1 element",
+     5,
+     2,
+     Reduction::std,
+     1},
     // Lists.
-    {Op::rearrange, "b h w -> b h w", {{2, 3}, {2, 4}}, {}, "tensor 1 has shape (2,4)", 1, 5, Reduction::none,
-     std::nullopt, DType::f32, true},
+    {Op::rearrange,
+     "b h w -> b h w",
+     {{2, 3}, {2, 4}},
+     {},
+     "tensor 1 has shape (2,4)",
+     1,
+     5,
+     Reduction::none,
+     std::nullopt,
+     DType::f32,
+     true},
     // einsum.
-    {Op::einsum, "i j, j k -> i k", {{2, 3}, {4, 5}}, {}, "'j' has length 4 here, but length 3", 6, 1},
-    {Op::einsum, "ii->i", {{3}}, {}, "'i' on the right side of einsum appears in no input", 5, 1},  // 'ii' is one axis
+    {Op::einsum,
+     "i j, j k -> i k",
+     {{2, 3}, {4, 5}},
+     {},
+     "'j' has length 4 here, but length 3",
+     6,
+     1},
+    {Op::einsum,
+     "ii->i",
+     {{3}},
+     {},
+     "'i' on the right side of einsum appears in no input",
+     5,
+     1},  // 'ii' is one axis
     {Op::einsum, "i j -> i 2", {{3, 3}}, {}, "anonymous axis 2 on the right side of einsum", 10, 1},
-    {Op::einsum, "... i -> i", {{2, 3}}, {}, "'...' dimensions (2,) are missing on the right side", 10, 1},
-    {Op::einsum, "i i -> i", {{3, 1}}, {}, "'i' has length 1 here, but length 3", 3, 1},  // no broadcast in a diagonal
+    {Op::einsum,
+     "... i -> i",
+     {{2, 3}},
+     {},
+     "'...' dimensions (2,) are missing on the right side",
+     10,
+     1},
+    {Op::einsum,
+     "i i -> i",
+     {{3, 1}},
+     {},
+     "'i' has length 1 here, but length 3",
+     3,
+     1},  // no broadcast in a diagonal
     {Op::rearrange, "a 0 -> a", {{2, 1}}, {}, "positive length", 3, 1},
     {Op::parse_shape, "a 0", {{2, 1}}, {}, "positive length", 3, 1},
     {Op::rearrange, "a b -> (a b)", {{INT64_MAX, 3}}, {}, "beyond the largest tensor size", 8, 5},
-    {Op::repeat, "a -> a b c", {{2}}, {{"b", int64_t{1} << 32}, {"c", int64_t{1} << 32}}, "beyond the largest", 6, 5},  // the numel
-    {Op::pack, "a * b", {{2, 3, 4}, {3, 3, 4}}, {}, "length 3 in tensor 1, but length 2 in tensor 0", 1, 1},
+    {Op::repeat,
+     "a -> a b c",
+     {{2}},
+     {{"b", int64_t{1} << 32}, {"c", int64_t{1} << 32}},
+     "beyond the largest",
+     6,
+     5},  // the numel
+    {Op::pack,
+     "a * b",
+     {{2, 3, 4}, {3, 3, 4}},
+     {},
+     "length 3 in tensor 1, but length 2 in tensor 0",
+     1,
+     1},
     {Op::pack, "... *", {{2, 3}}, {}, "'...' is not allowed in pack", 1, 3},
     {Op::rearrange, "a b -> a b", {}, {}, "needs one input shape, but none was given", 1, 3},
     {Op::einsum, "i j, j k -> i k", {{2, 3}}, {}, "2 input sides, but 1 tensor was given", 6, 3},
@@ -113,7 +219,8 @@ const ErrorCase kCases[] = {
 INSTANTIATE_TEST_SUITE_P(All, PatternErrors, ::testing::ValuesIn(kCases));
 
 TEST(PatternErrorNotes, ListInputShapesAndSizesBoundSoFar) {
-  const auto err = testing::error_of("b (h w) c -> b h w c", testing::request(Op::rearrange, {{2, 12, 3}}, {{"h", 5}}));
+  const auto err = testing::error_of("b (h w) c -> b h w c",
+                                     testing::request(Op::rearrange, {{2, 12, 3}}, {{"h", 5}}));
   ASSERT_TRUE(err);
   ASSERT_EQ(err->notes().size(), 2u);
   EXPECT_EQ(err->notes()[0].text, "input shape: (2,12,3)");
@@ -122,7 +229,8 @@ TEST(PatternErrorNotes, ListInputShapesAndSizesBoundSoFar) {
 }
 
 TEST(PatternErrorNotes, EinsumMismatchPointsAtBothOccurrences) {
-  const auto err = testing::error_of("i j, j k -> i k", testing::request(Op::einsum, {{2, 3}, {4, 5}}));
+  const auto err =
+      testing::error_of("i j, j k -> i k", testing::request(Op::einsum, {{2, 3}, {4, 5}}));
   ASSERT_TRUE(err);
   ASSERT_GE(err->notes().size(), 1u);
   EXPECT_EQ(err->notes()[0].text, "'j' first appears here, with length 3");

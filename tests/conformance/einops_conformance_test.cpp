@@ -66,15 +66,19 @@ struct Difference {
 
   // op must match; '*' in the other key columns matches anything.
   bool matches(const TsvRow& row) const {
-    const auto field = [&](const std::string& want, const char* column) { return want == "*" || want == row[column]; };
-    return op == row["op"] && field(pattern, "pattern") && field(input_shapes, "input_shapes") && field(kwargs, "kwargs");
+    const auto field = [&](const std::string& want, const char* column) {
+      return want == "*" || want == row[column];
+    };
+    return op == row["op"] && field(pattern, "pattern") && field(input_shapes, "input_shapes") &&
+           field(kwargs, "kwargs");
   }
 };
 
 std::vector<Difference> read_differences() {
   std::vector<Difference> out;
   for (const TsvRow& r : read_tsv(std::string(EIN_CONFORMANCE_DIR) + "/../einops_differences.tsv"))
-    out.push_back({r["kind"], r["op"], r["pattern"], r["input_shapes"], r["kwargs"], r["ein_expected"], r["extra_args"], r["reason"]});
+    out.push_back({r["kind"], r["op"], r["pattern"], r["input_shapes"], r["kwargs"],
+                   r["ein_expected"], r["extra_args"], r["reason"]});
   return out;
 }
 
@@ -86,8 +90,10 @@ std::string run_row(const TsvRow& row, const std::string& extra_args) {
     std::string red = op.substr(b + 1, op.size() - b - 2);
     if (red.rfind("callable ", 0) == 0) red = red.substr(9);  // einops callable → named reduction
     op = op.substr(0, b);
-    if (auto r = parse_reduction(red)) req.reduction = *r;
-    else return "ERROR";  // unknown reduction: ein rejects it like einops
+    if (auto r = parse_reduction(red))
+      req.reduction = *r;
+    else
+      return "ERROR";  // unknown reduction: ein rejects it like einops
   }
   if (op.ends_with("_list")) {
     op = op.substr(0, op.size() - 5);
@@ -127,9 +133,11 @@ std::string run_row(const TsvRow& row, const std::string& extra_args) {
 TEST(EinopsConformance, EveryRow) {
   auto differences = read_differences();
   std::vector<std::pair<std::string, TsvRow>> rows;
-  for (const std::string& path : {testing::conformance_file("einops_cases.tsv"),
-                                 std::string(EIN_CONFORMANCE_DIR) + "/../../cli/held_back_cases.tsv"})
-    for (TsvRow& row : read_tsv(path)) rows.emplace_back(path.substr(path.rfind('/') + 1), std::move(row));
+  for (const std::string& path :
+       {testing::conformance_file("einops_cases.tsv"),
+        std::string(EIN_CONFORMANCE_DIR) + "/../../cli/held_back_cases.tsv"})
+    for (TsvRow& row : read_tsv(path))
+      rows.emplace_back(path.substr(path.rfind('/') + 1), std::move(row));
   int same = 0, extension = 0, input = 0, deferred = 0, failed = 0;
   for (const auto& [file, row] : rows) {
     const std::string op = row["op"];
@@ -144,7 +152,8 @@ TEST(EinopsConformance, EveryRow) {
     const std::string got = run_row(row, diff ? diff->extra_args : "-");
     std::string expected = row["expected"];
     if (diff && (diff->kind == "extension" || diff->kind == "einops_bug")) {
-      EXPECT_NE(expected, diff->ein_expected) << file << ":" << row.line << ": listed as " << diff->kind << " but einops agrees";
+      EXPECT_NE(expected, diff->ein_expected)
+          << file << ":" << row.line << ": listed as " << diff->kind << " but einops agrees";
       expected = diff->ein_expected;
     }
     if (got == expected) {
@@ -156,10 +165,13 @@ TEST(EinopsConformance, EveryRow) {
                     << "\n  ein:      " << got;
     }
   }
-  for (const Difference& d : differences) EXPECT_TRUE(d.used) << "difference matches no row: " << d.op << " " << d.pattern;
-  std::cout << fmt::format("einops conformance: {} rows: {} as einops, {} extensions or einops bugs, {} with supplied inputs, "
-                           "{} deferred (einmix), {} failed\n",
-                           rows.size(), same, extension, input, deferred, failed);
+  for (const Difference& d : differences)
+    EXPECT_TRUE(d.used) << "difference matches no row: " << d.op << " " << d.pattern;
+  std::cout << fmt::format(
+      "einops conformance: {} rows: {} as einops, {} extensions or einops bugs, {} with supplied "
+      "inputs, "
+      "{} deferred (einmix), {} failed\n",
+      rows.size(), same, extension, input, deferred, failed);
   EXPECT_EQ(failed, 0);
   EXPECT_GT(same, 500);  // the tables hold ~565 rows; a reader bug must not pass quietly
 }

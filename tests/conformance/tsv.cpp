@@ -12,7 +12,8 @@ std::vector<std::string> split_tabs(const std::string& line) {
   std::vector<std::string> out;
   std::string cell;
   std::istringstream in(line);
-  while (std::getline(in, cell, '\t')) out.push_back(cell);
+  while (std::getline(in, cell, '\t'))
+    out.push_back(cell);
   if (!line.empty() && line.back() == '\t') out.emplace_back();
   return out;
 }
@@ -42,12 +43,15 @@ std::vector<TsvRow> read_tsv(const std::string& path) {
     }
     TsvRow row;
     row.line = number;
-    for (size_t i = 0; i < header.size(); ++i) row.cells[header[i]] = i < cells.size() ? cells[i] : "";
+    for (size_t i = 0; i < header.size(); ++i)
+      row.cells[header[i]] = i < cells.size() ? cells[i] : "";
     rows.push_back(std::move(row));
   }
   return rows;
 }
 
-std::string conformance_file(const std::string& name) { return std::string(EIN_CONFORMANCE_DIR) + "/" + name; }
+std::string conformance_file(const std::string& name) {
+  return std::string(EIN_CONFORMANCE_DIR) + "/" + name;
+}
 
 }  // namespace ein::testing

@@ -50,7 +50,8 @@ TEST(Diagnostic, UnlocatedErrorsHaveNoCaret) {
 TEST(Diagnostic, SecondLineOfAFileIsShown) {
   auto src = make_source("m.ein", "dim D = 64\nparam w: f32[D E]\n");
   UserError e("unknown dim 'E'", src, {26, 27});
-  EXPECT_EQ(std::string(e.what()), "m.ein:2:16: error: unknown dim 'E'\n param w: f32[D E]\n                ^");
+  EXPECT_EQ(std::string(e.what()),
+            "m.ein:2:16: error: unknown dim 'E'\n param w: f32[D E]\n                ^");
 }
 
 }  // namespace

@@ -109,7 +109,8 @@ INSTANTIATE_TEST_SUITE_P(
 // Canonical text, and parse(print(p)) == p.
 TEST(PatternPrinter, PrintsCanonicalText) {
   EXPECT_EQ(print(parse_pattern("  b   s (h  d)->b h s d ")), "b s (h d) -> b h s d");
-  EXPECT_EQ(print(parse_pattern("a ()  1 (1 4) \xE2\x80\xA6 -> (...)")), "a () 1 (1 4) ... -> (...)");
+  EXPECT_EQ(print(parse_pattern("a ()  1 (1 4) \xE2\x80\xA6 -> (...)")),
+            "a () 1 (1 4) ... -> (...)");
   EXPECT_EQ(print(parse_pattern("i j,j k->i k")), "i j, j k -> i k");
   EXPECT_EQ(print(parse_pattern("->")), "-> ");
   EXPECT_EQ(print(parse_pattern("h w *")), "h w *");
@@ -124,9 +125,10 @@ void expect_round_trip(const std::string& text) {
 }
 
 TEST(PatternPrinter, RoundTripsHandPickedPatterns) {
-  for (const char* text : {"b s (h d) -> b h s d", "... -> ...", "a ... c -> a (...) c", "() -> 1 1",
-                           "b c (h h1) (w w1) -> b (h1 w1 c) h w", "i i ->", "a _, _ b -> a b", "", "->",
-                           "* h w", "batch _ h w", "(name1 ... a1 12) name2 14", "a 2 -> a 2"})
+  for (const char* text :
+       {"b s (h d) -> b h s d", "... -> ...", "a ... c -> a (...) c", "() -> 1 1",
+        "b c (h h1) (w w1) -> b (h1 w1 c) h w", "i i ->", "a _, _ b -> a b", "", "->", "* h w",
+        "batch _ h w", "(name1 ... a1 12) name2 14", "a 2 -> a 2"})
     expect_round_trip(text);
 }
 

@@ -13,7 +13,8 @@
 namespace ein::testing {
 
 /// Builds a request for `op`; `adjust` may set reduction, ddof, dtype, packed shapes.
-inline ResolveRequest request(PatternOp op, std::vector<Shape> shapes, std::vector<AxisSize> sizes = {},
+inline ResolveRequest request(PatternOp op, std::vector<Shape> shapes,
+                              std::vector<AxisSize> sizes = {},
                               const std::function<void(ResolveRequest&)>& adjust = {}) {
   ResolveRequest r;
   r.op = op;
@@ -32,7 +33,8 @@ inline Recipe resolve(const std::string& pattern, const ResolveRequest& r) {
 inline std::optional<UserError> error_of(const std::string& pattern, const ResolveRequest& r) {
   try {
     const Recipe recipe = resolve(pattern, r);
-    ADD_FAILURE() << "'" << pattern << "' resolved to " << format_result(recipe) << ", expected an error";
+    ADD_FAILURE() << "'" << pattern << "' resolved to " << format_result(recipe)
+                  << ", expected an error";
   } catch (const UserError& e) {
     return e;
   }
