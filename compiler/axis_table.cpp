@@ -225,10 +225,8 @@ void append_output_term(std::vector<std::vector<int>>& groups, const AxisTerm& t
   groups.push_back(std::move(ids));
 }
 
-std::vector<BoundDim> bind_side(AxisTable& table, const Pattern& pattern, const PatternSide& side,
-                                const Shape& shape, const std::vector<int>& ellipsis_ids,
-                                bool bind) {
-  (void)pattern;
+std::vector<BoundDim> bind_side(AxisTable& table, const PatternSide& side, const Shape& shape,
+                                const std::vector<int>& ellipsis_ids, bool bind) {
   const int ell = ellipsis_term(side);
   const size_t fixed = side.terms.size() - (ell >= 0 ? 1 : 0);
   if (ell >= 0 ? shape.size() < fixed : shape.size() != fixed)

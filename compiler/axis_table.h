@@ -108,9 +108,8 @@ void append_output_term(std::vector<std::vector<int>>& groups, const AxisTerm& t
 /// `bind`, binds them (lone axes first, then compositions). With `ellipsis_ids` empty, `...`
 /// becomes new axes; otherwise its dims are right-aligned onto those ids, and a length-1 dim
 /// where the id is longer broadcasts (einsum).
-std::vector<BoundDim> bind_side(AxisTable& table, const Pattern& pattern, const PatternSide& side,
-                                const Shape& shape, const std::vector<int>& ellipsis_ids,
-                                bool bind = true);
+std::vector<BoundDim> bind_side(AxisTable& table, const PatternSide& side, const Shape& shape,
+                                const std::vector<int>& ellipsis_ids, bool bind = true);
 /// Binds dims of one or more sides: lone axes first, then compositions until none can
 /// progress, so a size known from any operand can complete a composition in another.
 void bind_dims(AxisTable& table, std::vector<BoundDim*> dims);

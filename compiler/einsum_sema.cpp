@@ -85,8 +85,7 @@ Recipe resolve_einsum(const Pattern& p, const ResolveRequest& req) {
   recipe.op = PatternOp::einsum;
   std::vector<std::vector<BoundDim>> operands;
   for (size_t i = 0; i < p.inputs.size(); ++i)
-    operands.push_back(
-        bind_side(table, p, p.inputs[i], req.shapes[i], ellipsis_ids, /*bind=*/false));
+    operands.push_back(bind_side(table, p.inputs[i], req.shapes[i], ellipsis_ids, /*bind=*/false));
   broadcast_unit_dims(table, operands);
   std::vector<BoundDim*> all;
   for (auto& dims : operands)

@@ -152,7 +152,7 @@ Recipe resolve_one_input(const Pattern& p, const ResolveRequest& req) {
   const Shape shape = input_shape(p, req);
   AxisTable table(p, req);
   // Steps 3-4: register the left side's axes, then bind every dimension.
-  const std::vector<detail::BoundDim> dims = detail::bind_side(table, p, left, shape, {});
+  const std::vector<detail::BoundDim> dims = detail::bind_side(table, left, shape, {});
   std::vector<int> ellipsis_ids;
   for (const auto& d : dims)
     if (d.from_ellipsis) ellipsis_ids.push_back(d.ids[0]);

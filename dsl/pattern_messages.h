@@ -315,9 +315,5 @@ inline std::string unpack_split_sum(int64_t length, std::string_view ps, int64_t
       "hold {} elements",
       length, ps, total);
 }
-inline std::string parse_shape_rank(size_t expected, bool at_least, size_t received,
-                                    std::string_view shape) {
-  return rank_mismatch(expected, at_least, received, shape);
-}
 
 }  // namespace ein::messages

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <thread>
 
 #include "../support/resolve.h"
@@ -30,60 +31,27 @@ TEST(PatternCache, HitsReturnTheSameRecipe) {
 
 TEST(PatternCache, EveryFieldOfTheRequestIsPartOfTheKey) {
   PatternCache cache;
-  auto req =
-      request(Op::reduce, {{4, 6}}, {}, [](ResolveRequest& r) { r.reduction = Reduction::sum; });
-  const auto base = cache.resolve("a (b c) -> a b", [&] {
-    auto r = req;
-    r.sizes = {{"b", 2}};
-    return r;
-  }());
-  EXPECT_EQ(base->output_shape(), (Shape{4, 2}));
-  EXPECT_EQ(cache
-                .resolve("a (b c) -> a b",
-                         [&] {
-                           auto r = req;
-                           r.sizes = {{"b", 3}};
-                           return r;
-                         }())
-                ->output_shape(),
-            (Shape{4, 3}));
-  EXPECT_EQ(cache
-                .resolve("a (b c) -> a b",
-                         [&] {
-                           auto r = req;
-                           r.sizes = {{"c", 2}};
-                           return r;
-                         }())
-                ->output_shape(),
-            (Shape{4, 3}));
-  EXPECT_EQ(cache
-                .resolve("a (b c) -> a b",
-                         [&] {
-                           auto r = req;
-                           r.sizes = {{"b", 2}};
-                           r.shapes = {{4, 8}};
-                           return r;
-                         }())
-                ->output_shape(),
-            (Shape{4, 2}));
-  EXPECT_EQ(cache
-                .resolve("a (b c) -> a b",
-                         [&] {
-                           auto r = req;
-                           r.sizes = {{"b", 2}};
-                           r.reduction = Reduction::max;
-                           return r;
-                         }())
-                ->reduction,
-            Reduction::max);
+  ResolveRequest base = request(Op::reduce, {{4, 6}}, {{"b", 2}});
+  base.reduction = Reduction::sum;
+  // The recipe for `base` with one field changed.
+  const auto with = [&](const std::function<void(ResolveRequest&)>& change) {
+    ResolveRequest r = base;
+    change(r);
+    return cache.resolve("a (b c) -> a b", r);
+  };
+  EXPECT_EQ(with([](auto&) {})->output_shape(), (Shape{4, 2}));
+  EXPECT_EQ(with([](auto& r) { r.sizes = {{"b", 3}}; })->output_shape(), (Shape{4, 3}));
+  EXPECT_EQ(with([](auto& r) { r.sizes = {{"c", 2}}; })->output_shape(), (Shape{4, 3}));
+  EXPECT_EQ(with([](auto& r) { r.shapes = {{4, 8}}; })->output_shape(), (Shape{4, 2}));
+  EXPECT_EQ(with([](auto& r) { r.reduction = Reduction::max; })->reduction, Reduction::max);
   EXPECT_EQ(cache.size(), 5u);
   // A different dtype may turn a result into an error: it is in the key too.
-  auto mean = req;
-  mean.reduction = Reduction::mean;
-  mean.sizes = {{"b", 2}};
-  EXPECT_NO_THROW(cache.resolve("a (b c) -> a b", mean));
-  mean.dtype = DType::i32;
-  EXPECT_THROW(cache.resolve("a (b c) -> a b", mean), UserError);
+  EXPECT_NO_THROW(with([](auto& r) { r.reduction = Reduction::mean; }));
+  EXPECT_THROW(with([](auto& r) {
+                 r.reduction = Reduction::mean;
+                 r.dtype = DType::i32;
+               }),
+               UserError);
 }
 
 TEST(PatternCache, ErrorsAreNotCachedAndRethrow) {
