@@ -14,13 +14,13 @@
 #include <vector>
 
 #include <ein/dtype.h>
+#include <ein/shape.h>
 
 #include "dsl/pattern_ast.h"
 
 namespace ein {
 
 /// A tensor shape in elements, outermost first.
-using Shape = std::vector<int64_t>;
 
 /// The pattern operations of einops.
 enum class PatternOp : uint8_t { rearrange, reduce, repeat, einsum, pack, unpack, parse_shape };
