@@ -20,8 +20,6 @@
 
 namespace ein {
 
-/// A tensor shape in elements, outermost first.
-
 /// The pattern operations of einops.
 enum class PatternOp : uint8_t { rearrange, reduce, repeat, einsum, pack, unpack, parse_shape };
 
