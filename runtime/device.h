@@ -1,0 +1,67 @@
+// Devices (cpu, cuda:N) and the small backend interface through which the runtime allocates,
+// frees and copies device memory. This file names devices and routes memory operations; it
+// does not launch kernels, and it holds no CUDA code (a CUDA backend registers itself later).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace ein {
+
+/// The kind of a device.
+enum class DeviceKind : uint8_t { cpu, cuda };
+
+/// A device: a kind and an index (always 0 for the CPU).
+struct Device {
+  DeviceKind kind = DeviceKind::cpu;  ///< cpu or cuda
+  int index = 0;                      ///< which GPU; 0 for the CPU
+
+  /// Same kind and index.
+  bool operator==(const Device&) const = default;
+  /// "cpu", "cuda:0", ...
+  std::string str() const;
+};
+
+/// The host CPU.
+Device cpu();
+/// The GPU with this index.
+Device cuda(int index = 0);
+/// Parses "cpu", "cuda" (= cuda:0) or "cuda:N"; a RuntimeError for anything else.
+Device parse_device(std::string_view text);
+
+/// Memory operations of one device kind (ggml-style backend interface). Methods receive the
+/// device so one backend object serves every index of its kind. Sizes are in bytes.
+class DeviceBackend {
+ public:
+  virtual ~DeviceBackend() = default;
+  /// A short name for messages, e.g. "cpu".
+  virtual std::string name() const = 0;
+  /// At least `nbytes` bytes, 64-byte aligned; nullptr when the memory cannot be had.
+  virtual void* allocate(Device device, int64_t nbytes) = 0;
+  /// Returns memory from allocate() (`nbytes` is what was asked for).
+  virtual void free(Device device, void* ptr, int64_t nbytes) = 0;
+  /// Copies `nbytes` from host memory to memory of `device`.
+  virtual void copy_from_host(Device device, void* dst, const void* src, int64_t nbytes) = 0;
+  /// Copies `nbytes` from memory of `device` to host memory.
+  virtual void copy_to_host(Device device, void* dst, const void* src, int64_t nbytes) = 0;
+  /// Copies `nbytes` between two buffers of `device`.
+  virtual void copy_on_device(Device device, void* dst, const void* src, int64_t nbytes) = 0;
+};
+
+/// The backend serving `device`; a RuntimeError when its kind has none in this build/session.
+DeviceBackend& backend_for(Device device);
+
+/// Installs the backend for a device kind (the CUDA backend calls this once it has a driver).
+void register_backend(DeviceKind kind, std::shared_ptr<DeviceBackend> backend);
+
+/// Whether a backend for `kind` is installed.
+bool has_backend(DeviceKind kind);
+
+namespace detail {
+/// The CPU backend (cpu_backend.cpp).
+std::shared_ptr<DeviceBackend> make_cpu_backend();
+}  // namespace detail
+
+}  // namespace ein

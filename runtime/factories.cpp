@@ -1,0 +1,108 @@
+// Factory functions: empty, zeros, ones, full, arange, rand, randn. Random tensors are filled
+// on the CPU from the counter-based generator in random.h, element i from (seed, i), so the
+// values do not depend on how the loop is split across threads.
+#include <cmath>
+#include <limits>
+
+#include "runtime/parallel.h"
+#include "runtime/random.h"
+#include "runtime/tensor.h"
+
+namespace ein {
+namespace {
+
+// Elements per parallel task when generating (a Philox block costs ~tens of ns).
+constexpr int64_t kGenerateGrain = int64_t{1} << 14;
+
+// Fills a fresh contiguous CPU tensor with value_at(i) converted to its dtype, then moves
+// it to `device`.
+template <class F>
+Tensor generate(Shape sizes, DType dtype, Device device, const F& value_at) {
+  Tensor host = empty(std::move(sizes), dtype, cpu());
+  auto* base = static_cast<char*>(host.data_ptr());
+  const int64_t esize = host.element_size();
+  parallel_for(0, host.numel(), kGenerateGrain, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i)
+      store_from_double(base + i * esize, dtype, value_at(i));
+  });
+  return host.to(device);
+}
+
+// Significand bits (with the implicit one) of a floating dtype: how many random bits a
+// uniform sample may carry so that it rounds to a value below 1.
+int significand_bits(DType dtype, const char* op) {
+  switch (dtype) {
+    case DType::f64:
+      return 53;
+    case DType::f32:
+      return 24;
+    case DType::f16:
+      return 11;
+    case DType::bf16:
+      return 8;
+    case DType::f8e4m3:
+      return 4;
+    case DType::f8e5m2:
+      return 3;
+    default:
+      throw RuntimeError(std::string(op) + ": needs a floating-point dtype, got " +
+                         std::string(dtype_name(dtype)));
+  }
+}
+
+}  // namespace
+
+Tensor empty(Shape sizes, DType dtype, Device device) {
+  const int64_t n = checked_numel(sizes);
+  const auto esize = static_cast<int64_t>(element_size(dtype));
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(n, esize, &bytes))
+    throw OutOfMemoryError(device.str(), std::numeric_limits<int64_t>::max(),
+                           memory_allocated(device));
+  Shape strides = contiguous_strides(sizes);
+  return Tensor(Storage::allocate(bytes, device), dtype, std::move(sizes), std::move(strides), 0);
+}
+
+Tensor full(Shape sizes, double value, DType dtype, Device device) {
+  Tensor t = empty(std::move(sizes), dtype, device);
+  t.fill_(value);
+  return t;
+}
+
+Tensor zeros(Shape sizes, DType dtype, Device device) {
+  return full(std::move(sizes), 0.0, dtype, device);
+}
+
+Tensor ones(Shape sizes, DType dtype, Device device) {
+  return full(std::move(sizes), 1.0, dtype, device);
+}
+
+Tensor arange(int64_t end, DType dtype) {
+  if (end < 0) throw RuntimeError("arange: end must be >= 0, got " + std::to_string(end));
+  return generate({end}, dtype, cpu(), [](int64_t i) { return static_cast<double>(i); });
+}
+
+Tensor arange(double start, double end, double step, DType dtype) {
+  if (step == 0 || !std::isfinite(start) || !std::isfinite(end) || !std::isfinite(step))
+    throw RuntimeError("arange: start, end and step must be finite and step nonzero, got (" +
+                       std::to_string(start) + ", " + std::to_string(end) + ", " +
+                       std::to_string(step) + ")");
+  const double count = std::ceil((end - start) / step);
+  const auto n = count > 0 ? static_cast<int64_t>(count) : int64_t{0};
+  return generate({n}, dtype, cpu(),
+                  [=](int64_t i) { return start + static_cast<double>(i) * step; });
+}
+
+Tensor rand(Shape sizes, DType dtype, Device device, uint64_t seed) {
+  const int bits = significand_bits(dtype, "rand");
+  return generate(std::move(sizes), dtype, device,
+                  [=](int64_t i) { return uniform_at(seed, static_cast<uint64_t>(i), bits); });
+}
+
+Tensor randn(Shape sizes, DType dtype, Device device, uint64_t seed) {
+  significand_bits(dtype, "randn");
+  return generate(std::move(sizes), dtype, device,
+                  [=](int64_t i) { return normal_at(seed, static_cast<uint64_t>(i)); });
+}
+
+}  // namespace ein
