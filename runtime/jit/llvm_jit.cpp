@@ -1,0 +1,292 @@
+// MLIR -> LLVM IR -> host object -> ORC LLJIT. The only file of ein that includes MLIR or LLVM
+// headers on the CPU side; everything it exports is plain std (llvm_jit.h).
+//
+// compile_mlir_to_object:
+//   1. parse the text with the kernel dialects registered (verification included);
+//   2. replace f32 math by polynomial approximations, so vector exp/log/tanh/erf stay vectors;
+//   3. lower to the LLVM dialect (kLoweringPipeline below) and translate to LLVM IR;
+//   4. run LLVM's O3 pipeline for the host CPU and emit an object file into memory.
+// load_object adds the object to a fresh JITDylib of the one process-wide LLJIT, whose link
+// order ends in the process' own symbols (libc, libm), and looks the symbol up.
+#include "runtime/jit/llvm_jit.h"
+
+#include <algorithm>
+#include <mutex>
+#include <sstream>
+#include <vector>
+
+#include <ein/errors.h>
+
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Config/llvm-config.h"
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/ExecutionEngine/Orc/LLJIT.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/TargetParser/Host.h"
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Index/IR/IndexDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Math/Transforms/Approximation.h"
+#include "mlir/Dialect/Math/Transforms/Passes.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/UB/IR/UBOps.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Export.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace ein::detail {
+namespace {
+
+/// The host as JITTargetMachineBuilder sees it, with features in a stable (sorted) order.
+struct HostTarget {
+  llvm::orc::JITTargetMachineBuilder builder{llvm::Triple()};
+  std::string description;
+};
+
+const HostTarget& host() {
+  static const HostTarget target = [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    HostTarget t;
+    auto detected = llvm::orc::JITTargetMachineBuilder::detectHost();
+    if (!detected)
+      throw DeviceError("CPU JIT: cannot detect the host target: " +
+                        llvm::toString(detected.takeError()));
+    t.builder = std::move(*detected);
+    std::vector<std::string> features;
+    for (const auto& feature : llvm::sys::getHostCPUFeatures())
+      features.push_back((feature.second ? "+" : "-") + feature.first().str());
+    std::sort(features.begin(), features.end());
+    llvm::SubtargetFeatures subtarget;
+    std::string list;
+    for (const auto& f : features) {
+      subtarget.AddFeature(f);
+      list += (list.empty() ? "" : ",") + f;
+    }
+    t.builder.getFeatures() = subtarget;
+    t.builder.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+    t.description = t.builder.getTargetTriple().str() + " " + t.builder.getCPU() + " " + list;
+    return t;
+  }();
+  return target;
+}
+
+std::string numbered(std::string_view source) {
+  std::ostringstream out;
+  std::istringstream in{std::string(source)};
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    out.width(5);
+    out << n << " | " << line << "\n";
+  }
+  return out.str();
+}
+
+[[noreturn]] void fail(std::string_view what, std::string_view symbol,
+                       const std::string& diagnostics, std::string_view source) {
+  throw DeviceError("CPU JIT: " + std::string(what) + " for kernel '" + std::string(symbol) +
+                    "':\n" + diagnostics + "--- MLIR source ---\n" + numbered(source));
+}
+
+/// Everything MLIR may print while handling one kernel, as "file:line:col: error: message".
+class DiagnosticCollector {
+ public:
+  explicit DiagnosticCollector(mlir::MLIRContext& context)
+      : handler_(&context, [this](mlir::Diagnostic& diag) {
+          append(diag);
+          return mlir::success();
+        }) {}
+  const std::string& text() const { return text_; }
+
+ private:
+  void append(mlir::Diagnostic& diag) {
+    llvm::raw_string_ostream os(text_);
+    if (auto loc = mlir::dyn_cast<mlir::FileLineColLoc>(diag.getLocation()))
+      os << loc.getFilename().getValue() << ":" << loc.getLine() << ":" << loc.getColumn() << ": ";
+    else
+      os << diag.getLocation() << ": ";
+    switch (diag.getSeverity()) {
+      case mlir::DiagnosticSeverity::Error:
+        os << "error: ";
+        break;
+      case mlir::DiagnosticSeverity::Warning:
+        os << "warning: ";
+        break;
+      case mlir::DiagnosticSeverity::Note:
+        os << "note: ";
+        break;
+      case mlir::DiagnosticSeverity::Remark:
+        os << "remark: ";
+        break;
+    }
+    os << diag << "\n";
+    for (auto& note : diag.getNotes())
+      append(note);
+  }
+
+  std::string text_;
+  mlir::ScopedDiagnosticHandler handler_;
+};
+
+// Lowering to the LLVM dialect, in order (mlir-opt spelling; see add_lowering_passes):
+// convert-vector-to-scf, convert-scf-to-cf, expand-strided-metadata,
+// convert-vector-to-llvm{reassociate-fp-reductions}, convert-math-to-llvm, convert-math-to-libm,
+// finalize-memref-to-llvm, convert-arith-to-llvm, convert-index-to-llvm, convert-ub-to-llvm,
+// convert-cf-to-llvm, convert-func-to-llvm, reconcile-unrealized-casts.
+void add_lowering_passes(mlir::PassManager& pm) {
+  pm.addPass(mlir::createConvertVectorToSCFPass());
+  pm.addPass(mlir::createConvertSCFToCFPass());
+  pm.addPass(mlir::memref::createExpandStridedMetadataPass());
+  mlir::ConvertVectorToLLVMPassOptions vector_options;
+  vector_options.reassociateFPReductions = true;  // tree reductions: vector.reduction stays fast
+  pm.addPass(mlir::createConvertVectorToLLVMPass(vector_options));
+  pm.addPass(mlir::createConvertMathToLLVMPass());
+  pm.addPass(
+      mlir::createConvertMathToLibmPass());  // what LLVM has no intrinsic for (f64 tanh, erf)
+  pm.addPass(mlir::createFinalizeMemRefToLLVMConversionPass());
+  pm.addPass(mlir::createArithToLLVMConversionPass());
+  pm.addPass(mlir::createConvertIndexToLLVMPass());
+  pm.addPass(mlir::createUBToLLVMConversionPass());
+  pm.addPass(mlir::createConvertControlFlowToLLVMPass());
+  pm.addPass(mlir::createConvertFuncToLLVMPass());
+  pm.addPass(mlir::createReconcileUnrealizedCastsPass());
+}
+
+mlir::DialectRegistry kernel_dialects() {
+  mlir::DialectRegistry registry;
+  registry.insert<mlir::func::FuncDialect, mlir::arith::ArithDialect, mlir::math::MathDialect,
+                  mlir::memref::MemRefDialect, mlir::vector::VectorDialect, mlir::scf::SCFDialect,
+                  mlir::cf::ControlFlowDialect, mlir::LLVM::LLVMDialect, mlir::index::IndexDialect,
+                  mlir::ub::UBDialect>();
+  mlir::registerBuiltinDialectTranslation(registry);
+  mlir::registerLLVMDialectTranslation(registry);
+  return registry;
+}
+
+/// LLVM's O3 function and module pipeline, tuned for `machine`.
+void optimize(llvm::Module& module, llvm::TargetMachine& machine) {
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PassBuilder builder(&machine);
+  builder.registerModuleAnalyses(mam);
+  builder.registerCGSCCAnalyses(cgam);
+  builder.registerFunctionAnalyses(fam);
+  builder.registerLoopAnalyses(lam);
+  builder.crossRegisterProxies(lam, fam, cgam, mam);
+  builder.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(module, mam);
+}
+
+llvm::orc::LLJIT& lljit() {
+  // Created once and never destroyed: kernels handed out stay callable until the process ends,
+  // even from static destructors of other translation units.
+  static llvm::orc::LLJIT* jit = [] {
+    auto builder = llvm::orc::LLJITBuilder();
+    builder.setJITTargetMachineBuilder(host().builder);
+    auto created = builder.create();
+    if (!created)
+      throw DeviceError("CPU JIT: cannot create the LLJIT: " + llvm::toString(created.takeError()));
+    return created->release();
+  }();
+  return *jit;
+}
+
+}  // namespace
+
+const std::string& llvm_host_target() {
+  return host().description;
+}
+
+std::string_view llvm_version() {
+  return LLVM_VERSION_STRING;
+}
+
+std::string compile_mlir_to_object(std::string_view source, std::string_view symbol) {
+  mlir::MLIRContext context(kernel_dialects(), mlir::MLIRContext::Threading::DISABLED);
+  context.loadAllAvailableDialects();
+  DiagnosticCollector diagnostics(context);
+
+  const std::string name(symbol);
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(
+      llvm::StringRef(source.data(), source.size()), mlir::ParserConfig(&context), name);
+  if (!module) fail("MLIR parse or verification failed", symbol, diagnostics.text(), source);
+  if (!module->lookupSymbol<mlir::func::FuncOp>(name))
+    fail("no func.func @" + name + " in the module", symbol, diagnostics.text(), source);
+
+  mlir::RewritePatternSet approximations(&context);
+  mlir::populateMathPolynomialApproximationPatterns(approximations,
+                                                    mlir::MathPolynomialApproximationOptions{});
+  if (mlir::failed(
+          mlir::applyPatternsAndFoldGreedily(module->getOperation(), std::move(approximations))))
+    fail("math approximation did not converge", symbol, diagnostics.text(), source);
+
+  mlir::PassManager pm(&context);
+  add_lowering_passes(pm);
+  if (mlir::failed(pm.run(*module)))
+    fail("lowering to the LLVM dialect failed", symbol, diagnostics.text(), source);
+
+  llvm::LLVMContext llvm_context;
+  auto llvm_module = mlir::translateModuleToLLVMIR(*module, llvm_context, name);
+  if (!llvm_module) fail("translation to LLVM IR failed", symbol, diagnostics.text(), source);
+
+  auto builder = host().builder;  // createTargetMachine is not const
+  auto machine = builder.createTargetMachine();
+  if (!machine)
+    throw DeviceError("CPU JIT: no target machine: " + llvm::toString(machine.takeError()));
+  llvm_module->setDataLayout((*machine)->createDataLayout());
+  llvm_module->setTargetTriple((*machine)->getTargetTriple().str());
+  optimize(*llvm_module, **machine);
+
+  llvm::SmallVector<char, 0> object;
+  llvm::raw_svector_ostream os(object);
+  llvm::legacy::PassManager codegen;
+  if ((*machine)->addPassesToEmitFile(codegen, os, nullptr, llvm::CodeGenFileType::ObjectFile))
+    throw DeviceError("CPU JIT: the host target cannot emit object files");
+  codegen.run(*llvm_module);
+  return std::string(object.data(), object.size());
+}
+
+CpuKernelFn load_object(std::string_view object, std::string_view symbol, const std::string& dylib,
+                        std::string* error) {
+  auto& jit = lljit();
+  auto dylib_or = jit.createJITDylib(dylib);
+  if (!dylib_or) {
+    *error = llvm::toString(dylib_or.takeError());
+    return nullptr;
+  }
+  llvm::orc::JITDylib& jd = *dylib_or;
+  auto buffer =
+      llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(object.data(), object.size()), dylib);
+  llvm::Error err = jit.addObjectFile(jd, std::move(buffer));
+  if (!err) {
+    auto address = jit.lookup(jd, llvm::StringRef(symbol.data(), symbol.size()));
+    if (address) return address->toPtr<CpuKernelFn>();
+    err = address.takeError();
+  }
+  *error = llvm::toString(std::move(err));
+  llvm::consumeError(jit.getExecutionSession().removeJITDylib(jd));
+  return nullptr;
+}
+
+}  // namespace ein::detail
