@@ -1,0 +1,345 @@
+// contract(): axis classification, layout folding and the call into gemm_batched.
+#include "runtime/blas/contract.h"
+
+#include <algorithm>
+#include <atomic>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <string>
+#include <type_traits>
+
+#include <ein/errors.h>
+
+#include "runtime/blas/gemm.h"
+#include "runtime/parallel.h"
+
+namespace ein {
+namespace {
+
+std::atomic<int64_t> g_operand_copies{0};
+std::atomic<int64_t> g_gemm_calls{0};
+std::atomic<int64_t> g_permuted_outputs{0};
+
+/// A tensor with one distinct axis id per dimension.
+struct Operand {
+  Tensor t;
+  std::vector<int> axes;
+
+  int dim_of(int axis) const {
+    const auto it = std::find(axes.begin(), axes.end(), axis);
+    return it == axes.end() ? -1 : static_cast<int>(it - axes.begin());
+  }
+  bool has(int axis) const { return dim_of(axis) >= 0; }
+  int64_t size_of(int axis) const { return t.shape()[static_cast<size_t>(dim_of(axis))]; }
+};
+
+std::string list_str(const std::vector<int>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+/// `t` labelled by `axes`, with repeated ids merged into their diagonal (a view).
+Operand take_diagonals(const Tensor& t, const std::vector<int>& axes, const char* name) {
+  if (static_cast<int64_t>(axes.size()) != t.dim()) {
+    throw RuntimeError(std::string("contract: ") + name + " has " + std::to_string(t.dim()) +
+                       " dims but " + std::to_string(axes.size()) + " axis ids " + list_str(axes));
+  }
+  Operand out;
+  Shape sizes, strides;
+  for (size_t d = 0; d < axes.size(); ++d) {
+    const int seen = out.dim_of(axes[d]);
+    if (seen < 0) {
+      out.axes.push_back(axes[d]);
+      sizes.push_back(t.shape()[d]);
+      strides.push_back(t.strides()[d]);
+    } else if (sizes[static_cast<size_t>(seen)] != t.shape()[d]) {
+      throw RuntimeError(std::string("contract: ") + name + " repeats axis " +
+                         std::to_string(axes[d]) + " with sizes " +
+                         std::to_string(sizes[static_cast<size_t>(seen)]) + " and " +
+                         std::to_string(t.shape()[d]) + "; a diagonal needs equal sizes");
+    } else {
+      strides[static_cast<size_t>(seen)] += t.strides()[d];
+    }
+  }
+  out.t = out.axes.size() == axes.size() ? t : t.as_strided(sizes, strides, t.offset());
+  return out;
+}
+
+/// `x` permuted to `order` (axis ids) as a contiguous tensor of dtype `dtype` (one copy).
+Operand copy_to(const Operand& x, const std::vector<int>& order, DType dtype) {
+  std::vector<int64_t> perm;
+  for (int axis : order)
+    perm.push_back(x.dim_of(axis));
+  const Tensor p = x.t.permute(perm);
+  Tensor c = p.dtype() == dtype ? p.contiguous() : p.to(dtype).contiguous();
+  ++g_operand_copies;
+  return {c, order};
+}
+
+/// `x` with the axes in `lone` summed out, as a contiguous tensor of `dtype`; the sum is
+/// accumulated in double.
+Operand sum_out(const Operand& x, const std::vector<int>& lone, DType dtype) {
+  std::vector<int> kept, order;
+  for (int axis : x.axes) {
+    if (std::find(lone.begin(), lone.end(), axis) == lone.end()) kept.push_back(axis);
+  }
+  order = kept;
+  order.insert(order.end(), lone.begin(), lone.end());
+  const Operand src = copy_to(x, order, dtype);
+  Shape kept_sizes;
+  int64_t rows = 1, cols = 1;
+  for (int axis : kept)
+    kept_sizes.push_back(src.size_of(axis)), rows *= src.size_of(axis);
+  for (int axis : lone)
+    cols *= src.size_of(axis);
+  Tensor out = empty(kept_sizes, dtype);
+  auto run = [&](auto* in, auto* result) {
+    parallel_for(0, rows, std::max<int64_t>(1, 32768 / std::max<int64_t>(1, cols)),
+                 [&](int64_t lo, int64_t hi) {
+                   for (int64_t r = lo; r < hi; ++r) {
+                     double s = 0;
+                     for (int64_t c = 0; c < cols; ++c)
+                       s += static_cast<double>(in[r * cols + c]);
+                     result[r] = static_cast<std::remove_pointer_t<decltype(result)>>(s);
+                   }
+                 });
+  };
+  if (dtype == DType::f64) {
+    run(src.t.data<double>(), out.data<double>());
+  } else {
+    run(src.t.data<float>(), out.data<float>());
+  }
+  return {out, kept};
+}
+
+/// One axis group merged into a single strided dimension: size and stride in elements.
+/// A group of total size ≤ 1 has no meaningful stride (0 here).
+struct Merged {
+  int64_t size = 1;
+  int64_t stride = 0;
+  bool ok = true;  ///< false when the group's axes are not nested in memory in this order
+};
+
+Merged merge(const Operand& x, const std::vector<int>& group) {
+  Merged m;
+  bool first = true;
+  for (int axis : group) {
+    const auto d = static_cast<size_t>(x.dim_of(axis));
+    const int64_t size = x.t.shape()[d], stride = x.t.strides()[d];
+    m.size *= size;
+    if (size == 1) continue;
+    if (!first && m.stride != stride * size) m.ok = false;
+    m.stride = stride, first = false;
+  }
+  if (m.size <= 1) m.stride = 0;
+  return m;
+}
+
+/// A batch of matrices: element (i, r, c) at data + i·batch_stride + r·rs + c·cs (elements).
+struct MatrixBatch {
+  const void* data = nullptr;
+  int64_t batch_stride = 0, rows = 1, cols = 1, rs = 0, cs = 0;
+  bool ok = true;
+
+  MatrixBatch transposed() const {
+    MatrixBatch t = *this;
+    std::swap(t.rows, t.cols), std::swap(t.rs, t.cs);
+    return t;
+  }
+};
+
+MatrixBatch fold(const Operand& x, const std::vector<int>& batch, const std::vector<int>& rows,
+                 const std::vector<int>& cols) {
+  const Merged b = merge(x, batch), r = merge(x, rows), c = merge(x, cols);
+  MatrixBatch m;
+  m.data = x.t.data_ptr();
+  m.batch_stride = b.stride, m.rows = r.size, m.cols = c.size, m.rs = r.stride, m.cs = c.stride;
+  m.ok = b.ok && r.ok && c.ok;
+  return m;
+}
+
+/// How BLAS reads a stored matrix: transposed or not, and its leading dimension.
+struct BlasLayout {
+  bool ok = false;
+  bool trans = false;
+  int64_t ld = 1;
+};
+
+BlasLayout blas_layout(const MatrixBatch& m) {
+  if (!m.ok) return {};
+  if (m.cols <= 1 || m.cs == 1) {  // row-major: rows at stride rs
+    const int64_t ld = m.rows <= 1 ? std::max<int64_t>(1, m.cols) : m.rs;
+    if (ld >= std::max<int64_t>(1, m.cols)) return {true, false, ld};
+  }
+  if (m.rows <= 1 || m.rs == 1) {  // column-major: stored transposed, columns at stride cs
+    const int64_t ld = m.cols <= 1 ? std::max<int64_t>(1, m.rows) : m.cs;
+    if (ld >= std::max<int64_t>(1, m.rows)) return {true, true, ld};
+  }
+  return {};
+}
+
+/// The operand as a (batch, rows, cols) matrix batch BLAS can read, copying it when its
+/// layout cannot be folded (or its dtype is not `dtype`). The copy puts innermost the group
+/// that holds the operand's smallest stride, so it reads memory as sequentially as it can.
+MatrixBatch gemm_operand(Operand& x, const std::vector<int>& batch, const std::vector<int>& rows,
+                         const std::vector<int>& cols, DType dtype) {
+  if (x.t.dtype() == dtype) {
+    const MatrixBatch m = fold(x, batch, rows, cols);
+    if (blas_layout(m).ok) return m;
+  }
+  int64_t best = std::numeric_limits<int64_t>::max();
+  bool rows_inner = false;
+  for (size_t d = 0; d < x.axes.size(); ++d) {
+    const int64_t stride = x.t.strides()[d];
+    if (x.t.shape()[d] > 1 && stride > 0 && stride < best) {
+      best = stride;
+      rows_inner = std::find(rows.begin(), rows.end(), x.axes[d]) != rows.end();
+    }
+  }
+  std::vector<int> order = batch;
+  const auto& outer = rows_inner ? cols : rows;
+  const auto& inner = rows_inner ? rows : cols;
+  order.insert(order.end(), outer.begin(), outer.end());
+  order.insert(order.end(), inner.begin(), inner.end());
+  x = copy_to(x, order, dtype);
+  return fold(x, batch, rows, cols);
+}
+
+}  // namespace
+
+// 1. Check the axis lists, take diagonals of repeated ids, check sizes and dtypes.
+// 2. Sum lone axes (in one operand only, not in out) out of their operand.
+// 3. Classify: batch (a, b, out), m (a, out), n (b, out), k (a, b); order batch, m and n as
+//    out_axes does, k as a's strides do (outermost first).
+// 4. Allocate the result contiguous in out_axes order; if that does not fold into
+//    (batch, m, n) or (batch, n, m), allocate (batch, m, n) and return a permuted view.
+// 5. Fold a into (batch, m, k) and b into (batch, k, n), copying whichever cannot be.
+// 6. If the result folds with unit stride along m, compute Cᵀ = Bᵀ·Aᵀ instead.
+// 7. One gemm_batched; round back to f16/bf16 when that was the input dtype.
+Tensor contract(const Tensor& a_in, const std::vector<int>& a_axes, const Tensor& b_in,
+                const std::vector<int>& b_axes, const std::vector<int>& out_axes) {
+  if (!a_in.defined() || !b_in.defined()) throw RuntimeError("contract: undefined operand");
+  if (a_in.device() != cpu() || b_in.device() != cpu()) {
+    throw RuntimeError("contract: operands must be CPU tensors");
+  }
+  if (a_in.dtype() != b_in.dtype()) {
+    throw RuntimeError("contract: operand dtypes differ: " + std::string(dtype_name(a_in.dtype())) +
+                       " and " + std::string(dtype_name(b_in.dtype())));
+  }
+  const DType dtype = a_in.dtype();
+  if (dtype != DType::f64 && dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16) {
+    throw RuntimeError("contract: dtype " + std::string(dtype_name(dtype)) +
+                       " is not f64, f32, f16 or bf16");
+  }
+  const DType compute = dtype == DType::f64 ? DType::f64 : DType::f32;
+  Operand a = take_diagonals(a_in, a_axes, "a");
+  Operand b = take_diagonals(b_in, b_axes, "b");
+  for (int axis : a.axes) {
+    if (b.has(axis) && a.size_of(axis) != b.size_of(axis)) {
+      throw RuntimeError("contract: axis " + std::to_string(axis) + " has size " +
+                         std::to_string(a.size_of(axis)) + " in a but " +
+                         std::to_string(b.size_of(axis)) + " in b (no broadcasting here)");
+    }
+  }
+  Shape out_shape;
+  for (size_t i = 0; i < out_axes.size(); ++i) {
+    const int axis = out_axes[i];
+    if (std::find(out_axes.begin(), out_axes.begin() + static_cast<long>(i), axis) !=
+        out_axes.begin() + static_cast<long>(i)) {
+      throw RuntimeError("contract: out_axes " + list_str(out_axes) + " repeats axis " +
+                         std::to_string(axis));
+    }
+    if (!a.has(axis) && !b.has(axis)) {
+      throw RuntimeError("contract: output axis " + std::to_string(axis) + " is in neither a " +
+                         list_str(a_axes) + " nor b " + list_str(b_axes));
+    }
+    out_shape.push_back(a.has(axis) ? a.size_of(axis) : b.size_of(axis));
+  }
+  auto in_out = [&](int axis) {
+    return std::find(out_axes.begin(), out_axes.end(), axis) != out_axes.end();
+  };
+
+  std::vector<int> lone_a, lone_b;
+  for (int axis : a.axes) {
+    if (!b.has(axis) && !in_out(axis)) lone_a.push_back(axis);
+  }
+  for (int axis : b.axes) {
+    if (!a.has(axis) && !in_out(axis)) lone_b.push_back(axis);
+  }
+  if (!lone_a.empty()) a = sum_out(a, lone_a, compute);
+  if (!lone_b.empty()) b = sum_out(b, lone_b, compute);
+
+  std::vector<int> batch, m_axes, n_axes, k_axes;
+  for (int axis : out_axes) {
+    (a.has(axis) && b.has(axis) ? batch : a.has(axis) ? m_axes : n_axes).push_back(axis);
+  }
+  for (int axis : a.axes) {
+    if (b.has(axis) && !in_out(axis)) k_axes.push_back(axis);
+  }
+  std::stable_sort(k_axes.begin(), k_axes.end(), [&](int x, int y) {
+    return a.t.strides()[static_cast<size_t>(a.dim_of(x))] >
+           a.t.strides()[static_cast<size_t>(a.dim_of(y))];
+  });
+
+  int64_t k_size = 1;
+  for (int axis : k_axes)
+    k_size *= a.size_of(axis);
+  if (checked_numel(out_shape) == 0 || k_size == 0) return zeros(out_shape, dtype);
+
+  // The result: contiguous in out order when that folds, else (batch, m, n) and a view.
+  Operand c{empty(out_shape, compute), out_axes};
+  MatrixBatch cm = fold(c, batch, m_axes, n_axes);
+  const bool c_folds = cm.ok && (blas_layout(cm).ok || blas_layout(cm.transposed()).ok);
+  Tensor result = c.t;
+  if (!c_folds) {
+    std::vector<int> order = batch;
+    order.insert(order.end(), m_axes.begin(), m_axes.end());
+    order.insert(order.end(), n_axes.begin(), n_axes.end());
+    Shape sizes;
+    for (int axis : order) {
+      sizes.push_back(out_shape[static_cast<size_t>(
+          std::find(out_axes.begin(), out_axes.end(), axis) - out_axes.begin())]);
+    }
+    c = {empty(sizes, compute), order};
+    cm = fold(c, batch, m_axes, n_axes);
+    std::vector<int64_t> perm;
+    for (int axis : out_axes)
+      perm.push_back(c.dim_of(axis));
+    result = c.t.permute(perm);
+    ++g_permuted_outputs;
+  }
+
+  MatrixBatch am = gemm_operand(a, batch, m_axes, k_axes, compute);
+  MatrixBatch bm = gemm_operand(b, batch, k_axes, n_axes, compute);
+  // BLAS writes C row-major; a C with unit stride along m is Cᵀ = Bᵀ·Aᵀ written row-major.
+  if (const BlasLayout l = blas_layout(cm); !l.ok || l.trans) {
+    std::swap(am, bm);
+    am = am.transposed(), bm = bm.transposed(), cm = cm.transposed();
+  }
+  const BlasLayout la = blas_layout(am), lb = blas_layout(bm), lc = blas_layout(cm);
+  if (!la.ok || !lb.ok || !lc.ok || lc.trans) {
+    throw RuntimeError("contract: internal error: operand layouts did not fold");
+  }
+  int64_t batch_size = 1;
+  for (int axis : batch)
+    batch_size *= a.size_of(axis);
+
+  GemmBatch g;
+  g.dtype = compute;
+  g.batch = batch_size, g.m = cm.rows, g.n = cm.cols, g.k = k_size;
+  g.a = am.data, g.trans_a = la.trans, g.lda = la.ld, g.stride_a = am.batch_stride;
+  g.b = bm.data, g.trans_b = lb.trans, g.ldb = lb.ld, g.stride_b = bm.batch_stride;
+  g.c = const_cast<void*>(cm.data), g.ldc = lc.ld, g.stride_c = cm.batch_stride;
+  gemm_batched(g);
+  ++g_gemm_calls;
+  return dtype == compute ? result : result.to(dtype);
+}
+
+ContractStats contract_stats() {
+  return {g_operand_copies.load(), g_gemm_calls.load(), g_permuted_outputs.load()};
+}
+
+}  // namespace ein

@@ -1,0 +1,136 @@
+// gemm_batched on OpenBLAS's cblas_sgemm/cblas_dgemm, with the batch loop and its threading.
+#include "runtime/blas/gemm.h"
+
+#include <algorithm>
+#include <climits>
+#include <mutex>
+#include <string>
+#include <type_traits>
+
+#if __has_include(<cblas-openblas.h>)
+#include <cblas-openblas.h>
+#else
+#include <cblas.h>
+#endif
+
+#include <ein/errors.h>
+
+#include "runtime/parallel.h"
+
+namespace ein {
+namespace {
+
+// Below this many FLOPs per GEMM, OpenBLAS's own threading does not pay (it stays on one
+// thread for small sizes anyway), so the batch is what gets parallelised.
+constexpr double kSmallGemmFlops = 1 << 20;
+
+blasint to_blas(int64_t v, const char* what) {
+  if (v < 0 || v > INT_MAX) {
+    throw RuntimeError(std::string("gemm_batched: ") + what + " = " + std::to_string(v) +
+                       " is outside OpenBLAS's 32-bit integer range");
+  }
+  return static_cast<blasint>(v);
+}
+
+void check_ld(int64_t ld, int64_t cols, const char* what) {
+  if (ld < std::max<int64_t>(1, cols)) {
+    throw RuntimeError(std::string("gemm_batched: ") + what + " = " + std::to_string(ld) +
+                       " is smaller than the stored row length " + std::to_string(cols));
+  }
+}
+
+/// C[i] = beta·C[i] for the k = 0 case, which BLAS leaves to us.
+template <class T>
+void scale_c(const GemmBatch& g) {
+  for (int64_t i = 0; i < g.batch; ++i) {
+    T* c = static_cast<T*>(g.c) + i * g.stride_c;
+    for (int64_t r = 0; r < g.m; ++r) {
+      for (int64_t col = 0; col < g.n; ++col) {
+        T& x = c[r * g.ldc + col];
+        x = g.beta == 0 ? T(0) : static_cast<T>(g.beta) * x;
+      }
+    }
+  }
+}
+
+template <class T>
+void run_one(const GemmBatch& g, int64_t i) {
+  const T* a = static_cast<const T*>(g.a) + i * g.stride_a;
+  const T* b = static_cast<const T*>(g.b) + i * g.stride_b;
+  T* c = static_cast<T*>(g.c) + i * g.stride_c;
+  const auto ta = g.trans_a ? CblasTrans : CblasNoTrans;
+  const auto tb = g.trans_b ? CblasTrans : CblasNoTrans;
+  const blasint m = static_cast<blasint>(g.m), n = static_cast<blasint>(g.n),
+                k = static_cast<blasint>(g.k), lda = static_cast<blasint>(g.lda),
+                ldb = static_cast<blasint>(g.ldb), ldc = static_cast<blasint>(g.ldc);
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, static_cast<float>(g.alpha), a, lda, b, ldb,
+                static_cast<float>(g.beta), c, ldc);
+  } else {
+    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, g.alpha, a, lda, b, ldb, g.beta, c, ldc);
+  }
+}
+
+/// Serialises changes of OpenBLAS's global thread count.
+std::mutex& blas_threads_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+template <class T>
+void run(const GemmBatch& g) {
+  if (g.k == 0) return scale_c<T>(g);
+  const double flops =
+      2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k);
+  if (g.batch == 1 || flops >= kSmallGemmFlops || num_threads() == 1) {
+    for (int64_t i = 0; i < g.batch; ++i)
+      run_one<T>(g, i);
+    return;
+  }
+  // Many small GEMMs: one OpenBLAS thread each, TBB across the batch (no oversubscription).
+  const std::lock_guard<std::mutex> lock(blas_threads_mutex());
+  const int saved = openblas_get_num_threads();
+  openblas_set_num_threads(1);
+  const auto grain = static_cast<int64_t>(std::max(1.0, kSmallGemmFlops / flops));
+  try {
+    parallel_for(0, g.batch, grain, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i)
+        run_one<T>(g, i);
+    });
+  } catch (...) {
+    openblas_set_num_threads(saved);
+    throw;
+  }
+  openblas_set_num_threads(saved);
+}
+
+}  // namespace
+
+void gemm_batched(const GemmBatch& g) {
+  if (g.dtype != DType::f32 && g.dtype != DType::f64) {
+    throw RuntimeError("gemm_batched: dtype " + std::string(dtype_name(g.dtype)) +
+                       " is not f32 or f64 (convert narrower floats to f32 first)");
+  }
+  if (g.batch < 0 || g.m < 0 || g.n < 0 || g.k < 0) {
+    throw RuntimeError("gemm_batched: negative size");
+  }
+  if (g.batch == 0 || g.m == 0 || g.n == 0) return;
+  to_blas(g.m, "m"), to_blas(g.n, "n"), to_blas(g.k, "k");
+  to_blas(g.lda, "lda"), to_blas(g.ldb, "ldb"), to_blas(g.ldc, "ldc");
+  if (g.k > 0) {  // with k = 0 neither A nor B is read
+    check_ld(g.lda, g.trans_a ? g.m : g.k, "lda");
+    check_ld(g.ldb, g.trans_b ? g.k : g.n, "ldb");
+  }
+  check_ld(g.ldc, g.n, "ldc");
+  if (g.batch > 1 && g.stride_c == 0) {
+    throw RuntimeError("gemm_batched: stride_c = 0 would make the " + std::to_string(g.batch) +
+                       " results overwrite each other");
+  }
+  if (g.dtype == DType::f32) {
+    run<float>(g);
+  } else {
+    run<double>(g);
+  }
+}
+
+}  // namespace ein

@@ -1,0 +1,44 @@
+// The strided batched GEMM under every BLAS contraction: C[i] = alpha·op(A[i])·op(B[i]) +
+// beta·C[i] on raw CPU memory, row-major with leading dimensions, through OpenBLAS. It picks
+// the threading (OpenBLAS inside one large GEMM, TBB across many small ones); it knows
+// nothing of tensors, axes or layouts (runtime/blas/contract.h does).
+#pragma once
+
+#include <cstdint>
+
+#include <ein/dtype.h>
+
+namespace ein {
+
+/// One strided batch of row-major GEMMs. All strides and leading dimensions are in elements.
+/// op(A[i]) is m×k: A[i] starts at a + i·stride_a and is m×k with row stride lda (≥ max(1, k))
+/// or, when trans_a, k×m with row stride lda (≥ max(1, m)); likewise op(B[i]) is k×n; C[i]
+/// is m×n at c + i·stride_c with row stride ldc (≥ max(1, n)). Batch strides may be 0.
+struct GemmBatch {
+  DType dtype = DType::f32;  ///< of A, B and C: f32 (sgemm) or f64 (dgemm)
+  int64_t batch = 1;         ///< number of GEMMs
+  int64_t m = 0;             ///< rows of op(A) and C
+  int64_t n = 0;             ///< columns of op(B) and C
+  int64_t k = 0;             ///< columns of op(A), rows of op(B); 0 gives C = beta·C
+  bool trans_a = false;      ///< A[i] is stored k×m
+  bool trans_b = false;      ///< B[i] is stored n×k
+  const void* a = nullptr;   ///< A[0]
+  int64_t lda = 1;           ///< row stride of the stored A[i]
+  int64_t stride_a = 0;      ///< from A[i] to A[i+1]
+  const void* b = nullptr;   ///< B[0]
+  int64_t ldb = 1;           ///< row stride of the stored B[i]
+  int64_t stride_b = 0;      ///< from B[i] to B[i+1]
+  void* c = nullptr;         ///< C[0]
+  int64_t ldc = 1;           ///< row stride of C[i]
+  int64_t stride_c = 0;      ///< from C[i] to C[i+1]
+  double alpha = 1;          ///< scales op(A)·op(B)
+  double beta = 0;           ///< scales C's old value; 0 ignores it (NaNs in C included)
+};
+
+/// Runs the batch. Small GEMMs (under ~1 MFLOP each) run in parallel over the batch on TBB
+/// with OpenBLAS held to one thread; larger ones run one after another, each threaded by
+/// OpenBLAS. Throws ein::RuntimeError on another dtype, a leading dimension too small, or a
+/// size beyond OpenBLAS's 32-bit integers.
+void gemm_batched(const GemmBatch& g);
+
+}  // namespace ein

@@ -1,0 +1,301 @@
+// contract() and gemm_batched against a float64 loop over every index, on fresh random inputs:
+// plain, transposed (checked to run without copies), batched, outer, dot, lone-axis sums,
+// sliced, broadcast, zero-size inputs, and the f64/f16/bf16 dtypes.
+//
+// Tolerance. For a sum of K products computed in floating point with unit roundoff u, the
+// error is at most γ_K·Σ|a·b| with γ_K = K·u/(1 − K·u) (Higham, "Accuracy and Stability of
+// Numerical Algorithms", 2nd ed., §3.1); blocked BLAS kernels obey the same bound. We check
+// |got − want| ≤ (K + 2)·u·Σ|a·b| per element (the +2 covers alpha and the store), with K the
+// number of summed terms, u = 2⁻²⁴ for f32 and the f32-computed f16/bf16, 2⁻⁵³ for f64, plus
+// for f16/bf16 one final rounding of the result: u_out·|want|, u_out = 2⁻¹¹ (f16), 2⁻⁸ (bf16).
+// The bound is deterministic, so it never flakes, and it is tight enough that computing an f64
+// contraction in f32 would fail it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+
+#include "runtime/blas/contract.h"
+#include "runtime/blas/gemm.h"
+
+namespace ein {
+namespace {
+
+/// The float64 reference of contract(): out and Σ|a·b| per output element.
+struct Reference {
+  std::vector<double> value, magnitude;
+  int64_t terms = 1;  ///< summed products per output element
+};
+
+Reference reference(const Tensor& a, const std::vector<int>& a_axes, const Tensor& b,
+                    const std::vector<int>& b_axes, const std::vector<int>& out_axes) {
+  std::map<int, int64_t> size;
+  for (size_t d = 0; d < a_axes.size(); ++d)
+    size[a_axes[d]] = a.shape()[d];
+  for (size_t d = 0; d < b_axes.size(); ++d)
+    size[b_axes[d]] = b.shape()[d];
+  std::vector<int> all;
+  for (auto [axis, s] : size)
+    all.push_back(axis);
+  const std::vector<double> av = a.to_vector<double>(), bv = b.to_vector<double>();
+  int64_t out_numel = 1;
+  for (int axis : out_axes)
+    out_numel *= size[axis];
+  Reference r;
+  r.value.assign(static_cast<size_t>(out_numel), 0.0);
+  r.magnitude.assign(static_cast<size_t>(out_numel), 0.0);
+  for (auto [axis, s] : size) {
+    if (std::find(out_axes.begin(), out_axes.end(), axis) == out_axes.end()) r.terms *= s;
+  }
+  std::map<int, int64_t> idx;
+  for (int axis : all)
+    idx[axis] = 0;
+  auto linear = [&](const std::vector<int>& axes, const Shape& shape) {
+    int64_t l = 0;
+    for (size_t d = 0; d < axes.size(); ++d)
+      l = l * shape[d] + idx[axes[d]];
+    return l;
+  };
+  Shape out_shape;
+  for (int axis : out_axes)
+    out_shape.push_back(size[axis]);
+  for (auto [axis, s] : size) {
+    if (s == 0) return r;
+  }
+  while (true) {
+    // A repeated id reads one index for both dims: the diagonal.
+    const double p = av[static_cast<size_t>(linear(a_axes, a.shape()))] *
+                     bv[static_cast<size_t>(linear(b_axes, b.shape()))];
+    const auto o = static_cast<size_t>(linear(out_axes, out_shape));
+    r.value[o] += p;
+    r.magnitude[o] += std::abs(p);
+    size_t i = all.size();
+    while (i > 0) {
+      --i;
+      if (++idx[all[i]] < size[all[i]]) break;
+      idx[all[i]] = 0;
+      if (i == 0) return r;
+    }
+    if (all.empty()) return r;
+  }
+}
+
+double unit_roundoff(DType compute) {
+  return compute == DType::f64 ? 0x1p-53 : 0x1p-24;
+}
+double output_roundoff(DType dtype) {
+  return dtype == DType::f16 ? 0x1p-11 : dtype == DType::bf16 ? 0x1p-8 : 0.0;
+}
+
+/// Runs contract and compares with the reference; returns the result.
+Tensor check_contract(const Tensor& a, const std::vector<int>& a_axes, const Tensor& b,
+                      const std::vector<int>& b_axes, const std::vector<int>& out_axes) {
+  const Tensor got = contract(a, a_axes, b, b_axes, out_axes);
+  const Reference want = reference(a, a_axes, b, b_axes, out_axes);
+  EXPECT_EQ(got.dtype(), a.dtype());
+  std::map<int, int64_t> size;
+  for (size_t d = 0; d < a_axes.size(); ++d)
+    size[a_axes[d]] = a.shape()[d];
+  for (size_t d = 0; d < b_axes.size(); ++d)
+    size[b_axes[d]] = b.shape()[d];
+  Shape expected_shape;
+  for (int axis : out_axes)
+    expected_shape.push_back(size[axis]);
+  EXPECT_EQ(got.shape(), expected_shape);
+  const std::vector<double> g = got.to_vector<double>();
+  EXPECT_EQ(g.size(), want.value.size());
+  const double u = unit_roundoff(a.dtype() == DType::f64 ? DType::f64 : DType::f32);
+  const double u_out = output_roundoff(a.dtype());
+  int bad = 0;
+  double max_err = 0;
+  for (size_t i = 0; i < g.size() && i < want.value.size(); ++i) {
+    const double err = std::abs(g[i] - want.value[i]);
+    const double tol = static_cast<double>(want.terms + 2) * u * want.magnitude[i] +
+                       u_out * std::abs(want.value[i]);
+    max_err = std::max(max_err, err);
+    if (err > tol && bad++ < 5) {
+      ADD_FAILURE() << "element " << i << ": got " << g[i] << ", want " << want.value[i]
+                    << " (error " << err << " > tolerance " << tol << ")";
+    }
+  }
+  EXPECT_EQ(bad, 0) << "mismatches; max abs error " << max_err;
+  return got;
+}
+
+uint64_t g_seed = 1;
+Tensor random(Shape shape, DType dtype = DType::f32) {
+  return randn(std::move(shape), dtype, cpu(), g_seed++);
+}
+
+/// Copies made by contract during `f`.
+template <class F>
+int64_t copies_during(F&& f) {
+  const int64_t before = contract_stats().operand_copies;
+  f();
+  return contract_stats().operand_copies - before;
+}
+
+TEST(BlasContract, PlainMatmulMakesNoCopies) {
+  const Tensor a = random({37, 53}), b = random({53, 29});
+  Tensor c;
+  EXPECT_EQ(copies_during([&] { c = check_contract(a, {0, 1}, b, {1, 2}, {0, 2}); }), 0);
+  EXPECT_TRUE(c.is_contiguous());
+}
+
+TEST(BlasContract, TransposedOperandsFoldIntoBlasFlags) {
+  const Tensor at = random({53, 37}).transpose(0, 1);  // a: (i j), column-major
+  const Tensor bt = random({29, 53}).transpose(0, 1);  // b: (j k), column-major
+  const Tensor a = random({37, 53}), b = random({53, 29});
+  EXPECT_EQ(copies_during([&] {
+              check_contract(at, {0, 1}, b, {1, 2}, {0, 2});
+              check_contract(a, {0, 1}, bt, {1, 2}, {0, 2});
+              check_contract(at, {0, 1}, bt, {1, 2}, {0, 2});
+              // The transposed result: (k i) = Cᵀ = Bᵀ·Aᵀ, written contiguous.
+              EXPECT_TRUE(check_contract(a, {0, 1}, b, {1, 2}, {2, 0}).is_contiguous());
+            }),
+            0);
+}
+
+TEST(BlasContract, AttentionScoresAndValues) {
+  // scores: (b h q k) = q: (b h q d) · k: (b h k d); values: (b h q d) = p: (b h q k) · v.
+  const Tensor q = random({2, 3, 17, 8}), k = random({2, 3, 19, 8}), v = random({2, 3, 19, 8});
+  Tensor s;
+  EXPECT_EQ(copies_during([&] {
+              s = check_contract(q, {0, 1, 2, 4}, k, {0, 1, 3, 4}, {0, 1, 2, 3});
+            }),
+            0);
+  EXPECT_TRUE(s.is_contiguous());
+  EXPECT_EQ(copies_during([&] {
+              check_contract(s, {0, 1, 2, 3}, v, {0, 1, 3, 4}, {0, 1, 2, 4});
+            }),
+            0);
+}
+
+TEST(BlasContract, MlpProjection) {
+  // (b s f) = x: (b s d) · w: (d f): b and s merge into one m dimension.
+  const Tensor x = random({4, 9, 16}), w = random({16, 24});
+  Tensor y;
+  EXPECT_EQ(copies_during([&] { y = check_contract(x, {0, 1, 2}, w, {2, 3}, {0, 1, 3}); }), 0);
+  EXPECT_TRUE(y.is_contiguous());
+}
+
+TEST(BlasContract, OuterProductAndDot) {
+  const Tensor x = random({13}), y = random({7});
+  check_contract(x, {0}, y, {1}, {0, 1});
+  check_contract(x, {0}, y, {1}, {1, 0});
+  const Tensor z = random({13});
+  const Tensor d = check_contract(x, {0}, z, {0}, {});
+  EXPECT_EQ(d.dim(), 0);
+}
+
+TEST(BlasContract, LoneAxesAreSummedFirst) {
+  const Tensor a = random({6, 5, 4}), b = random({4, 3, 2});
+  check_contract(a, {0, 1, 2}, b, {2, 3, 4}, {0, 3});  // 1 lone in a, 4 lone in b
+  check_contract(a, {0, 1, 2}, b, {2, 3, 4}, {});
+}
+
+TEST(BlasContract, DiagonalOfARepeatedAxis) {
+  const Tensor a = random({5, 5}), b = random({5, 3});
+  check_contract(a, {0, 0}, b, {0, 1}, {1});  // (j) = Σ_i a[i,i]·b[i,j]
+}
+
+TEST(BlasContract, SlicedAndBroadcastInputs) {
+  const Tensor base = random({12, 40});
+  const Tensor rows = base.slice(0, 1, 12, 2);  // (i j), row stride 80: folds, no copy
+  const Tensor cols = base.slice(1, 0, 40, 2);  // (i j), column stride 2: must be copied
+  const Tensor b = random({40, 6}), b2 = random({20, 6});
+  EXPECT_EQ(copies_during([&] { check_contract(rows, {0, 1}, b, {1, 2}, {0, 2}); }), 0);
+  EXPECT_EQ(copies_during([&] { check_contract(cols, {0, 1}, b2, {1, 2}, {0, 2}); }), 1);
+  // A batch broadcast by expand (batch stride 0) folds without a copy.
+  const Tensor shared = random({1, 7, 9}).expand({5, 7, 9});
+  const Tensor per_batch = random({5, 9, 4});
+  EXPECT_EQ(copies_during([&] {
+              check_contract(shared, {0, 1, 2}, per_batch, {0, 2, 3}, {0, 1, 3});
+            }),
+            0);
+  // Permuted batch and group order that cannot fold: copied, still right.
+  const Tensor p = random({3, 4, 5, 6}).permute({2, 0, 3, 1});  // (5 3 6 4)
+  check_contract(p, {0, 1, 2, 3}, random({3, 6, 7}), {1, 2, 4}, {1, 0, 3, 4});
+}
+
+TEST(BlasContract, InterleavedOutputIsAPermutedView) {
+  // out (i k j): m = {i, j}, n = {k}; i and j are not adjacent, so the result is a view.
+  const Tensor a = random({4, 5, 6}), b = random({6, 3});
+  const int64_t before = contract_stats().permuted_outputs;
+  const Tensor c = check_contract(a, {0, 2, 1}, b, {1, 3}, {0, 3, 2});
+  EXPECT_EQ(contract_stats().permuted_outputs, before + 1);
+  EXPECT_FALSE(c.is_contiguous());
+}
+
+TEST(BlasContract, ZeroSizes) {
+  EXPECT_EQ(check_contract(random({0, 4}), {0, 1}, random({4, 3}), {1, 2}, {0, 2}).numel(), 0);
+  // k = 0: an empty sum is zero.
+  const Tensor z = check_contract(random({3, 0}), {0, 1}, random({0, 2}), {1, 2}, {0, 2});
+  for (double v : z.to_vector<double>())
+    EXPECT_EQ(v, 0.0);
+  EXPECT_EQ(
+      check_contract(random({0, 2, 3}), {0, 1, 2}, random({0, 3, 4}), {0, 2, 3}, {0, 1, 3}).numel(),
+      0);
+}
+
+TEST(BlasContract, Dtypes) {
+  for (DType dtype : {DType::f64, DType::f16, DType::bf16}) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    const Tensor a = random({3, 33, 65}, dtype), b = random({3, 65, 17}, dtype);
+    check_contract(a, {0, 1, 2}, b, {0, 2, 3}, {0, 1, 3});
+    check_contract(a.transpose(1, 2), {0, 2, 1}, b, {0, 2, 3}, {0, 3, 1});
+  }
+}
+
+TEST(BlasContract, ManySmallAndOneLargeGemm) {
+  // 256 GEMMs of 8×8×8 run across the batch; one 128×112×96 GEMM (2.75 MFLOP, above
+  // gemm.cpp's 1 MFLOP threshold) is left to OpenBLAS's threads.
+  check_contract(random({256, 8, 8}), {0, 1, 2}, random({256, 8, 8}), {0, 2, 3}, {0, 1, 3});
+  const Tensor a = random({128, 112}, DType::f64), b = random({112, 96}, DType::f64);
+  check_contract(a, {0, 1}, b, {1, 2}, {0, 2});
+}
+
+TEST(BlasContract, Errors) {
+  const Tensor a = random({3, 4}), b = random({5, 6});
+  EXPECT_THROW(contract(a, {0, 1}, b, {1, 2}, {0, 2}), RuntimeError);  // 4 vs 5
+  EXPECT_THROW(contract(a, {0}, b, {1, 2}, {0, 2}), RuntimeError);     // dims
+  EXPECT_THROW(contract(a, {0, 1}, b, {2, 3}, {0, 9}), RuntimeError);  // 9 nowhere
+  EXPECT_THROW(contract(a, {0, 1}, b, {2, 3}, {0, 0}), RuntimeError);  // repeated
+  EXPECT_THROW(contract(a, {0, 1}, b.to(DType::f64), {2, 3}, {0}), RuntimeError);
+}
+
+TEST(GemmBatched, BetaAccumulatesAndAlphaScales) {
+  // C = 0.5·A·B + 2·C on a 2-batch, checked elementwise in double.
+  const Tensor a = random({2, 3, 4}), b = random({2, 4, 5});
+  Tensor c = random({2, 3, 5}).contiguous();
+  const std::vector<double> c0 = c.to_vector<double>(), av = a.to_vector<double>(),
+                            bv = b.to_vector<double>();
+  GemmBatch g;
+  g.batch = 2, g.m = 3, g.n = 5, g.k = 4;
+  g.a = a.data_ptr(), g.lda = 4, g.stride_a = 12;
+  g.b = b.data_ptr(), g.ldb = 5, g.stride_b = 20;
+  g.c = c.data_ptr(), g.ldc = 5, g.stride_c = 15;
+  g.alpha = 0.5, g.beta = 2;
+  gemm_batched(g);
+  const std::vector<double> got = c.to_vector<double>();
+  for (int i = 0; i < 2; ++i) {
+    for (int r = 0; r < 3; ++r) {
+      for (int col = 0; col < 5; ++col) {
+        double s = 0, mag = 0;
+        for (int k = 0; k < 4; ++k) {
+          const double p = av[i * 12 + r * 4 + k] * bv[i * 20 + k * 5 + col];
+          s += p, mag += std::abs(p);
+        }
+        const double want = 0.5 * s + 2 * c0[i * 15 + r * 5 + col];
+        EXPECT_NEAR(got[i * 15 + r * 5 + col], want, 8 * 0x1p-24 * (mag + 2 * std::abs(want)));
+      }
+    }
+  }
+  g.lda = 3;  // < k
+  EXPECT_THROW(gemm_batched(g), RuntimeError);
+}
+
+}  // namespace
+}  // namespace ein
