@@ -3,6 +3,7 @@
 
 #include <tao/pegtl/contrib/analyze.hpp>
 
+#include "dsl/map_grammar.h"
 #include "dsl/pattern_grammar.h"
 
 namespace ein {
@@ -10,6 +11,10 @@ namespace {
 
 TEST(GrammarAnalyze, PatternGrammarHasNoIssues) {
   EXPECT_EQ(tao::pegtl::analyze<grammar::pattern::grammar>(-1), 0u);
+}
+
+TEST(GrammarAnalyze, MapGrammarHasNoIssues) {
+  EXPECT_EQ(tao::pegtl::analyze<grammar::map::grammar>(-1), 0u);
 }
 
 }  // namespace
