@@ -1,34 +1,38 @@
-// ein — einops-style tensor patterns, checked statically.
+// ein — einops-style tensor patterns, checked statically and run as generated kernels.
 //
 //   #include <ein/ein.h>
 //
-//   // Resolve a pattern against input shapes (and sizes you know), like einops would:
-//   ein::ResolveRequest req;
-//   req.op = ein::PatternOp::rearrange;
-//   req.shapes = {{8, 1024, 768}};
-//   req.sizes = {{"h", 12}};
-//   auto recipe = ein::resolve_cached("b s (h d) -> b h s d", req);  // cached after the first call
-//   // recipe->output_shape() == {8, 12, 1024, 64}
+//   ein::Tensor x = ein::randn({8, 1024, 768}, ein::DType::f32, ein::cpu(), /*seed=*/0);
+//   ein::Tensor q = ein::rearrange(x, "b s (h d) -> b h s d", {{"h", 12}});  // a view: no copy
+//   ein::Tensor m = ein::reduce(x, "b s d -> b d", "mean");                  // one fused kernel
+//   ein::Tensor w = ein::randn({768, 3072}, ein::DType::f32, ein::cpu(), 1);
+//   ein::Tensor y = ein::einsum("b s d, d f -> b s f", x, w);                // BLAS GEMM
+//   ein::Tensor g = ein::map("y[b s f] -> gelu(y)", {y});                    // one kernel
+//   auto split = ein::compile("b s (h d) -> b h s d", {{"h", 12}});          // checked once
+//   ein::Tensor k = split(x);
 //
 //   // Mistakes are ein::UserError; what() is a compiler-style diagnostic with a caret:
 //   try {
-//     req.sizes = {{"h", 5}};
-//     ein::resolve_cached("b s (h d) -> b h s d", req);
+//     ein::rearrange(x, "b s (h d) -> b h s d", {{"h", 5}});
 //   } catch (const ein::UserError& e) {
 //     std::cerr << e.what();  // pattern:1:5: error: cannot split an axis of length 768 ...
 //   }
 //
-//   // jaxtyping-style specs bind dims across tensors:
-//   ein::DimMemo memo;
-//   const ein::Shape x = {8, 1024, 768};
-//   ein::check_shape(ein::parse_shape_spec("f32[b s d]"), ein::DType::f32, x, memo);  // binds b,
-//   s, d
+//   // Shapes alone, without tensors (what `ein shape` prints):
+//   ein::ResolveRequest req;
+//   req.op = ein::PatternOp::rearrange;
+//   req.shapes = {{8, 1024, 768}};
+//   req.sizes = {{"h", 12}};
+//   auto recipe = ein::resolve_cached("b s (h d) -> b h s d", req);  // output {8, 12, 1024, 64}
 //
 // This header is the public API; everything it includes is usable, everything in
 // ein::detail is not.
 #pragma once
 
 #include <ein/dtype.h>
+#include <ein/errors.h>
+#include <ein/ops.h>
+#include <ein/shape.h>
 
 #include "compiler/pattern_cache.h"
 #include "compiler/pattern_sema.h"
@@ -38,3 +42,5 @@
 #include "dsl/pattern_printer.h"
 #include "dsl/shape_spec_parser.h"
 #include "dsl/shape_spec_printer.h"
+#include "runtime/device.h"
+#include "runtime/tensor.h"

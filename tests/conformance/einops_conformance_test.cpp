@@ -14,51 +14,11 @@
 namespace ein {
 namespace {
 
+using testing::parse_ps;
+using testing::parse_shapes;
 using testing::read_tsv;
 using testing::TsvRow;
 
-// "(2,3);(4,5)" → shapes; "-" → none.
-std::vector<Shape> parse_shapes(const std::string& text) {
-  std::vector<Shape> out;
-  if (text == "-") return out;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    const size_t end = text.find(')', pos);
-    Shape s;
-    std::string inner = text.substr(pos + 1, end - pos - 1);
-    size_t p = 0;
-    while (p < inner.size()) {
-      size_t q = inner.find(',', p);
-      if (q == std::string::npos) q = inner.size();
-      if (q > p) s.push_back(std::stoll(inner.substr(p, q - p)));
-      p = q + 1;
-    }
-    out.push_back(s);
-    pos = end + 2;  // skip ");"
-  }
-  return out;
-}
-
-// "[[2,-1],[1,5]]" → packed shapes.
-std::vector<std::vector<int64_t>> parse_ps(const std::string& text) {
-  std::vector<std::vector<int64_t>> out;
-  size_t pos = 1;
-  while ((pos = text.find('[', pos)) != std::string::npos) {
-    const size_t end = text.find(']', pos);
-    std::vector<int64_t> dims;
-    std::string inner = text.substr(pos + 1, end - pos - 1);
-    size_t p = 0;
-    while (p < inner.size()) {
-      size_t q = inner.find(',', p);
-      if (q == std::string::npos) q = inner.size();
-      dims.push_back(std::stoll(inner.substr(p, q - p)));
-      p = q + 1;
-    }
-    out.push_back(dims);
-    pos = end + 1;
-  }
-  return out;
-}
 
 struct Difference {
   std::string kind, op, pattern, input_shapes, kwargs, ein_expected, extra_args, reason;

@@ -2,6 +2,7 @@
 // names the columns, every later line is a row. Used by the table-driven test runners.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -18,6 +19,12 @@ struct TsvRow {
 
 /// Reads `path`; throws std::runtime_error when the file cannot be read.
 std::vector<TsvRow> read_tsv(const std::string& path);
+
+/// "(2,3);(4,5)" → the shapes; "-" → none (the input_shapes column).
+std::vector<std::vector<int64_t>> parse_shapes(const std::string& text);
+
+/// "[[2,-1],[1,5]]" → packed shapes (unpack's ps= keyword).
+std::vector<std::vector<int64_t>> parse_ps(const std::string& text);
 
 /// Path of a conformance data file (tests/conformance/data, fixed at configure time).
 std::string conformance_file(const std::string& name);

@@ -1,0 +1,38 @@
+# The installable library: libein.so holding every layer (core, dsl, compiler, runtime), its
+# headers under include/ein-<version>/ (the public umbrella is <ein/ein.h>), and a CMake
+# package so an outside project can `find_package(ein CONFIG)` and link `ein::ein`.
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+# The target is ein_library (the CLI executable is `ein`); installed it is ein::ein, libein.so.
+add_library(ein_library SHARED ${PROJECT_SOURCE_DIR}/cmake/ein_version.cpp)
+add_library(ein::ein ALIAS ein_library)
+# Whole archives, so every symbol of every layer is in the .so; CMake's WHOLE_ARCHIVE feature
+# refuses libraries that also appear as ordinary dependencies, hence the linker flags.
+target_link_libraries(ein_library PRIVATE
+  -Wl,--whole-archive ein_compiler ein_runtime ein_dsl ein_core -Wl,--no-whole-archive)
+set(EIN_INSTALL_INCLUDEDIR ${CMAKE_INSTALL_INCLUDEDIR}/ein-${PROJECT_VERSION})
+target_include_directories(ein_library PUBLIC
+  $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
+  $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
+  $<INSTALL_INTERFACE:${EIN_INSTALL_INCLUDEDIR}>)
+target_compile_features(ein_library PUBLIC cxx_std_20)
+# INSTALL_RPATH_USE_LINK_PATH keeps /usr/lib/llvm-19/lib (libMLIR, libLLVM) on the installed
+# library's runpath, so consumers neither need nor see LLVM's directory.
+set_target_properties(ein_library PROPERTIES OUTPUT_NAME ein EXPORT_NAME ein
+  VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR} INSTALL_RPATH_USE_LINK_PATH TRUE)
+
+install(TARGETS ein_library EXPORT einTargets LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(DIRECTORY include/ein DESTINATION ${EIN_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.h")
+foreach(dir core dsl compiler runtime)
+  install(DIRECTORY ${dir} DESTINATION ${EIN_INSTALL_INCLUDEDIR}
+          FILES_MATCHING PATTERN "*.h" PATTERN "*.def")
+endforeach()
+install(EXPORT einTargets NAMESPACE ein:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ein)
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/einConfig.cmake.in
+  ${CMAKE_CURRENT_BINARY_DIR}/einConfig.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ein)
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/einConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/einConfig.cmake
+              ${CMAKE_CURRENT_BINARY_DIR}/einConfigVersion.cmake
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ein)

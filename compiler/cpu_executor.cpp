@@ -1,0 +1,144 @@
+// Kernel IR on CPU tensors. Steps for one launch:
+//   1. coalesce the loop nest and serialise it into a thread-local byte key;
+//   2. look the key up (shared lock); on a miss, verify, schedule, emit MLIR and JIT it;
+//   3. call the kernel over [0, outer_iterations), split by parallel_for with a grain that
+//      gives each task at least ~32K elements of work.
+#include "compiler/cpu_executor.h"
+
+#include <xxhash.h>
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "compiler/emit_mlir.h"
+#include "runtime/jit/cpu_jit.h"
+#include "runtime/parallel.h"
+
+namespace ein {
+namespace {
+
+struct Compiled {
+  std::string key;
+  CpuKernelFn fn = nullptr;
+};
+
+struct Cache {
+  std::shared_mutex mutex;
+  std::unordered_map<uint64_t, std::vector<std::shared_ptr<const Compiled>>> entries;
+};
+
+Cache& cache() {
+  static Cache c;
+  return c;
+}
+
+std::atomic<int64_t> g_launches{0}, g_built{0};
+
+template <class T>
+void put(std::string& out, const T& v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof(T));
+}
+
+/// Everything that changes the generated code, as bytes: the ops, dtypes, rank and which
+/// strides are 0, 1 or other — not sizes or stride values, which the kernel reads at run time.
+void serialise(const Kernel& k, std::string& out) {
+  out.clear();
+  put(out, k.domain.size());
+  put(out, k.reduced);
+  put(out, k.combine);
+  put(out, k.compute);
+  put(out, k.body);
+  put(out, k.result);
+  put(out, k.buffers.size());
+  for (const KernelBuffer& b : k.buffers) {
+    put(out, b.dtype);
+    for (int64_t s : b.strides) put(out, static_cast<int8_t>(s == 0 ? 0 : s == 1 ? 1 : 2));
+  }
+  put(out, k.nodes.size());
+  for (const ScalarNode& n : k.nodes) {
+    put(out, n.op);
+    put(out, n.a);
+    put(out, n.b);
+    put(out, n.c);
+    put(out, n.buffer);
+    put(out, n.value);
+  }
+}
+
+std::shared_ptr<const Compiled> compile(const Kernel& kernel, std::string key, uint64_t hash) {
+  verify(kernel);
+  auto compiled = std::make_shared<Compiled>();
+  compiled->key = std::move(key);
+  const std::string symbol = fmt::format("ein_{}_{:016x}", kernel.name, hash);
+  compiled->fn = CpuJit::instance().get(emit_mlir(kernel, schedule_cpu(kernel), symbol), symbol);
+  ++g_built;
+  return compiled;
+}
+
+std::shared_ptr<const Compiled> lookup(const Kernel& kernel) {
+  thread_local std::string key;
+  serialise(kernel, key);
+  const uint64_t hash = XXH3_64bits(key.data(), key.size());
+  Cache& c = cache();
+  {
+    std::shared_lock lock(c.mutex);
+    if (auto it = c.entries.find(hash); it != c.entries.end())
+      for (const auto& e : it->second)
+        if (e->key == key) return e;
+  }
+  auto compiled = compile(kernel, key, hash);  // outside the lock: the JIT dedups racing builds
+  std::unique_lock lock(c.mutex);
+  auto& bucket = c.entries[hash];
+  for (const auto& e : bucket)
+    if (e->key == compiled->key) return e;
+  bucket.push_back(compiled);
+  return compiled;
+}
+
+}  // namespace
+
+void run_kernel(const Kernel& kernel_in, std::span<const Tensor> buffers) {
+  if (buffers.size() != kernel_in.buffers.size())
+    throw std::logic_error(fmt::format("internal error: kernel {} takes {} buffers, got {}",
+                                       kernel_in.name, kernel_in.buffers.size(), buffers.size()));
+  for (int64_t s : kernel_in.domain)
+    if (s == 0) return;  // nothing to do: zero-size output or an empty reduction handled above us
+  const Kernel kernel = coalesce(kernel_in);
+  const auto compiled = lookup(kernel);
+  const CpuSchedule s = schedule_cpu(kernel);
+  std::vector<int64_t> params = kernel_parameters(kernel, s);
+  void* pointers[17];
+  std::vector<void*> many;
+  void** ptrs = pointers;
+  if (buffers.size() >= 17) {
+    many.resize(buffers.size() + 1);
+    ptrs = many.data();
+  }
+  for (size_t i = 0; i < buffers.size(); ++i) ptrs[i] = buffers[i].data_ptr();
+  ptrs[buffers.size()] = params.data();
+  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, s.work_per_iteration));
+  CpuKernelFn fn = compiled->fn;
+  ++g_launches;
+  if (s.outer_iterations <= grain) {
+    fn(ptrs, 0, s.outer_iterations);
+    return;
+  }
+  parallel_for(0, s.outer_iterations, grain, [&](int64_t lo, int64_t hi) { fn(ptrs, lo, hi); });
+}
+
+std::string kernel_mlir(const Kernel& kernel_in) {
+  const Kernel kernel = coalesce(kernel_in);
+  verify(kernel);
+  return emit_mlir(kernel, schedule_cpu(kernel), "ein_" + kernel.name);
+}
+
+ExecutorStats executor_stats() { return {g_launches.load(), g_built.load()}; }
+
+}  // namespace ein

@@ -1,0 +1,30 @@
+// Runs Kernel IR on CPU tensors: coalesces the loop nest, emits MLIR, compiles it through the
+// process-wide CPU JIT (runtime/jit) on first use, and splits the outer range across oneTBB
+// threads. Kernels are memoised by a binary key, so a repeated call costs a hash and a lookup.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "compiler/kernel_ir.h"
+#include "runtime/tensor.h"
+
+namespace ein {
+
+/// Runs `kernel` with `buffers` (its inputs in order, then the output) on the CPU. The
+/// kernel's strides must describe these tensors (element strides from their data_ptr()).
+void run_kernel(const Kernel& kernel, std::span<const Tensor> buffers);
+
+/// The MLIR text run_kernel() would compile for `kernel` (for `ein emit --target mlir`).
+std::string kernel_mlir(const Kernel& kernel);
+
+/// Counters of the executor since process start.
+struct ExecutorStats {
+  int64_t launches = 0;       ///< kernels run
+  int64_t kernels_built = 0;  ///< kernels emitted and handed to the JIT
+};
+/// The executor's counters.
+ExecutorStats executor_stats();
+
+}  // namespace ein

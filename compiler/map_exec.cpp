@@ -1,0 +1,204 @@
+// Fused elementwise maps over named axes: `x[b s d], m[b s] -> (x - m)**2`. The expression is
+// parsed once (dsl/map_parser), checked (names, functions and their arities), and turned into
+// a Kernel IR scalar DAG; each call binds axis sizes by name, gives every input its strides on
+// the output's axes (0 where it lacks an axis or has size 1), and runs one kernel.
+#include <algorithm>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+
+#include <ein/errors.h>
+#include <ein/ops.h>
+#include <fmt/format.h>
+
+#include "compiler/tensor_kernels.h"
+#include "dsl/diagnostic.h"
+#include "dsl/map_parser.h"
+
+namespace ein {
+namespace {
+
+struct Function {
+  std::string_view name;
+  ScalarOp op;
+  int arity;
+};
+
+// The functions a map expression may call (scalar_ops.def has their semantics).
+constexpr Function kFunctions[] = {
+    {"exp", ScalarOp::exp, 1},         {"log", ScalarOp::log, 1},
+    {"sqrt", ScalarOp::sqrt, 1},       {"rsqrt", ScalarOp::rsqrt, 1},
+    {"tanh", ScalarOp::tanh, 1},       {"erf", ScalarOp::erf, 1},
+    {"sin", ScalarOp::sin, 1},         {"cos", ScalarOp::cos, 1},
+    {"abs", ScalarOp::abs, 1},         {"sigmoid", ScalarOp::sigmoid, 1},
+    {"relu", ScalarOp::relu, 1},       {"gelu", ScalarOp::gelu, 1},
+    {"gelu_tanh", ScalarOp::gelu_tanh, 1}, {"silu", ScalarOp::silu, 1},
+    {"square", ScalarOp::square, 1},   {"reciprocal", ScalarOp::reciprocal, 1},
+    {"sign", ScalarOp::sign, 1},       {"maximum", ScalarOp::maximum, 2},
+    {"minimum", ScalarOp::minimum, 2}, {"pow", ScalarOp::pow, 2},
+    {"where", ScalarOp::where, 3},
+};
+
+ScalarOp binary_scalar_op(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::add: return ScalarOp::add;
+    case BinaryOp::sub: return ScalarOp::sub;
+    case BinaryOp::mul: return ScalarOp::mul;
+    case BinaryOp::div: return ScalarOp::div;
+    case BinaryOp::pow: return ScalarOp::pow;
+    case BinaryOp::lt: return ScalarOp::lt;
+    case BinaryOp::le: return ScalarOp::le;
+    case BinaryOp::gt: return ScalarOp::gt;
+    case BinaryOp::ge: return ScalarOp::ge;
+    case BinaryOp::eq: return ScalarOp::eq;
+    case BinaryOp::ne: return ScalarOp::ne;
+  }
+  return ScalarOp::add;
+}
+
+/// A checked map expression: its inputs, the output's axes and the scalar DAG (buffers are
+/// the inputs in order; the output buffer is added per call).
+struct MapProgram {
+  MapExpr expr;
+  std::vector<std::string> out_axes;  ///< union of the inputs' axes, first appearance order
+  Kernel kernel;                      ///< nodes and body set; domain/buffers per call
+};
+
+class Lowering {
+ public:
+  explicit Lowering(MapProgram& p) : p_(p) {}
+
+  int lower(const Expr& e) {
+    if (const auto* n = std::get_if<Number>(&e.node)) return p_.kernel.constant(n->value);
+    if (const auto* n = std::get_if<Name>(&e.node)) {
+      for (size_t i = 0; i < p_.expr.inputs.size(); ++i)
+        if (p_.expr.inputs[i].name == n->name) return p_.kernel.load(static_cast<int>(i));
+      std::string names;
+      for (const auto& in : p_.expr.inputs) names += (names.empty() ? "" : ", ") + in.name;
+      throw UserError(fmt::format("unknown input '{}'; the inputs are {}", n->name, names),
+                      p_.expr.source, e.range);
+    }
+    if (const auto* u = std::get_if<Unary>(&e.node))
+      return p_.kernel.apply(ScalarOp::neg, lower(*u->operand));
+    if (const auto* b = std::get_if<Binary>(&e.node)) {
+      const int l = lower(*b->lhs), r = lower(*b->rhs);
+      return p_.kernel.apply(binary_scalar_op(b->op), l, r);
+    }
+    const auto& call = std::get<Call>(e.node);
+    const Function* f = nullptr;
+    for (const Function& candidate : kFunctions)
+      if (candidate.name == call.name) f = &candidate;
+    if (!f) {
+      std::string names;
+      for (const Function& candidate : kFunctions)
+        names += (names.empty() ? "" : ", ") + std::string(candidate.name);
+      throw UserError(fmt::format("unknown function '{}'; map expressions can call {}", call.name,
+                                  names),
+                      p_.expr.source, call.name_range);
+    }
+    if (static_cast<int>(call.args.size()) != f->arity)
+      throw UserError(fmt::format("{}() takes {} argument{}, got {}", f->name, f->arity,
+                                  f->arity == 1 ? "" : "s", call.args.size()),
+                      p_.expr.source, e.range);
+    int args[3] = {-1, -1, -1};
+    for (size_t i = 0; i < call.args.size(); ++i) args[i] = lower(*call.args[i]);
+    return p_.kernel.apply(f->op, args[0], args[1], args[2]);
+  }
+
+ private:
+  MapProgram& p_;
+};
+
+std::shared_ptr<const MapProgram> build(std::string_view text) {
+  auto p = std::make_shared<MapProgram>();
+  p->expr = parse_map(text);
+  for (const MapInput& in : p->expr.inputs)
+    for (const MapAxis& a : in.axes)
+      if (std::find(p->out_axes.begin(), p->out_axes.end(), a.name) == p->out_axes.end())
+        p->out_axes.push_back(a.name);
+  Lowering lowering(*p);
+  p->kernel.body = lowering.lower(p->expr.body);
+  p->kernel.name = "map";
+  p->kernel.origin = std::string(text);
+  return p;
+}
+
+std::shared_ptr<const MapProgram> program(std::string_view text) {
+  static std::shared_mutex mutex;
+  static std::unordered_map<std::string, std::shared_ptr<const MapProgram>> cache;
+  {
+    std::shared_lock lock(mutex);
+    if (auto it = cache.find(std::string(text)); it != cache.end()) return it->second;
+  }
+  auto p = build(text);
+  std::unique_lock lock(mutex);
+  return cache.emplace(std::string(text), p).first->second;
+}
+
+}  // namespace
+
+Tensor map(std::string_view expression, const std::vector<Tensor>& given) {
+  const auto p = program(expression);
+  std::vector<Tensor> inputs = given;  // kernels do not read fp8: convert such inputs first
+  for (Tensor& x : inputs)
+    if (x.defined() && (x.dtype() == DType::f8e4m3 || x.dtype() == DType::f8e5m2))
+      x = x.to(DType::f32);
+  const MapExpr& e = p->expr;
+  if (inputs.size() != e.inputs.size())
+    throw UserError(fmt::format("the expression has {} inputs, but {} tensors were given",
+                                e.inputs.size(), inputs.size()),
+                    e.source, e.arrow);
+  // Bind each axis name to a size; 1 broadcasts against anything.
+  std::vector<int64_t> sizes(p->out_axes.size(), 1);
+  std::vector<const MapAxis*> bound_at(p->out_axes.size(), nullptr);
+  std::vector<DType> dtypes;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& x = inputs[i];
+    const MapInput& in = e.inputs[i];
+    if (!x.defined() || x.device().kind != DeviceKind::cpu)
+      throw UserError(fmt::format("input '{}' must be a defined CPU tensor", in.name), e.source,
+                      in.range);
+    if (x.dim() != static_cast<int64_t>(in.axes.size()))
+      throw UserError(fmt::format("input '{}' is declared with {} axes, but the tensor has shape {}",
+                                  in.name, in.axes.size(), shape_str(x.shape())),
+                      e.source, in.range);
+    dtypes.push_back(x.dtype());
+    for (size_t d = 0; d < in.axes.size(); ++d) {
+      const size_t a = std::find(p->out_axes.begin(), p->out_axes.end(), in.axes[d].name) -
+                       p->out_axes.begin();
+      const int64_t n = x.size(static_cast<int64_t>(d));
+      if (n == 1) continue;
+      if (sizes[a] != 1 && sizes[a] != n)
+        throw UserError(fmt::format("axis '{}' has length {} here but {} earlier", in.axes[d].name,
+                                    n, sizes[a]),
+                        e.source, in.axes[d].range)
+            .note_at(fmt::format("'{}' bound to {} here", in.axes[d].name, sizes[a]), e.source,
+                     bound_at[a]->range);
+      sizes[a] = n;
+      bound_at[a] = &in.axes[d];
+    }
+  }
+  Kernel k = p->kernel;
+  k.domain = sizes;
+  k.compute = compute_type(dtypes);
+  std::vector<Tensor> buffers;
+  buffers.reserve(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    Shape strides(sizes.size(), 0);
+    for (size_t d = 0; d < e.inputs[i].axes.size(); ++d) {
+      const size_t a = std::find(p->out_axes.begin(), p->out_axes.end(), e.inputs[i].axes[d].name) -
+                       p->out_axes.begin();
+      if (inputs[i].size(static_cast<int64_t>(d)) != 1) strides[a] = inputs[i].stride(static_cast<int64_t>(d));
+    }
+    k.add_buffer(inputs[i].dtype(), strides);
+    buffers.push_back(inputs[i]);
+  }
+  DType out = dtypes.front();
+  for (DType t : dtypes)
+    if (t != out) out = k.compute;
+  if (out != DType::f64 && out != DType::f32 && out != DType::f16 && out != DType::bf16)
+    out = k.compute;
+  return run_map(std::move(k), buffers, out);
+}
+
+}  // namespace ein

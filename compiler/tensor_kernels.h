@@ -1,0 +1,37 @@
+// Tensor-level operations built from one or two Kernel IR kernels each: materialising a strided
+// view, reducing dims, and fused elementwise maps. The pattern ops (rearrange, reduce, ...) are
+// views plus these. Inputs are CPU tensors of any strides; outputs are freshly allocated.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compiler/kernel_ir.h"
+#include "compiler/pattern_sema.h"
+#include "runtime/tensor.h"
+
+namespace ein {
+
+/// A contiguous copy of `x` (any strides, broadcast included) made by one copy kernel.
+Tensor materialize(const Tensor& x, const std::string& origin = "");
+
+/// Copies `src` into `dst` (same shape; any strides on both sides; dtypes may differ).
+void copy_into(const Tensor& dst, const Tensor& src, const std::string& origin = "");
+
+/// Reduces the dims of `x` flagged in `reduced` with `r`; the result has the kept dims in
+/// order, laid out with `out_order` (a permutation of the kept dims: out dim i is kept dim
+/// out_order[i]; empty keeps the order). var/std need `ddof`.
+Tensor reduce_dims(const Tensor& x, const std::vector<bool>& reduced, Reduction r,
+                   std::optional<int64_t> ddof, const std::vector<int>& out_order = {},
+                   const std::string& origin = "");
+
+/// Runs a pointwise `kernel` whose domain, input buffers, nodes and body are set (no output
+/// buffer yet) on `inputs` (one per buffer), into a fresh contiguous tensor of `out_dtype`.
+Tensor run_map(Kernel kernel, const std::vector<Tensor>& inputs, DType out_dtype);
+
+/// The arithmetic type kernels use for these element types: f64 if any is f64, else f32.
+DType compute_type(const std::vector<DType>& dtypes);
+
+}  // namespace ein
