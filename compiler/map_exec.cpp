@@ -1,7 +1,7 @@
 // Fused elementwise maps over named axes: `x[b s d], m[b s] -> (x - m)**2`. The expression is
 // parsed once (dsl/map_parser), checked (names, functions and their arities), and turned into
-// a Kernel IR scalar DAG; each call binds axis sizes by name, gives every input its strides on
-// the output's axes (0 where it lacks an axis or has size 1), and runs one kernel.
+// a Kernel IR scalar DAG; each call binds axis sizes by name and runs a one-node graph (a map
+// node: one kernel, every input read with stride 0 along the axes it lacks or has size 1).
 #include <algorithm>
 #include <mutex>
 #include <shared_mutex>
@@ -11,6 +11,8 @@
 #include <ein/ops.h>
 #include <fmt/format.h>
 
+#include "compiler/execute.h"
+#include "compiler/lower_patterns.h"
 #include "compiler/tensor_kernels.h"
 #include "dsl/diagnostic.h"
 #include "dsl/map_parser.h"
@@ -61,7 +63,9 @@ ScalarOp binary_scalar_op(BinaryOp op) {
 struct MapProgram {
   MapExpr expr;
   std::vector<std::string> out_axes;  ///< union of the inputs' axes, first appearance order
-  Kernel kernel;                      ///< nodes and body set; domain/buffers per call
+  std::vector<std::vector<int>> axes;  ///< per input, per dim: its position in out_axes
+  Kernel kernel;                       ///< nodes and body; domain and buffers per call
+  std::shared_ptr<const Kernel> body;  ///< the same, shared with the graphs
 };
 
 class Lowering {
@@ -116,10 +120,19 @@ std::shared_ptr<const MapProgram> build(std::string_view text) {
     for (const MapAxis& a : in.axes)
       if (std::find(p->out_axes.begin(), p->out_axes.end(), a.name) == p->out_axes.end())
         p->out_axes.push_back(a.name);
+  for (const MapInput& in : p->expr.inputs) {
+    std::vector<int> dims;
+    for (const MapAxis& a : in.axes)
+      dims.push_back(static_cast<int>(std::find(p->out_axes.begin(), p->out_axes.end(), a.name) -
+                                      p->out_axes.begin()));
+    p->axes.push_back(std::move(dims));
+  }
   Lowering lowering(*p);
   p->kernel.body = lowering.lower(p->expr.body);
+  p->kernel.result = p->kernel.body;
   p->kernel.name = "map";
   p->kernel.origin = std::string(text);
+  p->body = std::make_shared<const Kernel>(p->kernel);
   return p;
 }
 
@@ -178,27 +191,16 @@ Tensor map(std::string_view expression, const std::vector<Tensor>& given) {
       bound_at[a] = &in.axes[d];
     }
   }
-  Kernel k = p->kernel;
-  k.domain = sizes;
-  k.compute = compute_type(dtypes);
-  std::vector<Tensor> buffers;
-  buffers.reserve(inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    Shape strides(sizes.size(), 0);
-    for (size_t d = 0; d < e.inputs[i].axes.size(); ++d) {
-      const size_t a = std::find(p->out_axes.begin(), p->out_axes.end(), e.inputs[i].axes[d].name) -
-                       p->out_axes.begin();
-      if (inputs[i].size(static_cast<int64_t>(d)) != 1) strides[a] = inputs[i].stride(static_cast<int64_t>(d));
-    }
-    k.add_buffer(inputs[i].dtype(), strides);
-    buffers.push_back(inputs[i]);
-  }
+  const DType compute = compute_type(dtypes);
   DType out = dtypes.front();
   for (DType t : dtypes)
-    if (t != out) out = k.compute;
+    if (t != out) out = compute;
   if (out != DType::f64 && out != DType::f32 && out != DType::f16 && out != DType::bf16)
-    out = k.compute;
-  return run_map(std::move(k), buffers, out);
+    out = compute;
+  std::vector<TensorType> types;
+  for (const Tensor& x : inputs) types.push_back({x.shape(), x.dtype()});
+  const Graph g = lower_map(p->body, p->axes, types, sizes, out, std::string(expression));
+  return execute(g, inputs).front();
 }
 
 }  // namespace ein

@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -80,6 +82,73 @@ inline void expect_close(const Tensor& got, const reference::Array& want, Tolera
   EXPECT_EQ(bad, 0) << context << ": " << bad << " of " << g.size()
                     << " elements differ (max abs err " << max_abs << ", max rel err " << max_rel
                     << ", rtol " << tol.rtol << ", atol " << tol.atol << ")" << report;
+}
+
+// ---- Helpers added for the op suites (reduce/map/dtype/identities/errors/views) ----
+
+/// A tensor with the values (and dtype) of `x`, laid out as `layout` in fresh storage.
+/// Same-dtype copy_ moves elements, so the values are bit-identical to `x`'s.
+inline Tensor with_layout(const Tensor& x, Layout layout) {
+  const Shape& shape = x.shape();
+  if (layout == Layout::strided && !shape.empty()) {
+    Shape wide = shape;
+    wide.back() = wide.back() * 2;
+    Tensor out = empty(wide, x.dtype()).slice(-1, 0, wide.back(), 2);
+    out.copy_(x);
+    return out;
+  }
+  if (layout == Layout::column_major && shape.size() >= 2) {
+    Shape reversed(shape.rbegin(), shape.rend());
+    std::vector<int64_t> order;
+    for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) order.push_back(d);
+    Tensor out = empty(reversed, x.dtype()).permute(order);
+    out.copy_(x);
+    return out;
+  }
+  return x.contiguous().clone();
+}
+
+/// A tensor of `dtype` holding `values` (row-major, rounded to dtype) in `layout`.
+inline Tensor tensor_of(const std::vector<double>& values, const Shape& shape, DType dtype,
+                        Layout layout = Layout::contiguous) {
+  return with_layout(from_data<double>(values, shape).to(dtype), layout);
+}
+
+/// `n` standard normal values (deterministic for a seed).
+inline std::vector<double> normal_values(int64_t n, uint64_t seed) {
+  return randn({n}, DType::f64, cpu(), seed).to_vector<double>();
+}
+
+/// The elements of `x` in row-major order as raw bytes (element_size() bytes each).
+inline std::vector<uint8_t> raw_bytes(const Tensor& x) {
+  const Tensor c = x.contiguous();
+  std::vector<uint8_t> out(static_cast<size_t>(c.nbytes()));
+  if (!out.empty()) std::memcpy(out.data(), c.data_ptr(), out.size());
+  return out;
+}
+
+/// The array `a`, whose dims are the named `axes`, rearranged onto `out_axes` for numpy's
+/// positional broadcasting: dims in out_axes order, size 1 where `a` lacks the axis.
+inline reference::Array align_axes(const reference::Array& a, const std::vector<std::string>& axes,
+                                   const std::vector<std::string>& out_axes) {
+  Shape shape(out_axes.size(), 1);
+  std::vector<int64_t> source_dim(out_axes.size(), -1);
+  for (size_t o = 0; o < out_axes.size(); ++o)
+    for (size_t d = 0; d < axes.size(); ++d)
+      if (axes[d] == out_axes[o]) {
+        shape[o] = a.shape[d];
+        source_dim[o] = static_cast<int64_t>(d);
+      }
+  reference::Array out = reference::Array::filled(shape, 0);
+  if (out.numel() == 0) return out;
+  std::vector<int64_t> index(shape.size(), 0), src(axes.size(), 0);
+  int64_t flat = 0;
+  do {
+    for (size_t o = 0; o < shape.size(); ++o)
+      if (source_dim[o] >= 0) src[static_cast<size_t>(source_dim[o])] = index[o];
+    out.data[static_cast<size_t>(flat++)] = a.at(src);
+  } while (reference::next_index(index, shape));
+  return out;
 }
 
 }  // namespace ein::testing

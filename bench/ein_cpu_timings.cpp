@@ -1,0 +1,284 @@
+// Runs each CPU case of bench/compare_cpu.py a number of times after a warm-up and prints one
+// JSON line per case: its median and minimum wall time, the bytes it moves (read + written) and
+// the floating-point operations it does. It measures; it does not compare: compare_cpu.py runs
+// PyTorch and numpy on the same cases in the same run and prints the ratios.
+//
+//   build-bench/bin/ein_cpu_timings [--reps N] [--warmup N] [--only CASE]
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <ein/ein.h>
+#include <fmt/format.h>
+
+#include "compiler/cpu_executor.h"
+#include "compiler/kernel_ir.h"
+#include "compiler/tensor_kernels.h"
+#include "runtime/jit/cpu_jit.h"
+#include "runtime/parallel.h"
+
+namespace ein {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  int reps = 20;
+  int warmup = 3;
+  std::string only;
+};
+
+/// Keeps the optimiser from dropping a result.
+void keep(const Tensor& t) {
+  const void* p = t.data_ptr();
+  asm volatile("" : : "g"(p) : "memory");
+}
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+/// Prints one result line; `seconds` are per call (one entry per repetition).
+void report(const std::string& name, const std::string& what, std::vector<double> seconds,
+            double bytes, double flops, const std::string& note = "") {
+  std::sort(seconds.begin(), seconds.end());
+  const size_t n = seconds.size();
+  const double median = n % 2 ? seconds[n / 2] : 0.5 * (seconds[n / 2 - 1] + seconds[n / 2]);
+  std::printf("%s\n", fmt::format(R"({{"case": "{}", "what": "{}", "median_s": {:.9g}, )"
+                                  R"("min_s": {:.9g}, "reps": {}, "bytes": {:.0f}, "flops": {:.0f}, )"
+                                  R"("note": "{}"}})",
+                                  name, what, median, seconds.front(), n, bytes, flops, note)
+                          .c_str());
+  std::fflush(stdout);
+}
+
+/// `reps` timings of `f` (each call once) after `warmup` untimed calls.
+std::vector<double> time_calls(const Options& o, const std::function<void()>& f) {
+  for (int i = 0; i < o.warmup; ++i) f();
+  std::vector<double> out;
+  for (int i = 0; i < o.reps; ++i) {
+    const auto t0 = Clock::now();
+    f();
+    out.push_back(seconds_since(t0));
+  }
+  return out;
+}
+
+/// Like time_calls, but each repetition runs `batch` calls and records the time per call.
+std::vector<double> time_batched(const Options& o, int batch, const std::function<void()>& f) {
+  for (int i = 0; i < batch; ++i) f();
+  std::vector<double> out;
+  for (int i = 0; i < o.reps; ++i) {
+    const auto t0 = Clock::now();
+    for (int j = 0; j < batch; ++j) f();
+    out.push_back(seconds_since(t0) / batch);
+  }
+  return out;
+}
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+
+void bandwidth_cases(const Options& o) {
+  // 32 MiB of f32: (b s (h d)) = (8 1024 (8 128)).
+  const int64_t b = 8, s = 1024, h = 8, d = 128, n = b * s * h * d;
+  const double bytes = 2.0 * static_cast<double>(n) * 4;  // read + written
+  std::vector<float> src(n, 1.0f), dst(n, 0.0f);
+  report("memcpy", "std::memcpy 32 MiB, one thread, preallocated destination",
+         time_calls(o, [&] { std::memcpy(dst.data(), src.data(), n * 4); }), bytes, 0);
+  report("memcpy_2t", "std::memcpy 32 MiB split over 2 threads, preallocated destination",
+         time_calls(o,
+                    [&] {
+                      parallel_for(0, n, n / 2, [&](int64_t lo, int64_t hi) {
+                        std::memcpy(dst.data() + lo, src.data() + lo, (hi - lo) * 4);
+                      });
+                    }),
+         bytes, 0);
+  report("memcpy_fresh", "std::memcpy 32 MiB into a fresh allocation (page faults included)",
+         time_calls(o,
+                    [&] {
+                      Tensor out = empty({n});
+                      std::memcpy(out.data_ptr(), src.data(), n * 4);
+                      keep(out);
+                    }),
+         bytes, 0);
+
+  const Tensor x = randn({b, s, h * d}, DType::f32, cpu(), 1);
+  report("rearrange_copy", "rearrange 'b s (h d) -> b h (s d)' h=8 on (8,1024,1024): JIT copy",
+         time_calls(o, [&] { keep(rearrange(x, "b s (h d) -> b h (s d)", {{"h", h}})); }), bytes,
+         0, "allocates its 32 MiB output each call, like torch");
+  // The same copy kernel into a preallocated output: the kernel alone, without page faults.
+  const Tensor permuted = x.view({b, s, h, d}).permute({0, 2, 1, 3});
+  const Tensor into = empty({b, h, s, d});
+  report("rearrange_copy_into", "the same JIT copy kernel into a preallocated output",
+         time_calls(o, [&] { copy_into(into, permuted); }), bytes, 0);
+  report("rearrange_view_contiguous",
+         "rearrange 'b s (h d) -> b h s d' (a view) then .contiguous(): runtime generic copy",
+         time_calls(o,
+                    [&] { keep(rearrange(x, "b s (h d) -> b h s d", {{"h", h}}).contiguous()); }),
+         bytes, 0);
+  report("mean", "reduce 'b s d -> b s' mean on (8,1024,1024) f32",
+         time_calls(o, [&] { keep(reduce(x, "b s d -> b s", "mean")); }),
+         static_cast<double>(n) * 4 + static_cast<double>(b * s) * 4, 0);
+}
+
+void map_case(const Options& o) {
+  // 64 MiB of f32 x: (b s d) = (16 1024 1024).
+  const int64_t b = 16, s = 1024, d = 1024, n = b * s * d;
+  const Tensor x = randn({b, s, d}, DType::f32, cpu(), 2);
+  const Tensor m = randn({b, s}, DType::f32, cpu(), 3);
+  const Tensor w = randn({d}, DType::f32, cpu(), 4);
+  const Tensor c = randn({d}, DType::f32, cpu(), 5);
+  const double bytes = 4.0 * (2.0 * n + b * s + 2.0 * d);
+  report("map_chain", "map 'x[b s d], m[b s], w[d], c[d] -> (x - m)**2 * w + c', x 64 MiB",
+         time_calls(o,
+                    [&] {
+                      keep(ein::map("x[b s d], m[b s], w[d], c[d] -> (x - m)**2 * w + c",
+                                    {x, m, w, c}));
+                    }),
+         bytes, 4.0 * n, "allocates its 64 MiB output each call, like torch");
+}
+
+void gemm_cases(const Options& o) {
+  {
+    const int64_t b = 8, s = 128, d = 1024, f = 1024;
+    const Tensor x = randn({b, s, d}, DType::f32, cpu(), 6);
+    const Tensor w = randn({d, f}, DType::f32, cpu(), 7);
+    report("gemm", "einsum 'b s d, d f -> b s f' (8,128,1024)x(1024,1024) f32",
+           time_calls(o, [&] { keep(einsum("b s d, d f -> b s f", x, w)); }), 0,
+           2.0 * b * s * d * f);
+  }
+  {
+    const int64_t b = 4, h = 8, q = 256, k = 256, d = 64;
+    const Tensor qt = randn({b, h, q, d}, DType::f32, cpu(), 8);
+    const Tensor kt = randn({b, h, k, d}, DType::f32, cpu(), 9);
+    report("attn_scores", "einsum 'b h q d, b h k d -> b h q k' (4,8,256,64) f32",
+           time_calls(o, [&] { keep(einsum("b h q d, b h k d -> b h q k", qt, kt)); }), 0,
+           2.0 * b * h * q * k * d);
+  }
+}
+
+void overhead_cases(const Options& o) {
+  const Tensor x = randn({2, 16, 64}, DType::f32, cpu(), 10);
+  const Op split = compile("b s (h d) -> b h s d", {{"h", 8}});
+  report("view_call", "compiled op 'b s (h d) -> b h s d' h=8 returning a view (per call)",
+         time_batched(o, 20000, [&] { keep(split(x)); }), 0, 0);
+  report("rearrange_view_call", "ein::rearrange of the same view pattern, uncompiled (per call)",
+         time_batched(o, 20000, [&] { keep(rearrange(x, "b s (h d) -> b h s d", {{"h", 8}})); }),
+         0, 0);
+  const Tensor small = randn({16}, DType::f32, cpu(), 11);
+  report("small_map", "map 'x[i] -> x * 2 + 1' over 16 f32 (per call, output allocated)",
+         time_batched(o, 20000, [&] { keep(ein::map("x[i] -> x * 2 + 1", {small})); }), 0, 0);
+}
+
+/// The fused chain of map_chain as Kernel IR by hand, plus a distinct constant so that each
+/// `salt` gives new MLIR text (a new JIT key): (x - m)**2 * w + c + salt.
+Kernel fused_kernel(int salt) {
+  Kernel k;
+  k.name = "bench_fused";
+  k.origin = "bench: (x - m)**2 * w + c + salt";
+  const int64_t b = 4, s = 8, d = 16;
+  k.domain = {b, s, d};
+  k.add_buffer(DType::f32, {s * d, d, 1});  // x: (b s d)
+  k.add_buffer(DType::f32, {s, 1, 0});      // m: (b s)
+  k.add_buffer(DType::f32, {0, 0, 1});      // w: (d)
+  k.add_buffer(DType::f32, {0, 0, 1});      // c: (d)
+  k.add_buffer(DType::f32, {s * d, d, 1}, true);
+  const int diff = k.apply(ScalarOp::sub, k.load(0), k.load(1));
+  const int scaled = k.apply(ScalarOp::mul, k.apply(ScalarOp::square, diff), k.load(2));
+  const int shifted = k.apply(ScalarOp::add, scaled, k.load(3));
+  k.body = k.apply(ScalarOp::add, shifted, k.constant(salt + 0.5));
+  k.result = k.body;
+  return k;
+}
+
+void compile_cases(const Options& o) {
+  CpuJit& jit = CpuJit::instance();
+  const std::filesystem::path saved = jit.disk_cache_dir();
+  const auto stamp = std::chrono::system_clock::now().time_since_epoch().count();
+  const int first_salt = 1;  // salts are unique within this process; the disk cache is fresh
+  // 1. MLIR text -> native code for one fused kernel, disk cache off.
+  jit.set_disk_cache_dir({});
+  std::vector<double> compile_s, llvm_ms;
+  for (int i = 0; i < o.reps; ++i) {
+    const std::string src = kernel_mlir(fused_kernel(first_salt + i));
+    const auto t0 = Clock::now();
+    jit.get(src, "ein_bench_fused");
+    compile_s.push_back(seconds_since(t0));
+    llvm_ms.push_back(jit.stats().last_compile_ms);
+  }
+  std::sort(llvm_ms.begin(), llvm_ms.end());
+  report("compile_fused", "CpuJit::get of a new fused kernel's MLIR (disk cache off)", compile_s,
+         0, 0, fmt::format("JIT's own last_compile_ms median {:.1f}", llvm_ms[llvm_ms.size() / 2]));
+  // 2. The whole first call of a map expression never seen before: parse, lower, emit, compile,
+  //    run (on 512 elements).
+  const Tensor x = randn({4, 8, 16}, DType::f32, cpu(), 12);
+  const Tensor m = randn({4, 8}, DType::f32, cpu(), 13);
+  const Tensor w = randn({16}, DType::f32, cpu(), 14);
+  std::vector<double> first_call;
+  for (int i = 0; i < o.reps; ++i) {
+    const std::string expr =
+        fmt::format("x[b s d], m[b s], w[d] -> (x - m)**2 * w + {}.5", first_salt + i);
+    const auto t0 = Clock::now();
+    keep(ein::map(expr, {x, m, w}));
+    first_call.push_back(seconds_since(t0));
+  }
+  report("compile_map_e2e", "first ein::map call of a new expression (disk cache off)",
+         first_call, 0, 0);
+  // 3. A disk-cache hit: compile once (written to disk), forget the memory cache, get again.
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / fmt::format("ein_bench_cache_{}", stamp);
+  jit.set_disk_cache_dir(dir);
+  std::vector<double> hit_s;
+  const int64_t hits_before = jit.stats().disk_hits;
+  for (int i = 0; i < o.reps; ++i) {
+    const std::string src = kernel_mlir(fused_kernel(first_salt + o.reps + i));
+    jit.get(src, "ein_bench_fused");
+    jit.clear_memory_cache();
+    const auto t0 = Clock::now();
+    jit.get(src, "ein_bench_fused");
+    hit_s.push_back(seconds_since(t0));
+  }
+  const int64_t hits = jit.stats().disk_hits - hits_before;
+  report("disk_hit", "CpuJit::get of a fused kernel after clear_memory_cache (on disk)", hit_s, 0,
+         0, fmt::format("{} of {} were disk hits", hits, o.reps));
+  std::filesystem::remove_all(dir);
+  jit.set_disk_cache_dir(saved);
+}
+
+int run(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--reps")
+      o.reps = std::max(1, std::atoi(argv[i + 1]));
+    else if (flag == "--warmup")
+      o.warmup = std::max(0, std::atoi(argv[i + 1]));
+    else if (flag == "--only")
+      o.only = argv[i + 1];
+    else {
+      std::fprintf(stderr, "usage: %s [--reps N] [--warmup N] [--only GROUP]\n", argv[0]);
+      return 2;
+    }
+  }
+  const std::vector<std::pair<std::string, void (*)(const Options&)>> groups = {
+      {"bandwidth", bandwidth_cases}, {"map", map_case},          {"gemm", gemm_cases},
+      {"overhead", overhead_cases},   {"compile", compile_cases},
+  };
+  std::fprintf(stderr, "ein_cpu_timings: %d threads, %d repetitions after %d warm-up\n",
+               num_threads(), o.reps, o.warmup);
+  for (const auto& [name, f] : groups)
+    if (o.only.empty() || o.only == name) f(o);
+  return 0;
+}
+
+}  // namespace
+}  // namespace ein
+
+int main(int argc, char** argv) { return ein::run(argc, argv); }

@@ -1,0 +1,132 @@
+// Graph IR on CPU tensors: one function per op, chosen by a table keyed by GraphOp.
+#include "compiler/execute.h"
+
+#include <array>
+
+#include <ein/errors.h>
+#include <fmt/format.h>
+
+#include "compiler/tensor_kernels.h"
+#include "runtime/blas/contract.h"
+
+namespace ein {
+namespace {
+
+using Values = std::vector<Tensor>;
+
+const Tensor& arg(const Values& v, const GraphNode& n, size_t i) { return v[n.inputs[i]]; }
+
+Tensor run_input(const GraphNode& n, const Values&, const Values& inputs) {
+  return inputs[std::get<InputAttr>(n.attr).index];
+}
+
+Tensor run_view(const GraphNode& n, const Values& v, const Values&) {
+  const Tensor& x = arg(v, n, 0);
+  const auto& a = std::get<ViewAttr>(n.attr);
+  Shape strides_el;  // stride of each elementary axis
+  for (size_t d = 0; d < a.split.size(); ++d) {
+    Shape s(a.split[d].size());
+    int64_t stride = x.stride(static_cast<int64_t>(d));
+    for (size_t k = s.size(); k-- > 0;) {
+      s[k] = stride;
+      stride *= a.split[d][k];
+    }
+    strides_el.insert(strides_el.end(), s.begin(), s.end());
+  }
+  Shape strides;
+  for (const auto& axes : a.dims) {
+    int64_t s = 0;
+    for (int e : axes) s += strides_el[e];
+    strides.push_back(s);
+  }
+  return x.as_strided(n.shape, strides, x.offset());
+}
+
+Tensor run_reshape(const GraphNode& n, const Values& v, const Values&) {
+  const Tensor& x = arg(v, n, 0);
+  if (std::optional<Shape> s = view_strides(x.shape(), x.strides(), n.shape))
+    return x.as_strided(n.shape, *s, x.offset());
+  Tensor out = empty(n.shape, x.dtype(), cpu());
+  copy_into(out.as_strided(x.shape(), contiguous_strides(x.shape()), 0), x);
+  return out;
+}
+
+Tensor run_permute(const GraphNode& n, const Values& v, const Values&) {
+  return arg(v, n, 0).permute(std::get<PermuteAttr>(n.attr).order);
+}
+
+Tensor run_reduce(const GraphNode& n, const Values& v, const Values&) {
+  const auto& a = std::get<ReduceAttr>(n.attr);
+  return reduce_dims(arg(v, n, 0), a.reduced, a.reduction, a.ddof, a.out_order);
+}
+
+Tensor run_contract(const GraphNode& n, const Values& v, const Values&) {
+  const auto& a = std::get<ContractAttr>(n.attr);
+  return contract(arg(v, n, 0), a.a_axes, arg(v, n, 1), a.b_axes, a.out_axes);
+}
+
+Tensor run_map_node(const GraphNode& n, const Values& v, const Values&) {
+  const auto& a = std::get<MapAttr>(n.attr);
+  Kernel k = *a.body;
+  k.domain = n.shape;
+  std::vector<Tensor> ins;
+  std::vector<DType> dtypes;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    Tensor x = arg(v, n, i);
+    if (x.dtype() == DType::f8e4m3 || x.dtype() == DType::f8e5m2) x = x.to(DType::f32);
+    Shape strides(n.shape.size(), 0);
+    for (size_t d = 0; d < a.axes[i].size(); ++d)
+      if (x.size(static_cast<int64_t>(d)) != 1) strides[a.axes[i][d]] = x.stride(static_cast<int64_t>(d));
+    k.add_buffer(x.dtype(), strides);
+    dtypes.push_back(x.dtype());
+    ins.push_back(std::move(x));
+  }
+  k.compute = compute_type(dtypes);
+  return run_map(std::move(k), ins, n.dtype);
+}
+
+Tensor run_concat(const GraphNode& n, const Values& v, const Values&) {
+  const auto& a = std::get<ConcatAttr>(n.attr);
+  Tensor out = empty(n.shape, n.dtype, cpu());
+  int64_t at = 0;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    const Tensor& x = arg(v, n, i);
+    int64_t len = 1;
+    for (int64_t d = a.dim; d < a.dim + a.spans[i]; ++d) len *= x.size(d);
+    const Tensor slot = out.slice(a.dim, at, at + len);
+    copy_into(slot.view(x.shape()), x);
+    at += len;
+  }
+  return out;
+}
+
+Tensor run_slice(const GraphNode& n, const Values& v, const Values&) {
+  const auto& a = std::get<SliceAttr>(n.attr);
+  return arg(v, n, 0).slice(a.dim, a.start, a.stop);
+}
+
+Tensor run_cast(const GraphNode& n, const Values& v, const Values&) {
+  return arg(v, n, 0).to(n.dtype);
+}
+
+using Rule = Tensor (*)(const GraphNode&, const Values&, const Values&);
+
+// One rule per op, in ops.def order.
+constexpr std::array<Rule, 10> kRules = {
+    run_input, run_view,     run_reshape, run_permute, run_reduce,
+    run_contract, run_map_node, run_concat, run_slice, run_cast,
+};
+static_assert(static_cast<int>(GraphOp::cast) + 1 == kRules.size(), "a rule per op in ops.def");
+
+}  // namespace
+
+std::vector<Tensor> execute(const Graph& g, const std::vector<Tensor>& inputs) {
+  Values values(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    values[i] = kRules[static_cast<int>(g.nodes[i].op)](g.nodes[i], values, inputs);
+  std::vector<Tensor> out;
+  for (int o : g.outputs) out.push_back(values[o]);
+  return out;
+}
+
+}  // namespace ein
