@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job until training lands: a short tour of `ein shape`, static shape inference
-# for einops patterns, including what its diagnostics look like. Needs build/bin/ein.
+# for einops patterns and its diagnostics, then the same patterns computing on tensors
+# (example 02: attention scores with views, BLAS and generated kernels). Needs build/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ein=build/bin/ein
@@ -36,4 +37,7 @@ run einsum 'b s d, d f -> b s f' '(2,5,12)' '(16,7)'
 run rearrange 'b s (h d) -> b h s d' '(2,5,12)'
 run rearrange 'b c -> b c h' '(2,3)'
 run reduce 'b t d -> b d' '(2,5,8)' --reduction var
+echo
+echo "== the same patterns on tensors (build/bin/example_02_tensors) =="
+build/bin/example_02_tensors
 exit 0
