@@ -58,10 +58,20 @@ void decompose(const std::vector<int>& group, const Recipe& recipe, int64_t inde
 // Row-major offset of the element of `x` (whose dims are `groups`) at the axis values.
 int64_t offset_of(const Array& x, const std::vector<std::vector<int>>& groups, const Recipe& recipe,
                   const AxisValues& values) {
-  std::vector<int64_t> index;
-  for (const auto& group : groups)
-    index.push_back(compose(group, recipe, values));
-  return x.offset(index);
+  // Array::offset's arithmetic and checks, without building an index vector: this is the
+  // oracle's innermost loop.
+  if (groups.size() != x.shape.size()) return x.offset({});  // throws the rank message
+  int64_t off = 0;
+  for (size_t d = 0; d < groups.size(); ++d) {
+    const int64_t i = compose(groups[d], recipe, values);
+    if (i < 0 || i >= x.shape[d]) {
+      std::vector<int64_t> index;
+      for (const auto& group : groups) index.push_back(compose(group, recipe, values));
+      return x.offset(index);  // throws the out-of-range message
+    }
+    off = off * x.shape[d] + i;
+  }
+  return off;
 }
 
 // Calls `visit(values)` once per combination of the axes `ids` (row-major over them), with

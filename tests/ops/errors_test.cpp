@@ -34,8 +34,7 @@ bool has_caret_line(const std::string& what) {
     if (end == std::string::npos) end = what.size();
     const std::string line = what.substr(start, end - start);
     const size_t caret = line.find('^');
-    if (caret != std::string::npos &&
-        line.find_first_not_of(' ') == caret &&
+    if (caret != std::string::npos && line.find_first_not_of(' ') == caret &&
         line.find_first_not_of("~", caret + 1) == std::string::npos)
       return true;
     start = end + 1;
@@ -52,8 +51,9 @@ std::string expect_user_error(const std::function<void()>& call, const std::stri
     call();
   } catch (const UserError& e) {
     const std::string what = e.what();
-    EXPECT_EQ(what.rfind(where, 0), 0u) << context << ": diagnostic does not start with '"
-                                        << where << "':\n" << what;
+    EXPECT_EQ(what.rfind(where, 0), 0u)
+        << context << ": diagnostic does not start with '" << where << "':\n"
+        << what;
     EXPECT_TRUE(has_caret_line(what)) << context << ": no caret line:\n" << what;
     for (const std::string& s : contains)
       EXPECT_NE(what.find(s), std::string::npos) << context << ": no '" << s << "' in:\n" << what;
@@ -87,30 +87,51 @@ TEST(OpErrors, PatternMistakesAtCallTimeHaveACaret) {
   const Tensor x = f32({2, 10});
   expect_user_error([&] { (void)rearrange(x, "a b c -> c b a"); }, "pattern:1:", {"error:"},
                     "rearrange: 3 axes for a rank-2 tensor");
-  expect_user_error([&] { (void)rearrange(x, "a (b c) -> a b c", {{"b", 3}}); }, "pattern:1:",
-                    {"10"}, "rearrange: 3 does not divide 10");
-  expect_user_error([&] { (void)rearrange(x, "a b -> b a", {{"a", 3}}); }, "pattern:1:",
-                    {"3", "2"}, "rearrange: sizes kwarg a=3 against a dim of 2");
-  expect_user_error([&] { (void)rearrange(x, "a b -> b a", {{"z", 3}}); }, "pattern:1:", {"z"},
-                    "rearrange: sizes kwarg for an axis not in the pattern");
+  expect_user_error(
+      [&] {
+        (void)rearrange(x, "a (b c) -> a b c", {{"b", 3}});
+      },
+      "pattern:1:", {"10"}, "rearrange: 3 does not divide 10");
+  expect_user_error(
+      [&] {
+        (void)rearrange(x, "a b -> b a", {{"a", 3}});
+      },
+      "pattern:1:", {"3", "2"}, "rearrange: sizes kwarg a=3 against a dim of 2");
+  expect_user_error(
+      [&] {
+        (void)rearrange(x, "a b -> b a", {{"z", 3}});
+      },
+      "pattern:1:", {"z"}, "rearrange: sizes kwarg for an axis not in the pattern");
   expect_user_error([&] { (void)reduce(x, "a b c -> a", "sum"); }, "pattern:1:", {},
                     "reduce: wrong rank");
-  expect_user_error([&] { (void)reduce(x, "a b -> a", "var"); }, "pattern:1:",
-                    {"needs an explicit ddof"}, "reduce: var without ddof");
-  expect_user_error([&] { (void)reduce(x, "a b -> b", "std", {}, 2); }, "pattern:1:",
-                    {"ddof=2"}, "reduce: ddof as large as the count");
+  expect_user_error([&] { (void)reduce(x, "a b -> a", "var"); },
+                    "pattern:1:", {"needs an explicit ddof"}, "reduce: var without ddof");
+  expect_user_error([&] { (void)reduce(x, "a b -> b", "std", {}, 2); }, "pattern:1:", {"ddof=2"},
+                    "reduce: ddof as large as the count");
   expect_user_error([&] { (void)repeat(x, "a b -> a b r"); }, "pattern:1:", {"r"},
                     "repeat: new axis without a size");
   expect_user_error([&] { (void)einsum("a b, b c -> a c", {x}); }, "pattern:1:", {},
                     "einsum: 2 operands in the pattern, 1 given");
-  expect_user_error([&] { (void)einsum("a b -> a", {x, x}); }, "pattern:1:", {},
-                    "einsum: 1 operand in the pattern, 2 given");
-  expect_user_error([&] { (void)einsum("a b, b c -> a c", {x, f32({7, 3})}); }, "pattern:1:",
-                    {"10", "7"}, "einsum: b is 10 and 7");
-  expect_user_error([&] { (void)pack({x, f32({3})}, "a *"); }, "pattern:1:", {},
-                    "pack: a is 2 and 3");
-  expect_user_error([&] { (void)unpack(x, {{3}, {4}}, "a *"); }, "pattern:1:", {},
-                    "unpack: 3 + 4 != 10");
+  expect_user_error(
+      [&] {
+        (void)einsum("a b -> a", {x, x});
+      },
+      "pattern:1:", {}, "einsum: 1 operand in the pattern, 2 given");
+  expect_user_error(
+      [&] {
+        (void)einsum("a b, b c -> a c", {x, f32({7, 3})});
+      },
+      "pattern:1:", {"10", "7"}, "einsum: b is 10 and 7");
+  expect_user_error(
+      [&] {
+        (void)pack({x, f32({3})}, "a *");
+      },
+      "pattern:1:", {}, "pack: a is 2 and 3");
+  expect_user_error(
+      [&] {
+        (void)unpack(x, {{3}, {4}}, "a *");
+      },
+      "pattern:1:", {}, "unpack: 3 + 4 != 10");
   // A bad pattern given to compile() fails at once, not at the first call.
   expect_user_error([] { (void)compile("a b -> (a"); }, "pattern:1:", {}, "compile: syntax");
   // A compiled op checks its shapes per call.
@@ -120,55 +141,82 @@ TEST(OpErrors, PatternMistakesAtCallTimeHaveACaret) {
 
 TEST(OpErrors, MapMistakesHaveACaret) {
   const Tensor x = f32({2, 3}), y = f32({3}), z = f32({4});
-  expect_user_error([&] { (void)map("x[a b], y[b] -> x + y", {x}); }, "map:1:",
-                    {"2 inputs", "1 tensors"}, "map: too few tensors");
-  expect_user_error([&] { (void)map("x[a b] -> x", {x, y}); }, "map:1:", {"1 inputs", "2"},
-                    "map: too many tensors");
-  expect_user_error([&] { (void)map("x[a b], y[b] -> x + y", {y, y}); }, "map:1:",
-                    {"'x'", "2 axes", "[3]"}, "map: wrong rank");
-  const std::string what =
-      expect_user_error([&] { (void)map("x[a b], y[b] -> x * y", {x, z}); }, "map:1:",
-                        {"axis 'b' has length 4 here but 3 earlier"}, "map: conflicting sizes");
+  expect_user_error([&] { (void)map("x[a b], y[b] -> x + y", {x}); },
+                    "map:1:", {"2 inputs", "1 tensors"}, "map: too few tensors");
+  expect_user_error(
+      [&] {
+        (void)map("x[a b] -> x", {x, y});
+      },
+      "map:1:", {"1 inputs", "2"}, "map: too many tensors");
+  expect_user_error(
+      [&] {
+        (void)map("x[a b], y[b] -> x + y", {y, y});
+      },
+      "map:1:", {"'x'", "2 axes", "[3]"}, "map: wrong rank");
+  const std::string what = expect_user_error(
+      [&] {
+        (void)map("x[a b], y[b] -> x * y", {x, z});
+      },
+      "map:1:", {"axis 'b' has length 4 here but 3 earlier"}, "map: conflicting sizes");
   // The note points back at where b was bound to 3 (x's b, column 5).
   EXPECT_NE(what.find("note"), std::string::npos) << what;
   EXPECT_NE(what.find("'b' bound to 3 here"), std::string::npos) << what;
   EXPECT_NE(what.find("map:1:5:"), std::string::npos) << what;
-  expect_user_error([&] { (void)map("x[a] -> foo(x)", {y}); }, "map:1:",
-                    {"unknown function 'foo'", "tanh"}, "map: unknown function");
-  expect_user_error([&] { (void)map("x[a] -> tanh(x, x)", {y}); }, "map:1:",
-                    {"tanh() takes 1 argument, got 2"}, "map: wrong arity");
+  expect_user_error([&] { (void)map("x[a] -> foo(x)", {y}); },
+                    "map:1:", {"unknown function 'foo'", "tanh"}, "map: unknown function");
+  expect_user_error([&] { (void)map("x[a] -> tanh(x, x)", {y}); },
+                    "map:1:", {"tanh() takes 1 argument, got 2"}, "map: wrong arity");
   expect_user_error([&] { (void)map("x[a] -> x + w", {y}); }, "map:1:", {"unknown input 'w'"},
                     "map: unknown input");
   expect_user_error([&] { (void)map("x[a] -> x ^ 2", {y}); }, "map:1:", {"**"},
                     "map: ^ is not a power");
-  expect_user_error([&] { (void)map("x[a], y[a] -> x < y < x", {y, y}); }, "map:1:",
-                    {"do not chain"}, "map: chained comparison");
+  expect_user_error(
+      [&] {
+        (void)map("x[a], y[a] -> x < y < x", {y, y});
+      },
+      "map:1:", {"do not chain"}, "map: chained comparison");
   // The same program run again after an error still works (the cache holds no broken state).
   EXPECT_NO_THROW((void)map("x[a b], y[b] -> x * y", {x, y}));
 }
 
 TEST(OpErrors, DtypeMistakesAreClear) {
   const Tensor i = from_data<int32_t>({1, 2, 3, 4, 5, 6}, {2, 3});
-  expect_user_error([&] { (void)reduce(i, "a b -> a", "mean"); }, "pattern:1:",
-                    {"mean needs a floating-point tensor", "i32"}, "mean on i32");
-  expect_user_error([&] { (void)reduce(i, "a b -> a", "std", {}, 0); }, "pattern:1:",
-                    {"std needs a floating-point tensor"}, "std on i32");
-  expect_runtime_error([&] { (void)reduce(f32({2, 3}), "a b -> a", "median"); },
-                       {"unknown reduction 'median'", "logsumexp"}, "unknown reduction");
-  expect_runtime_error([&] { (void)pack({f32({2, 3}), i}, "a *"); },
-                       {"one dtype", "f32", "i32"}, "pack with mixed dtypes");
-  expect_runtime_error([&] { (void)rearrange({f32({2, 3}), i}, "n a b -> a n b"); },
-                       {"f32", "i32"}, "a list with mixed dtypes");
-  expect_runtime_error([&] { (void)rearrange({f32({2, 3}), f32({3, 2})}, "n a b -> a n b"); },
-                       {"[2, 3]", "[3, 2]"}, "a list with mixed shapes");
+  expect_user_error([&] { (void)reduce(i, "a b -> a", "mean"); },
+                    "pattern:1:", {"mean needs a floating-point tensor", "i32"}, "mean on i32");
+  expect_user_error([&] { (void)reduce(i, "a b -> a", "std", {}, 0); },
+                    "pattern:1:", {"std needs a floating-point tensor"}, "std on i32");
+  expect_runtime_error(
+      [&] {
+        (void)reduce(f32({2, 3}), "a b -> a", "median");
+      },
+      {"unknown reduction 'median'", "logsumexp"}, "unknown reduction");
+  expect_runtime_error(
+      [&] {
+        (void)pack({f32({2, 3}), i}, "a *");
+      },
+      {"one dtype", "f32", "i32"}, "pack with mixed dtypes");
+  expect_runtime_error(
+      [&] {
+        (void)rearrange({f32({2, 3}), i}, "n a b -> a n b");
+      },
+      {"f32", "i32"}, "a list with mixed dtypes");
+  // A list of different shapes cannot be stacked: sema says so, with a caret on the pattern.
+  expect_user_error(
+      [&] {
+        (void)rearrange({f32({2, 3}), f32({3, 2})}, "n a b -> a n b");
+      },
+      "pattern:1:", {"(2,3)", "(3,2)"}, "a list with mixed shapes");
 }
 
 TEST(OpErrors, UndefinedTensorsAreRejected) {
   const Tensor undefined;
   expect_runtime_error([&] { (void)rearrange(undefined, "a -> a"); }, {"undefined"}, "rearrange");
   expect_runtime_error([&] { (void)reduce(undefined, "a -> ", "sum"); }, {"undefined"}, "reduce");
-  expect_runtime_error([&] { (void)repeat(undefined, "a -> a r", {{"r", 2}}); }, {"undefined"},
-                       "repeat");
+  expect_runtime_error(
+      [&] {
+        (void)repeat(undefined, "a -> a r", {{"r", 2}});
+      },
+      {"undefined"}, "repeat");
   expect_runtime_error([&] { (void)pack({undefined}, "*"); }, {"undefined"}, "pack");
   EXPECT_ANY_THROW((void)einsum("a, a -> ", {undefined, undefined}));
   expect_user_error([&] { (void)map("x[a] -> x", {undefined}); }, "map:1:", {"defined CPU"},
@@ -198,8 +246,11 @@ TEST(OpErrors, DeviceMistakesAreClear) {
   const bool had_cuda = has_backend(DeviceKind::cuda);
   if (!had_cuda) {
     // Without a backend, making a CUDA tensor at all is the clear error.
-    expect_runtime_error([] { (void)empty({2, 3}, DType::f32, cuda()); },
-                         {"CUDA backend is not available", "ein::cpu()"}, "empty on cuda");
+    expect_runtime_error(
+        [] {
+          (void)empty({2, 3}, DType::f32, cuda());
+        },
+        {"CUDA backend is not available", "ein::cpu()"}, "empty on cuda");
     static const auto fake = std::make_shared<HostBackedFakeGpu>();  // outlives its tensors
     register_backend(DeviceKind::cuda, fake);
   }
@@ -216,7 +267,8 @@ TEST(OpErrors, DeviceMistakesAreClear) {
       } catch (const UserError& e) {
         EXPECT_NE(std::string(e.what()).find("CPU"), std::string::npos) << what << ": " << e.what();
       } catch (const RuntimeError& e) {
-        EXPECT_NE(std::string(e.what()).find("cuda"), std::string::npos) << what << ": " << e.what();
+        EXPECT_NE(std::string(e.what()).find("cuda"), std::string::npos)
+            << what << ": " << e.what();
       } catch (const std::exception& e) {
         ADD_FAILURE() << what << ": unexpected exception type: " << e.what();
       }

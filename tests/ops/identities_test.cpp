@@ -50,7 +50,8 @@ inline Tensor to_ein(const Array& a) {
 
 inline std::vector<Tensor> to_ein(const std::vector<Array>& xs) {
   std::vector<Tensor> out;
-  for (const Array& a : xs) out.push_back(to_ein(a));
+  for (const Array& a : xs)
+    out.push_back(to_ein(a));
   return out;
 }
 

@@ -123,15 +123,17 @@ TEST(OpsConformance, EveryAcceptedEinopsRowOnValues) {
                         row["kwargs"]))
       continue;
     bool ran = false;
-    for (DType dtype : {DType::f32, DType::f64})
-      for (Layout layout : {Layout::contiguous, Layout::strided, Layout::column_major})
-        ran = run_row(row, dtype, layout, seed += 7) || ran;
+    // Every layout in f32; f64 contiguous (dtype handling is dtype_test.cpp's subject). The
+    // float64 oracle dominates the run time, so more variants cost much and find little.
+    for (Layout layout : {Layout::contiguous, Layout::strided, Layout::column_major})
+      ran = run_row(row, DType::f32, layout, seed += 7) || ran;
+    ran = run_row(row, DType::f64, Layout::contiguous, seed += 7) || ran;
     ran ? ++counts.run : ++counts.skipped_ops;
   }
   const ExecutorStats stats = executor_stats();
   std::printf("executor: %lld kernel launches, %lld kernels built\n",
               static_cast<long long>(stats.launches), static_cast<long long>(stats.kernels_built));
-  std::printf("ops conformance: %d rows run on values (x2 dtypes x3 layouts), %d rows of ops ein "
+  std::printf("ops conformance: %d rows run on values (f32 in 3 layouts, f64), %d rows of ops ein "
               "does not compute here (parse_shape, parse_expression, einmix, median)\n",
               counts.run, counts.skipped_ops);
   EXPECT_GE(counts.run, 300);

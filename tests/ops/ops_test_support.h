@@ -100,7 +100,8 @@ inline Tensor with_layout(const Tensor& x, Layout layout) {
   if (layout == Layout::column_major && shape.size() >= 2) {
     Shape reversed(shape.rbegin(), shape.rend());
     std::vector<int64_t> order;
-    for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) order.push_back(d);
+    for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d)
+      order.push_back(d);
     Tensor out = empty(reversed, x.dtype()).permute(order);
     out.copy_(x);
     return out;

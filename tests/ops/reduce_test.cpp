@@ -37,15 +37,18 @@ struct ReductionKind {
 };
 
 const ReductionKind kReductions[] = {
-    {"sum", {}}, {"mean", {}}, {"max", {}}, {"min", {}},      {"prod", {}}, {"any", {}},
-    {"all", {}}, {"logsumexp", {}}, {"var", 0}, {"var", 1}, {"std", 0},  {"std", 1},
+    {"sum", {}}, {"mean", {}},      {"max", {}}, {"min", {}}, {"prod", {}}, {"any", {}},
+    {"all", {}}, {"logsumexp", {}}, {"var", 0},  {"var", 1},  {"std", 0},   {"std", 1},
 };
 
 const char* layout_name(Layout layout) {
   switch (layout) {
-    case Layout::contiguous: return "contiguous";
-    case Layout::strided: return "strided";
-    case Layout::column_major: return "column-major";
+    case Layout::contiguous:
+      return "contiguous";
+    case Layout::strided:
+      return "strided";
+    case Layout::column_major:
+      return "column-major";
   }
   return "?";
 }
@@ -72,7 +75,8 @@ const PatternCase kPatterns[] = {
     {"a b c d -> ", 4, "all"},
 };
 
-/// A random shape of `rank`: sizes 1..37 (one forced to 1 now and then), at most ~40k elements.
+/// A random shape of `rank`: sizes 1..37 (one forced to 1 now and then), at most 6000 elements (the
+/// reference interpreter's gathers dominate the run time).
 Shape random_shape(int rank, std::mt19937_64& rng) {
   std::uniform_int_distribution<int64_t> size(1, 37);
   for (;;) {
@@ -83,7 +87,7 @@ Shape random_shape(int rank, std::mt19937_64& rng) {
       n *= s.back();
     }
     if (rank > 1 && rng() % 4 == 0) s[rng() % static_cast<uint64_t>(rank)] = 1;
-    if (n <= 40000) return s;
+    if (n <= 6000) return s;
   }
 }
 
@@ -92,7 +96,8 @@ Shape random_shape(int rank, std::mt19937_64& rng) {
 std::vector<double> values_for(const std::string& reduction, int64_t n, uint64_t seed) {
   std::vector<double> v = normal_values(n, seed);
   if (reduction == "prod")
-    for (double& x : v) x = 1 + 0.01 * x;
+    for (double& x : v)
+      x = 1 + 0.01 * x;
   if (reduction == "any" || reduction == "all")
     for (double& x : v)
       if (std::abs(x) < 0.32) x = 0;
@@ -133,20 +138,24 @@ std::string describe(const std::string& pattern, const Tensor& x, const Reductio
                      shape_str(x.shape()), layout_name(layout));
 }
 
-// Every reduction x every pattern x every float dtype; the layout rotates with the pattern and
-// the dtype so each (dtype, layout) and each (pattern, layout) pair occurs while the number of
-// distinct kernels (one per op, dtype and stride pattern) stays small.
+// Every reduction x every pattern in f32 and f64, and x five patterns (leading, trailing,
+// middle, all, leading+trailing) in f16 and bf16; the layout rotates with the pattern and the
+// dtype so each (dtype, layout) and each (pattern, layout) pair occurs while the number of
+// distinct kernels (one per op, dtype, stride pattern and constant 1/n) stays small: each costs
+// ~50 ms to build on a cold JIT cache.
 TEST(Reduce, EveryReductionEveryAxisKindEveryFloatDtype) {
   std::mt19937_64 rng(7001);
   const DType dtypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16};
   uint64_t seed = 100;
   for (size_t t = 0; t < std::size(dtypes); ++t)
     for (size_t p = 0; p < std::size(kPatterns); ++p) {
+      const bool half = dtypes[t] == DType::f16 || dtypes[t] == DType::bf16;
+      if (half && p != 1 && p != 2 && p != 5 && p != 7 && p != 9) continue;
       const Layout layout = static_cast<Layout>((p + t) % 3);
       const Shape shape = random_shape(kPatterns[p].rank, rng);
       for (const ReductionKind& r : kReductions) {
-        const Tensor x = tensor_of(values_for(r.name, checked_numel(shape), ++seed), shape,
-                                   dtypes[t], layout);
+        const Tensor x =
+            tensor_of(values_for(r.name, checked_numel(shape), ++seed), shape, dtypes[t], layout);
         check_reduce(x, kPatterns[p].pattern, r, {},
                      describe(kPatterns[p].pattern, x, r, layout) + " [" + kPatterns[p].what + "]");
       }
@@ -188,7 +197,8 @@ TEST(Reduce, AnyAllOnBool) {
         const Shape shape = random_shape(2, rng);
         std::vector<double> v = normal_values(checked_numel(shape), ++seed);
         // any: mostly false (a true every ~6 elements); all: mostly true.
-        for (double& x : v) x = std::string(name) == "any" ? (x > 1.0) : (x > -2.0);
+        for (double& x : v)
+          x = std::string(name) == "any" ? (x > 1.0) : (x > -2.0);
         const Tensor x = tensor_of(v, shape, DType::boolean, layout);
         ASSERT_EQ(x.dtype(), DType::boolean);
         check_reduce(x, pattern, {name, {}}, {}, describe(pattern, x, {name, {}}, layout));
@@ -204,9 +214,9 @@ TEST(Reduce, LogsumexpWithInfiniteRows) {
       const Shape shape{6, 19};
       std::vector<double> v = normal_values(6 * 19, ++seed);
       for (int j = 0; j < 19; ++j) {
-        v[1 * 19 + j] = -kInf;                    // row 1: all -inf
-        if (j % 3 == 0) v[2 * 19 + j] = -kInf;    // row 2: some -inf
-        if (j == 5) v[4 * 19 + j] = kInf;         // row 4: one +inf
+        v[1 * 19 + j] = -kInf;                  // row 1: all -inf
+        if (j % 3 == 0) v[2 * 19 + j] = -kInf;  // row 2: some -inf
+        if (j == 5) v[4 * 19 + j] = kInf;       // row 4: one +inf
       }
       const Tensor x = tensor_of(v, shape, dtype, layout);
       const ReductionKind r{"logsumexp", {}};
@@ -227,8 +237,8 @@ TEST(Reduce, OverZeroElements) {
     const char* name;
     double value;
   };
-  const Want wants[] = {{"sum", 0},         {"prod", 1}, {"mean", nan}, {"any", 0},
-                        {"all", 1},         {"logsumexp", -kInf}, {"var", nan}, {"std", nan}};
+  const Want wants[] = {{"sum", 0}, {"prod", 1},          {"mean", nan}, {"any", 0},
+                        {"all", 1}, {"logsumexp", -kInf}, {"var", nan},  {"std", nan}};
   struct Empty {
     Shape shape;
     const char* pattern;
@@ -250,8 +260,8 @@ TEST(Reduce, OverZeroElements) {
         Tensor got;
         ASSERT_NO_THROW(got = reduce(x, e.pattern, w.name, {}, ddof)) << context;
         EXPECT_EQ(got.shape(), e.out) << context;
-        const auto want = reference::reduce(to_array(x), e.pattern, *parse_reduction(w.name), {},
-                                            ddof);
+        const auto want =
+            reference::reduce(to_array(x), e.pattern, *parse_reduction(w.name), {}, ddof);
         expect_close(got, want, {0, 0}, context);
         for (double g : got.to_vector<double>()) {
           if (std::isnan(w.value))
@@ -263,8 +273,7 @@ TEST(Reduce, OverZeroElements) {
       for (const char* name : {"max", "min"}) {
         try {
           (void)reduce(x, e.pattern, name);
-          ADD_FAILURE() << name << " over zero elements " << shape_str(e.shape)
-                        << " did not throw";
+          ADD_FAILURE() << name << " over zero elements " << shape_str(e.shape) << " did not throw";
         } catch (const UserError& err) {
           const std::string what = err.what();
           EXPECT_NE(what.find("pattern:1:"), std::string::npos) << what;
