@@ -214,8 +214,11 @@ Graph lower_pattern(const Recipe& r, const std::vector<TensorType>& inputs,
             order.push_back(it - kept.begin());
             out_shape.push_back(r.axes[id].size);
           }
+      // The result dtype rule of reduce_dims (tensor_kernels.h).
       const bool boolean = r.reduction == Reduction::any || r.reduction == Reduction::all;
-      const DType out = boolean ? DType::boolean : dtype;
+      const bool integral = dtype == DType::i64 || dtype == DType::i32 || dtype == DType::i8 ||
+                            dtype == DType::u8 || dtype == DType::boolean;
+      const DType out = boolean ? DType::boolean : integral ? DType::f32 : dtype;
       const int red = add_node(g, GraphOp::reduce, {v}, kept_shape, out,
                                ReduceAttr{r.reduction, ddof, reduced,
                                           std::vector<int>(order.begin(), order.end())});

@@ -159,9 +159,11 @@ Tensor reduce_dims(const Tensor& x_in, const std::vector<bool>& reduced, Reducti
                                    ".to(DType::f64) first",
                                    reduction_name(r), dtype_name(x.dtype())));
   const bool boolean_result = r == Reduction::any || r == Reduction::all;
-  const DType out_dtype = boolean_result ? DType::boolean
-                          : is_float(x_in.dtype()) ? x_in.dtype()
-                                                   : DType::f32;
+  // Results keep a float input's dtype (fp8 included, rounded once at the end); integer and
+  // bool inputs (any/all aside) give f32.
+  const DType out_dtype = boolean_result                                  ? DType::boolean
+                          : is_float(x_in.dtype()) || is_fp8(x_in.dtype()) ? x_in.dtype()
+                                                                          : DType::f32;
   const DType out_kernel_dtype = is_fp8(out_dtype) ? DType::f32 : out_dtype;
   const DType compute = compute_type({x.dtype()});
 

@@ -22,7 +22,8 @@ void copy_into(const Tensor& dst, const Tensor& src, const std::string& origin =
 
 /// Reduces the dims of `x` flagged in `reduced` with `r`; the result has the kept dims in
 /// order, laid out with `out_order` (a permutation of the kept dims: out dim i is kept dim
-/// out_order[i]; empty keeps the order). var/std need `ddof`.
+/// out_order[i]; empty keeps the order). var/std need `ddof`. The result keeps a float
+/// input's dtype (fp8 too); any/all give bool; a bool input's sum/prod/max/min give f32.
 Tensor reduce_dims(const Tensor& x, const std::vector<bool>& reduced, Reduction r,
                    std::optional<int64_t> ddof, const std::vector<int>& out_order = {},
                    const std::string& origin = "");

@@ -149,20 +149,21 @@ class DiagnosticCollector {
 };
 
 // Lowering to the LLVM dialect, in order (mlir-opt spelling; see add_lowering_passes):
-// convert-vector-to-scf, convert-scf-to-cf, expand-strided-metadata,
-// convert-vector-to-llvm{reassociate-fp-reductions}, convert-math-to-llvm, convert-math-to-libm,
+// convert-math-to-llvm, convert-math-to-libm, convert-vector-to-scf, convert-scf-to-cf,
+// expand-strided-metadata, convert-vector-to-llvm{reassociate-fp-reductions},
 // finalize-memref-to-llvm, convert-arith-to-llvm, convert-index-to-llvm, convert-ub-to-llvm,
 // convert-cf-to-llvm, convert-func-to-llvm, reconcile-unrealized-casts.
 void add_lowering_passes(mlir::PassManager& pm) {
+  // Math first: math-to-libm scalarizes vector ops LLVM has no intrinsic for (f64 tanh, erf)
+  // into vector.extract/insert + calls, which the vector lowering below must still see.
+  pm.addPass(mlir::createConvertMathToLLVMPass());
+  pm.addPass(mlir::createConvertMathToLibmPass());
   pm.addPass(mlir::createConvertVectorToSCFPass());
   pm.addPass(mlir::createConvertSCFToCFPass());
   pm.addPass(mlir::memref::createExpandStridedMetadataPass());
   mlir::ConvertVectorToLLVMPassOptions vector_options;
   vector_options.reassociateFPReductions = true;  // tree reductions: vector.reduction stays fast
   pm.addPass(mlir::createConvertVectorToLLVMPass(vector_options));
-  pm.addPass(mlir::createConvertMathToLLVMPass());
-  pm.addPass(
-      mlir::createConvertMathToLibmPass());  // what LLVM has no intrinsic for (f64 tanh, erf)
   pm.addPass(mlir::createFinalizeMemRefToLLVMConversionPass());
   pm.addPass(mlir::createArithToLLVMConversionPass());
   pm.addPass(mlir::createConvertIndexToLLVMPass());
