@@ -29,18 +29,6 @@ using reference::Array;
 
 constexpr int64_t kInputStride = int64_t{1} << 24;  // index-map code: input * this + element
 
-const char* layout_name(Layout layout) {
-  switch (layout) {
-    case Layout::contiguous:
-      return "contiguous";
-    case Layout::strided:
-      return "strided";
-    case Layout::column_major:
-      return "column-major";
-  }
-  return "?";
-}
-
 /// A tensor of random bit patterns (0/1 for bool) of `dtype` in `layout`.
 Tensor random_bits(const Shape& shape, DType dtype, uint64_t seed, Layout layout) {
   Tensor x = empty(shape, dtype);

@@ -123,18 +123,6 @@ std::vector<std::string> output_axes(const std::vector<In>& inputs) {
   return out;
 }
 
-const char* layout_name(Layout layout) {
-  switch (layout) {
-    case Layout::contiguous:
-      return "contiguous";
-    case Layout::strided:
-      return "strided";
-    case Layout::column_major:
-      return "column-major";
-  }
-  return "?";
-}
-
 /// Runs `c` once: each input gets the axis sizes in `sizes` (1 where `ones` marks it, to
 /// broadcast), values from its kind, dtype `dtype` and layout `layout`.
 void run_case(const MapCase& c, const std::map<std::string, int64_t>& sizes,

@@ -19,6 +19,16 @@ namespace ein::testing {
 /// How an input tensor is laid out in memory.
 enum class Layout { contiguous, strided, column_major };
 
+/// The layout's name, for failure messages.
+inline const char* layout_name(Layout layout) {
+  switch (layout) {
+    case Layout::contiguous: return "contiguous";
+    case Layout::strided: return "strided";
+    case Layout::column_major: return "column-major";
+  }
+  return "?";
+}
+
 /// A random normal tensor of `shape` and `dtype` laid out as `layout` (same values for a seed).
 inline Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed, Layout layout) {
   if (layout == Layout::strided && !shape.empty()) {

@@ -41,18 +41,6 @@ const ReductionKind kReductions[] = {
     {"all", {}}, {"logsumexp", {}}, {"var", 0},  {"var", 1},  {"std", 0},   {"std", 1},
 };
 
-const char* layout_name(Layout layout) {
-  switch (layout) {
-    case Layout::contiguous:
-      return "contiguous";
-    case Layout::strided:
-      return "strided";
-    case Layout::column_major:
-      return "column-major";
-  }
-  return "?";
-}
-
 /// One reduction pattern and the rank of its input (sizes are drawn per run).
 struct PatternCase {
   const char* pattern;
