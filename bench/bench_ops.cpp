@@ -21,14 +21,16 @@ void set_rates(benchmark::State& state, double bytes, double flops) {
 // x: (b s (h d)) = (8 1024 (8 128)), 32 MiB of f32; the merge of s with d forces a copy.
 void BM_RearrangeCopy(benchmark::State& state) {
   const Tensor x = randn({8, 1024, 1024}, DType::f32, cpu(), 1);
-  for (auto _ : state) benchmark::DoNotOptimize(rearrange(x, "b s (h d) -> b h (s d)", {{"h", 8}}));
+  for (auto _ : state)
+    benchmark::DoNotOptimize(rearrange(x, "b s (h d) -> b h (s d)", {{"h", 8}}));
   set_rates(state, 2.0 * static_cast<double>(x.nbytes()), 0);
 }
 BENCHMARK(BM_RearrangeCopy)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_Mean(benchmark::State& state) {
   const Tensor x = randn({8, 1024, 1024}, DType::f32, cpu(), 2);
-  for (auto _ : state) benchmark::DoNotOptimize(reduce(x, "b s d -> b s", "mean"));
+  for (auto _ : state)
+    benchmark::DoNotOptimize(reduce(x, "b s d -> b s", "mean"));
   set_rates(state, static_cast<double>(x.nbytes()), 0);
 }
 BENCHMARK(BM_Mean)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -49,7 +51,8 @@ BENCHMARK(BM_MapChain)->Unit(benchmark::kMillisecond)->UseRealTime();
 void BM_Gemm(benchmark::State& state) {
   const Tensor x = randn({8, 128, 1024}, DType::f32, cpu(), 7);
   const Tensor w = randn({1024, 1024}, DType::f32, cpu(), 8);
-  for (auto _ : state) benchmark::DoNotOptimize(einsum("b s d, d f -> b s f", x, w));
+  for (auto _ : state)
+    benchmark::DoNotOptimize(einsum("b s d, d f -> b s f", x, w));
   set_rates(state, 0, 2.0 * 8 * 128 * 1024 * 1024);
 }
 BENCHMARK(BM_Gemm)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -57,7 +60,8 @@ BENCHMARK(BM_Gemm)->Unit(benchmark::kMillisecond)->UseRealTime();
 void BM_AttentionScores(benchmark::State& state) {
   const Tensor q = randn({4, 8, 256, 64}, DType::f32, cpu(), 9);
   const Tensor k = randn({4, 8, 256, 64}, DType::f32, cpu(), 10);
-  for (auto _ : state) benchmark::DoNotOptimize(einsum("b h q d, b h k d -> b h q k", q, k));
+  for (auto _ : state)
+    benchmark::DoNotOptimize(einsum("b h q d, b h k d -> b h q k", q, k));
   set_rates(state, 0, 2.0 * 4 * 8 * 256 * 256 * 64);
 }
 BENCHMARK(BM_AttentionScores)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -65,13 +69,15 @@ BENCHMARK(BM_AttentionScores)->Unit(benchmark::kMillisecond)->UseRealTime();
 void BM_CompiledViewCall(benchmark::State& state) {
   const Tensor x = randn({2, 16, 64}, DType::f32, cpu(), 11);
   const Op split = compile("b s (h d) -> b h s d", {{"h", 8}});
-  for (auto _ : state) benchmark::DoNotOptimize(split(x));
+  for (auto _ : state)
+    benchmark::DoNotOptimize(split(x));
 }
 BENCHMARK(BM_CompiledViewCall);
 
 void BM_SmallMap(benchmark::State& state) {
   const Tensor x = randn({16}, DType::f32, cpu(), 12);
-  for (auto _ : state) benchmark::DoNotOptimize(map("x[i] -> x * 2 + 1", {x}));
+  for (auto _ : state)
+    benchmark::DoNotOptimize(map("x[i] -> x * 2 + 1", {x}));
 }
 BENCHMARK(BM_SmallMap);
 

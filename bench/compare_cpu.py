@@ -8,8 +8,9 @@ It measures and compares; it builds nothing (bench/compare_cpu.sh builds and ins
 
     /usr/bin/python3 bench/compare_cpu.py [--driver PATH] [--reps N] [--rounds N]
 
-With --rounds N > 1 every system runs N times, alternating, and each cell is the median of the
-N per-round medians, which damps a noisy neighbour that comes and goes.
+With --rounds N > 1 every system runs N times, alternating; each time is the median of the N
+per-round medians and each ratio the median of the N per-round ratios, which damps a noisy
+neighbour that comes and goes.
 """
 import argparse
 import json
@@ -45,24 +46,28 @@ def torch_cases(reps):
     x = torch.randn(b, s, h * d)
     src = torch.randn(b * s * h * d)
     dst = torch.empty_like(src)
-    res["memcpy"] = time_calls(lambda: src.clone(), reps)
-    res["memcpy_fresh"] = res["memcpy"]  # clone allocates its output, like ein's ops
-    res["memcpy_2t"] = time_calls(lambda: dst.copy_(src), reps)
+    res["memcpy"] = time_calls(lambda: dst.copy_(src), reps)
+    res["memcpy_fresh"] = time_calls(lambda: src.clone(), reps)  # allocates, like ein's ops
     res["rearrange_copy"] = time_calls(lambda: x.view(b, s, h, d).permute(0, 2, 1, 3).contiguous(), reps)
     into = torch.empty(b, h, s, d)
     xp = x.view(b, s, h, d).permute(0, 2, 1, 3)
     res["rearrange_copy_into"] = time_calls(lambda: into.copy_(xp), reps)
+    res["rearrange_copy_into_input_order"] = res["rearrange_copy_into"]
     res["rearrange_view_contiguous"] = res["rearrange_copy"]
     res["mean"] = time_calls(lambda: x.mean(-1), reps)
     del x, src, dst, into, xp
     x = torch.randn(16, 1024, 1024)
     m, w, c = torch.randn(16, 1024), torch.randn(1024), torch.randn(1024)
     res["map_chain"] = time_calls(lambda: (x - m[..., None]) ** 2 * w + c, reps)
-    del x
+    out = torch.empty_like(x)
+    res["map_chain_into"] = time_calls(
+        lambda: torch.add(torch.mul((x - m[..., None]) ** 2, w, out=out), c, out=out), reps)
+    del x, out
     xg, wg = torch.randn(8, 128, 1024), torch.randn(1024, 1024)
     res["gemm"] = time_calls(lambda: torch.matmul(xg, wg), reps)
     q, k = torch.randn(4, 8, 256, 64), torch.randn(4, 8, 256, 64)
     res["attn_scores"] = time_calls(lambda: torch.einsum("bhqd,bhkd->bhqk", q, k), reps)
+    res["attn_scores_batch_parallel"] = res["attn_scores"]
     xs = torch.randn(2, 16, 64)
     res["view_call"] = time_calls(lambda: xs.view(2, 16, 8, 8).permute(0, 2, 1, 3), reps, batch=20000)
     res["rearrange_view_call"] = res["view_call"]
@@ -87,6 +92,7 @@ def numpy_cases(reps):
     into = np.empty((b, h, s, d), np.float32)
     res["rearrange_copy_into"] = time_calls(
         lambda: np.copyto(into, x.reshape(b, s, h, d).transpose(0, 2, 1, 3)), reps)
+    res["rearrange_copy_into_input_order"] = res["rearrange_copy_into"]
     res["rearrange_view_contiguous"] = res["rearrange_copy"]
     res["mean"] = time_calls(lambda: x.mean(-1), reps)
     del x, src, dst, into
@@ -102,6 +108,7 @@ def numpy_cases(reps):
     q = rng.standard_normal((4, 8, 256, 64), dtype=np.float32)
     k = rng.standard_normal((4, 8, 256, 64), dtype=np.float32)
     res["attn_scores"] = time_calls(lambda: np.matmul(q, k.swapaxes(-1, -2)), reps)
+    res["attn_scores_batch_parallel"] = res["attn_scores"]
     xs = rng.standard_normal((2, 16, 64), dtype=np.float32)
     res["view_call"] = time_calls(lambda: xs.reshape(2, 16, 8, 8).transpose(0, 2, 1, 3), reps, batch=20000)
     res["rearrange_view_call"] = res["view_call"]
@@ -164,10 +171,14 @@ def main():
 
     ceiling = max(gbs("memcpy"), gbs("memcpy_2t"))
     fresh = gbs("memcpy_fresh")
-    speedup = lambda c: torch_t[c] / ein[c]  # noqa: E731  >1: ein is faster than torch
+    def speedup(c):
+        """torch time / ein time (>1: ein is faster): the median of the per-round ratios, so each
+        ratio pairs two measurements taken seconds apart, under the same background load."""
+        return statistics.median(rt[c] / re[c]["median_s"] for rt, re in zip(rounds["torch"], rounds["ein"]))
+
     checks = {
         "rearrange_copy": (
-            f"≥60% memcpy, ≥5× torch",
+            "≥60% memcpy, ≥5× torch",
             f"{gbs('rearrange_copy') / ceiling:.0%} of memcpy ({gbs('rearrange_copy') / fresh:.0%} of "
             f"memcpy into fresh memory), {speedup('rearrange_copy'):.2f}× torch",
             gbs("rearrange_copy") >= 0.6 * ceiling and speedup("rearrange_copy") >= 5),
@@ -175,6 +186,8 @@ def main():
             "(diagnostic)",
             f"{gbs('rearrange_copy_into') / ceiling:.0%} of memcpy, {speedup('rearrange_copy_into'):.2f}× torch copy_",
             None),
+        "map_chain_into": (
+            "(diagnostic)", f"{gbs('map_chain_into') / ceiling:.0%} of memcpy", None),
         "mean": ("≥1.0× torch", f"{speedup('mean'):.2f}× torch", speedup("mean") >= 1.0),
         "map_chain": (
             "≥60% memcpy",
@@ -198,7 +211,7 @@ def main():
     for case in info:
         tt, nt = torch_t.get(case), numpy_t.get(case)
         target, measured, ok = checks.get(case, ("", "", None))
-        ratio = f"{tt / ein[case]:.2f}" if tt else "—"
+        ratio = f"{speedup(case):.2f}" if tt else "—"
         met = "" if ok is None else ("yes" if ok else "**no**")
         print(f"| {case} | {fmt_time(ein[case])} | {rate(case, ein[case])} | {fmt_time(tt)} | {rate(case, tt)} "
               f"| {fmt_time(nt)} | {rate(case, nt)} | {ratio} | {target} | {measured} | {met} |")
@@ -206,8 +219,15 @@ def main():
     for case, r in info.items():
         note = f" — {r['note']}" if r["note"] else ""
         print(f"- {case}: {r['what']}{note}")
-    print("- torch: memcpy = clone() (allocates), memcpy_2t = copy_ into a preallocated tensor; "
-          "numpy: memcpy = copyto (preallocated), memcpy_fresh = copy()")
+    print("- references: memcpy = torch dst.copy_(src) / np.copyto (preallocated); memcpy_fresh = "
+          "torch clone() / ndarray.copy() (allocate); *_into = torch copy_/out= and np.copyto; "
+          "diagnostic rows reuse the reference column of the op they dissect")
+    spread = [c for c in ("rearrange_copy", "rearrange_copy_into", "mean", "map_chain", "gemm", "attn_scores")
+              if c in info]
+    if args.rounds > 1:
+        for c in spread:
+            per = ", ".join(f"{rt[c] / re[c]['median_s']:.2f}" for rt, re in zip(rounds["torch"], rounds["ein"]))
+            print(f"- per-round torch/ein, {c}: {per}")
     print(f"- memcpy ceiling used for the % targets: {ceiling:.1f} GB/s (best of ein driver's "
           f"memcpy and memcpy_2t); memcpy into fresh memory: {fresh:.1f} GB/s")
     if args.json:

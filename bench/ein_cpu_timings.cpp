@@ -1,19 +1,26 @@
 // Runs each CPU case of bench/compare_cpu.py a number of times after a warm-up and prints one
 // JSON line per case: its median and minimum wall time, the bytes it moves (read + written) and
 // the floating-point operations it does. It measures; it does not compare: compare_cpu.py runs
-// PyTorch and numpy on the same cases in the same run and prints the ratios.
+// PyTorch and numpy on the same cases in the same run and prints the ratios. Cases marked
+// "diagnostic" are not ein ops: they take one op apart (the kernel into a preallocated output,
+// another loop order, hand-written AVX2 loops, another GEMM threading) to show where time goes.
 //
-//   build-bench/bin/ein_cpu_timings [--reps N] [--warmup N] [--only CASE]
+//   build-bench/bin/ein_cpu_timings [--reps N] [--warmup N] [--only GROUP] | --dump-mlir
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
 #include <string>
-#include <thread>
 #include <vector>
+
+#include <sys/mman.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include <ein/ein.h>
 #include <fmt/format.h>
@@ -21,8 +28,13 @@
 #include "compiler/cpu_executor.h"
 #include "compiler/kernel_ir.h"
 #include "compiler/tensor_kernels.h"
+#include "runtime/blas/gemm.h"
 #include "runtime/jit/cpu_jit.h"
 #include "runtime/parallel.h"
+
+// OpenBLAS's thread control (cblas.h stays inside runtime/blas; these two are all we need).
+extern "C" int openblas_get_num_threads(void);
+extern "C" void openblas_set_num_threads(int);
 
 namespace ein {
 namespace {
@@ -51,17 +63,19 @@ void report(const std::string& name, const std::string& what, std::vector<double
   std::sort(seconds.begin(), seconds.end());
   const size_t n = seconds.size();
   const double median = n % 2 ? seconds[n / 2] : 0.5 * (seconds[n / 2 - 1] + seconds[n / 2]);
-  std::printf("%s\n", fmt::format(R"({{"case": "{}", "what": "{}", "median_s": {:.9g}, )"
-                                  R"("min_s": {:.9g}, "reps": {}, "bytes": {:.0f}, "flops": {:.0f}, )"
-                                  R"("note": "{}"}})",
-                                  name, what, median, seconds.front(), n, bytes, flops, note)
-                          .c_str());
+  std::printf("%s\n",
+              fmt::format(R"({{"case": "{}", "what": "{}", "median_s": {:.9g}, )"
+                          R"("min_s": {:.9g}, "reps": {}, "bytes": {:.0f}, "flops": {:.0f}, )"
+                          R"("note": "{}"}})",
+                          name, what, median, seconds.front(), n, bytes, flops, note)
+                  .c_str());
   std::fflush(stdout);
 }
 
 /// `reps` timings of `f` (each call once) after `warmup` untimed calls.
 std::vector<double> time_calls(const Options& o, const std::function<void()>& f) {
-  for (int i = 0; i < o.warmup; ++i) f();
+  for (int i = 0; i < o.warmup; ++i)
+    f();
   std::vector<double> out;
   for (int i = 0; i < o.reps; ++i) {
     const auto t0 = Clock::now();
@@ -73,30 +87,75 @@ std::vector<double> time_calls(const Options& o, const std::function<void()>& f)
 
 /// Like time_calls, but each repetition runs `batch` calls and records the time per call.
 std::vector<double> time_batched(const Options& o, int batch, const std::function<void()>& f) {
-  for (int i = 0; i < batch; ++i) f();
+  for (int i = 0; i < batch; ++i)
+    f();
   std::vector<double> out;
   for (int i = 0; i < o.reps; ++i) {
     const auto t0 = Clock::now();
-    for (int j = 0; j < batch; ++j) f();
+    for (int j = 0; j < batch; ++j)
+      f();
     out.push_back(seconds_since(t0) / batch);
   }
   return out;
 }
 
-constexpr int64_t kMiB = int64_t{1} << 20;
+// Hand-written AVX2 loops for the diagnostic rows: what the generated code could reach.
+#if defined(__x86_64__)
+/// `n` floats (a multiple of 8, 32-byte aligned) copied with AVX2 non-temporal stores.
+__attribute__((target("avx2"))) void copy_streaming(float* dst, const float* src, int64_t n) {
+  for (int64_t i = 0; i < n; i += 8)
+    _mm256_stream_ps(dst + i, _mm256_load_ps(src + i));
+  _mm_sfence();
+}
+
+/// Row means of a (rows, cols) f32 matrix (cols a multiple of 8·Acc) with `Acc` independent
+/// 8-lane accumulators: Acc = 2 is one 16-lane chain, like the generated reduction's single
+/// vector<16xf32>; Acc = 8 is four such chains.
+template <int Acc>
+__attribute__((target("avx2"))) void row_sums(const float* x, float* out, int64_t rows,
+                                              int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    __m256 acc[Acc];
+    for (__m256& a : acc)
+      a = _mm256_setzero_ps();
+    const float* row = x + r * cols;
+    for (int64_t i = 0; i < cols; i += 8 * Acc)
+      for (int j = 0; j < Acc; ++j)
+        acc[j] = _mm256_add_ps(acc[j], _mm256_load_ps(row + i + 8 * j));
+    for (int j = 1; j < Acc; ++j)
+      acc[0] = _mm256_add_ps(acc[0], acc[j]);
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, acc[0]);
+    float sum = 0;
+    for (float v : lanes)
+      sum += v;
+    out[r] = sum / static_cast<float>(cols);
+  }
+}
+
+/// The same loop with ordinary stores (each destination line is read before it is written).
+__attribute__((target("avx2"))) void copy_plain(float* dst, const float* src, int64_t n) {
+  for (int64_t i = 0; i < n; i += 8)
+    _mm256_store_ps(dst + i, _mm256_load_ps(src + i));
+  asm volatile("" : : "g"(dst) : "memory");
+}
+#endif
 
 void bandwidth_cases(const Options& o) {
   // 32 MiB of f32: (b s (h d)) = (8 1024 (8 128)).
   const int64_t b = 8, s = 1024, h = 8, d = 128, n = b * s * h * d;
   const double bytes = 2.0 * static_cast<double>(n) * 4;  // read + written
-  std::vector<float> src(n, 1.0f), dst(n, 0.0f);
+  // 64-byte aligned (the CPU backend's alignment), as the streaming stores need.
+  const Tensor src_t = full({n}, 1.0), dst_t = zeros({n});
+  float* const src = static_cast<float*>(src_t.data_ptr());
+  float* const dst = static_cast<float*>(dst_t.data_ptr());
   report("memcpy", "std::memcpy 32 MiB, one thread, preallocated destination",
-         time_calls(o, [&] { std::memcpy(dst.data(), src.data(), n * 4); }), bytes, 0);
+         time_calls(o, [&] { std::memcpy(dst, src, n * 4); }), bytes, 0);
   report("memcpy_2t", "std::memcpy 32 MiB split over 2 threads, preallocated destination",
          time_calls(o,
                     [&] {
                       parallel_for(0, n, n / 2, [&](int64_t lo, int64_t hi) {
-                        std::memcpy(dst.data() + lo, src.data() + lo, (hi - lo) * 4);
+                        std::memcpy(dst + lo, src + lo, (hi - lo) * 4);
                       });
                     }),
          bytes, 0);
@@ -104,28 +163,111 @@ void bandwidth_cases(const Options& o) {
          time_calls(o,
                     [&] {
                       Tensor out = empty({n});
-                      std::memcpy(out.data_ptr(), src.data(), n * 4);
+                      std::memcpy(out.data_ptr(), src, n * 4);
                       keep(out);
                     }),
          bytes, 0);
 
+  // What a 2 MiB-aligned allocation with MADV_HUGEPAGE (numpy does this for large arrays)
+  // would save: 16 page faults instead of 8192 where transparent huge pages are "madvise".
+  report("memcpy_fresh_thp", "std::memcpy 32 MiB into fresh 2 MiB-aligned MADV_HUGEPAGE memory",
+         time_calls(o,
+                    [&] {
+                      const size_t nbytes = static_cast<size_t>(n) * 4;
+                      void* p = std::aligned_alloc(size_t{2} << 20, nbytes);
+                      madvise(p, nbytes, MADV_HUGEPAGE);
+                      std::memcpy(p, src, nbytes);
+                      asm volatile("" : : "g"(p) : "memory");
+                      std::free(p);
+                    }),
+         bytes, 0, "a diagnostic for the allocator, not an ein op");
+#if defined(__x86_64__)
+  report("copy_stream_stores", "AVX2 copy loop of 32 MiB, non-temporal stores, 2 threads",
+         time_calls(o,
+                    [&] {
+                      parallel_for(0, n, n / 2, [&](int64_t lo, int64_t hi) {
+                        copy_streaming(dst + lo, src + lo, hi - lo);
+                      });
+                    }),
+         bytes, 0, "a diagnostic for the emitter's stores, not an ein op");
+  report("copy_plain_stores", "AVX2 copy loop of 32 MiB, ordinary stores, 2 threads",
+         time_calls(o,
+                    [&] {
+                      parallel_for(0, n, n / 2, [&](int64_t lo, int64_t hi) {
+                        copy_plain(dst + lo, src + lo, hi - lo);
+                      });
+                    }),
+         bytes, 0, "what the generated kernels do (vector.store)");
+#endif
   const Tensor x = randn({b, s, h * d}, DType::f32, cpu(), 1);
   report("rearrange_copy", "rearrange 'b s (h d) -> b h (s d)' h=8 on (8,1024,1024): JIT copy",
-         time_calls(o, [&] { keep(rearrange(x, "b s (h d) -> b h (s d)", {{"h", h}})); }), bytes,
-         0, "allocates its 32 MiB output each call, like torch");
+         time_calls(o,
+                    [&] {
+                      keep(rearrange(x, "b s (h d) -> b h (s d)", {{"h", h}}));
+                    }),
+         bytes, 0, "allocates its 32 MiB output each call, like torch");
   // The same copy kernel into a preallocated output: the kernel alone, without page faults.
   const Tensor permuted = x.view({b, s, h, d}).permute({0, 2, 1, 3});
   const Tensor into = empty({b, h, s, d});
   report("rearrange_copy_into", "the same JIT copy kernel into a preallocated output",
          time_calls(o, [&] { copy_into(into, permuted); }), bytes, 0);
+  // The same bytes moved with the loop nest in the input's order (b s h d): reads stream
+  // through whole 4 KiB rows, writes go to h streams of d floats (numpy's order).
+  const Tensor into_input_order = into.permute({0, 2, 1, 3});
+  const Tensor x4 = x.view({b, s, h, d});
+  report("rearrange_copy_into_input_order",
+         "the same copy into a preallocated output, loop nest in the input's order",
+         time_calls(o, [&] { copy_into(into_input_order, x4); }), bytes, 0,
+         "a diagnostic for the loop order, not what rearrange runs");
   report("rearrange_view_contiguous",
          "rearrange 'b s (h d) -> b h s d' (a view) then .contiguous(): runtime generic copy",
          time_calls(o,
-                    [&] { keep(rearrange(x, "b s (h d) -> b h s d", {{"h", h}}).contiguous()); }),
+                    [&] {
+                      keep(rearrange(x, "b s (h d) -> b h s d", {{"h", h}}).contiguous());
+                    }),
          bytes, 0);
   report("mean", "reduce 'b s d -> b s' mean on (8,1024,1024) f32",
          time_calls(o, [&] { keep(reduce(x, "b s d -> b s", "mean")); }),
          static_cast<double>(n) * 4 + static_cast<double>(b * s) * 4, 0);
+#if defined(__x86_64__)
+  // The mean by hand, 2 threads over rows: the generated kernel's single accumulator chain
+  // against four independent ones (what LLVM would do given reassociation).
+  const Tensor means = empty({b, s});
+  const auto hand_mean = [&](auto sums) {
+    return time_calls(o, [&] {
+      parallel_for(0, b * s, 256, [&](int64_t lo, int64_t hi) {
+        sums(static_cast<const float*>(x.data_ptr()) + lo * h * d,
+             static_cast<float*>(means.data_ptr()) + lo, hi - lo, h * d);
+      });
+    });
+  };
+  report("mean_by_hand_1chain", "AVX2 row means, one 16-lane accumulator (as generated)",
+         hand_mean(row_sums<2>), static_cast<double>(n) * 4, 0,
+         "a diagnostic for the reduction emitter, not an ein op");
+  report("mean_by_hand_4chains", "AVX2 row means, four 16-lane accumulators",
+         hand_mean(row_sums<8>), static_cast<double>(n) * 4, 0,
+         "a diagnostic for the reduction emitter, not an ein op");
+#endif
+}
+
+/// The fused chain of map_chain as Kernel IR by hand, plus a distinct constant so that each
+/// `salt` gives new MLIR text (a new JIT key): (x - m)**2 * w + c + salt.
+Kernel fused_kernel(int salt, int64_t b = 4, int64_t s = 8, int64_t d = 16) {
+  Kernel k;
+  k.name = "bench_fused";
+  k.origin = "bench: (x - m)**2 * w + c + salt";
+  k.domain = {b, s, d};
+  k.add_buffer(DType::f32, {s * d, d, 1});  // x: (b s d)
+  k.add_buffer(DType::f32, {s, 1, 0});      // m: (b s)
+  k.add_buffer(DType::f32, {0, 0, 1});      // w: (d)
+  k.add_buffer(DType::f32, {0, 0, 1});      // c: (d)
+  k.add_buffer(DType::f32, {s * d, d, 1}, true);
+  const int diff = k.apply(ScalarOp::sub, k.load(0), k.load(1));
+  const int scaled = k.apply(ScalarOp::mul, k.apply(ScalarOp::square, diff), k.load(2));
+  const int shifted = k.apply(ScalarOp::add, scaled, k.load(3));
+  k.body = k.apply(ScalarOp::add, shifted, k.constant(salt + 0.5));
+  k.result = k.body;
+  return k;
 }
 
 void map_case(const Options& o) {
@@ -137,12 +279,18 @@ void map_case(const Options& o) {
   const Tensor c = randn({d}, DType::f32, cpu(), 5);
   const double bytes = 4.0 * (2.0 * n + b * s + 2.0 * d);
   report("map_chain", "map 'x[b s d], m[b s], w[d], c[d] -> (x - m)**2 * w + c', x 64 MiB",
-         time_calls(o,
-                    [&] {
-                      keep(ein::map("x[b s d], m[b s], w[d], c[d] -> (x - m)**2 * w + c",
-                                    {x, m, w, c}));
-                    }),
+         time_calls(
+             o,
+             [&] {
+               keep(ein::map("x[b s d], m[b s], w[d], c[d] -> (x - m)**2 * w + c", {x, m, w, c}));
+             }),
          bytes, 4.0 * n, "allocates its 64 MiB output each call, like torch");
+  // The same loop (plus one add) run by the executor into a preallocated output.
+  const Tensor out = empty({b, s, d});
+  const Kernel k = fused_kernel(0, b, s, d);
+  const std::vector<Tensor> buffers = {x, m, w, c, out};
+  report("map_chain_into", "the same fused kernel (Kernel IR by hand) into a preallocated output",
+         time_calls(o, [&] { run_kernel(k, buffers); }), bytes, 5.0 * n);
 }
 
 void gemm_cases(const Options& o) {
@@ -161,6 +309,46 @@ void gemm_cases(const Options& o) {
     report("attn_scores", "einsum 'b h q d, b h k d -> b h q k' (4,8,256,64) f32",
            time_calls(o, [&] { keep(einsum("b h q d, b h k d -> b h q k", qt, kt)); }), 0,
            2.0 * b * h * q * k * d);
+    // The same 32 GEMMs with OpenBLAS held to one thread and TBB across the batch (what
+    // gemm_batched does below its 1 MFLOP threshold; these are 8.4 MFLOP each).
+    const GemmBatch one = {.dtype = DType::f32,
+                           .batch = 1,
+                           .m = q,
+                           .n = k,
+                           .k = d,
+                           .trans_a = false,
+                           .trans_b = true,
+                           .a = qt.data_ptr(),
+                           .lda = d,
+                           .stride_a = 0,
+                           .b = kt.data_ptr(),
+                           .ldb = d,
+                           .stride_b = 0,
+                           .c = nullptr,
+                           .ldc = k,
+                           .stride_c = 0,
+                           .alpha = 1,
+                           .beta = 0};
+    const int saved = openblas_get_num_threads();
+    openblas_set_num_threads(1);
+    report("attn_scores_batch_parallel",
+           "the same 32 GEMMs, one OpenBLAS thread each, TBB across the batch",
+           time_calls(o,
+                      [&] {
+                        const Tensor out = empty({b, h, q, k});
+                        parallel_for(0, b * h, 1, [&](int64_t lo, int64_t hi) {
+                          for (int64_t i = lo; i < hi; ++i) {
+                            GemmBatch g = one;
+                            g.a = static_cast<const float*>(qt.data_ptr()) + i * q * d;
+                            g.b = static_cast<const float*>(kt.data_ptr()) + i * k * d;
+                            g.c = static_cast<float*>(out.data_ptr()) + i * q * k;
+                            gemm_batched(g);
+                          }
+                        });
+                        keep(out);
+                      }),
+           0, 2.0 * b * h * q * k * d, "a diagnostic for gemm.cpp's threading, not an ein op");
+    openblas_set_num_threads(saved);
   }
 }
 
@@ -170,32 +358,14 @@ void overhead_cases(const Options& o) {
   report("view_call", "compiled op 'b s (h d) -> b h s d' h=8 returning a view (per call)",
          time_batched(o, 20000, [&] { keep(split(x)); }), 0, 0);
   report("rearrange_view_call", "ein::rearrange of the same view pattern, uncompiled (per call)",
-         time_batched(o, 20000, [&] { keep(rearrange(x, "b s (h d) -> b h s d", {{"h", 8}})); }),
+         time_batched(o, 20000,
+                      [&] {
+                        keep(rearrange(x, "b s (h d) -> b h s d", {{"h", 8}}));
+                      }),
          0, 0);
   const Tensor small = randn({16}, DType::f32, cpu(), 11);
   report("small_map", "map 'x[i] -> x * 2 + 1' over 16 f32 (per call, output allocated)",
          time_batched(o, 20000, [&] { keep(ein::map("x[i] -> x * 2 + 1", {small})); }), 0, 0);
-}
-
-/// The fused chain of map_chain as Kernel IR by hand, plus a distinct constant so that each
-/// `salt` gives new MLIR text (a new JIT key): (x - m)**2 * w + c + salt.
-Kernel fused_kernel(int salt) {
-  Kernel k;
-  k.name = "bench_fused";
-  k.origin = "bench: (x - m)**2 * w + c + salt";
-  const int64_t b = 4, s = 8, d = 16;
-  k.domain = {b, s, d};
-  k.add_buffer(DType::f32, {s * d, d, 1});  // x: (b s d)
-  k.add_buffer(DType::f32, {s, 1, 0});      // m: (b s)
-  k.add_buffer(DType::f32, {0, 0, 1});      // w: (d)
-  k.add_buffer(DType::f32, {0, 0, 1});      // c: (d)
-  k.add_buffer(DType::f32, {s * d, d, 1}, true);
-  const int diff = k.apply(ScalarOp::sub, k.load(0), k.load(1));
-  const int scaled = k.apply(ScalarOp::mul, k.apply(ScalarOp::square, diff), k.load(2));
-  const int shifted = k.apply(ScalarOp::add, scaled, k.load(3));
-  k.body = k.apply(ScalarOp::add, shifted, k.constant(salt + 0.5));
-  k.result = k.body;
-  return k;
 }
 
 void compile_cases(const Options& o) {
@@ -214,8 +384,8 @@ void compile_cases(const Options& o) {
     llvm_ms.push_back(jit.stats().last_compile_ms);
   }
   std::sort(llvm_ms.begin(), llvm_ms.end());
-  report("compile_fused", "CpuJit::get of a new fused kernel's MLIR (disk cache off)", compile_s,
-         0, 0, fmt::format("JIT's own last_compile_ms median {:.1f}", llvm_ms[llvm_ms.size() / 2]));
+  report("compile_fused", "CpuJit::get of a new fused kernel's MLIR (disk cache off)", compile_s, 0,
+         0, fmt::format("JIT's own last_compile_ms median {:.1f}", llvm_ms[llvm_ms.size() / 2]));
   // 2. The whole first call of a map expression never seen before: parse, lower, emit, compile,
   //    run (on 512 elements).
   const Tensor x = randn({4, 8, 16}, DType::f32, cpu(), 12);
@@ -229,8 +399,8 @@ void compile_cases(const Options& o) {
     keep(ein::map(expr, {x, m, w}));
     first_call.push_back(seconds_since(t0));
   }
-  report("compile_map_e2e", "first ein::map call of a new expression (disk cache off)",
-         first_call, 0, 0);
+  report("compile_map_e2e", "first ein::map call of a new expression (disk cache off)", first_call,
+         0, 0);
   // 3. A disk-cache hit: compile once (written to disk), forget the memory cache, get again.
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / fmt::format("ein_bench_cache_{}", stamp);
@@ -252,7 +422,42 @@ void compile_cases(const Options& o) {
   jit.set_disk_cache_dir(saved);
 }
 
+/// The copy kernel of rearrange_copy as Kernel IR: out (b h s d) <- x (b s (h d)).
+Kernel split_heads_copy() {
+  const int64_t b = 8, s = 1024, h = 8, d = 128;
+  Kernel k;
+  k.name = "bench_copy";
+  k.origin = "bench: b s (h d) -> b h (s d)";
+  k.domain = {b, h, s, d};
+  k.add_buffer(DType::f32, {s * h * d, d, h * d, 1});
+  k.add_buffer(DType::f32, {h * s * d, s * d, d, 1}, true);
+  k.body = k.load(0);
+  k.result = k.body;
+  return k;
+}
+
+/// The mean of the mean case as Kernel IR, as reduce_dims builds it: out (b s) <- x (b s d).
+Kernel mean_last_dim() {
+  const int64_t b = 8, s = 1024, d = 1024;
+  Kernel k;
+  k.name = "bench_mean";
+  k.origin = "bench: b s d -> b s (mean)";
+  k.domain = {b, s, d};
+  k.reduced = 1;
+  k.combine = Combine::sum;
+  k.add_buffer(DType::f32, {s * d, d, 1});
+  k.add_buffer(DType::f32, {s, 1, 0}, true);
+  k.body = k.load(0);
+  k.result = k.apply(ScalarOp::div, k.accumulator(), k.constant(static_cast<double>(d)));
+  return k;
+}
+
 int run(int argc, char** argv) {
+  if (argc == 2 && std::string(argv[1]) == "--dump-mlir") {  // for reading the generated code
+    std::printf("%s\n%s\n%s\n", kernel_mlir(split_heads_copy()).c_str(),
+                kernel_mlir(fused_kernel(0)).c_str(), kernel_mlir(mean_last_dim()).c_str());
+    return 0;
+  }
   Options o;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
@@ -271,8 +476,10 @@ int run(int argc, char** argv) {
       {"bandwidth", bandwidth_cases}, {"map", map_case},          {"gemm", gemm_cases},
       {"overhead", overhead_cases},   {"compile", compile_cases},
   };
-  std::fprintf(stderr, "ein_cpu_timings: %d threads, %d repetitions after %d warm-up\n",
-               num_threads(), o.reps, o.warmup);
+  std::fprintf(stderr,
+               "ein_cpu_timings: %d TBB threads, %d OpenBLAS threads, %d repetitions after %d "
+               "warm-up\n",
+               num_threads(), openblas_get_num_threads(), o.reps, o.warmup);
   for (const auto& [name, f] : groups)
     if (o.only.empty() || o.only == name) f(o);
   return 0;
@@ -281,4 +488,6 @@ int run(int argc, char** argv) {
 }  // namespace
 }  // namespace ein
 
-int main(int argc, char** argv) { return ein::run(argc, argv); }
+int main(int argc, char** argv) {
+  return ein::run(argc, argv);
+}
