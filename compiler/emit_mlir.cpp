@@ -373,14 +373,39 @@ class FunctionEmitter {
       line("}");
       return res;
     }
-    // Mode A: lanes over the innermost reduced dim, then a scalar tail.
+    // Mode A: lanes over the innermost reduced dim, four vector accumulators (four
+    // independent dependency chains hide the add latency), then one, then a scalar tail.
     const int vw = s_.vector_width;
     const std::string n = sizes_[dim];
     const std::string nv = mul_index(op(fmt::format("arith.divui {}, {} : index", n, index(vw))), index(vw));
+    const std::string nv4 =
+        mul_index(op(fmt::format("arith.divui {}, {} : index", n, index(4 * vw))), index(4 * vw));
     const std::string vty = vec_type(vw, compute_);
+    std::string quad = fresh(), qiv = fresh();
+    std::string qa[4] = {fresh(), fresh(), fresh(), fresh()};
+    const std::string init = literal(identity(), vw);
+    line(fmt::format("{}:4 = scf.for {} = {} to {} step {} iter_args({} = {}, {} = {}, {} = {}, {} = {}) -> "
+                     "({}, {}, {}, {}) {{",
+                     quad, qiv, index(0), nv4, index(4 * vw), qa[0], init, qa[1], init, qa[2], init,
+                     qa[3], init, vty, vty, vty, vty));
+    indent_ += 2;
+    {
+      std::string next[4];
+      for (int k = 0; k < 4; ++k) {
+        std::map<int, std::string> memo;
+        const std::string at = k == 0 ? qiv : add_index(qiv, index(k * vw));
+        next[k] = combine(qa[k], value(k_.body, advance(offsets, at, dim), vw, dim, memo, ""), vw);
+      }
+      line(fmt::format("scf.yield {}, {}, {}, {} : {}, {}, {}, {}", next[0], next[1], next[2],
+                       next[3], vty, vty, vty, vty));
+    }
+    indent_ -= 2;
+    line("}");
+    const std::string merged = combine(combine(quad + "#0", quad + "#1", vw),
+                                       combine(quad + "#2", quad + "#3", vw), vw);
     std::string iv = fresh(), a = fresh(), vres = fresh();
     line(fmt::format("{} = scf.for {} = {} to {} step {} iter_args({} = {}) -> ({}) {{", vres, iv,
-                     index(0), nv, index(vw), a, literal(identity(), vw), vty));
+                     nv4, nv, index(vw), a, merged, vty));
     indent_ += 2;
     {
       std::map<int, std::string> memo;
