@@ -1,10 +1,14 @@
 // The CPU device backend: 64-byte aligned host memory from the C allocator and memcpy; large
-// blocks are 2 MiB aligned and asked to be backed by transparent huge pages. It never throws on a failed allocation (it returns nullptr; Storage turns that into an
+// blocks are 2 MiB aligned, asked to be backed by transparent huge pages, and kept in a small
+// cache when freed, so a loop that allocates the same large outputs touches no new pages. It
+// never throws on a failed allocation (it returns nullptr; Storage turns that into an
 // OutOfMemoryError) and does no accounting (Storage does).
 #include <sys/mman.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include "runtime/device.h"
 
@@ -18,6 +22,41 @@ constexpr int64_t kAlignment = 64;
 // writing it (bench/ein_cpu_timings.cpp measures both).
 constexpr int64_t kHugePage = int64_t{2} << 20;
 constexpr int64_t kHugeThreshold = int64_t{4} << 20;
+// At most this many bytes of freed large blocks are kept for reuse (exact size matches only).
+constexpr int64_t kBlockCacheBytes = int64_t{512} << 20;
+
+/// Freed large blocks by rounded size. Memory accounting (Storage) counts only blocks in use.
+class BlockCache {
+ public:
+  void* take(size_t size) {
+    std::lock_guard lock(mutex_);
+    auto it = blocks_.find(size);
+    if (it == blocks_.end()) return nullptr;
+    void* p = it->second;
+    blocks_.erase(it);
+    cached_ -= static_cast<int64_t>(size);
+    return p;
+  }
+  bool keep(void* p, size_t size) {
+    std::lock_guard lock(mutex_);
+    if (cached_ + static_cast<int64_t>(size) > kBlockCacheBytes) return false;
+    blocks_.emplace(size, p);
+    cached_ += static_cast<int64_t>(size);
+    return true;
+  }
+  ~BlockCache() {
+    for (auto& [size, p] : blocks_) std::free(p);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::multimap<size_t, void*> blocks_;
+  int64_t cached_ = 0;
+};
+
+size_t rounded_size(int64_t nbytes, int64_t align) {
+  return static_cast<size_t>((nbytes + align - 1) / align * align);
+}
 
 class CpuBackend final : public DeviceBackend {
  public:
@@ -27,13 +66,19 @@ class CpuBackend final : public DeviceBackend {
     // aligned_alloc wants a multiple of the alignment; the rounding cannot overflow because
     // Storage rejects sizes near INT64_MAX before calling.
     const int64_t align = nbytes >= kHugeThreshold ? kHugePage : kAlignment;
-    const auto rounded = static_cast<size_t>((nbytes + align - 1) / align * align);
+    const size_t rounded = rounded_size(nbytes, align);
+    if (align == kHugePage)
+      if (void* p = cache_.take(rounded)) return p;
     void* p = std::aligned_alloc(static_cast<size_t>(align), rounded);
     if (p && align == kHugePage) madvise(p, rounded, MADV_HUGEPAGE);  // advice only: may fail
     return p;
   }
 
-  void free(Device, void* ptr, int64_t) override { std::free(ptr); }
+  void free(Device, void* ptr, int64_t nbytes) override {
+    if (ptr && nbytes >= kHugeThreshold && cache_.keep(ptr, rounded_size(nbytes, kHugePage)))
+      return;
+    std::free(ptr);
+  }
 
   void copy_from_host(Device, void* dst, const void* src, int64_t nbytes) override {
     if (nbytes > 0) std::memcpy(dst, src, static_cast<size_t>(nbytes));
@@ -44,6 +89,9 @@ class CpuBackend final : public DeviceBackend {
   void copy_on_device(Device, void* dst, const void* src, int64_t nbytes) override {
     if (nbytes > 0) std::memcpy(dst, src, static_cast<size_t>(nbytes));
   }
+
+ private:
+  BlockCache cache_;
 };
 
 }  // namespace
