@@ -14,24 +14,35 @@
 #include "compiler/execute.h"
 #include "compiler/lower_patterns.h"
 #include "compiler/pattern_cache.h"
+#include "dsl/diagnostic.h"
 #include "dsl/pattern_parser.h"
 
 namespace ein {
 namespace {
 
-void check_input(const Tensor& x, std::string_view op) {
-  if (!x.defined()) throw RuntimeError(fmt::format("{}: an input tensor is undefined", op));
-  if (x.device().kind != DeviceKind::cpu)
-    throw RuntimeError(fmt::format("{}: tensors on {} are not supported by this build; move the "
-                                   "input to the CPU with .to(ein::cpu())",
-                                   op, x.device().str()));
+/// A call-time mistake about input `i` (undefined, wrong device, mixed dtypes): a UserError
+/// whose caret underlines that input's side of the pattern, like a shape mistake's.
+[[noreturn]] void fail_at_input(std::string_view pattern, size_t i, std::string message) {
+  const Pattern p = parse_pattern(pattern);
+  const size_t side = std::min(i, p.inputs.size() - 1);  // list inputs share one side
+  throw UserError(std::move(message), p.source, p.inputs[side].range);
 }
 
-void check_same_dtype(const std::vector<Tensor>& xs, std::string_view op) {
-  for (const Tensor& x : xs)
-    if (x.dtype() != xs.front().dtype())
-      throw RuntimeError(fmt::format("{}: every input must have one dtype; got {} and {}", op,
-                                     dtype_name(xs.front().dtype()), dtype_name(x.dtype())));
+void check_inputs(const std::vector<Tensor>& xs, std::string_view op, std::string_view pattern) {
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (!xs[i].defined())
+      fail_at_input(pattern, i, fmt::format("{}: input {} is an undefined tensor", op, i));
+    if (xs[i].device().kind != DeviceKind::cpu)
+      fail_at_input(pattern, i,
+                    fmt::format("{}: input {} is on {}, and this build runs patterns on the CPU "
+                                "only; move it with .to(ein::cpu())",
+                                op, i, xs[i].device().str()));
+    if (xs[i].dtype() != xs.front().dtype())
+      fail_at_input(pattern, i,
+                    fmt::format("{}: input {} is {} but input 0 is {}; inputs must share one "
+                                "dtype (convert with .to(...))",
+                                op, i, dtype_name(xs[i].dtype()), dtype_name(xs.front().dtype())));
+  }
 }
 
 size_t star_position(std::string_view pattern) {
@@ -77,11 +88,8 @@ std::vector<Tensor> run(std::string_view pattern, ResolveRequest req, const std:
   static GraphCache cache;
   const std::string_view op = op_name(req.op);
   if (xs.empty()) throw RuntimeError(fmt::format("{}: no input tensors", op));
-  for (const Tensor& x : xs) {
-    check_input(x, op);
-    req.shapes.push_back(x.shape());
-  }
-  check_same_dtype(xs, op);
+  check_inputs(xs, op, pattern);
+  for (const Tensor& x : xs) req.shapes.push_back(x.shape());
   req.dtype = xs.front().dtype();
   auto recipe = resolve_cached(pattern, req);
   if (recipe_out) *recipe_out = recipe;

@@ -1,7 +1,8 @@
 // Call-time mistakes on the ops: each is an exception with a useful message, never an abort.
 // Pattern and map mistakes are ein::UserError rendered as a diagnostic: "pattern:1:COL: error:"
 // (or "map:1:COL:"), the source line, and a caret line under the offending text; mistakes about
-// tensors (dtype, device, undefined) are ein::RuntimeError naming the rule; an allocation that
+// tensors (dtype, device, undefined) are UserErrors too, underlining the input's side of the
+// pattern; other API misuse is ein::RuntimeError naming the rule; an allocation that
 // cannot be had is ein::OutOfMemoryError carrying the bytes requested.
 #include <gtest/gtest.h>
 
@@ -190,16 +191,21 @@ TEST(OpErrors, DtypeMistakesAreClear) {
         (void)reduce(f32({2, 3}), "a b -> a", "median");
       },
       {"unknown reduction 'median'", "logsumexp"}, "unknown reduction");
-  expect_runtime_error(
+  expect_user_error(
       [&] {
         (void)pack({f32({2, 3}), i}, "a *");
       },
-      {"one dtype", "f32", "i32"}, "pack with mixed dtypes");
-  expect_runtime_error(
+      "pattern:1:", {"one dtype", "f32", "i32"}, "pack with mixed dtypes");
+  expect_user_error(
       [&] {
         (void)rearrange({f32({2, 3}), i}, "n a b -> a n b");
       },
-      {"f32", "i32"}, "a list with mixed dtypes");
+      "pattern:1:", {"f32", "i32"}, "a list with mixed dtypes");
+  expect_user_error(
+      [&] {
+        (void)einsum("a b, b c -> a c", f32({2, 3}), f32({3, 4}).to(DType::f64));
+      },
+      "pattern:1:", {"input 1 is f64", "input 0 is f32"}, "einsum with mixed dtypes");
   // A list of different shapes cannot be stacked: sema says so, with a caret on the pattern.
   expect_user_error(
       [&] {
@@ -210,14 +216,16 @@ TEST(OpErrors, DtypeMistakesAreClear) {
 
 TEST(OpErrors, UndefinedTensorsAreRejected) {
   const Tensor undefined;
-  expect_runtime_error([&] { (void)rearrange(undefined, "a -> a"); }, {"undefined"}, "rearrange");
-  expect_runtime_error([&] { (void)reduce(undefined, "a -> ", "sum"); }, {"undefined"}, "reduce");
-  expect_runtime_error(
+  expect_user_error([&] { (void)rearrange(undefined, "a -> a"); }, "pattern:1:", {"undefined"},
+                    "rearrange");
+  expect_user_error([&] { (void)reduce(undefined, "a -> ", "sum"); }, "pattern:1:", {"undefined"},
+                    "reduce");
+  expect_user_error(
       [&] {
         (void)repeat(undefined, "a -> a r", {{"r", 2}});
       },
-      {"undefined"}, "repeat");
-  expect_runtime_error([&] { (void)pack({undefined}, "*"); }, {"undefined"}, "pack");
+      "pattern:1:", {"undefined"}, "repeat");
+  expect_user_error([&] { (void)pack({undefined}, "*"); }, "pattern:1:", {"undefined"}, "pack");
   EXPECT_ANY_THROW((void)einsum("a, a -> ", {undefined, undefined}));
   expect_user_error([&] { (void)map("x[a] -> x", {undefined}); }, "map:1:", {"defined CPU"},
                     "map of an undefined tensor");
