@@ -36,7 +36,7 @@ int main() {
   ein::Tensor e = ein::map("s[b h q k], m[b h q] -> exp(s - m)", {scores, row_max});
   ein::Tensor total = ein::reduce(e, "b h q k -> b h q", "sum");
   ein::Tensor p = ein::map("e[b h q k], t[b h q] -> e / t", {e, total});
-  show("softmax (reduce + map, fused)", p, scores);
+  show("softmax (2 reductions + 2 fused maps)", p, scores);
 
   ein::Tensor ones = ein::reduce(p, "b h q k -> b h q", "sum");
   double worst = 0;
