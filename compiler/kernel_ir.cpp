@@ -1,8 +1,6 @@
 // Kernel IR construction, canonicalisation (dim coalescing), verification and dumps.
 #include "compiler/kernel_ir.h"
 
-#include <xxhash.h>
-
 #include <array>
 #include <stdexcept>
 
@@ -180,11 +178,6 @@ std::string dump(const Kernel& k) {
   }
   out += fmt::format("  body %{} result %{}\n", k.body, k.result);
   return out;
-}
-
-uint64_t hash_kernel(const Kernel& k) {
-  const std::string text = dump(k);
-  return XXH3_64bits(text.data(), text.size());
 }
 
 }  // namespace ein

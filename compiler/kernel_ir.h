@@ -95,7 +95,4 @@ void verify(const Kernel& kernel);
 /// A canonical text form: the domain, buffers and DAG, one line each (for dumps and hashing).
 std::string dump(const Kernel& kernel);
 
-/// A 64-bit hash of dump(kernel): equal kernels hash equal.
-uint64_t hash_kernel(const Kernel& kernel);
-
 }  // namespace ein

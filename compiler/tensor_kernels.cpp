@@ -93,12 +93,6 @@ void copy_into(const Tensor& dst, const Tensor& src_in, const std::string& origi
   run_kernel(k, buffers);
 }
 
-Tensor materialize(const Tensor& x, const std::string& origin) {
-  Tensor out = empty(x.shape(), x.dtype(), x.device());
-  copy_into(out, x, origin);
-  return out;
-}
-
 Tensor run_map(Kernel k, const std::vector<Tensor>& inputs, DType out_dtype) {
   Tensor out = empty(k.domain, out_dtype, cpu());
   k.add_buffer(out_dtype, out.strides(), true);

@@ -14,9 +14,6 @@
 
 namespace ein {
 
-/// A contiguous copy of `x` (any strides, broadcast included) made by one copy kernel.
-Tensor materialize(const Tensor& x, const std::string& origin = "");
-
 /// Copies `src` into `dst` (same shape; any strides on both sides; dtypes may differ).
 void copy_into(const Tensor& dst, const Tensor& src, const std::string& origin = "");
 
