@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/estimate_command.h"
 #include "tools/shape_command.h"
 
 int main(int argc, char** argv) {
@@ -15,6 +16,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("ein 0.1.0"));
   int exit_code = 0;
   ein::cli::add_shape_command(app, exit_code);
+  ein::cli::add_estimate_command(app, exit_code);
   // CLI11 reads "-> a" as an unknown short option '>'; a pattern may start with "->" (a
   // scalar input), so such arguments are marked here and unmarked by the subcommands.
   std::vector<std::string> args(argv, argv + argc);
@@ -32,7 +34,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {  // usage errors: say so in the diagnostics' style
-    std::cerr << "error: " << e.what() << "\nRun 'ein --help' or 'ein shape --help' for usage.\n";
+    std::cerr << "error: " << e.what()
+              << "\nRun 'ein --help' or 'ein SUBCOMMAND --help' for usage.\n";
     return 2;
   } catch (
       const std::exception& e) {  // an internal failure: say so, never a raw library text alone
