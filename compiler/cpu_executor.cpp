@@ -13,6 +13,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -46,19 +47,19 @@ void put(std::string& out, const T& v) {
   out.append(reinterpret_cast<const char*>(&v), sizeof(T));
 }
 
-/// Everything that changes the generated code, as bytes: the ops, dtypes, rank and which
-/// strides are 0, 1 or other — not sizes or stride values, which the kernel reads at run time.
+/// Everything that changes the generated code, as bytes: the ops, dtypes, rank, which strides
+/// are 0, 1 or other, the stages and stores, the number of params — not sizes, stride values or
+/// param values, which the kernel reads at run time.
 void serialise(const Kernel& k, std::string& out) {
   out.clear();
   put(out, k.domain.size());
   put(out, k.reduced);
-  put(out, k.combine);
   put(out, k.compute);
-  put(out, k.body);
-  put(out, k.result);
+  put(out, k.params.size());  // the values are run-time arguments
   put(out, k.buffers.size());
   for (const KernelBuffer& b : k.buffers) {
     put(out, b.dtype);
+    put(out, b.output);
     for (int64_t s : b.strides) put(out, static_cast<int8_t>(s == 0 ? 0 : s == 1 ? 1 : 2));
   }
   put(out, k.nodes.size());
@@ -68,8 +69,24 @@ void serialise(const Kernel& k, std::string& out) {
     put(out, n.b);
     put(out, n.c);
     put(out, n.buffer);
+    put(out, n.stage);
+    put(out, n.dim);
+    put(out, n.param);
     put(out, n.value);
   }
+  put(out, k.stages.size());
+  for (const KernelStage& s : k.stages) {
+    put(out, s.combine);
+    put(out, s.value);
+  }
+  put(out, k.stores.size());
+  for (const KernelStore& s : k.stores) {
+    put(out, s.buffer);
+    put(out, s.value);
+  }
+  put(out, k.combine);  // the shorthand (empty after coalesce, kept for completeness)
+  put(out, k.body);
+  put(out, k.result);
 }
 
 std::shared_ptr<const Compiled> compile(const Kernel& kernel, std::string key, uint64_t hash) {
@@ -108,21 +125,31 @@ void run_kernel(const Kernel& kernel_in, std::span<const Tensor> buffers) {
   if (buffers.size() != kernel_in.buffers.size())
     throw std::logic_error(fmt::format("internal error: kernel {} takes {} buffers, got {}",
                                        kernel_in.name, kernel_in.buffers.size(), buffers.size()));
-  for (int64_t s : kernel_in.domain)
-    if (s == 0) return;  // nothing to do: zero-size output or an empty reduction handled above us
-  const Kernel kernel = coalesce(kernel_in);
+  // Nothing to do when a parallel dim is empty, or the row is empty and nothing is stored per
+  // row (a row store over an empty row still writes the stages' identities).
+  Kernel general = to_general_form(kernel_in);
+  for (int d = 0; d < general.parallel_dims(); ++d)
+    if (general.domain[d] == 0) return;
+  bool empty_row = false, row_stores = false;
+  for (int d = general.parallel_dims(); d < static_cast<int>(general.domain.size()); ++d)
+    empty_row = empty_row || general.domain[d] == 0;
+  for (const KernelStore& st : general.stores)
+    row_stores = row_stores || (general.reduced > 0 && general.row_buffer(st.buffer));
+  if (empty_row && !row_stores) return;
+  const Kernel kernel = coalesce(std::move(general));
   const auto compiled = lookup(kernel);
   const CpuSchedule s = schedule_cpu(kernel);
   std::vector<int64_t> params = kernel_parameters(kernel, s);
-  void* pointers[17];
+  void* pointers[18];
   std::vector<void*> many;
   void** ptrs = pointers;
-  if (buffers.size() >= 17) {
-    many.resize(buffers.size() + 1);
+  if (buffers.size() + 2 > 18) {
+    many.resize(buffers.size() + 2);
     ptrs = many.data();
   }
   for (size_t i = 0; i < buffers.size(); ++i) ptrs[i] = buffers[i].data_ptr();
   ptrs[buffers.size()] = params.data();
+  ptrs[buffers.size() + 1] = const_cast<double*>(kernel.params.data());
   const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, s.work_per_iteration));
   CpuKernelFn fn = compiled->fn;
   ++g_launches;

@@ -1,0 +1,273 @@
+// The loop structure of an emitted kernel (see emit_mlir.cpp for the schedules): the outer
+// parallel range split into chunks, and per point (or SIMD group of points) the stages, the
+// full stores over the row and the row stores. Every value a point stores is computed before
+// its first store, so an output may alias an input with the same strides.
+#include <limits>
+#include <stdexcept>
+
+#include "compiler/emit_mlir_function.h"
+
+namespace ein::detail {
+namespace {
+
+double identity(Combine c) {
+  switch (c) {
+    case Combine::prod:
+      return 1;
+    case Combine::max:
+      return -std::numeric_limits<double>::infinity();
+    case Combine::min:
+      return std::numeric_limits<double>::infinity();
+    default:
+      return 0;
+  }
+}
+
+std::string_view horizontal_kind(Combine c) {
+  switch (c) {
+    case Combine::prod:
+      return "mul";
+    case Combine::max:
+      return "maximumf";
+    case Combine::min:
+      return "minimumf";
+    default:
+      return "add";
+  }
+}
+
+}  // namespace
+
+std::string FunctionEmitter::combine(Combine c, const std::string& a, const std::string& b, int w) {
+  switch (c) {
+    case Combine::sum:
+      return binary("arith.addf", a, b, w);
+    case Combine::prod:
+      return binary("arith.mulf", a, b, w);
+    case Combine::max:
+      return binary("arith.maximumf", a, b, w);
+    case Combine::min:
+      return binary("arith.minimumf", a, b, w);
+    case Combine::none:
+      break;
+  }
+  throw std::logic_error("internal error: combine without a reduction");
+}
+
+FunctionEmitter::Point FunctionEmitter::advance(const Point& at, const std::string& iv, int dim) {
+  Point next = at;
+  next.ivs[dim] = iv;
+  for (size_t b = 0; b < k_.buffers.size(); ++b) {
+    const int64_t s = k_.buffers[b].strides[dim];
+    if (s == 1)
+      next.offsets[b] = add_index(at.offsets[b], iv);
+    else if (s != 0)
+      next.offsets[b] = add_index(at.offsets[b], mul_index(iv, strides_[b][dim]));
+  }
+  return next;
+}
+
+/// Stage `stage`'s value at this point, combined into `acc` (w lanes): one loop per reduced
+/// dim from `dim` inwards; mode A vectorizes the innermost one and reduces the lanes at its end.
+std::string FunctionEmitter::reduce_from(int stage, int dim, const Point& at, int w,
+                                         const std::string& acc) {
+  const int rank = static_cast<int>(k_.domain.size());
+  const KernelStage& st = k_.stages[stage];
+  if (dim == rank) {
+    Memo memo;
+    return combine(st.combine, acc, value(st.value, at, w, s_.vector_dim, memo), w);
+  }
+  if (dim == rank - 1 && s_.vector_dim == dim) return reduce_vectorized(stage, dim, at, acc);
+  const std::string ty = vec_type(w, compute_);
+  std::string iv = fresh(), a = fresh(), res = fresh();
+  line(fmt::format("{} = scf.for {} = {} to {} step {} iter_args({} = {}) -> ({}) {{", res, iv,
+                   index(0), sizes_[dim], index(1), a, acc, ty));
+  indent_ += 2;
+  std::string next = reduce_from(stage, dim + 1, advance(at, iv, dim), w, a);
+  line(fmt::format("scf.yield {} : {}", next, ty));
+  indent_ -= 2;
+  line("}");
+  return res;
+}
+
+/// Mode A: lanes over the innermost reduced dim, four vector accumulators (four independent
+/// dependency chains hide the add latency), then one, then a scalar tail; `acc` is scalar.
+std::string FunctionEmitter::reduce_vectorized(int stage, int dim, const Point& at,
+                                               const std::string& acc) {
+  const Combine c = k_.stages[stage].combine;
+  const int node = k_.stages[stage].value;
+  const int vw = s_.vector_width;
+  const std::string n = sizes_[dim];
+  const std::string nv =
+      mul_index(op(fmt::format("arith.divui {}, {} : index", n, index(vw))), index(vw));
+  const std::string nv4 =
+      mul_index(op(fmt::format("arith.divui {}, {} : index", n, index(4 * vw))), index(4 * vw));
+  const std::string vty = vec_type(vw, compute_);
+  std::string quad = fresh(), qiv = fresh();
+  std::string qa[4] = {fresh(), fresh(), fresh(), fresh()};
+  const std::string init = literal(identity(c), vw);
+  line(fmt::format(
+      "{}:4 = scf.for {} = {} to {} step {} iter_args({} = {}, {} = {}, {} = {}, {} = {}) -> "
+      "({}, {}, {}, {}) {{",
+      quad, qiv, index(0), nv4, index(4 * vw), qa[0], init, qa[1], init, qa[2], init, qa[3], init,
+      vty, vty, vty, vty));
+  indent_ += 2;
+  {
+    std::string next[4];
+    for (int j = 0; j < 4; ++j) {
+      Memo memo;
+      const std::string pos = j == 0 ? qiv : add_index(qiv, index(j * vw));
+      next[j] = combine(c, qa[j], value(node, advance(at, pos, dim), vw, dim, memo), vw);
+    }
+    line(fmt::format("scf.yield {}, {}, {}, {} : {}, {}, {}, {}", next[0], next[1], next[2],
+                     next[3], vty, vty, vty, vty));
+  }
+  indent_ -= 2;
+  line("}");
+  const std::string merged = combine(c, combine(c, quad + "#0", quad + "#1", vw),
+                                     combine(c, quad + "#2", quad + "#3", vw), vw);
+  std::string iv = fresh(), a = fresh(), vres = fresh();
+  line(fmt::format("{} = scf.for {} = {} to {} step {} iter_args({} = {}) -> ({}) {{", vres, iv,
+                   nv4, nv, index(vw), a, merged, vty));
+  indent_ += 2;
+  {
+    Memo memo;
+    std::string v = value(node, advance(at, iv, dim), vw, dim, memo);
+    line(fmt::format("scf.yield {} : {}", combine(c, a, v, vw), vty));
+  }
+  indent_ -= 2;
+  line("}");
+  std::string h = op(fmt::format("vector.reduction <{}>, {} : {} into {}", horizontal_kind(c), vres,
+                                 vty, compute_));
+  std::string start = combine(c, acc, h, 1);
+  std::string tiv = fresh(), ta = fresh(), tres = fresh();
+  line(fmt::format("{} = scf.for {} = {} to {} step {} iter_args({} = {}) -> ({}) {{", tres, tiv,
+                   nv, n, index(1), ta, start, compute_));
+  indent_ += 2;
+  {
+    Memo memo;
+    std::string v = value(node, advance(at, tiv, dim), 1, dim, memo);
+    line(fmt::format("scf.yield {} : {}", combine(c, ta, v, 1), compute_));
+  }
+  indent_ -= 2;
+  line("}");
+  return tres;
+}
+
+/// Computes every value stored at `at` (the row stores if `row`, else the full ones), then
+/// stores them all.
+void FunctionEmitter::store_values(bool row, const Point& at, int w, int vdim) {
+  Memo memo;
+  std::vector<std::pair<int, std::string>> values;
+  for (const KernelStore& st : k_.stores)
+    if ((k_.reduced > 0 && k_.row_buffer(st.buffer)) == row)
+      values.push_back({st.buffer, value(st.value, at, w, vdim, memo)});
+  for (const auto& [buffer, v] : values)
+    store(buffer, v, at.offsets[buffer], w);
+}
+
+/// The full stores: one loop per reduced dim from `dim` inwards; in mode A the innermost is
+/// vectorized with a scalar tail.
+void FunctionEmitter::full_stores_from(int dim, const Point& at, int w) {
+  const int rank = static_cast<int>(k_.domain.size());
+  if (dim == rank) {
+    store_values(false, at, w, s_.vector_dim);
+    return;
+  }
+  if (dim == rank - 1 && s_.vector_dim == dim) {
+    const int vw = s_.vector_width;
+    const std::string n = sizes_[dim];
+    const std::string nv =
+        mul_index(op(fmt::format("arith.divui {}, {} : index", n, index(vw))), index(vw));
+    for (int pass = 0; pass < 2; ++pass) {
+      std::string iv = fresh();
+      line(fmt::format("scf.for {} = {} to {} step {} {{", iv, pass == 0 ? index(0) : nv,
+                       pass == 0 ? nv : n, index(pass == 0 ? vw : 1)));
+      indent_ += 2;
+      store_values(false, advance(at, iv, dim), pass == 0 ? vw : 1, dim);
+      indent_ -= 2;
+      line("}");
+    }
+    return;
+  }
+  std::string iv = fresh();
+  line(fmt::format("scf.for {} = {} to {} step {} {{", iv, index(0), sizes_[dim], index(1)));
+  indent_ += 2;
+  full_stores_from(dim + 1, advance(at, iv, dim), w);
+  indent_ -= 2;
+  line("}");
+}
+
+/// One point, or `w` points along the last parallel dim: stages, full stores, row stores.
+void FunctionEmitter::point(const Point& at, int w) {
+  const int p = k_.parallel_dims();
+  if (k_.reduced == 0) {
+    store_values(false, at, w, std::max(s_.vector_dim, 0));
+    return;
+  }
+  const int lanes = s_.vector_dim == p - 1 ? w : 1;
+  accs_.clear();
+  acc_lanes_ = lanes;
+  for (size_t s = 0; s < k_.stages.size(); ++s)
+    accs_.push_back(reduce_from(static_cast<int>(s), p, at, lanes,
+                                literal(identity(k_.stages[s].combine), lanes)));
+  bool any_full = false;
+  for (const KernelStore& st : k_.stores)
+    any_full = any_full || !k_.row_buffer(st.buffer);
+  if (any_full) full_stores_from(p, at, lanes);
+  store_values(true, at, lanes, std::max(s_.vector_dim, 0));
+}
+
+void FunctionEmitter::emit_outer_loop() {
+  const int p = k_.parallel_dims();
+  Point zero{std::vector<std::string>(k_.buffers.size(), index(0)),
+             std::vector<std::string>(k_.domain.size())};
+  std::string it = fresh();
+  line(fmt::format("scf.for {} = %begin to %end step {} {{", it, index(1)));
+  indent_ += 2;
+  if (p == 0) {
+    point(zero, 1);
+  } else {
+    const int last = p - 1;
+    const std::string n = sizes_[last];
+    // it = ((i0 · n1 + i1) · … ) · chunks + chunk
+    std::string rest = it;
+    std::string chunk = op(fmt::format("arith.remui {}, {} : index", rest, chunks_));
+    rest = op(fmt::format("arith.divui {}, {} : index", rest, chunks_));
+    Point base = zero;
+    for (int d = last - 1; d >= 0; --d) {
+      std::string i =
+          d == 0 ? rest : op(fmt::format("arith.remui {}, {} : index", rest, sizes_[d]));
+      if (d > 0) rest = op(fmt::format("arith.divui {}, {} : index", rest, sizes_[d]));
+      base = advance(base, i, d);
+    }
+    std::string lo = mul_index(chunk, chunk_);
+    std::string hi = op(fmt::format("arith.minui {}, {} : index", add_index(lo, chunk_), n));
+    if (s_.vector_dim == last) {
+      const int w = s_.vector_width;
+      std::string len = op(fmt::format("arith.subi {}, {} : index", hi, lo));
+      std::string nv = add_index(
+          lo,
+          op(fmt::format("arith.muli {}, {} : index",
+                         op(fmt::format("arith.divui {}, {} : index", len, index(w))), index(w))));
+      inner_loop(lo, nv, w, base, last);
+      inner_loop(nv, hi, 1, base, last);
+    } else {
+      inner_loop(lo, hi, 1, base, last);
+    }
+  }
+  indent_ -= 2;
+  line("}");
+}
+
+void FunctionEmitter::inner_loop(const std::string& lo, const std::string& hi, int w,
+                                 const Point& base, int dim) {
+  std::string iv = fresh();
+  line(fmt::format("scf.for {} = {} to {} step {} {{", iv, lo, hi, index(w)));
+  indent_ += 2;
+  point(advance(base, iv, dim), w);
+  indent_ -= 2;
+  line("}");
+}
+
+}  // namespace ein::detail
