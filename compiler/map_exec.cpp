@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "compiler/execute.h"
+#include "compiler/tape.h"
 #include "compiler/lower_patterns.h"
 #include "compiler/tensor_kernels.h"
 #include "dsl/diagnostic.h"
@@ -148,6 +149,25 @@ std::shared_ptr<const MapProgram> program(std::string_view text) {
   return cache.emplace(std::string(text), p).first->second;
 }
 
+/// The graph of `p` for these input types, built once (the autograd tape caches backward
+/// graphs by graph, so one graph per program and types keeps that cache small).
+std::shared_ptr<const Graph> graph(const MapProgram& p, const std::vector<TensorType>& types,
+                                   const Shape& sizes, DType out) {
+  std::string key = fmt::format("{}|{}|{}", fmt::ptr(&p), fmt::join(sizes, ","), dtype_name(out));
+  for (const TensorType& t : types)
+    key += fmt::format("|{}:{}", dtype_name(t.dtype), fmt::join(t.shape, ","));
+  static std::shared_mutex mutex;
+  static std::unordered_map<std::string, std::shared_ptr<const Graph>> cache;
+  {
+    std::shared_lock lock(mutex);
+    if (auto it = cache.find(key); it != cache.end()) return it->second;
+  }
+  auto g = std::make_shared<const Graph>(
+      lower_map(p.body, p.axes, types, sizes, out, p.kernel.origin));
+  std::unique_lock lock(mutex);
+  return cache.emplace(std::move(key), std::move(g)).first->second;
+}
+
 }  // namespace
 
 Tensor map(std::string_view expression, const std::vector<Tensor>& given) {
@@ -199,8 +219,7 @@ Tensor map(std::string_view expression, const std::vector<Tensor>& given) {
     out = compute;
   std::vector<TensorType> types;
   for (const Tensor& x : inputs) types.push_back({x.shape(), x.dtype()});
-  const Graph g = lower_map(p->body, p->axes, types, sizes, out, std::string(expression));
-  return execute(g, inputs).front();
+  return run_recorded(graph(*p, types, sizes, out), inputs).front();
 }
 
 }  // namespace ein

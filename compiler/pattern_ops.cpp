@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "compiler/execute.h"
+#include "compiler/tape.h"
 #include "compiler/lower_patterns.h"
 #include "compiler/pattern_cache.h"
 #include "dsl/diagnostic.h"
@@ -93,7 +94,7 @@ std::vector<Tensor> run(std::string_view pattern, ResolveRequest req, const std:
   req.dtype = xs.front().dtype();
   auto recipe = resolve_cached(pattern, req);
   if (recipe_out) *recipe_out = recipe;
-  return execute(*cache.get(recipe, xs, req.ddof, pattern), xs);
+  return run_recorded(cache.get(recipe, xs, req.ddof, pattern), xs);
 }
 
 ResolveRequest request(PatternOp op, const Sizes& sizes = {}) {

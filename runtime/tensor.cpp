@@ -151,6 +151,7 @@ Tensor Tensor::contiguous() const {
 
 Tensor Tensor::clone() const {
   check_defined("clone");
+  check_no_grad("clone()");
   Tensor out = empty(sizes_, dtype_, device());
   out.copy_(*this);
   return out;
@@ -167,6 +168,7 @@ Tensor Tensor::contiguous_cpu(DType dtype) const {
 Tensor Tensor::to(Device target) const {
   check_defined("to");
   if (target == device()) return *this;
+  check_no_grad("to(device)");
   const Tensor src = contiguous();
   Tensor out = empty(sizes_, dtype_, target);
   const int64_t bytes = nbytes();
@@ -185,6 +187,7 @@ Tensor Tensor::to(Device target) const {
 Tensor Tensor::to(DType dtype) const {
   check_defined("to");
   if (dtype == dtype_) return *this;
+  check_no_grad("to(dtype)");
   Tensor out = empty(sizes_, dtype, device());
   out.copy_(*this);
   return out;
@@ -221,9 +224,10 @@ void Tensor::copy_(const Tensor& src) const {
   check_defined("copy_");
   if (!src.defined()) throw RuntimeError("copy_: the source tensor is undefined");
   check_writable_layout("copy_");
+  check_no_grad("copy_()");
   Tensor from;
   try {
-    from = src.expand(sizes_);
+    from = src.detach().expand(sizes_);
   } catch (const RuntimeError&) {
     throw RuntimeError("copy_: the source shape " + shape_str(src.shape()) +
                        " is not broadcastable to the destination shape " + shape_str(sizes_));
@@ -251,6 +255,7 @@ void Tensor::copy_(const Tensor& src) const {
 
 void Tensor::fill_(double value) const {
   check_defined("fill_");
+  check_no_grad("fill_()");
   check_writable_layout("fill_");
   if (device().kind != DeviceKind::cpu) {
     copy_(full(sizes_, value, dtype_, cpu()));

@@ -29,6 +29,8 @@
 
 namespace ein {
 
+struct AutogradMeta;  // runtime/autograd.h
+
 /// A strided view of Storage. Element (i0, ..., ik) lives at storage element
 /// offset + sum(i_d * stride_d); sizes, strides and offset are in elements, never bytes.
 /// Copying a Tensor copies the handle, not the data. A default-constructed Tensor is undefined.
@@ -111,6 +113,32 @@ class Tensor {
   /// A contiguous copy that shares nothing with this tensor.
   Tensor clone() const;
 
+  // ---- autograd (runtime/autograd.h) ----
+  /// Whether gradients flow to this tensor: a leaf marked with requires_grad_() or the result
+  /// of an op on such tensors (while grad mode is on).
+  bool requires_grad() const;
+  /// Marks a leaf (a tensor no recorded op produced) as needing gradients; floating dtypes
+  /// only. Handles copied earlier do not see the mark.
+  Tensor& requires_grad_(bool on = true);
+  /// Whether no recorded op produced it (tensors that need no gradient are leaves too).
+  bool is_leaf() const;
+  /// The gradient backward() accumulated (undefined before, or after zero_grad()).
+  Tensor grad() const;
+  /// Keeps the gradient of this non-leaf at the next backward() (leaves always keep theirs).
+  void retain_grad() const;
+  /// Computes the gradients of this tensor with respect to every leaf that requires grad and
+  /// accumulates them into their grad(). `gradient` is d(out)/d(this); an undefined one means
+  /// 1, allowed only for a tensor of one element (a loss).
+  void backward(const Tensor& gradient) const;
+  /// backward() of a one-element tensor (a loss): the seed gradient is 1.
+  void backward() const;
+  /// The same view without autograd history (shares storage; requires_grad() is false).
+  Tensor detach() const;
+  /// The autograd record (null for a tensor that never required grad).
+  const std::shared_ptr<AutogradMeta>& autograd() const { return autograd_; }
+  /// Attaches an autograd record (the compiler's tape does this for op results).
+  void set_autograd(std::shared_ptr<AutogradMeta> meta) { autograd_ = std::move(meta); }
+
   /// A copy on `device` (this tensor when already there).
   Tensor to(Device device) const;
   /// A copy converted to `dtype` (this tensor when already that dtype).
@@ -136,12 +164,16 @@ class Tensor {
   Tensor contiguous_cpu(DType dtype) const;
   /// Dimension d wrapped into [0, dim()); a RuntimeError naming `op` when out of range.
   int64_t wrap_dim(int64_t d, const char* op) const;
+  /// Throws when `op` (a view, copy or in-place write outside the compiled ops) would silently
+  /// drop the gradient of a tensor that requires grad while grad mode is on.
+  void check_no_grad(const char* op) const;
 
   std::shared_ptr<Storage> storage_;
   DType dtype_ = DType::f32;
   Shape sizes_;
   Shape strides_;
   int64_t offset_ = 0;
+  std::shared_ptr<AutogradMeta> autograd_;
 };
 
 /// Row-major contiguous strides (in elements) for `sizes`.

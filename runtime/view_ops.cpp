@@ -92,6 +92,7 @@ std::optional<Shape> view_strides(const Shape& sizes, const Shape& strides,
 
 Tensor Tensor::as_strided(Shape sizes, Shape strides, int64_t offset) const {
   check_defined("as_strided");
+  check_no_grad("a view method (slice, select, transpose, permute, view, reshape, expand, ...)");
   return Tensor(storage_, dtype_, std::move(sizes), std::move(strides), offset);
 }
 

@@ -42,5 +42,6 @@
 #include "dsl/pattern_printer.h"
 #include "dsl/shape_spec_parser.h"
 #include "dsl/shape_spec_printer.h"
+#include "runtime/autograd.h"
 #include "runtime/device.h"
 #include "runtime/tensor.h"

@@ -1,0 +1,119 @@
+// Recording compiled ops on the autograd tape. A recorded node keeps the forward graph, the
+// inputs (detached: the tape must not keep autograd records alive through them) and which
+// inputs need gradients; its apply() runs the cached backward graph on the inputs and the
+// output gradients.
+#include "compiler/tape.h"
+
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "compiler/autodiff.h"
+#include "compiler/execute.h"
+#include "compiler/lower_patterns.h"
+
+namespace ein {
+namespace {
+
+/// Backward graphs by (forward graph, needs-grad mask); entries hold the forward graph so its
+/// address is never reused while cached.
+std::shared_ptr<const Backward> backward_of(const std::shared_ptr<const Graph>& graph,
+                                            const std::vector<bool>& needs_grad) {
+  static std::mutex mutex;
+  static std::map<std::pair<const Graph*, std::vector<bool>>,
+                  std::pair<std::shared_ptr<const Graph>, std::shared_ptr<const Backward>>>
+      cache;
+  std::lock_guard lock(mutex);
+  auto key = std::make_pair(graph.get(), needs_grad);
+  if (auto it = cache.find(key); it != cache.end()) return it->second.second;
+  auto b = std::make_shared<const Backward>(differentiate(*graph, needs_grad));
+  cache.emplace(std::move(key), std::make_pair(graph, b));
+  return b;
+}
+
+class GraphGradNode final : public GradNode {
+ public:
+  GraphGradNode(std::shared_ptr<const Graph> graph, std::vector<Tensor> saved,
+                std::vector<bool> needs_grad)
+      : graph_(std::move(graph)), saved_(std::move(saved)), needs_grad_(std::move(needs_grad)) {}
+
+  std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) override {
+    const auto backward = backward_of(graph_, needs_grad_);
+    std::vector<Tensor> args = saved_;
+    for (size_t k = 0; k < graph_->outputs.size(); ++k) {
+      const GraphNode& out = graph_->nodes[graph_->outputs[k]];
+      const Tensor& g = k < grad_outputs.size() ? grad_outputs[k] : Tensor();
+      args.push_back(g.defined() ? g.detach() : zeros(out.shape, out.dtype));
+    }
+    const std::vector<Tensor> grads = execute(backward->graph, args);
+    std::vector<Tensor> per_input(saved_.size());
+    for (size_t i = 0; i < backward->wrt.size(); ++i)
+      per_input[backward->wrt[i]] = grads[i];
+    return per_input;
+  }
+
+  Tensor accumulate(const Tensor& a, const Tensor& b) const override { return add_tensors(a, b); }
+
+  std::string name() const override { return graph_->origin; }
+
+ private:
+  std::shared_ptr<const Graph> graph_;
+  std::vector<Tensor> saved_;
+  std::vector<bool> needs_grad_;
+};
+
+bool is_float(DType t) {
+  return t == DType::f64 || t == DType::f32 || t == DType::f16 || t == DType::bf16 ||
+         t == DType::f8e4m3 || t == DType::f8e5m2;
+}
+
+}  // namespace
+
+std::vector<Tensor> run_recorded(const std::shared_ptr<const Graph>& graph,
+                                 const std::vector<Tensor>& inputs) {
+  std::vector<Tensor> detached;
+  std::vector<bool> needs_grad;
+  bool any = false;
+  for (const Tensor& x : inputs) {
+    detached.push_back(x.detach());
+    needs_grad.push_back(x.requires_grad() && is_float(x.dtype()));
+    any = any || needs_grad.back();
+  }
+  std::vector<Tensor> outputs = execute(*graph, detached);
+  if (!any || !grad_enabled()) return outputs;
+  auto node = std::make_shared<GraphGradNode>(graph, detached, needs_grad);
+  for (const Tensor& x : inputs)
+    node->inputs.push_back(x.requires_grad() && is_float(x.dtype()) ? x.autograd() : nullptr);
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    if (!is_float(outputs[k].dtype())) {
+      node->outputs.emplace_back();
+      continue;
+    }
+    auto meta = std::make_shared<AutogradMeta>();
+    meta->requires_grad = true;
+    meta->grad_fn = node;
+    meta->output_nr = static_cast<int>(k);
+    node->outputs.push_back(meta);
+    outputs[k].set_autograd(std::move(meta));
+  }
+  return outputs;
+}
+
+Tensor add_tensors(const Tensor& a, const Tensor& b) {
+  static const auto body = [] {
+    auto k = std::make_shared<Kernel>();
+    k->name = "accumulate";
+    k->body = k->result = k->apply(ScalarOp::add, k->load(0), k->load(1));
+    return std::shared_ptr<const Kernel>(std::move(k));
+  }();
+  std::vector<int> axes(a.shape().size());
+  std::iota(axes.begin(), axes.end(), 0);
+  const Graph g = lower_map(body, {axes, axes}, {{a.shape(), a.dtype()}, {b.shape(), b.dtype()}},
+                            a.shape(), a.dtype(), "gradient accumulation");
+  return execute(g, {a.detach(), b.detach()}).front();
+}
+
+}  // namespace ein

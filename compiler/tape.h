@@ -1,0 +1,25 @@
+// The compiler's side of eager autograd: running a Graph on tensors and, when an input
+// requires grad (and grad mode is on), recording a GradNode whose backward runs the graph's
+// backward (compiler/autodiff.h). Backward graphs are built once per (graph, which inputs need
+// gradients) and cached, so a training loop differentiates each op once.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "compiler/graph.h"
+#include "runtime/autograd.h"
+#include "runtime/tensor.h"
+
+namespace ein {
+
+/// Executes `graph` on `inputs` (execute.h) and attaches autograd records to the outputs
+/// when any float input requires grad and grad_enabled(). The graph must outlive nothing:
+/// the record holds it.
+std::vector<Tensor> run_recorded(const std::shared_ptr<const Graph>& graph,
+                                 const std::vector<Tensor>& inputs);
+
+/// Gradients of tensors that the tape has not recorded yet are summed by this (a map kernel).
+Tensor add_tensors(const Tensor& a, const Tensor& b);
+
+}  // namespace ein
