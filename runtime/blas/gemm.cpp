@@ -15,6 +15,7 @@
 
 #include <ein/errors.h>
 
+#include "runtime/counters.h"
 #include "runtime/parallel.h"
 
 namespace ein {
@@ -131,6 +132,7 @@ void gemm_batched(const GemmBatch& g) {
     throw RuntimeError("gemm_batched: stride_c = 0 would make the " + std::to_string(g.batch) +
                        " results overwrite each other");
   }
+  detail::count_kernel_launch();  // one batched GEMM is one launch, as cuBLAS's strided batch
   if (g.dtype == DType::f32) {
     run<float>(g);
   } else {

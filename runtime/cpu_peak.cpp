@@ -1,0 +1,260 @@
+// cpu_info() from /proc/cpuinfo and sysfs, the computed peak, and the FMA micro-benchmark.
+// Steps of cpu_info():
+//   1. the CPUs this process may run on (sched_getaffinity), counted once per physical core
+//      (sysfs topology: package id + core id), so SMT siblings that share FMA pipes count once;
+//   2. the flags of the first processor in /proc/cpuinfo: avx512f, avx/avx2, fma;
+//   3. FMA pipes per core: 2, except AMD family 19h (Zen 3/4), whose 512-bit ops run on two
+//      256-bit pipes (1 per 512-bit op);
+//   4. the clock: sysfs cpuinfo_max_freq (the boost clock, as GPU datasheets quote), else
+//      /proc/cpuinfo's "cpu MHz" (in a VM: the host's nominal clock).
+#include "runtime/cpu_peak.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace ein {
+namespace {
+
+/// The first line of a small sysfs file, or "".
+std::string read_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+/// "key : value" lines of the first processor block in /proc/cpuinfo.
+std::vector<std::pair<std::string, std::string>> first_processor() {
+  std::ifstream in("/proc/cpuinfo");
+  std::vector<std::pair<std::string, std::string>> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) {
+      if (!out.empty()) break;
+      continue;
+    }
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string key = line.substr(0, colon);
+    while (!key.empty() && (key.back() == ' ' || key.back() == '\t'))
+      key.pop_back();
+    const size_t v = line.find_first_not_of(' ', colon + 1);
+    out.emplace_back(key, v == std::string::npos ? "" : line.substr(v));
+  }
+  return out;
+}
+
+int physical_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0)
+    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::set<std::pair<std::string, std::string>> cores;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (!CPU_ISSET(c, &set)) continue;
+    const std::string base = "/sys/devices/system/cpu/cpu" + std::to_string(c) + "/topology/";
+    const std::string package = read_line(base + "physical_package_id");
+    const std::string core = read_line(base + "core_id");
+    if (core.empty()) return static_cast<int>(CPU_COUNT(&set));  // no topology: count CPUs
+    cores.emplace(package, core);
+  }
+  return std::max(1, static_cast<int>(cores.size()));
+}
+
+CpuInfo detect() {
+  CpuInfo info;
+  std::string flags, vendor;
+  int family = 0;
+  double mhz = 0;
+  for (const auto& [key, value] : first_processor()) {
+    if (key == "model name") info.model = value;
+    if (key == "flags") flags = " " + value + " ";
+    if (key == "vendor_id") vendor = value;
+    if (key == "cpu family") family = std::atoi(value.c_str());
+    if (key == "cpu MHz") mhz = std::atof(value.c_str());
+  }
+  const auto has = [&](const char* f) {
+    return flags.find(std::string(" ") + f + " ") != flags.npos;
+  };
+  info.cores = physical_cores();
+  info.simd_bits = has("avx512f") ? 512 : has("avx") ? 256 : 128;
+  info.fma = has("fma") || has("avx512f");
+  // Zen 3 has no AVX-512; Zen 4 (also family 19h) runs a 512-bit FMA on both 256-bit pipes.
+  info.fma_units =
+      info.fma ? (vendor == "AuthenticAMD" && family == 0x19 && info.simd_bits == 512 ? 1 : 2) : 1;
+  const std::string max_khz = read_line("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq");
+  if (!max_khz.empty() && std::atof(max_khz.c_str()) > 0) {
+    info.clock_hz = std::atof(max_khz.c_str()) * 1e3;
+    info.clock_source = "sysfs cpufreq/cpuinfo_max_freq";
+  } else if (mhz > 0) {
+    info.clock_hz = mhz * 1e6;
+    info.clock_source = "/proc/cpuinfo cpu MHz";
+  } else {
+    info.clock_hz = 2e9;
+    info.clock_source = "unknown (2 GHz assumed)";
+  }
+  if (info.model.empty()) info.model = "unknown CPU";
+  return info;
+}
+
+int64_t memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  int64_t kb = 0;
+  while (in >> key >> kb) {
+    if (key == "MemTotal:") return kb * 1024;
+    in.ignore(1 << 10, '\n');
+  }
+  return 0;
+}
+
+#if defined(__x86_64__)
+// Twelve independent accumulators hide the FMA latency (4-5 cycles) on two pipes. Values are
+// set and summed through GCC's vector subscripts, not _mm*_set1/_reduce (whose "undefined"
+// upper halves trip -Wmaybe-uninitialized in GCC 12).
+constexpr int kChains = 12;
+
+template <class V, int Lanes>
+double sum_chains(const V* v) {
+  double sum = 0;
+  for (int k = 0; k < kChains; ++k)
+    for (int l = 0; l < Lanes; ++l)
+      sum += v[k][l];
+  return sum;
+}
+
+__attribute__((target("avx512f"))) double fma_avx512(int64_t iters, bool f64) {
+  if (f64) {
+    __m512d d[kChains];
+    const auto m = (__m512d{} + 0.999999), c = (__m512d{} + 1e-7);
+    for (int k = 0; k < kChains; ++k)
+      d[k] = (__m512d{} + static_cast<double>(k));
+    for (int64_t i = 0; i < iters; ++i)
+      for (int k = 0; k < kChains; ++k)
+        d[k] = _mm512_fmadd_pd(d[k], m, c);
+    return sum_chains<__m512d, 8>(d);
+  }
+  __m512 a[kChains];
+  const auto m = (__m512{} + 0.999999f), c = (__m512{} + 1e-7f);
+  for (int k = 0; k < kChains; ++k)
+    a[k] = (__m512{} + static_cast<float>(k));
+  for (int64_t i = 0; i < iters; ++i)
+    for (int k = 0; k < kChains; ++k)
+      a[k] = _mm512_fmadd_ps(a[k], m, c);
+  return sum_chains<__m512, 16>(a);
+}
+
+__attribute__((target("avx2,fma"))) double fma_avx2(int64_t iters, bool f64) {
+  if (f64) {
+    __m256d d[kChains];
+    const auto m = (__m256d{} + 0.999999), c = (__m256d{} + 1e-7);
+    for (int k = 0; k < kChains; ++k)
+      d[k] = (__m256d{} + static_cast<double>(k));
+    for (int64_t i = 0; i < iters; ++i)
+      for (int k = 0; k < kChains; ++k)
+        d[k] = _mm256_fmadd_pd(d[k], m, c);
+    return sum_chains<__m256d, 4>(d);
+  }
+  __m256 a[kChains];
+  const auto m = (__m256{} + 0.999999f), c = (__m256{} + 1e-7f);
+  for (int k = 0; k < kChains; ++k)
+    a[k] = (__m256{} + static_cast<float>(k));
+  for (int64_t i = 0; i < iters; ++i)
+    for (int k = 0; k < kChains; ++k)
+      a[k] = _mm256_fmadd_ps(a[k], m, c);
+  return sum_chains<__m256, 8>(a);
+}
+#endif
+
+/// Runs `iters` iterations of the FMA loop; returns FLOPs done (0 when no SIMD FMA is known).
+double fma_kernel(int64_t iters, bool f64, double* sink) {
+#if defined(__x86_64__)
+  const CpuInfo& info = cpu_info();
+  if (info.fma && info.simd_bits == 512) {
+    *sink += fma_avx512(iters, f64);
+    return 2.0 * kChains * (f64 ? 8 : 16) * static_cast<double>(iters);
+  }
+  if (info.fma && info.simd_bits == 256) {
+    *sink += fma_avx2(iters, f64);
+    return 2.0 * kChains * (f64 ? 4 : 8) * static_cast<double>(iters);
+  }
+#endif
+  (void)iters, (void)f64, (void)sink;
+  return 0;
+}
+
+}  // namespace
+
+double CpuInfo::flops_per_cycle(DType dtype) const {
+  const int lane_bits = dtype == DType::f64 ? 64 : 32;
+  return static_cast<double>(simd_bits / lane_bits) * fma_units * 2;
+}
+
+const CpuInfo& cpu_info() {
+  static const CpuInfo info = detect();
+  return info;
+}
+
+double cpu_peak(DType dtype) {
+  const CpuInfo& info = cpu_info();
+  return info.cores * info.flops_per_cycle(dtype) * info.clock_hz;
+}
+
+const HardwareProfile& this_cpu() {
+  static const std::string name =
+      "this CPU (" + cpu_info().model + ", " + std::to_string(cpu_info().cores) + " cores)";
+  static const HardwareProfile profile{
+      name,
+      "cpu",
+      {cpu_peak(DType::f64), cpu_peak(DType::f32), 0, cpu_peak(DType::bf16), cpu_peak(DType::f16),
+       0},
+      static_cast<double>(memory_bytes()),
+      0,
+      "computed: cores x SIMD lanes x FMA units x 2 x clock (runtime/cpu_peak.h)"};
+  return profile;
+}
+
+double measure_cpu_peak(DType dtype, double seconds, int threads) {
+  if (threads <= 0) threads = cpu_info().cores;
+  const bool f64 = dtype == DType::f64;
+  std::atomic<double> total{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      double sink = 0, flops = 0, elapsed = 0;
+      constexpr int64_t kIters = 1 << 16;  // ~0.2 ms per chunk: the clock is read rarely
+      fma_kernel(kIters, f64, &sink);      // warm up: let the core reach its AVX clock
+      using clock = std::chrono::steady_clock;
+      const auto start = clock::now();
+      while (elapsed < seconds) {
+        const double done = fma_kernel(kIters, f64, &sink);
+        if (done == 0) break;
+        flops += done;
+        elapsed = std::chrono::duration<double>(clock::now() - start).count();
+      }
+      // The sink keeps the loop from being optimised away; it is never that value.
+      const double rate = elapsed > 0 && sink != -1.0 ? flops / elapsed : 0;
+      double cur = total.load();
+      while (!total.compare_exchange_weak(cur, cur + rate)) {
+      }
+    });
+  }
+  for (auto& t : pool)
+    t.join();
+  return total.load();
+}
+
+}  // namespace ein
