@@ -6,21 +6,25 @@
 #include <ein/errors.h>
 #include <fmt/format.h>
 
+#include "compiler/run_fused.h"
 #include "compiler/tensor_kernels.h"
 #include "runtime/blas/contract.h"
 
 namespace ein {
 namespace {
 
-using Values = std::vector<Tensor>;
+using Tensors = std::vector<Tensor>;
+/// Per node, its results: one tensor, several for a multi-output fused node.
+using Values = std::vector<Tensors>;
 
-const Tensor& arg(const Values& v, const GraphNode& n, size_t i) { return v[n.inputs[i]]; }
+/// A node reading another reads its first result (`result` nodes pick the others).
+const Tensor& arg(const Values& v, const GraphNode& n, size_t i) { return v[n.inputs[i]].front(); }
 
-Tensor run_input(const GraphNode& n, const Values&, const Values& inputs) {
+Tensor run_input(const GraphNode& n, const Values&, const Tensors& inputs) {
   return inputs[std::get<InputAttr>(n.attr).index];
 }
 
-Tensor run_view(const GraphNode& n, const Values& v, const Values&) {
+Tensor run_view(const GraphNode& n, const Values& v, const Tensors&) {
   const Tensor& x = arg(v, n, 0);
   const auto& a = std::get<ViewAttr>(n.attr);
   Shape strides_el;  // stride of each elementary axis
@@ -42,7 +46,7 @@ Tensor run_view(const GraphNode& n, const Values& v, const Values&) {
   return x.as_strided(n.shape, strides, x.offset());
 }
 
-Tensor run_reshape(const GraphNode& n, const Values& v, const Values&) {
+Tensor run_reshape(const GraphNode& n, const Values& v, const Tensors&) {
   const Tensor& x = arg(v, n, 0);
   if (std::optional<Shape> s = view_strides(x.shape(), x.strides(), n.shape))
     return x.as_strided(n.shape, *s, x.offset());
@@ -51,21 +55,21 @@ Tensor run_reshape(const GraphNode& n, const Values& v, const Values&) {
   return out;
 }
 
-Tensor run_permute(const GraphNode& n, const Values& v, const Values&) {
+Tensor run_permute(const GraphNode& n, const Values& v, const Tensors&) {
   return arg(v, n, 0).permute(std::get<PermuteAttr>(n.attr).order);
 }
 
-Tensor run_reduce(const GraphNode& n, const Values& v, const Values&) {
+Tensor run_reduce(const GraphNode& n, const Values& v, const Tensors&) {
   const auto& a = std::get<ReduceAttr>(n.attr);
   return reduce_dims(arg(v, n, 0), a.reduced, a.reduction, a.ddof, a.out_order);
 }
 
-Tensor run_contract(const GraphNode& n, const Values& v, const Values&) {
+Tensor run_contract(const GraphNode& n, const Values& v, const Tensors&) {
   const auto& a = std::get<ContractAttr>(n.attr);
   return contract(arg(v, n, 0), a.a_axes, arg(v, n, 1), a.b_axes, a.out_axes);
 }
 
-Tensor run_map_node(const GraphNode& n, const Values& v, const Values&) {
+Tensor run_map_node(const GraphNode& n, const Values& v, const Tensors&) {
   const auto& a = std::get<MapAttr>(n.attr);
   Kernel k = *a.body;
   k.domain = n.shape;
@@ -85,7 +89,7 @@ Tensor run_map_node(const GraphNode& n, const Values& v, const Values&) {
   return run_map(std::move(k), ins, n.dtype);
 }
 
-Tensor run_concat(const GraphNode& n, const Values& v, const Values&) {
+Tensor run_concat(const GraphNode& n, const Values& v, const Tensors&) {
   const auto& a = std::get<ConcatAttr>(n.attr);
   Tensor out = empty(n.shape, n.dtype, cpu());
   int64_t at = 0;
@@ -100,23 +104,39 @@ Tensor run_concat(const GraphNode& n, const Values& v, const Values&) {
   return out;
 }
 
-Tensor run_slice(const GraphNode& n, const Values& v, const Values&) {
+Tensor run_slice(const GraphNode& n, const Values& v, const Tensors&) {
   const auto& a = std::get<SliceAttr>(n.attr);
   return arg(v, n, 0).slice(a.dim, a.start, a.stop);
 }
 
-Tensor run_cast(const GraphNode& n, const Values& v, const Values&) {
+Tensor run_cast(const GraphNode& n, const Values& v, const Tensors&) {
   return arg(v, n, 0).to(n.dtype);
 }
 
-using Rule = Tensor (*)(const GraphNode&, const Values&, const Values&);
+Tensors run_fused_node(const GraphNode& n, const Values& v, const Tensors&) {
+  Tensors ins;
+  for (size_t i = 0; i < n.inputs.size(); ++i) ins.push_back(arg(v, n, i));
+  return run_fused(std::get<FusedAttr>(n.attr), ins);
+}
+
+Tensors run_result(const GraphNode& n, const Values& v, const Tensors&) {
+  return {v[n.inputs[0]][std::get<ResultAttr>(n.attr).index]};
+}
+
+using Rule = Tensors (*)(const GraphNode&, const Values&, const Tensors&);
+/// A rule for an op with one result.
+template <Tensor (*F)(const GraphNode&, const Values&, const Tensors&)>
+Tensors one(const GraphNode& n, const Values& v, const Tensors& inputs) {
+  return {F(n, v, inputs)};
+}
 
 // One rule per op, in ops.def order.
-constexpr std::array<Rule, 10> kRules = {
-    run_input, run_view,     run_reshape, run_permute, run_reduce,
-    run_contract, run_map_node, run_concat, run_slice, run_cast,
+constexpr std::array<Rule, 12> kRules = {
+    one<run_input>,    one<run_view>,     one<run_reshape>, one<run_permute>,
+    one<run_reduce>,   one<run_contract>, one<run_map_node>, one<run_concat>,
+    one<run_slice>,    one<run_cast>,     run_fused_node,    run_result,
 };
-static_assert(static_cast<int>(GraphOp::cast) + 1 == kRules.size(), "a rule per op in ops.def");
+static_assert(static_cast<int>(GraphOp::result) + 1 == kRules.size(), "a rule per op in ops.def");
 
 }  // namespace
 
@@ -125,7 +145,7 @@ std::vector<Tensor> execute(const Graph& g, const std::vector<Tensor>& inputs) {
   for (size_t i = 0; i < g.nodes.size(); ++i)
     values[i] = kRules[static_cast<int>(g.nodes[i].op)](g.nodes[i], values, inputs);
   std::vector<Tensor> out;
-  for (int o : g.outputs) out.push_back(values[o]);
+  for (int o : g.outputs) out.push_back(values[o].front());
   return out;
 }
 

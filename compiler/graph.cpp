@@ -51,8 +51,46 @@ std::string attributes(const GraphNode& n) {
     std::string operator()(const SliceAttr& a) const {
       return fmt::format("[dim {} {}:{}]", a.dim, a.start, a.stop);
     }
+    std::string operator()(const FusedAttr& a) const {
+      std::vector<std::string> members;
+      for (int m : a.members) members.push_back(fmt::format("%{}", m));
+      return fmt::format("[{} holds {}; {} outputs]", a.kernel ? a.kernel->name : "?",
+                         fmt::join(members, " "), a.outputs.size());
+    }
+    std::string operator()(const ResultAttr& a) const { return fmt::format("[{}]", a.index); }
   };
   return std::visit(Visitor{}, n.attr);
+}
+
+/// A fused node: its kernel, reads and outputs agree with each other and with its inputs.
+template <class Fail>
+void verify_fused(const Graph& g, size_t i, const FusedAttr& f, Fail& fail) {
+  const GraphNode& n = g.nodes[i];
+  if (!f.kernel) return fail(i, "fused node without a kernel");
+  const Kernel& k = *f.kernel;
+  const size_t rank = k.domain.size();
+  size_t inputs = 0;
+  for (const KernelBuffer& b : k.buffers) inputs += b.output ? 0 : 1;
+  if (f.reads.size() != inputs || f.outputs.size() != k.buffers.size() - inputs)
+    return fail(i, "fused reads/outputs do not match the kernel's buffers");
+  for (const FusedRead& r : f.reads) {
+    if (r.input < 0 || r.input >= static_cast<int>(n.inputs.size()))
+      return fail(i, "a fused read names no input");
+    const size_t in_rank = g.nodes[n.inputs[r.input]].shape.size();
+    if (r.matrix.size() != in_rank || r.offset.size() != in_rank)
+      return fail(i, "a fused read's matrix does not match its input's rank");
+    for (const auto& row : r.matrix)
+      if (row.size() != rank) return fail(i, "a fused read's matrix does not match the domain");
+  }
+  for (const FusedOutput& o : f.outputs) {
+    if (o.dims.size() != o.shape.size()) return fail(i, "a fused output's dims and shape differ");
+    for (size_t j = 0; j < o.dims.size(); ++j)
+      if (o.dims[j] >= static_cast<int>(rank) ||
+          (o.dims[j] < 0 ? o.shape[j] != 1 : o.shape[j] != k.domain[o.dims[j]]))
+        return fail(i, "a fused output's dim does not walk the domain");
+  }
+  if (f.outputs.front().shape != n.shape || f.outputs.front().dtype != n.dtype)
+    fail(i, "a fused node's type must be its first output's");
 }
 
 }  // namespace
@@ -71,8 +109,9 @@ std::string dump(const Graph& g) {
     const GraphNode& n = g.nodes[i];
     std::vector<std::string> ins;
     for (int in : n.inputs) ins.push_back(fmt::format("%{}", in));
-    out += fmt::format("  %{} = {}{} {} : {}[{}]\n", i, graph_op_name(n.op), attributes(n),
-                       fmt::join(ins, ", "), dtype_name(n.dtype), fmt::join(n.shape, ", "));
+    out += fmt::format("  %{} = {}{} {} : {}[{}]{}\n", i, graph_op_name(n.op), attributes(n),
+                       fmt::join(ins, ", "), dtype_name(n.dtype), fmt::join(n.shape, ", "),
+                       n.note.empty() ? "" : "  // " + n.note);
   }
   std::vector<std::string> outs;
   for (int o : g.outputs) outs.push_back(fmt::format("%{}", o));
@@ -102,12 +141,23 @@ void verify(const Graph& g) {
         case GraphOp::map: return std::holds_alternative<MapAttr>(n.attr);
         case GraphOp::concat: return std::holds_alternative<ConcatAttr>(n.attr);
         case GraphOp::slice: return std::holds_alternative<SliceAttr>(n.attr);
+        case GraphOp::fused: return std::holds_alternative<FusedAttr>(n.attr);
+        case GraphOp::result: return std::holds_alternative<ResultAttr>(n.attr);
         case GraphOp::reshape:
         case GraphOp::cast: return std::holds_alternative<std::monostate>(n.attr);
       }
       return false;
     }();
     if (!attr_ok) fail(i, "wrong attributes for the op");
+    if (const auto* f = std::get_if<FusedAttr>(&n.attr)) verify_fused(g, i, *f, fail);
+    if (const auto* r = std::get_if<ResultAttr>(&n.attr)) {
+      const GraphNode& of = g.nodes[n.inputs[0]];
+      const auto* f = std::get_if<FusedAttr>(&of.attr);
+      if (!f || r->index < 0 || r->index >= static_cast<int>(f->outputs.size()))
+        fail(i, "result must name an output of a fused node");
+      else if (f->outputs[r->index].shape != n.shape || f->outputs[r->index].dtype != n.dtype)
+        fail(i, "result's type differs from the fused output's");
+    }
   }
   for (int o : g.outputs)
     if (o < 0 || o >= static_cast<int>(g.nodes.size())) fail(g.nodes.size(), "bad output");

@@ -78,6 +78,37 @@ struct SliceAttr {
   int64_t dim = 0, start = 0, stop = 0;
 };
 
+/// How a fused kernel reads one input buffer: the input's index is an affine function of the
+/// kernel's domain index, `index[t] = Σ_d matrix[t][d] · i_d + offset[t]` (so the buffer's
+/// stride along domain dim d is Σ_t stride_t · matrix[t][d], in elements). Views, permutes,
+/// slices, splits and broadcasts between the input and the kernel fold into this.
+struct FusedRead {
+  int input = 0;                             ///< which input of the fused node
+  std::vector<std::vector<int64_t>> matrix;  ///< [input dim][domain dim]
+  Shape offset;                              ///< per input dim
+};
+/// One result of a fused kernel: a fresh contiguous tensor; its dim j walks domain dim
+/// `dims[j]` (-1: a size-1 dim). Stored by the kernel's output buffer of the same position.
+struct FusedOutput {
+  Shape shape;
+  DType dtype = DType::f32;
+  std::vector<int> dims;
+};
+/// fused: one Kernel IR kernel holding several nodes of the unfused graph (compiler/fuse.h).
+/// The kernel's domain is fixed; its buffers' strides are filled per call from `reads` (its
+/// input buffers in order) and `outputs` (its output buffers in order). The node's shape and
+/// dtype are outputs[0]'s; `result` nodes give the others.
+struct FusedAttr {
+  std::shared_ptr<const Kernel> kernel;
+  std::vector<FusedRead> reads;
+  std::vector<FusedOutput> outputs;
+  std::vector<int> members;  ///< ids, in the unfused graph, of the nodes it holds
+};
+/// result: output `index` of the fused node that is its input.
+struct ResultAttr {
+  int index = 0;
+};
+
 /// One node. `shape`/`dtype` describe its result.
 struct GraphNode {
   GraphOp op = GraphOp::input;
@@ -85,8 +116,9 @@ struct GraphNode {
   Shape shape;
   DType dtype = DType::f32;
   std::variant<std::monostate, InputAttr, ViewAttr, ReduceAttr, PermuteAttr, ContractAttr, MapAttr,
-               ConcatAttr, SliceAttr>
+               ConcatAttr, SliceAttr, FusedAttr, ResultAttr>
       attr;
+  std::string note;  ///< set by fuse() on a node it left unfused: why (empty elsewhere)
 };
 
 /// A graph: nodes in topological order and the nodes it returns.

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/emit_command.h"
 #include "tools/estimate_command.h"
 #include "tools/shape_command.h"
 
@@ -17,6 +18,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   ein::cli::add_shape_command(app, exit_code);
   ein::cli::add_estimate_command(app, exit_code);
+  ein::cli::add_emit_command(app, exit_code);
   // CLI11 reads "-> a" as an unknown short option '>'; a pattern may start with "->" (a
   // scalar input), so such arguments are marked here and unmarked by the subcommands.
   std::vector<std::string> args(argv, argv + argc);

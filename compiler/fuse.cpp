@@ -1,0 +1,644 @@
+// The fusion pass (fuse.h). Algorithm:
+//   1. Liveness: nodes an output reads, directly or not; the rest are dropped.
+//   2. Grouping, one walk in topological order over live map and reduce nodes. A node joins the
+//      group of a producer it reads (merging the groups of several producers when their
+//      domains agree) when it can be placed in that group's domain: every in-group operand is
+//      read at the same domain point (so it inlines as a DAG node), a full value spans the
+//      whole domain, a row value its parallel dims, and a reduce reduces exactly the group's
+//      row (a pointwise group takes the reduce's dims as its row, moved last). Joins and
+//      merges that would make the kernels depend on each other in a cycle are refused.
+//      Otherwise the node starts its own group: a map's domain is its shape; a reduce's is its
+//      input's dims with the reduced ones moved last.
+//   3. Layout nodes fold into the reads of the kernels reading through them; they are kept as
+//      nodes only for unfused readers, outputs, and reshapes that merge dims (not affine).
+//   4. A member is stored when an output, an unfused node, a kept layout node or another
+//      kernel reads it; each group becomes one kernel (fuse_kernel.cpp).
+//   5. The new graph lists the groups and kept nodes in a topological order of the groups.
+#include "compiler/fuse.h"
+
+#include <algorithm>
+#include <functional>
+#include <iterator>
+#include <queue>
+
+#include <fmt/format.h>
+
+#include "compiler/fuse_internal.h"
+
+namespace ein {
+namespace {
+
+using detail::Group;
+using detail::Operand;
+
+bool is_fp8(DType t) {
+  return t == DType::f8e4m3 || t == DType::f8e5m2;
+}
+bool is_integer(DType t) {
+  return t == DType::i64 || t == DType::i32 || t == DType::i8 || t == DType::u8;
+}
+
+/// Where a candidate node goes in a group's domain.
+struct Placement {
+  std::vector<int> out, in;  ///< like Group::place / in_place
+  std::vector<int> row;      ///< a pointwise group becoming a row group: the new row dims
+};
+
+class Pass {
+ public:
+  explicit Pass(const Graph& g) : g_(g), n_(g.nodes.size()) {}
+
+  Graph run();
+
+ private:
+  // ---- step 1 and operand resolution ----------------------------------------------------
+  void find_live() {
+    live_.assign(n_, false);
+    for (int o : g_.outputs)
+      live_[o] = true;
+    for (size_t i = n_; i-- > 0;)
+      if (live_[i])
+        for (int in : g_.nodes[i].inputs)
+          live_[in] = true;
+  }
+
+  const std::vector<Operand>& operands(int n) {
+    if (operands_[n].size() != g_.nodes[n].inputs.size()) {
+      operands_[n].clear();
+      for (size_t i = 0; i < g_.nodes[n].inputs.size(); ++i)
+        operands_[n].push_back(detail::resolve_operand(g_, n, i));
+    }
+    return operands_[n];
+  }
+
+  /// Why node `n` cannot be a kernel member at all; empty when it can.
+  std::string unfusable(int n) {
+    const GraphNode& node = g_.nodes[n];
+    switch (node.op) {
+      case GraphOp::contract:
+        return "contract: a BLAS call (OpenBLAS GEMM); no fused epilogue, since OpenBLAS offers "
+               "only C = alpha*A*B + beta*C";
+      case GraphOp::concat:
+        return "concat: copies each input into its slot of one buffer";
+      case GraphOp::cast:
+        return "cast: the runtime's converter (round-to-nearest-even, fp8 included)";
+      case GraphOp::fused:
+      case GraphOp::result:
+        return "already fused";
+      case GraphOp::map:
+        if (is_fp8(node.dtype)) return "map to fp8: the runtime's converter writes fp8";
+        return "";
+      case GraphOp::reduce: {
+        const auto& a = std::get<ReduceAttr>(node.attr);
+        const DType in = g_.nodes[node.inputs[0]].dtype;
+        if (is_fp8(node.dtype)) return "reduce to fp8: the runtime's converter writes fp8";
+        if (a.reduction == Reduction::none) return "reduce without a reduction";
+        if (is_integer(in) && a.reduction != Reduction::any && a.reduction != Reduction::all)
+          return fmt::format("reduce[{}] over {}: kernels reduce float and bool values",
+                             reduction_name(a.reduction), dtype_name(in));
+        bool any = false;
+        const Shape& s = g_.nodes[node.inputs[0]].shape;
+        for (size_t d = 0; d < s.size(); ++d)
+          any = any || (a.reduced[d] && s[d] != 1);
+        if (!any) return "reduces only size-1 dims: a copy";
+        return "";
+      }
+      default:
+        return "";
+    }
+  }
+
+  // ---- step 2: placement -----------------------------------------------------------------
+  /// Places compute node `n` in `grp` (whose members' places are final), or says why not.
+  std::optional<Placement> place(const Group& grp, int n, std::string& why) {
+    const GraphNode& node = g_.nodes[n];
+    const bool reduce = node.op == GraphOp::reduce;
+    const Shape& space = reduce ? g_.nodes[node.inputs[0]].shape : node.shape;
+    std::vector<int> at(space.size(), -1);
+    auto fail = [&](std::string text) -> std::optional<Placement> {
+      why = std::move(text);
+      return std::nullopt;
+    };
+    // 1. In-group operands fix the dims they are read along.
+    for (const Operand& op : operands(n)) {
+      const int x = op.source;
+      const int m = member_index(grp, x);
+      if (m < 0) continue;
+      const Shape& xs = g_.nodes[x].shape;
+      for (size_t t = 0; t < xs.size(); ++t) {
+        if (xs[t] == 1) continue;
+        int j = -1, nonzero = 0;
+        for (size_t c = 0; c < op.access.cols; ++c)
+          if (op.access.m[t][c] != 0) {
+            ++nonzero;
+            j = static_cast<int>(c);
+          }
+        if (nonzero != 1 || op.access.m[t][j] != 1 || op.access.o[t] != 0)
+          return fail(fmt::format("reads %{} through a layout that is not a relabelling", x));
+        if (at[j] >= 0 && at[j] != grp.place[m][t])
+          return fail(fmt::format("reads %{} at two different points", x));
+        at[j] = grp.place[m][t];
+      }
+    }
+    // 2. The remaining dims take the domain dims nothing covers yet, in order.
+    std::vector<bool> covered(grp.domain.size(), false);
+    for (int d : at)
+      if (d >= 0) {
+        if (covered[d]) return fail("walks one domain dim twice");
+        covered[d] = true;
+      }
+    std::vector<int> open, rest;
+    for (size_t d = 0; d < grp.domain.size(); ++d)
+      if (!covered[d] && grp.domain[d] != 1) open.push_back(static_cast<int>(d));
+    for (size_t j = 0; j < space.size(); ++j)
+      if (at[j] < 0 && space[j] != 1) rest.push_back(static_cast<int>(j));
+    if (!rest.empty()) {
+      if (rest.size() != open.size())
+        return fail(fmt::format("its shape ({}) does not match the kernel's domain ({})",
+                                fmt::join(space, ", "), fmt::join(grp.domain, ", ")));
+      for (size_t k = 0; k < rest.size(); ++k)
+        at[rest[k]] = open[k];
+    }
+    for (size_t j = 0; j < space.size(); ++j)
+      if (at[j] >= 0 && grp.domain[at[j]] != space[j])
+        return fail(fmt::format("its dim {} has size {} where the kernel's has {}", j, space[j],
+                                grp.domain[at[j]]));
+    // 3. Check every in-group read lands on the member's own point.
+    if (std::string bad = check_reads(grp, n, at); !bad.empty()) return fail(bad);
+    // 4. Classify: a full value covers the domain, a row value exactly its parallel dims.
+    const int p = static_cast<int>(grp.domain.size()) - grp.reduced;
+    bool covers_p = true, covers_r = true, touches_r = false;
+    std::vector<bool> hit(grp.domain.size(), false);
+    for (int d : at)
+      if (d >= 0) hit[d] = true;
+    for (size_t d = 0; d < grp.domain.size(); ++d) {
+      if (grp.domain[d] == 1) continue;
+      const bool in_row = static_cast<int>(d) >= p;
+      if (in_row) {
+        covers_r = covers_r && hit[d];
+        touches_r = touches_r || hit[d];
+      } else {
+        covers_p = covers_p && hit[d];
+      }
+    }
+    Placement pl;
+    if (!reduce) {
+      if (!covers_p || (touches_r && !covers_r))
+        return fail("covers only part of the kernel's domain (a broadcast value)");
+      // A row value may read only row values: in-group full reads fail step 3 already.
+      pl.out = at;
+      return pl;
+    }
+    if (covers_p && !covers_r)
+      return fail(
+          "reduces a row value over the kernel's parallel dims (a row kernel reduces "
+          "only along its row)");
+    if (!covers_p || !covers_r) return fail("its input covers only part of the kernel's domain");
+    const auto& a = std::get<ReduceAttr>(node.attr);
+    std::vector<int> row;
+    for (size_t d = 0; d < space.size(); ++d) {
+      if (a.reduced[d] && at[d] >= 0) row.push_back(at[d]);
+      if (!a.reduced[d]) pl.out.push_back(at[d]);
+    }
+    std::sort(row.begin(), row.end());
+    std::vector<int> group_row;
+    for (int d = p; d < static_cast<int>(grp.domain.size()); ++d)
+      if (grp.domain[d] != 1) group_row.push_back(d);
+    if (grp.reduced > 0 && row != group_row)
+      return fail(fmt::format("reduces domain dims {{{}}}, the kernel's row is {{{}}}",
+                              fmt::join(row, ","), fmt::join(group_row, ",")));
+    if (grp.reduced == 0) pl.row = row;
+    pl.in = at;
+    return pl;
+  }
+
+  /// Empty when every operand of `n` (placed at `at`) that `grp` computes is read at the
+  /// point the member is computed at (so it inlines); else why not.
+  std::string check_reads(const Group& grp, int n, const std::vector<int>& at) {
+    for (const Operand& op : operands(n)) {
+      const int m = member_index(grp, op.source);
+      if (m < 0) continue;
+      const Shape& xs = g_.nodes[op.source].shape;
+      for (size_t t = 0; t < xs.size(); ++t) {
+        if (xs[t] == 1) continue;
+        std::vector<int64_t> coef(grp.domain.size(), 0);
+        for (size_t j = 0; j < at.size(); ++j)
+          if (at[j] >= 0) coef[at[j]] += op.access.m[t][j];
+        std::vector<int64_t> want(grp.domain.size(), 0);
+        if (grp.place[m][t] >= 0) want[grp.place[m][t]] = 1;
+        if (coef != want || op.access.o[t] != 0)
+          return fmt::format("reads %{} at another point of the domain", op.source);
+      }
+    }
+    return "";
+  }
+
+  /// Whether every member of `grp` reads the others inline (after a merge).
+  bool consistent(const Group& grp) {
+    for (size_t k = 0; k < grp.members.size(); ++k) {
+      const int n = grp.members[k];
+      const bool reduce = g_.nodes[n].op == GraphOp::reduce;
+      if (!check_reads(grp, n, reduce ? grp.in_place[k] : grp.place[k]).empty()) return false;
+    }
+    return true;
+  }
+
+  static int member_index(const Group& grp, int node) {
+    auto it = std::find(grp.members.begin(), grp.members.end(), node);
+    return it == grp.members.end() ? -1 : static_cast<int>(it - grp.members.begin());
+  }
+
+  /// `grp` with `row` (domain dims) moved last and made its row.
+  static void make_row(Group& grp, const std::vector<int>& row) {
+    std::vector<int> order;
+    for (int d = 0; d < static_cast<int>(grp.domain.size()); ++d)
+      if (std::find(row.begin(), row.end(), d) == row.end()) order.push_back(d);
+    order.insert(order.end(), row.begin(), row.end());
+    std::vector<int> where(order.size());
+    Shape domain;
+    for (size_t k = 0; k < order.size(); ++k) {
+      where[order[k]] = static_cast<int>(k);
+      domain.push_back(grp.domain[order[k]]);
+    }
+    auto remap = [&](std::vector<int>& dims) {
+      for (int& d : dims)
+        if (d >= 0) d = where[d];
+    };
+    for (auto& pl : grp.place)
+      remap(pl);
+    for (auto& pl : grp.in_place)
+      remap(pl);
+    grp.domain = std::move(domain);
+    grp.reduced = static_cast<int>(row.size());
+  }
+
+  void add_member(Group& grp, int n, const Placement& pl) {
+    if (!pl.row.empty()) {
+      Placement moved = pl;
+      make_row(grp, pl.row);
+      // Re-place with the new order: the reduce's own dims move like the rest.
+      std::string why;
+      auto again = place(grp, n, why);
+      grp.members.push_back(n);
+      grp.place.push_back(again->out);
+      grp.in_place.push_back(again->in);
+    } else {
+      grp.members.push_back(n);
+      grp.place.push_back(pl.out);
+      grp.in_place.push_back(pl.in);
+    }
+    for (const Operand& op : operands(n))
+      for (int l : op.through)
+        grp.folded.push_back(l);
+  }
+
+  Group seed(int n) {
+    const GraphNode& node = g_.nodes[n];
+    Group grp;
+    if (node.op == GraphOp::map) {
+      grp.domain = node.shape;
+      std::vector<int> at;
+      for (size_t d = 0; d < node.shape.size(); ++d)
+        at.push_back(node.shape[d] == 1 ? -1 : static_cast<int>(d));
+      grp.members = {n};
+      grp.place = {at};
+      grp.in_place = {{}};
+    } else {
+      const auto& a = std::get<ReduceAttr>(node.attr);
+      const Shape& in = g_.nodes[node.inputs[0]].shape;
+      std::vector<int> order;
+      for (int pass = 0; pass < 2; ++pass)
+        for (size_t d = 0; d < in.size(); ++d)
+          if (a.reduced[d] == (pass == 1)) order.push_back(static_cast<int>(d));
+      std::vector<int> in_at(in.size(), -1), out_at;
+      for (size_t k = 0; k < order.size(); ++k) {
+        grp.domain.push_back(in[order[k]]);
+        if (in[order[k]] != 1) in_at[order[k]] = static_cast<int>(k);
+        if (a.reduced[order[k]]) ++grp.reduced;
+      }
+      for (size_t d = 0; d < in.size(); ++d)
+        if (!a.reduced[d]) out_at.push_back(in_at[d]);
+      grp.members = {n};
+      grp.place = {out_at};
+      grp.in_place = {in_at};
+    }
+    for (const Operand& op : operands(n))
+      for (int l : op.through)
+        grp.folded.push_back(l);
+    return grp;
+  }
+
+  /// Merges group `from` into `into` when their domains are the same dims (identity map).
+  bool merge_compatible(const Group& into, const Group& from) const {
+    if (into.domain != from.domain) return false;
+    return into.reduced == from.reduced || from.reduced == 0 || into.reduced == 0;
+  }
+  static void merge(Group& into, Group& from) {
+    if (into.reduced == 0 && from.reduced > 0) into.reduced = from.reduced;
+    for (size_t k = 0; k < from.members.size(); ++k) {
+      into.members.push_back(from.members[k]);
+      into.place.push_back(from.place[k]);
+      into.in_place.push_back(from.in_place[k]);
+    }
+    into.folded.insert(into.folded.end(), from.folded.begin(), from.folded.end());
+    // Keep members in topological (id) order so stages come in dependency order.
+    std::vector<size_t> idx(into.members.size());
+    for (size_t k = 0; k < idx.size(); ++k)
+      idx[k] = k;
+    std::sort(idx.begin(), idx.end(),
+              [&](size_t a, size_t b) { return into.members[a] < into.members[b]; });
+    Group sorted = into;
+    for (size_t k = 0; k < idx.size(); ++k) {
+      sorted.members[k] = into.members[idx[k]];
+      sorted.place[k] = into.place[idx[k]];
+      sorted.in_place[k] = into.in_place[idx[k]];
+    }
+    into = std::move(sorted);
+    from = Group{};
+    from.dead = true;
+  }
+
+  /// Whether the kernels and the nodes left as is still depend on each other acyclically.
+  bool acyclic() {
+    const size_t count = n_ + groups_.size();
+    auto super = [&](int node) {
+      return group_of_[node] >= 0 ? n_ + group_of_[node] : static_cast<size_t>(node);
+    };
+    std::vector<std::vector<size_t>> edges(count);
+    for (size_t i = 0; i < n_; ++i) {
+      if (!live_[i]) continue;
+      const size_t s = super(static_cast<int>(i));
+      if (group_of_[i] >= 0) {
+        for (const Operand& op : operands(static_cast<int>(i)))
+          if (super(op.source) != s) edges[super(op.source)].push_back(s);
+      } else {
+        for (int in : g_.nodes[i].inputs)
+          if (super(in) != s) edges[super(in)].push_back(s);
+      }
+    }
+    std::vector<int> color(count, 0);
+    std::function<bool(size_t)> visit = [&](size_t v) {
+      color[v] = 1;
+      for (size_t w : edges[v]) {
+        if (color[w] == 1) return false;
+        if (color[w] == 0 && !visit(w)) return false;
+      }
+      color[v] = 2;
+      return true;
+    };
+    for (size_t v = 0; v < count; ++v)
+      if (color[v] == 0 && !visit(v)) return false;
+    return true;
+  }
+
+  void group_node(int n);
+  void merge_siblings();
+  Graph emit();
+
+  const Graph& g_;
+  size_t n_;
+  std::vector<bool> live_;
+  std::vector<std::vector<Operand>> operands_;
+  std::vector<int> group_of_;
+  std::vector<Group> groups_;
+  std::vector<std::string> unfused_;  ///< per node: why it is left as is
+  std::vector<std::string> split_;    ///< per node: why it did not join a producer's kernel
+};
+
+void Pass::group_node(int n) {
+  // Candidate groups: those of the producers it reads, in operand order.
+  std::vector<int> candidates;
+  for (const Operand& op : operands(n)) {
+    const int gid = group_of_[op.source];
+    if (gid >= 0 && std::find(candidates.begin(), candidates.end(), gid) == candidates.end())
+      candidates.push_back(gid);
+  }
+  std::vector<std::string> why;
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    const int gid = candidates[c];
+    const std::vector<Group> saved_groups = groups_;
+    const std::vector<int> saved_of = group_of_;
+    // Merge the other candidates' groups in when their domains agree, so that a node reading
+    // two kernels' values (AdamW's param update, cross-entropy's loss) makes them one.
+    for (size_t o = 0; o < candidates.size(); ++o) {
+      const int other = candidates[o];
+      if (other == gid || groups_[other].dead || !merge_compatible(groups_[gid], groups_[other]))
+        continue;
+      const std::vector<Group> before = groups_;
+      const std::vector<int> before_of = group_of_;
+      for (int m : groups_[other].members)
+        group_of_[m] = gid;
+      merge(groups_[gid], groups_[other]);
+      if (!consistent(groups_[gid]) || !acyclic()) {
+        groups_ = before;
+        group_of_ = before_of;
+      }
+    }
+    std::string reason;
+    if (auto pl = place(groups_[gid], n, reason)) {
+      const Group saved = groups_[gid];
+      add_member(groups_[gid], n, *pl);
+      group_of_[n] = gid;
+      if (acyclic()) return;
+      reason = "joining would make kernels depend on each other in a cycle";
+      groups_[gid] = saved;
+      group_of_[n] = -1;
+    }
+    groups_ = saved_groups;
+    group_of_ = saved_of;
+    const int first = groups_[gid].members.front();
+    why.push_back(fmt::format("not in %{}'s kernel: {}", first, reason));
+  }
+  group_of_[n] = static_cast<int>(groups_.size());
+  groups_.push_back(seed(n));
+  if (!acyclic()) throw std::logic_error("internal error: a new kernel made the graph cyclic");
+  split_[n] = fmt::format("{}", fmt::join(why, "; "));
+}
+
+Graph Pass::run() {
+  find_live();
+  operands_.assign(n_, {});
+  group_of_.assign(n_, -1);
+  unfused_.assign(n_, "");
+  split_.assign(n_, "");
+  for (size_t i = 0; i < n_; ++i) {
+    const GraphNode& node = g_.nodes[i];
+    if (!live_[i] || node.op == GraphOp::input || detail::is_layout(node.op)) continue;
+    if (std::string why = unfusable(static_cast<int>(i)); !why.empty()) {
+      unfused_[i] = std::move(why);
+      continue;
+    }
+    group_node(static_cast<int>(i));
+  }
+  merge_siblings();
+  return emit();
+}
+
+void Pass::merge_siblings() {
+  // Kernels over the same domain that read a common value, or that both reduce the same row,
+  // run as one when neither needs the other's results (LayerNorm's backward: the weight and
+  // bias gradients are two column sums over the same rows).
+  auto sources = [&](const Group& grp) {
+    std::vector<int> out;
+    for (int m : grp.members)
+      for (const Operand& op : operands(m))
+        if (group_of_[op.source] < 0 || &groups_[group_of_[op.source]] != &grp)
+          out.push_back(op.source);
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  for (size_t a = 0; a < groups_.size(); ++a)
+    for (size_t b = a + 1; b < groups_.size(); ++b) {
+      Group &ga = groups_[a], &gb = groups_[b];
+      if (ga.dead || gb.dead || ga.domain != gb.domain || ga.reduced != gb.reduced) continue;
+      const std::vector<int> sa = sources(ga), sb = sources(gb);
+      std::vector<int> common;
+      std::set_intersection(sa.begin(), sa.end(), sb.begin(), sb.end(), std::back_inserter(common));
+      if (common.empty() && ga.reduced == 0) continue;
+      const std::vector<Group> before = groups_;
+      const std::vector<int> before_of = group_of_;
+      for (int m : gb.members)
+        group_of_[m] = static_cast<int>(a);
+      merge(ga, gb);
+      if (!consistent(groups_[a]) || !acyclic()) {
+        groups_ = before;
+        group_of_ = before_of;
+      }
+    }
+}
+
+Graph Pass::emit() {
+  // Step 3: which layout nodes stay; step 4: which members are stored.
+  std::vector<bool> kept(n_, false), single(n_, false);
+  for (size_t i = 0; i < n_; ++i) {
+    const GraphOp op = g_.nodes[i].op;
+    single[i] = op == GraphOp::input || (live_[i] && !detail::is_layout(op) && group_of_[i] < 0);
+  }
+  std::vector<std::vector<int>> readers(n_);
+  for (size_t i = 0; i < n_; ++i)
+    for (int in : g_.nodes[i].inputs)
+      readers[in].push_back(static_cast<int>(i));
+  for (size_t i = 0; i < n_; ++i)
+    if (group_of_[i] >= 0)
+      for (const Operand& op : operands(static_cast<int>(i)))
+        if (detail::is_layout(g_.nodes[op.source].op)) kept[op.source] = true;
+  for (int o : g_.outputs)
+    if (detail::is_layout(g_.nodes[o].op)) kept[o] = true;
+  for (size_t i = n_; i-- > 0;) {
+    if (!live_[i] || !detail::is_layout(g_.nodes[i].op)) continue;
+    for (int c : readers[i])
+      if (live_[c] && ((single[c] && g_.nodes[c].op != GraphOp::input) || kept[c])) kept[i] = true;
+  }
+  std::vector<bool> stored(n_, false);
+  for (int o : g_.outputs)
+    stored[o] = true;
+  for (size_t i = 0; i < n_; ++i) {
+    if (!live_[i]) continue;
+    if (group_of_[i] >= 0) {
+      for (const Operand& op : operands(static_cast<int>(i)))
+        if (group_of_[op.source] != group_of_[i]) stored[op.source] = true;
+    } else if (single[i] || kept[i]) {
+      for (int in : g_.nodes[i].inputs)
+        stored[in] = true;
+    }
+  }
+  // Step 5: one super node per group and per node kept as is, in a topological order.
+  const size_t count = n_ + groups_.size();
+  auto super = [&](int node) {
+    return group_of_[node] >= 0 ? n_ + group_of_[node] : static_cast<size_t>(node);
+  };
+  std::vector<bool> present(count, false);
+  std::vector<int> first(count, 0);
+  for (size_t i = 0; i < n_; ++i) {
+    present[i] = single[i] || kept[i];
+    first[i] = static_cast<int>(i);
+  }
+  for (size_t k = 0; k < groups_.size(); ++k)
+    if (!groups_[k].dead && !groups_[k].members.empty()) {
+      present[n_ + k] = true;
+      first[n_ + k] = groups_[k].members.front();
+    }
+  std::vector<std::vector<size_t>> edges(count);
+  std::vector<int> pending(count, 0);
+  auto edge = [&](size_t from, size_t to) {
+    if (from == to) return;
+    edges[from].push_back(to);
+    ++pending[to];
+  };
+  for (size_t i = 0; i < n_; ++i) {
+    if (group_of_[i] >= 0) {
+      for (const Operand& op : operands(static_cast<int>(i)))
+        edge(super(op.source), super(static_cast<int>(i)));
+    } else if (present[i]) {
+      for (int in : g_.nodes[i].inputs)
+        edge(super(in), i);
+    }
+  }
+  using Entry = std::pair<int, size_t>;  // (first member, super node): smallest first
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> ready;
+  for (size_t v = 0; v < count; ++v)
+    if (present[v] && pending[v] == 0) ready.push({first[v], v});
+  Graph out;
+  out.origin = g_.origin;
+  std::vector<int> value(n_, -1);
+  while (!ready.empty()) {
+    const size_t v = ready.top().second;
+    ready.pop();
+    if (v < n_) {
+      GraphNode node = g_.nodes[v];
+      for (int& in : node.inputs)
+        in = value[in];
+      node.note = unfused_[v];
+      if (node.note.empty() && detail::is_layout(node.op))
+        node.note = fmt::format("{}: a view for readers outside kernels", graph_op_name(node.op));
+      value[v] = out.add(std::move(node));
+    } else {
+      const Group& grp = groups_[v - n_];
+      std::vector<bool> store;
+      for (int m : grp.members)
+        store.push_back(stored[m]);
+      detail::GroupKernel gk = detail::build_group_kernel(g_, grp, store);
+      GraphNode node;
+      node.op = GraphOp::fused;
+      for (int src : gk.sources)
+        node.inputs.push_back(value[src]);
+      node.shape = gk.attr.outputs.front().shape;
+      node.dtype = gk.attr.outputs.front().dtype;
+      std::vector<std::string> notes;
+      for (int m : grp.members)
+        if (!split_[m].empty()) notes.push_back(fmt::format("%{} {}", m, split_[m]));
+      node.note = fmt::format("{}", fmt::join(notes, "; "));
+      const std::vector<FusedOutput> outputs = gk.attr.outputs;
+      node.attr = std::move(gk.attr);
+      const int id = out.add(std::move(node));
+      for (size_t k = 0; k < gk.stored.size(); ++k) {
+        if (k == 0) {
+          value[gk.stored[k]] = id;
+          continue;
+        }
+        GraphNode r;
+        r.op = GraphOp::result;
+        r.inputs = {id};
+        r.shape = outputs[k].shape;
+        r.dtype = outputs[k].dtype;
+        r.attr = ResultAttr{static_cast<int>(k)};
+        value[gk.stored[k]] = out.add(std::move(r));
+      }
+    }
+    for (size_t w : edges[v])
+      if (--pending[w] == 0) ready.push({first[w], w});
+  }
+  for (int o : g_.outputs)
+    out.outputs.push_back(value[o]);
+  verify(out);
+  return out;
+}
+
+}  // namespace
+
+Graph fuse(const Graph& graph) {
+  Pass pass(graph);
+  return pass.run();
+}
+
+}  // namespace ein

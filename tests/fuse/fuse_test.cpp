@@ -1,0 +1,136 @@
+// The fusion pass on the standard functions and on small pattern graphs: how many kernels each
+// becomes, and that the fused graph computes what the unfused one does on fresh random inputs
+// (contiguous, strided, column-major, broadcast and zero-size), against the unfused graph run
+// in float64 as the oracle.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "compiler/execute.h"
+#include "compiler/fuse.h"
+#include "compiler/fusion_report.h"
+#include "compiler/stdlib_graphs.h"
+#include "ops/ops_test_support.h"
+
+namespace ein {
+namespace {
+
+using testing::Layout;
+
+/// Builds a standard function's graph for a shape and dtype.
+using BuildFn = std::function<Graph(const Shape&, DType)>;
+
+/// Inputs for `g` (shapes from its input nodes): normal values, except i64 targets in
+/// [0, classes) and the AdamW scalars and second moments, which need their own ranges.
+std::vector<Tensor> inputs_for(const Graph& g, uint64_t seed, Layout layout, bool broadcast) {
+  std::vector<Tensor> xs;
+  const bool adamw = g.origin.rfind("adamw", 0) == 0;
+  for (const GraphNode& n : g.nodes) {
+    if (n.op != GraphOp::input) continue;
+    const int index = std::get<InputAttr>(n.attr).index;
+    Tensor x;
+    if (n.dtype == DType::i64) {
+      const int64_t classes = g.nodes[0].shape.back();
+      std::vector<int64_t> t;
+      for (int64_t i = 0; i < n.shape[0]; ++i)
+        t.push_back(classes == 0 ? 0 : static_cast<int64_t>((i * 7 + seed) % classes));
+      x = from_data<int64_t>(t, n.shape);
+    } else if (adamw && n.shape.empty()) {
+      const double scalars[] = {1e-2, 0.9, 0.999, 1e-8, 0.01, 3};
+      x = from_data<double>({scalars[index - 4]}, {}).to(n.dtype);
+    } else if (adamw && index == 3) {
+      x = rand(n.shape, DType::f64, cpu(), seed + index).to(n.dtype);  // exp_avg_sq >= 0
+    } else if (broadcast && n.shape.size() >= 2 && index == 0) {
+      // One row repeated: stride 0 along the first dim.
+      Shape one = n.shape;
+      one[0] = 1;
+      x = testing::random_tensor(one, n.dtype, seed + index, layout).expand(n.shape);
+    } else {
+      x = testing::random_tensor(n.shape, n.dtype, seed + index, layout);
+    }
+    xs.push_back(x);
+  }
+  return xs;
+}
+
+/// Runs `g` unfused in float64 and fused in f32; expects the same outputs.
+void expect_fused_matches(const BuildFn& build, const Shape& shape, Layout layout, bool broadcast,
+                          uint64_t seed) {
+  const Graph g32 = build(shape, DType::f32), g64 = build(shape, DType::f64);
+  const Graph fused = fuse(g32);
+  const std::vector<Tensor> xs = inputs_for(g32, seed, layout, broadcast);
+  std::vector<Tensor> xs64;
+  for (const Tensor& x : xs)
+    xs64.push_back(x.dtype() == DType::i64 ? x : x.to(DType::f64));
+  const std::vector<Tensor> want = execute(g64, xs64), got = execute(fused, xs);
+  ASSERT_EQ(got.size(), want.size());
+  const int64_t row = shape.empty() ? 1 : shape.back();
+  // f32 inputs, f32 arithmetic, sums over at most a row (or every element for the losses).
+  int64_t terms = row;
+  for (int64_t s : shape)
+    terms = std::max(terms, s * row);
+  const testing::Tolerance tol = testing::tolerance_for(DType::f32, terms);
+  for (size_t i = 0; i < got.size(); ++i)
+    testing::expect_close(
+        got[i], testing::to_array(want[i]), tol,
+        fmt::format("{} output {} ({}{})\n{}", g32.origin, i, testing::layout_name(layout),
+                    broadcast ? ", broadcast" : "", dump(fused)));
+}
+
+struct Case {
+  const char* name;
+  BuildFn build;
+  int forward_kernels;
+};
+
+std::vector<Case> cases() {
+  return {
+      {"softmax", [](const Shape& s, DType t) { return softmax_graph(s, t); }, 1},
+      {"log_softmax", [](const Shape& s, DType t) { return log_softmax_graph(s, t); }, 1},
+      {"layer_norm", [](const Shape& s, DType t) { return layer_norm_graph(s, t); }, 1},
+      {"rms_norm", [](const Shape& s, DType t) { return rms_norm_graph(s, t); }, 1},
+      // The per-row losses are one row kernel; their mean over the rows reduces the kernel's
+      // parallel dims, which a row kernel cannot, so it is a second (rows-long) kernel.
+      {"cross_entropy", [](const Shape& s, DType t) { return cross_entropy_graph(s, t); }, 2},
+      {"mse_loss", [](const Shape& s, DType t) { return mse_loss_graph(s, t); }, 1},
+      {"adamw", [](const Shape& s, DType t) { return adamw_graph(s, t); }, 1},
+  };
+}
+
+TEST(Fuse, StandardFunctionsForwardKernels) {
+  for (const Case& c : cases()) {
+    const Graph g = c.build({6, 10}, DType::f32);
+    const Graph fused = fuse(g);
+    EXPECT_EQ(count_kernels(fused), c.forward_kernels) << c.name << "\n" << fusion_report(g, fused);
+  }
+}
+
+TEST(Fuse, StandardFunctionsMatchUnfused) {
+  const std::vector<Shape> shapes = {{7, 33}, {3, 5, 17}, {1, 64}};
+  uint64_t seed = 11;
+  for (const Case& c : cases())
+    for (const Shape& s : shapes) {
+      if (c.name == std::string("cross_entropy") && s.size() != 2) continue;
+      for (Layout layout : {Layout::contiguous, Layout::strided, Layout::column_major})
+        expect_fused_matches(c.build, s, layout, false, ++seed);
+      expect_fused_matches(c.build, s, Layout::contiguous, true, ++seed);
+    }
+}
+
+TEST(Fuse, StandardFunctionsZeroSize) {
+  for (const Case& c : cases()) {
+    expect_fused_matches(c.build, {0, 9}, Layout::contiguous, false, 3);
+    // Rows of zero length: the max of nothing is an error unfused (as torch), so only the
+    // functions without a max run; mean over nothing is NaN on both sides.
+    const std::string name = c.name;
+    if (name != "softmax" && name != "log_softmax" && name != "cross_entropy")
+      expect_fused_matches(c.build, {4, 0}, Layout::contiguous, false, 4);
+  }
+}
+
+}  // namespace
+}  // namespace ein

@@ -1,0 +1,191 @@
+// `ein emit` (tools/emit_command.h). Steps: build the unfused graph of <what> (a standard
+// function from compiler/stdlib_graphs.h, a map expression, or a reduce pattern), take its
+// backward graph with --backward (compiler/autodiff.h), then print the requested stage.
+#include "tools/emit_command.h"
+
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <ein/errors.h>
+#include <fmt/format.h>
+
+#include "compiler/autodiff.h"
+#include "compiler/cpu_executor.h"
+#include "compiler/expression_graphs.h"
+#include "compiler/fuse.h"
+#include "compiler/fusion_report.h"
+#include "compiler/run_fused.h"
+#include "compiler/stdlib_graphs.h"
+#include "dsl/diagnostic.h"
+#include "tools/shape_args.h"
+#include "tools/shape_command.h"
+
+namespace ein::cli {
+namespace {
+
+constexpr const char* kDescription =
+    R"(Show a computation at one stage of the compiler.
+
+<what> is one of
+  a standard function   softmax log_softmax layer_norm rms_norm cross_entropy mse_loss adamw
+                        (--shape: the shape of its first input: x, logits, pred or param)
+  a map expression      'x[b n], m[b] -> exp(x - m)'  (one --shape per input)
+  a reduce pattern      'b n -> b' with --reduction (sum, mean, max, ..., var with --ddof)
+Stages:
+  ir      the unfused Graph IR, one line per node
+  fused   each fused kernel with the IR nodes it holds, each node left as is with the
+          reason, then the fused graph
+  mlir    the MLIR of every fused kernel, for contiguous inputs
+--backward emits the backward graph of <what> (gradients of every float input) instead.
+
+Examples:
+  ein emit softmax --shape 64,1024,512 --stage fused
+  ein emit layer_norm --shape 8,768 --stage mlir
+  ein emit 'x[b s d], m[b s] -> (x - m)**2' --shape 4,8,16 --shape 4,8
+  ein emit 'b s d -> b s' --reduction mean --shape 4,8,16 --stage fused
+  ein emit rms_norm --shape 32,4096 --backward --stage fused
+)";
+
+struct EmitOptions {
+  std::string what, stage = "fused", dtype = "f32", reduction;
+  std::vector<std::string> shapes;
+  std::optional<int64_t> ddof;
+  bool backward = false;
+};
+
+/// A usage mistake (exit 2), as opposed to a bad input (UserError, exit 1).
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+DType parse_dtype(const std::string& name) {
+  for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16})
+    if (dtype_name(t) == name) return t;
+  throw UsageError(fmt::format("--dtype {}: expected f32, f64, f16 or bf16", name));
+}
+
+/// `64,1024,512`, `(5,)`, `[2,3]`, or one size `7`.
+Shape parse_dims(const std::string& text) {
+  const bool single = text.find_first_of(",([") == std::string::npos && !text.empty();
+  return parse_shape_arg(single ? "(" + text + ",)" : text, "--shape");
+}
+
+Graph build(const EmitOptions& o) {
+  const DType dtype = parse_dtype(o.dtype);
+  std::vector<Shape> shapes;
+  for (const std::string& s : o.shapes)
+    shapes.push_back(parse_dims(s));
+  if (const StandardFunction* f = find_standard_function(o.what)) {
+    if (shapes.size() != 1)
+      throw UsageError(
+          fmt::format("{} takes one --shape (its first input's), got {}", o.what, shapes.size()));
+    try {
+      return f->build(shapes.front(), dtype);
+    } catch (const std::invalid_argument& e) {
+      throw UserError(e.what());
+    }
+  }
+  if (o.what.find("->") == std::string::npos) {
+    std::string names;
+    for (const StandardFunction& f : standard_functions())
+      names += (names.empty() ? "" : ", ") + std::string(f.name);
+    throw UsageError(
+        fmt::format("'{}' is not a standard function ({}), a map expression or a "
+                    "reduce pattern (both contain '->')",
+                    o.what, names));
+  }
+  if (o.what.find('[') != std::string::npos) {
+    if (!o.reduction.empty()) throw UsageError("--reduction applies to reduce patterns only");
+    return map_expression_graph(o.what, shapes, dtype);
+  }
+  if (o.reduction.empty())
+    throw UsageError("a reduce pattern needs --reduction (sum, mean, max, min, prod, ...)");
+  const std::optional<Reduction> r = parse_reduction(o.reduction);
+  if (!r) throw UsageError(fmt::format("--reduction {}: unknown reduction", o.reduction));
+  if (shapes.size() != 1) throw UsageError("a reduce pattern takes one --shape");
+  return reduce_pattern_graph(o.what, *r, o.ddof, shapes.front(), dtype);
+}
+
+std::string mlir_of(const Graph& fused) {
+  std::string out;
+  int number = 0;
+  for (size_t i = 0; i < fused.nodes.size(); ++i) {
+    const GraphNode& n = fused.nodes[i];
+    if (n.op != GraphOp::fused) {
+      if (!n.note.empty()) out += fmt::format("// %{} {}: {}\n", i, graph_op_name(n.op), n.note);
+      continue;
+    }
+    std::vector<Shape> shapes, strides;
+    for (int in : n.inputs) {
+      shapes.push_back(fused.nodes[in].shape);
+      strides.push_back(contiguous_strides(fused.nodes[in].shape));
+    }
+    const Kernel k = bind_fused(std::get<FusedAttr>(n.attr), shapes, strides);
+    out += fmt::format("// kernel {} (%{}), contiguous inputs\n{}\n", ++number, i, kernel_mlir(k));
+  }
+  return out;
+}
+
+int run_emit(EmitOptions o) {
+  o.what = unprotect(o.what);
+  try {
+    if (o.stage != "ir" && o.stage != "fused" && o.stage != "mlir")
+      throw UsageError(fmt::format("--stage {}: expected ir, fused or mlir", o.stage));
+    Graph g = build(o);
+    if (o.backward) {
+      std::vector<bool> needs;
+      for (const GraphNode& n : g.nodes)
+        if (n.op == GraphOp::input) {
+          const DType t = n.dtype;
+          needs.push_back(t == DType::f32 || t == DType::f64 || t == DType::f16 ||
+                          t == DType::bf16);
+        }
+      const std::string origin = g.origin;
+      g = differentiate(g, needs).graph;
+      g.origin = "backward of " + origin;
+    }
+    if (o.stage == "ir") {
+      std::cout << dump(g);
+      return 0;
+    }
+    const Graph fused = fuse(g);
+    if (o.stage == "fused")
+      std::cout << fusion_report(g, fused) << '\n' << dump(fused);
+    else
+      std::cout << mlir_of(fused);
+    return 0;
+  } catch (const UsageError& e) {
+    std::cerr << "error: " << e.what() << "\nRun 'ein emit --help' for usage.\n";
+    return 2;
+  } catch (const UserError& e) {
+    std::cerr << e.what() << '\n';
+    return 1;
+  }
+}
+
+}  // namespace
+
+void add_emit_command(CLI::App& app, int& exit_code) {
+  auto opts = std::make_shared<EmitOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "emit", "Show the Graph IR, the fused kernels or their MLIR for a function or expression");
+  cmd->description(kDescription);
+  cmd->add_option("what", opts->what,
+                  "a standard function (softmax, layer_norm, ...), a map expression or a reduce "
+                  "pattern")
+      ->required();
+  cmd->add_option("--shape", opts->shapes, "an input shape, e.g. 64,1024,512 (repeat per input)")
+      ->required();
+  cmd->add_option("--stage", opts->stage, "ir | fused | mlir (default fused)");
+  cmd->add_option("--dtype", opts->dtype, "f32 (default), f64, f16 or bf16");
+  cmd->add_option("-r,--reduction", opts->reduction, "reduce patterns: sum, mean, max, ...");
+  cmd->add_option("--ddof", opts->ddof, "var/std: the delta degrees of freedom");
+  cmd->add_flag("--backward", opts->backward, "emit the backward graph instead");
+  cmd->callback([opts, &exit_code] { exit_code = run_emit(*opts); });
+}
+
+}  // namespace ein::cli
