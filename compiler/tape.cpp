@@ -65,9 +65,50 @@ class GraphGradNode final : public GradNode {
   std::vector<bool> needs_grad_;
 };
 
+class FunctionGradNode final : public GradNode {
+ public:
+  FunctionGradNode(std::string name, BackwardFn backward)
+      : name_(std::move(name)), backward_(std::move(backward)) {}
+  std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) override {
+    return backward_(grad_outputs);
+  }
+  Tensor accumulate(const Tensor& a, const Tensor& b) const override { return add_tensors(a, b); }
+  std::string name() const override { return name_; }
+
+ private:
+  std::string name_;
+  BackwardFn backward_;
+};
+
 bool is_float(DType t) {
   return t == DType::f64 || t == DType::f32 || t == DType::f16 || t == DType::bf16 ||
          t == DType::f8e4m3 || t == DType::f8e5m2;
+}
+
+/// Attaches `node` to the inputs that need gradients and to the float outputs.
+void attach(const std::shared_ptr<GradNode>& node, const std::vector<Tensor>& inputs,
+            std::vector<Tensor>& outputs) {
+  for (const Tensor& x : inputs)
+    node->inputs.push_back(x.requires_grad() && is_float(x.dtype()) ? x.autograd() : nullptr);
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    if (!outputs[k].defined() || !is_float(outputs[k].dtype())) {
+      node->outputs.emplace_back();
+      continue;
+    }
+    auto meta = std::make_shared<AutogradMeta>();
+    meta->requires_grad = true;
+    meta->grad_fn = node;
+    meta->output_nr = static_cast<int>(k);
+    node->outputs.push_back(meta);
+    outputs[k].set_autograd(std::move(meta));
+  }
+}
+
+bool any_requires_grad(const std::vector<Tensor>& inputs) {
+  if (!grad_enabled()) return false;
+  for (const Tensor& x : inputs)
+    if (x.defined() && x.requires_grad() && is_float(x.dtype())) return true;
+  return false;
 }
 
 }  // namespace
@@ -84,21 +125,14 @@ std::vector<Tensor> run_recorded(const std::shared_ptr<const Graph>& graph,
   }
   std::vector<Tensor> outputs = execute(*graph, detached);
   if (!any || !grad_enabled()) return outputs;
-  auto node = std::make_shared<GraphGradNode>(graph, detached, needs_grad);
-  for (const Tensor& x : inputs)
-    node->inputs.push_back(x.requires_grad() && is_float(x.dtype()) ? x.autograd() : nullptr);
-  for (size_t k = 0; k < outputs.size(); ++k) {
-    if (!is_float(outputs[k].dtype())) {
-      node->outputs.emplace_back();
-      continue;
-    }
-    auto meta = std::make_shared<AutogradMeta>();
-    meta->requires_grad = true;
-    meta->grad_fn = node;
-    meta->output_nr = static_cast<int>(k);
-    node->outputs.push_back(meta);
-    outputs[k].set_autograd(std::move(meta));
-  }
+  attach(std::make_shared<GraphGradNode>(graph, detached, needs_grad), inputs, outputs);
+  return outputs;
+}
+
+std::vector<Tensor> record(std::string name, const std::vector<Tensor>& inputs,
+                           std::vector<Tensor> outputs, BackwardFn backward) {
+  if (!any_requires_grad(inputs)) return outputs;
+  attach(std::make_shared<FunctionGradNode>(std::move(name), std::move(backward)), inputs, outputs);
   return outputs;
 }
 

@@ -4,7 +4,9 @@
 // gradients) and cached, so a training loop differentiates each op once.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "compiler/graph.h"
@@ -18,6 +20,16 @@ namespace ein {
 /// the record holds it.
 std::vector<Tensor> run_recorded(const std::shared_ptr<const Graph>& graph,
                                  const std::vector<Tensor>& inputs);
+
+/// A hand-written backward: the gradients of the op's inputs (one per input; undefined: none)
+/// from its outputs' gradients (one per output; undefined: zero). Runs under NoGrad.
+using BackwardFn = std::function<std::vector<Tensor>(const std::vector<Tensor>& grad_outputs)>;
+
+/// Records an op computed by fused kernels rather than a graph (compiler/fused_ops.h): when
+/// grad mode is on and an input requires grad, `outputs` get autograd records whose backward
+/// is `backward`. Returns `outputs`.
+std::vector<Tensor> record(std::string name, const std::vector<Tensor>& inputs,
+                           std::vector<Tensor> outputs, BackwardFn backward);
 
 /// Gradients of tensors that the tape has not recorded yet are summed by this (a map kernel).
 Tensor add_tensors(const Tensor& a, const Tensor& b);
