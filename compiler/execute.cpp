@@ -6,9 +6,11 @@
 #include <ein/errors.h>
 #include <fmt/format.h>
 
+#include "compiler/executed_cost.h"
 #include "compiler/run_fused.h"
 #include "compiler/tensor_kernels.h"
 #include "runtime/blas/contract.h"
+#include "runtime/counters.h"
 
 namespace ein {
 namespace {
@@ -140,10 +142,21 @@ static_assert(static_cast<int>(GraphOp::result) + 1 == kRules.size(), "a rule pe
 
 }  // namespace
 
-std::vector<Tensor> execute(const Graph& g, const std::vector<Tensor>& inputs) {
+std::vector<Tensor> execute(const Graph& g, const std::vector<Tensor>& inputs,
+                            std::span<const CostPhase> phases) {
   Values values(g.nodes.size());
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    values[i] = kRules[static_cast<int>(g.nodes[i].op)](g.nodes[i], values, inputs);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const GraphNode& n = g.nodes[i];
+    if (!detail::counting()) {  // no FlopCounter alive: one thread-local load per node
+      values[i] = kRules[static_cast<int>(n.op)](n, values, inputs);
+      continue;
+    }
+    const CostPhase phase = i < phases.size() ? phases[i] : CostPhase::forward;
+    const detail::CountingNode at(g.origin, phase);  // launches inside are this node's
+    values[i] = kRules[static_cast<int>(n.op)](n, values, inputs);
+    count_executed_node(g, static_cast<int>(i), phase, values[i].front(),
+                        n.inputs.empty() ? Tensor() : values[n.inputs[0]].front());
+  }
   std::vector<Tensor> out;
   for (int o : g.outputs) out.push_back(values[o].front());
   return out;

@@ -3,7 +3,10 @@
 // or BLAS contractions (runtime/blas). No fusion across nodes yet.
 #pragma once
 
+#include <span>
 #include <vector>
+
+#include <ein/flop_counter.h>
 
 #include "compiler/graph.h"
 #include "runtime/tensor.h"
@@ -11,7 +14,10 @@
 namespace ein {
 
 /// The graph's outputs for `inputs` (one tensor per input node, in InputAttr order; their
-/// shapes and dtypes must be those the graph was lowered for).
-std::vector<Tensor> execute(const Graph& graph, const std::vector<Tensor>& inputs);
+/// shapes and dtypes must be those the graph was lowered for). While a FlopCounter is alive on
+/// this thread each node is charged to it under `phases[node]` (default, or past the end:
+/// forward); the autograd tape passes backward_phases() for a backward graph.
+std::vector<Tensor> execute(const Graph& graph, const std::vector<Tensor>& inputs,
+                            std::span<const CostPhase> phases = {});
 
 }  // namespace ein
