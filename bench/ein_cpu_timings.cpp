@@ -26,6 +26,7 @@
 #include <fmt/format.h>
 
 #include "compiler/cpu_executor.h"
+#include "compiler/fused_ops.h"
 #include "compiler/kernel_ir.h"
 #include "compiler/tensor_kernels.h"
 #include "runtime/blas/gemm.h"
@@ -422,6 +423,29 @@ void compile_cases(const Options& o) {
   jit.set_disk_cache_dir(saved);
 }
 
+/// The fused kernels of compiler/fused_ops.h at the sizes of the autograd issue's targets:
+/// softmax over the last dim of (64, 1024, 512) f32 into a fresh output (read + write), and
+/// one AdamW step over 16M f32 parameters (read param, grad, exp_avg, exp_avg_sq; write three).
+void fused_cases(const Options& o) {
+  {
+    const Tensor x = randn({64, 1024, 512}, DType::f32, cpu(), 21);
+    const double bytes = 2.0 * static_cast<double>(x.nbytes());
+    report("softmax", "softmax_rows(x), x: (64 1024 512) f32, one row kernel, fresh output",
+           time_calls(o, [&] { keep(softmax_rows(x)); }), bytes, 0);
+  }
+  {
+    const int64_t n = int64_t{16} << 20;
+    const Tensor param = randn({n}, DType::f32, cpu(), 22),
+                 grad = randn({n}, DType::f32, cpu(), 23);
+    const Tensor m = zeros({n}, DType::f32, cpu()), v = zeros({n}, DType::f32, cpu());
+    int64_t step = 0;
+    const double bytes = 7.0 * static_cast<double>(param.nbytes());
+    report("adamw", "adamw_update on 16M f32 parameters, in place, one pass",
+           time_calls(o, [&] { adamw_update(param, grad, m, v, AdamWConfig{}, ++step); }), bytes,
+           0);
+  }
+}
+
 /// The copy kernel of rearrange_copy as Kernel IR: out (b h s d) <- x (b s (h d)).
 Kernel split_heads_copy() {
   const int64_t b = 8, s = 1024, h = 8, d = 128;
@@ -474,7 +498,7 @@ int run(int argc, char** argv) {
   }
   const std::vector<std::pair<std::string, void (*)(const Options&)>> groups = {
       {"bandwidth", bandwidth_cases}, {"map", map_case},          {"gemm", gemm_cases},
-      {"overhead", overhead_cases},   {"compile", compile_cases},
+      {"overhead", overhead_cases},   {"compile", compile_cases}, {"fused", fused_cases},
   };
   std::fprintf(stderr,
                "ein_cpu_timings: %d TBB threads, %d OpenBLAS threads, %d repetitions after %d "
