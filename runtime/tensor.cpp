@@ -289,7 +289,7 @@ double Tensor::at(const std::vector<int64_t>& index) const {
                          shape_str(sizes_) + ")");
     element += i * strides_[d];
   }
-  const Tensor one = as_strided({}, {}, offset_ + element).to(cpu());
+  const Tensor one = detach().as_strided({}, {}, offset_ + element).to(cpu());
   return load_as_double(one.data_ptr(), dtype_);
 }
 
