@@ -590,7 +590,8 @@ Graph Pass::emit() {
         in = value[in];
       node.note = unfused_[v];
       if (node.note.empty() && detail::is_layout(node.op))
-        node.note = fmt::format("{}: a view for readers outside kernels", graph_op_name(node.op));
+        node.note = fmt::format("{}: a view, no copy, for an output or an unfused reader",
+                                graph_op_name(node.op));
       value[v] = out.add(std::move(node));
     } else {
       const Group& grp = groups_[v - n_];

@@ -34,6 +34,7 @@ constexpr const char* kDescription =
                         (--shape: the shape of its first input: x, logits, pred or param)
   a map expression      'x[b n], m[b] -> exp(x - m)'  (one --shape per input)
   a reduce pattern      'b n -> b' with --reduction (sum, mean, max, ..., var with --ddof)
+                        and --size h=8 for axis sizes the shape does not give
 Stages:
   ir      the unfused Graph IR, one line per node
   fused   each fused kernel with the IR nodes it holds, each node left as is with the
@@ -51,7 +52,7 @@ Examples:
 
 struct EmitOptions {
   std::string what, stage = "fused", dtype = "f32", reduction;
-  std::vector<std::string> shapes;
+  std::vector<std::string> shapes, sizes;
   std::optional<int64_t> ddof;
   bool backward = false;
 };
@@ -107,7 +108,10 @@ Graph build(const EmitOptions& o) {
   const std::optional<Reduction> r = parse_reduction(o.reduction);
   if (!r) throw UsageError(fmt::format("--reduction {}: unknown reduction", o.reduction));
   if (shapes.size() != 1) throw UsageError("a reduce pattern takes one --shape");
-  return reduce_pattern_graph(o.what, *r, o.ddof, shapes.front(), dtype);
+  std::vector<AxisSize> sizes;
+  for (const std::string& s : o.sizes)
+    sizes.push_back(parse_axis_size(s, "--size"));
+  return reduce_pattern_graph(o.what, *r, o.ddof, shapes.front(), dtype, sizes);
 }
 
 std::string mlir_of(const Graph& fused) {
@@ -184,6 +188,7 @@ void add_emit_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--dtype", opts->dtype, "f32 (default), f64, f16 or bf16");
   cmd->add_option("-r,--reduction", opts->reduction, "reduce patterns: sum, mean, max, ...");
   cmd->add_option("--ddof", opts->ddof, "var/std: the delta degrees of freedom");
+  cmd->add_option("--size", opts->sizes, "reduce patterns: an axis size, e.g. h=8 (repeatable)");
   cmd->add_flag("--backward", opts->backward, "emit the backward graph instead");
   cmd->callback([opts, &exit_code] { exit_code = run_emit(*opts); });
 }

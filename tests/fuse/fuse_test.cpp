@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "compiler/autodiff.h"
 #include "compiler/execute.h"
 #include "compiler/fuse.h"
 #include "compiler/fusion_report.h"
@@ -34,7 +35,10 @@ std::vector<Tensor> inputs_for(const Graph& g, uint64_t seed, Layout layout, boo
     const int index = std::get<InputAttr>(n.attr).index;
     Tensor x;
     if (n.dtype == DType::i64) {
-      const int64_t classes = g.nodes[0].shape.back();
+      int64_t classes = 0;  // the logits' last dim
+      for (const GraphNode& other : g.nodes)
+        if (other.op == GraphOp::input && std::get<InputAttr>(other.attr).index == 0)
+          classes = other.shape.back();
       std::vector<int64_t> t;
       for (int64_t i = 0; i < n.shape[0]; ++i)
         t.push_back(classes == 0 ? 0 : static_cast<int64_t>((i * 7 + seed) % classes));
@@ -57,10 +61,10 @@ std::vector<Tensor> inputs_for(const Graph& g, uint64_t seed, Layout layout, boo
   return xs;
 }
 
-/// Runs `g` unfused in float64 and fused in f32; expects the same outputs.
-void expect_fused_matches(const BuildFn& build, const Shape& shape, Layout layout, bool broadcast,
-                          uint64_t seed) {
-  const Graph g32 = build(shape, DType::f32), g64 = build(shape, DType::f64);
+/// Runs `g64` unfused in float64 and `fuse(g32)` in f32 (the same graph in two dtypes);
+/// expects the same outputs. `terms`: the most values one output sums.
+void expect_graphs_match(const Graph& g32, const Graph& g64, Layout layout, bool broadcast,
+                         uint64_t seed, int64_t terms) {
   const Graph fused = fuse(g32);
   const std::vector<Tensor> xs = inputs_for(g32, seed, layout, broadcast);
   std::vector<Tensor> xs64;
@@ -68,11 +72,7 @@ void expect_fused_matches(const BuildFn& build, const Shape& shape, Layout layou
     xs64.push_back(x.dtype() == DType::i64 ? x : x.to(DType::f64));
   const std::vector<Tensor> want = execute(g64, xs64), got = execute(fused, xs);
   ASSERT_EQ(got.size(), want.size());
-  const int64_t row = shape.empty() ? 1 : shape.back();
-  // f32 inputs, f32 arithmetic, sums over at most a row (or every element for the losses).
-  int64_t terms = row;
-  for (int64_t s : shape)
-    terms = std::max(terms, s * row);
+  // f32 inputs and f32 arithmetic against float64, over `terms` terms per output.
   const testing::Tolerance tol = testing::tolerance_for(DType::f32, terms);
   for (size_t i = 0; i < got.size(); ++i)
     testing::expect_close(
@@ -81,10 +81,34 @@ void expect_fused_matches(const BuildFn& build, const Shape& shape, Layout layou
                     broadcast ? ", broadcast" : "", dump(fused)));
 }
 
+/// The most values one output of a function over `shape` sums: a row, or every element for
+/// the losses' means (and their backward, which sums over rows).
+int64_t terms_of(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t s : shape)
+    n *= s;
+  return std::max<int64_t>(n, 1);
+}
+
+void expect_fused_matches(const BuildFn& build, const Shape& shape, Layout layout, bool broadcast,
+                          uint64_t seed) {
+  expect_graphs_match(build(shape, DType::f32), build(shape, DType::f64), layout, broadcast, seed,
+                      terms_of(shape));
+}
+
+/// The backward graph of `g` for every float input.
+Graph backward_of(const Graph& g) {
+  std::vector<bool> needs;
+  for (const GraphNode& n : g.nodes)
+    if (n.op == GraphOp::input) needs.push_back(n.dtype != DType::i64);
+  return differentiate(g, needs).graph;
+}
+
 struct Case {
   const char* name;
   BuildFn build;
   int forward_kernels;
+  bool differentiable = true;  ///< AdamW's update is not differentiated
 };
 
 std::vector<Case> cases() {
@@ -97,7 +121,7 @@ std::vector<Case> cases() {
       // parallel dims, which a row kernel cannot, so it is a second (rows-long) kernel.
       {"cross_entropy", [](const Shape& s, DType t) { return cross_entropy_graph(s, t); }, 2},
       {"mse_loss", [](const Shape& s, DType t) { return mse_loss_graph(s, t); }, 1},
-      {"adamw", [](const Shape& s, DType t) { return adamw_graph(s, t); }, 1},
+      {"adamw", [](const Shape& s, DType t) { return adamw_graph(s, t); }, 1, false},
   };
 }
 
@@ -129,6 +153,29 @@ TEST(Fuse, StandardFunctionsZeroSize) {
     const std::string name = c.name;
     if (name != "softmax" && name != "log_softmax" && name != "cross_entropy")
       expect_fused_matches(c.build, {4, 0}, Layout::contiguous, false, 4);
+  }
+}
+
+TEST(Fuse, StandardFunctionsBackwardKernels) {
+  for (const Case& c : cases()) {
+    if (!c.differentiable) continue;
+    const Graph g = backward_of(c.build({6, 10}, DType::f32));
+    const Graph fused = fuse(g);
+    EXPECT_LE(count_kernels(fused), 2) << c.name << "\n" << fusion_report(g, fused);
+  }
+}
+
+TEST(Fuse, StandardFunctionsBackwardMatchUnfused) {
+  uint64_t seed = 101;
+  for (const Case& c : cases()) {
+    if (!c.differentiable) continue;
+    for (const Shape& s : {Shape{7, 33}, Shape{0, 5}})
+      for (Layout layout : {Layout::contiguous, Layout::column_major}) {
+        if (s[0] == 0 && c.name == std::string("cross_entropy")) continue;  // mean of nothing
+        expect_graphs_match(backward_of(c.build(s, DType::f32)),
+                            backward_of(c.build(s, DType::f64)), layout, false, ++seed,
+                            terms_of(s));
+      }
   }
 }
 

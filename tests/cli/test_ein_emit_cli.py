@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""`ein emit` end to end: the softmax listing against its golden file (the same text the C++
+golden test checks), kernel counts of the standard functions forward and backward, the three
+stages, map expressions and reduce patterns, and the exit codes (0 ok, 1 a bad input, 2 a
+usage error) without C++ internals in the messages.
+
+Usage: test_ein_emit_cli.py EIN_BINARY GOLDEN_DIR
+
+Standard library only.
+"""
+
+import os
+import re
+import subprocess
+import sys
+import unittest
+
+EIN = None  # set from argv in main()
+GOLDEN = None
+LEAKS = ("std::", "what()", "terminate", "Aborted", "Segmentation fault", "core dumped")
+
+
+def ein(*args):
+    p = subprocess.run([EIN, "emit", *args], capture_output=True, timeout=120)
+    return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+
+def kernels(listing):
+    m = re.match(r"fused .*?: (\d+) kernels?, (\d+) nodes? left as is", listing)
+    assert m, listing
+    return int(m.group(1))
+
+
+class Stages(unittest.TestCase):
+    def test_softmax_fused_golden(self):
+        rc, out, err = ein("softmax", "--shape", "64,1024,512", "--stage", "fused")
+        self.assertEqual((rc, err), (0, ""))
+        with open(os.path.join(GOLDEN, "softmax_fused.txt")) as f:
+            self.assertEqual(out, f.read())
+
+    def test_forward_kernel_counts(self):
+        want = {"softmax": 1, "log_softmax": 1, "layer_norm": 1, "rms_norm": 1,
+                "cross_entropy": 2, "mse_loss": 1, "adamw": 1}
+        for name, count in want.items():
+            rc, out, _ = ein(name, "--shape", "16,128")
+            self.assertEqual(rc, 0, name)
+            self.assertEqual(kernels(out), count, name + "\n" + out)
+
+    def test_backward_at_most_two_kernels(self):
+        for name in ("softmax", "log_softmax", "layer_norm", "rms_norm", "cross_entropy",
+                     "mse_loss"):
+            rc, out, err = ein(name, "--shape", "16,128", "--backward")
+            self.assertEqual(rc, 0, name + err)
+            self.assertTrue(out.startswith("fused backward of " + name), out)
+            self.assertLessEqual(kernels(out), 2, name + "\n" + out)
+
+    def test_ir_and_mlir(self):
+        rc, out, _ = ein("rms_norm", "--shape", "4,32", "--stage", "ir")
+        self.assertEqual(rc, 0)
+        self.assertIn("reduce[mean dims 1]", out)
+        self.assertNotIn("fused", out)
+        rc, out, _ = ein("layer_norm", "--shape", "4,32", "--stage", "mlir")
+        self.assertEqual(rc, 0)
+        self.assertEqual(out.count("func.func @"), 1)
+        self.assertIn("// kernel 1", out)
+
+    def test_map_expression_and_reduce_pattern(self):
+        rc, out, _ = ein("x[b s d], m[b s] -> (x - m)**2", "--shape", "4,8,16", "--shape", "4,8")
+        self.assertEqual(rc, 0)
+        self.assertEqual(kernels(out), 1)
+        rc, out, _ = ein("a (b c) -> c a", "--reduction", "var", "--ddof", "1", "--shape", "4,30",
+                         "--size", "b=6")
+        self.assertEqual(rc, 0, out)
+        self.assertEqual(kernels(out), 1)
+        self.assertIn("(folded into the strides)", out)
+
+    def test_adamw_is_one_kernel_with_three_stores(self):
+        rc, out, _ = ein("adamw", "--shape", "1000")
+        self.assertEqual(rc, 0)
+        self.assertIn("3 stores", out)
+        self.assertIn("0 nodes left as is", out)
+
+
+class Errors(unittest.TestCase):
+    def check(self, args, code, text):
+        rc, out, err = ein(*args)
+        self.assertEqual(rc, code, err)
+        self.assertEqual(out, "")
+        self.assertIn(text, err)
+        for leak in LEAKS:
+            self.assertNotIn(leak, err)
+
+    def test_usage_errors(self):
+        self.check(["softmaxx", "--shape", "4,8"], 2, "is not a standard function")
+        self.check(["softmax", "--shape", "4,8", "--stage", "cuda"], 2, "--stage cuda")
+        self.check(["b n -> b", "--shape", "4,8"], 2, "needs --reduction")
+        self.check(["softmax", "--shape", "4,8", "--dtype", "i64"], 2, "--dtype i64")
+
+    def test_input_errors(self):
+        self.check(["x[b n], m[b] -> x - m", "--shape", "4,8", "--shape", "5"], 1,
+                   "axis 'b' has length 5 here but 4 earlier")
+        self.check(["x[b n] -> frob(x)", "--shape", "4,8"], 1, "unknown function 'frob'")
+        self.check(["cross_entropy", "--shape", "4,8,2"], 1, "cross_entropy takes logits")
+
+
+def main():
+    global EIN, GOLDEN
+    EIN, GOLDEN = sys.argv[1], sys.argv[2]
+    unittest.main(argv=sys.argv[:1], verbosity=1)
+
+
+if __name__ == "__main__":
+    main()
