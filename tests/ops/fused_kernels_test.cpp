@@ -234,6 +234,58 @@ TEST(FusedKernelIr, CoalesceKeepsTheRowBoundaryAndIndexedDims) {
   EXPECT_NO_THROW(verify(pc));
 }
 
+/// softmax over the last dim of x (a b c), built as fused_ops.cpp builds it.
+Kernel softmax_kernel(Shape domain, Shape x_strides, Shape y_strides) {
+  Kernel k;
+  k.name = "softmax";
+  k.domain = std::move(domain);
+  k.reduced = 1;
+  const int x = k.load(k.add_buffer(DType::f32, std::move(x_strides)));
+  const int m = k.reduce(Combine::max, x);
+  const int e = k.apply(ScalarOp::exp, k.apply(ScalarOp::sub, x, m));
+  const int s = k.reduce(Combine::sum, e);
+  k.store(k.add_output(DType::f32, std::move(y_strides)),
+          k.apply(ScalarOp::mul, e, k.apply(ScalarOp::reciprocal, s)));
+  return k;
+}
+
+TEST(FusedKernelIr, GoldenDumpOfTheGeneralForm) {
+  Kernel k = softmax_kernel({2, 3, 8}, {24, 8, 1}, {24, 8, 1});
+  k.param(0.5);
+  EXPECT_EQ(dump(coalesce(k)),
+            "kernel softmax domain=[6,8] reduced=1 compute=f32 params=1\n"
+            "  buf0 in f32 strides=[8,1]\n"
+            "  buf1 out f32 strides=[8,1]\n"
+            "  %0 = load buf0\n"
+            "  %1 = acc stage0\n"
+            "  %2 = - %0 %1\n"
+            "  %3 = exp %2\n"
+            "  %4 = acc stage1\n"
+            "  %5 = reciprocal %4\n"
+            "  %6 = * %3 %5\n"
+            "  %7 = param p0\n"
+            "  stage0 = max %0\n"
+            "  stage1 = sum %3\n"
+            "  store buf1 %6\n");
+}
+
+TEST(FusedKernelIr, TheMlirDependsOnTheStridePatternNotOnSizesOrParamValues) {
+  Kernel small = softmax_kernel({2, 3, 8}, {24, 8, 1}, {24, 8, 1});
+  Kernel large = softmax_kernel({7, 50, 96}, {4800, 96, 1}, {4800, 96, 1});
+  small.store(small.add_output(DType::f32, {3, 1, 0}),
+              small.apply(ScalarOp::mul, small.accumulator(1), small.param(0.25)));
+  large.store(large.add_output(DType::f32, {50, 1, 0}),
+              large.apply(ScalarOp::mul, large.accumulator(1), large.param(-7)));
+  const std::string a = kernel_mlir(small), b = kernel_mlir(large);
+  EXPECT_EQ(a, b);
+  // Mode A: each stage keeps four vector accumulators; the full store is vectorized too.
+  EXPECT_NE(a.find("<maximumf>"), std::string::npos) << a;
+  EXPECT_NE(a.find(":4 = scf.for"), std::string::npos) << a;
+  EXPECT_NE(a.find("vector.store"), std::string::npos) << a;
+  // The param is read from the launch's f64 array, not baked in.
+  EXPECT_NE(a.find("memref<?xf64>"), std::string::npos) << a;
+}
+
 TEST(FusedKernelIr, VerifyRejectsBrokenGeneralKernels) {
   auto base = [] {
     Kernel k;
