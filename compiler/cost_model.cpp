@@ -113,46 +113,6 @@ std::vector<char> reachable(const Kernel& k, const std::vector<int>& roots) {
   return seen;
 }
 
-/// FLOPs of a kernel over `domain` (its trailing k.reduced dims the row): each arithmetic node
-/// (leaves excluded) once per point it is evaluated at — every point for the values of stages
-/// and full stores, once per row for row stores — plus one combine per point for each stage.
-int64_t kernel_flops(const Kernel& k, const Shape& domain) {
-  const int64_t points = numel(domain);
-  const int parallel = static_cast<int>(domain.size()) - k.reduced;
-  int64_t rows = 1;
-  for (int d = 0; d < parallel; ++d)
-    rows *= domain[d];
-  std::vector<int> full, row;  // roots evaluated at every point / once per row
-  int64_t combines = 0;
-  if (k.stores.empty()) {  // the single-output shorthand
-    if (k.reduced > 0 && k.combine != Combine::none) {
-      full.push_back(k.body);
-      row.push_back(k.result);
-      combines = 1;
-    } else {
-      full.push_back(k.result >= 0 ? k.result : k.body);
-    }
-  } else {
-    for (const KernelStage& s : k.stages)
-      full.push_back(s.value);
-    combines = static_cast<int64_t>(k.stages.size());
-    for (const KernelStore& s : k.stores) {
-      bool moves = k.reduced == 0;  // does the stored buffer walk the row?
-      const Shape& strides = k.buffers[s.buffer].strides;
-      for (size_t d = parallel; d < strides.size(); ++d)
-        moves = moves || strides[d] != 0;
-      (moves ? full : row).push_back(s.value);
-    }
-  }
-  const std::vector<char> at_points = reachable(k, full), at_rows = reachable(k, row);
-  int64_t flops = combines * points;
-  for (size_t i = 0; i < k.nodes.size(); ++i) {
-    if (scalar_op_arity(k.nodes[i].op) == 0) continue;  // load, constant, acc, index, param
-    flops += at_points[i] ? points : at_rows[i] ? rows : 0;
-  }
-  return flops;
-}
-
 NodeCost cost_map(const Graph& g, const GraphNode& n) {
   const auto& a = std::get<MapAttr>(n.attr);
   return {a.body ? kernel_flops(*a.body, n.shape) : 0, 0, input_bytes(g, n), bytes_of(n)};
@@ -299,6 +259,43 @@ bool reshape_is_view(const Graph& g, int id, const std::vector<std::optional<Sha
 }
 
 }  // namespace
+
+int64_t kernel_flops(const Kernel& k, const Shape& domain) {
+  const int64_t points = numel(domain);
+  const int parallel = static_cast<int>(domain.size()) - k.reduced;
+  int64_t rows = 1;
+  for (int d = 0; d < parallel; ++d)
+    rows *= domain[d];
+  std::vector<int> full, row;  // roots evaluated at every point / once per row
+  int64_t combines = 0;
+  if (k.stores.empty()) {  // the single-output shorthand
+    if (k.reduced > 0 && k.combine != Combine::none) {
+      full.push_back(k.body);
+      row.push_back(k.result);
+      combines = 1;
+    } else {
+      full.push_back(k.result >= 0 ? k.result : k.body);
+    }
+  } else {
+    for (const KernelStage& s : k.stages)
+      full.push_back(s.value);
+    combines = static_cast<int64_t>(k.stages.size());
+    for (const KernelStore& s : k.stores) {
+      bool moves = k.reduced == 0;  // does the stored buffer walk the row?
+      const Shape& strides = k.buffers[s.buffer].strides;
+      for (size_t d = parallel; d < strides.size(); ++d)
+        moves = moves || strides[d] != 0;
+      (moves ? full : row).push_back(s.value);
+    }
+  }
+  const std::vector<char> at_points = reachable(k, full), at_rows = reachable(k, row);
+  int64_t flops = combines * points;
+  for (size_t i = 0; i < k.nodes.size(); ++i) {
+    if (scalar_op_arity(k.nodes[i].op) == 0) continue;  // load, constant, acc, index, param
+    flops += at_points[i] ? points : at_rows[i] ? rows : 0;
+  }
+  return flops;
+}
 
 double NodeCost::intensity() const {
   const int64_t bytes = bytes_read + bytes_written;

@@ -40,6 +40,10 @@ enum class ReshapeLayout : uint8_t {
 /// The cost of node `id` of `graph` (ReshapeLayout::analyse walks the graph up to `id`).
 NodeCost node_cost(const Graph& graph, int id, ReshapeLayout reshape = ReshapeLayout::analyse);
 
+/// FLOPs of one Kernel IR kernel over `domain` (the map and fused rules): each arithmetic
+/// scalar node once per point it is evaluated at, plus one per point per reduction stage.
+int64_t kernel_flops(const Kernel& kernel, const Shape& domain);
+
 /// Per-node costs and their sum.
 struct GraphCost {
   std::vector<NodeCost> nodes;  ///< one per graph node

@@ -19,7 +19,7 @@
 #include <fmt/format.h>
 
 #include "compiler/emit_mlir.h"
-#include "runtime/counters.h"
+#include "compiler/executed_cost.h"
 #include "runtime/jit/cpu_jit.h"
 #include "runtime/parallel.h"
 
@@ -154,7 +154,7 @@ void run_kernel(const Kernel& kernel_in, std::span<const Tensor> buffers) {
   const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, s.work_per_iteration));
   CpuKernelFn fn = compiled->fn;
   ++g_launches;
-  detail::count_kernel_launch();  // charge the live FlopCounter scopes (runtime/counters.h)
+  count_kernel_launch(kernel_in, buffers);  // charge the live FlopCounters (executed_cost.h)
   if (s.outer_iterations <= grain) {
     fn(ptrs, 0, s.outer_iterations);
     return;

@@ -151,7 +151,7 @@ std::vector<Tensor> execute(const Graph& g, const std::vector<Tensor>& inputs,
       values[i] = kRules[static_cast<int>(n.op)](n, values, inputs);
       continue;
     }
-    const CostPhase phase = i < phases.size() ? phases[i] : CostPhase::forward;
+    const CostPhase phase = i < phases.size() ? phases[i] : detail::current_phase();
     const detail::CountingNode at(g.origin, phase);  // launches inside are this node's
     values[i] = kRules[static_cast<int>(n.op)](n, values, inputs);
     count_executed_node(g, static_cast<int>(i), phase, values[i].front(),

@@ -15,8 +15,8 @@ namespace ein {
 
 /// The graph's outputs for `inputs` (one tensor per input node, in InputAttr order; their
 /// shapes and dtypes must be those the graph was lowered for). While a FlopCounter is alive on
-/// this thread each node is charged to it under `phases[node]` (default, or past the end:
-/// forward); the autograd tape passes backward_phases() for a backward graph.
+/// this thread each node is charged to it under `phases[node]` (default, or past the end: the
+/// current detail::CountingPhase, else forward); the tape may pass backward_phases().
 std::vector<Tensor> execute(const Graph& graph, const std::vector<Tensor>& inputs,
                             std::span<const CostPhase> phases = {});
 

@@ -1,7 +1,9 @@
-// The Graph-aware half of the runtime counters: what a node that just ran costs, charged to the
-// FlopCounter scopes alive on this thread (runtime/counters.h holds the scopes). execute() calls
-// it after each node only while a scope is alive.
+// The Graph- and Kernel-aware half of the runtime counters: what a node that just ran costs, or
+// a kernel launched outside any node, charged to the FlopCounter scopes alive on this thread
+// (runtime/counters.h holds the scopes). Called only while a scope is alive, or cheaply.
 #pragma once
+
+#include <span>
 
 #include <ein/flop_counter.h>
 
@@ -16,5 +18,11 @@ namespace ein {
 /// expressed as a view moves no bytes.
 void count_executed_node(const Graph& graph, int id, CostPhase phase, const Tensor& result,
                          const Tensor& input);
+
+/// Counts one launch of `kernel` on `buffers` (run_kernel's arguments) in the live
+/// FlopCounters. Inside a node execute() is counting, only the launch; otherwise (a kernel run
+/// directly, e.g. by an nn function or an optimizer) also its FLOPs (kernel_flops()) and the
+/// bytes of its buffers (inputs read, outputs written, each once), under the kernel's name.
+void count_kernel_launch(const Kernel& kernel, std::span<const Tensor> buffers);
 
 }  // namespace ein

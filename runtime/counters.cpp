@@ -13,9 +13,10 @@ std::vector<FlopCounter*>& scopes() {
   return s;
 }
 
-/// The node running now, for launches (set by CountingNode).
+/// The node running now (set by CountingNode), and the phase for work without one.
 thread_local std::string_view t_origin;
 thread_local CostPhase t_phase = CostPhase::forward;
+thread_local int t_nodes = 0;
 
 }  // namespace
 
@@ -38,22 +39,51 @@ void count_cost(std::string_view origin, CostPhase phase, const CostTotals& cost
     c->add(origin, phase, cost);
 }
 
-void count_kernel_launch() {
+bool in_counted_node() {
+  return t_nodes > 0;
+}
+
+CostPhase current_phase() {
+  return t_phase;
+}
+
+void count_launch(std::string_view origin, const CostTotals& cost) {
   if (!counting()) return;
-  CostTotals one;
-  one.kernels = 1;
-  count_cost(t_origin, t_phase, one);
+  CostTotals c;
+  if (t_nodes == 0) c = cost;
+  c.kernels = 1;
+  count_cost(t_nodes > 0 ? t_origin : origin, t_phase, c);
+}
+
+void count_gemm(int64_t batch, int64_t m, int64_t n, int64_t k, size_t element_size) {
+  if (!counting()) return;
+  const auto bytes = static_cast<int64_t>(element_size);
+  CostTotals c;
+  c.flops = c.matmul_flops = 2 * batch * m * n * k;
+  c.bytes_read = batch * (m * k + k * n) * bytes;
+  c.bytes_written = batch * m * n * bytes;
+  count_launch("gemm", c);
 }
 
 CountingNode::CountingNode(std::string_view origin, CostPhase phase)
     : saved_origin_(t_origin), saved_phase_(t_phase) {
   t_origin = origin;
   t_phase = phase;
+  ++t_nodes;
 }
 
 CountingNode::~CountingNode() {
   t_origin = saved_origin_;
   t_phase = saved_phase_;
+  --t_nodes;
+}
+
+CountingPhase::CountingPhase(CostPhase phase) : saved_(t_phase) {
+  t_phase = phase;
+}
+
+CountingPhase::~CountingPhase() {
+  t_phase = saved_;
 }
 
 }  // namespace ein::detail

@@ -132,7 +132,7 @@ void gemm_batched(const GemmBatch& g) {
     throw RuntimeError("gemm_batched: stride_c = 0 would make the " + std::to_string(g.batch) +
                        " results overwrite each other");
   }
-  detail::count_kernel_launch();  // one batched GEMM is one launch, as cuBLAS's strided batch
+  detail::count_gemm(g.batch, g.m, g.n, g.k, element_size(g.dtype));  // one launch per batch
   if (g.dtype == DType::f32) {
     run<float>(g);
   } else {

@@ -10,11 +10,14 @@
 
 #include <ein/ein.h>
 #include <ein/flop_counter.h>
+#include <ein/nn.h>
 
 #include "compiler/cost_model.h"
+#include "compiler/cpu_executor.h"
 #include "compiler/execute.h"
 #include "conformance/tsv.h"
 #include "cost/graph_builder.h"
+#include "runtime/blas/contract.h"
 #include "runtime/counters.h"
 
 namespace ein {
@@ -154,6 +157,57 @@ TEST(FlopCounter, ExecuteChargesEachNodeToItsPhase) {
   EXPECT_EQ(c.phase(CostPhase::weight_grad).matmul_flops, 2 * 4 * 6 * 3);
   EXPECT_EQ(c.phase(CostPhase::weight_grad).kernels, 1);
   EXPECT_EQ(c.by_origin().at("two matmuls").matmul_flops, 240 + 144);
+}
+
+// A kernel run directly (as nn functions and optimizers do) is charged its own cost: its
+// Kernel IR's FLOPs and its buffers' bytes, under the kernel's name.
+TEST(FlopCounter, KernelsRunOutsideGraphsCountTheirOwnCost) {
+  Kernel k;  // softmax over the last dim of x (4, 10)
+  k.name = "test_softmax";
+  k.domain = {4, 10};
+  k.reduced = 1;
+  const int xb = k.add_buffer(DType::f32, {10, 1});
+  const int yb = k.add_output(DType::f32, {10, 1});
+  const int x = k.load(xb);
+  const int m = k.reduce(Combine::max, x);
+  const int e = k.apply(ScalarOp::exp, k.apply(ScalarOp::sub, x, m));
+  k.store(yb, k.apply(ScalarOp::div, e, k.reduce(Combine::sum, e)));
+  const Tensor in = rand({4, 10}, 1), out = empty({4, 10}, DType::f32, cpu());
+  FlopCounter c;
+  run_kernel(k, std::vector<Tensor>{in, out});
+  // Two stages × 40 combines; sub, exp, div at 40 points each.
+  const CostTotals want{2 * 40 + 3 * 40, 0, 40 * 4, 40 * 4, 1};
+  EXPECT_EQ(c.totals(), want);
+  EXPECT_EQ(c.by_origin().at("test_softmax"), want);
+}
+
+TEST(FlopCounter, FusedNnFunctionsAreCounted) {
+  const Tensor x = rand({8, 32}, 1);
+  FlopCounter c;
+  nn::softmax(x);
+  EXPECT_EQ(c.totals().kernels, 1);         // one fused kernel
+  EXPECT_GE(c.totals().flops, 4 * 8 * 32);  // at least max, subtract, exp, sum per element
+  EXPECT_EQ(c.totals().bytes_read, 8 * 32 * 4);
+  EXPECT_EQ(c.totals().bytes_written, 8 * 32 * 4);
+}
+
+TEST(FlopCounter, DirectBlasCallsCountTheirMatmulFlops) {
+  const Tensor a = rand({4, 5}, 1), b = rand({5, 6}, 2);
+  FlopCounter c;
+  contract(a, {0, 1}, b, {1, 2}, {0, 2});
+  EXPECT_EQ(c.by_origin().at("gemm"), (CostTotals{240, 240, 50 * 4, 24 * 4, 1}));
+}
+
+TEST(FlopCounter, WorkWithoutAPhaseTakesTheCurrentOne) {
+  const Tensor a = rand({4, 5}, 1), b = rand({5, 6}, 2);
+  FlopCounter c;
+  {
+    const detail::CountingPhase backward(CostPhase::input_grad);
+    einsum("m k, k n -> m n", a, b);
+  }
+  einsum("m k, k n -> m n", a, b);
+  EXPECT_EQ(c.phase(CostPhase::input_grad).matmul_flops, 240);
+  EXPECT_EQ(c.phase(CostPhase::forward).matmul_flops, 240);
 }
 
 // mfu_nanogpt_a100: 874944921600 FLOPs per sequence, 100 sequences in 0.755 s on an A100's
