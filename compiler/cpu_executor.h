@@ -12,8 +12,10 @@
 
 namespace ein {
 
-/// Runs `kernel` with `buffers` (its inputs in order, then the output) on the CPU. The
-/// kernel's strides must describe these tensors (element strides from their data_ptr()).
+/// Runs `kernel` with `buffers` (one tensor per kernel buffer: the inputs in order, then the
+/// outputs) on the CPU. The kernel's strides must describe these tensors (element strides from
+/// their data_ptr()). An output may be the same tensor as an input with the same strides (an
+/// in-place update; see kernel_ir.h). Kernel::params travel with the launch.
 void run_kernel(const Kernel& kernel, std::span<const Tensor> buffers);
 
 /// The MLIR text run_kernel() would compile for `kernel` (for `ein emit --target mlir`).

@@ -25,14 +25,17 @@ struct CpuSchedule {
 /// The schedule emit_mlir() uses for `kernel` (which must be coalesced and verified).
 CpuSchedule schedule_cpu(const Kernel& kernel);
 
-/// An MLIR module holding `func.func @symbol(%buffers: !llvm.ptr, %begin: index, %end: index)`
-/// that runs outer iterations [begin, end) of `schedule`; buffers[i] is element 0 of buffer i,
-/// and the buffer after the kernel's last holds kernel_parameters(). Sizes and strides are read
-/// from there at run time: the code depends only on the kernel's ops, dtypes, rank and which
-/// strides are 0 or 1, so it is reused across shapes.
 /// The run-time parameters of a kernel: domain sizes, every buffer's stride per dim (buffer
 /// major), then the chunk and the number of chunks of the last parallel dim.
 std::vector<int64_t> kernel_parameters(const Kernel& kernel, const CpuSchedule& schedule);
+
+/// An MLIR module holding `func.func @symbol(%buffers: !llvm.ptr, %begin: index, %end: index)`
+/// that runs outer iterations [begin, end) of `schedule`; buffers[i] is element 0 of buffer i,
+/// buffers[n] (n = the kernel's buffer count) holds kernel_parameters() as int64, and, when
+/// the kernel has params, buffers[n + 1] holds Kernel::params as double. Sizes, strides and
+/// params are read from there at run time: the code depends only on the kernel's ops, dtypes,
+/// rank, stages, stores and which strides are 0 or 1, so it is reused across shapes and steps.
+/// `kernel` may be in either form (see kernel_ir.h); it should be coalesced and verified.
 std::string emit_mlir(const Kernel& kernel, const CpuSchedule& schedule, std::string_view symbol);
 
 }  // namespace ein
