@@ -15,6 +15,7 @@
 #include "compiler/kernel_ir.h"
 #include "compiler/tape.h"
 #include "runtime/autograd.h"
+#include "runtime/counters.h"
 
 namespace ein::nn {
 namespace {
@@ -59,6 +60,7 @@ std::pair<Tensor, Tensor> column_sums(const Tensor& grad, const Tensor& x, const
     k.store(k.add_output(weight_dtype, {1, 0}), acc);
     buffers.push_back(db);
   }
+  detail::CountingPhase phase(CostPhase::weight_grad);
   if (want_weight || want_bias) run_kernel(k, buffers);
   return {dw, db};
 }

@@ -7,51 +7,71 @@
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <tuple>
 #include <utility>
 
 #include <fmt/format.h>
 
 #include "compiler/autodiff.h"
+#include "compiler/backward_cost.h"
 #include "compiler/execute.h"
 #include "compiler/lower_patterns.h"
+#include "runtime/counters.h"
 
 namespace ein {
 namespace {
 
-/// Backward graphs by (forward graph, needs-grad mask); entries hold the forward graph so its
-/// address is never reused while cached.
-std::shared_ptr<const Backward> backward_of(const std::shared_ptr<const Graph>& graph,
-                                            const std::vector<bool>& needs_grad) {
+/// A forward graph's backward and the cost phase of each of its nodes.
+struct CachedBackward {
+  Backward backward;
+  std::vector<CostPhase> phases;
+};
+
+/// Backward graphs by (forward graph, needs-grad mask, which inputs are weights); entries hold
+/// the forward graph so its address is never reused while cached.
+std::shared_ptr<const CachedBackward> backward_of(const std::shared_ptr<const Graph>& graph,
+                                                  const std::vector<bool>& needs_grad,
+                                                  const std::vector<bool>& weights) {
   static std::mutex mutex;
-  static std::map<std::pair<const Graph*, std::vector<bool>>,
-                  std::pair<std::shared_ptr<const Graph>, std::shared_ptr<const Backward>>>
+  using Key = std::tuple<const Graph*, std::vector<bool>, std::vector<bool>>;
+  static std::map<Key,
+                  std::pair<std::shared_ptr<const Graph>, std::shared_ptr<const CachedBackward>>>
       cache;
   std::lock_guard lock(mutex);
-  auto key = std::make_pair(graph.get(), needs_grad);
+  Key key{graph.get(), needs_grad, weights};
   if (auto it = cache.find(key); it != cache.end()) return it->second.second;
-  auto b = std::make_shared<const Backward>(differentiate(*graph, needs_grad));
+  auto entry = std::make_shared<CachedBackward>();
+  entry->backward = differentiate(*graph, needs_grad);
+  entry->phases = backward_phases(entry->backward, *graph, weights);
+  std::shared_ptr<const CachedBackward> b = entry;
   cache.emplace(std::move(key), std::make_pair(graph, b));
   return b;
 }
 
 class GraphGradNode final : public GradNode {
  public:
+  /// `weights` flags the inputs that are leaves (parameters): their gradients count as
+  /// weight-gradient work, the others' as input-gradient work.
   GraphGradNode(std::shared_ptr<const Graph> graph, std::vector<Tensor> saved,
-                std::vector<bool> needs_grad)
-      : graph_(std::move(graph)), saved_(std::move(saved)), needs_grad_(std::move(needs_grad)) {}
+                std::vector<bool> needs_grad, std::vector<bool> weights)
+      : graph_(std::move(graph)),
+        saved_(std::move(saved)),
+        needs_grad_(std::move(needs_grad)),
+        weights_(std::move(weights)) {}
 
   std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) override {
-    const auto backward = backward_of(graph_, needs_grad_);
+    const auto cached = backward_of(graph_, needs_grad_, weights_);
+    const Backward& backward = cached->backward;
     std::vector<Tensor> args = saved_;
     for (size_t k = 0; k < graph_->outputs.size(); ++k) {
       const GraphNode& out = graph_->nodes[graph_->outputs[k]];
       const Tensor& g = k < grad_outputs.size() ? grad_outputs[k] : Tensor();
       args.push_back(g.defined() ? g.detach() : zeros(out.shape, out.dtype));
     }
-    const std::vector<Tensor> grads = execute(backward->graph, args);
+    const std::vector<Tensor> grads = execute(backward.graph, args, cached->phases);
     std::vector<Tensor> per_input(saved_.size());
-    for (size_t i = 0; i < backward->wrt.size(); ++i)
-      per_input[backward->wrt[i]] = grads[i];
+    for (size_t i = 0; i < backward.wrt.size(); ++i)
+      per_input[backward.wrt[i]] = grads[i];
     return per_input;
   }
 
@@ -62,7 +82,7 @@ class GraphGradNode final : public GradNode {
  private:
   std::shared_ptr<const Graph> graph_;
   std::vector<Tensor> saved_;
-  std::vector<bool> needs_grad_;
+  std::vector<bool> needs_grad_, weights_;
 };
 
 class FunctionGradNode final : public GradNode {
@@ -70,6 +90,7 @@ class FunctionGradNode final : public GradNode {
   FunctionGradNode(std::string name, BackwardFn backward)
       : name_(std::move(name)), backward_(std::move(backward)) {}
   std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) override {
+    detail::CountingPhase phase(CostPhase::input_grad);  // weight parts say so themselves
     return backward_(grad_outputs);
   }
   Tensor accumulate(const Tensor& a, const Tensor& b) const override { return add_tensors(a, b); }
@@ -125,7 +146,11 @@ std::vector<Tensor> run_recorded(const std::shared_ptr<const Graph>& graph,
   }
   std::vector<Tensor> outputs = execute(*graph, detached);
   if (!any || !grad_enabled()) return outputs;
-  attach(std::make_shared<GraphGradNode>(graph, detached, needs_grad), inputs, outputs);
+  std::vector<bool> weights;
+  for (const Tensor& x : inputs)
+    weights.push_back(x.requires_grad() && x.is_leaf());
+  attach(std::make_shared<GraphGradNode>(graph, detached, needs_grad, std::move(weights)), inputs,
+         outputs);
   return outputs;
 }
 
