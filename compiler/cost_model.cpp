@@ -16,10 +16,12 @@
 //   views     view, permute, slice, input: 0 FLOPs, 0 bytes (metadata only).
 //   copies    reshape, concat, cast: bytes only; a reshape costs nothing when it is a view
 //             (known statically when the graph's inputs are contiguous, else at run time).
-// Bytes: each input read once (its own elements, so a broadcast input counts its size, not the
-// output's), the result written once, at the dtype's element size (include/ein/dtype.h).
+// Bytes: each input's distinct elements read once (a broadcast input or a repeat's stride-0 view
+// counts its own size, not the consumer's), the result written once, at the dtype's element
+// size (include/ein/dtype.h).
 #include "compiler/cost_model.h"
 
+#include <algorithm>
 #include <array>
 #include <map>
 #include <optional>
@@ -44,11 +46,36 @@ int64_t bytes_of(const GraphNode& n) {
   return numel(n.shape) * static_cast<int64_t>(element_size(n.dtype));
 }
 
-/// Bytes of all inputs, each read once.
+/// The distinct elements a node's value holds: its size, except that a view or layout change
+/// of a smaller value (a broadcast, a repeat by stride 0) holds no more than that value.
+int64_t distinct_elements(const Graph& g, int id) {
+  const GraphNode& n = g.nodes[id];
+  int64_t own = numel(n.shape);
+  switch (n.op) {
+    case GraphOp::view: {
+      const auto& dims = std::get<ViewAttr>(n.attr).dims;
+      own = 1;
+      for (size_t j = 0; j < dims.size(); ++j)
+        if (!dims[j].empty()) own *= n.shape[j];  // no elementary axis: a broadcast dim
+      return std::min(own, distinct_elements(g, n.inputs[0]));
+    }
+    case GraphOp::permute:
+    case GraphOp::slice:
+      return std::min(own, distinct_elements(g, n.inputs[0]));
+    case GraphOp::reshape:  // the same shape is always a view; a merge may copy (materialise)
+      return g.nodes[n.inputs[0]].shape == n.shape
+                 ? std::min(own, distinct_elements(g, n.inputs[0]))
+                 : own;
+    default:
+      return own;
+  }
+}
+
+/// Bytes of all inputs, each distinct element read once.
 int64_t input_bytes(const Graph& g, const GraphNode& n) {
   int64_t b = 0;
   for (int i : n.inputs)
-    b += bytes_of(g.nodes[i]);
+    b += distinct_elements(g, i) * static_cast<int64_t>(element_size(g.nodes[i].dtype));
   return b;
 }
 

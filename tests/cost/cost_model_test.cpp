@@ -46,6 +46,16 @@ TEST(CostModel, BatchedContractCountsTheBatchAxis) {
   EXPECT_EQ(c.total.flops, c.total.matmul_flops);
 }
 
+TEST(CostModel, ARepeatedOperandIsReadAtItsOwnSize) {
+  GraphBuilder b;
+  const int t = b.input({4, 6}), c = b.input({7, 6, 7});
+  const int e = b.pattern("i k -> n i k", PatternOp::repeat, {t}, {{"n", 7}});  // stride 0 on n
+  b.output(b.einsum("n i k, n k j -> n i j", {e, c}));
+  const GraphCost cc = cost(b.graph);
+  EXPECT_EQ(cc.total, (NodeCost{2352, 2352, (24 + 294) * kF32, 7 * 4 * 7 * kF32}))
+      << format_cost(b.graph, cc);
+}
+
 TEST(CostModel, AccountingRowOpMm) {
   GraphBuilder b;
   b.output(b.einsum("m k, k n -> m n", {b.input({4, 5}), b.input({5, 6})}));
