@@ -40,6 +40,11 @@ TEST(EagerFlops, LectureTwoLayerForwardAndBackward) {
   // lecture's second 2·B·D·D (x.grad) is never computed.
   EXPECT_EQ(backward.totals().matmul_flops, 2 * B * D * K + 2 * B * D * K + 2 * B * D * D);
   EXPECT_GE(backward.totals().kernels, 3);  // at least the three GEMMs
+  // The tape flags leaves that require grad (w1, w2) as weights: their gradients are
+  // weight-gradient work, h1.grad is input-gradient work.
+  EXPECT_EQ(backward.phase(CostPhase::weight_grad).matmul_flops, 2 * B * D * K + 2 * B * D * D);
+  EXPECT_EQ(backward.phase(CostPhase::input_grad).matmul_flops, 2 * B * D * K);
+  EXPECT_EQ(backward.phase(CostPhase::forward).flops, 0);
 }
 
 TEST(EagerFlops, LectureWithXGradIsSixTokensTimesParams) {
