@@ -156,6 +156,41 @@ TEST(FusedKernelIr, MultiOutputPointwise) {
   check_against_evaluate(three_outputs({74, 2}, {37, 1}), 3, "strided input");
 }
 
+/// y = x + 0.5 · i0 − 0.25 · i_last over `domain` (rank 2 or 3; the last dim is reduced when
+/// `reduced`, with a row store of Σ (x · i_last) + i0): index leaves on vectorized and scalar
+/// dims, in pointwise and row kernels.
+Kernel index_kernel(Shape domain, int reduced, const Shape& x_strides, const Shape& y_strides,
+                    const Shape& row_strides) {
+  Kernel k;
+  k.name = "index_kernel";
+  k.domain = std::move(domain);
+  k.reduced = reduced;
+  const int last = static_cast<int>(k.domain.size()) - 1;
+  const int x = k.load(k.add_buffer(DType::f32, x_strides));
+  const int i0 = k.index(0), il = k.index(last);
+  const int y = k.add_output(DType::f32, y_strides);
+  k.store(y, k.apply(ScalarOp::sub,
+                     k.apply(ScalarOp::add, x, k.apply(ScalarOp::mul, i0, k.constant(0.5))),
+                     k.apply(ScalarOp::mul, il, k.constant(0.25))));
+  if (reduced > 0) {
+    const int s = k.reduce(Combine::sum, k.apply(ScalarOp::mul, x, il));
+    k.store(k.add_output(DType::f32, row_strides), k.apply(ScalarOp::add, s, i0));
+  }
+  return k;
+}
+
+TEST(FusedKernelIr, IndexLeavesOnEveryKindOfDim) {
+  check_against_evaluate(index_kernel({3, 37}, 0, {37, 1}, {37, 1}, {}), 30,
+                         "pointwise, vectorized");
+  check_against_evaluate(index_kernel({3, 37}, 0, {1, 3}, {1, 3}, {}), 31, "pointwise, scalar");
+  check_against_evaluate(index_kernel({4, 37, 5}, 0, {185, 5, 1}, {185, 5, 1}, {}), 32,
+                         "pointwise, rank 3");
+  check_against_evaluate(index_kernel({35, 6}, 1, {1, 35}, {1, 35}, {1, 0}), 33,
+                         "mode B (index of the vectorized parallel dim)");
+  check_against_evaluate(index_kernel({5, 70}, 1, {70, 1}, {70, 1}, {1, 0}), 34,
+                         "mode A (index of the vectorized row dim)");
+}
+
 /// Cross-entropy-like row kernel over x (p r) with every leaf kind: stages max, Σ exp, and Σ of
 /// the target's logit (index leaf == a per-row integer load); a full store y = softmax · w, and
 /// two row stores (the loss, and max · param).
