@@ -31,8 +31,20 @@ namespace {
 using detail::Group;
 using detail::Operand;
 
+// A row kernel evaluates each stage's value over the whole row, recomputing the values it
+// reads, so a chain of row functions (norm → softmax → norm …) fused into one kernel costs
+// quadratically in its length. Eight stages hold every standard function and its backward
+// (LayerNorm's backward row kernel has five).
+constexpr int kMaxStages = 8;
+
 bool is_fp8(DType t) {
   return t == DType::f8e4m3 || t == DType::f8e5m2;
+}
+/// The stages a reduce node takes in a kernel (fuse_kernel.cpp: logsumexp, var, std take two).
+int stages_of(const GraphNode& n) {
+  if (n.op != GraphOp::reduce) return 0;
+  const Reduction r = std::get<ReduceAttr>(n.attr).reduction;
+  return r == Reduction::logsumexp || r == Reduction::var || r == Reduction::std ? 2 : 1;
 }
 bool is_integer(DType t) {
   return t == DType::i64 || t == DType::i32 || t == DType::i8 || t == DType::u8;
@@ -119,6 +131,11 @@ class Pass {
       why = std::move(text);
       return std::nullopt;
     };
+    if (reduce && stages(grp) + stages_of(node) > kMaxStages)
+      return fail(
+          fmt::format("the kernel has {} stages already (at most {}: each stage "
+                      "recomputes the values it reads over the row)",
+                      stages(grp), kMaxStages));
     // 1. In-group operands fix the dims they are read along.
     for (const Operand& op : operands(n)) {
       const int x = op.source;
@@ -243,6 +260,13 @@ class Pass {
     return true;
   }
 
+  int stages(const Group& grp) const {
+    int n = 0;
+    for (int m : grp.members)
+      n += stages_of(g_.nodes[m]);
+    return n;
+  }
+
   static int member_index(const Group& grp, int node) {
     auto it = std::find(grp.members.begin(), grp.members.end(), node);
     return it == grp.members.end() ? -1 : static_cast<int>(it - grp.members.begin());
@@ -274,11 +298,11 @@ class Pass {
 
   void add_member(Group& grp, int n, const Placement& pl) {
     if (!pl.row.empty()) {
-      Placement moved = pl;
       make_row(grp, pl.row);
       // Re-place with the new order: the reduce's own dims move like the rest.
       std::string why;
       auto again = place(grp, n, why);
+      if (!again) throw std::logic_error("internal error: a reduce no longer fits its row: " + why);
       grp.members.push_back(n);
       grp.place.push_back(again->out);
       grp.in_place.push_back(again->in);
@@ -330,7 +354,7 @@ class Pass {
 
   /// Merges group `from` into `into` when their domains are the same dims (identity map).
   bool merge_compatible(const Group& into, const Group& from) const {
-    if (into.domain != from.domain) return false;
+    if (into.domain != from.domain || stages(into) + stages(from) > kMaxStages) return false;
     return into.reduced == from.reduced || from.reduced == 0 || into.reduced == 0;
   }
   static void merge(Group& into, Group& from) {
@@ -490,7 +514,9 @@ void Pass::merge_siblings() {
   for (size_t a = 0; a < groups_.size(); ++a)
     for (size_t b = a + 1; b < groups_.size(); ++b) {
       Group &ga = groups_[a], &gb = groups_[b];
-      if (ga.dead || gb.dead || ga.domain != gb.domain || ga.reduced != gb.reduced) continue;
+      if (ga.dead || gb.dead || ga.domain != gb.domain || ga.reduced != gb.reduced ||
+          stages(ga) + stages(gb) > kMaxStages)
+        continue;
       const std::vector<int> sa = sources(ga), sb = sources(gb);
       std::vector<int> common;
       std::set_intersection(sa.begin(), sa.end(), sb.begin(), sb.end(), std::back_inserter(common));

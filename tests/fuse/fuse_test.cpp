@@ -179,5 +179,52 @@ TEST(Fuse, StandardFunctionsBackwardMatchUnfused) {
   }
 }
 
+/// `layers` row functions in a chain, alternating LayerNorm and softmax over (rows, n).
+Graph chain(int layers, const Shape& shape, DType dtype) {
+  Graph g;
+  g.origin = fmt::format("chain of {}", layers);
+  GraphNode in;
+  in.op = GraphOp::input;
+  in.shape = shape;
+  in.dtype = dtype;
+  in.attr = InputAttr{0};
+  int x = g.add(in), next = 1;
+  const Graph ln = layer_norm_graph(shape, dtype), sm = softmax_graph(shape, dtype);
+  for (int l = 0; l < layers; ++l) {
+    const Graph& f = l % 2 ? sm : ln;
+    std::vector<int> id(f.nodes.size());
+    for (size_t i = 0; i < f.nodes.size(); ++i) {
+      GraphNode n = f.nodes[i];
+      if (n.op == GraphOp::input) {
+        if (std::get<InputAttr>(n.attr).index == 0) {
+          id[i] = x;
+          continue;
+        }
+        n.attr = InputAttr{next++};
+      }
+      for (int& j : n.inputs)
+        j = id[j];
+      id[i] = g.add(std::move(n));
+    }
+    x = id[f.outputs.front()];
+  }
+  g.outputs = {x};
+  return g;
+}
+
+TEST(Fuse, ChainsOfRowFunctionsSplitIntoKernelsOfAtMostEightStages) {
+  // Six row functions, two stages each: 12 stages, so two kernels; the backward also splits.
+  const Graph g = chain(6, {5, 24}, DType::f32);
+  const Graph fused = fuse(g);
+  EXPECT_EQ(count_kernels(fused), 2) << fusion_report(g, fused);
+  for (const GraphNode& n : fused.nodes) {
+    if (n.op != GraphOp::fused) continue;
+    EXPECT_LE(to_general_form(*std::get<FusedAttr>(n.attr).kernel).stages.size(), 8u);
+  }
+  expect_graphs_match(g, chain(6, {5, 24}, DType::f64), Layout::contiguous, false, 77, 24 * 6);
+  expect_graphs_match(backward_of(g), backward_of(chain(6, {5, 24}, DType::f64)),
+                      Layout::column_major, false, 78, 5 * 24 * 6);
+}
+
 }  // namespace
 }  // namespace ein
