@@ -131,7 +131,7 @@ std::string FlopCounter::report() const {
   for (int p = 0; p < kCostPhaseCount; ++p)
     if (phases_[p] != CostTotals{}) out += row("phase " + std::string(kPhaseNames[p]), phases_[p]);
   for (const auto& [origin, c] : origins_)
-    out += row(origin.empty() ? "(no graph)" : origin, c);
+    out += row(origin.empty() ? "(unnamed graph)" : origin, c);
   return out;
 }
 

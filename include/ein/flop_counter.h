@@ -1,7 +1,8 @@
 // ein::FlopCounter: a scope that totals the FLOPs and bytes of what actually ran on this thread,
 // like torch.utils.flop_counter.FlopCounterMode, and turns them into achieved FLOP/s and MFU.
 // Every Graph IR node the executor runs is charged by the cost model (compiler/cost_model.h:
-// 2 FLOPs per multiply-add); kernel launches and BLAS calls are counted where they happen.
+// 2 FLOPs per multiply-add), a kernel or GEMM run outside any graph by its own Kernel IR or
+// sizes; kernel launches and BLAS calls are counted where they happen.
 // It counts; it does not time individual kernels or profile.
 //
 //   ein::FlopCounter counter;                             // starts counting and the clock
@@ -14,6 +15,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -73,8 +75,8 @@ class FlopCounter {
   const CostTotals& totals() const { return totals_; }
   /// The counts of one phase.
   const CostTotals& phase(CostPhase p) const { return phases_[static_cast<int>(p)]; }
-  /// The counts by origin: the pattern or expression text of each graph that ran (kernels
-  /// launched outside any graph go under "").
+  /// The counts by origin: the pattern or expression text of each graph that ran; kernels run
+  /// outside any graph go under the kernel's name ("softmax", "adamw"), BLAS calls under "gemm".
   const std::map<std::string, CostTotals, std::less<>>& by_origin() const { return origins_; }
 
   /// Wall-clock seconds since construction (or reset()).
