@@ -64,7 +64,7 @@ std::vector<Tensor> inputs_for(const Graph& g, uint64_t seed, Layout layout, boo
 /// Runs `g64` unfused in float64 and `fuse(g32)` in f32 (the same graph in two dtypes);
 /// expects the same outputs. `terms`: the most values one output sums.
 void expect_graphs_match(const Graph& g32, const Graph& g64, Layout layout, bool broadcast,
-                         uint64_t seed, int64_t terms) {
+                         uint64_t seed, int64_t terms, DType dtype = DType::f32) {
   const Graph fused = fuse(g32);
   const std::vector<Tensor> xs = inputs_for(g32, seed, layout, broadcast);
   std::vector<Tensor> xs64;
@@ -73,7 +73,7 @@ void expect_graphs_match(const Graph& g32, const Graph& g64, Layout layout, bool
   const std::vector<Tensor> want = execute(g64, xs64), got = execute(fused, xs);
   ASSERT_EQ(got.size(), want.size());
   // f32 inputs and f32 arithmetic against float64, over `terms` terms per output.
-  const testing::Tolerance tol = testing::tolerance_for(DType::f32, terms);
+  const testing::Tolerance tol = testing::tolerance_for(dtype, terms);
   for (size_t i = 0; i < got.size(); ++i)
     testing::expect_close(
         got[i], testing::to_array(want[i]), tol,
@@ -177,6 +177,18 @@ TEST(Fuse, StandardFunctionsBackwardMatchUnfused) {
                             terms_of(s));
       }
   }
+}
+
+TEST(Fuse, OtherDtypes) {
+  // f16 and bf16 kernels compute in f32 and round once when storing, so the fused results are
+  // within the dtype's output rounding of float64; f64 kernels compute in f64.
+  uint64_t seed = 300;
+  for (const Case& c : cases())
+    for (DType t : {DType::f64, DType::f16, DType::bf16}) {
+      const Shape s{4, 40};
+      expect_graphs_match(c.build(s, t), c.build(s, DType::f64), Layout::strided, false, ++seed,
+                          terms_of(s), t);
+    }
 }
 
 /// `layers` row functions in a chain, alternating LayerNorm and softmax over (rows, n).
