@@ -48,6 +48,14 @@ std::vector<Tensor> unpack(const Tensor& x, const std::vector<Shape>& packed_sha
 /// map("x[b s d], m[b s], w[d] -> (x - m)**2 * w", {x, m, w}).
 Tensor map(std::string_view expression, const std::vector<Tensor>& inputs);
 
+/// Rows of `table` (n, r...) picked by integer `indices` (any shape): an embedding lookup,
+/// torch.nn.functional.embedding(indices, table). The result has shape (indices..., r...).
+/// Differentiable in `table` (its gradient is scatter_add). Out-of-range indices throw.
+Tensor gather(const Tensor& table, const Tensor& indices);
+/// The adjoint of gather: zeros(num_rows, r...) with values[i..., r...] added at row
+/// indices[i...] (torch.Tensor.index_add_; repeated indices sum). Differentiable in `values`.
+Tensor scatter_add(const Tensor& values, const Tensor& indices, int64_t num_rows);
+
 /// A pattern compiled once and called many times: `auto split = compile("b s (h d) -> b h s d",
 /// {{"h", 8}}); Tensor y = split(x);`. The op is rearrange, unless a reduction is given
 /// (reduce), the pattern has several inputs or drops axes (einsum), or adds axes (repeat).
