@@ -56,6 +56,19 @@ TEST(CostModel, ARepeatedOperandIsReadAtItsOwnSize) {
       << format_cost(b.graph, cc);
 }
 
+// roofline_matmul_intensity: bf16 n×n @ n×n, n = 1024: bytes 3·2n², FLOPs ≈ 2n³ → ~n/3 = 341
+// (the row's n²(2n − 1) counts n − 1 adds per output; 2 per multiply-add gives exactly n/3).
+TEST(CostModel, AccountingRowRooflineMatmulIntensity) {
+  constexpr int64_t n = 1024;
+  GraphBuilder b;
+  b.output(
+      b.einsum("i k, k j -> i j", {b.input({n, n}, DType::bf16), b.input({n, n}, DType::bf16)}));
+  const GraphCost c = cost(b.graph);
+  EXPECT_EQ(c.total, (NodeCost{2 * n * n * n, 2 * n * n * n, 2 * n * n * 2, n * n * 2}));
+  EXPECT_DOUBLE_EQ(c.total.intensity(), n / 3.0);
+  EXPECT_EQ(static_cast<int64_t>(c.total.intensity()), 341);
+}
+
 TEST(CostModel, AccountingRowOpMm) {
   GraphBuilder b;
   b.output(b.einsum("m k, k n -> m n", {b.input({4, 5}), b.input({5, 6})}));
