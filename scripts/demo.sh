@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job until training lands: a short tour of `ein shape`, static shape inference
 # for einops patterns and its diagnostics, then the same patterns computing on tensors
-# (example 02: attention scores with views, BLAS and generated kernels). Needs build/.
+# (example 02: attention scores with views, BLAS and generated kernels), and autograd with
+# its FLOP accounting and a short AdamW training run (example 03). Needs build/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ein=build/bin/ein
@@ -40,4 +41,7 @@ run reduce 'b t d -> b d' '(2,5,8)' --reduction var
 echo
 echo "== the same patterns on tensors (build/bin/example_02_tensors) =="
 build/bin/example_02_tensors
+echo
+echo "== gradients and their FLOPs, then a small training run (build/bin/example_03_autograd) =="
+build/bin/example_03_autograd
 exit 0
