@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "compiler/tape.h"
+#include "runtime/counters.h"
 #include "runtime/parallel.h"
 
 namespace ein {
@@ -97,6 +98,9 @@ Tensor scatter_add_rows(const Tensor& values, const Tensor& indices, int64_t num
   const Tensor v = values.detach().to(acc).contiguous();
   Tensor out = zeros(out_shape, acc);
   const int64_t width = checked_numel(row);
+  // One add per value element; reads the values, indices and table, writes the table.
+  detail::count_launch("scatter_add", {v.numel(), 0, v.nbytes() + indices.nbytes() + out.nbytes(),
+                                       out.nbytes(), 0});
   if (acc == DType::f64)
     scatter(v.data<double>(), out.data<double>(), idx, width);
   else

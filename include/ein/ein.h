@@ -11,6 +11,13 @@
 //   auto split = ein::compile("b s (h d) -> b h s d", {{"h", 12}});          // checked once
 //   ein::Tensor k = split(x);
 //
+//   // Autograd like PyTorch's, FLOPs counted per phase (2 per multiply-add):
+//   ein::Tensor w1 = ein::randn({768, 768}, ein::DType::f32, ein::cpu(), 2).requires_grad_();
+//   ein::FlopCounter counter;
+//   ein::Tensor loss = ein::nn::mse_loss(ein::einsum("b s d, d f -> b s f", x, w1), x);
+//   loss.backward();                                  // w1.grad(); counter.report()
+//   ein::optim::AdamW opt({w1});  opt.step();         // one fused kernel per parameter
+//
 //   // Mistakes are ein::UserError; what() is a compiler-style diagnostic with a caret:
 //   try {
 //     ein::rearrange(x, "b s (h d) -> b h s d", {{"h", 5}});
@@ -31,6 +38,9 @@
 
 #include <ein/dtype.h>
 #include <ein/errors.h>
+#include <ein/flop_counter.h>
+#include <ein/nn.h>
+#include <ein/optim.h>
 #include <ein/ops.h>
 #include <ein/shape.h>
 
