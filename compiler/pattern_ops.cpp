@@ -3,8 +3,10 @@
 // recipe (cached too: lowering happens once per pattern and input shapes), and executes it.
 // Views stay views; execute.h decides copies from the actual strides.
 #include <algorithm>
+#include <map>
 #include <mutex>
 #include <shared_mutex>
+#include <tuple>
 #include <unordered_map>
 
 #include <ein/errors.h>
@@ -12,9 +14,9 @@
 #include <fmt/format.h>
 
 #include "compiler/execute.h"
-#include "compiler/tape.h"
 #include "compiler/lower_patterns.h"
 #include "compiler/pattern_cache.h"
+#include "compiler/tape.h"
 #include "dsl/diagnostic.h"
 #include "dsl/pattern_parser.h"
 
@@ -67,7 +69,8 @@ class GraphCache {
       if (auto it = graphs_.find(recipe.get()); it != graphs_.end()) return it->second.second;
     }
     std::vector<TensorType> types;
-    for (const Tensor& x : xs) types.push_back({x.shape(), x.dtype()});
+    for (const Tensor& x : xs)
+      types.push_back({x.shape(), x.dtype()});
     const bool starred = recipe->op == PatternOp::pack || recipe->op == PatternOp::unpack;
     auto graph = std::make_shared<const Graph>(lower_pattern(
         *recipe, types, ddof, starred ? star_position(pattern) : 0, std::string(pattern)));
@@ -90,7 +93,8 @@ std::vector<Tensor> run(std::string_view pattern, ResolveRequest req, const std:
   const std::string_view op = op_name(req.op);
   if (xs.empty()) throw RuntimeError(fmt::format("{}: no input tensors", op));
   check_inputs(xs, op, pattern);
-  for (const Tensor& x : xs) req.shapes.push_back(x.shape());
+  for (const Tensor& x : xs)
+    req.shapes.push_back(x.shape());
   req.dtype = xs.front().dtype();
   auto recipe = resolve_cached(pattern, req);
   if (recipe_out) *recipe_out = recipe;
@@ -124,9 +128,10 @@ Tensor reduce(const Tensor& x, std::string_view pattern, std::string_view reduct
               const Sizes& sizes, std::optional<int64_t> ddof) {
   const std::optional<Reduction> r = parse_reduction(reduction);
   if (!r || *r == Reduction::none)
-    throw RuntimeError(fmt::format("reduce: unknown reduction '{}'; expected one of min, max, sum, "
-                                   "mean, prod, any, all, logsumexp, var, std",
-                                   reduction));
+    throw RuntimeError(
+        fmt::format("reduce: unknown reduction '{}'; expected one of min, max, sum, "
+                    "mean, prod, any, all, logsumexp, var, std",
+                    reduction));
   ResolveRequest req = request(PatternOp::reduce, sizes);
   req.reduction = *r;
   req.ddof = ddof;
@@ -137,7 +142,8 @@ Tensor einsum(std::string_view pattern, const std::vector<Tensor>& operands) {
   return run(pattern, request(PatternOp::einsum), operands).front();
 }
 
-std::pair<Tensor, std::vector<Shape>> pack(const std::vector<Tensor>& xs, std::string_view pattern) {
+std::pair<Tensor, std::vector<Shape>> pack(const std::vector<Tensor>& xs,
+                                           std::string_view pattern) {
   std::shared_ptr<const Recipe> recipe;
   Tensor packed = run(pattern, request(PatternOp::pack), xs, &recipe).front();
   return {packed, recipe->packed_shapes};
@@ -148,6 +154,37 @@ std::vector<Tensor> unpack(const Tensor& x, const std::vector<Shape>& packed_sha
   ResolveRequest req = request(PatternOp::unpack);
   req.packed = packed_shapes;
   return run(pattern, req, {x});
+}
+
+Tensor cast(const Tensor& x, DType dtype) {
+  if (!x.defined()) throw RuntimeError("cast: the input is undefined");
+  if (x.dtype() == dtype) return x;
+  // One graph per (shape, from, to): the tape caches its backward (a cast back) by graph.
+  static std::mutex mutex;
+  static std::map<std::tuple<Shape, DType, DType>, std::shared_ptr<const Graph>> graphs;
+  std::shared_ptr<const Graph> g;
+  {
+    std::lock_guard lock(mutex);
+    auto& slot = graphs[{x.shape(), x.dtype(), dtype}];
+    if (!slot) {
+      Graph graph;
+      graph.origin = fmt::format("cast {} -> {}", dtype_name(x.dtype()), dtype_name(dtype));
+      GraphNode in;
+      in.op = GraphOp::input;
+      in.shape = x.shape();
+      in.dtype = x.dtype();
+      in.attr = InputAttr{0};
+      GraphNode c;
+      c.op = GraphOp::cast;
+      c.inputs = {graph.add(std::move(in))};
+      c.shape = x.shape();
+      c.dtype = dtype;
+      graph.outputs.push_back(graph.add(std::move(c)));
+      slot = std::make_shared<const Graph>(std::move(graph));
+    }
+    g = slot;
+  }
+  return run_recorded(g, {x}).front();
 }
 
 void synchronize() {}

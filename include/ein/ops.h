@@ -56,6 +56,10 @@ Tensor gather(const Tensor& table, const Tensor& indices);
 /// indices[i...] (torch.Tensor.index_add_; repeated indices sum). Differentiable in `values`.
 Tensor scatter_add(const Tensor& values, const Tensor& indices, int64_t num_rows);
 
+/// x converted to `dtype` (round to nearest even), differentiable: the gradient is cast back
+/// (mixed precision: keep f32 master weights, compute in bf16). x itself when already dtype.
+Tensor cast(const Tensor& x, DType dtype);
+
 /// A pattern compiled once and called many times: `auto split = compile("b s (h d) -> b h s d",
 /// {{"h", 8}}); Tensor y = split(x);`. The op is rearrange, unless a reduction is given
 /// (reduce), the pattern has several inputs or drops axes (einsum), or adds axes (repeat).

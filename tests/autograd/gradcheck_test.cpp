@@ -2,6 +2,8 @@
 // in several layouts (contiguous, strided, transposed, broadcast) and with zero-size dims.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <ein/ops.h>
 
 #include "tests/autograd/gradcheck.h"
@@ -189,6 +191,22 @@ TEST(Gradcheck, Composites) {
               return reduce(map("y[b f], t[b f] -> (y - t) ** 2", {y, in[2]}), "b f -> ", "mean");
             },
             {normal({4, 3}, 57), normal({3, 2}, 58), normal({4, 2}, 59)}, {false, true, false});
+}
+
+TEST(Gradcheck, Cast) {
+  // Through f32 and back: d/dx Σ x² = 2x, to f32 precision (finite differences of f32 values
+  // would be noise at h = 1e-6, so this one is checked against the formula).
+  Tensor y = normal({4}, 64).requires_grad_();
+  reduce(cast(map("y[a] -> y * y", {cast(y, DType::f32)}), f64), "a -> ", "sum").backward();
+  const std::vector<double> yv = y.to_vector<double>(), gy = y.grad().to_vector<double>();
+  for (size_t i = 0; i < yv.size(); ++i)
+    EXPECT_NEAR(gy[i], 2 * yv[i], 1e-6 * std::abs(yv[i]));
+  Tensor x = normal({3}, 65).requires_grad_();
+  const Tensor h = cast(x, DType::bf16);
+  EXPECT_EQ(h.dtype(), DType::bf16);
+  reduce(h, "a -> ", "sum").backward();
+  EXPECT_EQ(x.grad().dtype(), f64);
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{1, 1, 1}));
 }
 
 TEST(Gradcheck, ZeroSize) {
