@@ -19,11 +19,6 @@
 namespace ein {
 namespace {
 
-bool is_float(DType t) {
-  return t == DType::f64 || t == DType::f32 || t == DType::f16 || t == DType::bf16 ||
-         t == DType::f8e4m3 || t == DType::f8e5m2;
-}
-
 std::vector<int> iota(size_t n) {
   std::vector<int> v(n);
   std::iota(v.begin(), v.end(), 0);
@@ -437,7 +432,7 @@ Backward differentiate(const Graph& forward, const std::vector<bool>& needs_grad
   std::vector<bool> active(n_fwd, false);
   for (int i = 0; i < n_fwd; ++i) {
     const GraphNode& n = forward.nodes[i];
-    if (!is_float(n.dtype)) continue;
+    if (!kFloatDTypes.contains(n.dtype)) continue;
     if (n.op == GraphOp::input) active[i] = needs_grad[std::get<InputAttr>(n.attr).index];
     for (int in : n.inputs)
       active[i] = active[i] || active[in];
@@ -480,7 +475,7 @@ Backward differentiate(const Graph& forward, const std::vector<bool>& needs_grad
     if (!needs_grad[i]) continue;
     const int node = input_node[i];
     if (node < 0) throw std::logic_error(fmt::format("differentiate: input {} has no node", i));
-    if (!is_float(forward.nodes[node].dtype)) continue;
+    if (!kFloatDTypes.contains(forward.nodes[node].dtype)) continue;
     builder.at = {};
     int g = grad[node];
     if (g < 0) g = builder.zeros(forward.nodes[node].shape, forward.nodes[node].dtype);

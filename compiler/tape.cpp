@@ -101,18 +101,14 @@ class FunctionGradNode final : public GradNode {
   BackwardFn backward_;
 };
 
-bool is_float(DType t) {
-  return t == DType::f64 || t == DType::f32 || t == DType::f16 || t == DType::bf16 ||
-         t == DType::f8e4m3 || t == DType::f8e5m2;
-}
-
 /// Attaches `node` to the inputs that need gradients and to the float outputs.
 void attach(const std::shared_ptr<GradNode>& node, const std::vector<Tensor>& inputs,
             std::vector<Tensor>& outputs) {
   for (const Tensor& x : inputs)
-    node->inputs.push_back(x.requires_grad() && is_float(x.dtype()) ? x.autograd() : nullptr);
+    node->inputs.push_back(x.requires_grad() && kFloatDTypes.contains(x.dtype()) ? x.autograd()
+                                                                                 : nullptr);
   for (size_t k = 0; k < outputs.size(); ++k) {
-    if (!outputs[k].defined() || !is_float(outputs[k].dtype())) {
+    if (!outputs[k].defined() || !kFloatDTypes.contains(outputs[k].dtype())) {
       node->outputs.emplace_back();
       continue;
     }
@@ -128,7 +124,7 @@ void attach(const std::shared_ptr<GradNode>& node, const std::vector<Tensor>& in
 bool any_requires_grad(const std::vector<Tensor>& inputs) {
   if (!grad_enabled()) return false;
   for (const Tensor& x : inputs)
-    if (x.defined() && x.requires_grad() && is_float(x.dtype())) return true;
+    if (x.defined() && x.requires_grad() && kFloatDTypes.contains(x.dtype())) return true;
   return false;
 }
 
@@ -141,7 +137,7 @@ std::vector<Tensor> run_recorded(const std::shared_ptr<const Graph>& graph,
   bool any = false;
   for (const Tensor& x : inputs) {
     detached.push_back(x.detach());
-    needs_grad.push_back(x.requires_grad() && is_float(x.dtype()));
+    needs_grad.push_back(x.requires_grad() && kFloatDTypes.contains(x.dtype()));
     any = any || needs_grad.back();
   }
   std::vector<Tensor> outputs = execute(*graph, detached);

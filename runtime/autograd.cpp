@@ -12,11 +12,6 @@ namespace {
 
 thread_local bool grad_mode = true;
 
-bool is_float(DType t) {
-  return t == DType::f64 || t == DType::f32 || t == DType::f16 || t == DType::bf16 ||
-         t == DType::f8e4m3 || t == DType::f8e5m2;
-}
-
 /// A gradient we may keep as a tensor's grad(): one nobody else holds, else a copy (so later
 /// in-place zeroing or optimizer steps never write through an alias).
 Tensor owned(const Tensor& g) {
@@ -63,7 +58,7 @@ Tensor& Tensor::requires_grad_(bool on) {
     throw RuntimeError(
         "requires_grad_: this tensor is the result of an op, so its requires_grad follows from "
         "its inputs; call it on leaves (or use detach().requires_grad_())");
-  if (on && !is_float(dtype_))
+  if (on && !kFloatDTypes.contains(dtype_))
     throw RuntimeError(
         "requires_grad_: only floating-point tensors can require gradients, this "
         "one is " +
