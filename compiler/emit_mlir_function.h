@@ -67,6 +67,8 @@ class FunctionEmitter {
   std::string value(int i, const Point& at, int w, int vdim, Memo& memo);
 
   // ---- loops (emit_mlir_loops.cpp) -------------------------------------------------------
+  void plan_stash();
+  std::string stage_value(int stage, const Point& at, int w, int vdim);
   std::string combine(Combine c, const std::string& a, const std::string& b, int w);
   Point advance(const Point& at, const std::string& iv, int dim);
   std::string reduce_from(int stage, int dim, const Point& at, int w, const std::string& acc);
@@ -86,6 +88,8 @@ class FunctionEmitter {
   std::string chunk_, chunks_;
   std::vector<std::string> accs_;  // per stage, its result once computed
   int acc_lanes_ = 1;              // lanes of accs_
+  int stash_stage_ = -1;           // see plan_stash(): the stage whose value is kept ...
+  int stash_buffer_ = -1;          // ... in this full output, read back by the full stores
   std::string consts_, body_;
   std::map<int64_t, std::string> index_consts_;
   std::map<std::pair<uint64_t, int>, std::string> float_consts_;

@@ -2,6 +2,12 @@
 // parallel range split into chunks, and per point (or SIMD group of points) the stages, the
 // full stores over the row and the row stores. Every value a point stores is computed before
 // its first store, so an output may alias an input with the same strides.
+//
+// The stash (plan_stash): when the last stage reduces an expensive value e (softmax's
+// exp(x − max)) and the full stores read the row only through e, the stage loop also writes e
+// into a full output of the compute type, and the store loop reads it back from there (the row
+// is still in L1) instead of recomputing it: softmax does one exp per element, not two, like
+// PyTorch's CPU softmax, which writes the exponentials to the output and then scales them.
 #include <limits>
 #include <stdexcept>
 
@@ -67,16 +73,80 @@ FunctionEmitter::Point FunctionEmitter::advance(const Point& at, const std::stri
   return next;
 }
 
+namespace {
+
+bool expensive(ScalarOp op) {
+  switch (op) {
+    case ScalarOp::exp:
+    case ScalarOp::log:
+    case ScalarOp::tanh:
+    case ScalarOp::erf:
+    case ScalarOp::sin:
+    case ScalarOp::cos:
+    case ScalarOp::sigmoid:
+    case ScalarOp::gelu:
+    case ScalarOp::gelu_tanh:
+    case ScalarOp::silu:
+    case ScalarOp::pow:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+void FunctionEmitter::plan_stash() {
+  // 1. Only the last stage's value e, an op node whose DAG holds an expensive op, qualifies.
+  // 2. Every full store must read non-row loads only through e (the output may alias an
+  //    input: once e is stashed, the row's inputs may be gone), and at least one must use e.
+  // 3. The stash buffer is the first full output of the compute type (no extra rounding).
+  if (k_.stages.empty()) return;
+  const int stage = static_cast<int>(k_.stages.size()) - 1;
+  const int e = k_.stages[stage].value;
+  const int n = static_cast<int>(k_.nodes.size());
+  std::vector<char> costly(n, 0), outside(n, 0), uses(n, 0);
+  for (int i = 0; i < n; ++i) {
+    const ScalarNode& node = k_.nodes[i];
+    costly[i] = expensive(node.op);
+    outside[i] = node.op == ScalarOp::load && !k_.row_buffer(node.buffer);
+    uses[i] = i == e;
+    for (int o : {node.a, node.b, node.c}) {
+      if (o < 0) continue;
+      costly[i] = costly[i] || costly[o];
+      outside[i] = outside[i] || (o != e && outside[o]);
+      uses[i] = uses[i] || uses[o];
+    }
+  }
+  if (!costly[e] || scalar_op_arity(k_.nodes[e].op) == 0) return;
+  int buffer = -1;
+  bool used = false;
+  for (const KernelStore& st : k_.stores) {
+    if (k_.row_buffer(st.buffer)) continue;
+    if (outside[st.value]) return;
+    used = used || uses[st.value];
+    if (buffer < 0 && k_.buffers[st.buffer].dtype == k_.compute) buffer = st.buffer;
+  }
+  if (buffer < 0 || !used) return;
+  stash_stage_ = stage;
+  stash_buffer_ = buffer;
+}
+
+/// Stage `stage`'s value at `at` (w lanes along vdim); stashed when plan_stash() said so.
+std::string FunctionEmitter::stage_value(int stage, const Point& at, int w, int vdim) {
+  Memo memo;
+  std::string v = value(k_.stages[stage].value, at, w, vdim, memo);
+  if (stage == stash_stage_) store(stash_buffer_, v, at.offsets[stash_buffer_], w);
+  return v;
+}
+
 /// Stage `stage`'s value at this point, combined into `acc` (w lanes): one loop per reduced
 /// dim from `dim` inwards; mode A vectorizes the innermost one and reduces the lanes at its end.
 std::string FunctionEmitter::reduce_from(int stage, int dim, const Point& at, int w,
                                          const std::string& acc) {
   const int rank = static_cast<int>(k_.domain.size());
   const KernelStage& st = k_.stages[stage];
-  if (dim == rank) {
-    Memo memo;
-    return combine(st.combine, acc, value(st.value, at, w, s_.vector_dim, memo), w);
-  }
+  if (dim == rank) return combine(st.combine, acc, stage_value(stage, at, w, s_.vector_dim), w);
   if (dim == rank - 1 && s_.vector_dim == dim) return reduce_vectorized(stage, dim, at, acc);
   const std::string ty = vec_type(w, compute_);
   std::string iv = fresh(), a = fresh(), res = fresh();
@@ -95,7 +165,6 @@ std::string FunctionEmitter::reduce_from(int stage, int dim, const Point& at, in
 std::string FunctionEmitter::reduce_vectorized(int stage, int dim, const Point& at,
                                                const std::string& acc) {
   const Combine c = k_.stages[stage].combine;
-  const int node = k_.stages[stage].value;
   const int vw = s_.vector_width;
   const std::string n = sizes_[dim];
   const std::string nv =
@@ -115,9 +184,8 @@ std::string FunctionEmitter::reduce_vectorized(int stage, int dim, const Point& 
   {
     std::string next[4];
     for (int j = 0; j < 4; ++j) {
-      Memo memo;
       const std::string pos = j == 0 ? qiv : add_index(qiv, index(j * vw));
-      next[j] = combine(c, qa[j], value(node, advance(at, pos, dim), vw, dim, memo), vw);
+      next[j] = combine(c, qa[j], stage_value(stage, advance(at, pos, dim), vw, dim), vw);
     }
     line(fmt::format("scf.yield {}, {}, {}, {} : {}, {}, {}, {}", next[0], next[1], next[2],
                      next[3], vty, vty, vty, vty));
@@ -131,8 +199,7 @@ std::string FunctionEmitter::reduce_vectorized(int stage, int dim, const Point& 
                    nv4, nv, index(vw), a, merged, vty));
   indent_ += 2;
   {
-    Memo memo;
-    std::string v = value(node, advance(at, iv, dim), vw, dim, memo);
+    std::string v = stage_value(stage, advance(at, iv, dim), vw, dim);
     line(fmt::format("scf.yield {} : {}", combine(c, a, v, vw), vty));
   }
   indent_ -= 2;
@@ -145,8 +212,7 @@ std::string FunctionEmitter::reduce_vectorized(int stage, int dim, const Point& 
                    nv, n, index(1), ta, start, compute_));
   indent_ += 2;
   {
-    Memo memo;
-    std::string v = value(node, advance(at, tiv, dim), 1, dim, memo);
+    std::string v = stage_value(stage, advance(at, tiv, dim), 1, dim);
     line(fmt::format("scf.yield {} : {}", combine(c, ta, v, 1), compute_));
   }
   indent_ -= 2;
@@ -158,6 +224,8 @@ std::string FunctionEmitter::reduce_vectorized(int stage, int dim, const Point& 
 /// stores them all.
 void FunctionEmitter::store_values(bool row, const Point& at, int w, int vdim) {
   Memo memo;
+  if (!row && stash_stage_ >= 0)  // the stage stashed its value here: read it back
+    memo[k_.stages[stash_stage_].value] = load(stash_buffer_, at.offsets[stash_buffer_], w, vdim);
   std::vector<std::pair<int, std::string>> values;
   for (const KernelStore& st : k_.stores)
     if ((k_.reduced > 0 && k_.row_buffer(st.buffer)) == row)
@@ -219,6 +287,7 @@ void FunctionEmitter::point(const Point& at, int w) {
 }
 
 void FunctionEmitter::emit_outer_loop() {
+  plan_stash();
   const int p = k_.parallel_dims();
   Point zero{std::vector<std::string>(k_.buffers.size(), index(0)),
              std::vector<std::string>(k_.domain.size())};

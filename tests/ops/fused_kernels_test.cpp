@@ -84,6 +84,22 @@ std::string context(const char* op, DType dtype, RowLayout layout, int64_t b, in
 
 // ---- Kernel IR forms against evaluate() --------------------------------------------------
 
+/// softmax (or log-softmax) of each row of a row-major (b, n) array, in double.
+std::vector<double> softmax_ref(const std::vector<double>& x, int64_t b, int64_t n, bool log) {
+  std::vector<double> y(x.size());
+  for (int64_t i = 0; i < b; ++i) {
+    const double* row = &x[i * n];
+    double m = -std::numeric_limits<double>::infinity(), s = 0;
+    for (int64_t j = 0; j < n; ++j)
+      m = std::max(m, row[j]);
+    for (int64_t j = 0; j < n; ++j)
+      s += std::exp(row[j] - m);
+    for (int64_t j = 0; j < n; ++j)
+      y[i * n + j] = log ? row[j] - m - std::log(s) : std::exp(row[j] - m) / s;
+  }
+  return y;
+}
+
 /// Elements buffer `b` of `k` spans from element 0 (strides are non-negative).
 int64_t extent(const Kernel& k, int b) {
   int64_t e = 1;
@@ -321,6 +337,25 @@ TEST(FusedKernelIr, TheMlirDependsOnTheStridePatternNotOnSizesOrParamValues) {
   EXPECT_NE(a.find("memref<?xf64>"), std::string::npos) << a;
 }
 
+TEST(FusedKernelIr, StashedStageValuesInEverySchedule) {
+  // softmax's exp(x − max) is written to y by the last stage and read back by the store loop
+  // (emit_mlir_loops.cpp, plan_stash); the same in modes A and B, scalar code, and in place.
+  check_against_evaluate(softmax_kernel({9, 70}, {70, 1}, {70, 1}), 40, "stash, mode A");
+  check_against_evaluate(softmax_kernel({35, 6}, {1, 35}, {1, 35}), 41, "stash, mode B");
+  check_against_evaluate(softmax_kernel({7, 13}, {26, 2}, {13, 1}), 42, "stash, scalar");
+  for (auto [b, n] : {std::pair<int64_t, int64_t>{9, 70}, {6, 35}}) {
+    const bool rows_contiguous = n == 70;
+    Tensor x = rows_contiguous ? randn({b, n}, DType::f32, cpu(), 43)
+                               : randn({n, b}, DType::f32, cpu(), 43).transpose(0, 1);
+    const std::vector<double> want = softmax_ref(x.to_vector<double>(), b, n, false);
+    const Kernel k = softmax_kernel({b, n}, x.strides(), x.strides());
+    const Tensor buffers[] = {x, x};
+    run_kernel(k, buffers);  // in place: y is x
+    expect_close(x, {{b, n}, want}, row_tolerance(DType::f32, n),
+                 rows_contiguous ? "in-place softmax, mode A" : "in-place softmax, mode B");
+  }
+}
+
 TEST(FusedKernelIr, VerifyRejectsBrokenGeneralKernels) {
   auto base = [] {
     Kernel k;
@@ -369,21 +404,6 @@ TEST(FusedKernelIr, VerifyRejectsBrokenGeneralKernels) {
 }
 
 // ---- the oracle of each fused op, in double, row by row ----------------------------------
-
-std::vector<double> softmax_ref(const std::vector<double>& x, int64_t b, int64_t n, bool log) {
-  std::vector<double> y(x.size());
-  for (int64_t i = 0; i < b; ++i) {
-    const double* row = &x[i * n];
-    double m = -std::numeric_limits<double>::infinity(), s = 0;
-    for (int64_t j = 0; j < n; ++j)
-      m = std::max(m, row[j]);
-    for (int64_t j = 0; j < n; ++j)
-      s += std::exp(row[j] - m);
-    for (int64_t j = 0; j < n; ++j)
-      y[i * n + j] = log ? row[j] - m - std::log(s) : std::exp(row[j] - m) / s;
-  }
-  return y;
-}
 
 TEST(FusedOps, SoftmaxAndLogSoftmax) {
   for (DType dtype : kDTypes)
