@@ -39,6 +39,8 @@ Stages:
   ir      the unfused Graph IR, one line per node
   fused   each fused kernel with the IR nodes it holds, each node left as is with the
           reason, then the fused graph
+  kernels the Kernel IR of every fused kernel (domain, buffers, scalar DAG, stages, stores),
+          for contiguous inputs
   mlir    the MLIR of every fused kernel, for contiguous inputs
 --backward emits the backward graph of <what> (gradients of every float input) instead.
 
@@ -114,7 +116,9 @@ Graph build(const EmitOptions& o) {
   return reduce_pattern_graph(o.what, *r, o.ddof, shapes.front(), dtype, sizes);
 }
 
-std::string mlir_of(const Graph& fused) {
+/// Each fused kernel, bound for contiguous inputs, as Kernel IR text or as MLIR; nodes left as
+/// is as comments with their reasons.
+std::string kernels_of(const Graph& fused, bool mlir) {
   std::string out;
   int number = 0;
   for (size_t i = 0; i < fused.nodes.size(); ++i) {
@@ -129,7 +133,8 @@ std::string mlir_of(const Graph& fused) {
       strides.push_back(contiguous_strides(fused.nodes[in].shape));
     }
     const Kernel k = bind_fused(std::get<FusedAttr>(n.attr), shapes, strides);
-    out += fmt::format("// kernel {} (%{}), contiguous inputs\n{}\n", ++number, i, kernel_mlir(k));
+    out += fmt::format("// kernel {} (%{}), contiguous inputs\n{}\n", ++number, i,
+                       mlir ? kernel_mlir(k) : dump(k));
   }
   return out;
 }
@@ -137,8 +142,8 @@ std::string mlir_of(const Graph& fused) {
 int run_emit(EmitOptions o) {
   o.what = unprotect(o.what);
   try {
-    if (o.stage != "ir" && o.stage != "fused" && o.stage != "mlir")
-      throw UsageError(fmt::format("--stage {}: expected ir, fused or mlir", o.stage));
+    if (o.stage != "ir" && o.stage != "fused" && o.stage != "kernels" && o.stage != "mlir")
+      throw UsageError(fmt::format("--stage {}: expected ir, fused, kernels or mlir", o.stage));
     Graph g = build(o);
     if (o.backward) {
       std::vector<bool> needs;
@@ -160,7 +165,7 @@ int run_emit(EmitOptions o) {
     if (o.stage == "fused")
       std::cout << fusion_report(g, fused) << '\n' << dump(fused);
     else
-      std::cout << mlir_of(fused);
+      std::cout << kernels_of(fused, o.stage == "mlir");
     return 0;
   } catch (const UsageError& e) {
     std::cerr << "error: " << e.what() << "\nRun 'ein emit --help' for usage.\n";
@@ -184,7 +189,7 @@ void add_emit_command(CLI::App& app, int& exit_code) {
       ->required();
   cmd->add_option("--shape", opts->shapes, "an input shape, e.g. 64,1024,512 (repeat per input)")
       ->required();
-  cmd->add_option("--stage", opts->stage, "ir | fused | mlir (default fused)");
+  cmd->add_option("--stage", opts->stage, "ir | fused | kernels | mlir (default fused)");
   cmd->add_option("--dtype", opts->dtype, "f32 (default), f64, f16 or bf16");
   cmd->add_option("-r,--reduction", opts->reduction, "reduce patterns: sum, mean, max, ...");
   cmd->add_option("--ddof", opts->ddof, "var/std: the delta degrees of freedom");

@@ -59,6 +59,10 @@ class Stages(unittest.TestCase):
         self.assertEqual(rc, 0)
         self.assertIn("reduce[mean dims 1]", out)
         self.assertNotIn("fused", out)
+        rc, out, _ = ein("softmax", "--shape", "4,32", "--stage", "kernels")
+        self.assertEqual(rc, 0)
+        self.assertIn("stage0 = max", out)
+        self.assertIn("stage1 = sum", out)
         rc, out, _ = ein("layer_norm", "--shape", "4,32", "--stage", "mlir")
         self.assertEqual(rc, 0)
         self.assertEqual(out.count("func.func @"), 1)
@@ -68,6 +72,7 @@ class Stages(unittest.TestCase):
         rc, out, _ = ein("x[b s d], m[b s] -> (x - m)**2", "--shape", "4,8,16", "--shape", "4,8")
         self.assertEqual(rc, 0)
         self.assertEqual(kernels(out), 1)
+        self.assertIn("= (%0 - %1) ** 2", out)
         rc, out, _ = ein("a (b c) -> c a", "--reduction", "var", "--ddof", "1", "--shape", "4,30",
                          "--size", "b=6")
         self.assertEqual(rc, 0, out)
