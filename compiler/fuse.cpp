@@ -46,6 +46,9 @@ int stages_of(const GraphNode& n) {
   const Reduction r = std::get<ReduceAttr>(n.attr).reduction;
   return r == Reduction::logsumexp || r == Reduction::var || r == Reduction::std ? 2 : 1;
 }
+bool is_float(DType t) {
+  return t == DType::f64 || t == DType::f32 || t == DType::f16 || t == DType::bf16;
+}
 bool is_integer(DType t) {
   return t == DType::i64 || t == DType::i32 || t == DType::i8 || t == DType::u8;
 }
@@ -92,8 +95,19 @@ class Pass {
                "only C = alpha*A*B + beta*C";
       case GraphOp::concat:
         return "concat: copies each input into its slot of one buffer";
-      case GraphOp::cast:
-        return "cast: the runtime's converter (round-to-nearest-even, fp8 included)";
+      case GraphOp::cast: {
+        // A widening float cast is exact, so it inlines like a map; a narrowing one rounds,
+        // which a kernel does only when it stores (and fp8 goes through the converter).
+        const DType from = g_.nodes[node.inputs[0]].dtype, to = node.dtype;
+        if (is_float(from) && is_float(to) && element_size(to) >= element_size(from) &&
+            !(from == DType::f16 && to == DType::bf16) &&
+            !(from == DType::bf16 && to == DType::f16))
+          return "";
+        return fmt::format(
+            "cast {} -> {}: the runtime's converter (round-to-nearest-even; a "
+            "kernel rounds only when storing)",
+            dtype_name(from), dtype_name(to));
+      }
       case GraphOp::fused:
       case GraphOp::result:
         return "already fused";
@@ -319,7 +333,7 @@ class Pass {
   Group seed(int n) {
     const GraphNode& node = g_.nodes[n];
     Group grp;
-    if (node.op == GraphOp::map) {
+    if (node.op != GraphOp::reduce) {  // a map or a cast: its shape
       grp.domain = node.shape;
       std::vector<int> at;
       for (size_t d = 0; d < node.shape.size(); ++d)

@@ -15,9 +15,9 @@ namespace ein {
 ///  - the same outputs as `graph`, in order, shapes and dtypes, and the same values up to float
 ///    rounding (values stay in the kernel's compute type between fused nodes instead of being
 ///    rounded to each node's dtype; reductions may combine in another order);
-///  - every live map and reduce node is a member of exactly one fused node
-///    (FusedAttr::members, by its id in `graph`) or is copied as is with GraphNode::note saying
-///    why; contract, concat and cast nodes are copied with a note; a view, permute, slice or
+///  - every live map, reduce and widening float cast node is a member of exactly one fused
+///    node (FusedAttr::members, by its id in `graph`) or is copied as is with GraphNode::note
+///    saying why; contract, concat and other casts are copied with a note; a view, permute, slice or
 ///    splitting reshape folds into the reads of every kernel that reads through it (and is
 ///    listed among its members), and is copied only where an unfused node or an output needs
 ///    it; nodes nothing reads are dropped;

@@ -46,6 +46,9 @@ class Builder {
         value_[m] = map(m);
         const auto& body = *std::get<MapAttr>(n.attr).body;
         names.push_back(body.name.empty() ? "map" : body.name);
+      } else if (n.op == GraphOp::cast) {  // widening, exact: the value itself
+        value_[m] = read(resolve_operand(g_, grp_.members[m], 0), grp_.place[m]);
+        names.push_back("cast");
       } else {
         value_[m] = reduce(m);
         names.push_back(std::string(reduction_name(std::get<ReduceAttr>(n.attr).reduction)));

@@ -146,6 +146,26 @@ TEST(FuseRules, ContractionStaysBlasAndItsTailFuses) {
   expect_same(g, Layout::contiguous, 9);
 }
 
+TEST(FuseRules, WideningCastsInlineNarrowingOnesStay) {
+  Graph g;
+  g.origin = "casts";
+  const int x = add(g, GraphOp::input, {}, {6, 10}, InputAttr{0}, DType::bf16);
+  const int up = add(g, GraphOp::cast, {x}, {6, 10}, std::monostate{}, DType::f32);
+  const int e = add_map(g, {up}, {{0, 1}}, {6, 10}, [](Kernel& k, const std::vector<int>& in) {
+    return k.apply(ScalarOp::exp, in[0]);
+  });
+  const int down = add(g, GraphOp::cast, {e}, {6, 10}, std::monostate{}, DType::bf16);
+  g.outputs = {down};
+  const Graph fused = fuse(g);
+  EXPECT_EQ(count_kernels(fused), 1);
+  EXPECT_EQ(members(fused), (std::vector<int>{up, e})) << fusion_report(g, fused);
+  EXPECT_EQ(fused.nodes.back().op, GraphOp::cast);
+  EXPECT_NE(fused.nodes.back().note.find("cast f32 -> bf16"), std::string::npos);
+  const Tensor in = testing::random_tensor({6, 10}, DType::bf16, 3, Layout::strided);
+  testing::expect_close(execute(fused, {in})[0], testing::to_array(execute(g, {in})[0]), {0, 0},
+                        "casts");
+}
+
 TEST(FuseRules, MapExpressionGraph) {
   const Graph g =
       map_expression_graph("x[b s d], m[b s] -> (x - m)**2", {{2, 3, 4}, {2, 3}}, DType::f32);
