@@ -19,7 +19,6 @@
 #include <algorithm>
 #include <functional>
 #include <iterator>
-#include <queue>
 
 #include <fmt/format.h>
 
@@ -431,16 +430,19 @@ class Pass {
 
   void group_node(int n);
   void merge_siblings();
-  Graph emit();
+  /// How `moved` (pointwise) maps onto `onto`'s domain dims, from their reads of `common`.
+  std::optional<std::vector<int>> align(const Group& moved, const Group& onto,
+                                        const std::vector<int>& common);
 
   const Graph& g_;
   size_t n_;
-  std::vector<bool> live_;
-  std::vector<std::vector<Operand>> operands_;
-  std::vector<int> group_of_;
-  std::vector<Group> groups_;
-  std::vector<std::string> unfused_;  ///< per node: why it is left as is
-  std::vector<std::string> split_;    ///< per node: why it did not join a producer's kernel
+  detail::Grouping s_;  // what emit_fused() reads; the names below are its parts
+  std::vector<bool>& live_ = s_.live;
+  std::vector<std::vector<Operand>>& operands_ = s_.operands;
+  std::vector<int>& group_of_ = s_.group_of;
+  std::vector<Group>& groups_ = s_.groups;
+  std::vector<std::string>& unfused_ = s_.unfused;
+  std::vector<std::string>& split_ = s_.split;
 };
 
 void Pass::group_node(int n) {
@@ -509,7 +511,7 @@ Graph Pass::run() {
     group_node(static_cast<int>(i));
   }
   merge_siblings();
-  return emit();
+  return detail::emit_fused(g_, s_);
 }
 
 void Pass::merge_siblings() {
@@ -528,15 +530,30 @@ void Pass::merge_siblings() {
   for (size_t a = 0; a < groups_.size(); ++a)
     for (size_t b = a + 1; b < groups_.size(); ++b) {
       Group &ga = groups_[a], &gb = groups_[b];
-      if (ga.dead || gb.dead || ga.domain != gb.domain || ga.reduced != gb.reduced ||
-          stages(ga) + stages(gb) > kMaxStages)
-        continue;
+      if (ga.dead || gb.dead || stages(ga) + stages(gb) > kMaxStages) continue;
       const std::vector<int> sa = sources(ga), sb = sources(gb);
       std::vector<int> common;
       std::set_intersection(sa.begin(), sa.end(), sb.begin(), sb.end(), std::back_inserter(common));
-      if (common.empty() && ga.reduced == 0) continue;
       const std::vector<Group> before = groups_;
       const std::vector<int> before_of = group_of_;
+      if (ga.domain != gb.domain || ga.reduced != gb.reduced) {
+        // A pointwise kernel over the same points in another dim order (a gradient map beside
+        // the column sum of its sibling) is moved onto the other's domain, matched through
+        // the reads of a common value.
+        if (common.empty() || (ga.reduced > 0 && gb.reduced > 0)) continue;
+        Group& moved = gb.reduced == 0 ? gb : ga;
+        const Group& onto = gb.reduced == 0 ? ga : gb;
+        const std::optional<std::vector<int>> to = align(moved, onto, common);
+        if (!to) continue;
+        for (auto* places : {&moved.place, &moved.in_place})
+          for (auto& pl : *places)
+            for (int& d : pl)
+              if (d >= 0) d = (*to)[d];
+        moved.domain = onto.domain;
+        moved.reduced = onto.reduced;
+      } else if (common.empty() && ga.reduced == 0) {
+        continue;
+      }
       for (int m : gb.members)
         group_of_[m] = static_cast<int>(a);
       merge(ga, gb);
@@ -547,132 +564,55 @@ void Pass::merge_siblings() {
     }
 }
 
-Graph Pass::emit() {
-  // Step 3: which layout nodes stay; step 4: which members are stored.
-  std::vector<bool> kept(n_, false), single(n_, false);
-  for (size_t i = 0; i < n_; ++i) {
-    const GraphOp op = g_.nodes[i].op;
-    single[i] = op == GraphOp::input || (live_[i] && !detail::is_layout(op) && group_of_[i] < 0);
-  }
-  std::vector<std::vector<int>> readers(n_);
-  for (size_t i = 0; i < n_; ++i)
-    for (int in : g_.nodes[i].inputs)
-      readers[in].push_back(static_cast<int>(i));
-  for (size_t i = 0; i < n_; ++i)
-    if (group_of_[i] >= 0)
-      for (const Operand& op : operands(static_cast<int>(i)))
-        if (detail::is_layout(g_.nodes[op.source].op)) kept[op.source] = true;
-  for (int o : g_.outputs)
-    if (detail::is_layout(g_.nodes[o].op)) kept[o] = true;
-  for (size_t i = n_; i-- > 0;) {
-    if (!live_[i] || !detail::is_layout(g_.nodes[i].op)) continue;
-    for (int c : readers[i])
-      if (live_[c] && ((single[c] && g_.nodes[c].op != GraphOp::input) || kept[c])) kept[i] = true;
-  }
-  std::vector<bool> stored(n_, false);
-  for (int o : g_.outputs)
-    stored[o] = true;
-  for (size_t i = 0; i < n_; ++i) {
-    if (!live_[i]) continue;
-    if (group_of_[i] >= 0) {
-      for (const Operand& op : operands(static_cast<int>(i)))
-        if (group_of_[op.source] != group_of_[i]) stored[op.source] = true;
-    } else if (single[i] || kept[i]) {
-      for (int in : g_.nodes[i].inputs)
-        stored[in] = true;
-    }
-  }
-  // Step 5: one super node per group and per node kept as is, in a topological order.
-  const size_t count = n_ + groups_.size();
-  auto super = [&](int node) {
-    return group_of_[node] >= 0 ? n_ + group_of_[node] : static_cast<size_t>(node);
-  };
-  std::vector<bool> present(count, false);
-  std::vector<int> first(count, 0);
-  for (size_t i = 0; i < n_; ++i) {
-    present[i] = single[i] || kept[i];
-    first[i] = static_cast<int>(i);
-  }
-  for (size_t k = 0; k < groups_.size(); ++k)
-    if (!groups_[k].dead && !groups_[k].members.empty()) {
-      present[n_ + k] = true;
-      first[n_ + k] = groups_[k].members.front();
-    }
-  std::vector<std::vector<size_t>> edges(count);
-  std::vector<int> pending(count, 0);
-  auto edge = [&](size_t from, size_t to) {
-    if (from == to) return;
-    edges[from].push_back(to);
-    ++pending[to];
-  };
-  for (size_t i = 0; i < n_; ++i) {
-    if (group_of_[i] >= 0) {
-      for (const Operand& op : operands(static_cast<int>(i)))
-        edge(super(op.source), super(static_cast<int>(i)));
-    } else if (present[i]) {
-      for (int in : g_.nodes[i].inputs)
-        edge(super(in), i);
-    }
-  }
-  using Entry = std::pair<int, size_t>;  // (first member, super node): smallest first
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> ready;
-  for (size_t v = 0; v < count; ++v)
-    if (present[v] && pending[v] == 0) ready.push({first[v], v});
-  Graph out;
-  out.origin = g_.origin;
-  std::vector<int> value(n_, -1);
-  while (!ready.empty()) {
-    const size_t v = ready.top().second;
-    ready.pop();
-    if (v < n_) {
-      GraphNode node = g_.nodes[v];
-      for (int& in : node.inputs)
-        in = value[in];
-      node.note = unfused_[v];
-      if (node.note.empty() && detail::is_layout(node.op))
-        node.note = fmt::format("{}: a view, no copy, for an output or an unfused reader",
-                                graph_op_name(node.op));
-      value[v] = out.add(std::move(node));
-    } else {
-      const Group& grp = groups_[v - n_];
-      std::vector<bool> store;
-      for (int m : grp.members)
-        store.push_back(stored[m]);
-      detail::GroupKernel gk = detail::build_group_kernel(g_, grp, store);
-      GraphNode node;
-      node.op = GraphOp::fused;
-      for (int src : gk.sources)
-        node.inputs.push_back(value[src]);
-      node.shape = gk.attr.outputs.front().shape;
-      node.dtype = gk.attr.outputs.front().dtype;
-      std::vector<std::string> notes;
-      for (int m : grp.members)
-        if (!split_[m].empty()) notes.push_back(fmt::format("%{} {}", m, split_[m]));
-      node.note = fmt::format("{}", fmt::join(notes, "; "));
-      const std::vector<FusedOutput> outputs = gk.attr.outputs;
-      node.attr = std::move(gk.attr);
-      const int id = out.add(std::move(node));
-      for (size_t k = 0; k < gk.stored.size(); ++k) {
-        if (k == 0) {
-          value[gk.stored[k]] = id;
-          continue;
+std::optional<std::vector<int>> Pass::align(const Group& moved, const Group& onto,
+                                            const std::vector<int>& common) {
+  // Columns of the reads of the common values, stacked: domain dim j of `moved` is the dim of
+  // `onto` with the same column (and size), when exactly one has it.
+  auto columns = [&](const Group& grp) {
+    std::vector<std::vector<int64_t>> cols(grp.domain.size());
+    for (int s : common) {
+      bool found = false;
+      for (size_t k = 0; k < grp.members.size() && !found; ++k) {
+        const int m = grp.members[k];
+        const bool reduce = g_.nodes[m].op == GraphOp::reduce;
+        const std::vector<int>& at = reduce ? grp.in_place[k] : grp.place[k];
+        for (const Operand& op : operands(m)) {
+          if (op.source != s || found) continue;
+          found = true;
+          for (size_t t = 0; t < op.access.m.size(); ++t) {
+            for (size_t d = 0; d < cols.size(); ++d)
+              cols[d].push_back(0);
+            for (size_t j = 0; j < at.size(); ++j)
+              if (at[j] >= 0) cols[at[j]].back() += op.access.m[t][j];
+            for (size_t d = 0; d < cols.size(); ++d)
+              cols[d].push_back(op.access.o[t]);
+          }
         }
-        GraphNode r;
-        r.op = GraphOp::result;
-        r.inputs = {id};
-        r.shape = outputs[k].shape;
-        r.dtype = outputs[k].dtype;
-        r.attr = ResultAttr{static_cast<int>(k)};
-        value[gk.stored[k]] = out.add(std::move(r));
       }
     }
-    for (size_t w : edges[v])
-      if (--pending[w] == 0) ready.push({first[w], w});
+    return cols;
+  };
+  const auto from = columns(moved), to = columns(onto);
+  std::vector<int> map(moved.domain.size(), -1);
+  std::vector<bool> used(onto.domain.size(), false);
+  int moved_dims = 0, onto_dims = 0;
+  for (int64_t n : onto.domain)
+    onto_dims += n != 1 ? 1 : 0;
+  for (size_t j = 0; j < moved.domain.size(); ++j) {
+    if (moved.domain[j] == 1) continue;
+    ++moved_dims;
+    int match = -1, matches = 0;
+    for (size_t i = 0; i < onto.domain.size(); ++i)
+      if (!used[i] && onto.domain[i] == moved.domain[j] && to[i] == from[j]) {
+        match = static_cast<int>(i);
+        ++matches;
+      }
+    if (matches != 1) return std::nullopt;
+    map[j] = match;
+    used[match] = true;
   }
-  for (int o : g_.outputs)
-    out.outputs.push_back(value[o]);
-  verify(out);
-  return out;
+  if (moved_dims != onto_dims) return std::nullopt;
+  return map;
 }
 
 }  // namespace

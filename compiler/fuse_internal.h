@@ -55,6 +55,21 @@ struct Group {
   bool dead = false;                              ///< merged into another group
 };
 
+/// The grouping fuse.cpp computes, per node of the unfused graph; emit_fused() turns it into
+/// the fused graph.
+struct Grouping {
+  std::vector<bool> live;                      ///< an output reads it
+  std::vector<int> group_of;                   ///< its group, -1: none
+  std::vector<Group> groups;                   ///< dead ones were merged away
+  std::vector<std::vector<Operand>> operands;  ///< resolved operands (filled on demand)
+  std::vector<std::string> unfused;            ///< why it is left as is
+  std::vector<std::string> split;              ///< why it did not join a producer's kernel
+};
+
+/// Steps 3-5 of fuse.cpp's algorithm (fuse_emit.cpp): kept layout nodes, stored members, and
+/// the new graph in a topological order of the groups.
+Graph emit_fused(const Graph& g, Grouping& grouping);
+
 /// What fuse.cpp hands the kernel builder: per member whether another kernel, an unfused node
 /// or an output reads it (then it is stored), in member order.
 struct GroupKernel {
