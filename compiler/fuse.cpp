@@ -1,19 +1,24 @@
 // The fusion pass (fuse.h). Algorithm:
 //   1. Liveness: nodes an output reads, directly or not; the rest are dropped.
-//   2. Grouping, one walk in topological order over live map and reduce nodes. A node joins the
-//      group of a producer it reads (merging the groups of several producers when their
-//      domains agree) when it can be placed in that group's domain: every in-group operand is
-//      read at the same domain point (so it inlines as a DAG node), a full value spans the
-//      whole domain, a row value its parallel dims, and a reduce reduces exactly the group's
+//   2. Grouping, one walk in topological order over live map, reduce and widening-cast nodes.
+//      A node joins the group of a producer it reads (merging the groups of several producers
+//      when their domains agree) when it can be placed in that group's domain: every in-group
+//      operand is read at the same domain point (so it inlines as a DAG node), a full value spans
+//      the whole domain, a row value its parallel dims, and a reduce reduces exactly the group's
 //      row (a pointwise group takes the reduce's dims as its row, moved last). Joins and
 //      merges that would make the kernels depend on each other in a cycle are refused.
 //      Otherwise the node starts its own group: a map's domain is its shape; a reduce's is its
-//      input's dims with the reduced ones moved last.
-//   3. Layout nodes fold into the reads of the kernels reading through them; they are kept as
+//      input's dims with the reduced ones moved last. A row kernel takes at most kMaxStages
+//      stages.
+//   3. Siblings: groups over the same domain that read a common value, or reduce the same
+//      row, merge; a pointwise group over the same points in another dim order is first
+//      moved onto the other's domain (matched through the reads of a common value).
+//   Steps 4-6 are fuse_emit.cpp's:
+//   4. Layout nodes fold into the reads of the kernels reading through them; they are kept as
 //      nodes only for unfused readers, outputs, and reshapes that merge dims (not affine).
-//   4. A member is stored when an output, an unfused node, a kept layout node or another
+//   5. A member is stored when an output, an unfused node, a kept layout node or another
 //      kernel reads it; each group becomes one kernel (fuse_kernel.cpp).
-//   5. The new graph lists the groups and kept nodes in a topological order of the groups.
+//   6. The new graph lists the groups and kept nodes in a topological order of the groups.
 #include "compiler/fuse.h"
 
 #include <algorithm>

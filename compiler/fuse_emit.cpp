@@ -1,4 +1,4 @@
-// The fused graph from the fusion pass's groups (fuse.cpp): steps 3 to 5 of fuse.cpp's
+// The fused graph from the fusion pass's groups (fuse.cpp): steps 4 to 6 of fuse.cpp's
 // algorithm. Which layout nodes stay, which members are stored, and one super node per group
 // and per node kept as is, written out in a topological order of the groups.
 #include <functional>

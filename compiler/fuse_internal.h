@@ -66,7 +66,7 @@ struct Grouping {
   std::vector<std::string> split;              ///< why it did not join a producer's kernel
 };
 
-/// Steps 3-5 of fuse.cpp's algorithm (fuse_emit.cpp): kept layout nodes, stored members, and
+/// Steps 4-6 of fuse.cpp's algorithm (fuse_emit.cpp): kept layout nodes, stored members, and
 /// the new graph in a topological order of the groups.
 Graph emit_fused(const Graph& g, Grouping& grouping);
 
