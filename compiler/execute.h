@@ -1,6 +1,7 @@
 // Runs a Graph IR on CPU tensors, node by node: views stay views, a reshape copies only when
 // the strides cannot express it, and compute nodes launch Kernel IR kernels (tensor_kernels.h)
-// or BLAS contractions (runtime/blas). No fusion across nodes yet.
+// or BLAS contractions (runtime/blas). Fusion happens before: a fused node of fuse()'s output
+// runs its one kernel (run_fused.h), a result node picks another of its outputs.
 #pragma once
 
 #include <span>
