@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <functional>
 #include <iterator>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -400,37 +401,77 @@ class Pass {
     from.dead = true;
   }
 
-  /// Whether the kernels and the nodes left as is still depend on each other acyclically.
-  bool acyclic() {
-    const size_t count = n_ + groups_.size();
-    auto super = [&](int node) {
-      return group_of_[node] >= 0 ? n_ + group_of_[node] : static_cast<size_t>(node);
+  /// Whether the kernels and the nodes left as is still depend on each other acyclically,
+  /// looking at nodes [lo, hi] only: a cycle through a group leaves it from a member and comes
+  /// back to a member, so every node on it lies between the group's first and last members.
+  bool acyclic(int lo, int hi) {
+    std::unordered_map<size_t, int> local;  // super node -> index in `edges`
+    std::vector<std::vector<int>> edges;
+    auto id = [&](int node) {
+      const size_t key = group_of_[node] >= 0 ? n_ + group_of_[node] : static_cast<size_t>(node);
+      auto [it, fresh] = local.try_emplace(key, static_cast<int>(edges.size()));
+      if (fresh) edges.emplace_back();
+      return it->second;
     };
-    std::vector<std::vector<size_t>> edges(count);
-    for (size_t i = 0; i < n_; ++i) {
+    auto edge = [&](int from, int to) {
+      if (from < lo) return;
+      const int a = id(from), b = id(to);
+      if (a != b) edges[a].push_back(b);
+    };
+    for (int i = lo; i <= hi; ++i) {
       if (!live_[i]) continue;
-      const size_t s = super(static_cast<int>(i));
       if (group_of_[i] >= 0) {
-        for (const Operand& op : operands(static_cast<int>(i)))
-          if (super(op.source) != s) edges[super(op.source)].push_back(s);
+        for (const Operand& op : operands(i))
+          edge(op.source, i);
       } else {
         for (int in : g_.nodes[i].inputs)
-          if (super(in) != s) edges[super(in)].push_back(s);
+          edge(in, i);
       }
     }
-    std::vector<int> color(count, 0);
-    std::function<bool(size_t)> visit = [&](size_t v) {
-      color[v] = 1;
-      for (size_t w : edges[v]) {
+    // Iterative three-colour depth-first search.
+    std::vector<int> color(edges.size(), 0);
+    std::vector<std::pair<int, size_t>> stack;
+    for (int root = 0; root < static_cast<int>(edges.size()); ++root) {
+      if (color[root]) continue;
+      stack.push_back({root, 0});
+      color[root] = 1;
+      while (!stack.empty()) {
+        auto& [v, next] = stack.back();
+        if (next == edges[v].size()) {
+          color[v] = 2;
+          stack.pop_back();
+          continue;
+        }
+        const int w = edges[v][next++];
         if (color[w] == 1) return false;
-        if (color[w] == 0 && !visit(w)) return false;
+        if (color[w] == 0) {
+          color[w] = 1;
+          stack.push_back({w, 0});
+        }
       }
-      color[v] = 2;
-      return true;
-    };
-    for (size_t v = 0; v < count; ++v)
-      if (color[v] == 0 && !visit(v)) return false;
+    }
     return true;
+  }
+  /// acyclic() over the span of `grp`'s members.
+  bool acyclic(const Group& grp) {
+    const auto [lo, hi] = std::minmax_element(grp.members.begin(), grp.members.end());
+    return acyclic(*lo, *hi);
+  }
+
+  /// Copies of some groups, to undo a tentative merge or join.
+  using Snapshot = std::vector<std::pair<int, Group>>;
+  Snapshot save(const std::vector<int>& ids) const {
+    Snapshot out;
+    for (int id : ids)
+      out.push_back({id, groups_[id]});
+    return out;
+  }
+  void restore(const Snapshot& saved) {
+    for (const auto& [id, grp] : saved) {
+      groups_[id] = grp;
+      for (int m : grp.members)
+        group_of_[m] = id;
+    }
   }
 
   void group_node(int n);
@@ -459,44 +500,33 @@ void Pass::group_node(int n) {
       candidates.push_back(gid);
   }
   std::vector<std::string> why;
-  for (size_t c = 0; c < candidates.size(); ++c) {
-    const int gid = candidates[c];
-    const std::vector<Group> saved_groups = groups_;
-    const std::vector<int> saved_of = group_of_;
+  for (const int gid : candidates) {
+    const Snapshot saved = save(candidates);
     // Merge the other candidates' groups in when their domains agree, so that a node reading
     // two kernels' values (AdamW's param update, cross-entropy's loss) makes them one.
-    for (size_t o = 0; o < candidates.size(); ++o) {
-      const int other = candidates[o];
+    for (const int other : candidates) {
       if (other == gid || groups_[other].dead || !merge_compatible(groups_[gid], groups_[other]))
         continue;
-      const std::vector<Group> before = groups_;
-      const std::vector<int> before_of = group_of_;
+      const Snapshot before = save({gid, other});
       for (int m : groups_[other].members)
         group_of_[m] = gid;
       merge(groups_[gid], groups_[other]);
-      if (!consistent(groups_[gid]) || !acyclic()) {
-        groups_ = before;
-        group_of_ = before_of;
-      }
+      if (!consistent(groups_[gid]) || !acyclic(groups_[gid])) restore(before);
     }
     std::string reason;
     if (auto pl = place(groups_[gid], n, reason)) {
-      const Group saved = groups_[gid];
       add_member(groups_[gid], n, *pl);
       group_of_[n] = gid;
-      if (acyclic()) return;
+      if (acyclic(groups_[gid])) return;
       reason = "joining would make kernels depend on each other in a cycle";
-      groups_[gid] = saved;
-      group_of_[n] = -1;
     }
-    groups_ = saved_groups;
-    group_of_ = saved_of;
+    restore(saved);
+    group_of_[n] = -1;
     const int first = groups_[gid].members.front();
     why.push_back(fmt::format("not in %{}'s kernel: {}", first, reason));
   }
   group_of_[n] = static_cast<int>(groups_.size());
   groups_.push_back(seed(n));
-  if (!acyclic()) throw std::logic_error("internal error: a new kernel made the graph cyclic");
   split_[n] = fmt::format("{}", fmt::join(why, "; "));
 }
 
@@ -532,15 +562,23 @@ void Pass::merge_siblings() {
     std::sort(out.begin(), out.end());
     return out;
   };
+  // Only groups whose domains are the same sizes in some order can merge: bucket by them.
+  std::vector<Shape> sorted(groups_.size());
+  std::vector<std::vector<int>> src(groups_.size());
+  for (size_t k = 0; k < groups_.size(); ++k) {
+    sorted[k] = groups_[k].domain;
+    std::sort(sorted[k].begin(), sorted[k].end());
+    src[k] = sources(groups_[k]);
+  }
   for (size_t a = 0; a < groups_.size(); ++a)
     for (size_t b = a + 1; b < groups_.size(); ++b) {
       Group &ga = groups_[a], &gb = groups_[b];
-      if (ga.dead || gb.dead || stages(ga) + stages(gb) > kMaxStages) continue;
-      const std::vector<int> sa = sources(ga), sb = sources(gb);
+      if (ga.dead || gb.dead || sorted[a] != sorted[b] || stages(ga) + stages(gb) > kMaxStages)
+        continue;
+      const std::vector<int>&sa = src[a], &sb = src[b];
       std::vector<int> common;
       std::set_intersection(sa.begin(), sa.end(), sb.begin(), sb.end(), std::back_inserter(common));
-      const std::vector<Group> before = groups_;
-      const std::vector<int> before_of = group_of_;
+      const Snapshot before = save({static_cast<int>(a), static_cast<int>(b)});
       if (ga.domain != gb.domain || ga.reduced != gb.reduced) {
         // A pointwise kernel over the same points in another dim order (a gradient map beside
         // the column sum of its sibling) is moved onto the other's domain, matched through
@@ -562,10 +600,10 @@ void Pass::merge_siblings() {
       for (int m : gb.members)
         group_of_[m] = static_cast<int>(a);
       merge(ga, gb);
-      if (!consistent(groups_[a]) || !acyclic()) {
-        groups_ = before;
-        group_of_ = before_of;
-      }
+      if (!consistent(groups_[a]) || !acyclic(groups_[a]))
+        restore(before);
+      else
+        src[a] = sources(groups_[a]);
     }
 }
 
