@@ -248,12 +248,147 @@ RmsNormResult rms_norm_rows(const Tensor& x, const Tensor& weight, double eps) {
 
 namespace {
 
+/// A column kernel: the last dim of the rows (n) is the one parallel dim, the rows' leading
+/// dims are reduced. Full tensors (rows..., n) and per-row tensors (rows...) are bound with
+/// their strides moved into that order; outputs are (n).
+class ColumnKernel {
+ public:
+  ColumnKernel(const char* name, const Tensor& x, DType compute) : shape_(x.shape()) {
+    if (x.dim() == 0) throw RuntimeError(fmt::format("{}: the input must have a row dim", name));
+    if (x.dim() == 1) {  // one row: reduce over a dim of size 1
+      shape_.insert(shape_.begin(), 1);
+      one_row_ = true;
+    }
+    k_.name = name;
+    k_.origin = fmt::format("{} over the rows of {}", name, shape_str(shape_));
+    k_.domain = {shape_.back()};
+    k_.domain.insert(k_.domain.end(), shape_.begin(), shape_.end() - 1);
+    k_.reduced = static_cast<int>(shape_.size()) - 1;
+    k_.compute = compute;
+  }
+
+  Kernel& kernel() { return k_; }
+
+  /// Loads a tensor of the rows' full shape.
+  int input(const Tensor& t_in, const char* op, const char* what) {
+    const Tensor t = one_row_ && t_in.dim() == 1 ? t_in.unsqueeze(0) : t_in;
+    if (t.shape() != shape_)
+      throw RuntimeError(fmt::format("{}: {} has shape {}, expected {}", op, what,
+                                     shape_str(t.shape()), shape_str(shape_)));
+    Shape strides = {t.strides().back()};
+    strides.insert(strides.end(), t.strides().begin(), t.strides().end() - 1);
+    return bind(t, std::move(strides));
+  }
+
+  /// Loads a per-row tensor (the rows' shape without the last dim).
+  int row_input(const Tensor& t_in, const char* op, const char* what) {
+    const Tensor t = one_row_ && t_in.dim() == 0 ? t_in.unsqueeze(0) : t_in;
+    const Shape rows(shape_.begin(), shape_.end() - 1);
+    if (t.shape() != rows)
+      throw RuntimeError(fmt::format("{}: {} has shape {}, expected {}", op, what,
+                                     shape_str(t.shape()), shape_str(rows)));
+    Shape strides = {0};
+    strides.insert(strides.end(), t.strides().begin(), t.strides().end());
+    return bind(t, std::move(strides));
+  }
+
+  /// A fresh (n) output holding `value` (a node that reads only stage results).
+  Tensor output(DType dtype, int value) {
+    Tensor out = empty({shape_.back()}, dtype, cpu());
+    Shape strides(k_.domain.size(), 0);
+    strides[0] = 1;
+    outputs_.push_back(out);
+    k_.store(k_.add_output(dtype, std::move(strides)), value);
+    return out;
+  }
+
+  void run() {
+    std::vector<Tensor> buffers = inputs_;
+    buffers.insert(buffers.end(), outputs_.begin(), outputs_.end());
+    run_kernel(k_, buffers);
+  }
+
+ private:
+  int bind(const Tensor& t, Shape strides) {
+    inputs_.push_back(t);
+    return k_.load(k_.add_buffer(t.dtype(), std::move(strides)));
+  }
+
+  Shape shape_;
+  bool one_row_ = false;
+  Kernel k_;
+  std::vector<Tensor> inputs_, outputs_;
+};
+
 /// 1 where the row's class index equals its target, else 0 (the one-hot of the target).
 int is_target(Kernel& k, int target) {
   return k.apply(ScalarOp::eq, k.index(static_cast<int>(k.domain.size()) - 1), target);
 }
 
 }  // namespace
+
+NormWeightGrads layer_norm_weight_grads(const Tensor& grad, const Tensor& x, const Tensor& mean,
+                                        const Tensor& rstd) {
+  const char* op = "layer_norm_weight_grads";
+  check(grad, op, "the gradient");
+  check(x, op, "the input");
+  check(mean, op, "the mean");
+  check(rstd, op, "rstd");
+  ColumnKernel c(op, x, compute_for(x.dtype()));
+  Kernel& k = c.kernel();
+  const int g = c.input(grad, op, "the gradient");
+  const int xv = c.input(x, op, "the input");
+  const int mu = c.row_input(mean, op, "the mean");
+  const int rs = c.row_input(rstd, op, "rstd");
+  const int xhat = k.apply(ScalarOp::mul, k.apply(ScalarOp::sub, xv, mu), rs);
+  const int dw = k.reduce(Combine::sum, k.apply(ScalarOp::mul, g, xhat));
+  const int db = k.reduce(Combine::sum, g);
+  NormWeightGrads out;
+  out.dweight = c.output(x.dtype(), dw);
+  out.dbias = c.output(x.dtype(), db);
+  c.run();
+  return out;
+}
+
+Tensor rms_norm_rows_backward(const Tensor& grad, const Tensor& x, const Tensor& weight,
+                              const Tensor& rstd) {
+  const char* op = "rms_norm_backward";
+  check(grad, op, "the gradient");
+  check(x, op, "the input");
+  check(rstd, op, "rstd");
+  if (weight.defined()) check(weight, op, "the weight");
+  RowKernel r(op, x, compute_for(x.dtype()));
+  Kernel& k = r.kernel();
+  const int g = r.input(grad, op, "the gradient");
+  const int xv = r.input(x, op, "the input");
+  const int w = r.input(weight, op, "the weight", 1);
+  const int rs = r.row_input(rstd, op, "rstd");
+  const int xhat = k.apply(ScalarOp::mul, xv, rs);
+  const int gw = k.apply(ScalarOp::mul, g, w);
+  const int mean_gwx =
+      k.apply(ScalarOp::mul, k.reduce(Combine::sum, k.apply(ScalarOp::mul, gw, xhat)),
+              k.param(1.0 / static_cast<double>(r.row_size())));
+  const int inner = k.apply(ScalarOp::sub, gw, k.apply(ScalarOp::mul, xhat, mean_gwx));
+  Tensor dx = r.output(x.dtype(), false, k.apply(ScalarOp::mul, rs, inner));
+  r.run();
+  return dx;
+}
+
+Tensor rms_norm_weight_grad(const Tensor& grad, const Tensor& x, const Tensor& rstd) {
+  const char* op = "rms_norm_weight_grad";
+  check(grad, op, "the gradient");
+  check(x, op, "the input");
+  check(rstd, op, "rstd");
+  ColumnKernel c(op, x, compute_for(x.dtype()));
+  Kernel& k = c.kernel();
+  const int g = c.input(grad, op, "the gradient");
+  const int xv = c.input(x, op, "the input");
+  const int rs = c.row_input(rstd, op, "rstd");
+  const int dw = k.reduce(Combine::sum, k.apply(ScalarOp::mul, g, k.apply(ScalarOp::mul, xv, rs)));
+  Tensor out = c.output(x.dtype(), dw);
+  c.run();
+  return out;
+}
 
 Tensor cross_entropy_rows(const Tensor& logits, const Tensor& target, int64_t ignore_index) {
   const char* op = "cross_entropy";

@@ -40,6 +40,17 @@ LayerNormResult layer_norm_rows(const Tensor& x, const Tensor& weight, const Ten
 Tensor layer_norm_rows_backward(const Tensor& grad, const Tensor& x, const Tensor& weight,
                                 const Tensor& mean, const Tensor& rstd);
 
+/// LayerNorm's parameter gradients.
+struct NormWeightGrads {
+  Tensor dweight, dbias;  ///< (n) each, in the input's dtype
+};
+
+/// The column part of LayerNorm's backward: dweight = Σ_rows grad · x̂, dbias = Σ_rows grad,
+/// x̂ = (x − mean) · rstd. One kernel with two stages and two outputs, the rows reduced and
+/// the last dim parallel (vectorized across it when x is contiguous).
+NormWeightGrads layer_norm_weight_grads(const Tensor& grad, const Tensor& x, const Tensor& mean,
+                                        const Tensor& rstd);
+
 /// RMSNorm's outputs: y and per row rstd = 1/sqrt(mean(x²) + eps) (f32, or f64 for f64 input).
 struct RmsNormResult {
   Tensor y, rstd;
@@ -48,6 +59,14 @@ struct RmsNormResult {
 /// RMSNorm over the last dim (torch.nn.RMSNorm): y = x · rstd · weight; `weight` may be
 /// undefined.
 RmsNormResult rms_norm_rows(const Tensor& x, const Tensor& weight, double eps = 1e-6);
+
+/// The row part of RMSNorm's backward: with x̂ = x · rstd and ĝ = grad · weight,
+/// dx = rstd · (ĝ − x̂ · mean(ĝ · x̂)). `weight` may be undefined.
+Tensor rms_norm_rows_backward(const Tensor& grad, const Tensor& x, const Tensor& weight,
+                              const Tensor& rstd);
+
+/// The column part of RMSNorm's backward: dweight = Σ_rows grad · x · rstd (one kernel).
+Tensor rms_norm_weight_grad(const Tensor& grad, const Tensor& x, const Tensor& rstd);
 
 /// Cross-entropy per row from logits (torch.nn.functional.cross_entropy, reduction='none'):
 /// loss = logsumexp(logits) − logits[target], and 0 where target == ignore_index. `target`

@@ -579,9 +579,62 @@ TEST(FusedOps, LayerNormBackwardRowPart) {
         // The row part's terms cancel (Σ dx = 0), so errors are relative to |g|·rstd, not |dx|.
         Tolerance tol = row_tolerance(dtype, n);
         tol.atol *= 8;
+        const std::string what = context("layer_norm_backward", dtype, layout, b, n);
         expect_close(layer_norm_rows_backward(g, x, w, fwd.mean, fwd.rstd), {{b, n}, dx}, tol,
                      context("layer_norm_backward", dtype, layout, b, n));
+        // The column part: dweight = Σ_rows g · x̂, dbias = Σ_rows g (one kernel).
+        std::vector<double> dw(n, 0), db(n, 0);
+        for (int64_t i = 0; i < b; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            dw[j] += gv[i * n + j] * (xv[i * n + j] - mv[i]) * rv[i];
+            db[j] += gv[i * n + j];
+          }
+        const NormWeightGrads wg = layer_norm_weight_grads(g, x, fwd.mean, fwd.rstd);
+        expect_close(wg.dweight, {{n}, dw}, row_tolerance(dtype, b), what + " dweight");
+        expect_close(wg.dbias, {{n}, db}, row_tolerance(dtype, b), what + " dbias");
       }
+}
+
+TEST(FusedOps, RmsNormBackward) {
+  for (DType dtype : kDTypes)
+    for (RowLayout layout : kLayouts)
+      for (auto [b, n] : kShapes) {
+        if (n == 0) continue;
+        const Tensor x = random_rows(b, n, dtype, 91 + n, layout);
+        const Tensor w = random_rows(1, n, dtype, 92, RowLayout::contiguous).select(0, 0);
+        const Tensor g = random_rows(b, n, dtype, 93 + n, RowLayout::transposed);
+        const RmsNormResult fwd = rms_norm_rows(x, w, 1e-6);
+        const std::vector<double> xv = values_of(x), wv = values_of(w), gv = values_of(g);
+        const std::vector<double> rv = values_of(fwd.rstd);
+        std::vector<double> dx(xv.size()), dw(n, 0);
+        for (int64_t i = 0; i < b; ++i) {
+          double c = 0;
+          for (int64_t j = 0; j < n; ++j)
+            c += gv[i * n + j] * wv[j] * xv[i * n + j] * rv[i];
+          c /= static_cast<double>(n);
+          for (int64_t j = 0; j < n; ++j) {
+            const double xhat = xv[i * n + j] * rv[i];
+            dx[i * n + j] = rv[i] * (gv[i * n + j] * wv[j] - xhat * c);
+            dw[j] += gv[i * n + j] * xhat;
+          }
+        }
+        Tolerance tol = row_tolerance(dtype, n);
+        tol.atol *= 8;  // the terms cancel, as in LayerNorm's backward
+        const std::string what = context("rms_norm_backward", dtype, layout, b, n);
+        expect_close(rms_norm_rows_backward(g, x, w, fwd.rstd), {{b, n}, dx}, tol, what);
+        expect_close(rms_norm_weight_grad(g, x, fwd.rstd), {{n}, dw}, row_tolerance(dtype, b),
+                     what + " dweight");
+      }
+  // One row (a rank-1 input): the column kernel reduces over a dim of size 1.
+  const Tensor x = randn({9}, DType::f32, cpu(), 94), g = randn({9}, DType::f32, cpu(), 95);
+  const RmsNormResult fwd = rms_norm_rows(x, {}, 1e-6);
+  const std::vector<double> xv = values_of(x), gv = values_of(g);
+  const double r = values_of(fwd.rstd)[0];
+  std::vector<double> dw(9);
+  for (int j = 0; j < 9; ++j)
+    dw[j] = gv[j] * xv[j] * r;
+  expect_close(rms_norm_weight_grad(g, x, fwd.rstd), {{9}, dw}, row_tolerance(DType::f32, 1),
+               "rms_norm_weight_grad of one row");
 }
 
 TEST(FusedOps, AdamWUpdatesInPlaceInOnePass) {
