@@ -446,6 +446,14 @@ void adamw_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg
       throw RuntimeError(fmt::format("{}: shapes differ: parameter {} vs {}", op,
                                      shape_str(param.shape()), shape_str(t->shape())));
   if (step < 1) throw RuntimeError(fmt::format("{}: step must be at least 1, got {}", op, step));
+  // Updated in place: a broadcast (stride-0) view would have several threads write one element.
+  for (const Tensor* t : {&param, &exp_avg, &exp_avg_sq})
+    for (int64_t d = 0; d < t->dim(); ++d)
+      if (t->stride(d) == 0 && t->size(d) > 1)
+        throw RuntimeError(
+            fmt::format("{}: the tensors updated in place must not be broadcast "
+                        "views (stride 0 along dim {} of size {})",
+                        op, d, t->size(d)));
   Kernel k;
   k.name = "adamw";
   k.origin = fmt::format("adamw step on {}", shape_str(param.shape()));

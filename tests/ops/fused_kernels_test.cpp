@@ -680,6 +680,11 @@ TEST(FusedOps, AdamWUpdatesInPlaceInOnePass) {
           mv = values_of(m);
           vv = values_of(v);
         }
+        if (b > 1) {
+          EXPECT_THROW(
+              adamw_update(param.select(0, 0).unsqueeze(0).expand({b, n}), param, m, v, config, 4),
+              RuntimeError);
+        }
         if (b * n > 0) {
           EXPECT_EQ(executor_stats().launches - launches_before, 3) << "one kernel per step";
         }
