@@ -14,8 +14,8 @@
 
 #include <algorithm>
 #include <bit>
-#include <limits>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>

@@ -8,8 +8,12 @@
 // into a full output of the compute type, and the store loop reads it back from there (the row
 // is still in L1) instead of recomputing it: softmax does one exp per element, not two, like
 // PyTorch's CPU softmax, which writes the exponentials to the output and then scales them.
+#include <algorithm>
 #include <limits>
 #include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "compiler/emit_mlir_function.h"
 

@@ -1,10 +1,13 @@
 // The float64 semantics of Kernel IR: a direct loop-by-loop reading of the semantics at the top
 // of kernel_ir.h, with every value in double. It is the oracle the emitter tests compare the
 // generated code with; it is never used for speed.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numbers>
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
 #include "compiler/kernel_ir.h"
 
