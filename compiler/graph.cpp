@@ -54,8 +54,9 @@ std::string attributes(const GraphNode& n) {
     std::string operator()(const FusedAttr& a) const {
       std::vector<std::string> members;
       for (int m : a.members) members.push_back(fmt::format("%{}", m));
-      return fmt::format("[{} holds {}; {} outputs]", a.kernel ? a.kernel->name : "?",
-                         fmt::join(members, " "), a.outputs.size());
+      const size_t n = a.outputs.size();
+      return fmt::format("[{} holds {}; {} output{}]", a.kernel ? a.kernel->name : "?",
+                         fmt::join(members, " "), n, n == 1 ? "" : "s");
     }
     std::string operator()(const ResultAttr& a) const { return fmt::format("[{}]", a.index); }
   };
