@@ -250,7 +250,7 @@ const std::vector<StandardFunction>& standard_functions() {
       {"layer_norm",
        "x (... n), weight (n), bias (n) -> (x - mean) rsqrt(var + 1e-5) weight + bias",
        [](const Shape& s, DType t) { return layer_norm_graph(s, t); }},
-      {"rms_norm", "x (... n), weight (n) -> x rsqrt(mean(x^2) + 1e-5) weight",
+      {"rms_norm", "x (... n), weight (n) -> x rsqrt(mean(x^2) + 1e-6) weight",
        [](const Shape& s, DType t) { return rms_norm_graph(s, t); }},
       {"cross_entropy",
        "logits (r c), target (r) i64 -> mean over r of logsumexp - logit at target",

@@ -23,9 +23,9 @@ Graph log_softmax_graph(const Shape& x, DType dtype = DType::f32);
 /// y = (x − μ) · rsqrt(σ² + eps) · weight + bias. Inputs x (… n), weight (n), bias (n).
 Graph layer_norm_graph(const Shape& x, DType dtype = DType::f32, double eps = 1e-5);
 
-/// torch.nn.functional.rms_norm over the last dim: y = x · rsqrt(mean(x²) + eps) · weight.
-/// Inputs x (… n), weight (n).
-Graph rms_norm_graph(const Shape& x, DType dtype = DType::f32, double eps = 1e-5);
+/// torch.nn.functional.rms_norm over the last dim: y = x · rsqrt(mean(x²) + eps) · weight
+/// (eps 1e-6 as ein::nn::rms_norm and LLaMA). Inputs x (… n), weight (n).
+Graph rms_norm_graph(const Shape& x, DType dtype = DType::f32, double eps = 1e-6);
 
 /// torch.nn.functional.cross_entropy(logits, target) with mean reduction:
 /// loss = mean_r (m_r + log Σ_c exp(x_rc − m_r) − x_r,target_r). Inputs logits (r c), target
