@@ -166,6 +166,46 @@ TEST(FuseRules, WideningCastsInlineNarrowingOnesStay) {
                         "casts");
 }
 
+/// rearrange(x, pattern) then exp, as one graph.
+Graph rearrange_then_exp(const std::string& pattern, const Shape& shape,
+                         const std::vector<AxisSize>& sizes) {
+  ResolveRequest req;
+  req.op = PatternOp::rearrange;
+  req.shapes = {shape};
+  req.sizes = sizes;
+  const Recipe r = resolve_pattern(parse_pattern(pattern), req);
+  Graph g = lower_pattern(r, {{shape, DType::f32}}, {}, 0, pattern);
+  const int y = g.outputs.front();
+  std::vector<int> all;
+  for (size_t d = 0; d < g.nodes[y].shape.size(); ++d)
+    all.push_back(static_cast<int>(d));
+  g.outputs = {add_map(g, {y}, {all}, g.nodes[y].shape, [](Kernel& k, const std::vector<int>& in) {
+    return k.apply(ScalarOp::exp, in[0]);
+  })};
+  return g;
+}
+
+TEST(FuseRules, SplittingReshapesFoldMergingOnesStay) {
+  // A split is affine: folded into the kernel's read. A merge depends on the run-time strides
+  // (a view or a copy): the reshape stays a node and the kernel reads its result.
+  const Graph split = rearrange_then_exp("b (h w) c -> b h w c", {2, 12, 3}, {{"h", 3}});
+  const Graph fs = fuse(split);
+  EXPECT_EQ(count_kernels(fs), 1);
+  for (const GraphNode& n : fs.nodes)
+    EXPECT_NE(n.op, GraphOp::reshape) << fusion_report(split, fs);
+  const Graph merge = rearrange_then_exp("b h w c -> b (h w) c", {2, 3, 4, 5}, {});
+  const Graph fm = fuse(merge);
+  EXPECT_EQ(count_kernels(fm), 1);
+  bool kept = false;
+  for (const GraphNode& n : fm.nodes)
+    kept = kept || n.op == GraphOp::reshape;
+  EXPECT_TRUE(kept) << fusion_report(merge, fm);
+  for (Layout layout : {Layout::contiguous, Layout::column_major}) {
+    expect_same(split, layout, 21);
+    expect_same(merge, layout, 22);
+  }
+}
+
 TEST(FuseRules, MapExpressionGraph) {
   const Graph g =
       map_expression_graph("x[b s d], m[b s] -> (x - m)**2", {{2, 3, 4}, {2, 3}}, DType::f32);
