@@ -10,9 +10,7 @@
 #include <ein/ops.h>
 #include <fmt/format.h>
 
-#include "compiler/cpu_executor.h"
 #include "compiler/fused_ops.h"
-#include "compiler/kernel_ir.h"
 #include "compiler/tape.h"
 #include "runtime/autograd.h"
 #include "runtime/counters.h"
@@ -20,82 +18,9 @@
 namespace ein::nn {
 namespace {
 
-DType compute_for(DType t) {
-  return t == DType::f64 ? DType::f64 : DType::f32;
-}
-
-/// Σ over rows of `terms(g, x̂)` for a norm's weight and bias gradients, in ONE kernel: the
-/// domain is (d, rows) with the rows reduced, so each stage sums one column.
-/// x̂ = (x − mean) · rstd (mean undefined: RMSNorm's x · rstd). Returns {dweight, dbias}.
-std::pair<Tensor, Tensor> column_sums(const Tensor& grad, const Tensor& x, const Tensor& mean,
-                                      const Tensor& rstd, bool want_weight, bool want_bias,
-                                      DType weight_dtype) {
-  const int64_t d = x.size(-1), rows = d == 0 ? 0 : x.numel() / d;
-  const Tensor g2 = grad.contiguous().view({rows, d}), x2 = x.contiguous().view({rows, d});
-  Kernel k;
-  k.name = "norm_weight_grad";
-  k.origin = fmt::format("LayerNorm/RMSNorm weight gradient over {} rows of {}", rows, d);
-  k.domain = {d, rows};
-  k.reduced = 1;
-  k.compute = compute_for(x.dtype());
-  std::vector<Tensor> buffers{g2, x2};
-  const int g = k.load(k.add_buffer(g2.dtype(), {1, d}));
-  int xhat = k.load(k.add_buffer(x2.dtype(), {1, d}));
-  if (mean.defined()) {
-    buffers.push_back(mean.contiguous().view({rows}));
-    xhat = k.apply(ScalarOp::sub, xhat, k.load(k.add_buffer(mean.dtype(), {0, 1})));
-  }
-  buffers.push_back(rstd.contiguous().view({rows}));
-  xhat = k.apply(ScalarOp::mul, xhat, k.load(k.add_buffer(rstd.dtype(), {0, 1})));
-  Tensor dw, db;
-  if (want_weight) {
-    dw = empty({d}, weight_dtype);
-    const int acc = k.reduce(Combine::sum, k.apply(ScalarOp::mul, g, xhat));
-    k.store(k.add_output(weight_dtype, {1, 0}), acc);
-    buffers.push_back(dw);
-  }
-  if (want_bias) {
-    db = empty({d}, weight_dtype);
-    const int acc = k.reduce(Combine::sum, g);
-    k.store(k.add_output(weight_dtype, {1, 0}), acc);
-    buffers.push_back(db);
-  }
-  detail::CountingPhase phase(CostPhase::weight_grad);
-  if (want_weight || want_bias) run_kernel(k, buffers);
-  return {dw, db};
-}
-
-/// RMSNorm's input gradient in ONE row kernel: with ĝ = g · w, s = rstd,
-/// dx = s · ĝ − x · s³ · mean(ĝ · x) (LayerNorm's backward without the mean terms).
-Tensor rms_norm_input_grad(const Tensor& grad, const Tensor& x, const Tensor& weight,
-                           const Tensor& rstd) {
-  const int64_t d = x.size(-1), rows = d == 0 ? 0 : x.numel() / d;
-  const Tensor g2 = grad.contiguous().view({rows, d}), x2 = x.contiguous().view({rows, d});
-  const Tensor s1 = rstd.contiguous().view({rows});
-  Kernel k;
-  k.name = "rms_norm_backward";
-  k.origin = fmt::format("RMSNorm input gradient over {} rows of {}", rows, d);
-  k.domain = {rows, d};
-  k.reduced = 1;
-  k.compute = compute_for(x.dtype());
-  std::vector<Tensor> buffers{g2, x2, s1};
-  int gw = k.load(k.add_buffer(g2.dtype(), {d, 1}));
-  const int xv = k.load(k.add_buffer(x2.dtype(), {d, 1}));
-  const int s = k.load(k.add_buffer(s1.dtype(), {1, 0}));
-  if (weight.defined()) {
-    gw = k.apply(ScalarOp::mul, gw, k.load(k.add_buffer(weight.dtype(), {0, weight.stride(0)})));
-    buffers.push_back(weight);
-  }
-  const int dot = k.reduce(Combine::sum, k.apply(ScalarOp::mul, gw, xv));
-  const int mean = k.apply(ScalarOp::div, dot, k.param(static_cast<double>(d)));
-  const int s3 = k.apply(ScalarOp::mul, s, k.apply(ScalarOp::mul, s, s));
-  const int dx = k.apply(ScalarOp::sub, k.apply(ScalarOp::mul, s, gw),
-                         k.apply(ScalarOp::mul, xv, k.apply(ScalarOp::mul, s3, mean)));
-  Tensor out = empty({rows, d}, x.dtype());
-  k.store(k.add_output(x.dtype(), {d, 1}), dx);
-  buffers.push_back(out);
-  run_kernel(k, buffers);
-  return out.view(x.shape());
+/// `g` in `dtype` (a weight's gradient in the weight's dtype).
+Tensor as(const Tensor& g, DType dtype) {
+  return g.defined() && g.dtype() != dtype ? g.to(dtype) : g;
 }
 
 void check_last_dim(const Tensor& x, const Tensor& w, const char* op, const char* what) {
@@ -143,14 +68,17 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   check_last_dim(x, bias, "layer_norm", "bias");
   const Tensor xd = x.detach(), wd = weight.detach();
   const LayerNormResult r = layer_norm_rows(xd, wd, bias.detach(), eps);
-  const bool want_w = weight.defined() && weight.requires_grad();
-  const bool want_b = bias.defined() && bias.requires_grad();
-  const DType wdt = weight.defined() ? weight.dtype() : bias.defined() ? bias.dtype() : x.dtype();
+  const bool want_weights =
+      (weight.defined() && weight.requires_grad()) || (bias.defined() && bias.requires_grad());
   return record("layer_norm", {x, weight, bias}, {r.y},
-                [xd, wd, r, want_w, want_b, wdt](const std::vector<Tensor>& g) {
+                [xd, wd, bd = bias.detach(), r, want_weights](const std::vector<Tensor>& g) {
                   const Tensor dx = layer_norm_rows_backward(g[0], xd, wd, r.mean, r.rstd);
-                  auto [dw, db] = column_sums(g[0], xd, r.mean, r.rstd, want_w, want_b, wdt);
-                  return std::vector<Tensor>{dx, dw, db};
+                  if (!want_weights) return std::vector<Tensor>{dx, Tensor(), Tensor()};
+                  detail::CountingPhase phase(CostPhase::weight_grad);
+                  const NormWeightGrads w = layer_norm_weight_grads(g[0], xd, r.mean, r.rstd);
+                  return std::vector<Tensor>{dx,
+                                             wd.defined() ? as(w.dweight, wd.dtype()) : Tensor(),
+                                             bd.defined() ? as(w.dbias, bd.dtype()) : Tensor()};
                 })
       .front();
 }
@@ -161,12 +89,13 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   const Tensor xd = x.detach(), wd = weight.detach();
   const RmsNormResult r = rms_norm_rows(xd, wd, eps);
   const bool want_w = weight.defined() && weight.requires_grad();
-  const DType wdt = weight.defined() ? weight.dtype() : x.dtype();
   return record("rms_norm", {x, weight}, {r.y},
-                [xd, wd, r, want_w, wdt](const std::vector<Tensor>& g) {
-                  const Tensor dx = rms_norm_input_grad(g[0], xd, wd, r.rstd);
-                  auto [dw, unused] = column_sums(g[0], xd, Tensor(), r.rstd, want_w, false, wdt);
-                  return std::vector<Tensor>{dx, dw};
+                [xd, wd, r, want_w](const std::vector<Tensor>& g) {
+                  const Tensor dx = rms_norm_rows_backward(g[0], xd, wd, r.rstd);
+                  if (!want_w) return std::vector<Tensor>{dx, Tensor()};
+                  detail::CountingPhase phase(CostPhase::weight_grad);
+                  return std::vector<Tensor>{
+                      dx, as(rms_norm_weight_grad(g[0], xd, r.rstd), wd.dtype())};
                 })
       .front();
 }
