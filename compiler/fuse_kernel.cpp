@@ -70,6 +70,7 @@ class Builder {
     k_.name = kernel_name(names);
     shorthand_if_possible();
     out_.attr.members = grp_.members;
+    out_.attr.stored = out_.stored;
     for (int l : grp_.folded)
       if (std::find(out_.attr.members.begin(), out_.attr.members.end(), l) ==
           out_.attr.members.end())

@@ -130,6 +130,10 @@ std::string fusion_report(const Graph& unfused, const Graph& fused) {
                       folded ? "  (folded into the strides)" : "");
       first = false;
     }
+    std::vector<std::string> stores;
+    for (int stored : f.stored)
+      stores.push_back(fmt::format("%{}", stored));
+    out += fmt::format("  stores {}\n", fmt::join(stores, ", "));
     if (!n.note.empty()) out += fmt::format("  kernel boundary: {}\n", n.note);
   }
   if (!left.empty()) {

@@ -90,6 +90,8 @@ void verify_fused(const Graph& g, size_t i, const FusedAttr& f, Fail& fail) {
           (o.dims[j] < 0 ? o.shape[j] != 1 : o.shape[j] != k.domain[o.dims[j]]))
         return fail(i, "a fused output's dim does not walk the domain");
   }
+  if (!f.stored.empty() && f.stored.size() != f.outputs.size())
+    return fail(i, "a fused node names the stored node of some outputs only");
   if (f.outputs.front().shape != n.shape || f.outputs.front().dtype != n.dtype)
     fail(i, "a fused node's type must be its first output's");
 }

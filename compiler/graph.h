@@ -103,6 +103,7 @@ struct FusedAttr {
   std::vector<FusedRead> reads;
   std::vector<FusedOutput> outputs;
   std::vector<int> members;  ///< ids, in the unfused graph, of the nodes it holds
+  std::vector<int> stored;   ///< per output: the id, in the unfused graph, of the node it is
 };
 /// result: output `index` of the fused node that is its input.
 struct ResultAttr {
