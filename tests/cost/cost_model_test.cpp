@@ -199,8 +199,11 @@ TEST(CostModel, FusedKernelCountsEachNodeWhereItIsEvaluated) {
   f.op = GraphOp::fused;
   f.inputs = {0};
   f.shape = {4, 10};
-  f.attr = FusedAttr{
-      k, {FusedRead{0, {{1, 0}, {0, 1}}, {0, 0}}}, {FusedOutput{{4, 10}, DType::f32, {0, 1}}}, {}};
+  FusedAttr attr;
+  attr.kernel = k;
+  attr.reads = {FusedRead{0, {{1, 0}, {0, 1}}, {0, 0}}};
+  attr.outputs = {FusedOutput{{4, 10}, DType::f32, {0, 1}}};
+  f.attr = std::move(attr);
   const int fused = g.add(f);
   GraphNode r;
   r.op = GraphOp::result;
