@@ -10,6 +10,7 @@
 #include <memory>
 #include <numeric>
 #include <stdexcept>
+#include <string>
 
 #include <ein/errors.h>
 #include <fmt/format.h>
@@ -272,6 +273,9 @@ void vjp_map(Vjp& v) {
   const auto& a = std::get<MapAttr>(v.n.attr);
   const Shape& domain = v.n.shape;
   const int rank = static_cast<int>(domain.size());
+  // Inputs whose partial derivatives are the same expression (x and b in gelu(x + b)) share
+  // one gradient map: the broadcast one is its reduction, not a second pass over the domain.
+  std::vector<std::pair<std::string, int>> built;  // (kernel dump and dtype, node)
   for (size_t i = 0; i < v.n.inputs.size(); ++i) {
     if (!v.needed[i]) continue;
     const GraphNode& x = v.in(i);
@@ -288,7 +292,15 @@ void vjp_map(Vjp& v) {
       ins.push_back(v.g);
       std::vector<std::vector<int>> axes = a.axes;
       axes.push_back(iota(rank));
-      full = v.b.add(GraphOp::map, ins, domain, x.dtype, MapAttr{std::move(k), std::move(axes)});
+      std::string key = dump(*k) + std::string(dtype_name(x.dtype));
+      const auto same =
+          std::find_if(built.begin(), built.end(), [&](const auto& b) { return b.first == key; });
+      if (same != built.end()) {
+        full = same->second;
+      } else {
+        full = v.b.add(GraphOp::map, ins, domain, x.dtype, MapAttr{std::move(k), std::move(axes)});
+        built.emplace_back(std::move(key), full);
+      }
     }
     // Dims of the domain input i has at full size; the rest were broadcast.
     std::vector<bool> reduced(rank, true);
