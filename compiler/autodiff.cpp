@@ -375,16 +375,25 @@ void vjp_cast(Vjp& v) {
   v.set(0, v.b.add(GraphOp::cast, {v.g}, v.in(0).shape, v.in(0).dtype));
 }
 
+// gather and scatter_add are each other's adjoints (the indices get no gradient).
+void vjp_gather(Vjp& v) {
+  v.set(0, v.b.add(GraphOp::scatter_add, {v.g, v.n.inputs[1]}, v.in(0).shape, v.in(0).dtype));
+}
+
+void vjp_scatter_add(Vjp& v) {
+  v.set(0, v.b.add(GraphOp::gather, {v.g, v.n.inputs[1]}, v.in(0).shape, v.in(0).dtype));
+}
+
 // One rule per op, in ops.def order.
 constexpr Rule kRules[] = {
     vjp_none,  // input: its cotangent is the result
-    vjp_view, vjp_reshape, vjp_permute, vjp_reduce, vjp_contract,
-    vjp_map,  vjp_concat,  vjp_slice,   vjp_cast,
+    vjp_view,   vjp_reshape, vjp_permute, vjp_reduce, vjp_contract,    vjp_map,
+    vjp_concat, vjp_slice,   vjp_cast,    vjp_gather, vjp_scatter_add,
 };
-// Ops after cast in ops.def come from the fusion pass, which runs after autodiff: the
+// Ops after scatter_add in ops.def come from the fusion pass, which runs after autodiff: the
 // pipeline differentiates unfused graphs only.
-static_assert(std::size(kRules) == static_cast<size_t>(GraphOp::cast) + 1,
-              "a VJP rule per op in ops.def, up to cast");
+static_assert(std::size(kRules) == static_cast<size_t>(GraphOp::scatter_add) + 1,
+              "a VJP rule per op in ops.def, up to scatter_add");
 
 Rule rule_for(GraphOp op) {
   const auto i = static_cast<size_t>(op);

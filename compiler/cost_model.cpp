@@ -110,6 +110,27 @@ NodeCost cost_cast(const Graph& g, const GraphNode& n) {
   return copy_cost(g, n);
 }
 
+/// gather: a row copy (no FLOPs): the indices and the rows picked are read, the result written.
+NodeCost cost_gather(const Graph& g, const GraphNode& n) {
+  NodeCost c;
+  const int64_t out = numel(n.shape) * static_cast<int64_t>(element_size(n.dtype));
+  const GraphNode& idx = g.nodes[n.inputs[1]];
+  c.bytes_read = out + numel(idx.shape) * static_cast<int64_t>(element_size(idx.dtype));
+  c.bytes_written = out;
+  return c;
+}
+/// scatter_add: one add per value element; reads the values and indices, writes the table.
+NodeCost cost_scatter_add(const Graph& g, const GraphNode& n) {
+  NodeCost c;
+  const GraphNode& values = g.nodes[n.inputs[0]];
+  const GraphNode& idx = g.nodes[n.inputs[1]];
+  c.flops = numel(values.shape);
+  c.bytes_read = numel(values.shape) * static_cast<int64_t>(element_size(values.dtype)) +
+                 numel(idx.shape) * static_cast<int64_t>(element_size(idx.dtype));
+  c.bytes_written = numel(n.shape) * static_cast<int64_t>(element_size(n.dtype));
+  return c;
+}
+
 NodeCost cost_contract(const Graph& g, const GraphNode& n) {
   const auto& a = std::get<ContractAttr>(n.attr);
   std::map<int, int64_t> sizes;  // axis label → size, over both operands

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "compiler/executed_cost.h"
+#include "compiler/indexing.h"
 #include "compiler/run_fused.h"
 #include "compiler/tensor_kernels.h"
 #include "runtime/blas/contract.h"
@@ -20,7 +21,9 @@ using Tensors = std::vector<Tensor>;
 using Values = std::vector<Tensors>;
 
 /// A node reading another reads its first result (`result` nodes pick the others).
-const Tensor& arg(const Values& v, const GraphNode& n, size_t i) { return v[n.inputs[i]].front(); }
+const Tensor& arg(const Values& v, const GraphNode& n, size_t i) {
+  return v[n.inputs[i]].front();
+}
 
 Tensor run_input(const GraphNode& n, const Values&, const Tensors& inputs) {
   return inputs[std::get<InputAttr>(n.attr).index];
@@ -42,7 +45,8 @@ Tensor run_view(const GraphNode& n, const Values& v, const Tensors&) {
   Shape strides;
   for (const auto& axes : a.dims) {
     int64_t s = 0;
-    for (int e : axes) s += strides_el[e];
+    for (int e : axes)
+      s += strides_el[e];
     strides.push_back(s);
   }
   return x.as_strided(n.shape, strides, x.offset());
@@ -82,7 +86,8 @@ Tensor run_map_node(const GraphNode& n, const Values& v, const Tensors&) {
     if (x.dtype() == DType::f8e4m3 || x.dtype() == DType::f8e5m2) x = x.to(DType::f32);
     Shape strides(n.shape.size(), 0);
     for (size_t d = 0; d < a.axes[i].size(); ++d)
-      if (x.size(static_cast<int64_t>(d)) != 1) strides[a.axes[i][d]] = x.stride(static_cast<int64_t>(d));
+      if (x.size(static_cast<int64_t>(d)) != 1)
+        strides[a.axes[i][d]] = x.stride(static_cast<int64_t>(d));
     k.add_buffer(x.dtype(), strides);
     dtypes.push_back(x.dtype());
     ins.push_back(std::move(x));
@@ -98,7 +103,8 @@ Tensor run_concat(const GraphNode& n, const Values& v, const Tensors&) {
   for (size_t i = 0; i < n.inputs.size(); ++i) {
     const Tensor& x = arg(v, n, i);
     int64_t len = 1;
-    for (int64_t d = a.dim; d < a.dim + a.spans[i]; ++d) len *= x.size(d);
+    for (int64_t d = a.dim; d < a.dim + a.spans[i]; ++d)
+      len *= x.size(d);
     const Tensor slot = out.slice(a.dim, at, at + len);
     copy_into(slot.view(x.shape()), x);
     at += len;
@@ -111,13 +117,22 @@ Tensor run_slice(const GraphNode& n, const Values& v, const Tensors&) {
   return arg(v, n, 0).slice(a.dim, a.start, a.stop);
 }
 
+Tensor run_gather(const GraphNode& n, const Values& v, const Tensors&) {
+  return gather_rows(arg(v, n, 0), arg(v, n, 1));
+}
+
+Tensor run_scatter_add(const GraphNode& n, const Values& v, const Tensors&) {
+  return scatter_add_rows(arg(v, n, 0), arg(v, n, 1), n.shape.front());
+}
+
 Tensor run_cast(const GraphNode& n, const Values& v, const Tensors&) {
   return arg(v, n, 0).to(n.dtype);
 }
 
 Tensors run_fused_node(const GraphNode& n, const Values& v, const Tensors&) {
   Tensors ins;
-  for (size_t i = 0; i < n.inputs.size(); ++i) ins.push_back(arg(v, n, i));
+  for (size_t i = 0; i < n.inputs.size(); ++i)
+    ins.push_back(arg(v, n, i));
   return run_fused(std::get<FusedAttr>(n.attr), ins);
 }
 
@@ -133,10 +148,10 @@ Tensors one(const GraphNode& n, const Values& v, const Tensors& inputs) {
 }
 
 // One rule per op, in ops.def order.
-constexpr std::array<Rule, 12> kRules = {
-    one<run_input>,    one<run_view>,     one<run_reshape>, one<run_permute>,
-    one<run_reduce>,   one<run_contract>, one<run_map_node>, one<run_concat>,
-    one<run_slice>,    one<run_cast>,     run_fused_node,    run_result,
+constexpr std::array<Rule, 14> kRules = {
+    one<run_input>,    one<run_view>,        one<run_reshape>, one<run_permute>, one<run_reduce>,
+    one<run_contract>, one<run_map_node>,    one<run_concat>,  one<run_slice>,   one<run_cast>,
+    one<run_gather>,   one<run_scatter_add>, run_fused_node,   run_result,
 };
 static_assert(static_cast<int>(GraphOp::result) + 1 == kRules.size(), "a rule per op in ops.def");
 
@@ -158,7 +173,8 @@ std::vector<Tensor> execute(const Graph& g, const std::vector<Tensor>& inputs,
                         n.inputs.empty() ? Tensor() : values[n.inputs[0]].front());
   }
   std::vector<Tensor> out;
-  for (int o : g.outputs) out.push_back(values[o].front());
+  for (int o : g.outputs)
+    out.push_back(values[o].front());
   return out;
 }
 

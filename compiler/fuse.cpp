@@ -116,6 +116,10 @@ class Pass {
       case GraphOp::fused:
       case GraphOp::result:
         return "already fused";
+      case GraphOp::gather:
+        return "gather: rows picked by run-time indices (Kernel IR has no indirect loads)";
+      case GraphOp::scatter_add:
+        return "scatter_add: rows summed at run-time indices (Kernel IR has no indirect stores)";
       case GraphOp::map:
         if (is_fp8(node.dtype)) return "map to fp8: the runtime's converter writes fp8";
         return "";

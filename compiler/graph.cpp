@@ -26,8 +26,10 @@ std::string attributes(const GraphNode& n) {
     std::string operator()(const InputAttr& a) const { return fmt::format("[{}]", a.index); }
     std::string operator()(const ViewAttr& a) const {
       std::vector<std::string> split, dims;
-      for (const Shape& s : a.split) split.push_back(fmt::format("({})", fmt::join(s, " ")));
-      for (const auto& d : a.dims) dims.push_back(fmt::format("{{{}}}", fmt::join(d, ",")));
+      for (const Shape& s : a.split)
+        split.push_back(fmt::format("({})", fmt::join(s, " ")));
+      for (const auto& d : a.dims)
+        dims.push_back(fmt::format("{{{}}}", fmt::join(d, ",")));
       return fmt::format("[split {} -> {}]", fmt::join(split, " "), fmt::join(dims, " "));
     }
     std::string operator()(const ReduceAttr& a) const {
@@ -53,7 +55,8 @@ std::string attributes(const GraphNode& n) {
     }
     std::string operator()(const FusedAttr& a) const {
       std::vector<std::string> members;
-      for (int m : a.members) members.push_back(fmt::format("%{}", m));
+      for (int m : a.members)
+        members.push_back(fmt::format("%{}", m));
       const size_t n = a.outputs.size();
       return fmt::format("[{} holds {}; {} output{}]", a.kernel ? a.kernel->name : "?",
                          fmt::join(members, " "), n, n == 1 ? "" : "s");
@@ -71,7 +74,8 @@ void verify_fused(const Graph& g, size_t i, const FusedAttr& f, Fail& fail) {
   const Kernel& k = *f.kernel;
   const size_t rank = k.domain.size();
   size_t inputs = 0;
-  for (const KernelBuffer& b : k.buffers) inputs += b.output ? 0 : 1;
+  for (const KernelBuffer& b : k.buffers)
+    inputs += b.output ? 0 : 1;
   if (f.reads.size() != inputs || f.outputs.size() != k.buffers.size() - inputs)
     return fail(i, "fused reads/outputs do not match the kernel's buffers");
   for (const FusedRead& r : f.reads) {
@@ -98,8 +102,12 @@ void verify_fused(const Graph& g, size_t i, const FusedAttr& f, Fail& fail) {
 
 }  // namespace
 
-std::string_view graph_op_name(GraphOp op) { return kOps[static_cast<int>(op)].name; }
-int graph_op_arity(GraphOp op) { return kOps[static_cast<int>(op)].arity; }
+std::string_view graph_op_name(GraphOp op) {
+  return kOps[static_cast<int>(op)].name;
+}
+int graph_op_arity(GraphOp op) {
+  return kOps[static_cast<int>(op)].arity;
+}
 
 int Graph::add(GraphNode node) {
   nodes.push_back(std::move(node));
@@ -111,43 +119,59 @@ std::string dump(const Graph& g) {
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const GraphNode& n = g.nodes[i];
     std::vector<std::string> ins;
-    for (int in : n.inputs) ins.push_back(fmt::format("%{}", in));
+    for (int in : n.inputs)
+      ins.push_back(fmt::format("%{}", in));
     out += fmt::format("  %{} = {}{} {} : {}[{}]{}\n", i, graph_op_name(n.op), attributes(n),
                        fmt::join(ins, ", "), dtype_name(n.dtype), fmt::join(n.shape, ", "),
                        n.note.empty() ? "" : "  // " + n.note);
   }
   std::vector<std::string> outs;
-  for (int o : g.outputs) outs.push_back(fmt::format("%{}", o));
+  for (int o : g.outputs)
+    outs.push_back(fmt::format("%{}", o));
   out += fmt::format("  return {}\n", fmt::join(outs, ", "));
   return out;
 }
 
 void verify(const Graph& g) {
   auto fail = [&](size_t i, const std::string& what) {
-    throw std::logic_error(fmt::format("internal error: invalid graph, node %{}: {}\n{}", i, what,
-                                       dump(g)));
+    throw std::logic_error(
+        fmt::format("internal error: invalid graph, node %{}: {}\n{}", i, what, dump(g)));
   };
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const GraphNode& n = g.nodes[i];
     const int arity = graph_op_arity(n.op);
     if (arity >= 0 && static_cast<int>(n.inputs.size()) != arity)
-      fail(i, fmt::format("{} takes {} inputs, has {}", graph_op_name(n.op), arity, n.inputs.size()));
+      fail(i,
+           fmt::format("{} takes {} inputs, has {}", graph_op_name(n.op), arity, n.inputs.size()));
     for (int in : n.inputs)
       if (in < 0 || in >= static_cast<int>(i)) fail(i, "an input is not an earlier node");
     const bool attr_ok = [&] {
       switch (n.op) {
-        case GraphOp::input: return std::holds_alternative<InputAttr>(n.attr);
-        case GraphOp::view: return std::holds_alternative<ViewAttr>(n.attr);
-        case GraphOp::reduce: return std::holds_alternative<ReduceAttr>(n.attr);
-        case GraphOp::permute: return std::holds_alternative<PermuteAttr>(n.attr);
-        case GraphOp::contract: return std::holds_alternative<ContractAttr>(n.attr);
-        case GraphOp::map: return std::holds_alternative<MapAttr>(n.attr);
-        case GraphOp::concat: return std::holds_alternative<ConcatAttr>(n.attr);
-        case GraphOp::slice: return std::holds_alternative<SliceAttr>(n.attr);
-        case GraphOp::fused: return std::holds_alternative<FusedAttr>(n.attr);
-        case GraphOp::result: return std::holds_alternative<ResultAttr>(n.attr);
+        case GraphOp::input:
+          return std::holds_alternative<InputAttr>(n.attr);
+        case GraphOp::view:
+          return std::holds_alternative<ViewAttr>(n.attr);
+        case GraphOp::reduce:
+          return std::holds_alternative<ReduceAttr>(n.attr);
+        case GraphOp::permute:
+          return std::holds_alternative<PermuteAttr>(n.attr);
+        case GraphOp::contract:
+          return std::holds_alternative<ContractAttr>(n.attr);
+        case GraphOp::map:
+          return std::holds_alternative<MapAttr>(n.attr);
+        case GraphOp::concat:
+          return std::holds_alternative<ConcatAttr>(n.attr);
+        case GraphOp::slice:
+          return std::holds_alternative<SliceAttr>(n.attr);
+        case GraphOp::fused:
+          return std::holds_alternative<FusedAttr>(n.attr);
+        case GraphOp::result:
+          return std::holds_alternative<ResultAttr>(n.attr);
         case GraphOp::reshape:
-        case GraphOp::cast: return std::holds_alternative<std::monostate>(n.attr);
+        case GraphOp::cast:
+        case GraphOp::gather:
+        case GraphOp::scatter_add:
+          return std::holds_alternative<std::monostate>(n.attr);
       }
       return false;
     }();

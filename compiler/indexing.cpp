@@ -4,13 +4,19 @@
 // repeated indices never race and the sums keep index order (deterministic).
 #include "compiler/indexing.h"
 
+#include <algorithm>
 #include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
 #include <vector>
 
 #include <ein/errors.h>
 #include <ein/ops.h>
 #include <fmt/format.h>
 
+#include "compiler/graph.h"
 #include "compiler/tape.h"
 #include "runtime/counters.h"
 #include "runtime/parallel.h"
@@ -99,8 +105,8 @@ Tensor scatter_add_rows(const Tensor& values, const Tensor& indices, int64_t num
   Tensor out = zeros(out_shape, acc);
   const int64_t width = checked_numel(row);
   // One add per value element; reads the values, indices and table, writes the table.
-  detail::count_launch("scatter_add", {v.numel(), 0, v.nbytes() + indices.nbytes() + out.nbytes(),
-                                       out.nbytes(), 0});
+  detail::count_launch(
+      "scatter_add", {v.numel(), 0, v.nbytes() + indices.nbytes() + out.nbytes(), out.nbytes(), 0});
   if (acc == DType::f64)
     scatter(v.data<double>(), out.data<double>(), idx, width);
   else
@@ -108,24 +114,63 @@ Tensor scatter_add_rows(const Tensor& values, const Tensor& indices, int64_t num
   return out.to(dtype);
 }
 
+namespace {
+
+/// The one-node graph of a gather or scatter_add for these operand types, built once per
+/// types: the tape caches backward graphs by graph.
+std::shared_ptr<const Graph> indexing_graph(GraphOp op, const Tensor& x, const Tensor& indices,
+                                            const Shape& out_shape) {
+  using Key = std::tuple<GraphOp, Shape, DType, Shape, DType, Shape>;
+  static std::mutex mutex;
+  static std::map<Key, std::shared_ptr<const Graph>> graphs;
+  std::lock_guard lock(mutex);
+  auto& slot = graphs[{op, x.shape(), x.dtype(), indices.shape(), indices.dtype(), out_shape}];
+  if (!slot) {
+    Graph g;
+    g.origin = std::string(graph_op_name(op));
+    for (const Tensor* t : {&x, &indices}) {
+      GraphNode in;
+      in.op = GraphOp::input;
+      in.shape = t->shape();
+      in.dtype = t->dtype();
+      in.attr = InputAttr{static_cast<int>(g.nodes.size())};
+      g.add(std::move(in));
+    }
+    GraphNode n;
+    n.op = op;
+    n.inputs = {0, 1};
+    n.shape = out_shape;
+    n.dtype = x.dtype();
+    g.outputs.push_back(g.add(std::move(n)));
+    verify(g);
+    slot = std::make_shared<const Graph>(std::move(g));
+  }
+  return slot;
+}
+
+}  // namespace
+
 Tensor gather(const Tensor& table, const Tensor& indices) {
-  const Tensor out = gather_rows(table, indices);
-  const Tensor idx = indices.detach();
-  const int64_t n = table.size(0);
-  return record("gather", {table, indices}, {out},
-                [idx, n](const std::vector<Tensor>& g) {
-                  return std::vector<Tensor>{scatter_add_rows(g[0], idx, n), Tensor()};
-                })
+  if (!table.defined() || table.dim() == 0)
+    throw RuntimeError("gather: the table needs a first dim of rows");
+  const Shape row(table.shape().begin() + 1, table.shape().end());
+  return run_recorded(indexing_graph(GraphOp::gather, table, indices, result_shape(indices, row)),
+                      {table, indices})
       .front();
 }
 
 Tensor scatter_add(const Tensor& values, const Tensor& indices, int64_t num_rows) {
-  const Tensor out = scatter_add_rows(values, indices, num_rows);
-  const Tensor idx = indices.detach();
-  return record("scatter_add", {values, indices}, {out},
-                [idx](const std::vector<Tensor>& g) {
-                  return std::vector<Tensor>{gather_rows(g[0], idx), Tensor()};
-                })
+  if (!values.defined()) throw RuntimeError("scatter_add: the values are undefined");
+  const int64_t k = indices.defined() ? indices.dim() : 0;
+  if (values.dim() < k ||
+      !std::equal(indices.shape().begin(), indices.shape().end(), values.shape().begin()))
+    throw RuntimeError(
+        fmt::format("scatter_add: values of shape {} do not start with the indices' "
+                    "shape {}",
+                    shape_str(values.shape()), shape_str(indices.shape())));
+  Shape out{num_rows};
+  out.insert(out.end(), values.shape().begin() + k, values.shape().end());
+  return run_recorded(indexing_graph(GraphOp::scatter_add, values, indices, out), {values, indices})
       .front();
 }
 

@@ -4,6 +4,7 @@
 
 #include <ein/ops.h>
 
+#include "compiler/autodiff.h"
 #include "tests/autograd/gradcheck.h"
 
 namespace ein::testing {
@@ -40,6 +41,19 @@ TEST(Indexing, Gradients) {
   Tensor table = zeros({3, 2}, DType::f32).requires_grad_();
   reduce(gather(table, from_data<int64_t>({2, 2, 0}, {3})), "n d -> ", "sum").backward();
   EXPECT_EQ(table.grad().to_vector<double>(), (std::vector<double>{1, 1, 0, 0, 2, 2}));
+}
+
+TEST(Indexing, GraphOpsAreEachOthersVjp) {
+  // gather(table (5 3), idx (4)): the backward graph's gradient is a scatter_add node.
+  Graph g;
+  g.add({GraphOp::input, {}, {5, 3}, DType::f32, InputAttr{0}, ""});
+  g.add({GraphOp::input, {}, {4}, DType::i64, InputAttr{1}, ""});
+  g.outputs.push_back(g.add({GraphOp::gather, {0, 1}, {4, 3}, DType::f32, {}, ""}));
+  const Backward b = differentiate(g, {true, true});  // the integer indices get no gradient
+  ASSERT_EQ(b.wrt, (std::vector<int>{0}));
+  const GraphNode& grad = b.graph.nodes[b.graph.outputs[0]];
+  EXPECT_EQ(grad.op, GraphOp::scatter_add);
+  EXPECT_EQ(grad.shape, (Shape{5, 3}));
 }
 
 TEST(Indexing, ClearErrors) {
