@@ -7,8 +7,11 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -61,7 +64,8 @@ void serialise(const Kernel& k, std::string& out) {
   for (const KernelBuffer& b : k.buffers) {
     put(out, b.dtype);
     put(out, b.output);
-    for (int64_t s : b.strides) put(out, static_cast<int8_t>(s == 0 ? 0 : s == 1 ? 1 : 2));
+    for (int64_t s : b.strides)
+      put(out, static_cast<int8_t>(s == 0 ? 0 : s == 1 ? 1 : 2));
   }
   put(out, k.nodes.size());
   for (const ScalarNode& n : k.nodes) {
@@ -122,6 +126,58 @@ std::shared_ptr<const Compiled> lookup(const Kernel& kernel) {
 
 }  // namespace
 
+namespace {
+
+/// Runs a kernel with total stores: each total goes to a scratch buffer with one value per
+/// point of P (a row store), and the host combines those values in double afterwards.
+void run_with_totals(Kernel k, std::span<const Tensor> buffers) {
+  const int p = k.parallel_dims();
+  const Shape rows(k.domain.begin(), k.domain.begin() + p);
+  const Shape row_strides = contiguous_strides(rows);
+  std::vector<Tensor> bound(buffers.begin(), buffers.end());
+  std::vector<std::pair<size_t, Combine>> totals;  // (store, combine)
+  for (size_t i = 0; i < k.stores.size(); ++i) {
+    KernelStore& st = k.stores[i];
+    if (st.total == Combine::none) continue;
+    Shape strides(k.domain.size(), 0);
+    std::copy(row_strides.begin(), row_strides.end(), strides.begin());
+    k.buffers[st.buffer].strides = strides;
+    k.buffers[st.buffer].dtype = k.compute;
+    bound[st.buffer] = empty(rows, k.compute, cpu());
+    totals.emplace_back(i, st.total);
+    st.total = Combine::none;
+  }
+  run_kernel(k, bound);
+  for (const auto& [i, combine] : totals) {
+    const int b = k.stores[i].buffer;
+    double acc = combine == Combine::sum    ? 0.0
+                 : combine == Combine::prod ? 1.0
+                 : combine == Combine::max  ? -std::numeric_limits<double>::infinity()
+                                            : std::numeric_limits<double>::infinity();
+    for (double v : bound[b].to_vector<double>()) {
+      switch (combine) {
+        case Combine::sum:
+          acc += v;
+          break;
+        case Combine::prod:
+          acc *= v;
+          break;
+        case Combine::max:
+          acc = std::isnan(v) || v > acc ? v : acc;
+          break;
+        case Combine::min:
+          acc = std::isnan(v) || v < acc ? v : acc;
+          break;
+        case Combine::none:
+          break;
+      }
+    }
+    buffers[b].fill_(acc);
+  }
+}
+
+}  // namespace
+
 void run_kernel(const Kernel& kernel_in, std::span<const Tensor> buffers) {
   if (buffers.size() != kernel_in.buffers.size())
     throw std::logic_error(fmt::format("internal error: kernel {} takes {} buffers, got {}",
@@ -129,6 +185,8 @@ void run_kernel(const Kernel& kernel_in, std::span<const Tensor> buffers) {
   // Nothing to do when a parallel dim is empty, or the row is empty and nothing is stored per
   // row (a row store over an empty row still writes the stages' identities).
   Kernel general = to_general_form(kernel_in);
+  for (const KernelStore& st : general.stores)
+    if (st.total != Combine::none) return run_with_totals(std::move(general), buffers);
   for (int d = 0; d < general.parallel_dims(); ++d)
     if (general.domain[d] == 0) return;
   bool empty_row = false, row_stores = false;
@@ -148,7 +206,8 @@ void run_kernel(const Kernel& kernel_in, std::span<const Tensor> buffers) {
     many.resize(buffers.size() + 2);
     ptrs = many.data();
   }
-  for (size_t i = 0; i < buffers.size(); ++i) ptrs[i] = buffers[i].data_ptr();
+  for (size_t i = 0; i < buffers.size(); ++i)
+    ptrs[i] = buffers[i].data_ptr();
   ptrs[buffers.size()] = params.data();
   ptrs[buffers.size() + 1] = const_cast<double*>(kernel.params.data());
   const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, s.work_per_iteration));
@@ -168,6 +227,8 @@ std::string kernel_mlir(const Kernel& kernel_in) {
   return emit_mlir(kernel, schedule_cpu(kernel), "ein_" + kernel.name);
 }
 
-ExecutorStats executor_stats() { return {g_launches.load(), g_built.load()}; }
+ExecutorStats executor_stats() {
+  return {g_launches.load(), g_built.load()};
+}
 
 }  // namespace ein

@@ -229,10 +229,27 @@ class Pass {
       pl.out = at;
       return pl;
     }
-    if (covers_p && !covers_r)
-      return fail(
-          "reduces a row value over the kernel's parallel dims (a row kernel reduces "
-          "only along its row)");
+    if (covers_p && !covers_r) {
+      // A total: a row value combined over every parallel dim into one value (the mean of
+      // per-row losses), stored after the rows; sum, mean, max, min and prod only.
+      const auto& a = std::get<ReduceAttr>(node.attr);
+      const Reduction r = a.reduction;
+      bool whole = grp.reduced > 0 && is_float(node.dtype) &&
+                   (r == Reduction::sum || r == Reduction::mean || r == Reduction::max ||
+                    r == Reduction::min || r == Reduction::prod);
+      for (size_t d = 0; d < space.size(); ++d)
+        whole = whole && (a.reduced[d] || space[d] == 1);
+      for (int64_t s : grp.domain)
+        whole = whole && s > 0;
+      if (!whole)
+        return fail(
+            "reduces a row value over part of the kernel's parallel dims (a row kernel reduces "
+            "along its row, or over all its rows at once)");
+      for (size_t d = 0; d < space.size(); ++d)
+        if (!a.reduced[d]) pl.out.push_back(-1);
+      pl.in = at;
+      return pl;
+    }
     if (!covers_p || !covers_r) return fail("its input covers only part of the kernel's domain");
     const auto& a = std::get<ReduceAttr>(node.attr);
     std::vector<int> row;
@@ -258,6 +275,9 @@ class Pass {
     for (const Operand& op : operands(n)) {
       const int m = member_index(grp, op.source);
       if (m < 0) continue;
+      if (detail::is_total(g_, grp, static_cast<size_t>(m)))
+        return fmt::format("reads %{}, a total over the kernel's rows (known only after it)",
+                           op.source);
       const Shape& xs = g_.nodes[op.source].shape;
       for (size_t t = 0; t < xs.size(); ++t) {
         if (xs[t] == 1) continue;

@@ -31,6 +31,14 @@ Affine Affine::after(const Affine& inner) const {
   return r;
 }
 
+bool is_total(const Graph& g, const Group& grp, size_t m) {
+  if (grp.reduced == 0 || g.nodes[grp.members[m]].op != GraphOp::reduce) return false;
+  const int p = static_cast<int>(grp.domain.size()) - grp.reduced;
+  for (int d : grp.in_place[m])
+    if (d >= p) return false;
+  return true;
+}
+
 bool is_layout(GraphOp op) {
   return op == GraphOp::view || op == GraphOp::permute || op == GraphOp::reshape ||
          op == GraphOp::slice;

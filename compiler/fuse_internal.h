@@ -55,6 +55,11 @@ struct Group {
   bool dead = false;                              ///< merged into another group
 };
 
+/// Whether member `m` of `grp` (a reduce) is a total: it combines a row value over every
+/// parallel dim of a row kernel into one value (a mean of per-row losses), stored by a total
+/// store after the kernel's rows, so no other member may read it.
+bool is_total(const Graph& g, const Group& grp, size_t m);
+
 /// The grouping fuse.cpp computes, per node of the unfused graph; emit_fused() turns it into
 /// the fused graph.
 struct Grouping {

@@ -59,6 +59,7 @@ class Builder {
       const GraphNode& n = g_.nodes[grp_.members[m]];
       const int buffer = k_.add_output(n.dtype, Shape(k_.domain.size(), 0));
       k_.store(buffer, value_[m]);
+      if (m < total_.size()) k_.stores.back().total = total_[m];
       row_store_ = true;  // only read when there is a single store
       for (int d : grp_.place[m])
         row_store_ = row_store_ && d < k_.parallel_dims();
@@ -151,6 +152,7 @@ class Builder {
     const int id = grp_.members[m];
     const auto& a = std::get<ReduceAttr>(g_.nodes[id].attr);
     const int x = read(resolve_operand(g_, id, 0), grp_.in_place[m]);
+    if (is_total(g_, grp_, m)) return total(m, a.reduction, x);
     double n = 1;
     for (size_t d = k_.domain.size() - k_.reduced; d < k_.domain.size(); ++d)
       n *= static_cast<double>(k_.domain[d]);
@@ -214,6 +216,7 @@ class Builder {
   void shorthand_if_possible() {
     if (k_.stores.size() != 1 || k_.stages.size() > 1) return;
     const KernelStore st = k_.stores.front();
+    if (st.total != Combine::none) return;  // the shorthand has no total stores
     if (!k_.stages.empty() && !row_store_) return;
     k_.combine = k_.stages.empty() ? Combine::none : k_.stages.front().combine;
     k_.body = k_.stages.empty() ? st.value : k_.stages.front().value;
@@ -222,11 +225,25 @@ class Builder {
     k_.stores.clear();
   }
 
+  /// A total member's per-row value (scaled by 1/rows for a mean) and its combine.
+  int total(size_t m, Reduction r, int x) {
+    double rows = 1;
+    for (int d = 0; d < k_.parallel_dims(); ++d)
+      rows *= static_cast<double>(k_.domain[d]);
+    total_.resize(grp_.members.size(), Combine::none);
+    total_[m] = r == Reduction::prod  ? Combine::prod
+                : r == Reduction::max ? Combine::max
+                : r == Reduction::min ? Combine::min
+                                      : Combine::sum;
+    return r == Reduction::mean ? k_.apply(ScalarOp::mul, x, k_.constant(1.0 / rows)) : x;
+  }
+
   const Graph& g_;
   const Group& grp_;
   Kernel k_;
   std::vector<int> value_;
-  bool row_store_ = false;  ///< whether the last store added spans only the parallel dims
+  std::vector<Combine> total_;  ///< per member: its total store's combine (none: not a total)
+  bool row_store_ = false;      ///< whether the last store added spans only the parallel dims
   GroupKernel out_;
 };
 

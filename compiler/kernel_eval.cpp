@@ -207,6 +207,9 @@ void evaluate(const Kernel& kernel_in, std::vector<std::vector<double>>& data) {
   const int rank = static_cast<int>(k.domain.size()), p = k.parallel_dims();
   std::vector<int64_t> index(rank, 0);
   std::vector<double> accs(k.stages.size());
+  // Total stores combine over P: start from the identity, fold each row's value in.
+  for (const KernelStore& st : k.stores)
+    if (st.total != Combine::none) data[st.buffer][0] = identity(st.total);
   for_each(k.domain, 0, p, index, [&] {
     for (size_t s = 0; s < k.stages.size(); ++s) {
       double acc = identity(k.stages[s].combine);
@@ -226,7 +229,9 @@ void evaluate(const Kernel& kernel_in, std::vector<std::vector<double>>& data) {
       size_t i = 0;
       for (const KernelStore& st : k.stores)
         if ((k.reduced > 0 && k.row_buffer(st.buffer)) == row) {
-          data[st.buffer][values[i].first] = values[i].second;
+          double& slot = data[st.buffer][values[i].first];
+          slot = st.total == Combine::none ? values[i].second
+                                           : combine(st.total, slot, values[i].second);
           ++i;
         }
     };

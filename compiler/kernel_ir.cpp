@@ -311,6 +311,14 @@ void verify(const Kernel& k_in) {
     if (++stored[st.buffer] > 1) fail(fmt::format("buffer {} is stored twice", st.buffer));
     if (k.row_buffer(st.buffer) && varies[st.value])
       fail(fmt::format("row store to buffer {} reads values that vary along the row", st.buffer));
+    if (st.total != Combine::none) {
+      if (k.reduced == 0 || varies[st.value])
+        fail(fmt::format("total store to buffer {} must store a row value of a row kernel",
+                         st.buffer));
+      for (int64_t stride : k.buffers[st.buffer].strides)
+        if (stride != 0)
+          fail(fmt::format("total store to buffer {} has a nonzero stride", st.buffer));
+    }
   }
   for (int b = first_output; b < nb; ++b)
     if (stored[b] == 0) fail(fmt::format("output buffer {} is never stored", b));
@@ -346,8 +354,11 @@ std::string dump(const Kernel& k) {
     out += fmt::format("  stage{} = {} %{}\n", s, combine_name(k.stages[s].combine),
                        k.stages[s].value);
   for (const KernelStore& st : k.stores)
-    out += fmt::format("  store buf{} %{}{}\n", st.buffer, st.value,
-                       k.reduced > 0 && k.row_buffer(st.buffer) ? " (row)" : "");
+    out +=
+        fmt::format("  store buf{} %{}{}\n", st.buffer, st.value,
+                    st.total != Combine::none ? fmt::format(" (total {})", combine_name(st.total))
+                    : k.reduced > 0 && k.row_buffer(st.buffer) ? " (row)"
+                                                               : "");
   return out;
 }
 

@@ -101,6 +101,11 @@ struct KernelStage {
 struct KernelStore {
   int buffer = -1;
   int value = -1;
+  /// A total store (not none): the buffer has stride 0 along every dim and receives this
+  /// combine of the row value `value` over every point of P (a mean of per-row losses is a
+  /// total sum of loss / rows). run_kernel() keeps one value per row and combines them on
+  /// the host, in double, after the kernel: still one kernel launch.
+  Combine total = Combine::none;
 };
 
 /// A loop nest with its stages and stores (semantics at the top of this file). Buffers are

@@ -265,6 +265,44 @@ TEST(FusedKernelIr, ZeroSizeRowsStoreTheIdentities) {
                          "no rows");
 }
 
+/// Per row r: l = log Σ exp(x[r, :]); a row store of l, and total stores of l over the rows
+/// (each combine in `totals`).
+Kernel totals_kernel(const Shape& domain, const Shape& x_strides, std::vector<Combine> totals) {
+  Kernel k;
+  k.name = "totals";
+  k.domain = domain;
+  k.reduced = 1;
+  const int x = k.load(k.add_buffer(DType::f32, x_strides));
+  const int l = k.apply(ScalarOp::log, k.reduce(Combine::sum, k.apply(ScalarOp::exp, x)));
+  k.store(k.add_output(DType::f32, {1, 0}), l);
+  for (Combine c : totals) {
+    k.store(k.add_output(DType::f32, {0, 0}), k.apply(ScalarOp::mul, l, k.constant(0.25)));
+    k.stores.back().total = c;
+  }
+  return k;
+}
+
+TEST(FusedKernelIr, TotalStoresCombineRowValuesOverAllRows) {
+  for (const Shape& strides : {Shape{70, 1}, Shape{1, 9}})
+    check_against_evaluate(
+        totals_kernel({9, 70}, strides, {Combine::sum, Combine::max, Combine::min, Combine::prod}),
+        30, "totals");
+  check_against_evaluate(totals_kernel({1000, 3}, {3, 1}, {Combine::sum}), 31, "many rows");
+  check_against_evaluate(totals_kernel({0, 6}, {6, 1}, {Combine::sum, Combine::prod}), 32,
+                         "no rows: the identities");
+  // One launch: the rows' values are combined on the host, not by a second kernel.
+  const Kernel k = totals_kernel({64, 128}, {128, 1}, {Combine::sum});
+  std::vector<Tensor> b = {randn({64 * 128}, DType::f32, cpu(), 33), empty({64}), empty({1})};
+  run_kernel(k, b);
+  const int64_t before = executor_stats().launches;
+  run_kernel(k, b);
+  EXPECT_EQ(executor_stats().launches - before, 1);
+  // verify() refuses a total store that varies along the row or has a stride.
+  Kernel bad = totals_kernel({4, 5}, {5, 1}, {Combine::sum});
+  bad.buffers.back().strides = {1, 0};
+  EXPECT_THROW(verify(bad), std::logic_error);
+}
+
 TEST(FusedKernelIr, CoalesceKeepsTheRowBoundaryAndIndexedDims) {
   Kernel k = row_kernel({2, 3, 4, 5}, 2, {60, 20, 5, 1}, {60, 20, 5, 1}, {0, 0, 5, 1}, {3, 1, 0, 0},
                         {3, 1, 0, 0});
