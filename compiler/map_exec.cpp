@@ -12,8 +12,9 @@
 #include <fmt/format.h>
 
 #include "compiler/execute.h"
-#include "compiler/tape.h"
 #include "compiler/lower_patterns.h"
+#include "compiler/map_program.h"
+#include "compiler/tape.h"
 #include "compiler/tensor_kernels.h"
 #include "dsl/diagnostic.h"
 #include "dsl/map_parser.h"
@@ -29,45 +30,56 @@ struct Function {
 
 // The functions a map expression may call (scalar_ops.def has their semantics).
 constexpr Function kFunctions[] = {
-    {"exp", ScalarOp::exp, 1},         {"log", ScalarOp::log, 1},
-    {"sqrt", ScalarOp::sqrt, 1},       {"rsqrt", ScalarOp::rsqrt, 1},
-    {"tanh", ScalarOp::tanh, 1},       {"erf", ScalarOp::erf, 1},
-    {"sin", ScalarOp::sin, 1},         {"cos", ScalarOp::cos, 1},
-    {"abs", ScalarOp::abs, 1},         {"sigmoid", ScalarOp::sigmoid, 1},
-    {"relu", ScalarOp::relu, 1},       {"gelu", ScalarOp::gelu, 1},
-    {"gelu_tanh", ScalarOp::gelu_tanh, 1}, {"silu", ScalarOp::silu, 1},
-    {"square", ScalarOp::square, 1},   {"reciprocal", ScalarOp::reciprocal, 1},
-    {"sign", ScalarOp::sign, 1},       {"maximum", ScalarOp::maximum, 2},
-    {"minimum", ScalarOp::minimum, 2}, {"pow", ScalarOp::pow, 2},
+    {"exp", ScalarOp::exp, 1},
+    {"log", ScalarOp::log, 1},
+    {"sqrt", ScalarOp::sqrt, 1},
+    {"rsqrt", ScalarOp::rsqrt, 1},
+    {"tanh", ScalarOp::tanh, 1},
+    {"erf", ScalarOp::erf, 1},
+    {"sin", ScalarOp::sin, 1},
+    {"cos", ScalarOp::cos, 1},
+    {"abs", ScalarOp::abs, 1},
+    {"sigmoid", ScalarOp::sigmoid, 1},
+    {"relu", ScalarOp::relu, 1},
+    {"gelu", ScalarOp::gelu, 1},
+    {"gelu_tanh", ScalarOp::gelu_tanh, 1},
+    {"silu", ScalarOp::silu, 1},
+    {"square", ScalarOp::square, 1},
+    {"reciprocal", ScalarOp::reciprocal, 1},
+    {"sign", ScalarOp::sign, 1},
+    {"maximum", ScalarOp::maximum, 2},
+    {"minimum", ScalarOp::minimum, 2},
+    {"pow", ScalarOp::pow, 2},
     {"where", ScalarOp::where, 3},
 };
 
 ScalarOp binary_scalar_op(BinaryOp op) {
   switch (op) {
-    case BinaryOp::add: return ScalarOp::add;
-    case BinaryOp::sub: return ScalarOp::sub;
-    case BinaryOp::mul: return ScalarOp::mul;
-    case BinaryOp::div: return ScalarOp::div;
-    case BinaryOp::pow: return ScalarOp::pow;
-    case BinaryOp::lt: return ScalarOp::lt;
-    case BinaryOp::le: return ScalarOp::le;
-    case BinaryOp::gt: return ScalarOp::gt;
-    case BinaryOp::ge: return ScalarOp::ge;
-    case BinaryOp::eq: return ScalarOp::eq;
-    case BinaryOp::ne: return ScalarOp::ne;
+    case BinaryOp::add:
+      return ScalarOp::add;
+    case BinaryOp::sub:
+      return ScalarOp::sub;
+    case BinaryOp::mul:
+      return ScalarOp::mul;
+    case BinaryOp::div:
+      return ScalarOp::div;
+    case BinaryOp::pow:
+      return ScalarOp::pow;
+    case BinaryOp::lt:
+      return ScalarOp::lt;
+    case BinaryOp::le:
+      return ScalarOp::le;
+    case BinaryOp::gt:
+      return ScalarOp::gt;
+    case BinaryOp::ge:
+      return ScalarOp::ge;
+    case BinaryOp::eq:
+      return ScalarOp::eq;
+    case BinaryOp::ne:
+      return ScalarOp::ne;
   }
   return ScalarOp::add;
 }
-
-/// A checked map expression: its inputs, the output's axes and the scalar DAG (buffers are
-/// the inputs in order; the output buffer is added per call).
-struct MapProgram {
-  MapExpr expr;
-  std::vector<std::string> out_axes;  ///< union of the inputs' axes, first appearance order
-  std::vector<std::vector<int>> axes;  ///< per input, per dim: its position in out_axes
-  Kernel kernel;                       ///< nodes and body; domain and buffers per call
-  std::shared_ptr<const Kernel> body;  ///< the same, shared with the graphs
-};
 
 class Lowering {
  public:
@@ -79,7 +91,8 @@ class Lowering {
       for (size_t i = 0; i < p_.expr.inputs.size(); ++i)
         if (p_.expr.inputs[i].name == n->name) return p_.kernel.load(static_cast<int>(i));
       std::string names;
-      for (const auto& in : p_.expr.inputs) names += (names.empty() ? "" : ", ") + in.name;
+      for (const auto& in : p_.expr.inputs)
+        names += (names.empty() ? "" : ", ") + in.name;
       throw UserError(fmt::format("unknown input '{}'; the inputs are {}", n->name, names),
                       p_.expr.source, e.range);
     }
@@ -97,16 +110,17 @@ class Lowering {
       std::string names;
       for (const Function& candidate : kFunctions)
         names += (names.empty() ? "" : ", ") + std::string(candidate.name);
-      throw UserError(fmt::format("unknown function '{}'; map expressions can call {}", call.name,
-                                  names),
-                      p_.expr.source, call.name_range);
+      throw UserError(
+          fmt::format("unknown function '{}'; map expressions can call {}", call.name, names),
+          p_.expr.source, call.name_range);
     }
     if (static_cast<int>(call.args.size()) != f->arity)
       throw UserError(fmt::format("{}() takes {} argument{}, got {}", f->name, f->arity,
                                   f->arity == 1 ? "" : "s", call.args.size()),
                       p_.expr.source, e.range);
     int args[3] = {-1, -1, -1};
-    for (size_t i = 0; i < call.args.size(); ++i) args[i] = lower(*call.args[i]);
+    for (size_t i = 0; i < call.args.size(); ++i)
+      args[i] = lower(*call.args[i]);
     return p_.kernel.apply(f->op, args[0], args[1], args[2]);
   }
 
@@ -137,7 +151,9 @@ std::shared_ptr<const MapProgram> build(std::string_view text) {
   return p;
 }
 
-std::shared_ptr<const MapProgram> program(std::string_view text) {
+}  // namespace
+
+std::shared_ptr<const MapProgram> map_program(std::string_view text) {
   static std::shared_mutex mutex;
   static std::unordered_map<std::string, std::shared_ptr<const MapProgram>> cache;
   {
@@ -148,6 +164,40 @@ std::shared_ptr<const MapProgram> program(std::string_view text) {
   std::unique_lock lock(mutex);
   return cache.emplace(std::string(text), p).first->second;
 }
+
+Shape bind_map_sizes(const MapProgram& p, const std::vector<Shape>& shapes) {
+  const MapExpr& e = p.expr;
+  if (shapes.size() != e.inputs.size())
+    throw UserError(fmt::format("the expression has {} inputs, but {} shapes were given",
+                                e.inputs.size(), shapes.size()),
+                    e.source, e.arrow);
+  // Bind each axis name to a size; 1 broadcasts against anything.
+  Shape sizes(p.out_axes.size(), 1);
+  std::vector<const MapAxis*> bound_at(p.out_axes.size(), nullptr);
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const MapInput& in = e.inputs[i];
+    if (shapes[i].size() != in.axes.size())
+      throw UserError(fmt::format("input '{}' is declared with {} axes, but its shape is {}",
+                                  in.name, in.axes.size(), shape_str(shapes[i])),
+                      e.source, in.range);
+    for (size_t d = 0; d < in.axes.size(); ++d) {
+      const int a = p.axes[i][d];
+      const int64_t n = shapes[i][d];
+      if (n == 1) continue;
+      if (sizes[a] != 1 && sizes[a] != n)
+        throw UserError(fmt::format("axis '{}' has length {} here but {} earlier", in.axes[d].name,
+                                    n, sizes[a]),
+                        e.source, in.axes[d].range)
+            .note_at(fmt::format("'{}' bound to {} here", in.axes[d].name, sizes[a]), e.source,
+                     bound_at[a]->range);
+      sizes[a] = n;
+      bound_at[a] = &in.axes[d];
+    }
+  }
+  return sizes;
+}
+
+namespace {
 
 /// The graph of `p` for these input types, built once (the autograd tape caches backward
 /// graphs by graph, so one graph per program and types keeps that cache small).
@@ -162,8 +212,8 @@ std::shared_ptr<const Graph> graph(const MapProgram& p, const std::vector<Tensor
     std::shared_lock lock(mutex);
     if (auto it = cache.find(key); it != cache.end()) return it->second;
   }
-  auto g = std::make_shared<const Graph>(
-      lower_map(p.body, p.axes, types, sizes, out, p.kernel.origin));
+  auto g =
+      std::make_shared<const Graph>(lower_map(p.body, p.axes, types, sizes, out, p.kernel.origin));
   std::unique_lock lock(mutex);
   return cache.emplace(std::move(key), std::move(g)).first->second;
 }
@@ -171,7 +221,7 @@ std::shared_ptr<const Graph> graph(const MapProgram& p, const std::vector<Tensor
 }  // namespace
 
 Tensor map(std::string_view expression, const std::vector<Tensor>& given) {
-  const auto p = program(expression);
+  const auto p = map_program(expression);
   std::vector<Tensor> inputs = given;  // kernels do not read fp8: convert such inputs first
   for (Tensor& x : inputs)
     if (x.defined() && (x.dtype() == DType::f8e4m3 || x.dtype() == DType::f8e5m2))
@@ -181,36 +231,17 @@ Tensor map(std::string_view expression, const std::vector<Tensor>& given) {
     throw UserError(fmt::format("the expression has {} inputs, but {} tensors were given",
                                 e.inputs.size(), inputs.size()),
                     e.source, e.arrow);
-  // Bind each axis name to a size; 1 broadcasts against anything.
-  std::vector<int64_t> sizes(p->out_axes.size(), 1);
-  std::vector<const MapAxis*> bound_at(p->out_axes.size(), nullptr);
+  std::vector<Shape> shapes;
   std::vector<DType> dtypes;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& x = inputs[i];
-    const MapInput& in = e.inputs[i];
     if (!x.defined() || x.device().kind != DeviceKind::cpu)
-      throw UserError(fmt::format("input '{}' must be a defined CPU tensor", in.name), e.source,
-                      in.range);
-    if (x.dim() != static_cast<int64_t>(in.axes.size()))
-      throw UserError(fmt::format("input '{}' is declared with {} axes, but the tensor has shape {}",
-                                  in.name, in.axes.size(), shape_str(x.shape())),
-                      e.source, in.range);
+      throw UserError(fmt::format("input '{}' must be a defined CPU tensor", e.inputs[i].name),
+                      e.source, e.inputs[i].range);
+    shapes.push_back(x.shape());
     dtypes.push_back(x.dtype());
-    for (size_t d = 0; d < in.axes.size(); ++d) {
-      const size_t a = std::find(p->out_axes.begin(), p->out_axes.end(), in.axes[d].name) -
-                       p->out_axes.begin();
-      const int64_t n = x.size(static_cast<int64_t>(d));
-      if (n == 1) continue;
-      if (sizes[a] != 1 && sizes[a] != n)
-        throw UserError(fmt::format("axis '{}' has length {} here but {} earlier", in.axes[d].name,
-                                    n, sizes[a]),
-                        e.source, in.axes[d].range)
-            .note_at(fmt::format("'{}' bound to {} here", in.axes[d].name, sizes[a]), e.source,
-                     bound_at[a]->range);
-      sizes[a] = n;
-      bound_at[a] = &in.axes[d];
-    }
   }
+  const Shape sizes = bind_map_sizes(*p, shapes);
   const DType compute = compute_type(dtypes);
   DType out = dtypes.front();
   for (DType t : dtypes)
@@ -218,7 +249,8 @@ Tensor map(std::string_view expression, const std::vector<Tensor>& given) {
   if (out != DType::f64 && out != DType::f32 && out != DType::f16 && out != DType::bf16)
     out = compute;
   std::vector<TensorType> types;
-  for (const Tensor& x : inputs) types.push_back({x.shape(), x.dtype()});
+  for (const Tensor& x : inputs)
+    types.push_back({x.shape(), x.dtype()});
   return run_recorded(graph(*p, types, sizes, out), inputs).front();
 }
 
