@@ -150,28 +150,9 @@ void run_with_totals(Kernel k, std::span<const Tensor> buffers) {
   run_kernel(k, bound);
   for (const auto& [i, combine] : totals) {
     const int b = k.stores[i].buffer;
-    double acc = combine == Combine::sum    ? 0.0
-                 : combine == Combine::prod ? 1.0
-                 : combine == Combine::max  ? -std::numeric_limits<double>::infinity()
-                                            : std::numeric_limits<double>::infinity();
-    for (double v : bound[b].to_vector<double>()) {
-      switch (combine) {
-        case Combine::sum:
-          acc += v;
-          break;
-        case Combine::prod:
-          acc *= v;
-          break;
-        case Combine::max:
-          acc = std::isnan(v) || v > acc ? v : acc;
-          break;
-        case Combine::min:
-          acc = std::isnan(v) || v < acc ? v : acc;
-          break;
-        case Combine::none:
-          break;
-      }
-    }
+    double acc = combine_identity(combine);
+    for (double v : bound[b].to_vector<double>())
+      acc = combine_values(combine, acc, v);
     buffers[b].fill_(acc);
   }
 }

@@ -20,19 +20,6 @@
 namespace ein::detail {
 namespace {
 
-double identity(Combine c) {
-  switch (c) {
-    case Combine::prod:
-      return 1;
-    case Combine::max:
-      return -std::numeric_limits<double>::infinity();
-    case Combine::min:
-      return std::numeric_limits<double>::infinity();
-    default:
-      return 0;
-  }
-}
-
 std::string_view horizontal_kind(Combine c) {
   switch (c) {
     case Combine::prod:
@@ -178,7 +165,7 @@ std::string FunctionEmitter::reduce_vectorized(int stage, int dim, const Point& 
   const std::string vty = vec_type(vw, compute_);
   std::string quad = fresh(), qiv = fresh();
   std::string qa[4] = {fresh(), fresh(), fresh(), fresh()};
-  const std::string init = literal(identity(c), vw);
+  const std::string init = literal(combine_identity(c), vw);
   line(fmt::format(
       "{}:4 = scf.for {} = {} to {} step {} iter_args({} = {}, {} = {}, {} = {}, {} = {}) -> "
       "({}, {}, {}, {}) {{",
@@ -282,7 +269,7 @@ void FunctionEmitter::point(const Point& at, int w) {
   acc_lanes_ = lanes;
   for (size_t s = 0; s < k_.stages.size(); ++s)
     accs_.push_back(reduce_from(static_cast<int>(s), p, at, lanes,
-                                literal(identity(k_.stages[s].combine), lanes)));
+                                literal(combine_identity(k_.stages[s].combine), lanes)));
   bool any_full = false;
   for (const KernelStore& st : k_.stores)
     any_full = any_full || !k_.row_buffer(st.buffer);

@@ -95,35 +95,6 @@ double scalar(ScalarOp op, double x, double y, double z) {
   throw std::logic_error("internal error: evaluate: a leaf reached scalar()");
 }
 
-double identity(Combine c) {
-  switch (c) {
-    case Combine::prod:
-      return 1;
-    case Combine::max:
-      return -kInf;
-    case Combine::min:
-      return kInf;
-    default:
-      return 0;
-  }
-}
-
-double combine(Combine c, double a, double b) {
-  switch (c) {
-    case Combine::sum:
-      return a + b;
-    case Combine::prod:
-      return a * b;
-    case Combine::max:
-      return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
-    case Combine::min:
-      return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
-    case Combine::none:
-      break;
-  }
-  throw std::logic_error("internal error: evaluate: combine none");
-}
-
 /// Evaluates nodes at one point (memoised, only the nodes asked for).
 class PointEval {
  public:
@@ -209,13 +180,13 @@ void evaluate(const Kernel& kernel_in, std::vector<std::vector<double>>& data) {
   std::vector<double> accs(k.stages.size());
   // Total stores combine over P: start from the identity, fold each row's value in.
   for (const KernelStore& st : k.stores)
-    if (st.total != Combine::none) data[st.buffer][0] = identity(st.total);
+    if (st.total != Combine::none) data[st.buffer][0] = combine_identity(st.total);
   for_each(k.domain, 0, p, index, [&] {
     for (size_t s = 0; s < k.stages.size(); ++s) {
-      double acc = identity(k.stages[s].combine);
+      double acc = combine_identity(k.stages[s].combine);
       for_each(k.domain, p, rank, index, [&] {
         PointEval e(k, data, index, accs);
-        acc = combine(k.stages[s].combine, acc, e.at(k.stages[s].value));
+        acc = combine_values(k.stages[s].combine, acc, e.at(k.stages[s].value));
       });
       accs[s] = acc;
     }
@@ -231,7 +202,7 @@ void evaluate(const Kernel& kernel_in, std::vector<std::vector<double>>& data) {
         if ((k.reduced > 0 && k.row_buffer(st.buffer)) == row) {
           double& slot = data[st.buffer][values[i].first];
           slot = st.total == Combine::none ? values[i].second
-                                           : combine(st.total, slot, values[i].second);
+                                           : combine_values(st.total, slot, values[i].second);
           ++i;
         }
     };

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <functional>
+#include <limits>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -51,6 +53,37 @@ int scalar_op_arity(ScalarOp op) {
 }
 std::string_view scalar_op_spelling(ScalarOp op) {
   return kOpInfo[static_cast<int>(op)].spelling;
+}
+
+double combine_identity(Combine c) {
+  switch (c) {
+    case Combine::prod:
+      return 1;
+    case Combine::max:
+      return -std::numeric_limits<double>::infinity();
+    case Combine::min:
+      return std::numeric_limits<double>::infinity();
+    default:
+      return 0;
+  }
+}
+
+double combine_values(Combine c, double a, double b) {
+  switch (c) {
+    case Combine::sum:
+      return a + b;
+    case Combine::prod:
+      return a * b;
+    case Combine::max:
+      return std::isnan(a) || std::isnan(b) ? std::numeric_limits<double>::quiet_NaN()
+                                            : std::max(a, b);
+    case Combine::min:
+      return std::isnan(a) || std::isnan(b) ? std::numeric_limits<double>::quiet_NaN()
+                                            : std::min(a, b);
+    case Combine::none:
+      break;
+  }
+  throw std::logic_error("internal error: combine_values: combine none");
 }
 
 int Kernel::add_buffer(DType dtype, Shape strides, bool is_output) {

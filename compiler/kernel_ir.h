@@ -108,6 +108,11 @@ struct KernelStore {
   Combine total = Combine::none;
 };
 
+/// The value a combine starts from: 0 (sum), 1 (prod), −inf (max), +inf (min).
+double combine_identity(Combine c);
+/// a combined with b, in double; max and min propagate NaN (like torch.amax/amin).
+double combine_values(Combine c, double a, double b);
+
 /// A loop nest with its stages and stores (semantics at the top of this file). Buffers are
 /// inputs first, then outputs; run_kernel() takes one tensor per buffer in this order.
 struct Kernel {

@@ -18,19 +18,6 @@ bool is_fp8(DType t) {
   return t == DType::f8e4m3 || t == DType::f8e5m2;
 }
 
-double identity(Combine c) {
-  switch (c) {
-    case Combine::prod:
-      return 1;
-    case Combine::max:
-      return -std::numeric_limits<double>::infinity();
-    case Combine::min:
-      return std::numeric_limits<double>::infinity();
-    default:
-      return 0;
-  }
-}
-
 /// `k` with its empty reduced dims replaced by one point whose stage values are identities;
 /// stores into the (empty) outputs that span the row are dropped.
 Kernel over_identity(Kernel k, const std::vector<Tensor>& buffers) {
@@ -38,10 +25,10 @@ Kernel over_identity(Kernel k, const std::vector<Tensor>& buffers) {
     k.domain[d] = 1;
   if (k.general()) {
     for (KernelStage& s : k.stages)
-      s.value = k.constant(identity(s.combine));
+      s.value = k.constant(combine_identity(s.combine));
     std::erase_if(k.stores, [&](const KernelStore& s) { return buffers[s.buffer].numel() == 0; });
   } else {
-    k.body = k.constant(identity(k.combine));
+    k.body = k.constant(combine_identity(k.combine));
   }
   return k;
 }
