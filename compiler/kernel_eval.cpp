@@ -14,7 +14,6 @@
 namespace ein {
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 /// One scalar op on doubles; the same formulas as emit_mlir.cpp (and torch) state.
 double scalar(ScalarOp op, double x, double y, double z) {
