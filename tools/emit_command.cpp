@@ -13,6 +13,8 @@
 #include <fmt/format.h>
 
 #include "compiler/autodiff.h"
+#include "compiler/backward_cost.h"
+#include "compiler/cost_model.h"
 #include "compiler/cpu_executor.h"
 #include "compiler/expression_graphs.h"
 #include "compiler/fuse.h"
@@ -42,6 +44,10 @@ Stages:
   kernels the Kernel IR of every fused kernel (domain, buffers, scalar DAG, stages, stores),
           for contiguous inputs
   mlir    the MLIR of every fused kernel, for contiguous inputs
+  cost    FLOPs (2 per multiply-add), bytes and intensity per node of the unfused graph;
+          with --backward also the split into input-gradient, weight-gradient and
+          recomputed work and the bytes saved for backward (--weight N marks input N as a
+          weight, repeatable)
 --backward emits the backward graph of <what> (gradients of every float input) instead.
 
 Examples:
@@ -50,12 +56,14 @@ Examples:
   ein emit 'x[b s d], m[b s] -> (x - m)**2' --shape 4,8,16 --shape 4,8
   ein emit 'b s d -> b s' --reduction mean --shape 4,8,16 --stage fused
   ein emit rms_norm --shape 32,4096 --backward --stage fused
+  ein emit layer_norm --shape 8,1024,768 --backward --weight 1 --weight 2 --stage cost
 )";
 
 struct EmitOptions {
   std::string what, stage = "fused", dtype = "f32", reduction;
   std::vector<std::string> shapes, sizes;
   std::optional<int64_t> ddof;
+  std::vector<int> weights;  ///< --stage cost --backward: inputs that are weights
   bool backward = false;
 };
 
@@ -139,12 +147,46 @@ std::string kernels_of(const Graph& fused, bool mlir) {
   return out;
 }
 
+/// `--stage cost`: the forward graph's cost per node, or with --backward the backward graph's
+/// and its split (compiler/cost_model.h, compiler/backward_cost.h).
+std::string cost_listing(const Graph& forward, const EmitOptions& o) {
+  if (!o.backward) return format_cost(forward, cost(forward));
+  std::vector<bool> needs, weights;
+  for (const GraphNode& n : forward.nodes)
+    if (n.op == GraphOp::input) {
+      needs.push_back(kFloatDTypes.contains(n.dtype));
+      weights.push_back(false);
+    }
+  for (int w : o.weights) {
+    if (w < 0 || w >= static_cast<int>(weights.size()))
+      throw UsageError(fmt::format("--weight {}: the graph has inputs 0..{}", w,
+                                   static_cast<int>(weights.size()) - 1));
+    weights[w] = true;
+  }
+  Backward b = differentiate(forward, needs);
+  b.graph.origin = "backward of " + forward.origin;
+  const BackwardCost c = backward_cost(b, forward, weights);
+  return format_cost(b.graph, cost(b.graph)) +
+         fmt::format(
+             "\nbackward split ({}):\n  input gradients   {:>14} FLOPs\n  weight gradients  "
+             "{:>14} FLOPs\n  recomputed        {:>14} FLOPs\n  saved for backward "
+             "{:>13} bytes ({} of them activations)\n",
+             kFlopConvention, c.input_grad.flops, c.weight_grad.flops, c.recompute.flops,
+             c.saved_total, c.saved_activations);
+}
+
 int run_emit(EmitOptions o) {
   o.what = unprotect(o.what);
   try {
-    if (o.stage != "ir" && o.stage != "fused" && o.stage != "kernels" && o.stage != "mlir")
-      throw UsageError(fmt::format("--stage {}: expected ir, fused, kernels or mlir", o.stage));
+    if (o.stage != "ir" && o.stage != "fused" && o.stage != "kernels" && o.stage != "mlir" &&
+        o.stage != "cost")
+      throw UsageError(
+          fmt::format("--stage {}: expected ir, fused, kernels, mlir or cost", o.stage));
     Graph g = build(o);
+    if (o.stage == "cost") {
+      std::cout << cost_listing(g, o);
+      return 0;
+    }
     if (o.backward) {
       std::vector<bool> needs;
       for (const GraphNode& n : g.nodes)
@@ -189,7 +231,9 @@ void add_emit_command(CLI::App& app, int& exit_code) {
       ->required();
   cmd->add_option("--shape", opts->shapes, "an input shape, e.g. 64,1024,512 (repeat per input)")
       ->required();
-  cmd->add_option("--stage", opts->stage, "ir | fused | kernels | mlir (default fused)");
+  cmd->add_option("--stage", opts->stage, "ir | fused | kernels | mlir | cost (default fused)");
+  cmd->add_option("--weight", opts->weights,
+                  "--stage cost --backward: input N is a weight (repeatable)");
   cmd->add_option("--dtype", opts->dtype, "f32 (default), f64, f16 or bf16");
   cmd->add_option("-r,--reduction", opts->reduction, "reduce patterns: sum, mean, max, ...");
   cmd->add_option("--ddof", opts->ddof, "var/std: the delta degrees of freedom");

@@ -87,6 +87,21 @@ class Stages(unittest.TestCase):
 
 
 class Errors(unittest.TestCase):
+    def test_cost_stage(self):
+        # einsum-free graphs have no matmul FLOPs; the convention is printed with the numbers.
+        rc, out, _ = ein("softmax", "--shape", "4,8", "--stage", "cost")
+        self.assertEqual(rc, 0)
+        self.assertIn("FLOPs: 2 per multiply-add", out)
+        self.assertRegex(out, r"total\s+\d+")
+        # LayerNorm's backward with weight and bias as weights: both parts are nonzero.
+        rc, out, _ = ein("layer_norm", "--shape", "4,8", "--backward", "--weight", "1",
+                         "--weight", "2", "--stage", "cost")
+        self.assertEqual(rc, 0, out)
+        grads = dict(re.findall(r"(input|weight) gradients\s+(\d+) FLOPs", out))
+        self.assertGreater(int(grads["input"]), 0, out)
+        self.assertGreater(int(grads["weight"]), 0, out)
+        self.assertIn("saved for backward", out)
+
     def check(self, args, code, text):
         rc, out, err = ein(*args)
         self.assertEqual(rc, code, err)
@@ -100,6 +115,8 @@ class Errors(unittest.TestCase):
         self.check(["softmax", "--shape", "4,8", "--stage", "cuda"], 2, "--stage cuda")
         self.check(["b n -> b", "--shape", "4,8"], 2, "needs --reduction")
         self.check(["softmax", "--shape", "4,8", "--dtype", "i64"], 2, "--dtype i64")
+        self.check(["softmax", "--shape", "4,8", "--backward", "--weight", "3", "--stage", "cost"],
+                   2, "--weight 3")
 
     def test_input_errors(self):
         self.check(["x[b n], m[b] -> x - m", "--shape", "4,8", "--shape", "5"], 1,
