@@ -39,9 +39,12 @@
 #include <ein/dtype.h>
 #include <ein/errors.h>
 #include <ein/flop_counter.h>
+#include <ein/grad_clip.h>
+#include <ein/init.h>
 #include <ein/nn.h>
 #include <ein/optim.h>
 #include <ein/ops.h>
+#include <ein/schedule.h>
 #include <ein/shape.h>
 
 #include "compiler/pattern_cache.h"
