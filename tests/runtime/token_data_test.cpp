@@ -14,6 +14,7 @@
 
 #include "runtime/parallel.h"
 #include "runtime/random.h"
+#include "runtime/storage.h"
 #include "runtime/token_data.h"
 #include "runtime/token_file.h"
 
@@ -403,7 +404,8 @@ TEST_F(TokenData, ErrorTokensOutsideTheVocabulary) {
 
 TEST_F(TokenData, CreateAndDestroyWithPrefetchNeverHangs) {
   const auto p = write_pattern("c.u16", 500);
-  const auto file = std::make_shared<const TokenFile>(p);
+  auto file = std::make_shared<const TokenFile>(p);
+  const int64_t allocated = memory_allocated(cpu());
   for (int i = 0; i < 300; ++i) {
     // Destroyed at every stage: before the worker ran, with a full queue, mid-sequence.
     TokenLoader data(
@@ -413,6 +415,7 @@ TEST_F(TokenData, CreateAndDestroyWithPrefetchNeverHangs) {
       data.next_batch();
     if (i % 5 == 0) data.set_position(i);
   }
+  EXPECT_EQ(memory_allocated(cpu()), allocated);  // no prefetched batch outlives its loader
   // Batches outlive their loader and the file stays mapped while a loader shares it.
   Batch kept;
   {
@@ -420,6 +423,11 @@ TEST_F(TokenData, CreateAndDestroyWithPrefetchNeverHangs) {
     kept = data.next_batch();
   }
   EXPECT_EQ(check_windows(*file, kept, 4).size(), 2u);
+  // The last owner unmaps the file (Linux lists mappings in /proc/self/maps).
+  file.reset();
+  std::ifstream maps("/proc/self/maps");
+  const std::string mapped((std::istreambuf_iterator<char>(maps)), {});
+  EXPECT_EQ(mapped.find(dir_.string()), std::string::npos) << "still mapped: " << p;
 }
 
 }  // namespace
