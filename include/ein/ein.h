@@ -56,5 +56,7 @@
 #include "dsl/shape_spec_parser.h"
 #include "dsl/shape_spec_printer.h"
 #include "runtime/autograd.h"
+#include "runtime/checkpoint.h"
 #include "runtime/device.h"
 #include "runtime/tensor.h"
+#include "runtime/training_checkpoint.h"
