@@ -31,7 +31,8 @@ uint64_t mul_high(uint64_t a, uint64_t b) {
   return a_hi * b_hi + (hi_lo >> 32) + (cross >> 32);
 }
 
-void check_options(const TokenFile& file, const LoaderOptions& o) {
+// Checks the options; returns the end of the token range (token_end, -1 resolved).
+int64_t check_options(const TokenFile& file, const LoaderOptions& o) {
   auto fail = [&](const std::string& what) {
     throw RuntimeError("token loader for " + std::string("'") + file.path() + "': " + what);
   };
@@ -39,11 +40,20 @@ void check_options(const TokenFile& file, const LoaderOptions& o) {
   if (o.context < 1) fail("context must be >= 1, got " + std::to_string(o.context));
   if (o.vocab_size < 0) fail("vocab_size must be >= 0, got " + std::to_string(o.vocab_size));
   if (o.prefetch < 0) fail("prefetch must be >= 0, got " + std::to_string(o.prefetch));
-  if (file.size() < o.context + 1) {
-    throw RuntimeError("token file '" + file.path() + "' has " + std::to_string(file.size()) +
-                       " tokens, fewer than one window of context + 1 = " +
-                       std::to_string(o.context + 1) + " tokens");
+  const int64_t end = o.token_end < 0 ? file.size() : o.token_end;
+  if (o.token_begin < 0 || o.token_begin > end || end > file.size()) {
+    fail("the token range [" + std::to_string(o.token_begin) + ", " + std::to_string(o.token_end) +
+         ") is not inside the file's " + std::to_string(file.size()) + " tokens");
   }
+  const bool whole = o.token_begin == 0 && end == file.size();
+  if (end - o.token_begin < o.context + 1) {
+    throw RuntimeError(
+        "token file '" + file.path() + "' has " + std::to_string(end - o.token_begin) + " tokens" +
+        (whole ? std::string()
+               : " in [" + std::to_string(o.token_begin) + ", " + std::to_string(end) + ")") +
+        ", fewer than one window of context + 1 = " + std::to_string(o.context + 1) + " tokens");
+  }
+  return end;
 }
 
 }  // namespace
@@ -149,8 +159,9 @@ struct TokenLoader::Prefetcher {
 TokenLoader::TokenLoader(std::shared_ptr<const TokenFile> file, LoaderOptions options)
     : file_(std::move(file)), options_(options) {
   if (!file_) throw RuntimeError("TokenLoader: no token file");
-  check_options(*file_, options_);
-  if (options_.check_all_tokens) file_->check_tokens(options_.vocab_size);
+  end_ = check_options(*file_, options_);
+  if (options_.check_all_tokens)
+    file_->check_tokens(options_.vocab_size, options_.token_begin, end_);
   if (options_.prefetch > 0) prefetcher_ = std::make_unique<Prefetcher>(*this, 0);
 }
 
@@ -163,7 +174,7 @@ TokenLoader::~TokenLoader() {
 }
 
 int64_t TokenLoader::num_windows() const {
-  return (file_->size() - 1) / options_.context;
+  return (num_tokens() - 1) / options_.context;
 }
 
 int64_t TokenLoader::num_batches() const {
@@ -188,14 +199,15 @@ Batch TokenLoader::batch_at(int64_t k) const {
   const int64_t rows =
       options_.order == BatchOrder::random ? B : std::min(B, num_windows() - k * B);
   // Random: starts in [0, n - T - 1], as torch.randint(len(data) - T) in the lecture.
-  const int64_t num_starts = file_->size() - T;
+  const int64_t num_starts = num_tokens() - T;
   Batch batch{empty({rows, T}, DType::i64), empty({rows, T}, DType::i64), k};
   auto* x = batch.x.data<int64_t>();  // x: (b t)
   auto* y = batch.y.data<int64_t>();  // y: (b t)
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t start = options_.order == BatchOrder::random
-                              ? random_window_start(options_.seed, k, r, num_starts)
-                              : (k * B + r) * T;
+    const int64_t start =
+        options_.token_begin + (options_.order == BatchOrder::random
+                                    ? random_window_start(options_.seed, k, r, num_starts)
+                                    : (k * B + r) * T);
     file_->read(start, T, x + r * T, options_.vocab_size);
     file_->read(start + 1, T, y + r * T, options_.vocab_size);
   }

@@ -37,7 +37,7 @@ struct LoaderOptions {
   /// Tokens must lie in [0, vocab_size); 0 checks only that none is negative. Checked
   /// lazily, on the windows each batch reads, unless check_all_tokens.
   int64_t vocab_size = 0;
-  bool check_all_tokens = false;  ///< also scan the whole file once, when the loader opens
+  bool check_all_tokens = false;  ///< also scan all tokens of the range once, at open
   BatchOrder order = BatchOrder::random;
   /// Sequential order: leave out a last batch with fewer than B windows (so every batch is
   /// (B, T)); otherwise it is kept with fewer rows.
@@ -45,6 +45,11 @@ struct LoaderOptions {
   /// Batches prepared ahead on a background thread (0: none; next_batch() builds its batch).
   /// The batches are the same either way.
   int prefetch = 2;
+  /// The tokens used: [token_begin, token_end) of the file (token_end -1: to the end), so
+  /// one file can hold a training and a validation split (nanoGPT's 90/10). Windows and
+  /// their starts below are relative to this range.
+  int64_t token_begin = 0;
+  int64_t token_end = -1;  ///< exclusive; -1: the file's size
 };
 
 /// One batch: inputs and next-token targets. x[r][t] = file[s_r + t], y[r][t] = file[s_r + t
@@ -94,9 +99,11 @@ class TokenLoader {
   void set_position(int64_t k);
   /// Batches in one sequential pass; -1 in random order (endless).
   int64_t num_batches() const;
-  /// Windows in one sequential pass: (size - 1) / T; the last (size - 1) % T tokens are
-  /// never an x token of any window.
+  /// Windows in one sequential pass: (n - 1) / T for the n tokens of the range; the last
+  /// (n - 1) % T tokens are never an x token of any window.
   int64_t num_windows() const;
+  /// n: the number of tokens in [token_begin, token_end).
+  int64_t num_tokens() const { return end_ - options_.token_begin; }
   /// The token file.
   const TokenFile& file() const { return *file_; }
   /// The options it was made with.
@@ -107,6 +114,7 @@ class TokenLoader {
 
   std::shared_ptr<const TokenFile> file_;
   LoaderOptions options_;
+  int64_t end_ = 0;  ///< options_.token_end resolved: an exclusive token index of the file
   int64_t position_ = 0;
   std::unique_ptr<Prefetcher> prefetcher_;  ///< null when options_.prefetch == 0
 };

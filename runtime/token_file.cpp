@@ -183,10 +183,12 @@ void TokenFile::read(int64_t start, int64_t count, int64_t* out, int64_t vocab_s
   }
 }
 
-void TokenFile::check_tokens(int64_t vocab_size) const {
+void TokenFile::check_tokens(int64_t vocab_size, int64_t begin, int64_t end) const {
+  if (end < 0) end = size_;
+  check_range(begin, end - begin, "check_tokens");
   // uint16 tokens are never negative, so only a vocabulary below 65536 can be broken.
   if (dtype_ == TokenDType::u16 && (vocab_size == 0 || vocab_size > 65535)) return;
-  read(0, size_, nullptr, vocab_size);
+  read(begin, end - begin, nullptr, vocab_size);
 }
 
 void write_tokens(const std::string& path, std::span<const int64_t> tokens, TokenDType dtype) {

@@ -57,8 +57,9 @@ class TokenFile {
   /// [0, vocab_size) (or be >= 0 when vocab_size == 0); the first that does not gives a
   /// RuntimeError with its index and value. The range must lie inside the file.
   void read(int64_t start, int64_t count, int64_t* out, int64_t vocab_size = 0) const;
-  /// Scans every token as read() would; throws at the first one out of range.
-  void check_tokens(int64_t vocab_size) const;
+  /// Scans tokens [begin, end) (end -1: to the end) as read() would; throws at the first
+  /// one out of range.
+  void check_tokens(int64_t vocab_size, int64_t begin = 0, int64_t end = -1) const;
 
  private:
   /// Throws unless [start, start + count) lies inside the file.

@@ -5,6 +5,7 @@
 
 #include <tbb/global_control.h>
 #include <unistd.h>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -291,6 +292,50 @@ TEST_F(TokenData, SequentialPassCoversTheFileOnce) {
       p, {.batch_size = 5, .context = 8, .order = BatchOrder::sequential, .drop_last = true});
   EXPECT_EQ(dropped.num_batches(), 2);
   EXPECT_EQ(dropped.batch_at(1).x.shape(), (Shape{5, 8}));
+}
+
+TEST_F(TokenData, TokenRangeSplitsOneFileIntoTrainAndValidation) {
+  // Tokens [0, 900) train, [900, 1000) validate; a bad token at 950 only fails validation.
+  std::vector<int64_t> tokens(1000);
+  for (int64_t i = 0; i < 1000; ++i)
+    tokens[static_cast<size_t>(i)] = (7 * i + 3) % 50000;
+  tokens[950] = 60000;
+  write_tokens(path("split.u16"), tokens, TokenDType::u16);
+  const auto file = std::make_shared<const TokenFile>(path("split.u16"));
+  TokenLoader train(file, {.batch_size = 16,
+                           .context = 10,
+                           .seed = 4,
+                           .vocab_size = 50000,
+                           .check_all_tokens = true,
+                           .token_end = 900});
+  EXPECT_EQ(train.num_tokens(), 900);
+  int64_t highest = 0;
+  for (int k = 0; k < 50; ++k)
+    for (int64_t s : check_windows(*file, train.next_batch(), 10))
+      highest = std::max(highest, s);
+  EXPECT_LE(highest, 900 - 10 - 1);  // y's last token is 899 at most
+  EXPECT_GE(highest, 870);           // 800 draws over 890 starts reach near the top
+  TokenLoader val(file, {.batch_size = 4,
+                         .context = 10,
+                         .vocab_size = 50000,
+                         .order = BatchOrder::sequential,
+                         .token_begin = 900});
+  EXPECT_EQ(val.num_windows(), 9);
+  EXPECT_EQ(check_windows(*file, val.next_batch(), 10), (std::vector<int64_t>{900, 910, 920, 930}));
+  expect_error([&] { val.next_batch(); }, {"token 60000 at index 950"});
+  expect_error(
+      [&] {
+        TokenLoader(
+            file,
+            {.context = 10, .vocab_size = 50000, .check_all_tokens = true, .token_begin = 900});
+      },
+      {"token 60000 at index 950"});
+  expect_error([&] { TokenLoader(file, {.context = 4, .token_begin = 10, .token_end = 1001}); },
+               {"token range [10, 1001)", "1000 tokens"});
+  expect_error([&] { TokenLoader(file, {.context = 4, .token_begin = 20, .token_end = 10}); },
+               {"token range [20, 10)"});
+  expect_error([&] { TokenLoader(file, {.context = 8, .token_begin = 995}); },
+               {"split.u16", "has 5 tokens in [995, 1000)", "context + 1 = 9"});
 }
 
 TEST_F(TokenData, ByteLevelTokensRoundTrip) {
