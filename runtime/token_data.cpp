@@ -34,7 +34,7 @@ uint64_t mul_high(uint64_t a, uint64_t b) {
 // Checks the options; returns the end of the token range (token_end, -1 resolved).
 int64_t check_options(const TokenFile& file, const LoaderOptions& o) {
   auto fail = [&](const std::string& what) {
-    throw RuntimeError("token loader for " + std::string("'") + file.path() + "': " + what);
+    throw RuntimeError("token loader for '" + file.path() + "': " + what);
   };
   if (o.batch_size < 1) fail("batch_size must be >= 1, got " + std::to_string(o.batch_size));
   if (o.context < 1) fail("context must be >= 1, got " + std::to_string(o.context));
