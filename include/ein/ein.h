@@ -59,4 +59,5 @@
 #include "runtime/checkpoint.h"
 #include "runtime/device.h"
 #include "runtime/tensor.h"
+#include "runtime/token_data.h"
 #include "runtime/training_checkpoint.h"
