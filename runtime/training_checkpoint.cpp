@@ -145,4 +145,28 @@ std::optional<LatestCheckpoint> find_latest_checkpoint(const std::string& dir) {
   return std::nullopt;
 }
 
+std::vector<std::string> prune_checkpoints(const std::string& dir, int keep) {
+  if (keep < 1)
+    throw RuntimeError("cannot prune checkpoints in '" + dir + "': keep is " +
+                       std::to_string(keep) + ", it must be at least 1");
+  const std::optional<LatestCheckpoint> latest = find_latest_checkpoint(dir);
+  if (!latest) return {};
+  std::vector<std::pair<int64_t, fs::path>> older;  // step files below the resume point
+  std::error_code ec;
+  for (const fs::directory_entry& entry : fs::directory_iterator(fs::path(dir), ec)) {
+    const std::optional<int64_t> step = parse_step_file_name(entry.path().filename().string());
+    if (step && *step < latest->step) older.emplace_back(*step, entry.path());
+  }
+  std::sort(older.begin(), older.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<std::string> removed;
+  for (size_t i = static_cast<size_t>(keep - 1); i < older.size(); ++i) {
+    if (!fs::remove(older[i].second, ec) && ec)
+      throw RuntimeError("cannot remove old checkpoint '" + older[i].second.string() +
+                         "': " + ec.message());
+    removed.push_back(older[i].second.string());
+  }
+  return removed;
+}
+
 }  // namespace ein

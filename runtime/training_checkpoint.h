@@ -1,7 +1,7 @@
 // Checkpoints of a training run in one directory: `step_<N>.safetensors` files (model and
 // optimizer tensors, the step and whatever else resuming needs as metadata) and a `latest`
 // file naming the newest durable one. A run killed at any moment, even while writing, leaves
-// a checkpoint to resume from. It does not delete old checkpoints.
+// a checkpoint to resume from. Old checkpoints go only when prune_checkpoints() is called.
 //
 //   ein::save_training_checkpoint("ckpt", 100, {{"model.wte", wte}, {"optim.m.wte", m}},
 //                                 {{"seed", "1"}, {"data_position", "51200"}});
@@ -46,5 +46,11 @@ struct LatestCheckpoint {
 /// `step_<N>.safetensors`. Temporary files (`*.tmp.<pid>`) are never candidates. nullopt when
 /// `dir` holds no valid checkpoint.
 std::optional<LatestCheckpoint> find_latest_checkpoint(const std::string& dir);
+
+/// Deletes old step files of `dir`, keeping the one find_latest_checkpoint() picks, every step
+/// file with a higher step, and the `keep` - 1 highest-step files below it; nothing when no
+/// checkpoint is valid. Call it after save_training_checkpoint(). Returns the removed paths.
+/// RuntimeError when keep < 1 or a file cannot be removed.
+std::vector<std::string> prune_checkpoints(const std::string& dir, int keep);
 
 }  // namespace ein

@@ -3,12 +3,14 @@
 the format's specification (https://github.com/huggingface/safetensors): an 8-byte
 little-endian header size, a JSON header, then contiguous row-major little-endian tensors.
 Checks every dtype's values, the layout rules and the metadata. When the Python safetensors
-package is installed, it must read the same values.
+package is installed, it must read the same values. Then the other way: numpy writes a file
+(header and data in different orders, no padding) and ein must load the same values.
 
 Usage: test_safetensors_numpy.py PATH/TO/ein_safetensors_fixture
 Exits 77 (CTest's SKIP_RETURN_CODE) when numpy is missing."""
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -86,6 +88,68 @@ def read_safetensors(path):
     return tensors, metadata, dtypes
 
 
+# numpy's dtype strings and the safetensors names of the dtypes numpy has.
+NUMPY_TO_SAFETENSORS = {"<f8": "F64", "<f4": "F32", "<f2": "F16", "<i8": "I64", "<i4": "I32",
+                        "|i1": "I8", "|u1": "U8", "|b1": "BOOL"}
+
+
+def write_safetensors(path, tensors, data_order, metadata):
+    """A safetensors file from numpy arrays, as another writer might lay it out: the header's
+    keys in one order, the data in another (`data_order`), and no padding after the JSON."""
+    offsets, blobs, cursor = {}, [], 0
+    for name in data_order:
+        blob = np.ascontiguousarray(tensors[name]).tobytes()
+        offsets[name] = [cursor, cursor + len(blob)]
+        blobs.append(blob)
+        cursor += len(blob)
+    header = {"__metadata__": metadata}
+    for name, array in tensors.items():
+        header[name] = {"dtype": NUMPY_TO_SAFETENSORS[array.dtype.str], "shape": list(array.shape),
+                        "data_offsets": offsets[name]}
+    text = json.dumps(header).encode("utf-8")
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def check_ein_reads_numpy_file(fixture, tmp):
+    """ein loads a file numpy wrote: values, dtypes, shapes, data order and metadata."""
+    rng = np.random.default_rng(7)
+    tensors = {
+        "w": rng.standard_normal((2, 3)).astype("<f4"),
+        "ids": rng.integers(-2**40, 2**40, size=4).astype("<i8"),
+        "mask": np.array([True, False, True]),
+        "h": np.array([0.5, -1.25], dtype="<f2"),
+        "byte": np.array(200, dtype="u1"),
+        "d": rng.standard_normal(5).astype("<f8"),
+        "none": np.zeros((0, 3), dtype="<f8"),
+        "i": np.array([-128, 127], dtype="i1"),
+        "j": np.array([[1, -2]], dtype="<i4"),
+    }
+    order = ["mask", "d", "none", "w", "i", "byte", "h", "j", "ids"]
+    path = os.path.join(tmp, "numpy.safetensors")
+    write_safetensors(path, tensors, order, {"lr": "3e-4", "step": "17"})
+    out = subprocess.run([fixture, "--dump", path], check=True, capture_output=True,
+                         text=True).stdout.splitlines()
+    meta = [line.split(" ", 2) for line in out if line.startswith("meta ")]
+    assert {k: v for _, k, v in meta} == {"lr": "3e-4", "step": "17"}, meta
+    ein_dtypes = {"F64": "f64", "F32": "f32", "F16": "f16", "I64": "i64", "I32": "i32",
+                  "I8": "i8", "U8": "u8", "BOOL": "bool"}
+    seen = []
+    for line in out:
+        if not line.startswith("tensor "):
+            continue
+        m = re.match(r"tensor (\S+) (\S+) \[(.*?)\](.*)", line)
+        name, dtype, shape, values = m.group(1), m.group(2), m.group(3), m.group(4).split()
+        seen.append(name)
+        array = tensors[name]
+        assert dtype == ein_dtypes[NUMPY_TO_SAFETENSORS[array.dtype.str]], (name, dtype)
+        assert [int(s) for s in shape.split(", ") if s] == list(array.shape), (name, shape)
+        got = np.array([float(v) for v in values], dtype=np.float64)
+        # %.17g round-trips every f64; i64 values here stay below 2**53, so they are exact too.
+        np.testing.assert_array_equal(got, array.astype(np.float64).ravel(), err_msg=name)
+    assert seen == order, f"ein's file order {seen} is not the data order {order}"
+
+
 def main():
     fixture = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
@@ -110,6 +174,7 @@ def main():
         np.testing.assert_array_equal(tensors["transposed"], x.T.astype(np.float32))
         assert tensors["scalar"].shape == () and tensors["scalar"] == 2.5
         assert tensors["empty"].shape == (2, 0)
+        check_ein_reads_numpy_file(fixture, tmp)
 
         try:
             from safetensors.numpy import load_file
@@ -120,7 +185,8 @@ def main():
             for name in ["f64", "f32", "f16", "i64", "i32", "i8", "u8", "bool", "transposed"]:
                 np.testing.assert_array_equal(loaded[name], tensors[name], err_msg=name)
             print("the safetensors package reads the same values")
-    print(f"ok: {len(tensors)} tensors and the metadata read with numpy per the specification")
+    print(f"ok: {len(tensors)} tensors and the metadata read with numpy per the specification;"
+          " ein reads a file numpy wrote")
 
 
 if __name__ == "__main__":

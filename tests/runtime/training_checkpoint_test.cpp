@@ -148,6 +148,26 @@ TEST_F(TrainingCheckpointTest, FallsBackWhenLatestIsMissingOrWrong) {
   EXPECT_EQ(find_latest_checkpoint(dir()), std::nullopt);
 }
 
+TEST_F(TrainingCheckpointTest, PruningKeepsTheResumePointAndNewer) {
+  for (int step = 1; step <= 5; ++step)
+    save_training_checkpoint(dir(), step * 10, state_at(step * 10));
+  EXPECT_EQ(prune_checkpoints(dir(), 2),
+            (std::vector<std::string>{path("step_30.safetensors"), path("step_20.safetensors"),
+                                      path("step_10.safetensors")}));
+  EXPECT_TRUE(fs::exists(path("step_40.safetensors")));
+  EXPECT_EQ(find_latest_checkpoint(dir())->step, 50);
+  // With `latest` at 40, the newer 50 stays too, and keep = 1 leaves exactly those two.
+  std::ofstream(path("latest")) << "step_40.safetensors\n";
+  EXPECT_TRUE(prune_checkpoints(dir(), 1).empty());
+  EXPECT_TRUE(fs::exists(path("step_50.safetensors")));
+  EXPECT_THROW(prune_checkpoints(dir(), 0), RuntimeError);
+  // No valid checkpoint: nothing is deleted.
+  fs::resize_file(path("step_40.safetensors"), 3);
+  fs::resize_file(path("step_50.safetensors"), 3);
+  EXPECT_TRUE(prune_checkpoints(dir(), 1).empty());
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 3);
+}
+
 // Not a test on its own: the child process of the next test. It writes checkpoints of ~8 MB
 // into $EIN_CHECKPOINT_KILL_TARGET_DIR, resuming after the latest one, until it is killed.
 TEST(TrainingCheckpointKillTarget, WritesUntilKilled) {
