@@ -346,6 +346,7 @@ Checkpoint load_safetensors(const std::string& path) {
   const ReadFile file(path);
   Header h = read_header(path, file);
   Checkpoint c;
+  c.path = path;
   c.metadata = std::move(h.metadata);
   c.tensors.reserve(h.entries.size());
   for (Entry& e : h.entries) {
@@ -363,6 +364,28 @@ Checkpoint load_safetensors(const std::string& path) {
     c.tensors.emplace_back(std::move(e.name), std::move(t));
   }
   return c;
+}
+
+void copy_into(const Checkpoint& checkpoint,
+               const std::vector<std::pair<std::string, Tensor>>& targets) {
+  // 1. Every problem, so one message shows how the checkpoint and the model differ.
+  std::string problems;
+  for (const auto& [name, target] : targets) {
+    const Tensor* source = checkpoint.find(name);
+    if (source == nullptr) {
+      problems += "\n  '" + name + "' is missing from the checkpoint";
+    } else if (source->dtype() != target.dtype() || source->shape() != target.shape()) {
+      problems += "\n  '" + name + "' is " + std::string(dtype_name(source->dtype())) + " " +
+                  shape_str(source->shape()) + " in the checkpoint but " +
+                  std::string(dtype_name(target.dtype())) + " " + shape_str(target.shape()) +
+                  " here";
+    }
+  }
+  if (!problems.empty())
+    throw RuntimeError("checkpoint '" + checkpoint.path + "' does not fit:" + problems);
+  // 2. The copies; detach() because restoring values is not an op autograd should record.
+  for (const auto& [name, target] : targets)
+    target.detach().copy_(*checkpoint.find(name));
 }
 
 std::map<std::string, std::string> check_safetensors(const std::string& path) {

@@ -24,6 +24,8 @@ namespace ein {
 
 /// Named tensors (ordered by their place in the file's data) and string metadata.
 struct Checkpoint {
+  /// The file it was loaded from (for messages).
+  std::string path;
   /// Each tensor is a contiguous CPU tensor that owns its storage.
   std::vector<std::pair<std::string, Tensor>> tensors;
   /// The header's "__metadata__" object (empty when the file has none).
@@ -55,6 +57,14 @@ void save_safetensors(const std::string& path,
 /// tensor's byte range disagrees with its shape, ranges overlap, leave gaps or leave the file,
 /// bytes follow the last tensor, or a BOOL byte is neither 0 nor 1.
 Checkpoint load_safetensors(const std::string& path);
+
+/// Copies each target's tensor from the checkpoint (by name) into the target's elements: a
+/// model's parameters or an optimizer's state on resume. Targets may be on any device, have
+/// any strides and require grad. Checkpoint tensors no target names are ignored. RuntimeError
+/// naming the file and listing every target the checkpoint lacks and every dtype or shape that
+/// differs, before any target is written.
+void copy_into(const Checkpoint& checkpoint,
+               const std::vector<std::pair<std::string, Tensor>>& targets);
 
 /// The header facts of a file without its tensor data: the checks of load_safetensors() except
 /// the BOOL bytes. Returns the metadata. Cheap, so it can vet candidates (a truncated

@@ -339,6 +339,35 @@ TEST_F(SafetensorsTest, CheckpointAtNamesWhatThereIs) {
   }
 }
 
+TEST_F(SafetensorsTest, CopyIntoRestoresParametersOrSaysWhatDiffers) {
+  const Tensor w = random_tensor({3, 4}, DType::f32, 1);
+  const Tensor b = random_tensor({4}, DType::f32, 2);
+  save_safetensors(path("p.safetensors"), {{"w", w}, {"b", b}, {"extra", b}});
+  const Checkpoint c = load_safetensors(path("p.safetensors"));
+  EXPECT_EQ(c.path, path("p.safetensors"));
+
+  Tensor w2 = zeros({4, 3}).transpose(0, 1);  // non-contiguous target
+  w2.requires_grad_();
+  const Tensor b2 = zeros({4});
+  copy_into(c, {{"w", w2}, {"b", b2}});  // "extra" is ignored
+  EXPECT_EQ(w2.detach().to_vector<float>(), w.to_vector<float>());
+  EXPECT_EQ(b2.to_vector<float>(), b.to_vector<float>());
+
+  const Tensor wrong_shape = zeros({3, 5});
+  const Tensor wrong_dtype = zeros({4}, DType::f64);
+  try {
+    copy_into(c, {{"b", b2}, {"w", wrong_shape}, {"v", b2}, {"extra", wrong_dtype}});
+    ADD_FAILURE() << "a mismatched checkpoint was accepted";
+  } catch (const RuntimeError& e) {
+    EXPECT_EQ(std::string(e.what()), "checkpoint '" + path("p.safetensors") +
+                                         "' does not fit:\n"
+                                         "  'w' is f32 [3, 4] in the checkpoint but f32 [3, 5] "
+                                         "here\n"
+                                         "  'v' is missing from the checkpoint\n"
+                                         "  'extra' is f32 [4] in the checkpoint but f64 [4] here");
+  }
+}
+
 TEST(SafetensorsDtypes, NamesMapBothWays) {
   for (DType d : kAllDTypes)
     EXPECT_EQ(dtype_from_safetensors_name(safetensors_dtype_name(d)), d) << dtype_name(d);
