@@ -180,18 +180,23 @@ void RMSprop::step() {
     const Tensor g0 = params_[i].grad();
     if (!g0.defined()) continue;
     const Tensor param = params_[i].detach();
+    // State appears when first needed (centered or momentum may be switched on later).
     const auto state = [&] { return zeros({param.numel()}, param.dtype(), param.device()); };
-    if (!square_avg_[i].defined()) {
-      square_avg_[i] = state().view(param.shape());
-      if (options_.centered) grad_avg_[i] = state();
-      if (options_.momentum > 0) momentum_[i] = state();
-    }
+    if (!square_avg_[i].defined()) square_avg_[i] = state().view(param.shape());
+    if (options_.centered && !grad_avg_[i].defined()) grad_avg_[i] = state();
+    if (options_.momentum > 0 && !momentum_[i].defined()) momentum_[i] = state();
     const Tensor p = param.reshape({-1}), v = square_avg_[i].view({-1});
     const Tensor g = with_l2(g0.reshape({-1}), p, options_.weight_decay);
     const Tensor alpha = hyper(options_.alpha, param), eps = hyper(options_.eps, param),
                  lr = hyper(options_.lr, param);
     v.copy_(map("v[n], g[n], a[] -> a * v + (1 - a) * g * g", {v, g, alpha}));
     // d = √v + ε, or √(v − m²) + ε when centered (torch: addcmul(m, m, value=-1).sqrt().add(ε)).
+    if (!options_.centered && options_.momentum <= 0) {  // the common case: one kernel
+      param.copy_(
+          map("p[n], g[n], v[n], lr[], eps[] -> p - lr * g / (sqrt(v) + eps)", {p, g, v, lr, eps})
+              .view(param.shape()));
+      continue;
+    }
     Tensor update;  // g / d
     if (options_.centered) {
       const Tensor& m = grad_avg_[i];

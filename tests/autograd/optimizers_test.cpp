@@ -155,6 +155,20 @@ TEST(Optimizers, RmspropCenteredWithMomentumAndDecayMatchesTorch) {
                  .centered = true});
 }
 
+// Momentum and centering switched on after the first step start their state from zeros then,
+// instead of reading state that was never allocated.
+TEST(Optimizers, RmspropOptionsMayChangeBetweenSteps) {
+  Tensor p = randn({kN}, DType::f32, cpu(), 9).requires_grad_();
+  optim::RMSprop opt({p});
+  set_grad(p, randn({kN}, DType::f32, cpu(), 10));
+  opt.step();
+  opt.options().centered = true;
+  opt.options().momentum = 0.9;
+  opt.step();
+  for (float x : p.to_vector<float>())
+    ASSERT_TRUE(std::isfinite(x));
+}
+
 // A schedule writes a new lr into the options every step; the kernels stay the same.
 TEST(Optimizers, LearningRateChangesCompileNothingNew) {
   Tensor p = randn({1000}, DType::f32, cpu(), 5).requires_grad_();
