@@ -68,7 +68,7 @@ class Pass {
  public:
   explicit Pass(const Graph& g) : g_(g), n_(g.nodes.size()) {}
 
-  Graph run();
+  Graph run(std::vector<int>* source);
 
  private:
   // ---- step 1 and operand resolution ----------------------------------------------------
@@ -554,7 +554,7 @@ void Pass::group_node(int n) {
   split_[n] = fmt::format("{}", fmt::join(why, "; "));
 }
 
-Graph Pass::run() {
+Graph Pass::run(std::vector<int>* source) {
   find_live();
   operands_.assign(n_, {});
   group_of_.assign(n_, -1);
@@ -570,7 +570,7 @@ Graph Pass::run() {
     group_node(static_cast<int>(i));
   }
   merge_siblings();
-  return detail::emit_fused(g_, s_);
+  return detail::emit_fused(g_, s_, source);
 }
 
 void Pass::merge_siblings() {
@@ -684,9 +684,9 @@ std::optional<std::vector<int>> Pass::align(const Group& moved, const Group& ont
 
 }  // namespace
 
-Graph fuse(const Graph& graph) {
+Graph fuse(const Graph& graph, std::vector<int>* source) {
   Pass pass(graph);
-  return pass.run();
+  return pass.run(source);
 }
 
 }  // namespace ein

@@ -5,6 +5,8 @@
 // the kernels' strides. It does not plan contractions (they stay BLAS calls) or pick layouts.
 #pragma once
 
+#include <vector>
+
 #include "compiler/graph.h"
 
 namespace ein {
@@ -17,12 +19,15 @@ namespace ein {
 ///    rounded to each node's dtype; reductions may combine in another order);
 ///  - every live map, reduce and widening float cast node is a member of exactly one fused
 ///    node (FusedAttr::members, by its id in `graph`) or is copied as is with GraphNode::note
-///    saying why; contract, concat and other casts are copied with a note; a view, permute, slice or
-///    splitting reshape folds into the reads of every kernel that reads through it (and is
+///    saying why; contract, concat and other casts are copied with a note; a view, permute, slice
+///    or splitting reshape folds into the reads of every kernel that reads through it (and is
 ///    listed among its members), and is copied only where an unfused node or an output needs
 ///    it; nodes nothing reads are dropped;
 ///  - the result verifies (graph.h's verify) and runs with execute().
+/// `source`, when given, receives per node of the result the node of `graph` it copies, or -1
+/// for fused and result nodes (FusedAttr::members lists what those hold); the autograd tape
+/// maps each node's cost phase through it.
 /// Algorithm (greedy, one walk in topological order) in fuse.cpp.
-Graph fuse(const Graph& graph);
+Graph fuse(const Graph& graph, std::vector<int>* source = nullptr);
 
 }  // namespace ein

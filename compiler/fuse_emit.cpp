@@ -10,7 +10,8 @@
 
 namespace ein::detail {
 
-Graph emit_fused(const Graph& g, Grouping& s) {
+Graph emit_fused(const Graph& g, Grouping& s, std::vector<int>* source) {
+  if (source) source->clear();
   const size_t n_count = g.nodes.size();
   auto operands = [&](int i) -> const std::vector<Operand>& {
     if (s.operands[i].size() != g.nodes[i].inputs.size()) {
@@ -105,6 +106,7 @@ Graph emit_fused(const Graph& g, Grouping& s) {
         node.note = fmt::format("{}: a view, no copy, for an output or an unfused reader",
                                 graph_op_name(node.op));
       value[v] = out.add(std::move(node));
+      if (source) source->push_back(static_cast<int>(v));
     } else {
       const Group& grp = s.groups[v - n_count];
       std::vector<bool> store;
@@ -124,6 +126,7 @@ Graph emit_fused(const Graph& g, Grouping& s) {
       const std::vector<FusedOutput> outputs = gk.attr.outputs;
       node.attr = std::move(gk.attr);
       const int id = out.add(std::move(node));
+      if (source) source->push_back(-1);
       for (size_t k = 0; k < gk.stored.size(); ++k) {
         if (k == 0) {
           value[gk.stored[k]] = id;
@@ -136,6 +139,7 @@ Graph emit_fused(const Graph& g, Grouping& s) {
         r.dtype = outputs[k].dtype;
         r.attr = ResultAttr{static_cast<int>(k)};
         value[gk.stored[k]] = out.add(std::move(r));
+        if (source) source->push_back(-1);
       }
     }
     for (size_t w : edges[v])

@@ -73,7 +73,9 @@ struct Grouping {
 
 /// Steps 4-6 of fuse.cpp's algorithm (fuse_emit.cpp): kept layout nodes, stored members, and
 /// the new graph in a topological order of the groups.
-Graph emit_fused(const Graph& g, Grouping& grouping);
+/// `source`, when given, receives per node of the result the unfused node it copies (-1 for
+/// fused and result nodes).
+Graph emit_fused(const Graph& g, Grouping& grouping, std::vector<int>* source = nullptr);
 
 /// What fuse.cpp hands the kernel builder: per member whether another kernel, an unfused node
 /// or an output reads it (then it is stored), in member order.

@@ -1,6 +1,6 @@
 // Recording compiled ops on the autograd tape. A recorded node keeps the forward graph, the
 // inputs (detached: the tape must not keep autograd records alive through them) and which
-// inputs need gradients; its apply() runs the cached backward graph on the inputs and the
+// inputs need gradients; its apply() runs the cached, fused backward graph on the inputs and the
 // output gradients.
 #include "compiler/tape.h"
 
@@ -15,6 +15,7 @@
 #include "compiler/autodiff.h"
 #include "compiler/backward_cost.h"
 #include "compiler/execute.h"
+#include "compiler/fuse.h"
 #include "compiler/lower_patterns.h"
 #include "runtime/counters.h"
 
@@ -22,10 +23,39 @@ namespace ein {
 namespace {
 
 /// A forward graph's backward and the cost phase of each of its nodes.
+/// A forward graph's backward, fused (compiler/fuse.h), and the cost phase of each node of
+/// the fused graph (a kernel takes the phase of the work it holds).
 struct CachedBackward {
   Backward backward;
+  Graph fused;
   std::vector<CostPhase> phases;
 };
+
+/// The phase of each node of `fused` from the phases of the unfused backward's nodes: a copied
+/// node keeps its own; a kernel is input-gradient work if it holds any, else weight-gradient
+/// work if it holds any, else recompute; a result node takes its kernel's.
+std::vector<CostPhase> fused_phases(const Graph& fused, const std::vector<int>& source,
+                                    const std::vector<CostPhase>& unfused) {
+  std::vector<CostPhase> out(fused.nodes.size(), CostPhase::forward);
+  for (size_t i = 0; i < fused.nodes.size(); ++i) {
+    const GraphNode& n = fused.nodes[i];
+    if (source[i] >= 0) {
+      out[i] = unfused[source[i]];
+    } else if (const auto* f = std::get_if<FusedAttr>(&n.attr)) {
+      bool input = false, weight = false;
+      for (int m : f->members) {
+        input = input || unfused[m] == CostPhase::input_grad;
+        weight = weight || unfused[m] == CostPhase::weight_grad;
+      }
+      out[i] = input    ? CostPhase::input_grad
+               : weight ? CostPhase::weight_grad
+                        : CostPhase::recompute;
+    } else if (n.op == GraphOp::result) {
+      out[i] = out[n.inputs[0]];
+    }
+  }
+  return out;
+}
 
 /// Backward graphs by (forward graph, needs-grad mask, which inputs are weights); entries hold
 /// the forward graph so its address is never reused while cached.
@@ -42,7 +72,10 @@ std::shared_ptr<const CachedBackward> backward_of(const std::shared_ptr<const Gr
   if (auto it = cache.find(key); it != cache.end()) return it->second.second;
   auto entry = std::make_shared<CachedBackward>();
   entry->backward = differentiate(*graph, needs_grad);
-  entry->phases = backward_phases(entry->backward, *graph, weights);
+  std::vector<int> source;
+  entry->fused = fuse(entry->backward.graph, &source);
+  entry->phases =
+      fused_phases(entry->fused, source, backward_phases(entry->backward, *graph, weights));
   std::shared_ptr<const CachedBackward> b = entry;
   cache.emplace(std::move(key), std::make_pair(graph, b));
   return b;
@@ -68,7 +101,7 @@ class GraphGradNode final : public GradNode {
       const Tensor& g = k < grad_outputs.size() ? grad_outputs[k] : Tensor();
       args.push_back(g.defined() ? g.detach() : zeros(out.shape, out.dtype));
     }
-    const std::vector<Tensor> grads = execute(backward.graph, args, cached->phases);
+    const std::vector<Tensor> grads = execute(cached->fused, args, cached->phases);
     std::vector<Tensor> per_input(saved_.size());
     for (size_t i = 0; i < backward.wrt.size(); ++i)
       per_input[backward.wrt[i]] = grads[i];
