@@ -20,21 +20,12 @@ namespace {
 // Elements per parallel task (a Philox block costs tens of nanoseconds).
 constexpr int64_t kGrain = int64_t{1} << 14;
 
-// Significand bits (implicit one included) of the dtypes a parameter may have.
+// The dtype's significand bits (ein/dtype.h), for the dtypes a parameter may have.
 int significand_bits(DType dtype, const char* who) {
-  switch (dtype) {
-    case DType::f64:
-      return 53;
-    case DType::f32:
-      return 24;
-    case DType::f16:
-      return 11;
-    case DType::bf16:
-      return 8;
-    default:
-      throw RuntimeError(fmt::format("init::{}: needs dtype f64, f32, f16 or bf16, got {}", who,
-                                     dtype_name(dtype)));
-  }
+  if (dtype == DType::f64 || dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16)
+    return ein::significand_bits(dtype);
+  throw RuntimeError(
+      fmt::format("init::{}: needs dtype f64, f32, f16 or bf16, got {}", who, dtype_name(dtype)));
 }
 
 // A fresh tensor with element i = value_at(i) rounded to the dtype (in parallel; element i

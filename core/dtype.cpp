@@ -76,6 +76,25 @@ size_t element_size(DType dtype) {
   return info(dtype).bytes;
 }
 
+int significand_bits(DType dtype) {
+  switch (dtype) {
+    case DType::f64:
+      return 53;
+    case DType::f32:
+      return 24;
+    case DType::f16:
+      return 11;
+    case DType::bf16:
+      return 8;
+    case DType::f8e4m3:
+      return 4;
+    case DType::f8e5m2:
+      return 3;
+    default:
+      return 0;
+  }
+}
+
 std::optional<DType> parse_dtype_name(std::string_view name) {
   for (DType d : kAllDTypes) {
     if (name == info(d).short_name || name == info(d).numpy_name) return d;

@@ -28,26 +28,12 @@ Tensor generate(Shape sizes, DType dtype, Device device, const F& value_at) {
   return host.to(device);
 }
 
-// Significand bits (with the implicit one) of a floating dtype: how many random bits a
-// uniform sample may carry so that it rounds to a value below 1.
+// The dtype's significand bits (ein/dtype.h), or a RuntimeError naming `op` for a dtype that
+// is not floating point.
 int significand_bits(DType dtype, const char* op) {
-  switch (dtype) {
-    case DType::f64:
-      return 53;
-    case DType::f32:
-      return 24;
-    case DType::f16:
-      return 11;
-    case DType::bf16:
-      return 8;
-    case DType::f8e4m3:
-      return 4;
-    case DType::f8e5m2:
-      return 3;
-    default:
-      throw RuntimeError(std::string(op) + ": needs a floating-point dtype, got " +
-                         std::string(dtype_name(dtype)));
-  }
+  if (const int bits = ein::significand_bits(dtype); bits > 0) return bits;
+  throw RuntimeError(std::string(op) + ": needs a floating-point dtype, got " +
+                     std::string(dtype_name(dtype)));
 }
 
 }  // namespace

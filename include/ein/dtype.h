@@ -30,6 +30,11 @@ std::string_view dtype_name(DType dtype);
 /// Size of one element in bytes.
 size_t element_size(DType dtype);
 
+/// Significand bits of a floating dtype, the implicit one included (f64 53, f32 24, f16 11,
+/// bf16 8, f8e4m3 4, f8e5m2 3): how many random bits a uniform sample may carry and still
+/// round below 1. 0 for integer and bool dtypes.
+int significand_bits(DType dtype);
+
 /// Parses a short name ("f32", "bool") or a numpy-style one ("float32", "int64", "bool_").
 std::optional<DType> parse_dtype_name(std::string_view name);
 
