@@ -36,9 +36,41 @@ void check(const Tensor& x, const char* op, const char* what, bool integer = fal
                                    dtype_name(x.dtype())));
 }
 
+/// A kernel under construction with the tensors bound to its buffers: inputs first (bind),
+/// then outputs (add_output), then run().
+class BoundKernel {
+ public:
+  Kernel& kernel() { return k_; }
+
+  void run() {
+    std::vector<Tensor> buffers = inputs_;
+    buffers.insert(buffers.end(), outputs_.begin(), outputs_.end());
+    run_kernel(k_, buffers);
+  }
+
+ protected:
+  int bind(const Tensor& t, Shape strides) {
+    if (!outputs_.empty()) throw std::logic_error("internal error: an input after an output");
+    inputs_.push_back(t);
+    return k_.load(k_.add_buffer(t.dtype(), std::move(strides)));
+  }
+
+  /// Adds `out` as an output buffer with these domain strides, storing node `value`.
+  const Tensor& add_output(Tensor out, Shape strides, int value) {
+    k_.store(k_.add_output(out.dtype(), std::move(strides)), value);
+    outputs_.push_back(std::move(out));
+    return outputs_.back();
+  }
+
+  Kernel k_;
+
+ private:
+  std::vector<Tensor> inputs_, outputs_;
+};
+
 /// A row kernel under construction: the domain is the rows' shape (P = all dims but the last,
 /// R = the last), buffers are added as tensors are bound.
-class RowKernel {
+class RowKernel : public BoundKernel {
  public:
   RowKernel(const char* name, const Tensor& x, DType compute) : shape_(x.shape()) {
     if (x.dim() == 0) throw RuntimeError(fmt::format("{}: the input must have a row dim", name));
@@ -49,7 +81,6 @@ class RowKernel {
     k_.compute = compute;
   }
 
-  Kernel& kernel() { return k_; }
   /// Rows per row (the last dim's size) as a run-time param, and 1/n.
   int64_t row_size() const { return shape_.back(); }
 
@@ -93,32 +124,16 @@ class RowKernel {
     Tensor out = empty(shape, dtype, cpu());
     Shape strides = out.strides();
     if (row) strides.push_back(0);
-    outputs_.push_back(out);
-    k_.store(k_.add_output(dtype, std::move(strides)), value);
-    return out;
-  }
-
-  void run() {
-    std::vector<Tensor> buffers = inputs_;
-    buffers.insert(buffers.end(), outputs_.begin(), outputs_.end());
-    run_kernel(k_, buffers);
+    return add_output(std::move(out), std::move(strides), value);
   }
 
  private:
-  int bind(const Tensor& t, Shape strides) {
-    if (!outputs_.empty()) throw std::logic_error("internal error: an input after an output");
-    inputs_.push_back(t);
-    return k_.load(k_.add_buffer(t.dtype(), std::move(strides)));
-  }
-
   RuntimeError shape_error(const char* op, const char* what, const Tensor& t) const {
     return RuntimeError(fmt::format("{}: {} of shape {} does not broadcast to the rows {}", op,
                                     what, shape_str(t.shape()), shape_str(shape_)));
   }
 
   Shape shape_;
-  Kernel k_;
-  std::vector<Tensor> inputs_, outputs_;
 };
 
 DType compute_for(DType t) {
@@ -251,7 +266,7 @@ namespace {
 /// A column kernel: the last dim of the rows (n) is the one parallel dim, the rows' leading
 /// dims are reduced. Full tensors (rows..., n) and per-row tensors (rows...) are bound with
 /// their strides moved into that order; outputs are (n).
-class ColumnKernel {
+class ColumnKernel : public BoundKernel {
  public:
   ColumnKernel(const char* name, const Tensor& x, DType compute) : shape_(x.shape()) {
     if (x.dim() == 0) throw RuntimeError(fmt::format("{}: the input must have a row dim", name));
@@ -266,8 +281,6 @@ class ColumnKernel {
     k_.reduced = static_cast<int>(shape_.size()) - 1;
     k_.compute = compute;
   }
-
-  Kernel& kernel() { return k_; }
 
   /// Loads a tensor of the rows' full shape.
   int input(const Tensor& t_in, const char* op, const char* what) {
@@ -294,30 +307,14 @@ class ColumnKernel {
 
   /// A fresh (n) output holding `value` (a node that reads only stage results).
   Tensor output(DType dtype, int value) {
-    Tensor out = empty({shape_.back()}, dtype, cpu());
     Shape strides(k_.domain.size(), 0);
     strides[0] = 1;
-    outputs_.push_back(out);
-    k_.store(k_.add_output(dtype, std::move(strides)), value);
-    return out;
-  }
-
-  void run() {
-    std::vector<Tensor> buffers = inputs_;
-    buffers.insert(buffers.end(), outputs_.begin(), outputs_.end());
-    run_kernel(k_, buffers);
+    return add_output(empty({shape_.back()}, dtype, cpu()), std::move(strides), value);
   }
 
  private:
-  int bind(const Tensor& t, Shape strides) {
-    inputs_.push_back(t);
-    return k_.load(k_.add_buffer(t.dtype(), std::move(strides)));
-  }
-
   Shape shape_;
   bool one_row_ = false;
-  Kernel k_;
-  std::vector<Tensor> inputs_, outputs_;
 };
 
 /// 1 where the row's class index equals its target, else 0 (the one-hot of the target).
