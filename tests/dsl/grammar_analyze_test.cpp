@@ -5,6 +5,7 @@
 
 #include "dsl/map_grammar.h"
 #include "dsl/pattern_grammar.h"
+#include "dsl/script_grammar.h"
 
 namespace ein {
 namespace {
@@ -15,6 +16,10 @@ TEST(GrammarAnalyze, PatternGrammarHasNoIssues) {
 
 TEST(GrammarAnalyze, MapGrammarHasNoIssues) {
   EXPECT_EQ(tao::pegtl::analyze<grammar::map::grammar>(-1), 0u);
+}
+
+TEST(GrammarAnalyze, ScriptGrammarHasNoIssues) {
+  EXPECT_EQ(tao::pegtl::analyze<grammar::script::grammar>(-1), 0u);
 }
 
 }  // namespace
