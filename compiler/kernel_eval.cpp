@@ -171,6 +171,10 @@ void for_each(const Shape& domain, int from, int to, std::vector<int64_t>& index
 
 }  // namespace
 
+double apply_scalar_op(ScalarOp op, double x, double y, double z) {
+  return scalar(op, x, y, z);
+}
+
 void evaluate(const Kernel& kernel_in, std::vector<std::vector<double>>& data) {
   verify(kernel_in);
   const Kernel k = to_general_form(kernel_in);

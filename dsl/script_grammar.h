@@ -21,8 +21,9 @@
 // `x = a` NEWLINE `-b` is two statements and a '(' opening a line is not a call. Inside
 // '(' and '[' every newline is whitespace (Python's implicit continuation): the `sp` rule
 // reads the parse state's `bracket_depth`, which the parser's actions keep up to date.
-// '#' starts a comment to the end of the line. Keywords (import dim let module optimizer
-// train fn param state for return) are not names; `in` is not a keyword.
+// '#' starts a comment to the end of the line. The keywords fn, for and return are not names;
+// the declaration words (import dim let module optimizer train param state) and `in` are
+// names wherever a declaration cannot start.
 //
 // Every rule that has an action is committed once it has started (if_must / must), so no
 // action ever fires for text that is later given back.
@@ -77,8 +78,10 @@ struct kw_state : kw<'s', 't', 'a', 't', 'e'> {};
 struct kw_for : kw<'f', 'o', 'r'> {};
 struct kw_return : kw<'r', 'e', 't', 'u', 'r', 'n'> {};
 struct kw_in : kw<'i', 'n'> {};  // not reserved: only expected after `for name`
-struct keyword : pegtl::sor<kw_import, kw_dim, kw_let, kw_module, kw_optimizer, kw_train, kw_fn,
-                            kw_param, kw_state, kw_for, kw_return> {};
+/// Reserved words: those that start a statement or a function. The declaration words (import
+/// dim let module optimizer train param state) only mean something where a declaration may
+/// start, so they stay usable as names: `module Cruncher(dim, n)`, `optimizer = AdamW()`.
+struct keyword : pegtl::sor<kw_fn, kw_for, kw_return> {};
 /// A name that is not a keyword.
 struct name : pegtl::seq<pegtl::not_at<keyword>, identifier> {};
 
@@ -322,8 +325,10 @@ struct param_decl : pegtl::if_must<kw_param, sp_flat, decl_name, sp_flat, param_
                                    type_required,
                                    pegtl::opt<sp_flat, decl_eq, ws, pegtl::must<decl_value>>> {};
 
-struct member_name : name {};
-struct member_decl : pegtl::seq<pegtl::at<name, sp_flat, assign_eq>, member_name, sp_flat,
+/// A member may be called like a keyword (`optimizer = AdamW()` in a train block): the `=`
+/// after it decides.
+struct member_name : identifier {};
+struct member_decl : pegtl::seq<pegtl::at<identifier, sp_flat, assign_eq>, member_name, sp_flat,
                                 assign_eq, ws, pegtl::must<decl_value>> {};
 
 struct state_name : name {};
@@ -331,9 +336,9 @@ struct state_item : pegtl::seq<state_name, pegtl::opt<sp_flat, decl_eq, ws, pegt
 struct state_decl : pegtl::if_must<kw_state, sp_flat, state_item,
                                    pegtl::star<sp_flat, pegtl::one<','>, ws, pegtl::must<state_item>>> {};
 
-struct module_item : pegtl::sor<param_decl, fn_decl, member_decl> {};
-struct optimizer_item : pegtl::sor<state_decl, fn_decl, member_decl> {};
-struct train_item : pegtl::sor<fn_decl, member_decl> {};
+struct module_item : pegtl::sor<member_decl, param_decl, fn_decl> {};
+struct optimizer_item : pegtl::sor<member_decl, state_decl, fn_decl> {};
+struct train_item : pegtl::sor<member_decl, fn_decl> {};
 
 struct module_block : pegtl::if_must<brace_open, block_items<module_item>, brace_close> {};
 struct optimizer_block : pegtl::if_must<brace_open, block_items<optimizer_item>, brace_close> {};

@@ -1,0 +1,180 @@
+// ein::script::Program: loading, tracing with caches, running, and the training hooks.
+#include "compiler/script.h"
+
+#include <map>
+
+#include <ein/errors.h>
+#include <fmt/format.h>
+
+#include "compiler/execute.h"
+#include "compiler/fuse.h"
+#include "compiler/script_interp.h"
+#include "runtime/autograd.h"
+
+namespace ein::script {
+namespace {
+
+std::string type_key(const std::string& fn, const std::vector<TensorType>& types, bool training) {
+  std::string key = fn + (training ? "|train" : "|eval");
+  for (const TensorType& t : types)
+    key += fmt::format("|{}[{}]", dtype_name(t.dtype), fmt::join(t.shape, ","));
+  return key;
+}
+
+std::vector<TensorType> types_of(const std::vector<Tensor>& xs) {
+  std::vector<TensorType> out;
+  for (const Tensor& x : xs)
+    out.push_back({x.shape(), x.dtype()});
+  return out;
+}
+
+}  // namespace
+
+/// What a Program caches between calls.
+struct ProgramState {
+  std::map<std::string, Traced> traced;  ///< by type_key
+  struct Update {
+    std::shared_ptr<const Graph> fused;
+    std::vector<std::string> states;
+  };
+  std::map<std::string, Update> updates;           ///< by dtype + shape
+  std::map<const void*, std::vector<Tensor>> state;  ///< per parameter (by storage identity)
+  std::vector<std::string> state_names;
+  uint64_t calls = 0;
+};
+
+Program::Program() = default;
+Program::~Program() = default;
+
+std::unique_ptr<Program> Program::load(const std::string& path, const LoadOptions& options) {
+  std::unique_ptr<Program> p(new Program());
+  p->impl_ = std::make_unique<Interpreter>(path, options);
+  p->state_ = std::make_unique<ProgramState>();
+  return p;
+}
+
+std::vector<std::string> Program::functions() const { return impl_->function_names(); }
+
+Graph Program::trace(const std::string& fn, const std::vector<TensorType>& args) {
+  return *impl_->trace(impl_->function(fn), args, false).graph;
+}
+
+std::vector<TensorType> Program::example_types(const std::string& fn, int64_t free_size) {
+  return impl_->example_types(impl_->function(fn), free_size);
+}
+
+const Traced& Program::traced(const std::string& fn, const std::vector<TensorType>& types,
+                              bool training) {
+  const std::string key = type_key(fn, types, training);
+  auto it = state_->traced.find(key);
+  if (it == state_->traced.end())
+    it = state_->traced.emplace(key, impl_->trace(impl_->function(fn), types, training)).first;
+  return it->second;
+}
+
+std::vector<Tensor> Program::call(const std::string& fn, const std::vector<Tensor>& args) {
+  const Traced& t = traced(fn, types_of(args), false);
+  return impl_->run(t, args, state_->calls++);
+}
+
+int Program::check_all() {
+  int n = 0;
+  for (const std::string& fn : functions()) {
+    const auto closure = impl_->function(fn);
+    if (fn == "train.batch" || closure->decl->params.empty()) {
+      impl_->trace(closure, {}, false);
+    } else {
+      impl_->trace(closure, impl_->example_types(closure, 8), false);
+    }
+    ++n;
+  }
+  return n;
+}
+
+bool Program::has_train() const { return impl_->train_env() != nullptr; }
+
+const TrainSpec& Program::train_spec() const { return impl_->spec(); }
+
+std::vector<NamedTensor> Program::parameters() const { return impl_->parameters(); }
+
+std::vector<Tensor> Program::make_batch(int64_t step) {
+  NoGrad no_grad;
+  const Traced& t = traced("train.batch", {}, false);
+  return impl_->run(t, {}, static_cast<uint64_t>(step) * 2 + 1);
+}
+
+Tensor Program::loss(const std::vector<Tensor>& batch, int64_t step) {
+  const Traced& t = traced("train.loss", types_of(batch), true);
+  std::vector<Tensor> out = impl_->run(t, batch, static_cast<uint64_t>(step) * 2);
+  if (out.size() != 1 || out[0].dim() != 0)
+    throw UserError("train.loss must return one 0-dim tensor (the mean loss)");
+  return out[0];
+}
+
+void Program::init_optimizer_state() {
+  NoGrad no_grad;
+  for (const NamedTensor& p : parameters())
+    state_for(p.tensor);
+}
+
+std::vector<Tensor>& Program::state_for(const Tensor& param) {
+  const std::string key = fmt::format("{}[{}]", dtype_name(param.dtype()), fmt::join(param.shape(), ","));
+  auto u = state_->updates.find(key);
+  if (u == state_->updates.end()) {
+    ProgramState::Update up;
+    const Traced t = impl_->trace_update(param.shape(), param.dtype(), up.states);
+    up.fused = std::make_shared<const Graph>(fuse(*t.graph));
+    u = state_->updates.emplace(key, std::move(up)).first;
+    state_->state_names = u->second.states;
+  }
+  auto& s = state_->state[param.autograd().get()];
+  if (s.empty())
+    for (size_t i = 0; i < u->second.states.size(); ++i)
+      s.push_back(zeros(param.shape(), param.dtype()));
+  return s;
+}
+
+void Program::optimizer_step(int64_t t, double lr) {
+  NoGrad no_grad;
+  const Tensor lr_t = full({}, lr, DType::f32), t_t = full({}, static_cast<double>(t), DType::f32);
+  for (const NamedTensor& p : parameters()) {
+    const Tensor g = p.tensor.grad();
+    if (!g.defined()) continue;
+    std::vector<Tensor>& states = state_for(p.tensor);
+    const std::string key =
+        fmt::format("{}[{}]", dtype_name(p.tensor.dtype()), fmt::join(p.tensor.shape(), ","));
+    const auto& up = state_->updates.at(key);
+    std::vector<Tensor> inputs{p.tensor.detach(), g};
+    inputs.insert(inputs.end(), states.begin(), states.end());
+    inputs.push_back(lr_t);
+    inputs.push_back(t_t);
+    const std::vector<Tensor> out = execute(*up.fused, inputs);
+    p.tensor.detach().copy_(out[0]);
+    for (size_t i = 0; i < states.size(); ++i)
+      states[i].copy_(out[i + 1]);
+  }
+}
+
+std::vector<NamedTensor> Program::optimizer_state() const {
+  std::vector<NamedTensor> out;
+  for (const NamedTensor& p : parameters()) {
+    auto it = state_->state.find(p.tensor.autograd().get());
+    if (it == state_->state.end()) continue;
+    for (size_t i = 0; i < it->second.size(); ++i)
+      out.push_back({fmt::format("optimizer.{}.{}", state_->state_names.at(i), p.name), it->second[i]});
+  }
+  return out;
+}
+
+Tensor Program::logits(const Tensor& tokens) {
+  NoGrad no_grad;
+  std::string fn = "train.logits";
+  bool has_logits = false;
+  for (const std::string& f : functions())
+    has_logits = has_logits || f == fn;
+  if (!has_logits) throw UserError("generating a sample needs fn logits(x: i64[b t]) in the train block");
+  const Traced& t = traced(fn, types_of({tokens}), false);
+  return impl_->run(t, {tokens}, 0).front();
+}
+
+}  // namespace ein::script

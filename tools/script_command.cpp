@@ -1,0 +1,139 @@
+// `ein check FILE` and `ein run FILE`: a script checked statically (every function traced for
+// its annotated sizes), or one function evaluated on given or random inputs.
+#include "tools/script_command.h"
+
+#include <iostream>
+#include <memory>
+
+#include <ein/errors.h>
+#include <fmt/format.h>
+
+#include "compiler/cost_model.h"
+#include "compiler/script.h"
+#include "dsl/diagnostic.h"
+#include "runtime/autograd.h"
+#include "runtime/checkpoint.h"
+#include "tools/shape_args.h"
+
+namespace ein::cli {
+
+std::vector<script::Setting> parse_settings(const std::vector<std::string>& sets) {
+  std::vector<script::Setting> out;
+  for (const std::string& s : sets) {
+    const size_t eq = s.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw UserError(fmt::format("--set {}: expected NAME=VALUE, e.g. --set D=64", s));
+    out.push_back({s.substr(0, eq), s.substr(eq + 1)});
+  }
+  return out;
+}
+
+namespace {
+
+struct ScriptOptions {
+  std::string file, fn;
+  std::vector<std::string> sets, shapes;
+  uint64_t seed = 0;
+  int64_t free_size = 8;
+  std::string inputs;  ///< a safetensors file with the inputs, by parameter name
+};
+
+int run_check(const ScriptOptions& o) {
+  try {
+    auto p = script::Program::load(o.file, {parse_settings(o.sets), o.seed, {}});
+    const int n = p->check_all();
+    int64_t params = 0, bytes = 0;
+    for (const auto& t : p->parameters()) {
+      params += t.tensor.numel();
+      bytes += t.tensor.nbytes();
+    }
+    std::cout << fmt::format("{}: ok ({} function{} checked", o.file, n, n == 1 ? "" : "s");
+    if (p->has_train())
+      std::cout << fmt::format("; the train block's model has {} parameters, {} bytes", params, bytes);
+    std::cout << ")\n";
+    return 0;
+  } catch (const UserError& e) {
+    std::cerr << e.what() << '\n';
+    return 1;
+  } catch (const RuntimeError& e) {
+    std::cerr << "error: " << e.what() << '\n';
+    return 1;
+  }
+}
+
+std::string preview(const Tensor& t) {
+  const Tensor c = t.detach().to(DType::f64).contiguous();
+  const double* d = c.data<double>();
+  std::string s;
+  const int64_t n = std::min<int64_t>(c.numel(), 8);
+  for (int64_t i = 0; i < n; ++i)
+    s += fmt::format("{}{:.6g}", i ? ", " : "", d[i]);
+  if (c.numel() > n) s += ", ...";
+  return s;
+}
+
+int run_run(const ScriptOptions& o) {
+  try {
+    auto p = script::Program::load(o.file, {parse_settings(o.sets), o.seed, {}});
+    std::string fn = o.fn;
+    if (fn.empty()) {
+      const auto fns = p->functions();
+      if (fns.empty()) throw UserError(fmt::format("{} has no fn to run", o.file));
+      fn = fns.front();
+    }
+    std::vector<TensorType> types = p->example_types(fn, o.free_size);
+    std::vector<Tensor> args;
+    std::optional<Checkpoint> given;
+    if (!o.inputs.empty()) given = load_safetensors(o.inputs);
+    for (size_t i = 0; i < types.size(); ++i) {
+      const TensorType& t = types[i];
+      if (i < o.shapes.size()) types[i].shape = parse_shape_arg(o.shapes[i], "--shape");
+      if (given && i < given->tensors.size()) {
+        args.push_back(given->tensors[i].second);
+        continue;
+      }
+      if (kFloatDTypes.contains(t.dtype))
+        args.push_back(randn(types[i].shape, t.dtype, cpu(), o.seed + i));
+      else
+        args.push_back(zeros(types[i].shape, t.dtype));
+    }
+    NoGrad no_grad;
+    const std::vector<Tensor> out = p->call(fn, args);
+    for (size_t i = 0; i < args.size(); ++i)
+      std::cout << fmt::format("input {}: {}[{}]\n", i, dtype_name(args[i].dtype()),
+                               fmt::join(args[i].shape(), " "));
+    for (size_t i = 0; i < out.size(); ++i)
+      std::cout << fmt::format("output {}: {}[{}] = [{}]\n", i, dtype_name(out[i].dtype()),
+                               fmt::join(out[i].shape(), " "), preview(out[i]));
+    return 0;
+  } catch (const UserError& e) {
+    std::cerr << e.what() << '\n';
+    return 1;
+  } catch (const RuntimeError& e) {
+    std::cerr << "error: " << e.what() << '\n';
+    return 1;
+  }
+}
+
+}  // namespace
+
+void add_script_commands(CLI::App& app, int& exit_code) {
+  auto check = std::make_shared<ScriptOptions>();
+  CLI::App* c = app.add_subcommand("check", "Check a .ein script statically: parse, bind dims, trace every fn");
+  c->add_option("file", check->file, "the .ein script")->required();
+  c->add_option("--set", check->sets, "override a dim or let: NAME=VALUE (repeatable)");
+  c->callback([check, &exit_code] { exit_code = run_check(*check); });
+
+  auto run = std::make_shared<ScriptOptions>();
+  CLI::App* r = app.add_subcommand("run", "Evaluate one fn of a .ein script on random or given inputs");
+  r->add_option("file", run->file, "the .ein script")->required();
+  r->add_option("--fn", run->fn, "the function (default: the first; train.NAME for the train block's)");
+  r->add_option("--set", run->sets, "override a dim or let: NAME=VALUE (repeatable)");
+  r->add_option("--shape", run->shapes, "input i's shape, e.g. 4,16 (repeat per input)");
+  r->add_option("--inputs", run->inputs, "a safetensors file whose tensors are the inputs, in order");
+  r->add_option("--seed", run->seed, "seed of the random inputs and parameters");
+  r->add_option("--free-size", run->free_size, "size of dims no declaration binds (default 8)");
+  r->callback([run, &exit_code] { exit_code = run_run(*run); });
+}
+
+}  // namespace ein::cli

@@ -1,0 +1,21 @@
+// `.ein` script subcommands: `ein check FILE`, `ein run FILE` (script_command.cpp) and
+// `ein train FILE` (train_command.cpp).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "compiler/script.h"
+
+namespace ein::cli {
+
+/// Registers `check` and `run`; callbacks set `exit_code` (0 ok, 1 a diagnostic).
+void add_script_commands(CLI::App& app, int& exit_code);
+/// Registers `train`.
+void add_train_command(CLI::App& app, int& exit_code);
+/// `--set NAME=VALUE` arguments; UserError for one without '='.
+std::vector<script::Setting> parse_settings(const std::vector<std::string>& sets);
+
+}  // namespace ein::cli

@@ -1,0 +1,383 @@
+// `ein train FILE`: runs a script's train block. Each step: a batch (token windows from a
+// memory-mapped file, or the block's `fn batch()`), the loss traced once and run fused with
+// autograd, optional gradient accumulation and clipping, the script's optimizer (one fused
+// kernel per parameter shape), the learning-rate schedule. It prints a live progress line,
+// writes a JSON-lines log, checkpoints atomically, resumes exactly, and ends with a summary
+// and, when the block asks for one, a generated sample.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <random>
+
+#include <unistd.h>
+
+#include <ein/errors.h>
+#include <ein/flop_counter.h>
+#include <ein/grad_clip.h>
+#include <ein/schedule.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "compiler/script.h"
+#include "dsl/diagnostic.h"
+#include "runtime/autograd.h"
+#include "runtime/checkpoint.h"
+#include "runtime/cpu_peak.h"
+#include "runtime/random.h"
+#include "runtime/storage.h"
+#include "runtime/token_data.h"
+#include "runtime/token_file.h"
+#include "runtime/training_checkpoint.h"
+#include "tools/script_command.h"
+
+namespace ein::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TrainOptions {
+  std::string file, device = "cpu", precision, checkpoint, data, log, init;
+  std::vector<std::string> sets;
+  std::optional<int64_t> steps;
+  uint64_t seed = 0;
+  bool resume = false, quiet = false;
+  int keep = 3;
+};
+
+std::string human(double v, const char* unit) {
+  const char* prefixes[] = {"", "k", "M", "G", "T", "P"};
+  int i = 0;
+  while (std::fabs(v) >= 1000 && i < 5) {
+    v /= 1000;
+    ++i;
+  }
+  return fmt::format("{:.3g} {}{}", v, prefixes[i], unit);
+}
+
+std::string duration(double s) {
+  if (!std::isfinite(s) || s < 0) return "?";
+  const int64_t t = static_cast<int64_t>(s + 0.5);
+  return t >= 3600 ? fmt::format("{}:{:02}:{:02}", t / 3600, t / 60 % 60, t % 60)
+                   : fmt::format("{}:{:02}", t / 60, t % 60);
+}
+
+std::string bytes_str(int64_t b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(b);
+  int i = 0;
+  while (v >= 1024 && i < 4) {
+    v /= 1024;
+    ++i;
+  }
+  return fmt::format("{:.1f} {}", v, units[i]);
+}
+
+/// The token loader of the block's data setting (bytes of a text file become u16 tokens in a
+/// temporary file next to nothing the user owns).
+struct Data {
+  std::unique_ptr<TokenLoader> loader;
+  std::string temp;
+  int64_t vocab = 0;
+  ~Data() {
+    loader.reset();
+    std::error_code ec;
+    if (!temp.empty()) fs::remove(temp, ec);
+  }
+};
+
+void open_data(Data& d, const script::DataSpec& spec, const std::string& override_path,
+               uint64_t seed) {
+  const std::string path = override_path.empty() ? spec.path : override_path;
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec))
+    throw UserError(fmt::format("data file '{}' does not exist{}", path,
+                                override_path.empty() ? " (set by the train block's data; --data overrides it)" : ""));
+  LoaderOptions o;
+  o.batch_size = spec.batch;
+  o.context = spec.context;
+  o.seed = seed;
+  o.order = spec.order == "sequential" ? BatchOrder::sequential : BatchOrder::random;
+  o.prefetch = 2;
+  o.drop_last = true;
+  std::string token_path = path;
+  std::optional<TokenDType> dtype;
+  if (spec.kind == "bytes") {
+    std::ifstream in(path, std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    d.temp = (fs::temp_directory_path() / fmt::format("ein-bytes-{}-{}.u16", getpid(),
+                                                      std::hash<std::string>{}(path)))
+                 .string();
+    write_byte_tokens(d.temp, text);
+    token_path = d.temp;
+    dtype = TokenDType::u16;
+    o.vocab_size = 256;
+    d.vocab = 256;
+  } else if (spec.dtype == "u16" || spec.dtype == "uint16") {
+    dtype = TokenDType::u16;
+  } else if (spec.dtype == "i32" || spec.dtype == "int32") {
+    dtype = TokenDType::i32;
+  }
+  try {
+    d.loader = std::make_unique<TokenLoader>(token_path, o, dtype);
+  } catch (const RuntimeError& e) {
+    throw UserError(fmt::format("data '{}': {}", path, e.what()));
+  }
+}
+
+std::vector<Tensor> next_batch(Data& d, script::Program& p, int64_t step) {
+  if (!d.loader) return p.make_batch(step);
+  if (!d.loader->has_next()) d.loader->set_position(0);  // sequential: another pass
+  Batch b = d.loader->next_batch();
+  return {b.x, b.y};
+}
+
+volatile std::sig_atomic_t g_interrupted = 0;
+void on_signal(int) { g_interrupted = 1; }
+
+int run_train(const TrainOptions& o) {
+  try {
+    if (o.device != "cpu" && o.device != "cuda")
+      throw UserError(fmt::format("--device {}: expected cpu or cuda", o.device));
+    if (o.device == "cuda")
+      throw UserError("--device cuda: this build of ein runs scripts on the CPU only (the CUDA "
+                      "backend is not there yet); use --device cpu");
+    auto program = script::Program::load(o.file, {parse_settings(o.sets), o.seed, {}});
+    if (!program->has_train())
+      throw UserError(fmt::format("{} has no train block to run (ein check and ein run work on "
+                                  "scripts without one)",
+                                  o.file));
+    const script::TrainSpec spec = program->train_spec();
+    const std::string precision = o.precision.empty() ? spec.precision : o.precision;
+    if (precision != "fp32")
+      throw UserError(fmt::format("--precision {}: this build trains in fp32 only (bf16 and fp16 "
+                                  "are planned, see docs/training.md)",
+                                  precision));
+    const int64_t steps = o.steps ? *o.steps : spec.steps;
+    if (steps < 0) throw UserError("--steps must be >= 0");
+    const auto params = program->parameters();
+    if (params.empty()) throw UserError("the train block's modules have no parameters to train");
+    std::vector<Tensor> param_tensors;
+    int64_t n_params = 0, param_bytes = 0;
+    for (const auto& p : params) {
+      param_tensors.push_back(p.tensor);
+      n_params += p.tensor.numel();
+      param_bytes += p.tensor.nbytes();
+    }
+    program->init_optimizer_state();
+    if (!o.init.empty()) {
+      std::vector<std::pair<std::string, Tensor>> targets;
+      for (const auto& p : params)
+        targets.emplace_back(p.name, p.tensor);
+      try {
+        copy_into(load_safetensors(o.init), targets);
+      } catch (const RuntimeError& e) {
+        throw UserError(fmt::format("--init: {}", e.what()));
+      }
+    }
+    Data data;
+    if (spec.data) open_data(data, *spec.data, o.data, o.seed);
+    else if (!o.data.empty())
+      throw UserError("--data: the train block has no data setting (its batches come from fn batch())");
+
+    // Resume: parameters, optimizer state, step; the data position and every random draw are
+    // functions of (seed, step), so the run continues exactly.
+    int64_t start = 0;
+    auto checkpoint_tensors = [&] {
+      std::vector<std::pair<std::string, Tensor>> t;
+      for (const auto& p : params)
+        t.emplace_back("model." + p.name, p.tensor);
+      for (const auto& s : program->optimizer_state())
+        t.emplace_back("optim." + s.name, s.tensor);
+      return t;
+    };
+    if (o.resume) {
+      if (o.checkpoint.empty()) throw UserError("--resume needs --checkpoint DIR");
+      const auto latest = find_latest_checkpoint(o.checkpoint);
+      if (!latest) {
+        std::cerr << fmt::format("ein train: no checkpoint in '{}' yet; starting at step 0\n", o.checkpoint);
+      } else {
+        for (const std::string& s : latest->skipped)
+          std::cerr << "ein train: skipped " << s << '\n';
+        try {
+          const Checkpoint ck = load_safetensors(latest->path);
+          if (auto it = ck.metadata.find("seed"); it != ck.metadata.end() && it->second != std::to_string(o.seed))
+            throw UserError(fmt::format("{} was written with --seed {}, this run has --seed {}; "
+                                        "resume with the same seed",
+                                        latest->path, it->second, o.seed));
+          copy_into(ck, checkpoint_tensors());
+        } catch (const RuntimeError& e) {
+          throw UserError(fmt::format("cannot resume from {}: {}", latest->path, e.what()));
+        }
+        start = latest->step;
+        std::cerr << fmt::format("ein train: resumed from {} (step {})\n", latest->path, start);
+      }
+    }
+    if (data.loader) data.loader->set_position(start * spec.accumulate);
+
+    std::ofstream log;
+    if (!o.log.empty()) {
+      log.open(o.log, o.resume ? std::ios::app : std::ios::trunc);
+      if (!log) throw UserError(fmt::format("--log {}: cannot open for writing", o.log));
+    }
+    auto save = [&](int64_t step) {
+      if (o.checkpoint.empty()) return;
+      const std::string path = save_training_checkpoint(
+          o.checkpoint, step, checkpoint_tensors(),
+          {{"seed", std::to_string(o.seed)}, {"script", o.file}});
+      prune_checkpoints(o.checkpoint, o.keep);
+      if (!o.quiet) std::cerr << fmt::format("\nein train: wrote {}\n", path);
+    };
+
+    const HardwareProfile& hw = this_cpu();
+    const bool tty = isatty(STDERR_FILENO) && !o.quiet;
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGTERM, on_signal);
+    double total_flops = 0;
+    double seconds = 0, last_loss = NAN;
+    int64_t tokens_per_step = 0, done = 0;
+    const double lr_max = spec.lr;
+    for (int64_t step = start + 1; step <= steps && !g_interrupted; ++step) {
+      FlopCounter counter;
+      const auto t0 = std::chrono::steady_clock::now();
+      double loss_sum = 0;
+      int64_t tokens = 0;
+      for (int64_t micro = 0; micro < spec.accumulate; ++micro) {
+        const std::vector<Tensor> batch =
+            next_batch(data, *program, (step - 1) * spec.accumulate + micro);
+        tokens += batch.empty() ? 0 : batch.front().numel();
+        const Tensor loss = program->loss(batch, (step - 1) * spec.accumulate + micro);
+        loss_sum += loss.item();
+        loss.backward(full({}, 1.0 / static_cast<double>(spec.accumulate), loss.dtype()));
+      }
+      const double loss_value = loss_sum / static_cast<double>(spec.accumulate);
+      if (!std::isfinite(loss_value))
+        throw UserError(fmt::format("the loss is {} at step {}; the last checkpoint (if any) is "
+                                    "kept; lower the learning rate or clip gradients (clip = 1.0)",
+                                    loss_value, step));
+      if (spec.clip > 0) optim::clip_grad_norm_(param_tensors, spec.clip);
+      double lr = lr_max;
+      if (spec.schedule == "cosine")
+        lr = optim::cosine_lr(step - 1, {lr_max, lr_max * spec.min_lr_ratio, spec.warmup,
+                                         std::max(steps, spec.warmup)});
+      program->optimizer_step(step, lr);
+      zero_grad(param_tensors);
+      const double dt =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      seconds += dt;
+      ++done;
+      last_loss = loss_value;
+      tokens_per_step = tokens;
+      const double model_flops = static_cast<double>(counter.totals().flops -
+                                                     counter.phase(CostPhase::recompute).flops);
+      total_flops += model_flops;
+      const double mfu = utilization(model_flops, dt, hw, DType::f32);
+      if (log.is_open()) {
+        nlohmann::json j = {{"step", step},       {"loss", loss_value},
+                            {"lr", lr},           {"tokens_per_s", tokens / dt},
+                            {"flops", model_flops}, {"flops_per_s", model_flops / dt},
+                            {"mfu", mfu},         {"ms", dt * 1e3}};
+        log << j.dump() << '\n';
+        log.flush();
+      }
+      if (!o.quiet && (tty || step % spec.log_every == 0 || step == steps)) {
+        const double eta = seconds / static_cast<double>(done) * static_cast<double>(steps - step);
+        const std::string line =
+            fmt::format("step {}/{} | loss {:.4g} | {}/s | {}/s | MFU {:.1f}% | ETA {}", step, steps,
+                        loss_value, human(tokens / dt, "tok"), human(model_flops / dt, "FLOP"),
+                        100 * mfu, duration(eta));
+        std::cerr << (tty ? "\r\033[K" : "") << line << (tty ? "" : "\n") << std::flush;
+      }
+      if (spec.checkpoint_every > 0 && step % spec.checkpoint_every == 0 && step != steps) save(step);
+    }
+    if (tty) std::cerr << '\n';
+    const int64_t last = start + done;
+    if (done > 0 || start == 0) save(last);
+    if (g_interrupted) {
+      std::cerr << fmt::format("ein train: interrupted after step {}{}\n", last,
+                               o.checkpoint.empty() ? "" : "; the checkpoint above resumes it");
+      return 130;
+    }
+    // Summary: the lecture's accounting, per category.
+    int64_t grad_bytes = param_bytes, state_bytes = 0;
+    for (const auto& s : program->optimizer_state())
+      state_bytes += s.tensor.nbytes();
+    const int64_t peak = max_memory_allocated(cpu());
+    const int64_t activations = std::max<int64_t>(0, peak - param_bytes - grad_bytes - state_bytes);
+    const double flops = total_flops;
+    std::cout << fmt::format(
+        "trained {} for {} steps ({} to {}): final loss {:.6g}\n"
+        "  parameters {} ({}), {} batch elements per step\n"
+        "  {}FLOPs (model: forward and backward) in {:.2f} s: {}/s, MFU {:.2f}% of this CPU's {} f32 peak (2 FLOPs per multiply-add)\n"
+        "  peak memory {}: parameters {}, gradients {}, optimizer state {}, activations and "
+        "temporaries {}\n",
+        o.file, done, start, last, last_loss, n_params, bytes_str(param_bytes), tokens_per_step,
+        human(flops, ""), seconds, human(seconds > 0 ? flops / seconds : 0, "FLOP"),
+        100 * utilization(flops, seconds, hw, DType::f32), human(hw.peak(MathMode::fp32), "FLOP/s"),
+        bytes_str(peak), bytes_str(param_bytes), bytes_str(grad_bytes), bytes_str(state_bytes),
+        bytes_str(activations));
+    if (!spec.sample.empty() && spec.sample_length > 0) {
+      const int64_t T = spec.data ? spec.data->context : 0;
+      if (T <= 0) throw UserError("sample needs the train block's data context (T)");
+      std::vector<int64_t> tokens;
+      for (unsigned char c : spec.sample)
+        tokens.push_back(c);
+      std::mt19937_64 rng(o.seed);
+      for (int64_t i = 0; i < spec.sample_length; ++i) {
+        // A fixed window of T tokens (right-padded): causal attention ignores the padding,
+        // and one traced graph serves every position.
+        const int64_t n = std::min<int64_t>(static_cast<int64_t>(tokens.size()), T);
+        Tensor x = zeros({1, T}, DType::i64);
+        std::copy(tokens.end() - n, tokens.end(), x.data<int64_t>());
+        const Tensor logits = program->logits(x).to(DType::f64).contiguous();
+        const int64_t V = logits.shape().back();
+        const double* row = logits.data<double>() + (n - 1) * V;
+        std::vector<double> prob(V);
+        const double m = *std::max_element(row, row + V);
+        for (int64_t v = 0; v < V; ++v)
+          prob[v] = spec.temperature > 0 ? std::exp((row[v] - m) / spec.temperature) : (row[v] == m);
+        std::discrete_distribution<int64_t> pick(prob.begin(), prob.end());
+        tokens.push_back(pick(rng));
+      }
+      std::string text;
+      for (int64_t t : tokens)
+        text.push_back(static_cast<char>(t));
+      std::cout << "sample:\n" << text << '\n';
+    }
+    return 0;
+  } catch (const UserError& e) {
+    std::cerr << e.what() << '\n';
+    return 1;
+  } catch (const RuntimeError& e) {
+    std::cerr << "error: " << e.what() << '\n';
+    return 1;
+  }
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<TrainOptions>();
+  CLI::App* c = app.add_subcommand("train", "Train the model of a .ein script's train block");
+  c->add_option("file", o->file, "the .ein script")->required();
+  c->add_option("--set", o->sets, "override a dim or let: NAME=VALUE (repeatable)");
+  c->add_option("--steps", o->steps, "optimizer steps (default: the block's steps)");
+  c->add_option("--device", o->device, "cpu (default) or cuda");
+  c->add_option("--precision", o->precision, "fp32 (default), bf16 or fp16");
+  c->add_option("--checkpoint", o->checkpoint, "directory for step_N.safetensors checkpoints");
+  c->add_flag("--resume", o->resume, "continue from the latest good checkpoint in --checkpoint");
+  c->add_option("--keep", o->keep, "checkpoints kept (default 3)");
+  c->add_option("--data", o->data, "the data file (overrides the block's data path)");
+  c->add_option("--seed", o->seed, "the one seed: parameters, batches, dropout (default 0)");
+  c->add_option("--log", o->log, "write one JSON line per step: step, loss, tokens_per_s, flops, mfu, ...");
+  c->add_option("--init", o->init, "initial parameters from a safetensors file (names as in the checkpoint, without 'model.')");
+  c->add_flag("--quiet", o->quiet, "no progress line");
+  c->callback([o, &exit_code] { exit_code = run_train(*o); });
+}
+
+}  // namespace ein::cli
