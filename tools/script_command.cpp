@@ -51,6 +51,19 @@ int run_check(const ScriptOptions& o) {
     if (p->has_train())
       std::cout << fmt::format("; the train block's model has {} parameters, {} bytes", params, bytes);
     std::cout << ")\n";
+    if (p->has_train()) {
+      // The parameter table: name, shape, count (the lecture's get_num_parameters by name).
+      size_t width = 4;
+      for (const auto& t : p->parameters())
+        width = std::max(width, t.name.size());
+      std::cout << fmt::format("{:<{}}  {:<16}  {:>12}\n", "name", width, "shape", "parameters");
+      for (const auto& t : p->parameters())
+        std::cout << fmt::format("{:<{}}  {:<16}  {:>12}\n", t.name, width,
+                                 fmt::format("{}[{}]", dtype_name(t.tensor.dtype()),
+                                             fmt::join(t.tensor.shape(), " ")),
+                                 t.tensor.numel());
+      std::cout << fmt::format("{:<{}}  {:<16}  {:>12}\n", "total", width, "", params);
+    }
     return 0;
   } catch (const UserError& e) {
     std::cerr << e.what() << '\n';
