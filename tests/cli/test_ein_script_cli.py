@@ -1,0 +1,323 @@
+#!/usr/bin/env python3
+"""`ein check`, `ein run` and `ein train` on .ein scripts, end to end: the lecture's linear
+regression converges to arange(16) (read back from the checkpoint), Cruncher's parameter
+table, AdaGrad on Cruncher, a resumed GPT run repeats the uninterrupted one bit for bit, a run
+killed with SIGKILL resumes from its last good checkpoint (and skips a truncated one), the
+errors (exit 1, a clear message, no crash), and `ein run` of the GPT's logits.
+
+Usage: test_ein_script_cli.py EIN_BINARY EXAMPLES_DIR
+
+Standard library only; every run is small (about half a minute in all on 2 cores).
+"""
+
+import glob
+import json
+import os
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+EIN = None       # set from argv in main()
+EXAMPLES = None
+LEAKS = ("std::", "what()", "terminate", "Aborted", "Segmentation fault", "core dumped",
+         "Traceback")
+# A GPT small enough for a few milliseconds a step.
+TINY = ["--set", "D=32", "--set", "L=1", "--set", "H=2", "--set", "T=16", "--set", "B=4"]
+
+
+def ein(*args, timeout=120):
+    p = subprocess.run([EIN, *args], capture_output=True, timeout=timeout)
+    # The GPT sample is raw bytes, not necessarily UTF-8.
+    return (p.returncode, p.stdout.decode(errors="replace"),
+            p.stderr.decode(errors="replace"))
+
+
+def script(*parts):
+    return os.path.join(EXAMPLES, *parts)
+
+
+def read_log(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def read_safetensors(path):
+    """{name: (shape, [float])} for the f32 tensors of a safetensors file: an 8-byte
+    little-endian header length, the JSON header, then the raw data."""
+    with open(path, "rb") as f:
+        blob = f.read()
+    (n,) = struct.unpack("<Q", blob[:8])
+    header = json.loads(blob[8:8 + n])
+    data = blob[8 + n:]
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        assert info["dtype"] == "F32", (name, info)
+        begin, end = info["data_offsets"]
+        out[name] = (info["shape"], list(struct.unpack(f"<{(end - begin) // 4}f",
+                                                       data[begin:end])))
+    return out
+
+
+class Case(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="ein-script-cli-")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def path(self, *parts):
+        return os.path.join(self.tmp, *parts)
+
+    def ok(self, *args):
+        rc, out, err = ein(*args)
+        self.assertEqual(rc, 0, " ".join(args) + "\n" + err)
+        return out, err
+
+    def fails(self, args, *texts):
+        """Exit 1 (a user error, not a crash: no 3, 134, 139), with every text in stderr."""
+        rc, out, err = ein(*args)
+        self.assertEqual(rc, 1, " ".join(args) + "\n" + out + err)
+        for t in texts:
+            self.assertIn(t, err)
+        for leak in LEAKS:
+            self.assertNotIn(leak, err)
+        return err
+
+
+class LinearRegression(Case):
+    def test_converges_to_arange(self):
+        ck, log = self.path("ck"), self.path("log.jsonl")
+        self.ok("train", script("scripts", "linear_regression.ein"), "--checkpoint", ck,
+                "--log", log, "--quiet")
+        rows = read_log(log)
+        self.assertEqual([r["step"] for r in rows], list(range(1, 301)))
+        self.assertLess(rows[-1]["loss"], 1e-4)
+        with open(os.path.join(ck, "latest")) as f:
+            latest = f.read().strip()
+        self.assertEqual(latest, "step_300.safetensors")
+        tensors = read_safetensors(os.path.join(ck, latest))
+        shape, w = tensors["model.final.weight"]
+        self.assertEqual(shape, [16, 1])
+        for i, v in enumerate(w):
+            self.assertAlmostEqual(v, float(i), delta=1e-2)
+
+    def test_lecture_smaller_rate(self):
+        log = self.path("log.jsonl")
+        self.ok("train", script("scripts", "linear_regression.ein"), "--set", "lr=0.01",
+                "--steps", "1500", "--log", log, "--quiet")
+        rows = read_log(log)
+        self.assertEqual(len(rows), 1500)
+        self.assertEqual(rows[-1]["lr"], 0.01)
+        self.assertLess(rows[-1]["loss"], 1e-4)
+
+
+class Cruncher(Case):
+    def table(self, out):
+        return {m.group(1): int(m.group(2))
+                for m in re.finditer(r"^(\S+)\s+(?:f32\[[\d ]+\]\s+)?(\d+)$", out, re.M)}
+
+    def test_parameter_table(self):
+        out, _ = self.ok("check", script("scripts", "cruncher.ein"))
+        self.assertIn("8256 parameters", out)
+        self.assertEqual(self.table(out), {"layers.0.weight": 4096, "layers.1.weight": 4096,
+                                           "final.weight": 64, "total": 8256})
+        self.assertRegex(out, r"layers\.0\.weight\s+f32\[64 64\]")
+        self.assertRegex(out, r"final\.weight\s+f32\[64 1\]")
+
+    def test_parameter_table_d16(self):
+        out, _ = self.ok("check", script("scripts", "cruncher.ein"), "--set", "D=16")
+        self.assertEqual(self.table(out), {"layers.0.weight": 256, "layers.1.weight": 256,
+                                           "final.weight": 16, "total": 528})
+
+    def test_adagrad_loss_falls(self):
+        log = self.path("log.jsonl")
+        out, _ = self.ok("train", script("scripts", "cruncher_adagrad.ein"), "--log", log,
+                         "--quiet")
+        rows = read_log(log)
+        self.assertEqual(len(rows), 100)
+        self.assertLess(rows[-1]["loss"], rows[0]["loss"] / 10)
+        self.assertIn("for 100 steps (0 to 100)", out)
+
+
+class Resume(Case):
+    def test_resumed_losses_are_bit_identical(self):
+        gpt = script("gpt", "gpt.ein")
+        log_a, log_b, ck = self.path("a.jsonl"), self.path("b.jsonl"), self.path("ck")
+        self.ok("train", gpt, *TINY, "--steps", "8", "--log", log_a, "--quiet")
+        self.ok("train", gpt, *TINY, "--steps", "4", "--checkpoint", ck, "--quiet")
+        self.assertTrue(os.path.exists(os.path.join(ck, "step_4.safetensors")))
+        _, err = self.ok("train", gpt, *TINY, "--resume", "--steps", "8", "--checkpoint", ck,
+                         "--log", log_b, "--quiet")
+        self.assertIn("resumed from", err)
+        self.assertIn("(step 4)", err)
+        a, b = read_log(log_a), read_log(log_b)
+        self.assertEqual([r["step"] for r in b], [5, 6, 7, 8])
+        # Parsed from the shortest round-trip text, equal doubles are equal bits.
+        self.assertEqual([r["loss"] for r in b], [r["loss"] for r in a[4:]])
+        self.assertEqual([r["lr"] for r in b], [r["lr"] for r in a[4:]])
+
+
+class Kill(Case):
+    def test_sigkill_then_resume_and_skip_truncated(self):
+        # The example with a checkpoint every 2 steps and no sample, next to its corpus.
+        with open(script("gpt", "gpt.ein")) as f:
+            text = f.read()
+        self.assertIn("checkpoint_every = 200", text)
+        self.assertIn("sample_length = 300", text)
+        text = text.replace("checkpoint_every = 200", "checkpoint_every = 2")
+        text = text.replace("sample_length = 300", "sample_length = 0")
+        gpt = self.path("gpt.ein")
+        with open(gpt, "w") as f:
+            f.write(text)
+        shutil.copy(script("gpt", "corpus.txt"), self.path("corpus.txt"))
+        ck = self.path("ck")
+
+        p = subprocess.Popen([EIN, "train", gpt, *TINY, "--steps", "1000000", "--checkpoint",
+                              ck, "--quiet"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.time() + 60
+            while not os.path.exists(os.path.join(ck, "latest")):
+                self.assertIsNone(p.poll(), "ein train ended before its first checkpoint")
+                self.assertLess(time.time(), deadline, "no checkpoint within 60 s")
+                time.sleep(0.01)
+            time.sleep(0.2)  # well into later checkpoints: the kill may land mid-write
+        finally:
+            p.send_signal(signal.SIGKILL)
+            p.wait()
+        self.assertEqual(p.returncode, -signal.SIGKILL)
+        # The byte-token temp file of a killed run stays behind: remove this run's.
+        for f in glob.glob(os.path.join(tempfile.gettempdir(), f"ein-bytes-{p.pid}-*.u16")):
+            os.remove(f)
+
+        steps = sorted(int(m.group(1)) for f in os.listdir(ck)
+                       if (m := re.fullmatch(r"step_(\d+)\.safetensors", f)))
+        self.assertTrue(steps, os.listdir(ck))
+        last = steps[-1]
+        log = self.path("log.jsonl")
+        _, err = self.ok("train", gpt, *TINY, "--resume", "--steps", str(last + 3),
+                         "--checkpoint", ck, "--log", log, "--quiet")
+        m = re.search(r"resumed from (\S+) \(step (\d+)\)", err)
+        self.assertTrue(m, err)
+        resumed = int(m.group(2))
+        self.assertIn(resumed, steps)
+        self.assertGreaterEqual(resumed, 2)
+        self.assertEqual(resumed % 2, 0)
+        rows = read_log(log)
+        self.assertEqual([r["step"] for r in rows], list(range(resumed + 1, last + 4)))
+        final = os.path.join(ck, f"step_{last + 3}.safetensors")
+        self.assertTrue(os.path.exists(final))
+
+        # A truncated newest checkpoint: --resume skips it and takes the one before.
+        with open(final, "r+b") as f:
+            f.truncate(1000)
+        _, err = self.ok("train", gpt, *TINY, "--resume", "--steps", str(last + 5),
+                         "--checkpoint", ck, "--quiet")
+        self.assertIn("skipped", err)
+        self.assertIn(f"step_{last + 3}.safetensors", err)
+        m = re.search(r"resumed from (\S+) \(step (\d+)\)", err)
+        self.assertTrue(m, err)
+        self.assertLess(int(m.group(2)), last + 3)
+        self.assertGreaterEqual(int(m.group(2)), resumed)
+
+
+class Errors(Case):
+    def test_bad_settings(self):
+        gpt = script("gpt", "gpt.ein")
+        self.fails(["train", gpt, "--set", "D=abc", "--steps", "1"], "D=abc", "not a number")
+        self.fails(["train", gpt, "--set", "D=0", "--steps", "1"], "D=0", "positive integer")
+        err = self.fails(["train", gpt, "--set", "NOPE=3", "--steps", "1"], "NOPE")
+        for name in ("V", "T", "L", "H", "D", "B", "lr"):
+            self.assertRegex(err, r"\b%s\b" % name)
+        self.fails(["check", gpt, "--set", "NOPE=3"], "NOPE")
+
+    def test_missing_data_and_cuda(self):
+        gpt = script("gpt", "gpt.ein")
+        self.fails(["train", gpt, *TINY, "--steps", "1", "--data", "/nonexistent"],
+                   "/nonexistent", "does not exist")
+        self.fails(["train", gpt, *TINY, "--steps", "1", "--device", "cuda"], "--device cuda",
+                   "CPU only")
+
+    def test_resume_onto_another_size(self):
+        gpt, ck = script("gpt", "gpt.ein"), self.path("ck")
+        self.ok("train", gpt, *TINY, "--steps", "1", "--checkpoint", ck, "--quiet")
+        err = self.fails(["train", gpt, *TINY, "--set", "D=64", "--steps", "2", "--resume",
+                          "--checkpoint", ck, "--quiet"], "cannot resume from", "step_1")
+        self.assertIn("'model.wte.weight' is f32 [256, 32] in the checkpoint but f32 [256, 64] here",
+                      err)
+
+    def test_init_missing_tensors(self):
+        ck = self.path("ck")
+        self.ok("train", script("scripts", "linear_regression.ein"), "--steps", "1",
+                "--checkpoint", ck, "--quiet")
+        init = os.path.join(ck, "step_1.safetensors")  # names carry "model.": none fits
+        self.fails(["train", script("gpt", "gpt.ein"), *TINY, "--steps", "1", "--init", init],
+                   "--init", "'wte.weight' is missing")
+        self.fails(["train", script("gpt", "gpt.ein"), *TINY, "--steps", "1", "--init",
+                    self.path("none.safetensors")], "--init", "none.safetensors")
+
+    def test_syntax_error(self):
+        bad = self.path("bad.ein")
+        with open(bad, "w") as f:
+            f.write("dim D = 4\nfn f(x: f32[D]) -> f32[D] = x +* 2\n")
+        err = self.fails(["check", bad], bad + ":2:32: error:", "expected an expression")
+        lines = err.splitlines()
+        self.assertIn(" fn f(x: f32[D]) -> f32[D] = x +* 2", lines)
+        caret = lines[lines.index(" fn f(x: f32[D]) -> f32[D] = x +* 2") + 1]
+        self.assertEqual(caret, " " * 32 + "^")
+
+    def test_shape_mismatch_points_at_call_and_declaration(self):
+        src = self.path("shape.ein")
+        with open(src, "w") as f:
+            f.write("import optim\n"
+                    "module M(n) {\n"
+                    "  param w: f32[n n] = zeros()\n"
+                    "  fn forward(x: f32[b n]) -> f32[b n] = x @ w\n"
+                    "}\n"
+                    "dim B = 2\n"
+                    "train {\n"
+                    "  model = M(4)\n"
+                    "  optimizer = SGD(lr = 0.1)\n"
+                    "  steps = 1\n"
+                    "  fn loss(x: f32[B 3]) -> f32[] = mean(model(x))\n"
+                    "}\n")
+        err = self.fails(["check", src], src + ":11:", "error:", "M.forward",
+                         src + ":4:", "note:", "f32[b n]")
+        lines = err.splitlines()
+        call = "   fn loss(x: f32[B 3]) -> f32[] = mean(model(x))"
+        decl = "   fn forward(x: f32[b n]) -> f32[b n] = x @ w"
+        self.assertIn(call, lines)
+        self.assertIn(decl, lines)
+        # The first caret under the call's argument x, the second under the declaration.
+        caret = lines[lines.index(call) + 1]
+        self.assertEqual(caret.rstrip(), " " * call.index("(x))") + " ^")
+        caret = lines[lines.index(decl) + 1]
+        self.assertEqual(caret.strip(), "^")
+        self.assertIn(decl[caret.index("^")], "bn[")
+        self.assertLess(err.index(":11:"), err.index(":4:"))
+
+
+class Run(Case):
+    def test_gpt_logits(self):
+        out, _ = self.ok("run", script("gpt", "gpt.ein"), "--fn", "train.logits", "--set",
+                         "T=8", "--set", "D=16", "--set", "H=2", "--set", "L=1")
+        self.assertIn("input 0: i64[1 8]", out)
+        self.assertIn("output 0: f32[1 8 256]", out)
+
+
+def main():
+    global EIN, EXAMPLES
+    EIN, EXAMPLES = sys.argv[1], sys.argv[2]
+    unittest.main(argv=sys.argv[:1], verbosity=1)
+
+
+if __name__ == "__main__":
+    main()
