@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The main job until training lands: a short tour of `ein shape`, static shape inference
-# for einops patterns and its diagnostics, then the same patterns computing on tensors
-# (example 02: attention scores with views, BLAS and generated kernels), and autograd with
-# its FLOP accounting and a short AdamW training run (example 03). Needs build/.
+# The main job: a short tour of `ein shape` (static shape inference for einops patterns and
+# its diagnostics), the same patterns computing on tensors (example 02), autograd with its
+# FLOP accounting (example 03), `.ein` scripts checked statically, the lecture's linear
+# regression, and then a byte-level GPT written in .ein trained on CPU from the corpus in
+# examples/gpt/ (a few minutes), ending with a generated sample. Fails when the GPT's final
+# loss is not below the threshold stated in the README. Needs build/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ein=build/bin/ein
@@ -44,4 +46,23 @@ build/bin/example_02_tensors
 echo
 echo "== gradients and their FLOPs, then a small training run (build/bin/example_03_autograd) =="
 build/bin/example_03_autograd
+echo
+echo "== a .ein script checked statically: the lecture's Cruncher and its parameter table =="
+"$ein" check examples/scripts/cruncher.ein
+echo
+echo "== the lecture's train_loop: linear regression onto arange(16) with SGD =="
+"$ein" train examples/scripts/linear_regression.ein
+echo
+echo "== the main job: a byte-level GPT (examples/gpt/gpt.ein) trained on CPU, then a sample =="
+log=build/gpt_train.jsonl
+"$ein" train examples/gpt/gpt.ein --log "$log" || exit 1
+# The README's threshold on the final training loss (nats per byte).
+threshold=2.0
+final=$(tail -n 1 "$log" | sed 's/.*"loss":\([0-9.eE+-]*\).*/\1/')
+if awk -v f="$final" -v t="$threshold" 'BEGIN { exit !(f < t) }'; then
+  echo "final loss $final < $threshold: ok"
+else
+  echo "final loss $final is not below $threshold" >&2
+  exit 1
+fi
 exit 0
