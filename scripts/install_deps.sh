@@ -11,6 +11,7 @@ packages=(
   libopenblas-dev libtbb-dev                     # CPU GEMM, threads
   libcli11-dev nlohmann-json3-dev libfmt-dev libxxhash-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
+  python3-torch python3-numpy                    # tests/models: the GPT against PyTorch
 )
 
 missing=()
