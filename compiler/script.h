@@ -108,7 +108,7 @@ class Program {
   /// The block's optimizer applied to every parameter with a gradient (one fused kernel per
   /// parameter shape), at 1-based step `t` with learning rate `lr`.
   void optimizer_step(int64_t t, double lr);
-  /// The optimizer's per-parameter state: "state.NAME.PARAM" (created at the first step).
+  /// The optimizer's per-parameter state: "optimizer.STATE.PARAM" (e.g. optimizer.m.wte.weight).
   std::vector<NamedTensor> optimizer_state() const;
   /// Creates the optimizer state now (zeros), so that a checkpoint can be loaded into it.
   void init_optimizer_state();

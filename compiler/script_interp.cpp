@@ -307,6 +307,28 @@ void Interpreter::build_train(Unit& unit, const Decl& d) {
       fail(c.name_range, "a train block holds settings (name = value) and fn declarations");
     }
   }
+  // A misspelt setting must not be ignored: plain values (numbers, strings, settings records)
+  // are only allowed under the names ein train reads.
+  static const std::vector<std::string> known = {
+      "steps",  "clip",        "log_every",   "checkpoint_every", "accumulate", "sample",
+      "sample_length", "temperature", "precision", "schedule", "data"};
+  for (const Decl& c : d.children) {
+    if (c.kind != Decl::Kind::member) continue;
+    const Value& v = train_env_->vars[c.name];
+    const bool plain = v.kind == Value::Kind::number || v.kind == Value::Kind::string ||
+                       v.kind == Value::Kind::record;
+    if (plain && std::find(known.begin(), known.end(), c.name) == known.end())
+      fail(c.name_range, fmt::format("'{}' is not a train setting (settings: {}; models and "
+                                     "optimizers may have any name)",
+                                     c.name, fmt::join(known, ", ")));
+    if (c.name == "schedule" && v.kind != Value::Kind::record)
+      fail(c.value->range, fmt::format("schedule must be warmup_cosine(...) or constant_lr(), got {}",
+                                       describe(v)));
+    if (c.name == "data" && v.kind != Value::Kind::record)
+      fail(c.value->range, fmt::format("data must be bytes(...) or tokens(...), got {}", describe(v)));
+    if ((c.name == "sample" || c.name == "precision") && v.kind != Value::Kind::string)
+      fail(c.value->range, fmt::format("{} must be a string, got {}", c.name, describe(v)));
+  }
   // The settings ein train reads, checked here so that a typo fails before any work.
   auto number = [&](const char* key, double fallback, bool integer, double min) {
     Value* v = train_env_->find(key);

@@ -78,18 +78,38 @@ std::string bytes_str(int64_t b) {
   return fmt::format("{:.1f} {}", v, units[i]);
 }
 
-/// The token loader of the block's data setting (bytes of a text file become u16 tokens in a
-/// temporary file next to nothing the user owns).
+/// The token loader of the block's data setting.
 struct Data {
   std::unique_ptr<TokenLoader> loader;
-  std::string temp;
   int64_t vocab = 0;
-  ~Data() {
-    loader.reset();
-    std::error_code ec;
-    if (!temp.empty()) fs::remove(temp, ec);
-  }
 };
+
+/// Where byte-level token files of text corpora are kept: $EIN_CACHE_DIR/data, else
+/// $XDG_CACHE_HOME/ein/data or ~/.cache/ein/data, else the temporary directory.
+fs::path data_cache_dir() {
+  if (const char* dir = std::getenv("EIN_CACHE_DIR"); dir && *dir) return fs::path(dir) / "data";
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return fs::path(xdg) / "ein" / "data";
+  if (const char* home = std::getenv("HOME"); home && *home) return fs::path(home) / ".cache" / "ein" / "data";
+  return fs::temp_directory_path() / "ein-data";
+}
+
+/// The u16 token file of a text's bytes, named by the text's hash and size: written once
+/// (to a temporary name, then renamed, so a killed run leaves no half file) and reused.
+std::string byte_token_file(const std::string& text) {
+  const fs::path dir = data_cache_dir();
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  const fs::path path = dir / fmt::format("bytes-{:016x}-{}.u16", std::hash<std::string>{}(text), text.size());
+  if (fs::is_regular_file(path, ec) && fs::file_size(path, ec) == 2 * text.size()) return path.string();
+  const fs::path temp = path.string() + fmt::format(".tmp.{}", getpid());
+  write_byte_tokens(temp.string(), text, TokenDType::u16);
+  fs::rename(temp, path, ec);
+  if (ec) {
+    fs::remove(temp, ec);
+    throw UserError(fmt::format("cannot write the token file {}: {}", path.string(), ec.message()));
+  }
+  return path.string();
+}
 
 void open_data(Data& d, const script::DataSpec& spec, const std::string& override_path,
                uint64_t seed) {
@@ -110,11 +130,7 @@ void open_data(Data& d, const script::DataSpec& spec, const std::string& overrid
   if (spec.kind == "bytes") {
     std::ifstream in(path, std::ios::binary);
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    d.temp = (fs::temp_directory_path() / fmt::format("ein-bytes-{}-{}.u16", getpid(),
-                                                      std::hash<std::string>{}(path)))
-                 .string();
-    write_byte_tokens(d.temp, text);
-    token_path = d.temp;
+    token_path = byte_token_file(text);
     dtype = TokenDType::u16;
     o.vocab_size = 256;
     d.vocab = 256;
@@ -171,11 +187,14 @@ int run_train(const TrainOptions& o) {
     }
     program->init_optimizer_state();
     if (!o.init.empty()) {
-      std::vector<std::pair<std::string, Tensor>> targets;
-      for (const auto& p : params)
-        targets.emplace_back(p.name, p.tensor);
       try {
-        copy_into(load_safetensors(o.init), targets);
+        const Checkpoint ck = load_safetensors(o.init);
+        // Plain names, or a checkpoint of ein train's ("model." + name).
+        std::vector<std::pair<std::string, Tensor>> targets;
+        for (const auto& p : params)
+          targets.emplace_back(!ck.find(p.name) && ck.find("model." + p.name) ? "model." + p.name : p.name,
+                               p.tensor);
+        copy_into(ck, targets);
       } catch (const RuntimeError& e) {
         throw UserError(fmt::format("--init: {}", e.what()));
       }
