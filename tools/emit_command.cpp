@@ -3,6 +3,7 @@
 // backward graph with --backward (compiler/autodiff.h), then print the requested stage.
 #include "tools/emit_command.h"
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -20,8 +21,10 @@
 #include "compiler/fuse.h"
 #include "compiler/fusion_report.h"
 #include "compiler/run_fused.h"
+#include "compiler/script.h"
 #include "compiler/stdlib_graphs.h"
 #include "dsl/diagnostic.h"
+#include "tools/script_command.h"
 #include "tools/shape_args.h"
 #include "tools/shape_command.h"
 
@@ -65,6 +68,8 @@ struct EmitOptions {
   std::optional<int64_t> ddof;
   std::vector<int> weights;  ///< --stage cost --backward: inputs that are weights
   bool backward = false;
+  std::string fn;                 ///< a .ein script: the function traced
+  std::vector<std::string> sets;  ///< a .ein script: --set NAME=VALUE
 };
 
 /// A usage mistake (exit 2), as opposed to a bad input (UserError, exit 1).
@@ -85,7 +90,24 @@ Shape parse_dims(const std::string& text) {
   return parse_shape_arg(single ? "(" + text + ",)" : text, "--shape");
 }
 
+/// A .ein script's function traced for its annotated sizes (or --shape per input).
+Graph build_script(const EmitOptions& o) {
+  auto program = script::Program::load(o.what, {parse_settings(o.sets), 0, {}});
+  std::string fn = o.fn;
+  if (fn.empty()) {
+    const auto fns = program->functions();
+    if (fns.empty()) throw UserError(fmt::format("{} has no fn to emit", o.what));
+    fn = std::find(fns.begin(), fns.end(), "train.loss") != fns.end() ? "train.loss" : fns.front();
+  }
+  std::vector<TensorType> types = program->example_types(fn);
+  for (size_t i = 0; i < o.shapes.size() && i < types.size(); ++i)
+    types[i].shape = parse_dims(o.shapes[i]);
+  return program->trace(fn, types);
+}
+
 Graph build(const EmitOptions& o) {
+  if (o.what.size() > 4 && o.what.ends_with(".ein")) return build_script(o);
+  if (o.shapes.empty()) throw UsageError("--shape is required (except for a .ein script)");
   const DType dtype = parse_dtype(o.dtype);
   std::vector<Shape> shapes;
   for (const std::string& s : o.shapes)
@@ -226,11 +248,12 @@ void add_emit_command(CLI::App& app, int& exit_code) {
       "emit", "Show the Graph IR, the fused kernels or their MLIR for a function or expression");
   cmd->description(kDescription);
   cmd->add_option("what", opts->what,
-                  "a standard function (softmax, layer_norm, ...), a map expression or a reduce "
-                  "pattern")
+                  "a standard function (softmax, layer_norm, ...), a map expression, a reduce "
+                  "pattern, or a .ein script")
       ->required();
-  cmd->add_option("--shape", opts->shapes, "an input shape, e.g. 64,1024,512 (repeat per input)")
-      ->required();
+  cmd->add_option("--shape", opts->shapes, "an input shape, e.g. 64,1024,512 (repeat per input)");
+  cmd->add_option("--fn", opts->fn, "a .ein script: the fn to trace (default train.loss, else the first)");
+  cmd->add_option("--set", opts->sets, "a .ein script: override a dim or let, NAME=VALUE (repeatable)");
   cmd->add_option("--stage", opts->stage, "ir | fused | kernels | mlir | cost (default fused)");
   cmd->add_option("--weight", opts->weights,
                   "--stage cost --backward: input N is a weight (repeatable)");

@@ -320,6 +320,15 @@ class Errors(Case):
 
 
 class Run(Case):
+    def test_emit_script(self):
+        gpt = script("gpt", "gpt.ein")
+        out, _ = self.ok("emit", gpt, *TINY, "--stage", "fused")
+        self.assertIn("fused train.loss:", out)
+        self.assertIn("kernel 1", out)
+        out, _ = self.ok("emit", gpt, *TINY, "--fn", "train.logits", "--stage", "ir")
+        self.assertIn("gather", out)
+        self.assertIn("contract", out)
+
     def test_gpt_logits(self):
         out, _ = self.ok("run", script("gpt", "gpt.ein"), "--fn", "train.logits", "--set",
                          "T=8", "--set", "D=16", "--set", "H=2", "--set", "L=1")
