@@ -3,7 +3,8 @@
 regression converges to arange(16) (read back from the checkpoint), Cruncher's parameter
 table, AdaGrad on Cruncher, a resumed GPT run repeats the uninterrupted one bit for bit, a run
 killed with SIGKILL resumes from its last good checkpoint (and skips a truncated one), the
-errors (exit 1, a clear message, no crash), and `ein run` of the GPT's logits.
+errors (exit 1, a clear message, no crash), `ein run` of the GPT's logits, and stdlib/llama.ein
+(the tiny LLaMA's parameter table and falling loss, RoPE against a reference) and einmix.ein.
 
 Usage: test_ein_script_cli.py EIN_BINARY EXAMPLES_DIR
 
@@ -11,6 +12,7 @@ Standard library only; every run is small (about half a minute in all on 2 cores
 """
 
 import json
+import math
 import os
 import re
 import shutil
@@ -334,6 +336,118 @@ class Run(Case):
                          "T=8", "--set", "D=16", "--set", "H=2", "--set", "L=1")
         self.assertIn("input 0: i64[1 8]", out)
         self.assertIn("output 0: f32[1 8 256]", out)
+
+
+def write_safetensors(path, tensors):
+    """Write {name: (shape, [float])} as F32, in order (the format read_safetensors reads)."""
+    header, blobs, off = {}, [], 0
+    for name, (shape, values) in tensors.items():
+        b = struct.pack(f"<{len(values)}f", *values)
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+
+
+def outputs(out):
+    """{i: (shape, [float])} of `ein run`'s "output i: f32[...] = [v, ...]" lines (the preview:
+    at most 8 values, 6 significant digits)."""
+    res = {}
+    for m in re.finditer(r"^output (\d+): \w+\[([\d ]*)\] = \[([^\]]*)\]$", out, re.M):
+        vals = [float(v) for v in m.group(3).split(", ") if v and v != "..."]
+        res[int(m.group(1))] = ([int(d) for d in m.group(2).split()], vals)
+    return res
+
+
+class Llama(Case):
+    """stdlib/llama.ein (RMSNorm, RoPE, SwiGLU, untied head) through the tiny example, and
+    stdlib/einmix.ein."""
+
+    def table(self, out):
+        return {m.group(1): int(m.group(2))
+                for m in re.finditer(r"^(\S+)\s+(?:f32\[[\d ]+\]\s+)?(\d+)$", out, re.M)}
+
+    def test_parameter_table(self):
+        out, _ = self.ok("check", script("scripts", "llama_tiny.ein"))
+        V, L, D, F = 256, 2, 64, 172
+        want = {"tok_embeddings.weight": V * D, "norm.weight": D, "output.weight": D * V}
+        for i in range(L):
+            for w in ("wq", "wk", "wv", "wo"):
+                want[f"layers.{i}.attention.{w}.weight"] = D * D
+            for w in ("w1", "w2", "w3"):
+                want[f"layers.{i}.feed_forward.{w}.weight"] = D * F
+            want[f"layers.{i}.attention_norm.weight"] = D
+            want[f"layers.{i}.ffn_norm.weight"] = D
+        total = 2 * V * D + D + L * (4 * D * D + 3 * D * F + 2 * D)
+        self.assertEqual(total, 131904)
+        want["total"] = total
+        self.assertEqual(self.table(out), want)
+        self.assertIn(f"{total} parameters", out)
+        self.assertRegex(out, r"layers\.0\.feed_forward\.w1\.weight\s+f32\[64 172\]")
+        self.assertRegex(out, r"layers\.1\.feed_forward\.w2\.weight\s+f32\[172 64\]")
+        self.assertRegex(out, r"output\.weight\s+f32\[64 256\]")
+
+    def test_loss_falls(self):
+        log = self.path("log.jsonl")
+        self.ok("train", script("scripts", "llama_tiny.ein"), "--steps", "20", "--log", log,
+                "--quiet")
+        rows = read_log(log)
+        self.assertEqual([r["step"] for r in rows], list(range(1, 21)))
+        losses = [r["loss"] for r in rows]
+        # Starts near ln 256 = 5.55 (uniform over bytes); about 3.5 after 20 steps.
+        self.assertAlmostEqual(losses[0], 5.545, delta=0.3)
+        self.assertLess(sum(losses[-3:]) / 3, losses[0] - 1.0, losses)
+
+    def test_rope_matches_reference(self):
+        # Meta's apply_rotary_emb: consecutive pairs (x[2i], x[2i+1]) rotate by
+        # pos · 10000^(-2i/e); x is (b h t e) = (1 2 4 8).
+        x = [round(math.sin(0.7 * i + 0.3) * 2, 3) for i in range(64)]
+        inputs = self.path("x.safetensors")
+        write_safetensors(inputs, {"x": ([1, 2, 4, 8], x)})
+        src = self.path("rope.ein")
+        with open(src, "w") as f:
+            f.write("import llama\n"
+                    "fn f(x: f32[1 2 4 8]) {\n"
+                    "  y = rope(x)\n"
+                    "  return y[0, 0, 0], y[0, 0, 1], y[0, 0, 3], y[0, 1, 2]\n"
+                    "}\n")
+        out, _ = self.ok("run", src, "--fn", "f", "--inputs", inputs)
+        got = outputs(out)
+        for i, (h, t) in enumerate([(0, 0), (0, 1), (0, 3), (1, 2)]):
+            row = x[(h * 4 + t) * 8:(h * 4 + t + 1) * 8]
+            want = []
+            for j in range(4):
+                angle = t * 10000.0 ** (-2 * j / 8)
+                c, s = math.cos(angle), math.sin(angle)
+                want += [row[2 * j] * c - row[2 * j + 1] * s, row[2 * j] * s + row[2 * j + 1] * c]
+            shape, vals = got[i]
+            self.assertEqual(shape, [8])
+            for g, w in zip(vals, want, strict=True):
+                self.assertAlmostEqual(g, w, delta=1e-5 * max(1.0, abs(w)), msg=(h, t, out))
+
+    def test_einmix_shapes(self):
+        src = self.path("mix.ein")
+        with open(src, "w") as f:
+            f.write("import einmix\n"
+                    "dim B = 2\ndim T = 5\ndim C = 3\n"
+                    "let mc = MixChannels(C, 7)\n"
+                    "let mcb = MixChannelsBias(7, 6)\n"
+                    "let mt = MixTokens(T, 4)\n"
+                    "let mtb = MixTokensBias(4, 9)\n"
+                    "fn channels(x: f32[B T C]) = mc(x)\n"
+                    "fn mixer(x: f32[B T C]) = mtb(mt(mcb(mc(x))))\n")
+        self.ok("check", src)
+        out, _ = self.ok("run", src, "--fn", "channels")
+        self.assertIn("input 0: f32[2 5 3]", out)
+        self.assertIn("output 0: f32[2 5 7]", out)
+        out, _ = self.ok("run", src, "--fn", "mixer")
+        self.assertIn("output 0: f32[2 9 6]", out)
 
 
 def main():
