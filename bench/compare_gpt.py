@@ -2,7 +2,7 @@
 """Training throughput of a byte-level GPT: `ein train` against the PyTorch reference
 (tests/models/gpt_torch.py), side by side in each round.
 
-    /usr/bin/python3 bench/compare_gpt.py [--ein PATH] [--script examples/gpt/gpt.ein]
+    /usr/bin/python3 bench/compare_gpt.py [--ein PATH] [--script examples/gpt/byte_gpt.ein]
         [--rounds 5] [--steps 20] [--warmup 5] [--V 256 --T 64 --L 2 --H 4 --D 128 --B 16]
         [--data FILE] [--threads 2] [--torch-only] [--ein-arg ARG ...]
 
@@ -91,7 +91,7 @@ def ein_round(a, data, tmp):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ein", default=os.path.join(ROOT, "build-bench", "bin", "ein"))
-    ap.add_argument("--script", default=os.path.join(ROOT, "examples", "gpt", "gpt.ein"))
+    ap.add_argument("--script", default=os.path.join(ROOT, "examples", "gpt", "byte_gpt.ein"))
     ap.add_argument("--data", help="training text (bytes are tokens); default: generated")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=20, help="timed steps per round and side")

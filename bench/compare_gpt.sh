@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Byte-level GPT training throughput: `ein train examples/gpt/gpt.ein` against the PyTorch
+# Byte-level GPT training throughput: `ein train examples/gpt/byte_gpt.ein` against the PyTorch
 # reference (tests/models/gpt_torch.py), side by side per round. Installs Debian's python3-torch
 # for /usr/bin/python3 when missing, builds the Release `ein` in build-bench/ (skipped with
 # --torch-only), and prints the table. Extra arguments go to compare_gpt.py.

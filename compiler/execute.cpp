@@ -1,7 +1,12 @@
 // Graph IR on CPU tensors: one function per op, chosen by a table keyed by GraphOp.
 #include "compiler/execute.h"
 
+#include <algorithm>
 #include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
 
 #include <ein/errors.h>
 #include <fmt/format.h>
@@ -155,13 +160,53 @@ constexpr std::array<Rule, 14> kRules = {
 };
 static_assert(static_cast<int>(GraphOp::result) + 1 == kRules.size(), "a rule per op in ops.def");
 
+/// EIN_PROFILE=1: wall time per node kind (op, kernel name, shape), the slowest printed to
+/// stderr at exit. A diagnostic for finding the node that dominates a graph's time.
+struct NodeProfile {
+  std::map<std::string, std::pair<double, int64_t>> time;  // key -> (seconds, calls)
+  ~NodeProfile() {
+    std::vector<std::pair<double, std::string>> rows;
+    double total = 0;
+    for (const auto& [k, v] : time) {
+      rows.emplace_back(v.first, fmt::format("{:>8} calls  {}", v.second, k));
+      total += v.first;
+    }
+    std::sort(rows.rbegin(), rows.rend());
+    std::fprintf(stderr, "EIN_PROFILE: %.3f s in graph nodes; slowest:\n", total);
+    for (size_t i = 0; i < rows.size() && i < 25; ++i)
+      std::fprintf(stderr, "  %9.3f ms  %s\n", rows[i].first * 1e3, rows[i].second.c_str());
+  }
+};
+
+NodeProfile* profile() {
+  static NodeProfile* p = std::getenv("EIN_PROFILE") ? new NodeProfile() : nullptr;
+  static struct Flush {
+    ~Flush() { delete profile(); }
+  } flush;
+  return p;
+}
+
 }  // namespace
 
 std::vector<Tensor> execute(const Graph& g, const std::vector<Tensor>& inputs,
                             std::span<const CostPhase> phases) {
   Values values(g.nodes.size());
+  NodeProfile* prof = profile();
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const GraphNode& n = g.nodes[i];
+    if (prof) {
+      const auto t0 = std::chrono::steady_clock::now();
+      values[i] = kRules[static_cast<int>(n.op)](n, values, inputs);
+      std::string name(graph_op_name(n.op));
+      if (n.op == GraphOp::fused) name += " " + std::get<FusedAttr>(n.attr).kernel->name;
+      std::string key = fmt::format("{} [{}]", name, fmt::join(n.shape, ","));
+      for (int in : n.inputs)
+        key += fmt::format(" ({})", fmt::join(values[in].front().strides(), ","));
+      auto& slot = prof->time[key];
+      slot.first += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      ++slot.second;
+      continue;
+    }
     if (!detail::counting()) {  // no FlopCounter alive: one thread-local load per node
       values[i] = kRules[static_cast<int>(n.op)](n, values, inputs);
       continue;

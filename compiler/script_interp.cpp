@@ -1129,6 +1129,11 @@ Traced Interpreter::trace(const std::shared_ptr<Closure>& fn, const std::vector<
 
 std::vector<Tensor> Interpreter::run(const Traced& t, const std::vector<Tensor>& args,
                                      uint64_t stream) {
+  return run_recorded(t.graph, feed(t, args, stream));
+}
+
+std::vector<Tensor> Interpreter::feed(const Traced& t, const std::vector<Tensor>& args,
+                                      uint64_t stream) {
   std::vector<Tensor> inputs;
   for (const Feed& f : t.feeds) {
     switch (f.kind) {
@@ -1149,7 +1154,7 @@ std::vector<Tensor> Interpreter::run(const Traced& t, const std::vector<Tensor>&
         break;
     }
   }
-  return run_recorded(t.graph, inputs);
+  return inputs;
 }
 
 Traced Interpreter::trace_update(const Shape& shape, DType dtype, std::vector<std::string>& states) {

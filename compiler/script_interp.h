@@ -76,6 +76,9 @@ class Interpreter {
                bool training);
   /// Runs a traced function: feeds built from `args`, `stream` seeds the random draws.
   std::vector<Tensor> run(const Traced& t, const std::vector<Tensor>& args, uint64_t stream);
+  /// The tensors a traced graph's inputs take: the arguments, parameters, constants and the
+  /// random draws of `stream`, in input order.
+  std::vector<Tensor> feed(const Traced& t, const std::vector<Tensor>& args, uint64_t stream);
   /// The optimizer's update traced for one parameter: inputs p, g, the states (in
   /// `states` order), lr, t (0-dim f32); outputs the new p, then the new states.
   Traced trace_update(const Shape& shape, DType dtype, std::vector<std::string>& states);

@@ -270,9 +270,11 @@ int run_train(const TrainOptions& o) {
         const std::vector<Tensor> batch =
             next_batch(data, *program, (step - 1) * spec.accumulate + micro);
         tokens += batch.empty() ? 0 : batch.front().numel();
-        const Tensor loss = program->loss(batch, (step - 1) * spec.accumulate + micro);
+        const int64_t k = (step - 1) * spec.accumulate + micro;
+        const double scale = 1.0 / static_cast<double>(spec.accumulate);
+        const Tensor loss = program->loss(batch, k);
         loss_sum += loss.item();
-        loss.backward(full({}, 1.0 / static_cast<double>(spec.accumulate), loss.dtype()));
+        loss.backward(full({}, scale, loss.dtype()));
       }
       const double loss_value = loss_sum / static_cast<double>(spec.accumulate);
       if (!std::isfinite(loss_value))

@@ -150,7 +150,7 @@ class Cruncher(Case):
 
 class Resume(Case):
     def test_resumed_losses_are_bit_identical(self):
-        gpt = script("gpt", "gpt.ein")
+        gpt = script("gpt", "byte_gpt.ein")
         log_a, log_b, ck = self.path("a.jsonl"), self.path("b.jsonl"), self.path("ck")
         self.ok("train", gpt, *TINY, "--steps", "8", "--log", log_a, "--quiet")
         self.ok("train", gpt, *TINY, "--steps", "4", "--checkpoint", ck, "--quiet")
@@ -169,7 +169,7 @@ class Resume(Case):
 class Kill(Case):
     def test_sigkill_then_resume_and_skip_truncated(self):
         # The example with a checkpoint every 2 steps and no sample, next to its corpus.
-        with open(script("gpt", "gpt.ein")) as f:
+        with open(script("gpt", "byte_gpt.ein")) as f:
             text = f.read()
         self.assertIn("checkpoint_every = 200", text)
         self.assertIn("sample_length = 300", text)
@@ -229,7 +229,7 @@ class Kill(Case):
 
 class Errors(Case):
     def test_bad_settings(self):
-        gpt = script("gpt", "gpt.ein")
+        gpt = script("gpt", "byte_gpt.ein")
         self.fails(["train", gpt, "--set", "D=abc", "--steps", "1"], "D=abc", "not a number")
         self.fails(["train", gpt, "--set", "D=0", "--steps", "1"], "D=0", "positive integer")
         err = self.fails(["train", gpt, "--set", "NOPE=3", "--steps", "1"], "NOPE")
@@ -238,14 +238,14 @@ class Errors(Case):
         self.fails(["check", gpt, "--set", "NOPE=3"], "NOPE")
 
     def test_missing_data_and_cuda(self):
-        gpt = script("gpt", "gpt.ein")
+        gpt = script("gpt", "byte_gpt.ein")
         self.fails(["train", gpt, *TINY, "--steps", "1", "--data", "/nonexistent"],
                    "/nonexistent", "does not exist")
         self.fails(["train", gpt, *TINY, "--steps", "1", "--device", "cuda"], "--device cuda",
                    "CPU only")
 
     def test_resume_onto_another_size(self):
-        gpt, ck = script("gpt", "gpt.ein"), self.path("ck")
+        gpt, ck = script("gpt", "byte_gpt.ein"), self.path("ck")
         self.ok("train", gpt, *TINY, "--steps", "1", "--checkpoint", ck, "--quiet")
         err = self.fails(["train", gpt, *TINY, "--set", "D=64", "--steps", "2", "--resume",
                           "--checkpoint", ck, "--quiet"], "cannot resume from", "step_1")
@@ -257,9 +257,9 @@ class Errors(Case):
         self.ok("train", script("scripts", "linear_regression.ein"), "--steps", "1",
                 "--checkpoint", ck, "--quiet")
         init = os.path.join(ck, "step_1.safetensors")  # names carry "model.": none fits
-        self.fails(["train", script("gpt", "gpt.ein"), *TINY, "--steps", "1", "--init", init],
+        self.fails(["train", script("gpt", "byte_gpt.ein"), *TINY, "--steps", "1", "--init", init],
                    "--init", "'wte.weight' is missing")
-        self.fails(["train", script("gpt", "gpt.ein"), *TINY, "--steps", "1", "--init",
+        self.fails(["train", script("gpt", "byte_gpt.ein"), *TINY, "--steps", "1", "--init",
                     self.path("none.safetensors")], "--init", "none.safetensors")
 
     def test_init_from_own_checkpoint_and_misspelt_setting(self):
@@ -323,7 +323,7 @@ class Errors(Case):
 
 class Run(Case):
     def test_emit_script(self):
-        gpt = script("gpt", "gpt.ein")
+        gpt = script("gpt", "byte_gpt.ein")
         out, _ = self.ok("emit", gpt, *TINY, "--stage", "fused")
         self.assertIn("fused train.loss:", out)
         self.assertIn("kernel 1", out)
@@ -332,7 +332,7 @@ class Run(Case):
         self.assertIn("contract", out)
 
     def test_gpt_logits(self):
-        out, _ = self.ok("run", script("gpt", "gpt.ein"), "--fn", "train.logits", "--set",
+        out, _ = self.ok("run", script("gpt", "byte_gpt.ein"), "--fn", "train.logits", "--set",
                          "T=8", "--set", "D=16", "--set", "H=2", "--set", "L=1")
         self.assertIn("input 0: i64[1 8]", out)
         self.assertIn("output 0: f32[1 8 256]", out)
