@@ -53,9 +53,9 @@ echo
 echo "== the lecture's train_loop: linear regression onto arange(16) with SGD =="
 "$ein" train examples/scripts/linear_regression.ein
 echo
-echo "== the main job: a byte-level GPT (examples/gpt/gpt.ein) trained on CPU, then a sample =="
+echo "== the main job: a byte-level GPT (examples/gpt/byte_gpt.ein) trained on CPU, then a sample =="
 log=build/gpt_train.jsonl
-"$ein" train examples/gpt/gpt.ein --log "$log" || exit 1
+"$ein" train examples/gpt/byte_gpt.ein --log "$log" || exit 1
 # The README's threshold on the final training loss (nats per byte).
 threshold=2.0
 final=$(tail -n 1 "$log" | sed 's/.*"loss":\([0-9.eE+-]*\).*/\1/')
