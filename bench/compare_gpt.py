@@ -59,7 +59,7 @@ def ein_round(a, data, tmp):
             cmd += ["--set", f"{k}={getattr(a, k)}"]
     cmd += a.ein_arg
     env = dict(os.environ, OPENBLAS_NUM_THREADS=str(a.threads), OMP_NUM_THREADS=str(a.threads))
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    r = subprocess.run(cmd, capture_output=True, text=True, errors="replace", env=env)
     if r.returncode != 0:
         raise BenchError(f"ein failed ({r.returncode}): {' '.join(cmd)}\n"
                          f"stdout:\n{r.stdout[-2000:]}\nstderr:\n{r.stderr[-2000:]}")

@@ -26,6 +26,7 @@
 
 #include "compiler/script.h"
 #include "dsl/diagnostic.h"
+#include "dsl/source.h"
 #include "runtime/autograd.h"
 #include "runtime/checkpoint.h"
 #include "runtime/cpu_peak.h"
@@ -365,9 +366,22 @@ int run_train(const TrainOptions& o) {
         std::discrete_distribution<int64_t> pick(prob.begin(), prob.end());
         tokens.push_back(pick(rng));
       }
-      std::string text;
+      std::string bytes;
       for (int64_t t : tokens)
-        text.push_back(static_cast<char>(t));
+        bytes.push_back(static_cast<char>(t));
+      // Sampled bytes need not form UTF-8: a byte that starts no valid character prints as
+      // U+FFFD, so the terminal (and whatever reads stdout) always gets valid text.
+      std::string text;
+      for (size_t i = 0; i < bytes.size();) {
+        const std::string_view rest = std::string_view(bytes).substr(i);
+        const uint32_t n = utf8_char_size(rest);
+        const auto c = static_cast<unsigned char>(bytes[i]);
+        if (n == 1 && (c >= 0x80 || (c < 0x20 && c != '\n' && c != '\t')))
+          text += "\xEF\xBF\xBD";
+        else
+          text.append(rest.substr(0, n));
+        i += n;
+      }
       std::cout << "sample:\n" << text << '\n';
     }
     return 0;
