@@ -67,8 +67,11 @@ const Traced& Program::traced(const std::string& fn, const std::vector<TensorTyp
                               bool training) {
   const std::string key = type_key(fn, types, training);
   auto it = state_->traced.find(key);
-  if (it == state_->traced.end())
-    it = state_->traced.emplace(key, impl_->trace(impl_->function(fn), types, training)).first;
+  if (it == state_->traced.end()) {
+    Traced t = impl_->trace(impl_->function(fn), types, training);
+    t.fused = std::make_shared<const Graph>(fuse(*t.graph));  // the forward runs fused
+    it = state_->traced.emplace(key, std::move(t)).first;
+  }
   return it->second;
 }
 

@@ -1129,7 +1129,7 @@ Traced Interpreter::trace(const std::shared_ptr<Closure>& fn, const std::vector<
 
 std::vector<Tensor> Interpreter::run(const Traced& t, const std::vector<Tensor>& args,
                                      uint64_t stream) {
-  return run_recorded(t.graph, feed(t, args, stream));
+  return run_recorded(t.graph, t.fused ? *t.fused : *t.graph, feed(t, args, stream));
 }
 
 std::vector<Tensor> Interpreter::feed(const Traced& t, const std::vector<Tensor>& args,

@@ -45,6 +45,7 @@ struct Trace {
 /// A traced function ready to run: the graph, its feeds and how its outputs regroup.
 struct Traced {
   std::shared_ptr<const Graph> graph;
+  std::shared_ptr<const Graph> fused;  ///< fuse(*graph): what runs forward (null: graph)
   std::vector<Feed> feeds;
 };
 

@@ -165,6 +165,11 @@ bool any_requires_grad(const std::vector<Tensor>& inputs) {
 
 std::vector<Tensor> run_recorded(const std::shared_ptr<const Graph>& graph,
                                  const std::vector<Tensor>& inputs) {
+  return run_recorded(graph, *graph, inputs);
+}
+
+std::vector<Tensor> run_recorded(const std::shared_ptr<const Graph>& graph, const Graph& fused,
+                                 const std::vector<Tensor>& inputs) {
   std::vector<Tensor> detached;
   std::vector<bool> needs_grad;
   bool any = false;
@@ -173,7 +178,7 @@ std::vector<Tensor> run_recorded(const std::shared_ptr<const Graph>& graph,
     needs_grad.push_back(x.requires_grad() && kFloatDTypes.contains(x.dtype()));
     any = any || needs_grad.back();
   }
-  std::vector<Tensor> outputs = execute(*graph, detached);
+  std::vector<Tensor> outputs = execute(fused, detached);
   if (!any || !grad_enabled()) return outputs;
   std::vector<bool> weights;
   for (const Tensor& x : inputs)

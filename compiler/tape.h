@@ -20,6 +20,10 @@ namespace ein {
 /// the record holds it.
 std::vector<Tensor> run_recorded(const std::shared_ptr<const Graph>& graph,
                                  const std::vector<Tensor>& inputs);
+/// The same, computing the outputs with `fused` (fuse(*graph), cached by the caller) while the
+/// backward is still derived from `graph`.
+std::vector<Tensor> run_recorded(const std::shared_ptr<const Graph>& graph, const Graph& fused,
+                                 const std::vector<Tensor>& inputs);
 
 /// A hand-written backward: the gradients of the op's inputs (one per input; undefined: none)
 /// from its outputs' gradients (one per output; undefined: zero). Runs under NoGrad.
