@@ -169,6 +169,11 @@ std::vector<NamedTensor> Program::optimizer_state() const {
   return out;
 }
 
+void Program::set_compute_dtype(DType dtype) {
+  impl_->set_compute_dtype(dtype);
+  state_->traced.clear();
+}
+
 Tensor Program::logits(const Tensor& tokens) {
   NoGrad no_grad;
   std::string fn = "train.logits";

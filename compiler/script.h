@@ -112,6 +112,10 @@ class Program {
   std::vector<NamedTensor> optimizer_state() const;
   /// Creates the optimizer state now (zeros), so that a checkpoint can be loaded into it.
   void init_optimizer_state();
+  /// Mixed precision for traces made from now on: f32 parameters and inputs are read as
+  /// `dtype` (bf16 or f16), results come back as f32; the master weights, gradients and
+  /// optimizer state stay f32.
+  void set_compute_dtype(DType dtype);
   /// Logits for generation: `fn logits` of the train block, or the model's forward.
   Tensor logits(const Tensor& tokens);
 

@@ -30,6 +30,9 @@ TensorVal Trace::param(const std::shared_ptr<ParamSlot>& slot) {
   f.kind = Feed::Kind::param;
   f.slot = slot;
   feeds.push_back(std::move(f));
+  // Mixed precision: the f32 master weight is read in the compute dtype (a cast the
+  // backward turns back into an f32 gradient).
+  if (compute != DType::f32 && t.dtype == DType::f32) t = b.cast(t, compute);
   params.emplace(slot.get(), t);
   return t;
 }
@@ -830,6 +833,9 @@ void Interpreter::check_type(const ShapeSpec& spec, const Value& v, DimMemo& mem
     fail(site, arg_range, fmt::format("{} of {} is declared {} but got {}", label, fn,
                                       spec.source->slice(spec.range), describe(v)));
   }
+  // Mixed precision: an f32 annotation also accepts the compute dtype (bf16 activations).
+  if (compute_ != DType::f32 && dtype == compute_ && accepted_dtypes(spec).contains(DType::f32))
+    dtype = DType::f32;
   // Dims named like a number in scope (a module's `in`, a script's `dim D`) must equal it.
   for (const std::string& name : spec_names(spec)) {
     if (memo.single(name)) continue;
@@ -1085,6 +1091,7 @@ Traced Interpreter::trace(const std::shared_ptr<Closure>& fn, const std::vector<
                           bool training) {
   Trace tr(fn->qualname);
   tr.training = training;
+  tr.compute = compute_;
   std::vector<CallArg> call_args;
   for (size_t i = 0; i < args.size(); ++i) {
     Feed f;
@@ -1092,7 +1099,9 @@ Traced Interpreter::trace(const std::shared_ptr<Closure>& fn, const std::vector<
     f.index = static_cast<int>(i);
     tr.feeds.push_back(f);
     const SourceRange r = i < fn->decl->params.size() ? fn->decl->params[i].name_range : fn->decl->name_range;
-    call_args.push_back({"", Value::tensor(tr.b.input(args[i].shape, args[i].dtype)), r});
+    TensorVal in = tr.b.input(args[i].shape, args[i].dtype);
+    if (compute_ != DType::f32 && in.dtype == DType::f32) in = tr.b.cast(in, compute_);
+    call_args.push_back({"", Value::tensor(in), r});
   }
   Trace* saved = trace_;
   trace_ = &tr;
@@ -1117,7 +1126,8 @@ Traced Interpreter::trace(const std::shared_ptr<Closure>& fn, const std::vector<
     values.push_back(result);
   for (const Value& v : values) {
     trace_ = &tr;
-    const TensorVal t = as_tensor(v, site, fn->decl->name_range);
+    TensorVal t = as_tensor(v, site, fn->decl->name_range);
+    if (compute_ != DType::f32 && t.dtype == compute_) t = tr.b.cast(t, DType::f32);
     trace_ = saved;
     outputs.push_back(t.node);
   }

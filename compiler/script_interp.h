@@ -35,7 +35,8 @@ struct Trace {
   std::vector<Feed> feeds;
   std::map<const ParamSlot*, TensorVal> params;
   uint64_t draws = 0;
-  bool training = false;  ///< dropout active
+  bool training = false;           ///< dropout active
+  DType compute = DType::f32;      ///< mixed precision: what f32 parameters are read as
   /// Reads a parameter: one graph input per parameter per trace.
   TensorVal param(const std::shared_ptr<ParamSlot>& slot);
   /// A constant tensor fed at run time.
@@ -93,6 +94,8 @@ class Interpreter {
   /// The optimizer object of the train block (may be null).
   std::shared_ptr<Object> optimizer() const { return optimizer_; }
   uint64_t seed() const { return options_.seed; }
+  /// Mixed precision: traces read f32 parameters and inputs as `dtype` and return f32.
+  void set_compute_dtype(DType dtype) { compute_ = dtype; }
   const Unit* main_unit() const { return main_; }
 
   // ---- used by the builtins ----
@@ -155,6 +158,7 @@ class Interpreter {
   std::vector<std::string> train_roots_;  ///< train members holding modules, in order
   uint64_t param_counter_ = 0;
   int depth_ = 0;
+  DType compute_ = DType::f32;
   EnvPtr last_scope_;  ///< the body scope of the call_closure that finished last
 };
 

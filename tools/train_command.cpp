@@ -171,10 +171,12 @@ int run_train(const TrainOptions& o) {
                                   o.file));
     const script::TrainSpec spec = program->train_spec();
     const std::string precision = o.precision.empty() ? spec.precision : o.precision;
-    if (precision != "fp32")
-      throw UserError(fmt::format("--precision {}: this build trains in fp32 only (bf16 and fp16 "
-                                  "are planned, see docs/training.md)",
+    if (precision != "fp32" && precision != "bf16")
+      throw UserError(fmt::format("--precision {}: expected fp32 or bf16 (fp16 with loss "
+                                  "scaling is not implemented yet)",
                                   precision));
+    // bf16 mixed precision: activations in bf16, f32 master weights, gradients, optimizer.
+    if (precision == "bf16") program->set_compute_dtype(DType::bf16);
     const int64_t steps = o.steps ? *o.steps : spec.steps;
     if (steps < 0) throw UserError("--steps must be >= 0");
     const auto params = program->parameters();

@@ -322,6 +322,23 @@ class Errors(Case):
 
 
 class Run(Case):
+    def test_bf16_tracks_f32(self):
+        # Mixed precision: bf16 activations, f32 master weights, gradients and AdamW state.
+        # The stated tolerance (README): the mean of the last 10 losses of a 60-step run is
+        # within 0.05 of the f32 run's.
+        gpt = script("gpt", "byte_gpt.ein")
+        means = {}
+        for precision in ("fp32", "bf16"):
+            log = self.path(f"{precision}.jsonl")
+            self.ok("train", gpt, "--set", "D=64", "--set", "L=1", "--steps", "60",
+                    "--precision", precision, "--log", log, "--quiet")
+            with open(log) as f:
+                losses = [json.loads(line)["loss"] for line in f]
+            self.assertEqual(len(losses), 60)
+            means[precision] = sum(losses[-10:]) / 10
+        self.assertLess(means["fp32"], 4.0)  # it learned something
+        self.assertLess(abs(means["bf16"] - means["fp32"]), 0.05, means)
+
     def test_emit_script(self):
         gpt = script("gpt", "byte_gpt.ein")
         out, _ = self.ok("emit", gpt, *TINY, "--stage", "fused")
