@@ -20,6 +20,7 @@
 #include <ein/errors.h>
 #include <ein/flop_counter.h>
 #include <ein/grad_clip.h>
+#include <ein/ops.h>
 #include <ein/schedule.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -154,6 +155,20 @@ std::vector<Tensor> next_batch(Data& d, script::Program& p, int64_t step) {
   return {b.x, b.y};
 }
 
+/// Multiplies every gradient by `factor` in place (unscaling fp16 loss-scaled gradients).
+void scale_grads(const std::vector<Tensor>& params, double factor) {
+  NoGrad no_grad;
+  const Tensor f = full({}, factor, DType::f32);
+  for (const Tensor& p : params) {
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;
+    std::string axes;
+    for (int64_t d = 0; d < g.dim(); ++d)
+      axes += fmt::format("{}a{}", d ? " " : "", d);
+    g.copy_(ein::map(fmt::format("g[{}], f[] -> g * f", axes), {g, f}));
+  }
+}
+
 volatile std::sig_atomic_t g_interrupted = 0;
 void on_signal(int) { g_interrupted = 1; }
 
@@ -171,12 +186,12 @@ int run_train(const TrainOptions& o) {
                                   o.file));
     const script::TrainSpec spec = program->train_spec();
     const std::string precision = o.precision.empty() ? spec.precision : o.precision;
-    if (precision != "fp32" && precision != "bf16")
-      throw UserError(fmt::format("--precision {}: expected fp32 or bf16 (fp16 with loss "
-                                  "scaling is not implemented yet)",
-                                  precision));
-    // bf16 mixed precision: activations in bf16, f32 master weights, gradients, optimizer.
+    if (precision != "fp32" && precision != "bf16" && precision != "fp16")
+      throw UserError(fmt::format("--precision {}: expected fp32, bf16 or fp16", precision));
+    // Mixed precision: activations in bf16/fp16; master weights, gradients and optimizer
+    // state in f32 (fp16 adds dynamic loss scaling, below).
     if (precision == "bf16") program->set_compute_dtype(DType::bf16);
+    if (precision == "fp16") program->set_compute_dtype(DType::f16);
     const int64_t steps = o.steps ? *o.steps : spec.steps;
     if (steps < 0) throw UserError("--steps must be >= 0");
     const auto params = program->parameters();
@@ -264,6 +279,9 @@ int run_train(const TrainOptions& o) {
     double seconds = 0, last_loss = NAN;
     int64_t tokens_per_step = 0, done = 0;
     const double lr_max = spec.lr;
+    const bool fp16 = precision == "fp16";
+    double loss_scale = fp16 ? 65536.0 : 1.0;
+    int64_t good_steps = 0, skipped_steps = 0;
     for (int64_t step = start + 1; step <= steps && !g_interrupted; ++step) {
       FlopCounter counter;
       const auto t0 = std::chrono::steady_clock::now();
@@ -274,7 +292,7 @@ int run_train(const TrainOptions& o) {
             next_batch(data, *program, (step - 1) * spec.accumulate + micro);
         tokens += batch.empty() ? 0 : batch.front().numel();
         const int64_t k = (step - 1) * spec.accumulate + micro;
-        const double scale = 1.0 / static_cast<double>(spec.accumulate);
+        const double scale = loss_scale / static_cast<double>(spec.accumulate);
         const Tensor loss = program->loss(batch, k);
         loss_sum += loss.item();
         loss.backward(full({}, scale, loss.dtype()));
@@ -284,12 +302,28 @@ int run_train(const TrainOptions& o) {
         throw UserError(fmt::format("the loss is {} at step {}; the last checkpoint (if any) is "
                                     "kept; lower the learning rate or clip gradients (clip = 1.0)",
                                     loss_value, step));
-      if (spec.clip > 0) optim::clip_grad_norm_(param_tensors, spec.clip);
+      bool skip = false;
+      const double used_scale = loss_scale;
+      if (fp16) {
+        // Dynamic loss scaling (torch.cuda.amp.GradScaler's rule): gradients of the scaled
+        // loss that overflowed skip the step and halve the scale; otherwise they are unscaled,
+        // and every 2000 good steps the scale doubles.
+        if (!std::isfinite(optim::grad_norm(param_tensors))) {
+          skip = true;
+          loss_scale /= 2;
+          good_steps = 0;
+          ++skipped_steps;
+        } else {
+          scale_grads(param_tensors, 1.0 / loss_scale);
+          if (++good_steps % 2000 == 0) loss_scale *= 2;
+        }
+      }
+      if (spec.clip > 0 && !skip) optim::clip_grad_norm_(param_tensors, spec.clip);
       double lr = lr_max;
       if (spec.schedule == "cosine")
         lr = optim::cosine_lr(step - 1, {lr_max, lr_max * spec.min_lr_ratio, spec.warmup,
                                          std::max(steps, spec.warmup)});
-      program->optimizer_step(step, lr);
+      if (!skip) program->optimizer_step(step, lr);
       zero_grad(param_tensors);
       const double dt =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -306,6 +340,10 @@ int run_train(const TrainOptions& o) {
                             {"lr", lr},           {"tokens_per_s", tokens / dt},
                             {"flops", model_flops}, {"flops_per_s", model_flops / dt},
                             {"mfu", mfu},         {"ms", dt * 1e3}};
+        if (fp16) {
+          j["loss_scale"] = used_scale;  // the scale this step's backward used
+          j["skipped"] = skip;
+        }
         log << j.dump() << '\n';
         log.flush();
       }
@@ -345,6 +383,10 @@ int run_train(const TrainOptions& o) {
         100 * utilization(flops, seconds, hw, DType::f32), human(hw.peak(MathMode::fp32), "FLOP/s"),
         bytes_str(peak), bytes_str(param_bytes), bytes_str(grad_bytes), bytes_str(state_bytes),
         bytes_str(activations));
+    if (fp16)
+      std::cout << fmt::format("  fp16 loss scaling: {} step{} skipped for overflowing gradients, "
+                               "final scale {}\n",
+                               skipped_steps, skipped_steps == 1 ? "" : "s", loss_scale);
     if (!spec.sample.empty() && spec.sample_length > 0) {
       const int64_t T = spec.data ? spec.data->context : 0;
       if (T <= 0) throw UserError("sample needs the train block's data context (T)");

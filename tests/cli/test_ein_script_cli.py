@@ -339,6 +339,29 @@ class Run(Case):
         self.assertLess(means["fp32"], 4.0)  # it learned something
         self.assertLess(abs(means["bf16"] - means["fp32"]), 0.05, means)
 
+    def test_fp16_with_dynamic_loss_scaling(self):
+        # fp16 activations with GradScaler's rule: overflowing steps are skipped and halve the
+        # scale (65536 at first). The run still learns, within 0.1 of fp32 (the skipped steps
+        # shift it a little).
+        gpt = script("gpt", "byte_gpt.ein")
+        logs = {}
+        for precision in ("fp32", "fp16"):
+            log = self.path(f"{precision}.jsonl")
+            out, _ = self.ok("train", gpt, "--set", "D=64", "--set", "L=1", "--steps", "60",
+                             "--precision", precision, "--log", log, "--quiet")
+            with open(log) as f:
+                logs[precision] = [json.loads(line) for line in f]
+        fp16 = logs["fp16"]
+        self.assertEqual(len(fp16), 60)
+        self.assertEqual(fp16[0]["loss_scale"], 65536.0)
+        skipped = sum(j["skipped"] for j in fp16)
+        self.assertLessEqual(skipped, 10)
+        self.assertIn(f"{skipped} step", out)
+        scales = [j["loss_scale"] for j in fp16]
+        self.assertTrue(all(b in (a, a / 2) for a, b in zip(scales, scales[1:])), scales)
+        mean = {p: sum(j["loss"] for j in logs[p][-10:]) / 10 for p in logs}
+        self.assertLess(abs(mean["fp16"] - mean["fp32"]), 0.1, mean)
+
     def test_emit_script(self):
         gpt = script("gpt", "byte_gpt.ein")
         out, _ = self.ok("emit", gpt, *TINY, "--stage", "fused")
