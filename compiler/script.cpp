@@ -132,8 +132,8 @@ std::vector<Tensor>& Program::state_for(const Tensor& param) {
   }
   auto& s = state_->state[param.autograd().get()];
   if (s.empty())
-    for (size_t i = 0; i < u->second.states.size(); ++i)
-      s.push_back(zeros(param.shape(), param.dtype()));
+    for (const std::string& name : u->second.states)
+      s.push_back(full(param.shape(), impl_->state_initial(name), param.dtype()));
   return s;
 }
 

@@ -110,7 +110,8 @@ class Program {
   void optimizer_step(int64_t t, double lr);
   /// The optimizer's per-parameter state: "optimizer.STATE.PARAM" (e.g. optimizer.m.wte.weight).
   std::vector<NamedTensor> optimizer_state() const;
-  /// Creates the optimizer state now (zeros), so that a checkpoint can be loaded into it.
+  /// Creates the optimizer state now (each `state` at its initial value, 0 by default), so
+  /// that a checkpoint can be loaded into it.
   void init_optimizer_state();
   /// Mixed precision for traces made from now on: f32 parameters and inputs are read as
   /// `dtype` (bf16 or f16), results come back as f32; the master weights, gradients and

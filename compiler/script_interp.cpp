@@ -1218,6 +1218,24 @@ Traced Interpreter::trace_update(const Shape& shape, DType dtype, std::vector<st
   return traced;
 }
 
+double Interpreter::state_initial(const std::string& name) {
+  if (!optimizer_) return 0;
+  const ClassDef& cls = *optimizer_->cls;
+  for (const Decl& c : cls.decl->children) {
+    if (c.kind != Decl::Kind::state || c.name != name || !c.value) continue;
+    const Unit* saved = cur_;
+    cur_ = cls.unit;
+    const Value v = eval(*c.value, optimizer_->env);
+    if (v.kind != Value::Kind::number)
+      fail(c.value->range, fmt::format("the initial value of state '{}' must be a number (every "
+                                       "element starts at it), got {}",
+                                       name, describe(v)));
+    cur_ = saved;
+    return v.num;
+  }
+  return 0;
+}
+
 std::vector<TensorType> Interpreter::example_types(const std::shared_ptr<Closure>& fn,
                                                    int64_t free_size) {
   std::vector<TensorType> out;

@@ -84,6 +84,8 @@ class Interpreter {
   /// The optimizer's update traced for one parameter: inputs p, g, the states (in
   /// `states` order), lr, t (0-dim f32); outputs the new p, then the new states.
   Traced trace_update(const Shape& shape, DType dtype, std::vector<std::string>& states);
+  /// The initial value of optimizer state `name` (`state m = 0.1`; 0 when not given).
+  double state_initial(const std::string& name);
   /// Input types from a function's annotations.
   std::vector<TensorType> example_types(const std::shared_ptr<Closure>& fn, int64_t free_size);
 

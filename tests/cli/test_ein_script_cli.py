@@ -362,6 +362,19 @@ class Run(Case):
         mean = {p: sum(j["loss"] for j in logs[p][-10:]) / 10 for p in logs}
         self.assertLess(abs(mean["fp16"] - mean["fp32"]), 0.1, mean)
 
+    def test_optimizer_state_initial_value(self):
+        src = self.path("count.ein")
+        with open(src, "w") as f:
+            f.write("import nn\noptimizer Count(lr = 0.0) {\n  state n = 100\n"
+                    "  fn update(p, g, t) {\n    n = n + 1\n    return p - lr * g\n  }\n}\n"
+                    "dim D = 2\ntrain {\n  model = Linear(D, 1)\n  optimizer = Count()\n"
+                    "  steps = 3\n  fn batch() = (randn(2, D), randn(2, 1))\n"
+                    "  fn loss(x: f32[b D], y: f32[b 1]) -> f32[] = mean((model(x) - y) ** 2)\n}\n")
+        ck = self.path("ck")
+        self.ok("train", src, "--checkpoint", ck, "--quiet")
+        tensors = read_safetensors(os.path.join(ck, "step_3.safetensors"))
+        self.assertEqual(tensors["optim.optimizer.n.weight"][1], [103.0, 103.0])
+
     def test_emit_script(self):
         gpt = script("gpt", "byte_gpt.ein")
         out, _ = self.ok("emit", gpt, *TINY, "--stage", "fused")
