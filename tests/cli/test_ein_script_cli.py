@@ -375,6 +375,12 @@ class Run(Case):
         tensors = read_safetensors(os.path.join(ck, "step_3.safetensors"))
         self.assertEqual(tensors["optim.optimizer.n.weight"][1], [103.0, 103.0])
 
+    def test_gpt2_small_parameter_count(self):
+        # accounting_cases.tsv, params_gpt2_small_hf: 124,439,808 (HF gpt2 checkpoint).
+        out, _ = self.ok("check", script("scripts", "gpt2_small.ein"))
+        total = [line for line in out.splitlines() if line.startswith("total")]
+        self.assertEqual(total[0].split()[-1], "124439808")
+
     def test_emit_script(self):
         gpt = script("gpt", "byte_gpt.ein")
         out, _ = self.ok("emit", gpt, *TINY, "--stage", "fused")
