@@ -28,6 +28,18 @@ std::vector<script::Setting> parse_settings(const std::vector<std::string>& sets
   return out;
 }
 
+int report_error() {
+  try {
+    throw;
+  } catch (const UserError& e) {
+    std::cerr << e.what() << '\n';
+    return 1;
+  } catch (const RuntimeError& e) {
+    std::cerr << "error: " << e.what() << '\n';
+    return 1;
+  }
+}
+
 namespace {
 
 struct ScriptOptions {
@@ -65,12 +77,8 @@ int run_check(const ScriptOptions& o) {
       std::cout << fmt::format("{:<{}}  {:<16}  {:>12}\n", "total", width, "", params);
     }
     return 0;
-  } catch (const UserError& e) {
-    std::cerr << e.what() << '\n';
-    return 1;
-  } catch (const RuntimeError& e) {
-    std::cerr << "error: " << e.what() << '\n';
-    return 1;
+  } catch (...) {
+    return report_error();
   }
 }
 
@@ -119,12 +127,8 @@ int run_run(const ScriptOptions& o) {
       std::cout << fmt::format("output {}: {}[{}] = [{}]\n", i, dtype_name(out[i].dtype()),
                                fmt::join(out[i].shape(), " "), preview(out[i]));
     return 0;
-  } catch (const UserError& e) {
-    std::cerr << e.what() << '\n';
-    return 1;
-  } catch (const RuntimeError& e) {
-    std::cerr << "error: " << e.what() << '\n';
-    return 1;
+  } catch (...) {
+    return report_error();
   }
 }
 

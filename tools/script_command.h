@@ -15,6 +15,10 @@ namespace ein::cli {
 void add_script_commands(CLI::App& app, int& exit_code);
 /// Registers `train`.
 void add_train_command(CLI::App& app, int& exit_code);
+/// Inside a catch block: prints a UserError (its rendered diagnostic) or a RuntimeError
+/// ("error: ...") to stderr and returns exit code 1; rethrows anything else (an internal
+/// error, which ein's main reports as such).
+int report_error();
 /// `--set NAME=VALUE` arguments; UserError for one without '='.
 std::vector<script::Setting> parse_settings(const std::vector<std::string>& sets);
 

@@ -429,12 +429,8 @@ int run_train(const TrainOptions& o) {
       std::cout << "sample:\n" << text << '\n';
     }
     return 0;
-  } catch (const UserError& e) {
-    std::cerr << e.what() << '\n';
-    return 1;
-  } catch (const RuntimeError& e) {
-    std::cerr << "error: " << e.what() << '\n';
-    return 1;
+  } catch (...) {
+    return report_error();
   }
 }
 
