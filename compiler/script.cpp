@@ -100,6 +100,13 @@ const TrainSpec& Program::train_spec() const { return impl_->spec(); }
 
 std::vector<NamedTensor> Program::parameters() const { return impl_->parameters(); }
 
+std::vector<ParamInfo> Program::parameter_info() const {
+  std::vector<ParamInfo> out;
+  for (const auto& [name, slot] : impl_->parameter_slots())
+    out.push_back({name, slot->shape, slot->dtype});
+  return out;
+}
+
 std::vector<Tensor> Program::make_batch(int64_t step) {
   NoGrad no_grad;
   const Traced& t = traced("train.batch", {}, false);

@@ -33,6 +33,16 @@ struct LoadOptions {
   std::vector<Setting> sets;           ///< overrides, checked: unknown names are errors
   uint64_t seed = 0;                   ///< parameters, random inputs and data order
   std::vector<std::string> stdlib;     ///< where `import name` looks after the script's folder
+  /// Allocate and initialise parameters. Without (static checks, reports) parameters have
+  /// shapes and dtypes only: functions trace, nothing runs, and a 7 B model loads instantly.
+  bool allocate = true;
+};
+
+/// A parameter's name, shape and dtype (what exists without allocating).
+struct ParamInfo {
+  std::string name;
+  Shape shape;
+  DType dtype = DType::f32;
 };
 
 /// A tensor with its qualified name: "blocks.0.attn.qkv.weight".
@@ -98,8 +108,11 @@ class Program {
   bool has_train() const;
   /// The train block's settings.
   const TrainSpec& train_spec() const;
-  /// The trainable parameters of the train block's modules, in declaration order.
+  /// The trainable parameters of the train block's modules, in declaration order (tied
+  /// parameters once). Their tensors are undefined when loaded without allocating.
   std::vector<NamedTensor> parameters() const;
+  /// The same parameters' names, shapes and dtypes.
+  std::vector<ParamInfo> parameter_info() const;
   /// The next batch from the block's `fn batch()` (for scripts without `data`), for `step`.
   std::vector<Tensor> make_batch(int64_t step);
   /// The train block's `fn loss` on a batch: a 0-dim tensor recorded on the tape. `step`

@@ -25,7 +25,7 @@ namespace fs = std::filesystem;
 
 TensorVal Trace::param(const std::shared_ptr<ParamSlot>& slot) {
   if (auto it = params.find(slot.get()); it != params.end()) return it->second;
-  TensorVal t = b.input(slot->tensor.shape(), slot->tensor.dtype());
+  TensorVal t = b.input(slot->shape, slot->dtype);
   Feed f;
   f.kind = Feed::Kind::param;
   f.slot = slot;
@@ -392,8 +392,8 @@ std::string Interpreter::describe(const Value& v) const {
     case Value::Kind::tensor:
       return fmt::format("a tensor {}[{}]", dtype_name(v.t.dtype), fmt::join(v.t.shape, " "));
     case Value::Kind::param:
-      return fmt::format("the parameter {} {}[{}]", v.param->name, dtype_name(v.param->tensor.dtype()),
-                         fmt::join(v.param->tensor.shape(), " "));
+      return fmt::format("the parameter {} {}[{}]", v.param->name, dtype_name(v.param->dtype),
+                         fmt::join(v.param->shape, " "));
     case Value::Kind::list:
       return fmt::format("a list of {}", v.items->size());
     case Value::Kind::tuple:
@@ -662,7 +662,7 @@ Value Interpreter::eval_attribute(const Expr& e, const EnvPtr& env) {
     return it->second;
   }
   if ((obj.kind == Value::Kind::tensor || obj.kind == Value::Kind::param) && e.text == "shape") {
-    const Shape s = obj.kind == Value::Kind::tensor ? obj.t.shape : obj.param->tensor.shape();
+    const Shape s = obj.kind == Value::Kind::tensor ? obj.t.shape : obj.param->shape;
     std::vector<Value> dims;
     for (int64_t d : s)
       dims.push_back(Value::number(static_cast<double>(d), true));
@@ -825,8 +825,8 @@ void Interpreter::check_type(const ShapeSpec& spec, const Value& v, DimMemo& mem
     shape = v.t.shape;
     dtype = v.t.dtype;
   } else if (v.kind == Value::Kind::param) {
-    shape = v.param->tensor.shape();
-    dtype = v.param->tensor.dtype();
+    shape = v.param->shape;
+    dtype = v.param->dtype;
   } else if (v.kind == Value::Kind::number && spec.dims.empty()) {
     return;
   } else {
@@ -932,7 +932,12 @@ Value Interpreter::construct(const std::shared_ptr<const ClassDef>& cls, std::ve
         auto slot = std::make_shared<ParamSlot>();
         slot->name = c.name;
         slot->decl = &c;
-        slot->tensor = init_param(c, shape, init, obj->env);
+        slot->shape = shape;
+        slot->dtype = spec_dtype(*c.type);
+        if (options_.allocate)
+          slot->tensor = init_param(c, shape, init, obj->env);
+        else
+          check_initialiser(c, init);
         Value v;
         v.kind = Value::Kind::param;
         v.param = slot;
@@ -967,6 +972,18 @@ Value Interpreter::construct(const std::shared_ptr<const ClassDef>& cls, std::ve
   v.kind = Value::Kind::object;
   v.object = obj;
   return v;
+}
+
+void Interpreter::check_initialiser(const Decl& d, const Value& init) {
+  next_param_seed();  // the same seeds as an allocating load, parameter by parameter
+  static const std::vector<std::string> known = {"normal", "trunc_normal", "uniform", "zeros",
+                                                 "ones",   "constant"};
+  if (init.kind == Value::Kind::none) return;
+  if (init.kind != Value::Kind::record ||
+      std::find(known.begin(), known.end(), init.record->type) == known.end())
+    fail(d.value->range, fmt::format("the initialiser of '{}' must be normal(...), trunc_normal(...), "
+                                     "uniform(...), zeros(), ones() or constant(...); got {}",
+                                     d.name, describe(init)));
 }
 
 Tensor Interpreter::init_param(const Decl& d, const Shape& shape, const Value& init,
@@ -1270,27 +1287,33 @@ std::vector<TensorType> Interpreter::example_types(const std::shared_ptr<Closure
   return out;
 }
 
-void Interpreter::collect(const std::string& prefix, const Value& v, std::vector<NamedTensor>& out,
-                          std::vector<const ParamSlot*>& seen) const {
+void Interpreter::collect(const std::string& prefix, const Value& v,
+                          std::vector<std::pair<std::string, const ParamSlot*>>& out) const {
   if (v.kind == Value::Kind::param) {
-    if (std::find(seen.begin(), seen.end(), v.param.get()) != seen.end()) return;  // tied
-    seen.push_back(v.param.get());
-    out.push_back({prefix, v.param->tensor});
+    for (const auto& [name, slot] : out)
+      if (slot == v.param.get()) return;  // tied: counted once, under its first name
+    out.emplace_back(prefix, v.param.get());
   } else if (v.kind == Value::Kind::object && v.object->cls->decl->kind == Decl::Kind::module) {
     for (const std::string& name : v.object->order)
-      collect(prefix.empty() ? name : prefix + "." + name, v.object->env->vars.at(name), out, seen);
+      collect(prefix.empty() ? name : prefix + "." + name, v.object->env->vars.at(name), out);
   } else if (v.kind == Value::Kind::list) {
     for (size_t i = 0; i < v.items->size(); ++i)
       collect(prefix.empty() ? std::to_string(i) : prefix + "." + std::to_string(i), (*v.items)[i],
-              out, seen);
+              out);
   }
+}
+
+std::vector<std::pair<std::string, const ParamSlot*>> Interpreter::parameter_slots() const {
+  std::vector<std::pair<std::string, const ParamSlot*>> out;
+  for (const std::string& root : train_roots_)
+    collect(root == "model" ? "" : root, train_env_->vars.at(root), out);
+  return out;
 }
 
 std::vector<NamedTensor> Interpreter::parameters() const {
   std::vector<NamedTensor> out;
-  std::vector<const ParamSlot*> seen;
-  for (const std::string& root : train_roots_)
-    collect(root == "model" ? "" : root, train_env_->vars.at(root), out, seen);
+  for (const auto& [name, slot] : parameter_slots())
+    out.push_back({name, slot->tensor});
   return out;
 }
 

@@ -93,6 +93,8 @@ class Interpreter {
   EnvPtr train_env() const { return train_env_; }
   const TrainSpec& spec() const { return spec_; }
   std::vector<NamedTensor> parameters() const;
+  /// The train block's parameters by qualified name (tied ones once), in declaration order.
+  std::vector<std::pair<std::string, const ParamSlot*>> parameter_slots() const;
   /// The optimizer object of the train block (may be null).
   std::shared_ptr<Object> optimizer() const { return optimizer_; }
   uint64_t seed() const { return options_.seed; }
@@ -144,8 +146,10 @@ class Interpreter {
                   const CallSite& site, SourceRange arg_range, const std::string& label,
                   const std::string& fn);
   Tensor init_param(const Decl& d, const Shape& shape, const Value& init, const EnvPtr& env);
-  void collect(const std::string& prefix, const Value& v, std::vector<NamedTensor>& out,
-               std::vector<const ParamSlot*>& seen) const;
+  void collect(const std::string& prefix, const Value& v,
+               std::vector<std::pair<std::string, const ParamSlot*>>& out) const;
+  /// Without allocating: the initialiser must be one ein knows (and the seed is consumed).
+  void check_initialiser(const Decl& d, const Value& init);
   std::string describe(const Value& v) const;
 
   LoadOptions options_;

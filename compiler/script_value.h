@@ -24,7 +24,9 @@ using EnvPtr = std::shared_ptr<Env>;
 /// A module parameter or optimizer state tensor: the runtime tensor a trace reads as an input.
 struct ParamSlot {
   std::string name;  ///< local name in its module
-  Tensor tensor;
+  Shape shape;       ///< from its declaration
+  DType dtype = DType::f32;
+  Tensor tensor;     ///< undefined when the program was loaded without allocating
   const Decl* decl = nullptr;
 };
 

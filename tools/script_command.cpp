@@ -52,12 +52,17 @@ struct ScriptOptions {
 
 int run_check(const ScriptOptions& o) {
   try {
-    auto p = script::Program::load(o.file, {parse_settings(o.sets), o.seed, {}});
+    // Static: parameters have shapes but no memory, so any size checks instantly.
+    script::LoadOptions load{parse_settings(o.sets), o.seed, {}};
+    load.allocate = false;
+    auto p = script::Program::load(o.file, load);
     const int n = p->check_all();
+    const std::vector<script::ParamInfo> info = p->parameter_info();
     int64_t params = 0, bytes = 0;
-    for (const auto& t : p->parameters()) {
-      params += t.tensor.numel();
-      bytes += t.tensor.nbytes();
+    for (const auto& t : info) {
+      const int64_t count = checked_numel(t.shape);
+      params += count;
+      bytes += count * static_cast<int64_t>(element_size(t.dtype));
     }
     std::cout << fmt::format("{}: ok ({} function{} checked", o.file, n, n == 1 ? "" : "s");
     if (p->has_train())
@@ -66,14 +71,13 @@ int run_check(const ScriptOptions& o) {
     if (p->has_train()) {
       // The parameter table: name, shape, count (the lecture's get_num_parameters by name).
       size_t width = 4;
-      for (const auto& t : p->parameters())
+      for (const auto& t : info)
         width = std::max(width, t.name.size());
       std::cout << fmt::format("{:<{}}  {:<16}  {:>12}\n", "name", width, "shape", "parameters");
-      for (const auto& t : p->parameters())
+      for (const auto& t : info)
         std::cout << fmt::format("{:<{}}  {:<16}  {:>12}\n", t.name, width,
-                                 fmt::format("{}[{}]", dtype_name(t.tensor.dtype()),
-                                             fmt::join(t.tensor.shape(), " ")),
-                                 t.tensor.numel());
+                                 fmt::format("{}[{}]", dtype_name(t.dtype), fmt::join(t.shape, " ")),
+                                 checked_numel(t.shape));
       std::cout << fmt::format("{:<{}}  {:<16}  {:>12}\n", "total", width, "", params);
     }
     return 0;

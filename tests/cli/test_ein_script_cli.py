@@ -381,6 +381,13 @@ class Run(Case):
         total = [line for line in out.splitlines() if line.startswith("total")]
         self.assertEqual(total[0].split()[-1], "124439808")
 
+    def test_llama_7b_parameter_count_without_allocating(self):
+        # accounting_cases.tsv's LLaMA-7B figure, 6,738,415,616: 27 GB of f32 weights this
+        # machine does not have, so ein check must not allocate them.
+        out, _ = self.ok("check", script("scripts", "llama_7b.ein"))
+        total = [line for line in out.splitlines() if line.startswith("total")]
+        self.assertEqual(total[0].split()[-1], "6738415616")
+
     def test_emit_script(self):
         gpt = script("gpt", "byte_gpt.ein")
         out, _ = self.ok("emit", gpt, *TINY, "--stage", "fused")
