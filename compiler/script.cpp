@@ -101,10 +101,54 @@ const TrainSpec& Program::train_spec() const { return impl_->spec(); }
 std::vector<NamedTensor> Program::parameters() const { return impl_->parameters(); }
 
 std::vector<ParamInfo> Program::parameter_info() const {
+  std::map<const ParamSlot*, std::vector<std::string>> aliases;
   std::vector<ParamInfo> out;
-  for (const auto& [name, slot] : impl_->parameter_slots())
-    out.push_back({name, slot->shape, slot->dtype});
+  for (const auto& [name, slot] : impl_->parameter_slots(&aliases))
+    out.push_back({name, slot->shape, slot->dtype, aliases[slot]});
   return out;
+}
+
+TraceInfo Program::trace_info(const std::string& fn, const std::vector<TensorType>& args,
+                              bool training) {
+  const Traced t = impl_->trace(impl_->function(fn), args, training);
+  TraceInfo info;
+  info.graph = *t.graph;
+  for (size_t i = 0; i < t.graph->nodes.size(); ++i) {
+    NodeSource src;
+    const int tag = i < t.tags.size() ? t.tags[i] : -1;
+    if (tag >= 0) {
+      const Where& w = t.wheres[tag];
+      const Source& source = *w.unit->script.source;
+      const LineCol at = source.locate(w.range.begin);
+      std::string_view text = source.slice(w.range);
+      text = text.substr(0, text.find('\n'));
+      src = {source.name(), at.line, at.column, std::string(text), w.scope};
+    }
+    info.sources.push_back(std::move(src));
+  }
+  std::map<const ParamSlot*, std::string> names;
+  for (const auto& [name, slot] : impl_->parameter_slots())
+    names[slot] = name;
+  for (const Feed& f : t.feeds) {
+    switch (f.kind) {
+      case Feed::Kind::arg:
+        info.inputs.push_back(fmt::format("arg:{}", f.index));
+        break;
+      case Feed::Kind::param: {
+        auto it = names.find(f.slot.get());
+        info.inputs.push_back("param:" + (it != names.end() ? it->second : f.slot->name));
+        break;
+      }
+      case Feed::Kind::constant:
+        info.inputs.push_back("constant");
+        break;
+      case Feed::Kind::normal:
+      case Feed::Kind::uniform:
+        info.inputs.push_back("random");
+        break;
+    }
+  }
+  return info;
 }
 
 std::vector<Tensor> Program::make_batch(int64_t step) {

@@ -43,6 +43,27 @@ struct ParamInfo {
   std::string name;
   Shape shape;
   DType dtype = DType::f32;
+  /// Other names of the same tensor (tied weights: reachable from several modules);
+  /// the parameter counts once, under `name`.
+  std::vector<std::string> aliases;
+};
+
+/// Where a traced node came from: the innermost expression being evaluated when the node was
+/// made, and the module instance whose fn was running.
+struct NodeSource {
+  std::string file;  ///< the .ein file as named when loaded ("" for nodes of no expression)
+  uint32_t line = 0, column = 0;  ///< 1-based
+  std::string text;  ///< the expression's text (its first line)
+  std::string scope; ///< the module's qualified name ("blocks.0.attn"; "" outside modules)
+};
+
+/// A traced function with the origin of every node, for reports.
+struct TraceInfo {
+  Graph graph;
+  std::vector<NodeSource> sources;  ///< one per node of graph
+  /// One per graph input, in InputAttr order: "param:NAME" (its ParamInfo name), "arg:I" (the
+  /// function's argument I), "constant" (ones, arange, ...) or "random" (randn, dropout).
+  std::vector<std::string> inputs;
 };
 
 /// A tensor with its qualified name: "blocks.0.attn.qkv.weight".
@@ -95,6 +116,10 @@ class Program {
   std::vector<std::string> functions() const;
   /// The Graph IR of `fn` for inputs of these types (nothing runs).
   Graph trace(const std::string& fn, const std::vector<TensorType>& args);
+  /// The same with each node's source expression and module, and what feeds each input.
+  /// `training` traces dropout as in training.
+  TraceInfo trace_info(const std::string& fn, const std::vector<TensorType>& args,
+                       bool training = true);
   /// Input types for `fn` from its annotations, dims taken from the script's scope or, for
   /// dims bound nowhere, `free_size`. Throws UserError for an unannotated parameter.
   std::vector<TensorType> example_types(const std::string& fn, int64_t free_size = 8);

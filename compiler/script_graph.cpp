@@ -35,7 +35,10 @@ DType promote(DType a, DType b) {
 
 GraphBuilder::GraphBuilder(std::string origin) { g_.origin = std::move(origin); }
 
-int GraphBuilder::add(GraphNode n) { return g_.add(std::move(n)); }
+int GraphBuilder::add(GraphNode n) {
+  tags_.push_back(tag_);
+  return g_.add(std::move(n));
+}
 
 TensorVal GraphBuilder::value(int node) const {
   return {node, g_.nodes[node].shape, g_.nodes[node].dtype};

@@ -79,11 +79,23 @@ class GraphBuilder {
   const Graph& graph() const { return g_; }
   TensorVal value(int node) const;
 
+  /// Nodes added from now on carry `tag` (the interpreter's index of the expression being
+  /// evaluated; -1: none). Returns the previous tag.
+  int set_tag(int tag) {
+    const int old = tag_;
+    tag_ = tag;
+    return old;
+  }
+  /// Per node: the tag it was added under.
+  const std::vector<int>& tags() const { return tags_; }
+
  private:
   int add(GraphNode n);
 
   Graph g_;
   int inputs_ = 0;
+  int tag_ = -1;
+  std::vector<int> tags_;
 };
 
 /// numpy's broadcast of two shapes, or nullopt when they do not broadcast.

@@ -376,6 +376,8 @@ void Interpreter::build_train(Unit& unit, const Decl& d) {
     if (Value* lr = optimizer_->env->find("lr"); lr && lr->kind == Value::Kind::number)
       spec_.lr = lr->num;
   }
+  for (const std::string& root : train_roots_)
+    assign_paths(root == "model" ? "" : root, train_env_->vars.at(root));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -527,6 +529,25 @@ uint64_t Interpreter::next_param_seed() { return mix(options_.seed, param_counte
 Value Interpreter::deref(const Value& v, SourceRange) { return v; }
 
 Value Interpreter::eval(const Expr& e, const EnvPtr& env) {
+  // Nodes a traced expression makes are tagged with it (the innermost one wins).
+  if (trace_ && (e.kind == ExprKind::call || e.kind == ExprKind::binary ||
+                 e.kind == ExprKind::unary || e.kind == ExprKind::index)) {
+    Trace& t = *trace_;
+    t.wheres.push_back({cur_, e.range, scope_});
+    const int old = t.b.set_tag(static_cast<int>(t.wheres.size()) - 1);
+    try {
+      Value v = eval_untagged(e, env);
+      t.b.set_tag(old);
+      return v;
+    } catch (...) {
+      t.b.set_tag(old);
+      throw;
+    }
+  }
+  return eval_untagged(e, env);
+}
+
+Value Interpreter::eval_untagged(const Expr& e, const EnvPtr& env) {
   const CallSite here{cur_, e.range};
   switch (e.kind) {
     case ExprKind::number:
@@ -888,8 +909,16 @@ Value Interpreter::call_closure(const Closure& c, std::vector<CallArg> args, con
           scope->vars[name] = Value::number(static_cast<double>(*s), true);
   const Unit* saved = cur_;
   cur_ = c.unit;
+  const std::string saved_scope = scope_;
+  if (c.owner) scope_ = c.owner->path.empty() ? c.owner->cls->decl->name : c.owner->path;
   Value result;
-  exec(d.body, scope, result);
+  try {
+    exec(d.body, scope, result);
+  } catch (...) {
+    scope_ = saved_scope;
+    throw;
+  }
+  scope_ = saved_scope;
   cur_ = saved;
   last_scope_ = scope;
   if (d.type) {
@@ -955,6 +984,7 @@ Value Interpreter::construct(const std::shared_ptr<const ClassDef>& cls, std::ve
         cl->env = obj->env;
         cl->unit = cls->unit;
         cl->qualname = d.name + "." + c.name;
+        cl->owner = obj.get();
         Value v;
         v.kind = Value::Kind::closure;
         v.closure = cl;
@@ -1151,6 +1181,8 @@ Traced Interpreter::trace(const std::shared_ptr<Closure>& fn, const std::vector<
   Traced out;
   out.graph = std::make_shared<const Graph>(tr.b.finish(outputs));
   out.feeds = std::move(tr.feeds);
+  out.tags = tr.b.tags();
+  out.wheres = std::move(tr.wheres);
   return out;
 }
 
@@ -1288,26 +1320,45 @@ std::vector<TensorType> Interpreter::example_types(const std::shared_ptr<Closure
 }
 
 void Interpreter::collect(const std::string& prefix, const Value& v,
-                          std::vector<std::pair<std::string, const ParamSlot*>>& out) const {
+                          std::vector<std::pair<std::string, const ParamSlot*>>& out,
+                          std::map<const ParamSlot*, std::vector<std::string>>* aliases) const {
   if (v.kind == Value::Kind::param) {
     for (const auto& [name, slot] : out)
-      if (slot == v.param.get()) return;  // tied: counted once, under its first name
+      if (slot == v.param.get()) {  // tied: counted once, under its first name
+        if (aliases) (*aliases)[slot].push_back(prefix);
+        return;
+      }
     out.emplace_back(prefix, v.param.get());
   } else if (v.kind == Value::Kind::object && v.object->cls->decl->kind == Decl::Kind::module) {
     for (const std::string& name : v.object->order)
-      collect(prefix.empty() ? name : prefix + "." + name, v.object->env->vars.at(name), out);
+      collect(prefix.empty() ? name : prefix + "." + name, v.object->env->vars.at(name), out,
+              aliases);
   } else if (v.kind == Value::Kind::list) {
     for (size_t i = 0; i < v.items->size(); ++i)
       collect(prefix.empty() ? std::to_string(i) : prefix + "." + std::to_string(i), (*v.items)[i],
-              out);
+              out, aliases);
   }
 }
 
-std::vector<std::pair<std::string, const ParamSlot*>> Interpreter::parameter_slots() const {
+std::vector<std::pair<std::string, const ParamSlot*>> Interpreter::parameter_slots(
+    std::map<const ParamSlot*, std::vector<std::string>>* aliases) const {
   std::vector<std::pair<std::string, const ParamSlot*>> out;
   for (const std::string& root : train_roots_)
-    collect(root == "model" ? "" : root, train_env_->vars.at(root), out);
+    collect(root == "model" ? "" : root, train_env_->vars.at(root), out, aliases);
   return out;
+}
+
+void Interpreter::assign_paths(const std::string& prefix, const Value& v) {
+  if (v.kind == Value::Kind::object && v.object->cls->decl->kind == Decl::Kind::module) {
+    if (!v.object->path.empty() || (prefix.empty() && v.object->order.empty())) return;
+    v.object->path = prefix.empty() ? "model" : prefix;
+    for (const std::string& name : v.object->order)
+      assign_paths(prefix.empty() ? name : prefix + "." + name, v.object->env->vars.at(name));
+  } else if (v.kind == Value::Kind::list) {
+    for (size_t i = 0; i < v.items->size(); ++i)
+      assign_paths(prefix.empty() ? std::to_string(i) : prefix + "." + std::to_string(i),
+                   (*v.items)[i]);
+  }
 }
 
 std::vector<NamedTensor> Interpreter::parameters() const {

@@ -28,12 +28,20 @@ struct Feed {
   uint64_t draw = 0;                 ///< normal, uniform: which draw of the call
 };
 
+/// The expression a traced node came from, and the module whose fn was running.
+struct Where {
+  const Unit* unit = nullptr;
+  SourceRange range;
+  std::string scope;
+};
+
 /// A function call being traced.
 struct Trace {
   explicit Trace(std::string origin) : b(std::move(origin)) {}
   GraphBuilder b;
   std::vector<Feed> feeds;
   std::map<const ParamSlot*, TensorVal> params;
+  std::vector<Where> wheres;  ///< indexed by the builder's tags
   uint64_t draws = 0;
   bool training = false;           ///< dropout active
   DType compute = DType::f32;      ///< mixed precision: what f32 parameters are read as
@@ -46,6 +54,8 @@ struct Trace {
 /// A traced function ready to run: the graph, its feeds and how its outputs regroup.
 struct Traced {
   std::shared_ptr<const Graph> graph;
+  std::vector<int> tags;      ///< per node: its index into wheres (-1: none)
+  std::vector<Where> wheres;
   std::shared_ptr<const Graph> fused;  ///< fuse(*graph): what runs forward (null: graph)
   std::vector<Feed> feeds;
 };
@@ -93,8 +103,10 @@ class Interpreter {
   EnvPtr train_env() const { return train_env_; }
   const TrainSpec& spec() const { return spec_; }
   std::vector<NamedTensor> parameters() const;
-  /// The train block's parameters by qualified name (tied ones once), in declaration order.
-  std::vector<std::pair<std::string, const ParamSlot*>> parameter_slots() const;
+  /// The train block's parameters by qualified name (tied ones once), in declaration order;
+  /// `aliases`, when given, receives the other names of tied ones.
+  std::vector<std::pair<std::string, const ParamSlot*>> parameter_slots(
+      std::map<const ParamSlot*, std::vector<std::string>>* aliases = nullptr) const;
   /// The optimizer object of the train block (may be null).
   std::shared_ptr<Object> optimizer() const { return optimizer_; }
   uint64_t seed() const { return options_.seed; }
@@ -129,6 +141,7 @@ class Interpreter {
   void build_train(Unit& unit, const Decl& d);
 
   Value eval(const Expr& e, const EnvPtr& env);
+  Value eval_untagged(const Expr& e, const EnvPtr& env);
   Value eval_binary(const Expr& e, const EnvPtr& env);
   Value eval_index(const Expr& e, const EnvPtr& env);
   Value eval_attribute(const Expr& e, const EnvPtr& env);
@@ -147,7 +160,10 @@ class Interpreter {
                   const std::string& fn);
   Tensor init_param(const Decl& d, const Shape& shape, const Value& init, const EnvPtr& env);
   void collect(const std::string& prefix, const Value& v,
-               std::vector<std::pair<std::string, const ParamSlot*>>& out) const;
+               std::vector<std::pair<std::string, const ParamSlot*>>& out,
+               std::map<const ParamSlot*, std::vector<std::string>>* aliases = nullptr) const;
+  /// Names every module instance reachable from the train block (Object::path).
+  void assign_paths(const std::string& prefix, const Value& v);
   /// Without allocating: the initialiser must be one ein knows (and the seed is consumed).
   void check_initialiser(const Decl& d, const Value& init);
   std::string describe(const Value& v) const;
@@ -164,6 +180,7 @@ class Interpreter {
   std::vector<std::string> train_roots_;  ///< train members holding modules, in order
   uint64_t param_counter_ = 0;
   int depth_ = 0;
+  std::string scope_;  ///< the module whose fn is running (Object::path)
   DType compute_ = DType::f32;
   EnvPtr last_scope_;  ///< the body scope of the call_closure that finished last
 };

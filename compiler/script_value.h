@@ -43,6 +43,7 @@ struct Object {
   std::shared_ptr<const ClassDef> cls;
   EnvPtr env;
   std::vector<std::string> order;  ///< member and parameter names in declaration order
+  std::string path;                ///< qualified name in the train block ("blocks.0.attn")
 };
 
 /// A `fn` with its defining scope (a module instance's env for methods).
@@ -50,7 +51,8 @@ struct Closure {
   const Decl* decl = nullptr;
   EnvPtr env;
   const Unit* unit = nullptr;
-  std::string qualname;  ///< "Linear.forward", "loss"
+  std::string qualname;     ///< "Linear.forward", "loss"
+  Object* owner = nullptr;  ///< the module instance of a method (it outlives its closures)
 };
 
 /// What builtins like normal(...), bytes(...) or cosine(...) return: a tagged bag of fields.
