@@ -12,6 +12,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libfmt-dev libxxhash-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   python3-torch python3-numpy                    # tests/models: the GPT against PyTorch
+  chromium                                       # tests/cli: ein report's HTML rendered headless
 )
 
 missing=()

@@ -9,6 +9,7 @@
 
 #include "tools/emit_command.h"
 #include "tools/estimate_command.h"
+#include "tools/report_command.h"
 #include "tools/script_command.h"
 #include "tools/shape_command.h"
 
@@ -19,6 +20,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   ein::cli::add_shape_command(app, exit_code);
   ein::cli::add_estimate_command(app, exit_code);
+  ein::cli::add_report_command(app, exit_code);
   ein::cli::add_emit_command(app, exit_code);
   ein::cli::add_script_commands(app, exit_code);
   ein::cli::add_train_command(app, exit_code);

@@ -1,0 +1,373 @@
+// make_report (tools/report.h). Steps:
+//   1. load the script without allocating; trace the function for its example types, with the
+//      source expression and module of every node and what feeds every input;
+//   2. cost every forward node (compiler/cost_model.h);
+//   3. differentiate with respect to the float parameters; cost the backward graph and split it
+//      into input-gradient, weight-gradient and recompute work (compiler/backward_cost.h);
+//   4. attribute each backward node to the forward node it serves (GradOrigin::forward; glue
+//      takes its producer's, else its consumer's forward node);
+//   5. sum nodes into rows keyed by (module scope cut to --depth, source location);
+//   6. the parameter census (embeddings: tables of gather nodes), attention shape for PaLM's
+//      formula, the memory ledger (tools/estimate.h's bytes per parameter) and time.
+#include "tools/report.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "compiler/autodiff.h"
+#include "compiler/backward_cost.h"
+#include "compiler/cost_model.h"
+#include "dsl/diagnostic.h"
+#include "ein/errors.h"
+#include "runtime/tensor.h"
+
+namespace ein::report {
+namespace {
+
+/// Follows views, reshapes, permutes, slices and casts up to the node that holds the memory.
+int storage_root(const Graph& g, int id) {
+  for (;;) {
+    const GraphNode& n = g.nodes[id];
+    if (n.op != GraphOp::view && n.op != GraphOp::reshape && n.op != GraphOp::permute &&
+        n.op != GraphOp::slice && n.op != GraphOp::cast)
+      return id;
+    id = n.inputs[0];
+  }
+}
+
+/// The trace's description of graph input node `id` ("param:NAME", "arg:0", ...).
+const std::string& input_kind(const script::TraceInfo& t, int id) {
+  static const std::string none;
+  const GraphNode& n = t.graph.nodes[id];
+  if (n.op != GraphOp::input) return none;
+  const int index = std::get<InputAttr>(n.attr).index;
+  return index >= 0 && index < static_cast<int>(t.inputs.size()) ? t.inputs[index] : none;
+}
+
+bool from_param(const script::TraceInfo& t, int id) {
+  return input_kind(t, storage_root(t.graph, id)).starts_with("param:");
+}
+
+/// "blocks.0.attn" cut to its first `depth` components (depth < 0: whole).
+std::string cut_scope(const std::string& scope, int depth) {
+  if (depth < 0 || scope.empty()) return scope;
+  if (depth == 0) return "";
+  size_t pos = 0;
+  for (int i = 0; i < depth; ++i) {
+    pos = scope.find('.', pos);
+    if (pos == std::string::npos) return scope;
+    if (i + 1 < depth) ++pos;
+  }
+  return scope.substr(0, pos);
+}
+
+std::string shape_text(const GraphNode& n) {
+  return fmt::format("{}[{}]", dtype_name(n.dtype), fmt::join(n.shape, " "));
+}
+
+/// Attention contractions of two activations (no operand read from a parameter): the values
+/// contraction reads, through elementwise ops only, an earlier scores contraction (the
+/// probabilities); a scores contraction is one with a square t x t tail that does not (q·kᵀ).
+/// Sizes alone cannot tell them apart when the head dim equals the sequence length.
+enum class Attention { none, scores, values };
+std::vector<Attention> find_attention(const script::TraceInfo& t) {
+  const Graph& g = t.graph;
+  std::vector<Attention> kind(g.nodes.size(), Attention::none);
+  const auto square_tail = [](const Shape& s) {
+    return s.size() >= 3 && s[s.size() - 1] == s[s.size() - 2] && s.back() > 1;
+  };
+  std::vector<int> seen(g.nodes.size(), -1);
+  for (int id = 0; id < static_cast<int>(g.nodes.size()); ++id) {
+    const GraphNode& n = g.nodes[id];
+    if (n.op != GraphOp::contract || from_param(t, n.inputs[0]) || from_param(t, n.inputs[1]))
+      continue;
+    bool reads_scores = false;
+    std::vector<int> stack(n.inputs.begin(), n.inputs.end());
+    while (!stack.empty() && !reads_scores) {
+      const int at = stack.back();
+      stack.pop_back();
+      if (seen[at] == id) continue;
+      seen[at] = id;
+      if (kind[at] == Attention::scores) reads_scores = true;
+      if (g.nodes[at].op == GraphOp::contract) continue;
+      stack.insert(stack.end(), g.nodes[at].inputs.begin(), g.nodes[at].inputs.end());
+    }
+    if (reads_scores)
+      kind[id] = Attention::values;
+    else if (square_tail(n.shape))
+      kind[id] = Attention::scores;
+  }
+  return kind;
+}
+
+}  // namespace
+
+Report make_report(const std::string& file, const std::vector<script::Setting>& sets,
+                   const ReportOptions& o) {
+  Report r;
+  r.file = file;
+  r.fn = o.fn;
+  r.hw_name = std::string(o.hw->name);
+  r.math = std::string(math_mode_name(o.math));
+  r.peak = o.hw->peak(o.math);
+  if (!(r.peak > 0))
+    throw RuntimeError(fmt::format("--math {}: {} has no {} arithmetic", r.math, r.hw_name, r.math));
+  r.bandwidth = o.hw->memory_bandwidth;
+  r.device_memory = o.hw->memory_bytes;
+  r.gpus = o.gpus;
+  r.mfu = o.mfu;
+  r.tokens = o.tokens;
+
+  // 1. Load and trace.
+  script::LoadOptions load{sets, 0, {}};
+  load.allocate = false;
+  auto program = script::Program::load(file, load);
+  const std::vector<std::string> fns = program->functions();
+  if (std::find(fns.begin(), fns.end(), o.fn) == fns.end())
+    throw UserError(fmt::format("--fn {}: {} has no such function (it has: {})", o.fn, file,
+                                fns.empty() ? std::string("none") : fmt::format("{}", fmt::join(fns, ", "))));
+  const std::vector<TensorType> types = program->example_types(o.fn);
+  const script::TraceInfo trace = program->trace_info(o.fn, types, true);
+  const Graph& g = trace.graph;
+  r.forward_nodes = static_cast<int>(g.nodes.size());
+
+  // Tokens per step: the first integer argument (token ids b t), else the data block's.
+  const script::TrainSpec spec = program->has_train() ? program->train_spec() : script::TrainSpec{};
+  r.tokens_note = "no token-id argument: one step counts as one token";
+  for (const TensorType& t : types)
+    if (!kFloatDTypes.contains(t.dtype) && !t.shape.empty()) {
+      r.batch = t.shape[0];
+      r.tokens_per_step = checked_numel(t.shape);
+      r.tokens_note = fmt::format("from the token-id argument {}[{}]", dtype_name(t.dtype),
+                                  fmt::join(t.shape, " "));
+      break;
+    }
+
+  // Parameters (tied ones once), embeddings (tables of gathers).
+  const std::vector<script::ParamInfo> params = program->parameter_info();
+  std::set<std::string> embedding;
+  for (const GraphNode& n : g.nodes)
+    if (n.op == GraphOp::gather) {
+      const std::string& kind = input_kind(trace, storage_root(g, n.inputs[0]));
+      if (kind.starts_with("param:")) embedding.insert(kind.substr(6));
+    }
+  // A gather table that is also read elsewhere (an output head: GPT-2's wte) is tied.
+  std::set<std::string> reused;
+  for (int i = 0; i < static_cast<int>(g.nodes.size()); ++i) {
+    const GraphNode& n = g.nodes[i];
+    if (n.op == GraphOp::input || n.op == GraphOp::view || n.op == GraphOp::reshape ||
+        n.op == GraphOp::permute || n.op == GraphOp::slice || n.op == GraphOp::cast)
+      continue;
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      if (n.op == GraphOp::gather && k == 0) continue;
+      const std::string& kind = input_kind(trace, storage_root(g, n.inputs[k]));
+      if (kind.starts_with("param:") && embedding.contains(kind.substr(6))) reused.insert(kind.substr(6));
+    }
+  }
+  for (const script::ParamInfo& p : params) {
+    const int64_t count = checked_numel(p.shape);
+    r.params_total += count;
+    r.param_bytes += count * static_cast<int64_t>(element_size(p.dtype));
+    if (kFloatDTypes.contains(p.dtype)) r.params_trainable += count;
+    if (embedding.contains(p.name)) {
+      r.params_embedding += count;
+      r.embedding_names.push_back(p.name);
+    }
+    if (!p.aliases.empty())
+      r.tied.push_back(fmt::format("{} (also {})", p.name, fmt::join(p.aliases, ", ")));
+    else if (reused.contains(p.name))
+      r.tied.push_back(fmt::format("{} (embedding table, also read by another op: an output head)", p.name));
+  }
+
+  // 2. Forward costs.
+  const GraphCost fwd = cost(g);
+
+  // 3. Backward with respect to the float parameters (data never needs a gradient).
+  int input_count = 0;
+  for (const GraphNode& n : g.nodes)
+    if (n.op == GraphOp::input) input_count = std::max(input_count, std::get<InputAttr>(n.attr).index + 1);
+  std::vector<bool> needs(input_count, false), weights(input_count, false);
+  for (int i = 0; i < static_cast<int>(g.nodes.size()); ++i) {
+    const GraphNode& n = g.nodes[i];
+    if (n.op != GraphOp::input) continue;
+    const int index = std::get<InputAttr>(n.attr).index;
+    const bool param = input_kind(trace, i).starts_with("param:");
+    needs[index] = param && kFloatDTypes.contains(n.dtype);
+    weights[index] = param;
+  }
+  std::optional<Backward> back;
+  std::optional<BackwardCost> bcost;
+  GraphCost bnodes;
+  std::vector<int> owner;  // per backward node: the forward node it serves, -1 none
+  try {
+    back = differentiate(g, needs);
+    bcost = backward_cost(*back, g, weights);
+    bnodes = cost(back->graph);
+    r.has_backward = true;
+  } catch (const RuntimeError& e) {
+    r.backward_error = e.what();
+  }
+  if (back) {
+    const Graph& bg = back->graph;
+    r.backward_nodes = static_cast<int>(bg.nodes.size());
+    // 4. Attribution: origin, else a producer's (forward order), else a consumer's (reverse).
+    const int n = static_cast<int>(bg.nodes.size());
+    owner.assign(n, -1);
+    for (int i = back->replicated; i < n; ++i) {
+      owner[i] = back->origin[i].forward;
+      if (owner[i] >= 0 || bg.nodes[i].op == GraphOp::input) continue;
+      for (int in : bg.nodes[i].inputs)
+        if (in >= back->replicated && owner[in] >= 0) {
+          owner[i] = owner[in];
+          break;
+        }
+    }
+    std::vector<int> consumer_owner(n, -1);
+    for (int i = n - 1; i >= back->replicated; --i) {
+      if (owner[i] < 0) owner[i] = consumer_owner[i];
+      if (owner[i] >= 0)
+        for (int in : bg.nodes[i].inputs)
+          if (consumer_owner[in] < 0) consumer_owner[in] = owner[i];
+    }
+    r.saved_total = bcost->saved_total;
+    r.saved_activations = bcost->saved_activations;
+    r.recompute_flops = bcost->recompute.flops;
+  }
+
+  // 5. Rows.
+  struct Key {
+    std::string scope, file, text;
+    uint32_t line, column;
+    auto operator<=>(const Key&) const = default;
+  };
+  std::map<Key, size_t> index;
+  std::map<std::string, int> scope_order;
+  std::vector<int> row_of(g.nodes.size(), -1);
+  for (int i = 0; i < static_cast<int>(g.nodes.size()); ++i) {
+    const GraphNode& n = g.nodes[i];
+    if (n.op == GraphOp::input) continue;
+    const script::NodeSource& s = i < static_cast<int>(trace.sources.size()) ? trace.sources[i]
+                                                                             : script::NodeSource{};
+    Key key{cut_scope(s.scope, o.depth), s.file, s.text, s.line, s.column};
+    auto [it, fresh] = index.emplace(key, r.rows.size());
+    if (fresh) {
+      Row row;
+      row.scope = key.scope;
+      row.location = s.file.empty() ? "(no source)" : fmt::format("{}:{}:{}", s.file, s.line, s.column);
+      row.text = s.text;
+      row.line = s.line;
+      row.column = s.column;
+      row.first_node = i;
+      r.rows.push_back(row);
+      scope_order.emplace(key.scope, i);
+    }
+    Row& row = r.rows[it->second];
+    row_of[i] = static_cast<int>(it->second);
+    ++row.nodes;
+    row.shape = shape_text(n);  // the last node of the expression: its result
+    row.fwd_flops += fwd.nodes[i].flops;
+    row.fwd_matmul_flops += fwd.nodes[i].matmul_flops;
+    row.fwd_bytes += fwd.nodes[i].bytes_read + fwd.nodes[i].bytes_written;
+    if (bcost) row.saved_bytes += bcost->saved_bytes[i];
+    r.fwd_flops += fwd.nodes[i].flops;
+    r.fwd_matmul_flops += fwd.nodes[i].matmul_flops;
+    r.fwd_bytes += fwd.nodes[i].bytes_read + fwd.nodes[i].bytes_written;
+  }
+  // Attention shape and the causal (full-count) FLOPs.
+  const std::vector<Attention> kinds = find_attention(trace);
+  std::vector<bool> attention(g.nodes.size(), false);
+  for (int i = 0; i < static_cast<int>(g.nodes.size()); ++i) {
+    if (kinds[i] == Attention::none) continue;
+    attention[i] = true;
+    if (kinds[i] == Attention::scores) {
+      // scores: (b h) t s, summed over the head dim e.
+      const GraphNode& n = g.nodes[i];
+      const auto& c = std::get<ContractAttr>(n.attr);
+      const Shape& a = g.nodes[n.inputs[0]].shape;
+      int64_t head_dim = 1, heads = 1;
+      for (size_t k = 0; k < c.a_axes.size() && k < a.size(); ++k)
+        if (std::find(c.out_axes.begin(), c.out_axes.end(), c.a_axes[k]) == c.out_axes.end())
+          head_dim *= a[k];
+      for (size_t k = 0; k + 2 < n.shape.size(); ++k) heads *= n.shape[k];
+      ++r.layers;
+      r.seq = n.shape.back();
+      r.heads = r.batch > 0 && heads % r.batch == 0 ? heads / r.batch : heads;
+      r.head_dim = head_dim;
+    }
+    r.causal_flops += fwd.nodes[i].flops;
+    r.rows[row_of[i]].causal_flops += fwd.nodes[i].flops;
+  }
+  if (back) {
+    int64_t unattributed_flops = 0, unattributed = 0;
+    for (int i = back->replicated; i < static_cast<int>(back->graph.nodes.size()); ++i) {
+      const NodeCost& c = bnodes.nodes[i];
+      const bool weight = bcost->phases[i] == CostPhase::weight_grad;
+      (weight ? r.bwd_weight_flops : r.bwd_input_flops) += c.flops;
+      r.bwd_bytes += c.bytes_read + c.bytes_written;
+      const int f = owner[i];
+      if (f < 0 || row_of[f] < 0) {
+        if (back->graph.nodes[i].op != GraphOp::input) {
+          ++unattributed;
+          unattributed_flops += c.flops;
+        }
+        continue;
+      }
+      Row& row = r.rows[row_of[f]];
+      (weight ? row.bwd_weight_flops : row.bwd_input_flops) += c.flops;
+      row.bwd_bytes += c.bytes_read + c.bytes_written;
+      if (attention[f]) {
+        row.causal_flops += c.flops;
+        r.causal_flops += c.flops;
+      }
+    }
+    if (unattributed_flops > 0)
+      r.uncounted.push_back(fmt::format(
+          "{} backward nodes serve no known forward node ({} FLOPs): counted in the totals, in "
+          "no row",
+          unattributed, unattributed_flops));
+  }
+  for (int i = 0; i < static_cast<int>(g.nodes.size()); ++i)
+    if (g.nodes[i].op == GraphOp::fused || g.nodes[i].op == GraphOp::result)
+      r.uncounted.push_back(fmt::format("node %{} ({}): no cost rule for unfused accounting", i,
+                                        graph_op_name(g.nodes[i].op)));
+  for (Row& row : r.rows) {
+    const double compute = static_cast<double>(row.flops()) / r.peak;
+    const double memory = static_cast<double>(row.bytes()) / r.bandwidth;
+    row.seconds = std::max(compute, memory);
+    row.memory_bound = memory > compute;
+  }
+  std::stable_sort(r.rows.begin(), r.rows.end(), [&](const Row& a, const Row& b) {
+    return std::tuple(scope_order[a.scope], a.location.starts_with("("), a.line, a.column, a.first_node) <
+           std::tuple(scope_order[b.scope], b.location.starts_with("("), b.line, b.column, b.first_node);
+  });
+
+  // 6. Memory ledger: state from the optimizer and precision conventions, activations saved.
+  napkin::Precision precision = napkin::Precision::fp32;
+  if (o.precision)
+    precision = *o.precision;
+  else if (spec.precision != "fp32" && spec.precision != "f32")
+    precision = napkin::Precision::mixed;
+  const napkin::ParamMemory pm = napkin::param_memory(o.optimizer, precision);
+  r.optimizer = std::string(napkin::optimizer_name(o.optimizer));
+  r.precision = std::string(napkin::precision_name(precision));
+  r.bytes_per_param = pm.bytes_per_param();
+  const double n = static_cast<double>(r.params_total);
+  for (const napkin::MemoryItem& item : pm.items) r.ledger.push_back({item.what, item.bytes_per_param * n});
+  r.state_bytes = pm.bytes_per_param() * n;
+  r.activation_bytes = static_cast<double>(r.saved_activations);
+  r.ledger.push_back({fmt::format("activations saved for backward (batch {})", r.batch), r.activation_bytes});
+  r.total_bytes = r.state_bytes + r.activation_bytes;
+  return r;
+}
+
+double Report::bytes_of(napkin::StatePart part) const {
+  const napkin::ParamMemory pm =
+      napkin::param_memory(*napkin::parse_optimizer(optimizer), *napkin::parse_precision(precision));
+  return pm.bytes_per_param(part) * static_cast<double>(params_total);
+}
+
+}  // namespace ein::report

@@ -1,0 +1,109 @@
+// The numbers of `ein report` (docs/report.md): a traced training step's FLOPs, bytes and
+// saved activations per source expression (forward nodes from the trace, backward nodes from
+// autodiff attributed back to the forward node they serve), the parameter census, and the
+// memory and time ledgers. Static: nothing runs, no weights exist. Formatting is elsewhere
+// (tools/report_command.cpp).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compiler/script.h"
+#include "runtime/hardware.h"
+#include "tools/estimate.h"
+
+namespace ein::report {
+
+/// What to account for and on what hardware.
+struct ReportOptions {
+  std::string fn = "train.loss";   ///< the function traced (its example_types)
+  const HardwareProfile* hw = nullptr;  ///< required
+  MathMode math = MathMode::bf16;  ///< the peak column used for roofline and time
+  double gpus = 1;                 ///< data-parallel devices
+  double mfu = 0.4;                ///< model FLOPs utilization for the time estimate
+  std::optional<double> tokens;    ///< training tokens (time section)
+  napkin::Optimizer optimizer = napkin::Optimizer::adamw;  ///< assumed (see docs/report.md)
+  std::optional<napkin::Precision> precision;  ///< default: from the train block's precision
+  int depth = -1;                  ///< module depth rows are merged to (-1: no merging)
+};
+
+/// One source expression within one module scope (or merged scopes, with --depth).
+struct Row {
+  std::string scope;       ///< module path, "" outside modules
+  std::string location;    ///< "file:line:col", or "(no source)"
+  std::string text;        ///< the expression's text
+  std::string shape;       ///< the result's dtype and shape: "f32[8 1024 768]"
+  int nodes = 0;           ///< forward graph nodes it made
+  int64_t fwd_flops = 0, fwd_matmul_flops = 0, fwd_bytes = 0;
+  int64_t bwd_input_flops = 0, bwd_weight_flops = 0, bwd_bytes = 0;
+  int64_t recompute_flops = 0;  ///< excluded from model FLOPs
+  int64_t saved_bytes = 0;      ///< its values the backward reads
+  int64_t causal_flops = 0;     ///< FLOPs of attention score/value contractions (full count)
+  double seconds = 0;           ///< roofline bound: max(flops/peak, bytes/bandwidth)
+  bool memory_bound = false;    ///< bytes/bandwidth dominates
+  uint32_t line = 0, column = 0;  ///< for sorting
+  int first_node = 0;             ///< for sorting
+  /// Forward plus backward FLOPs.
+  int64_t flops() const { return fwd_flops + bwd_input_flops + bwd_weight_flops; }
+  /// Forward plus backward bytes.
+  int64_t bytes() const { return fwd_bytes + bwd_bytes; }
+};
+
+/// A line of the memory ledger.
+struct LedgerItem {
+  std::string what;  ///< "parameters (f32)", ...
+  double bytes = 0;  ///< the whole model's, not per device
+};
+
+/// Everything a report says.
+struct Report {
+  std::string file, fn;
+  std::string hw_name;
+  double peak = 0, bandwidth = 0, device_memory = 0;
+  std::string math;
+  // parameters
+  int64_t params_total = 0, params_trainable = 0, params_embedding = 0;
+  int64_t param_bytes = 0;
+  std::vector<std::string> embedding_names;
+  std::vector<std::string> tied;  ///< "NAME (also ALIAS, ...)"
+  // the step
+  int64_t batch = 1, tokens_per_step = 1;
+  std::string tokens_note;  ///< how tokens_per_step was found
+  int64_t fwd_flops = 0, fwd_matmul_flops = 0, bwd_input_flops = 0, bwd_weight_flops = 0;
+  int64_t recompute_flops = 0, fwd_bytes = 0, bwd_bytes = 0;
+  int64_t saved_total = 0, saved_activations = 0;
+  int64_t causal_flops = 0;  ///< forward FLOPs of the attention score/value contractions
+  bool has_backward = false;
+  std::string backward_error;  ///< why there is no backward (autodiff refused an op)
+  int forward_nodes = 0, backward_nodes = 0;
+  std::vector<std::string> uncounted;  ///< nodes without a cost rule or attribution, loudly
+  // attention shape for PaLM's formula (0 when not identified)
+  int64_t layers = 0, heads = 0, head_dim = 0, seq = 0;
+  std::vector<Row> rows;
+  // memory
+  std::string optimizer, precision;
+  double bytes_per_param = 0;
+  std::vector<LedgerItem> ledger;   ///< params, grads, optimizer, activations
+  double state_bytes = 0;           ///< params + grads + optimizer
+  double activation_bytes = 0;
+  double total_bytes = 0;
+  double gpus = 1, mfu = 0;
+  std::optional<double> tokens;
+
+  /// Backward FLOPs (input and weight gradients, recomputation excluded).
+  int64_t bwd_flops() const { return bwd_input_flops + bwd_weight_flops; }
+  /// Model FLOPs of one step: forward + backward.
+  int64_t step_flops() const { return fwd_flops + bwd_flops(); }
+  /// Bytes of one part of the training state (the whole model's) under optimizer/precision.
+  double bytes_of(napkin::StatePart part) const;
+};
+
+/// Loads `file` without allocating, traces `options.fn` for its example types, differentiates
+/// with respect to the float parameters and accounts for every node. Throws UserError or
+/// RuntimeError for the user's mistakes.
+Report make_report(const std::string& file, const std::vector<script::Setting>& sets,
+                   const ReportOptions& options);
+
+}  // namespace ein::report
