@@ -12,6 +12,7 @@
 #include "tools/report.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <tuple>
@@ -63,6 +64,26 @@ std::string cut_scope(const std::string& scope, int depth) {
     if (i + 1 < depth) ++pos;
   }
   return scope.substr(0, pos);
+}
+
+/// `path` relative to the working folder when it lies below it (stdlib/nn.ein), else as given.
+std::string short_path(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::path rel = std::filesystem::proximate(path, ec);
+  if (ec || rel.empty() || *rel.begin() == "..") return path;
+  return rel.string();
+}
+
+/// A contraction's FLOPs as factors: 2 · every output dim · every summed dim.
+std::string contract_formula(const Graph& g, const GraphNode& n) {
+  const auto& c = std::get<ContractAttr>(n.attr);
+  std::vector<int64_t> factors(n.shape.begin(), n.shape.end());
+  const Shape& a = g.nodes[n.inputs[0]].shape;
+  for (size_t k = 0; k < c.a_axes.size() && k < a.size(); ++k)
+    if (std::find(c.out_axes.begin(), c.out_axes.end(), c.a_axes[k]) == c.out_axes.end())
+      factors.push_back(a[k]);
+  std::erase(factors, 1);
+  return fmt::format("2·{}", fmt::join(factors, "·"));
 }
 
 std::string shape_text(const GraphNode& n) {
@@ -257,7 +278,7 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
     if (fresh) {
       Row row;
       row.scope = key.scope;
-      row.location = s.file.empty() ? "(no source)" : fmt::format("{}:{}:{}", s.file, s.line, s.column);
+      row.location = s.file.empty() ? "(no source)" : fmt::format("{}:{}:{}", short_path(s.file), s.line, s.column);
       row.text = s.text;
       row.line = s.line;
       row.column = s.column;
@@ -269,6 +290,8 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
     row_of[i] = static_cast<int>(it->second);
     ++row.nodes;
     row.shape = shape_text(n);  // the last node of the expression: its result
+    if (n.op == GraphOp::contract)
+      row.formula += (row.formula.empty() ? "" : " + ") + contract_formula(g, n);
     row.fwd_flops += fwd.nodes[i].flops;
     row.fwd_matmul_flops += fwd.nodes[i].matmul_flops;
     row.fwd_bytes += fwd.nodes[i].bytes_read + fwd.nodes[i].bytes_written;

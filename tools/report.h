@@ -32,7 +32,7 @@ struct ReportOptions {
 /// One source expression within one module scope (or merged scopes, with --depth).
 struct Row {
   std::string scope;       ///< module path, "" outside modules
-  std::string location;    ///< "file:line:col", or "(no source)"
+  std::string location;    ///< "file:line:col" (file relative to the working folder), or "(no source)"
   std::string text;        ///< the expression's text
   std::string shape;       ///< the result's dtype and shape: "f32[8 1024 768]"
   int nodes = 0;           ///< forward graph nodes it made
@@ -45,6 +45,8 @@ struct Row {
   bool memory_bound = false;    ///< bytes/bandwidth dominates
   uint32_t line = 0, column = 0;  ///< for sorting
   int first_node = 0;             ///< for sorting
+  /// The contractions' FLOPs as factors, "2·8·1024·768·2304" (+ between nodes); "" if none.
+  std::string formula;
   /// Forward plus backward FLOPs.
   int64_t flops() const { return fwd_flops + bwd_input_flops + bwd_weight_flops; }
   /// Forward plus backward bytes.

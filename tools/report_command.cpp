@@ -288,6 +288,7 @@ std::string text_or_md(const Report& r, const Summary& s, bool md) {
                          si(static_cast<double>(row.bytes()), "B"), intensity,
                          row.memory_bound ? "memory" : "compute", seconds_text(row.seconds),
                          si(static_cast<double>(row.saved_bytes), "B"), percent(static_cast<double>(row.flops()), step));
+      if (!row.formula.empty()) out += fmt::format("      forward contraction FLOPs = {}\n", row.formula);
     }
   }
   return out;
@@ -359,6 +360,7 @@ nlohmann::json to_json(const Report& r, const Summary& s) {
                     {"location", row.location},
                     {"text", row.text},
                     {"shape", row.shape},
+                    {"formula", row.formula},
                     {"nodes", row.nodes},
                     {"forward_flops", row.fwd_flops},
                     {"forward_matmul_flops", row.fwd_matmul_flops},

@@ -79,6 +79,11 @@ class Report(unittest.TestCase):
         self.assertEqual(j["attention"], {"layers": 12, "heads": 12, "head_dim": 64, "seq": 1024})
         self.assertAlmostEqual(j["flops"]["palm_per_token"], 6 * 124439808 + 12 * 12 * 12 * 64 * 1024)
         self.assertEqual(j["step"], {"batch": 8, "tokens": 8192})
+        # The tied head, b t d x v d -> b t v, as factors, and its location in stdlib/gpt.ein.
+        head = [r for r in j["rows"] if r["formula"] == "2·8·1024·50257·768"]
+        self.assertEqual(len(head), 1, [r["formula"] for r in j["rows"] if r["formula"]][:5])
+        self.assertTrue(head[0]["location"].endswith("gpt.ein:47:12"), head[0]["location"])
+        self.assertEqual(head[0]["forward_flops"], 2 * 8 * 1024 * 50257 * 768)
 
     def test_llama_7b_parameters(self):
         j = self.json(script("llama_7b.ein"))
