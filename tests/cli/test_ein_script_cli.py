@@ -388,6 +388,22 @@ class Run(Case):
         total = [line for line in out.splitlines() if line.startswith("total")]
         self.assertEqual(total[0].split()[-1], "6738415616")
 
+    def test_accounting_rows_from_the_stdlib_models(self):
+        # accounting_cases.tsv rows the stdlib's MHA models can express, by --set on the two
+        # config scripts (the GQA rows, Llama-2/3-70B, need grouped-query attention: not here).
+        rows = [("gpt2_small.ein", ["L=24", "D=1024", "H=16"], 354823168),
+                ("gpt2_small.ein", ["L=36", "D=1280", "H=20"], 774030080),
+                ("gpt2_small.ein", ["L=48", "D=1600", "H=25"], 1557611200),
+                ("llama_7b.ein", ["D=5120", "L=40", "H=40", "F=13824"], 13015864320),
+                ("llama_7b.ein", ["D=6656", "L=60", "H=52", "F=17920"], 32528943616)]
+        for name, sets, expected in rows:
+            args = ["check", script("scripts", name)]
+            for kv in sets:
+                args += ["--set", kv]
+            out, _ = self.ok(*args)
+            total = [line for line in out.splitlines() if line.startswith("total")]
+            self.assertEqual(int(total[0].split()[-1]), expected, (name, sets))
+
     def test_emit_script(self):
         gpt = script("gpt", "byte_gpt.ein")
         out, _ = self.ok("emit", gpt, *TINY, "--stage", "fused")
