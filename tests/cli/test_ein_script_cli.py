@@ -389,13 +389,16 @@ class Run(Case):
         self.assertEqual(total[0].split()[-1], "6738415616")
 
     def test_accounting_rows_from_the_stdlib_models(self):
-        # accounting_cases.tsv rows the stdlib's MHA models can express, by --set on the two
-        # config scripts (the GQA rows, Llama-2/3-70B, need grouped-query attention: not here).
+        # accounting_cases.tsv's parameter rows, by --set on the two config scripts.
         rows = [("gpt2_small.ein", ["L=24", "D=1024", "H=16"], 354823168),
                 ("gpt2_small.ein", ["L=36", "D=1280", "H=20"], 774030080),
                 ("gpt2_small.ein", ["L=48", "D=1600", "H=25"], 1557611200),
                 ("llama_7b.ein", ["D=5120", "L=40", "H=40", "F=13824"], 13015864320),
-                ("llama_7b.ein", ["D=6656", "L=60", "H=52", "F=17920"], 32528943616)]
+                ("llama_7b.ein", ["D=6656", "L=60", "H=52", "F=17920"], 32528943616),
+                # grouped-query attention, 8 key/value heads
+                ("llama_7b.ein", ["D=8192", "L=80", "H=64", "G=8", "F=28672"], 68976648192),
+                ("llama_7b.ein", ["V=128256", "D=8192", "L=80", "H=64", "G=8", "F=28672"],
+                 70553706496)]
         for name, sets, expected in rows:
             args = ["check", script("scripts", name)]
             for kv in sets:
@@ -403,6 +406,13 @@ class Run(Case):
             out, _ = self.ok(*args)
             total = [line for line in out.splitlines() if line.startswith("total")]
             self.assertEqual(int(total[0].split()[-1]), expected, (name, sets))
+
+    def test_grouped_query_attention_runs(self):
+        out, _ = self.ok("run", script("scripts", "llama_7b.ein"), "--fn", "train.loss",
+                         "--set", "V=256", "--set", "T=16", "--set", "L=1", "--set", "H=4",
+                         "--set", "G=2", "--set", "D=32", "--set", "F=64", "--set", "B=2")
+        loss = float(out.strip().splitlines()[-1].split("[")[-1].rstrip("]"))
+        self.assertAlmostEqual(loss, math.log(256), delta=0.5)  # near-uniform at init
 
     def test_emit_script(self):
         gpt = script("gpt", "byte_gpt.ein")
