@@ -1,6 +1,7 @@
-// The `.ein` interpreter (private): evaluates declarations, builds modules and traces function
-// calls into Graph IR. compiler/script.cpp wraps it as ein::script::Program; the builtins live
-// in script_builtins.cpp.
+// The `.ein` interpreter (private): loads files and evaluates declarations (script_load.cpp),
+// evaluates expressions, calls and modules (script_eval.cpp), and traces function calls into
+// Graph IR (script_interp.cpp). compiler/script.cpp wraps it as ein::script::Program; the
+// builtins live in script_builtins.cpp.
 #pragma once
 
 #include <functional>
