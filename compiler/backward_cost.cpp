@@ -30,31 +30,6 @@ bool is_weight(const Graph& forward, int id, const std::vector<bool>& weight_inp
   return index >= 0 && index < static_cast<int>(weight_inputs.size()) && weight_inputs[index];
 }
 
-/// The forward node of each replica (backward nodes [0, replicated)).
-std::vector<int> match_replicas(const Backward& b, const Graph& forward) {
-  std::vector<int> fwd_of(b.replicated, -1);
-  size_t f = 0;
-  for (int j = 0; j < b.replicated; ++j) {
-    const GraphNode& r = b.graph.nodes[j];
-    const auto same = [&](const GraphNode& n) {
-      if (n.op != r.op || n.shape != r.shape || n.dtype != r.dtype ||
-          n.inputs.size() != r.inputs.size())
-        return false;
-      for (size_t k = 0; k < n.inputs.size(); ++k)
-        if (fwd_of[r.inputs[k]] != n.inputs[k]) return false;
-      return n.op != GraphOp::input ||
-             std::get<InputAttr>(n.attr).index == std::get<InputAttr>(r.attr).index;
-    };
-    while (f < forward.nodes.size() && !same(forward.nodes[f]))
-      ++f;
-    if (f == forward.nodes.size())
-      throw std::logic_error(fmt::format(
-          "backward_cost: backward node %{} matches no forward node (not a Backward of this graph)",
-          j));
-    fwd_of[j] = static_cast<int>(f++);
-  }
-  return fwd_of;
-}
 
 /// Per backward node, a bit mask of the operands of its forward node (origin.forward) whose
 /// gradient it helps compute. A node tagged with origin.operand has that bit. An untagged
@@ -112,6 +87,31 @@ std::vector<uint64_t> operand_masks(const Backward& b, const Graph& forward) {
 
 }  // namespace
 
+std::vector<int> replica_sources(const Backward& b, const Graph& forward) {
+  std::vector<int> fwd_of(b.replicated, -1);
+  size_t f = 0;
+  for (int j = 0; j < b.replicated; ++j) {
+    const GraphNode& r = b.graph.nodes[j];
+    const auto same = [&](const GraphNode& n) {
+      if (n.op != r.op || n.shape != r.shape || n.dtype != r.dtype ||
+          n.inputs.size() != r.inputs.size())
+        return false;
+      for (size_t k = 0; k < n.inputs.size(); ++k)
+        if (fwd_of[r.inputs[k]] != n.inputs[k]) return false;
+      return n.op != GraphOp::input ||
+             std::get<InputAttr>(n.attr).index == std::get<InputAttr>(r.attr).index;
+    };
+    while (f < forward.nodes.size() && !same(forward.nodes[f]))
+      ++f;
+    if (f == forward.nodes.size())
+      throw std::logic_error(fmt::format(
+          "backward_cost: backward node %{} matches no forward node (not a Backward of this graph)",
+          j));
+    fwd_of[j] = static_cast<int>(f++);
+  }
+  return fwd_of;
+}
+
 std::vector<CostPhase> backward_phases(const Backward& b, const Graph& forward,
                                        const std::vector<bool>& weight_inputs) {
   const Graph& g = b.graph;
@@ -168,7 +168,7 @@ BackwardCost backward_cost(const Backward& b, const Graph& forward,
     c.total += nc;
   }
   // Saved for backward: the forward values VJP nodes read, at the node that owns the memory.
-  const std::vector<int> fwd_of = match_replicas(b, forward);
+  const std::vector<int> fwd_of = replica_sources(b, forward);
   std::vector<bool> saved(forward.nodes.size(), false);
   for (size_t i = b.replicated; i < b.graph.nodes.size(); ++i)
     for (int in : b.graph.nodes[i].inputs)

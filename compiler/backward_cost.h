@@ -39,6 +39,9 @@ struct BackwardCost {
 std::vector<CostPhase> backward_phases(const Backward& backward, const Graph& forward,
                                        const std::vector<bool>& weight_inputs);
 
+/// The forward node each replica of `backward` (its nodes [0, replicated)) recomputes.
+std::vector<int> replica_sources(const Backward& backward, const Graph& forward);
+
 /// The cost of `backward` split by backward_phases(), and the saved-for-backward bytes: each
 /// forward value a VJP node reads, followed through views (view/permute/slice/reshape) to the
 /// forward node that holds the memory, counted once at that node's size.
