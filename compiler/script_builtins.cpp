@@ -280,7 +280,8 @@ Value constant_tensor(Interpreter& in, std::vector<CallArg>& args, const CallSit
     else in.fail(site, r.range, fmt::format("{}() has no parameter '{}'", fn, r.name));
   }
   Trace& t = in.trace_or_fail(site, fn + "()");
-  return Value::tensor(t.constant(full(shape, value, dtype)));
+  // One element, broadcast (a stride-0 view): ones(T, T) costs 4 bytes, not 4·T² per call.
+  return Value::tensor(t.b.broadcast_to(t.constant(full({}, value, dtype)), shape));
 }
 
 Value random_tensor(Interpreter& in, std::vector<CallArg>& args, const CallSite& site, bool normal) {
