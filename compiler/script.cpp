@@ -151,6 +151,27 @@ TraceInfo Program::trace_info(const std::string& fn, const std::vector<TensorTyp
   return info;
 }
 
+std::vector<DimInfo> Program::dims() const {
+  std::vector<DimInfo> out;
+  const Unit* main = impl_->main_unit();
+  for (const Decl& d : main->script.decls)
+    if (d.kind == Decl::Kind::dim) {
+      auto it = main->globals->vars.find(d.name);
+      if (it != main->globals->vars.end() && it->second.kind == Value::Kind::number)
+        out.push_back({d.name, static_cast<int64_t>(it->second.num)});
+    }
+  return out;
+}
+
+std::optional<OptimizerInfo> Program::optimizer_info() const {
+  const std::shared_ptr<Object> opt = impl_->optimizer();
+  if (!opt) return std::nullopt;
+  OptimizerInfo info{opt->cls->decl->name, {}};
+  for (const Decl& c : opt->cls->decl->children)
+    if (c.kind == Decl::Kind::state) info.states.push_back(c.name);
+  return info;
+}
+
 std::vector<Tensor> Program::make_batch(int64_t step) {
   NoGrad no_grad;
   const Traced& t = traced("train.batch", {}, false);

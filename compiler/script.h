@@ -66,6 +66,18 @@ struct TraceInfo {
   std::vector<std::string> inputs;
 };
 
+/// A `dim` of the main script with its value (after `--set`).
+struct DimInfo {
+  std::string name;
+  int64_t value = 0;
+};
+
+/// The train block's optimizer as declared: what exists without allocating.
+struct OptimizerInfo {
+  std::string name;                 ///< its declaration's name ("AdamW")
+  std::vector<std::string> states;  ///< per-parameter state tensors, in declaration order ("m", "v")
+};
+
 /// A tensor with its qualified name: "blocks.0.attn.qkv.weight".
 struct NamedTensor {
   std::string name;
@@ -138,6 +150,10 @@ class Program {
   std::vector<NamedTensor> parameters() const;
   /// The same parameters' names, shapes and dtypes.
   std::vector<ParamInfo> parameter_info() const;
+  /// The main script's `dim` declarations, in source order, with their values.
+  std::vector<DimInfo> dims() const;
+  /// The train block's optimizer (nullopt without one): its name and per-parameter states.
+  std::optional<OptimizerInfo> optimizer_info() const;
   /// The next batch from the block's `fn batch()` (for scripts without `data`), for `step`.
   std::vector<Tensor> make_batch(int64_t step);
   /// The train block's `fn loss` on a batch: a 0-dim tensor recorded on the tape. `step`

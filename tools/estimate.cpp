@@ -137,9 +137,14 @@ double ParamMemory::bytes_per_param(StatePart part) const {
 }
 
 ParamMemory param_memory(Optimizer optimizer, Precision precision) {
+  ParamMemory m = param_memory(optimizer_states(optimizer), precision);
+  m.optimizer = optimizer;
+  return m;
+}
+
+ParamMemory param_memory(int states, Precision precision) {
   const PrecisionRow& p = row(precision);
-  const int states = optimizer_states(optimizer);
-  ParamMemory m{optimizer, precision, {}};
+  ParamMemory m{std::nullopt, states, precision, {}};
   m.items.push_back({p.param_label, StatePart::params, p.param_bytes});
   // The master copy belongs to the optimizer's state: ZeRO stage 1 shards it with m and v.
   if (p.master_bytes > 0)

@@ -74,7 +74,10 @@ struct MemoryItem {
 
 /// Bytes per parameter of the training state (activations excluded), line by line.
 struct ParamMemory {
-  Optimizer optimizer;            ///< the optimizer
+  /// The optimizer, when it is one of the known ones; nullopt for a script's own optimizer,
+  /// known only by its state count.
+  std::optional<Optimizer> optimizer;
+  int states = 0;                 ///< fp32 state elements per parameter
   Precision precision;            ///< the precision convention
   std::vector<MemoryItem> items;  ///< the lines, in the lecture's order
   /// Sum over all lines.
@@ -85,6 +88,8 @@ struct ParamMemory {
 /// The breakdown for an optimizer and precision: the lecture's 16 B for fp32 AdamW, its
 /// 2 + 4 + 4 + 8 = 18 B for mixed precision, ZeRO's 2 + 2 + 12 = 16 B, CS336's 2 + 2 + 8 = 12 B.
 ParamMemory param_memory(Optimizer optimizer, Precision precision);
+/// The same for an optimizer known by its state count (a script's `state m, v`: 2).
+ParamMemory param_memory(int states, Precision precision);
 /// The largest whole parameter count whose training state fits in `memory_bytes`
 /// (activations, temporaries and fragmentation excluded).
 double max_params(double memory_bytes, const ParamMemory& memory);

@@ -221,7 +221,7 @@ void add_lecture_notes(Estimate& e) {
   }
   if (e.memory && e.params && near(*e.params, 8e9) &&
       e.memory->precision == napkin::Precision::mixed &&
-      optimizer_states(e.memory->optimizer) == 2) {
+      e.memory->states == 2) {
     e.lecture_notes.push_back(
         "the lecture's 8B breakdown (multi-GPU notes): bf16 params 16 GB + fp32 master 32 GB + "
         "Adam m,v 64 GB + fp32 grads 32 GB, reproduced exactly (GB = 1e9 B; 144 GB = 134.1 GiB); "
@@ -414,7 +414,7 @@ std::string render_text(const Estimate& e) {
     t.heading(
         fmt::format("Memory per parameter: {}, {} (training state only; activations, "
                     "temporaries and fragmentation excluded)",
-                    optimizer_name(m.optimizer), precision_name(m.precision)));
+                    optimizer_name(*m.optimizer), precision_name(m.precision)));
     for (const auto& item : m.items)
       t.row(item.what, fmt::format("{:g} B/param", item.bytes_per_param),
             e.params ? fmt::format("{} = {} B", si(item.bytes_per_param * *e.params, "B"),
@@ -532,7 +532,7 @@ nlohmann::ordered_json render_json(const Estimate& e) {
       if (e.params) it["bytes"] = item.bytes_per_param * *e.params;
       items.push_back(it);
     }
-    j["memory"] = {{"optimizer", optimizer_name(e.memory->optimizer)},
+    j["memory"] = {{"optimizer", optimizer_name(*e.memory->optimizer)},
                    {"precision", precision_name(e.memory->precision)},
                    {"bytes_per_param", e.memory->bytes_per_param()},
                    {"items", items},

@@ -22,9 +22,11 @@
 #include "compiler/autodiff.h"
 #include "compiler/backward_cost.h"
 #include "compiler/cost_model.h"
+#include "compiler/step_memory.h"
 #include "dsl/diagnostic.h"
 #include "ein/errors.h"
 #include "runtime/tensor.h"
+#include "tools/report_symbols.h"
 
 namespace ein::report {
 namespace {
@@ -84,6 +86,35 @@ std::string contract_formula(const Graph& g, const GraphNode& n) {
       factors.push_back(a[k]);
   std::erase(factors, 1);
   return fmt::format("2·{}", fmt::join(factors, "·"));
+}
+
+/// The same as a monomial of the script's dims (nullopt if it overflows int64).
+std::optional<Monomial> contract_monomial(const Graph& g, const GraphNode& n, int id,
+                                          const DimSymbols& syms) {
+  const auto& c = std::get<ContractAttr>(n.attr);
+  Monomial m{2, 1, std::vector<int>(syms.dims().size(), 0)};
+  bool ok = true;
+  for (size_t k = 0; k < n.shape.size(); ++k) ok = ok && m.multiply(syms.axis(id, static_cast<int>(k)));
+  const Shape& a = g.nodes[n.inputs[0]].shape;
+  for (size_t k = 0; k < c.a_axes.size() && k < a.size(); ++k)
+    if (std::find(c.out_axes.begin(), c.out_axes.end(), c.a_axes[k]) == c.out_axes.end())
+      ok = ok && m.multiply(syms.axis(n.inputs[0], static_cast<int>(k)));
+  return ok ? std::optional<Monomial>(m) : std::nullopt;
+}
+
+/// The module-list element a scope lies in: "blocks.3" for "blocks.3.attn" (the scope up to
+/// its first numeric component), "" outside lists.
+std::string list_element(const std::string& scope) {
+  size_t start = 0;
+  while (start < scope.size()) {
+    size_t end = scope.find('.', start);
+    if (end == std::string::npos) end = scope.size();
+    const std::string part = scope.substr(start, end - start);
+    if (!part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return scope.substr(0, end);
+    start = end + 1;
+  }
+  return "";
 }
 
 std::string shape_text(const GraphNode& n) {
@@ -155,6 +186,13 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
   const script::TraceInfo trace = program->trace_info(o.fn, types, true);
   const Graph& g = trace.graph;
   r.forward_nodes = static_cast<int>(g.nodes.size());
+  DimSymbols syms(g, file, sets, o.fn, program->dims());
+  std::vector<int> args;
+  for (int i = 0; i < static_cast<int>(g.nodes.size()); ++i)
+    if (input_kind(trace, i).starts_with("arg:")) args.push_back(i);
+  syms.lead_with(args);
+  r.dims = syms.dims();
+  r.structural_dims = syms.structural();
 
   // Tokens per step: the first integer argument (token ids b t), else the data block's.
   const script::TrainSpec spec = program->has_train() ? program->train_spec() : script::TrainSpec{};
@@ -268,6 +306,8 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
   std::map<Key, size_t> index;
   std::map<std::string, int> scope_order;
   std::vector<int> row_of(g.nodes.size(), -1);
+  std::vector<std::vector<Monomial>> row_terms;  // per row: its contractions' monomials
+  std::vector<bool> row_overflow;
   for (int i = 0; i < static_cast<int>(g.nodes.size()); ++i) {
     const GraphNode& n = g.nodes[i];
     if (n.op == GraphOp::input) continue;
@@ -284,14 +324,22 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
       row.column = s.column;
       row.first_node = i;
       r.rows.push_back(row);
+      row_terms.emplace_back();
+      row_overflow.push_back(false);
       scope_order.emplace(key.scope, i);
     }
     Row& row = r.rows[it->second];
     row_of[i] = static_cast<int>(it->second);
     ++row.nodes;
     row.shape = shape_text(n);  // the last node of the expression: its result
-    if (n.op == GraphOp::contract)
-      row.formula += (row.formula.empty() ? "" : " + ") + contract_formula(g, n);
+    row.symbolic_shape = fmt::format("{}[{}]", dtype_name(n.dtype), syms.shape(i));
+    if (n.op == GraphOp::contract) {
+      row.formula_numeric += (row.formula_numeric.empty() ? "" : " + ") + contract_formula(g, n);
+      if (const std::optional<Monomial> m = contract_monomial(g, n, i, syms))
+        row_terms[it->second].push_back(*m);
+      else
+        row_overflow[it->second] = true;
+    }
     row.fwd_flops += fwd.nodes[i].flops;
     row.fwd_matmul_flops += fwd.nodes[i].matmul_flops;
     row.fwd_bytes += fwd.nodes[i].bytes_read + fwd.nodes[i].bytes_written;
@@ -300,6 +348,8 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
     r.fwd_matmul_flops += fwd.nodes[i].matmul_flops;
     r.fwd_bytes += fwd.nodes[i].bytes_read + fwd.nodes[i].bytes_written;
   }
+  for (size_t k = 0; k < r.rows.size(); ++k)
+    r.rows[k].formula = row_overflow[k] ? r.rows[k].formula_numeric : syms.sum_text(row_terms[k]);
   // Attention shape and the causal (full-count) FLOPs.
   const std::vector<Attention> kinds = find_attention(trace);
   std::vector<bool> attention(g.nodes.size(), false);
@@ -368,28 +418,91 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
            std::tuple(scope_order[b.scope], b.location.starts_with("("), b.line, b.column, b.first_node);
   });
 
-  // 6. Memory ledger: state from the optimizer and precision conventions, activations saved.
+  // 6. Memory ledger: state from the optimizer and precision conventions, activations from
+  // liveness (tools/report.h).
   napkin::Precision precision = napkin::Precision::fp32;
   if (o.precision)
     precision = *o.precision;
   else if (spec.precision != "fp32" && spec.precision != "f32")
     precision = napkin::Precision::mixed;
-  const napkin::ParamMemory pm = napkin::param_memory(o.optimizer, precision);
-  r.optimizer = std::string(napkin::optimizer_name(o.optimizer));
+  const std::optional<script::OptimizerInfo> declared = program->optimizer_info();
+  if (o.optimizer) {
+    r.optimizer = std::string(napkin::optimizer_name(*o.optimizer));
+    r.optimizer_states = napkin::optimizer_states(*o.optimizer);
+    r.optimizer_from = "--optimizer";
+  } else if (declared) {
+    r.optimizer = fmt::format("{} (state {})", declared->name,
+                              declared->states.empty() ? std::string("none") : fmt::format("{}", fmt::join(declared->states, ", ")));
+    r.optimizer_states = static_cast<int>(declared->states.size());
+    r.optimizer_from = "the script's train block";
+  } else {
+    r.optimizer = std::string(napkin::optimizer_name(napkin::Optimizer::adamw));
+    r.optimizer_states = napkin::optimizer_states(napkin::Optimizer::adamw);
+    r.optimizer_from = "assumed: the script declares no optimizer";
+  }
+  const napkin::ParamMemory pm = napkin::param_memory(r.optimizer_states, precision);
   r.precision = std::string(napkin::precision_name(precision));
   r.bytes_per_param = pm.bytes_per_param();
   const double n = static_cast<double>(r.params_total);
   for (const napkin::MemoryItem& item : pm.items) r.ledger.push_back({item.what, item.bytes_per_param * n});
   r.state_bytes = pm.bytes_per_param() * n;
   r.activation_bytes = static_cast<double>(r.saved_activations);
+  r.activation_peak = r.activation_bytes;
+  if (back) {
+    const StepMemory live = step_memory(g, *back);
+    r.activation_peak = std::max(static_cast<double>(live.peak), r.activation_bytes);
+    // The backward node at the peak serves a forward expression; name it.
+    const int f = live.peak_in_backward ? owner[live.peak_node] : live.peak_node;
+    const script::NodeSource* src = f >= 0 && f < static_cast<int>(trace.sources.size()) ? &trace.sources[f] : nullptr;
+    r.peak_at = fmt::format("{} of {}", live.peak_in_backward ? "the backward" : "the forward",
+                            src && !src->file.empty()
+                                ? fmt::format("{}:{}:{} ({})", short_path(src->file), src->line, src->column, src->text)
+                                : std::string("an expression outside the source"));
+  }
+  r.temporaries = r.activation_peak - r.activation_bytes;
   r.ledger.push_back({fmt::format("activations saved for backward (batch {})", r.batch), r.activation_bytes});
-  r.total_bytes = r.state_bytes + r.activation_bytes;
+  r.ledger.push_back({"temporaries at the liveness peak", r.temporaries});
+  r.total_bytes = r.state_bytes + r.activation_peak;
+
+  // What-if: checkpoint each element of the model's module list. Its saved values are replaced
+  // by its inputs, and one element's saved values come back during its recomputation.
+  if (bcost) {
+    std::map<std::string, int64_t> saved_in, inputs_of;
+    std::map<std::string, std::set<int>> read_from_outside;
+    int64_t saved_outside = 0;
+    for (int i = 0; i < static_cast<int>(g.nodes.size()); ++i) {
+      const GraphNode& node = g.nodes[i];
+      const std::string element = i < static_cast<int>(trace.sources.size()) ? list_element(trace.sources[i].scope) : "";
+      const int64_t saved = node.op == GraphOp::input ? 0 : bcost->saved_bytes[i];
+      if (element.empty()) {
+        saved_outside += saved;
+        continue;
+      }
+      if (r.checkpoint_scope.empty()) r.checkpoint_scope = element.substr(0, element.rfind('.'));
+      saved_in[element] += saved;
+      r.checkpoint_recompute_flops += fwd.nodes[i].flops;
+      for (int in : node.inputs) {
+        const int root = storage_root(g, in);
+        const std::string& from = root < static_cast<int>(trace.sources.size()) ? trace.sources[root].scope : "";
+        if (g.nodes[root].op != GraphOp::input && list_element(from) != element &&
+            read_from_outside[element].insert(root).second)
+          inputs_of[element] += checked_numel(g.nodes[root].shape) * static_cast<int64_t>(element_size(g.nodes[root].dtype));
+      }
+    }
+    r.checkpoint_modules = static_cast<int>(saved_in.size());
+    int64_t largest = 0, kept = 0;
+    for (const auto& [element, bytes] : saved_in) {
+      largest = std::max(largest, bytes);
+      kept += inputs_of[element];
+    }
+    r.checkpoint_activations = static_cast<double>(saved_outside + kept + largest);
+  }
   return r;
 }
 
 double Report::bytes_of(napkin::StatePart part) const {
   const napkin::ParamMemory pm =
-      napkin::param_memory(*napkin::parse_optimizer(optimizer), *napkin::parse_precision(precision));
+      napkin::param_memory(optimizer_states, *napkin::parse_precision(precision));
   return pm.bytes_per_param(part) * static_cast<double>(params_total);
 }
 

@@ -24,7 +24,9 @@ struct ReportOptions {
   double gpus = 1;                 ///< data-parallel devices
   double mfu = 0.4;                ///< model FLOPs utilization for the time estimate
   std::optional<double> tokens;    ///< training tokens (time section)
-  napkin::Optimizer optimizer = napkin::Optimizer::adamw;  ///< assumed (see docs/report.md)
+  /// The optimizer whose state the ledger counts; nullopt: the script's (its `state`
+  /// declarations), AdamW's when the script has none.
+  std::optional<napkin::Optimizer> optimizer;
   std::optional<napkin::Precision> precision;  ///< default: from the train block's precision
   int depth = -1;                  ///< module depth rows are merged to (-1: no merging)
 };
@@ -45,8 +47,13 @@ struct Row {
   bool memory_bound = false;    ///< bytes/bandwidth dominates
   uint32_t line = 0, column = 0;  ///< for sorting
   int first_node = 0;             ///< for sorting
-  /// The contractions' FLOPs as factors, "2·8·1024·768·2304" (+ between nodes); "" if none.
+  /// The contractions' FLOPs as a formula of the script's dims, like terms combined:
+  /// "2·B·T·D²" (+ between unlike terms); "" if the row has no contraction.
   std::string formula;
+  /// The same as factors, "2·8·1024·768·768" (+ between nodes).
+  std::string formula_numeric;
+  /// The result's shape in the script's dims: "B T 3·D".
+  std::string symbolic_shape;
   /// Forward plus backward FLOPs.
   int64_t flops() const { return fwd_flops + bwd_input_flops + bwd_weight_flops; }
   /// Forward plus backward bytes.
@@ -70,6 +77,9 @@ struct Report {
   int64_t param_bytes = 0;
   std::vector<std::string> embedding_names;
   std::vector<std::string> tied;  ///< "NAME (also ALIAS, ...)"
+  // the dims formulas are written in, and those that repeat structure instead (layers)
+  std::vector<script::DimInfo> dims;
+  std::vector<std::string> structural_dims;
   // the step
   int64_t batch = 1, tokens_per_step = 1;
   std::string tokens_note;  ///< how tokens_per_step was found
@@ -86,11 +96,22 @@ struct Report {
   std::vector<Row> rows;
   // memory
   std::string optimizer, precision;
+  int optimizer_states = 0;         ///< fp32 state tensors per parameter
+  std::string optimizer_from;       ///< "the script's train block", "--optimizer", "assumed"
   double bytes_per_param = 0;
-  std::vector<LedgerItem> ledger;   ///< params, grads, optimizer, activations
+  std::vector<LedgerItem> ledger;   ///< params, grads, optimizer, activations, temporaries
   double state_bytes = 0;           ///< params + grads + optimizer
-  double activation_bytes = 0;
-  double total_bytes = 0;
+  double activation_bytes = 0;      ///< saved for backward (live when the forward ends)
+  double temporaries = 0;           ///< the liveness peak beyond the saved activations
+  double activation_peak = 0;       ///< the liveness peak: activation_bytes + temporaries
+  std::string peak_at;              ///< where the peak happens: "backward of file:line:col (text)"
+  double total_bytes = 0;           ///< state + activation_peak
+  // activation checkpointing what-if: each module of a list (blocks.0, blocks.1, ...) keeps
+  // only its input and recomputes its internals in the backward
+  std::string checkpoint_scope;     ///< "blocks" ("" when the model has no list of modules)
+  int checkpoint_modules = 0;
+  double checkpoint_activations = 0;  ///< saved bytes with checkpointing
+  int64_t checkpoint_recompute_flops = 0;  ///< the extra forward work per step
   double gpus = 1, mfu = 0;
   std::optional<double> tokens;
 

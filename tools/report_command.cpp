@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <fstream>
@@ -30,7 +31,7 @@ using report::Row;
 
 struct ReportFlags {
   std::string file, fn = "train.loss", hw = "h100", math = "bf16", gpus = "1", mfu = "0.4";
-  std::string tokens, optimizer = "adamw", precision, format = "text", output;
+  std::string tokens, optimizer, precision, format = "text", output;
   std::vector<std::string> sets;
   int depth = -1;
 };
@@ -103,6 +104,22 @@ struct Summary {
   double per_device = 0, per_device_zero3 = 0;
   bool fits = false, fits_zero3 = false;
   double max_batch = 0, max_batch_zero3 = 0;  ///< per device
+  /// Per device under each ZeRO stage 0 (plain data parallel) to 3.
+  struct Zero {
+    int stage = 0;
+    double params = 0, grads = 0, optimizer = 0, activations = 0, total = 0;
+    bool fits = false;
+  };
+  std::vector<Zero> zero;
+  /// Per device at a micro-batch size, with the accumulation steps that keep the batch.
+  struct MicroBatch {
+    double micro = 0, accumulation = 0, activations = 0, total = 0;
+    bool fits = false;
+  };
+  std::vector<MicroBatch> micro;
+  // activation checkpointing of each module-list element (per device, plain data parallel)
+  double checkpoint_activations = 0, checkpoint_total = 0, checkpoint_flops_ratio = 0;
+  bool checkpoint_fits = false;
   // time (with --tokens)
   double total_flops = 0, seconds = 0, days = 0, gpu_hours = 0, days_6n = 0;
   double tokens_per_param = 0, chinchilla_tokens = 0;
@@ -159,15 +176,40 @@ Summary summarize(const Report& r) {
         "Chowdhery et al. 2022, App. B");
   // Memory per device: data parallel replicates the state and splits the batch; ZeRO-3 shards
   // the state too.
-  const double act_per_sample = r.activation_bytes / static_cast<double>(std::max<int64_t>(r.batch, 1));
-  s.per_device = r.state_bytes + r.activation_bytes / r.gpus;
-  s.per_device_zero3 = (r.state_bytes + r.activation_bytes) / r.gpus;
+  const double act_per_sample = r.activation_peak / static_cast<double>(std::max<int64_t>(r.batch, 1));
+  const double activations = r.activation_peak / r.gpus;  // per device: the batch is split
+  s.per_device = r.state_bytes + activations;
+  s.per_device_zero3 = r.state_bytes / r.gpus + activations;
   s.fits = s.per_device <= r.device_memory;
   s.fits_zero3 = s.per_device_zero3 <= r.device_memory;
   if (act_per_sample > 0) {
     s.max_batch = std::max(0.0, std::floor((r.device_memory - r.state_bytes) / act_per_sample));
     s.max_batch_zero3 =
         std::max(0.0, std::floor((r.device_memory - r.state_bytes / r.gpus) / act_per_sample));
+  }
+  const napkin::ParamMemory pm = napkin::param_memory(r.optimizer_states, *napkin::parse_precision(r.precision));
+  for (int stage = 0; stage <= 3; ++stage) {
+    const napkin::ZeroMemory z = napkin::zero_memory(pm, n, r.gpus, stage);
+    const double total = z.total + activations;
+    s.zero.push_back({stage, z.params, z.grads, z.optimizer, activations, total, total <= r.device_memory});
+  }
+  const double per_device_batch = static_cast<double>(r.batch) / r.gpus;
+  if (per_device_batch >= 1 && per_device_batch == std::floor(per_device_batch)) {
+    // Powers of two that divide the per-device batch, and the batch itself.
+    std::vector<double> sizes;
+    for (double m = 1; m < per_device_batch; m *= 2)
+      if (std::fmod(per_device_batch, m) == 0) sizes.push_back(m);
+    sizes.push_back(per_device_batch);
+    for (double m : sizes) {
+      const double total = r.state_bytes + act_per_sample * m;
+      s.micro.push_back({m, per_device_batch / m, act_per_sample * m, total, total <= r.device_memory});
+    }
+  }
+  if (r.checkpoint_modules > 0) {
+    s.checkpoint_activations = (r.checkpoint_activations + r.temporaries) / r.gpus;
+    s.checkpoint_total = r.state_bytes + s.checkpoint_activations;
+    s.checkpoint_fits = s.checkpoint_total <= r.device_memory;
+    s.checkpoint_flops_ratio = (step + static_cast<double>(r.checkpoint_recompute_flops)) / step;
   }
   if (r.tokens) {
     s.total_flops = step / tokens * *r.tokens;
@@ -224,22 +266,53 @@ std::string text_or_md(const Report& r, const Summary& s, bool md) {
                    grouped(static_cast<double>(r.bwd_weight_flops)),
                    r.fwd_flops ? static_cast<double>(r.bwd_flops()) / static_cast<double>(r.fwd_flops) : 0.0));
 
-  h(fmt::format("Memory ledger ({} optimizer assumed, {} precision: {} B/param)", r.optimizer, r.precision,
-                r.bytes_per_param));
+  h(fmt::format("Memory ledger ({} precision: {} B/param; optimizer {}, from {})", r.precision,
+                r.bytes_per_param, r.optimizer, r.optimizer_from));
   if (md) out += "| item | bytes |\n|---|---:|\n";
   for (const report::LedgerItem& item : r.ledger)
     out += md ? fmt::format("| {} | {} |\n", item.what, si(item.bytes, "B"))
               : fmt::format("  {:<48} {:>12}\n", item.what, si(item.bytes, "B"));
   out += md ? fmt::format("| **total** | **{}** |\n\n", si(r.total_bytes, "B"))
             : fmt::format("  {:<48} {:>12}\n", "total", si(r.total_bytes, "B"));
-  line("The optimizer's state count is not read from the script (it needs allocation); --optimizer "
-       "sets it (default adamw: 2 fp32 states per parameter).");
+  line(fmt::format("activations: the liveness peak of the step executed node by node is {} ({} "
+                   "saved for backward + {} temporaries), at {}",
+                   si(r.activation_peak, "B"), si(r.activation_bytes, "B"), si(r.temporaries, "B"), r.peak_at));
   line(fmt::format("per device, data parallel over {} (state replicated, batch split): {} of {}: {}",
                    grouped(r.gpus), si(s.per_device, "B"), si(r.device_memory, "B"), fits_text(s.fits)));
-  line(fmt::format("per device with ZeRO-3 (state sharded too): {}: {}", si(s.per_device_zero3, "B"),
-                   fits_text(s.fits_zero3)));
   line(fmt::format("largest batch per device (activations scale with batch): {}; with ZeRO-3: {}",
                    grouped(s.max_batch), grouped(s.max_batch_zero3)));
+
+  h(fmt::format("What if: ZeRO stages (per device, {} devices)", grouped(r.gpus)));
+  if (md) out += "| stage | params | grads | optimizer | activations | total | fits |\n|---|---:|---:|---:|---:|---:|---|\n";
+  for (const Summary::Zero& z : s.zero)
+    out += md ? fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", z.stage, si(z.params, "B"), si(z.grads, "B"),
+                            si(z.optimizer, "B"), si(z.activations, "B"), si(z.total, "B"), fits_text(z.fits))
+              : fmt::format("  ZeRO-{}  params {:>10}  grads {:>10}  optimizer {:>10}  activations {:>10}  total {:>10}  {}\n",
+                            z.stage, si(z.params, "B"), si(z.grads, "B"), si(z.optimizer, "B"),
+                            si(z.activations, "B"), si(z.total, "B"), fits_text(z.fits));
+  line("stage 0 is plain data parallel; 1 shards the optimizer state (with any fp32 master), 2 also "
+       "the gradients, 3 also the parameters (Rajbhandari et al. 2020).");
+
+  h("What if: micro-batches with gradient accumulation (per device, plain data parallel)");
+  if (s.micro.empty()) line(fmt::format("the batch {} does not split evenly over {} devices.", r.batch, grouped(r.gpus)));
+  if (md && !s.micro.empty()) out += "| micro-batch | accumulation steps | activations | total | fits |\n|---:|---:|---:|---:|---|\n";
+  for (const Summary::MicroBatch& m : s.micro)
+    out += md ? fmt::format("| {} | {} | {} | {} | {} |\n", grouped(m.micro), grouped(m.accumulation),
+                            si(m.activations, "B"), si(m.total, "B"), fits_text(m.fits))
+              : fmt::format("  micro-batch {:>6} x {:>5} steps  activations {:>10}  total {:>10}  {}\n",
+                            grouped(m.micro), grouped(m.accumulation), si(m.activations, "B"), si(m.total, "B"),
+                            fits_text(m.fits));
+
+  h("What if: activation checkpointing");
+  if (r.checkpoint_modules > 0)
+    line(fmt::format("checkpointing each of the {} modules of {} (keep its inputs, recompute it in the "
+                     "backward): activations {} per device instead of {}; total {}: {}; {:.3g}x the model "
+                     "FLOPs per step ({} recomputed)",
+                     r.checkpoint_modules, r.checkpoint_scope, si(s.checkpoint_activations, "B"),
+                     si(r.activation_peak / r.gpus, "B"), si(s.checkpoint_total, "B"), fits_text(s.checkpoint_fits),
+                     s.checkpoint_flops_ratio, si(static_cast<double>(r.checkpoint_recompute_flops))));
+  else
+    line("the model has no list of modules (blocks.0, blocks.1, ...) to checkpoint.");
 
   h("Time");
   if (r.tokens) {
@@ -261,12 +334,12 @@ std::string text_or_md(const Report& r, const Summary& s, bool md) {
   std::string scope = "\x01";
   if (md)
     out += "| location | expression | shape | fwd FLOPs | bwd input | bwd weight | bytes | FLOP/B | "
-           "bound | time | saved | share |\n|---|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|\n";
+           "bound | time | saved | share | contraction FLOPs |\n|---|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---|\n";
   for (const Row& row : r.rows) {
     if (row.scope != scope) {
       scope = row.scope;
       const std::string name = scope.empty() ? "(top level)" : scope;
-      out += md ? fmt::format("| **{}** | | | | | | | | | | | |\n", name) : fmt::format("\n  [{}]\n", name);
+      out += md ? fmt::format("| **{}** | | | | | | | | | | | | |\n", name) : fmt::format("\n  [{}]\n", name);
     }
     const double intensity = row.bytes() ? static_cast<double>(row.flops()) / static_cast<double>(row.bytes()) : 0;
     std::string text = row.text;
@@ -274,12 +347,13 @@ std::string text_or_md(const Report& r, const Summary& s, bool md) {
     if (md) {
       std::string escaped;
       for (char c : text) escaped += c == '|' ? std::string("\\|") : std::string(1, c);
-      out += fmt::format("| {} | `{}` | {} | {} | {} | {} | {} | {:.3g} | {} | {} | {} | {} |\n",
-                         row.location, escaped, row.shape, si(static_cast<double>(row.fwd_flops)),
+      out += fmt::format("| {} | `{}` | {} = {} | {} | {} | {} | {} | {:.3g} | {} | {} | {} | {} | {} |\n",
+                         row.location, escaped, row.symbolic_shape, row.shape, si(static_cast<double>(row.fwd_flops)),
                          si(static_cast<double>(row.bwd_input_flops)), si(static_cast<double>(row.bwd_weight_flops)),
                          si(static_cast<double>(row.bytes()), "B"), intensity,
                          row.memory_bound ? "memory" : "compute", seconds_text(row.seconds),
-                         si(static_cast<double>(row.saved_bytes), "B"), percent(static_cast<double>(row.flops()), step));
+                         si(static_cast<double>(row.saved_bytes), "B"), percent(static_cast<double>(row.flops()), step),
+                         row.formula);
     } else {
       out += fmt::format("    {}  {}\n      {:<22} fwd {:>10}  bwd in {:>10} w {:>10}  {:>10}  {:>7.3g} FLOP/B "
                          "{:<7} {:>9}  saved {:>10}  {:>6}\n",
@@ -288,7 +362,9 @@ std::string text_or_md(const Report& r, const Summary& s, bool md) {
                          si(static_cast<double>(row.bytes()), "B"), intensity,
                          row.memory_bound ? "memory" : "compute", seconds_text(row.seconds),
                          si(static_cast<double>(row.saved_bytes), "B"), percent(static_cast<double>(row.flops()), step));
-      if (!row.formula.empty()) out += fmt::format("      forward contraction FLOPs = {}\n", row.formula);
+      out += fmt::format("      shape {}", row.symbolic_shape);
+      if (!row.formula.empty()) out += fmt::format("; contraction FLOPs {} = {}", row.formula, row.formula_numeric);
+      out += "\n";
     }
   }
   return out;
@@ -338,10 +414,15 @@ nlohmann::json to_json(const Report& r, const Summary& s) {
                  {"grads", r.bytes_of(napkin::StatePart::grads)},
                  {"optimizer", r.bytes_of(napkin::StatePart::optimizer)},
                  {"activations", r.activation_bytes},
+                 {"temporaries", r.temporaries},
+                 {"activation_peak", r.activation_peak},
+                 {"peak_at", r.peak_at},
                  {"saved_total", r.saved_total},
                  {"total", r.total_bytes},
                  {"bytes_per_param", r.bytes_per_param},
-                 {"optimizer_assumed", r.optimizer},
+                 {"optimizer_name", r.optimizer},
+                 {"optimizer_states", r.optimizer_states},
+                 {"optimizer_from", r.optimizer_from},
                  {"precision", r.precision},
                  {"per_device", s.per_device},
                  {"per_device_zero3", s.per_device_zero3},
@@ -349,6 +430,27 @@ nlohmann::json to_json(const Report& r, const Summary& s) {
                  {"fits_zero3", s.fits_zero3},
                  {"max_batch_per_device", s.max_batch},
                  {"max_batch_per_device_zero3", s.max_batch_zero3}};
+  json zero = json::array(), micro = json::array();
+  for (const Summary::Zero& z : s.zero)
+    zero.push_back({{"stage", z.stage}, {"params", z.params}, {"grads", z.grads}, {"optimizer", z.optimizer},
+                    {"activations", z.activations}, {"total", z.total}, {"fits", z.fits}});
+  for (const Summary::MicroBatch& m : s.micro)
+    micro.push_back({{"micro_batch", m.micro}, {"accumulation", m.accumulation}, {"activations", m.activations},
+                     {"total", m.total}, {"fits", m.fits}});
+  j["memory"]["zero"] = zero;
+  j["memory"]["micro_batches"] = micro;
+  if (r.checkpoint_modules > 0)
+    j["memory"]["checkpointing"] = {{"scope", r.checkpoint_scope},
+                                    {"modules", r.checkpoint_modules},
+                                    {"activations", s.checkpoint_activations},
+                                    {"total", s.checkpoint_total},
+                                    {"fits", s.checkpoint_fits},
+                                    {"recompute_flops", r.checkpoint_recompute_flops},
+                                    {"flops_ratio", s.checkpoint_flops_ratio}};
+  json dims = json::object();
+  for (const script::DimInfo& d : r.dims) dims[d.name] = d.value;
+  j["dims"] = dims;
+  j["structural_dims"] = r.structural_dims;
   if (r.tokens)
     j["time"] = {{"tokens", *r.tokens},        {"total_flops", s.total_flops}, {"seconds", s.seconds},
                  {"days", s.days},             {"days_6nd", s.days_6n},        {"gpu_hours", s.gpu_hours},
@@ -360,7 +462,9 @@ nlohmann::json to_json(const Report& r, const Summary& s) {
                     {"location", row.location},
                     {"text", row.text},
                     {"shape", row.shape},
+                    {"symbolic_shape", row.symbolic_shape},
                     {"formula", row.formula},
+                    {"formula_numeric", row.formula_numeric},
                     {"nodes", row.nodes},
                     {"forward_flops", row.fwd_flops},
                     {"forward_matmul_flops", row.fwd_matmul_flops},
@@ -487,8 +591,23 @@ std::string to_html(const Report& r, const Summary& s) {
   for (const Convention& c : s.flops)
     h += fmt::format("<tr><td>{}</td><td class=n>{}</td><td class=n>{}</td><td>{}</td></tr>", escape(c.name), si(c.per_token), si(c.per_step), escape(c.note));
   h += "</table>\n<h2>Roofline</h2>" + roofline_svg(r) + "\n<h2>Memory ledger</h2>" + memory_svg(r);
-  h += fmt::format("<p>{} optimizer assumed, {} precision ({} B/param). Per device (data parallel): {} of {}: <b>{}</b>; ZeRO-3: {}: <b>{}</b>. Largest batch per device: {}.</p>",
-                   r.optimizer, r.precision, r.bytes_per_param, si(s.per_device, "B"), si(r.device_memory, "B"), fits_text(s.fits), si(s.per_device_zero3, "B"), fits_text(s.fits_zero3), grouped(s.max_batch));
+  h += fmt::format("<p>{} precision ({} B/param); optimizer {} (from {}). Activations: liveness peak {} ({} saved for backward + {} temporaries), at {}. Per device (data parallel): {} of {}: <b>{}</b>. Largest batch per device: {}.</p>",
+                   r.precision, r.bytes_per_param, escape(r.optimizer), escape(r.optimizer_from), si(r.activation_peak, "B"),
+                   si(r.activation_bytes, "B"), si(r.temporaries, "B"), escape(r.peak_at), si(s.per_device, "B"),
+                   si(r.device_memory, "B"), fits_text(s.fits), grouped(s.max_batch));
+  h += "<h2>What if</h2><table><tr><th>ZeRO stage</th><th>params</th><th>grads</th><th>optimizer</th><th>activations</th><th>total per device</th><th></th></tr>";
+  for (const Summary::Zero& z : s.zero)
+    h += fmt::format("<tr><td>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td>{}</td></tr>", z.stage,
+                     si(z.params, "B"), si(z.grads, "B"), si(z.optimizer, "B"), si(z.activations, "B"), si(z.total, "B"), fits_text(z.fits));
+  h += "</table><table><tr><th>micro-batch</th><th>accumulation steps</th><th>activations</th><th>total per device</th><th></th></tr>";
+  for (const Summary::MicroBatch& m : s.micro)
+    h += fmt::format("<tr><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td>{}</td></tr>", grouped(m.micro),
+                     grouped(m.accumulation), si(m.activations, "B"), si(m.total, "B"), fits_text(m.fits));
+  h += "</table>";
+  if (r.checkpoint_modules > 0)
+    h += fmt::format("<p>Checkpointing each of the {} modules of {}: activations {} per device, total {}: <b>{}</b>, {:.3g}x the model FLOPs per step.</p>",
+                     r.checkpoint_modules, escape(r.checkpoint_scope), si(s.checkpoint_activations, "B"), si(s.checkpoint_total, "B"),
+                     fits_text(s.checkpoint_fits), s.checkpoint_flops_ratio);
   if (r.tokens)
     h += fmt::format("<h2>Time</h2><p>{} tokens: {:.4g} days on {} GPUs at MFU {} ({:.4g} by 6N·D), {:.4g} GPU-hours; {:.3g} tokens per parameter (Chinchilla about 20).</p>",
                      si(*r.tokens), s.days, grouped(r.gpus), r.mfu, s.days_6n, s.gpu_hours, s.tokens_per_param);
@@ -497,24 +616,46 @@ std::string to_html(const Report& r, const Summary& s) {
   if (r.uncounted.empty()) h += "<li>every node has a cost rule and is counted.</li>";
   for (const std::string& u : r.uncounted) h += "<li><b>WARNING</b>: " + escape(u) + "</li>";
   h += "</ul>\n<h2>Per expression</h2>\n";
+  // Rows nest by module path: blocks > blocks.0 > blocks.0.attn, each a <details>.
   const double step = static_cast<double>(r.step_flops());
+  const auto components = [](const std::string& scope) {
+    std::vector<std::string> parts;
+    for (size_t start = 0; !scope.empty() && start <= scope.size();) {
+      const size_t end = std::min(scope.find('.', start), scope.size());
+      parts.push_back(scope.substr(0, end));
+      start = end + 1;
+    }
+    return parts;
+  };
+  std::vector<std::string> open;  // the <details> open now, outermost first
+  bool table = false;
   std::string scope = "\x01";
-  bool open = false;
   for (const Row& row : r.rows) {
     if (row.scope != scope) {
-      if (open) h += "</table></details>\n";
+      if (table) h += "</table>\n";
+      table = false;
       scope = row.scope;
-      h += fmt::format("<details open><summary>{}</summary><table><tr><th>location</th><th>expression</th><th>shape</th><th>fwd</th><th>bwd input</th><th>bwd weight</th><th>bytes</th><th>FLOP/B</th><th>bound</th><th>time</th><th>saved</th><th>share</th></tr>",
-                       escape(scope.empty() ? "(top level)" : scope));
-      open = true;
+      const std::vector<std::string> path = components(scope.empty() ? std::string("(top level)") : scope);
+      size_t keep = 0;
+      while (keep < open.size() && keep < path.size() && open[keep] == path[keep]) ++keep;
+      for (size_t k = open.size(); k > keep; --k) h += "</details>\n";
+      open.resize(keep);
+      for (size_t k = keep; k < path.size(); ++k) {
+        h += fmt::format("<details open><summary>{}</summary>\n", escape(path[k]));
+        open.push_back(path[k]);
+      }
+      h += "<table><tr><th>location</th><th>expression</th><th>shape</th><th>fwd</th><th>bwd input</th><th>bwd weight</th><th>bytes</th><th>FLOP/B</th><th>bound</th><th>time</th><th>saved</th><th>share</th><th>contraction FLOPs</th></tr>";
+      table = true;
     }
-    h += fmt::format("<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{:.3g}</td><td>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td></tr>",
-                     escape(row.location), escape(row.text), escape(row.shape), si(static_cast<double>(row.fwd_flops)), si(static_cast<double>(row.bwd_input_flops)),
+    h += fmt::format("<tr><td>{}</td><td><code>{}</code></td><td>{} = {}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{:.3g}</td><td>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td>{}</td></tr>",
+                     escape(row.location), escape(row.text), escape(row.symbolic_shape), escape(row.shape), si(static_cast<double>(row.fwd_flops)), si(static_cast<double>(row.bwd_input_flops)),
                      si(static_cast<double>(row.bwd_weight_flops)), si(static_cast<double>(row.bytes()), "B"),
                      row.bytes() ? static_cast<double>(row.flops()) / static_cast<double>(row.bytes()) : 0.0, row.memory_bound ? "memory" : "compute",
-                     seconds_text(row.seconds), si(static_cast<double>(row.saved_bytes), "B"), percent(static_cast<double>(row.flops()), step));
+                     seconds_text(row.seconds), si(static_cast<double>(row.saved_bytes), "B"), percent(static_cast<double>(row.flops()), step),
+                     escape(row.formula));
   }
-  if (open) h += "</table></details>\n";
+  if (table) h += "</table>\n";
+  for (size_t k = 0; k < open.size(); ++k) h += "</details>\n";
   return h + "</body></html>\n";
 }
 
@@ -533,9 +674,11 @@ int run_report(const ReportFlags& f) {
     o.mfu = parse_number(f.mfu, "--mfu");
     if (o.mfu > 1) throw RuntimeError(fmt::format("--mfu {}: must be in (0, 1]", f.mfu));
     if (!f.tokens.empty()) o.tokens = parse_number(f.tokens, "--tokens");
-    const auto opt = napkin::parse_optimizer(f.optimizer);
-    if (!opt) throw RuntimeError(fmt::format("--optimizer {}: expected sgd, momentum, adagrad, lion, adam or adamw", f.optimizer));
-    o.optimizer = *opt;
+    if (!f.optimizer.empty()) {
+      o.optimizer = napkin::parse_optimizer(f.optimizer);
+      if (!o.optimizer)
+        throw RuntimeError(fmt::format("--optimizer {}: expected sgd, momentum, adagrad, lion, adam or adamw", f.optimizer));
+    }
     if (!f.precision.empty()) {
       o.precision = napkin::parse_precision(f.precision);
       if (!o.precision)
@@ -575,7 +718,7 @@ void add_report_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--gpus", f->gpus, "data-parallel devices (default 1)");
   cmd->add_option("--mfu", f->mfu, "model FLOPs utilization for the time (default 0.4)");
   cmd->add_option("--tokens", f->tokens, "training tokens (300e9, 300B): the time section");
-  cmd->add_option("--optimizer", f->optimizer, "optimizer state assumed: sgd momentum adagrad lion adam adamw");
+  cmd->add_option("--optimizer", f->optimizer, "count this optimizer's state instead of the script's: sgd momentum adagrad lion adam adamw");
   cmd->add_option("--precision", f->precision, "fp32 mixed mixed-bf16-grads bf16 (default from the train block)");
   cmd->add_option("--depth", f->depth, "merge modules below this depth (blocks.0.attn has depth 3)");
   cmd->add_option("--format", f->format, "text, md, json or html (default text)");

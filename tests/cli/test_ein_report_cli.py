@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """`ein report` end to end: the stdlib GPT-2 small and LLaMA-7B parameter counts
 (accounting_cases.tsv), nanoGPT's forward matmul FLOPs for GPT-2 124M at T=1024, a tiny GPT's
-forward FLOPs equal to `ein emit --stage cost`, backward about twice the forward, the
-documented JSON keys, the text conventions header, markdown, HTML with inline SVG charts
+forward FLOPs equal to `ein emit --stage cost`, backward about twice the forward, symbolic
+formulas that evaluate to each row's FLOPs, the optimizer's state read from the script, the
+liveness peak and the ZeRO / micro-batch / checkpointing what-ifs, the documented JSON keys, the text conventions header, markdown, HTML with inline SVG charts
 (rendered in headless Chromium when it is installed), the 124M report's time (< 1 s), and the
 errors (exit 1, a clear message).
 
@@ -45,6 +46,35 @@ def chromium():
     return None
 
 
+def product(factors):
+    out = 1
+    for f in factors:
+        out *= int(f)
+    return out
+
+
+SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹", "0123456789")
+
+
+def evaluate(formula, dims):
+    """A report formula ("2·B·T·D²", "D/H", "8·B·T·D² + 2·B·T²·D") at the dims' values."""
+    from fractions import Fraction
+    total = Fraction(0)
+    for term in formula.split(" + "):
+        top, _, bottom = term.partition("/")
+        value = Fraction(1)
+        for part, sign in ((top, 1), (bottom.strip("()"), -1)):
+            for factor in filter(None, part.split("·")):
+                m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*|[0-9]+)([⁰¹²³⁴⁵⁶⁷⁸⁹]*)", factor)
+                assert m, f"bad factor {factor!r} in {formula!r}"
+                base = int(m.group(1)) if m.group(1).isdigit() else dims[m.group(1)]
+                power = int(m.group(2).translate(SUPERSCRIPTS) or 1)
+                value *= Fraction(base) ** (sign * power)
+        total += value
+    assert total.denominator == 1, formula
+    return int(total)
+
+
 class Report(unittest.TestCase):
     def ok(self, *args):
         rc, out, err = ein(*args)
@@ -79,11 +109,17 @@ class Report(unittest.TestCase):
         self.assertEqual(j["attention"], {"layers": 12, "heads": 12, "head_dim": 64, "seq": 1024})
         self.assertAlmostEqual(j["flops"]["palm_per_token"], 6 * 124439808 + 12 * 12 * 12 * 64 * 1024)
         self.assertEqual(j["step"], {"batch": 8, "tokens": 8192})
-        # The tied head, b t d x v d -> b t v, as factors, and its location in stdlib/gpt.ein.
-        head = [r for r in j["rows"] if r["formula"] == "2·8·1024·50257·768"]
+        # The tied head, b t d x v d -> b t v, as a formula and as factors, and its location in
+        # stdlib/gpt.ein.
+        head = [r for r in j["rows"] if r["formula"] == "2·B·T·V·D"]
         self.assertEqual(len(head), 1, [r["formula"] for r in j["rows"] if r["formula"]][:5])
+        self.assertEqual(head[0]["formula_numeric"], "2·8·1024·50257·768")
+        self.assertEqual(head[0]["symbolic_shape"], "f32[B T V]")
         self.assertTrue(head[0]["location"].endswith("gpt.ein:47:12"), head[0]["location"])
         self.assertEqual(head[0]["forward_flops"], 2 * 8 * 1024 * 50257 * 768)
+        # The optimizer's state is the script's AdamW: state m, v.
+        self.assertEqual(j["memory"]["optimizer_states"], 2)
+        self.assertEqual(j["memory"]["optimizer_from"], "the script's train block")
 
     def test_llama_7b_parameters(self):
         j = self.json(script("llama_7b.ein"))
@@ -125,9 +161,82 @@ class Report(unittest.TestCase):
                 self.assertIn(key, node, path)
                 node = node[key]
         m = j["memory"]
-        self.assertAlmostEqual(m["total"], m["params"] + m["grads"] + m["optimizer"] + m["activations"])
+        self.assertAlmostEqual(m["total"], m["params"] + m["grads"] + m["optimizer"] + m["activations"]
+                               + m["temporaries"])
+        self.assertAlmostEqual(m["activation_peak"], m["activations"] + m["temporaries"])
         self.assertEqual(m["optimizer"], 2 * m["params"])  # AdamW: two fp32 states
         self.assertNotIn("time", self.json(script("gpt2_small.ein"), *TINY))
+
+    def test_symbolic_formulas(self):
+        # Every contraction row of GPT-2 small as a formula of the script's dims; L repeats
+        # blocks instead of sizing them, so it is structural and in no formula.
+        j = self.json(script("gpt2_small.ein"))
+        self.assertEqual(j["dims"], {"V": 50257, "T": 1024, "L": 12, "H": 12, "D": 768, "B": 8})
+        self.assertEqual(j["structural_dims"], ["L"])
+        formulas = {r["formula"] for r in j["rows"] if r["formula"]}
+        # q/k/v and the projection; the MLP's D -> 4D and back; q·kᵀ and att·v; the head.
+        self.assertEqual(formulas, {"2·B·T·D²", "8·B·T·D²", "2·B·T²·D", "2·B·T·V·D"})
+        shapes = {r["symbolic_shape"] for r in j["rows"]}
+        for shape in ("f32[B H T T]", "f32[B H T D/H]", "f32[B T 4·D]", "f32[B T D]"):
+            self.assertIn(shape, shapes)
+        # Each formula, evaluated at the dims, is the row's contraction FLOPs; so is the sum of
+        # its numeric factors.
+        dims = j["dims"]
+        for r in j["rows"]:
+            if not r["formula"]:
+                continue
+            self.assertEqual(evaluate(r["formula"], dims), r["forward_matmul_flops"], r["formula"])
+            self.assertEqual(sum(product(t.split("·")) for t in r["formula_numeric"].split(" + ")),
+                             r["forward_matmul_flops"], r["formula_numeric"])
+        # A dim set from the command line changes the numbers, not the formula.
+        j2 = self.json(script("gpt2_small.ein"), *TINY)
+        self.assertEqual({r["formula"] for r in j2["rows"] if r["formula"]}, formulas)
+
+    def test_optimizer_state_from_the_script(self):
+        # Cruncher with AdaGrad: one state per parameter (state s), 4 bytes of fp32.
+        j = self.json(script("cruncher_adagrad.ein"))
+        m = j["memory"]
+        self.assertEqual(m["optimizer_states"], 1)
+        self.assertEqual(m["optimizer_name"], "AdaGrad (state s)")
+        self.assertEqual(m["optimizer"], 4 * j["params"]["total"])
+        self.assertEqual(m["bytes_per_param"], 12)
+        # --optimizer counts a known optimizer instead.
+        j = self.json(script("cruncher_adagrad.ein"), "--optimizer", "adamw")
+        self.assertEqual(j["memory"]["optimizer_states"], 2)
+        self.assertEqual(j["memory"]["optimizer_from"], "--optimizer")
+        self.assertEqual(j["memory"]["bytes_per_param"], 16)
+
+    def test_liveness_and_what_ifs(self):
+        two_layers = [a if a != "L=1" else "L=2" for a in TINY]
+        j = self.json(script("gpt2_small.ein"), *two_layers, "--gpus", "2")
+        m = j["memory"]
+        self.assertGreater(m["activations"], 0)
+        self.assertGreater(m["temporaries"], 0)
+        self.assertIn("stdlib/", m["peak_at"])
+        # ZeRO: stage 1 shards the optimizer state, 2 the gradients, 3 the parameters.
+        z = m["zero"]
+        self.assertEqual([s["stage"] for s in z], [0, 1, 2, 3])
+        self.assertAlmostEqual(z[0]["optimizer"], m["optimizer"])
+        self.assertAlmostEqual(z[1]["optimizer"], m["optimizer"] / 2)
+        self.assertAlmostEqual(z[1]["grads"], m["grads"])
+        self.assertAlmostEqual(z[2]["grads"], m["grads"] / 2)
+        self.assertAlmostEqual(z[2]["params"], m["params"])
+        self.assertAlmostEqual(z[3]["params"], m["params"] / 2)
+        for s in z:
+            self.assertAlmostEqual(s["activations"], m["activation_peak"] / 2)
+            self.assertAlmostEqual(s["total"], s["params"] + s["grads"] + s["optimizer"] + s["activations"])
+        # Micro-batches of the per-device batch (B=4 over 2 devices: 2): 1 x 2 steps and 2 x 1.
+        micro = m["micro_batches"]
+        self.assertEqual([(b["micro_batch"], b["accumulation"]) for b in micro], [(1, 2), (2, 1)])
+        self.assertAlmostEqual(micro[1]["activations"], 2 * micro[0]["activations"])
+        self.assertAlmostEqual(micro[1]["activations"], m["activation_peak"] / 2)
+        # Checkpointing the two blocks keeps less and recomputes their forward.
+        c = m["checkpointing"]
+        self.assertEqual((c["scope"], c["modules"]), ("blocks", 2))
+        self.assertLess(c["activations"], m["activation_peak"] / 2)
+        self.assertGreater(c["flops_ratio"], 1.0)
+        self.assertLess(c["flops_ratio"], 1.5)
+        self.assertAlmostEqual(c["flops_ratio"], 1 + c["recompute_flops"] / j["flops"]["per_step"])
 
     def test_text_and_markdown(self):
         out = self.ok("report", script("gpt2_small.ein"), *TINY, "--tokens", "1e9")
