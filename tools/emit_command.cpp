@@ -1,6 +1,8 @@
 // `ein emit` (tools/emit_command.h). Steps: build the unfused graph of <what> (a standard
 // function from compiler/stdlib_graphs.h, a map expression, or a reduce pattern), take its
-// backward graph with --backward (compiler/autodiff.h), then print the requested stage.
+// backward graph with --backward (compiler/autodiff.h), then print the requested stage; with
+// --target cuda|mlir, the generated source of every fused kernel (compiler/emit_cuda.h,
+// compiler/emit_mlir.h).
 #include "tools/emit_command.h"
 
 #include <algorithm>
@@ -17,6 +19,7 @@
 #include "compiler/backward_cost.h"
 #include "compiler/cost_model.h"
 #include "compiler/cpu_executor.h"
+#include "compiler/emit_cuda.h"
 #include "compiler/expression_graphs.h"
 #include "compiler/fuse.h"
 #include "compiler/fusion_report.h"
@@ -39,23 +42,30 @@ constexpr const char* kDescription =
                         (--shape: the shape of its first input: x, logits, pred or param)
   a map expression      'x[b n], m[b] -> exp(x - m)'  (one --shape per input)
   a reduce pattern      'b n -> b' with --reduction (sum, mean, max, ..., var with --ddof)
-                        and --size h=8 for axis sizes the shape does not give
+                        and --size h=8 (or a trailing h=8) for axis sizes the shape does
+                        not give
 Stages:
   ir      the unfused Graph IR, one line per node
   fused   each fused kernel with the IR nodes it holds, each node left as is with the
           reason, then the fused graph
   kernels the Kernel IR of every fused kernel (domain, buffers, scalar DAG, stages, stores),
           for contiguous inputs
-  mlir    the MLIR of every fused kernel, for contiguous inputs
+  mlir    the MLIR of every fused kernel, for contiguous inputs (as --target mlir)
+  cuda    the CUDA C++ of every fused kernel, for contiguous inputs (as --target cuda)
   cost    FLOPs (2 per multiply-add), bytes and intensity per node of the unfused graph;
           with --backward also the split into input-gradient, weight-gradient and
           recomputed work and the bytes saved for backward (--weight N marks input N as a
           weight, repeatable)
+--target cuda|mlir prints the generated source of every fused kernel for that target: CUDA
+C++ for NVRTC (one __global__ per kernel, its launch in the header comment; docs/cuda.md) or
+MLIR for the CPU JIT. It stands for --stage cuda|mlir and cannot be combined with --stage.
 --backward emits the backward graph of <what> (gradients of every float input) instead.
 
 Examples:
   ein emit softmax --shape 64,1024,512 --stage fused
   ein emit layer_norm --shape 8,768 --stage mlir
+  ein emit softmax --shape 64,1024,512 --dtype bf16 --target cuda
+  ein emit 'a (b c) -> c a' --reduction sum --shape 4,30 --target cuda b=6
   ein emit 'x[b s d], m[b s] -> (x - m)**2' --shape 4,8,16 --shape 4,8
   ein emit 'b s d -> b s' --reduction mean --shape 4,8,16 --stage fused
   ein emit rms_norm --shape 32,4096 --backward --stage fused
@@ -63,7 +73,7 @@ Examples:
 )";
 
 struct EmitOptions {
-  std::string what, stage = "fused", dtype = "f32", reduction;
+  std::string what, stage = "fused", dtype = "f32", reduction, target;
   std::vector<std::string> shapes, sizes;
   std::optional<int64_t> ddof;
   std::vector<int> weights;  ///< --stage cost --backward: inputs that are weights
@@ -146,9 +156,9 @@ Graph build(const EmitOptions& o) {
   return reduce_pattern_graph(o.what, *r, o.ddof, shapes.front(), dtype, sizes);
 }
 
-/// Each fused kernel, bound for contiguous inputs, as Kernel IR text or as MLIR; nodes left as
-/// is as comments with their reasons.
-std::string kernels_of(const Graph& fused, bool mlir) {
+/// Each fused kernel, bound for contiguous inputs, as Kernel IR text (stage "kernels"), MLIR
+/// ("mlir") or CUDA C++ ("cuda"); nodes left as is as comments with their reasons.
+std::string kernels_of(const Graph& fused, const std::string& stage) {
   std::string out;
   int number = 0;
   for (size_t i = 0; i < fused.nodes.size(); ++i) {
@@ -163,8 +173,15 @@ std::string kernels_of(const Graph& fused, bool mlir) {
       strides.push_back(contiguous_strides(fused.nodes[in].shape));
     }
     const Kernel k = bind_fused(std::get<FusedAttr>(n.attr), shapes, strides);
+    if (stage == "cuda") {
+      const CudaKernel c = emit_cuda(k);
+      out += fmt::format("// kernel {} (%{}), contiguous inputs: {}, {}, grid {} x block {}\n{}\n",
+                         ++number, i, c.entry, cuda_strategy_name(c.strategy), c.launch.grid,
+                         c.launch.block, c.source);
+      continue;
+    }
     out += fmt::format("// kernel {} (%{}), contiguous inputs\n{}\n", ++number, i,
-                       mlir ? kernel_mlir(k) : dump(k));
+                       stage == "mlir" ? kernel_mlir(k) : dump(k));
   }
   return out;
 }
@@ -197,13 +214,20 @@ std::string cost_listing(const Graph& forward, const EmitOptions& o) {
              c.saved_total, c.saved_activations);
 }
 
-int run_emit(EmitOptions o) {
+int run_emit(EmitOptions o, bool stage_given) {
   o.what = unprotect(o.what);
   try {
+    if (!o.target.empty()) {
+      if (o.target != "cuda" && o.target != "mlir")
+        throw UsageError(fmt::format("--target {}: expected cuda or mlir", o.target));
+      if (stage_given)
+        throw UsageError("--target prints generated source; it cannot be combined with --stage");
+      o.stage = o.target;
+    }
     if (o.stage != "ir" && o.stage != "fused" && o.stage != "kernels" && o.stage != "mlir" &&
-        o.stage != "cost")
+        o.stage != "cuda" && o.stage != "cost")
       throw UsageError(
-          fmt::format("--stage {}: expected ir, fused, kernels, mlir or cost", o.stage));
+          fmt::format("--stage {}: expected ir, fused, kernels, mlir, cuda or cost", o.stage));
     Graph g = build(o);
     if (o.stage == "cost") {
       std::cout << cost_listing(g, o);
@@ -229,7 +253,7 @@ int run_emit(EmitOptions o) {
     if (o.stage == "fused")
       std::cout << fusion_report(g, fused) << '\n' << dump(fused);
     else
-      std::cout << kernels_of(fused, o.stage == "mlir");
+      std::cout << kernels_of(fused, o.stage);
     return 0;
   } catch (const UsageError& e) {
     std::cerr << "error: " << e.what() << "\nRun 'ein emit --help' for usage.\n";
@@ -254,15 +278,19 @@ void add_emit_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--shape", opts->shapes, "an input shape, e.g. 64,1024,512 (repeat per input)");
   cmd->add_option("--fn", opts->fn, "a .ein script: the fn to trace (default train.loss, else the first)");
   cmd->add_option("--set", opts->sets, "a .ein script: override a dim or let, NAME=VALUE (repeatable)");
-  cmd->add_option("--stage", opts->stage, "ir | fused | kernels | mlir | cost (default fused)");
+  CLI::Option* stage =
+      cmd->add_option("--stage", opts->stage, "ir | fused | kernels | mlir | cuda | cost (default fused)");
+  cmd->add_option("--target", opts->target,
+                  "cuda | mlir: print every fused kernel's generated source for that target");
   cmd->add_option("--weight", opts->weights,
                   "--stage cost --backward: input N is a weight (repeatable)");
   cmd->add_option("--dtype", opts->dtype, "f32 (default), f64, f16 or bf16");
   cmd->add_option("-r,--reduction", opts->reduction, "reduce patterns: sum, mean, max, ...");
   cmd->add_option("--ddof", opts->ddof, "var/std: the delta degrees of freedom");
   cmd->add_option("--size", opts->sizes, "reduce patterns: an axis size, e.g. h=8 (repeatable)");
+  cmd->add_option("sizes", opts->sizes, "reduce patterns: axis sizes after <what>, e.g. h=8 w=4");
   cmd->add_flag("--backward", opts->backward, "emit the backward graph instead");
-  cmd->callback([opts, &exit_code] { exit_code = run_emit(*opts); });
+  cmd->callback([opts, stage, &exit_code] { exit_code = run_emit(*opts, stage->count() > 0); });
 }
 
 }  // namespace ein::cli

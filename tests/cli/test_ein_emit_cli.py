@@ -86,6 +86,36 @@ class Stages(unittest.TestCase):
         self.assertIn("0 nodes left as is", out)
 
 
+class Targets(unittest.TestCase):
+    def test_cuda_source_per_kernel(self):
+        rc, out, err = ein("softmax", "--shape", "64,1000", "--dtype", "bf16", "--target", "cuda")
+        self.assertEqual((rc, err), (0, ""))
+        self.assertEqual(out.count("__global__ void"), 1)
+        self.assertIn("// kernel 1 (%1), contiguous inputs: ein_fused_max_exp_sub_sum_div, "
+                      "row_warp, grid 8 x block 256", out)
+        self.assertIn("#include <cuda_bf16.h>", out)
+        self.assertIn("ein_warp_reduce(", out)
+        rc2, out2, _ = ein("softmax", "--shape", "64,1000", "--dtype", "bf16", "--stage", "cuda")
+        self.assertEqual((rc2, out2), (0, out))
+        # LayerNorm's backward: a row kernel and a column kernel.
+        rc, out, _ = ein("layer_norm", "--shape", "32,768", "--backward", "--target", "cuda")
+        self.assertEqual(rc, 0)
+        self.assertEqual(out.count("__global__ void"), 2)
+        self.assertIn(", column, grid", out)
+
+    def test_mlir_target_is_the_mlir_stage(self):
+        rc, out, _ = ein("layer_norm", "--shape", "4,32", "--target", "mlir")
+        self.assertEqual(rc, 0)
+        self.assertEqual(out, ein("layer_norm", "--shape", "4,32", "--stage", "mlir")[1])
+
+    def test_trailing_axis_sizes(self):
+        rc, out, err = ein("a (b c) -> c a", "--reduction", "sum", "--shape", "4,30",
+                           "--target", "cuda", "b=6")
+        self.assertEqual((rc, err), (0, ""))
+        self.assertIn("__global__ void", out)
+        self.assertIn("// origin:   a (b c) -> c a", out)
+
+
 class Errors(unittest.TestCase):
     def test_cost_stage(self):
         # einsum-free graphs have no matmul FLOPs; the convention is printed with the numbers.
@@ -112,7 +142,10 @@ class Errors(unittest.TestCase):
 
     def test_usage_errors(self):
         self.check(["softmaxx", "--shape", "4,8"], 2, "is not a standard function")
-        self.check(["softmax", "--shape", "4,8", "--stage", "cuda"], 2, "--stage cuda")
+        self.check(["softmax", "--shape", "4,8", "--stage", "ptx"], 2, "--stage ptx")
+        self.check(["softmax", "--shape", "4,8", "--target", "ptx"], 2, "--target ptx")
+        self.check(["softmax", "--shape", "4,8", "--target", "cuda", "--stage", "kernels"], 2,
+                   "cannot be combined with --stage")
         self.check(["b n -> b", "--shape", "4,8"], 2, "needs --reduction")
         self.check(["softmax", "--shape", "4,8", "--dtype", "i64"], 2, "--dtype i64")
         self.check(["softmax", "--shape", "4,8", "--backward", "--weight", "3", "--stage", "cost"],

@@ -1,0 +1,34 @@
+// The corpus of kernels the CUDA tests compile: every fused kernel of the graphs the op and
+// fusion suites use (the standard functions forward and backward, map expressions with
+// broadcasts, reductions over leading, trailing and middle axes, permuting rearranges), in
+// f32, bf16 and f16 (one f64), plus broadcast, strided and zero-size shapes and hand-built
+// fp8 conversions. Shapes are chosen to reach every CUDA strategy and both sides of its
+// thresholds (rows in registers or not, vectors or not).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "compiler/graph.h"
+#include "compiler/pattern_sema.h"
+
+namespace ein::testing {
+
+/// One kernel of the corpus.
+struct CorpusKernel {
+  std::string label;  ///< what it is: "softmax bf16 (8, 1000) #1", unique, for messages
+  Kernel kernel;
+};
+
+/// The kernel of every fused node of fuse(g), inputs bound contiguous (or, with `transposed`,
+/// with their last two dims swapped in memory).
+std::vector<Kernel> fused_kernels(const Graph& g, bool transposed = false);
+
+/// rearrange(x, pattern) then exp: a permute folded into a pointwise kernel's reads.
+Graph rearrange_exp(const std::string& pattern, const Shape& shape, DType dtype,
+                    const std::vector<AxisSize>& sizes = {});
+
+/// Every corpus kernel, in a fixed order.
+const std::vector<CorpusKernel>& cuda_corpus();
+
+}  // namespace ein::testing
