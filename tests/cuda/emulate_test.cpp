@@ -1,0 +1,214 @@
+// The values of the emitted CUDA kernels without a GPU: every corpus kernel's CUDA C++ is
+// compiled with the host C++ compiler against host_emulation.h (real threads per block, real
+// barriers, warp shuffles through per-warp barriers), launched on random inputs with a small
+// grid (so the grid-stride loops wrap), and compared with Kernel IR's float64 semantics
+// (kernel_ir.h's evaluate()). Elementwise kernels with a vector path run twice: with aligned
+// pointers (the 16-byte path) and with pointers one element off (the scalar path).
+// What this does not check: device libm and the GPU's own conversions (host_emulation.h).
+// Skipped when the CUDA headers (cuda_fp16.h, ...) are not installed.
+#include <gtest/gtest.h>
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "compiler/emit_cuda.h"
+#include "cuda/cuda_corpus.h"
+#include "ops/ops_test_support.h"
+#include "runtime/tensor.h"
+
+namespace ein {
+namespace {
+
+using EmulatedLaunch = void (*)(void* const* args, unsigned grid, unsigned block);
+
+/// Blocks the emulation launches at most: more than one, fewer than most kernels need, so
+/// every grid-stride loop takes several turns.
+constexpr int64_t kEmulatedBlocks = 3;
+
+std::filesystem::path work_dir() {
+  static const std::filesystem::path dir = [] {
+    auto d = std::filesystem::temp_directory_path() / fmt::format("ein_emulate_{}", ::getpid());
+    std::filesystem::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+/// The kernel's source plus a C entry that unpacks `args` (pointers, then doubles) and runs
+/// the emulated launch; compiled to a shared library and loaded.
+EmulatedLaunch build(const CudaKernel& k, const std::string& stem) {
+  std::string call;
+  for (size_t i = 0; i < k.parameters.size(); ++i) {
+    const std::string& p = k.parameters[i];
+    const std::string type = p.substr(0, p.rfind(' '));
+    call += (i ? ", " : "") + (type == "double"
+                                   ? fmt::format("*static_cast<const double*>(args[{}])", i)
+                                   : fmt::format("static_cast<{}>(args[{}])", type, i));
+  }
+  const std::filesystem::path src = work_dir() / (stem + ".cpp"), lib = work_dir() / (stem + ".so");
+  std::ofstream(src) << k.source
+                     << "extern \"C\" void ein_emulated_launch(void* const* args, unsigned grid, "
+                        "unsigned block) {\n  ein_emulate_launch(grid, block, [&] { "
+                     << k.entry << "(" << call << "); });\n}\n";
+  const std::string command = fmt::format(
+      "{} -std=c++20 -O1 -w -fPIC -shared -pthread -I{} -include {} {} -o {} 2>&1", EIN_HOST_CXX,
+      EIN_CUDA_HEADERS, EIN_CUDA_HOST_EMULATION, src.string(), lib.string());
+  std::string output;
+  if (FILE* pipe = ::popen(command.c_str(), "r")) {
+    char buffer[4096];
+    while (size_t n = std::fread(buffer, 1, sizeof buffer, pipe))
+      output.append(buffer, n);
+    if (::pclose(pipe) != 0) ADD_FAILURE() << command << "\n" << output;
+  }
+  void* handle = ::dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    ADD_FAILURE() << ::dlerror();
+    return nullptr;
+  }
+  return reinterpret_cast<EmulatedLaunch>(::dlsym(handle, "ein_emulated_launch"));
+}
+
+/// Elements a buffer spans: 1 + Σ (size − 1) · stride over the dims it moves along, or 0 when
+/// one of those is empty (a sum's output over an empty row still has its rows).
+int64_t extent(const Kernel& k, const KernelBuffer& b) {
+  int64_t last = 0;
+  for (size_t d = 0; d < k.domain.size(); ++d) {
+    if (b.strides[d] == 0) continue;
+    if (k.domain[d] == 0) return 0;
+    last += (k.domain[d] - 1) * b.strides[d];
+  }
+  return last + 1;
+}
+
+/// Tolerance for an output of `dtype` after `terms` terms of f32 arithmetic (fp8: half an ulp
+/// of 3 (e4m3) or 2 (e5m2) mantissa bits, the rounding of the stored result).
+testing::Tolerance tolerance(DType dtype, int64_t terms) {
+  if (dtype == DType::f8e4m3) return {1.0 / 16, 1e-3};
+  if (dtype == DType::f8e5m2) return {1.0 / 8, 1e-3};
+  return testing::tolerance_for(dtype, terms);
+}
+
+/// Random inputs: normal values rounded to the dtype; small class indices for integers.
+Tensor random_buffer(DType dtype, int64_t n, uint64_t seed) {
+  std::vector<double> v = testing::normal_values(n, seed);
+  if (!kFloatDTypes.contains(dtype))
+    for (double& x : v)
+      x = std::floor(std::abs(x) * 3);
+  return from_data<double>(v, {n}).to(dtype);
+}
+
+class Emulate : public ::testing::TestWithParam<int> {};
+
+TEST_P(Emulate, MatchesTheFloat64Semantics) {
+  if (std::string(EIN_CUDA_HEADERS).empty())
+    GTEST_SKIP() << "the CUDA headers (cuda_fp16.h, cuda_bf16.h, cuda_fp8.h) are not installed";
+  const testing::CorpusKernel& c = testing::cuda_corpus().at(GetParam());
+  const CudaKernel cuda = emit_cuda(c.kernel);
+  if (cuda.launch.grid == 0) return;  // an empty domain: nothing is launched
+  const EmulatedLaunch launch = build(cuda, fmt::format("k{}", GetParam()));
+  ASSERT_TRUE(launch);
+
+  // The oracle: Kernel IR with total stores kept as totals, on the same (rounded) values.
+  const Kernel general = to_general_form(c.kernel);
+  const size_t nb = general.buffers.size();
+  std::vector<bool> total(nb, false);
+  for (const KernelStore& st : general.stores)
+    total[st.buffer] = st.total != Combine::none;
+  int64_t rows = 1, row = 1;
+  for (int d = 0; d < static_cast<int>(general.domain.size()); ++d)
+    (d < general.parallel_dims() ? rows : row) *= general.domain[d];
+  constexpr double kUnwritten = 7;  // what outputs hold before the kernel runs
+  std::vector<Tensor> inputs(nb);
+  std::vector<std::vector<double>> want(nb);
+  for (size_t b = 0; b < nb; ++b) {
+    const KernelBuffer& buf = general.buffers[b];
+    const int64_t n = extent(general, buf);
+    if (!buf.output) {
+      inputs[b] = random_buffer(buf.dtype, n, 1000 * GetParam() + b);
+      want[b] = inputs[b].to_vector<double>();
+    } else {
+      want[b].assign(n, kUnwritten);
+    }
+  }
+  evaluate(general, want);
+  // A 16-bit store rounds (past the finite range, to ±inf): compare with the rounded values.
+  for (size_t b = 0; b < nb; ++b) {
+    const DType t = general.buffers[b].dtype;
+    if (general.buffers[b].output && !total[b] && (t == DType::f16 || t == DType::bf16))
+      want[b] = from_data<double>(want[b], {static_cast<int64_t>(want[b].size())})
+                    .to(t)
+                    .to_vector<double>();
+  }
+
+  const bool both_paths = cuda.vector_width > 1;
+  for (int misaligned = 0; misaligned <= (both_paths ? 1 : 0); ++misaligned) {
+    SCOPED_TRACE(fmt::format("{}, {} pointers", c.label, misaligned ? "misaligned" : "aligned"));
+    // Each buffer gets one spare element in front, so it can start off its alignment.
+    std::vector<Tensor> storage(nb);
+    std::vector<void*> args;
+    for (size_t b = 0; b < nb; ++b) {
+      const KernelBuffer& buf = general.buffers[b];
+      if (!buf.output) {
+        const int64_t n = inputs[b].numel();
+        storage[b] = empty({n + 1}, buf.dtype);
+        storage[b].slice(0, misaligned, misaligned + n).copy_(inputs[b]);
+      } else {
+        // A total's slot is a scratch of one compute-type value per row (emit_cuda.h's ABI).
+        const DType t = total[b] ? general.compute : buf.dtype;
+        const int64_t n = total[b] ? rows : extent(general, buf);
+        storage[b] = from_data<double>(std::vector<double>(n + 1, kUnwritten), {n + 1}).to(t);
+      }
+      args.push_back(static_cast<char*>(storage[b].data_ptr()) +
+                     (misaligned ? element_size(storage[b].dtype()) : 0));
+    }
+    std::vector<double> params(general.params);
+    for (double& p : params)
+      args.push_back(&p);
+    launch(args.data(), static_cast<unsigned>(std::min(cuda.launch.grid, kEmulatedBlocks)),
+           static_cast<unsigned>(cuda.launch.block));
+
+    for (size_t b = 0; b < nb; ++b) {
+      const KernelBuffer& buf = general.buffers[b];
+      if (!buf.output) continue;
+      const int64_t begin = misaligned ? 1 : 0;
+      std::vector<double> got = storage[b].to_vector<double>();
+      got = std::vector<double>(got.begin() + begin, got.end() - (1 - begin));
+      if (total[b]) {  // the runtime's host combine of the per-row values
+        const Combine combine = [&] {
+          for (const KernelStore& st : general.stores)
+            if (st.buffer == static_cast<int>(b)) return st.total;
+          return Combine::none;
+        }();
+        double acc = combine_identity(combine);
+        for (double v : got)
+          acc = combine_values(combine, acc, v);
+        got = {acc};
+      }
+      const Tensor got_tensor = from_data<double>(got, {static_cast<int64_t>(got.size())});
+      testing::expect_close(got_tensor, {{static_cast<int64_t>(want[b].size())}, want[b]},
+                            tolerance(buf.dtype, total[b] ? rows * row : row),
+                            fmt::format("output b{} of {}\n{}", b, c.label, cuda.source));
+    }
+  }
+}
+
+std::string label(const ::testing::TestParamInfo<int>& info) {
+  std::string out = fmt::format("k{:03}_", info.param);
+  for (char ch : testing::cuda_corpus().at(info.param).label)
+    out += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Corpus, Emulate,
+                         ::testing::Range(0, static_cast<int>(testing::cuda_corpus().size())),
+                         label);
+
+}  // namespace
+}  // namespace ein

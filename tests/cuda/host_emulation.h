@@ -1,0 +1,109 @@
+// Host emulation of the CUDA features emitted kernels use, so that the test can compile a
+// kernel's CUDA C++ with the host C++ compiler and run it on the CPU (force-included before
+// the kernel's source; see emulate_test.cpp). It is faithful to the execution model the
+// kernels rely on, not to the GPU's arithmetic:
+//  - every block runs as blockDim.x real threads (std::thread), so __syncthreads() is a true
+//    barrier of the block and a missing barrier is a real race; blocks run one after another
+//    (CUDA gives no order between blocks, and the kernels assume none);
+//  - __shfl_xor_sync exchanges values among the 32 threads of a warp through a per-warp
+//    barrier (all 32 lanes must take part, as the full mask requires);
+//  - __shared__ variables are function-local statics: one copy, shared by the block's threads
+//    (blocks never overlap, so one copy is enough);
+//  - a thread that returns stops counting at the barriers (arrive_and_drop), as exited
+//    threads do on the GPU;
+//  - math is the host's libm (expf, erff, ...) and the 16-bit and fp8 types are the CUDA
+//    headers' host implementations: values may differ from the GPU's in the last ulp, so
+//    this checks indexing, reductions, synchronisation and conversions, not device libm.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <barrier>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#undef __global__
+#undef __device__
+#undef __forceinline__
+#undef __shared__
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(threads)
+#define __shared__ static
+
+struct EinDim3 {
+  unsigned x = 0, y = 0, z = 0;
+};
+inline thread_local EinDim3 threadIdx, blockIdx;
+inline EinDim3 blockDim, gridDim;
+
+namespace ein_emulation {
+
+/// The barriers and shuffle slots of the block being run.
+struct Block {
+  explicit Block(unsigned threads) : block(threads), slots(threads) {
+    for (unsigned w = 0; w < (threads + 31) / 32; ++w)
+      warps.push_back(std::make_unique<std::barrier<>>(std::min(32u, threads - 32 * w)));
+  }
+  std::barrier<> block;
+  std::vector<std::unique_ptr<std::barrier<>>> warps;
+  std::vector<double> slots;  // one per thread; float and double values pass exactly
+};
+inline Block* current = nullptr;
+
+}  // namespace ein_emulation
+
+inline void __syncthreads() { ein_emulation::current->block.arrive_and_wait(); }
+
+template <class T>
+T __shfl_xor_sync(unsigned, T v, int lane_mask) {
+  ein_emulation::Block& b = *ein_emulation::current;
+  const unsigned t = threadIdx.x, warp = t / 32;
+  b.slots[t] = static_cast<double>(v);
+  b.warps[warp]->arrive_and_wait();  // every lane has written
+  const T other = static_cast<T>(b.slots[warp * 32 + ((t % 32) ^ static_cast<unsigned>(lane_mask))]);
+  b.warps[warp]->arrive_and_wait();  // every lane has read before the slots are reused
+  return other;
+}
+
+inline float __int_as_float(int i) {
+  float f;
+  std::memcpy(&f, &i, sizeof f);
+  return f;
+}
+inline double __longlong_as_double(long long i) {
+  double d;
+  std::memcpy(&d, &i, sizeof d);
+  return d;
+}
+inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
+
+/// Runs `kernel` as a launch of `grid` blocks of `block` threads.
+inline void ein_emulate_launch(unsigned grid, unsigned block, const std::function<void()>& kernel) {
+  gridDim = {grid, 1, 1};
+  blockDim = {block, 1, 1};
+  for (unsigned g = 0; g < grid; ++g) {
+    ein_emulation::Block b(block);
+    ein_emulation::current = &b;
+    std::vector<std::thread> threads;
+    for (unsigned t = 0; t < block; ++t)
+      threads.emplace_back([&, t, g] {
+        threadIdx = {t, 0, 0};
+        blockIdx = {g, 0, 0};
+        kernel();
+        b.block.arrive_and_drop();
+        b.warps[t / 32]->arrive_and_drop();
+      });
+    for (std::thread& th : threads)
+      th.join();
+    ein_emulation::current = nullptr;
+  }
+}
