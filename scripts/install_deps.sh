@@ -8,7 +8,7 @@ packages=(
   build-essential cmake ninja-build pkg-config python3
   tao-pegtl-dev                                  # grammars
   llvm-19-dev libmlir-19-dev mlir-19-tools       # CPU code generation + JIT
-  libopenblas-dev libtbb-dev                     # CPU GEMM, threads
+  libopenblas-dev libdnnl-dev libtbb-dev         # CPU GEMM (f64; f32 through oneDNN), threads
   libcli11-dev nlohmann-json3-dev libfmt-dev libxxhash-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   python3-torch python3-numpy                    # tests/models: the GPT against PyTorch

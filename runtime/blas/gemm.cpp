@@ -1,8 +1,10 @@
-// gemm_batched on OpenBLAS's cblas_sgemm/cblas_dgemm, with the batch loop and its threading.
+// gemm_batched on OpenBLAS's cblas_sgemm/cblas_dgemm and, where it is built in, oneDNN's
+// dnnl_sgemm, with the batch loop and its threading.
 #include "runtime/blas/gemm.h"
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <type_traits>
@@ -11,6 +13,11 @@
 #include <cblas-openblas.h>
 #else
 #include <cblas.h>
+#endif
+
+#if EIN_HAVE_ONEDNN
+#include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
 #endif
 
 #include <ein/errors.h>
@@ -57,6 +64,70 @@ void scale_c(const GemmBatch& g) {
   }
 }
 
+#if EIN_HAVE_ONEDNN
+/// Whether f32 GEMMs go to oneDNN: where it is built in, unless EIN_BLAS=openblas (for
+/// comparison). oneDNN, as in PyTorch's CPU matmul, selects its kernels for the CPU at run
+/// time; OpenBLAS follows OPENBLAS_CORETYPE when the environment sets one, and this project's
+/// build machines set it to the AVX2 Haswell kernels on AVX-512 CPUs, where oneDNN's sgemm is
+/// about 1.9x faster (bench/gemm_backends.sh).
+bool use_onednn() {
+  static const bool onednn = [] {
+    const char* choice = std::getenv("EIN_BLAS");
+    return choice == nullptr || std::string(choice) != "openblas";
+  }();
+  return onednn;
+}
+
+/// One f32 GEMM on the calling thread: C = alpha·op(A)·op(B) + beta·C over rows [r0, r1) and
+/// columns [c0, c1) of C. oneDNN's OpenMP team is never started (OpenMP is held to one thread
+/// on every thread that calls here) and ein splits GEMMs over TBB itself: idle OpenMP workers
+/// spin, and next to TBB's workers on the same cores they made steps up to 10x slower on a
+/// loaded machine.
+void onednn_tile(const GemmBatch& g, int64_t i, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  thread_local const bool one_thread = (omp_set_num_threads(1), true);
+  (void)one_thread;
+  const float* a = static_cast<const float*>(g.a) + i * g.stride_a + (g.trans_a ? r0 : r0 * g.lda);
+  const float* b = static_cast<const float*>(g.b) + i * g.stride_b + (g.trans_b ? c0 * g.ldb : c0);
+  float* c = static_cast<float*>(g.c) + i * g.stride_c + r0 * g.ldc + c0;
+  const dnnl_status_t status =
+      dnnl_sgemm(g.trans_a ? 'T' : 'N', g.trans_b ? 'T' : 'N', r1 - r0, c1 - c0, g.k,
+                 static_cast<float>(g.alpha), a, g.lda, b, g.ldb, static_cast<float>(g.beta), c, g.ldc);
+  if (status != dnnl_success)
+    throw RuntimeError("gemm_batched: oneDNN's sgemm failed with status " + std::to_string(status));
+}
+
+/// The batch on oneDNN: small GEMMs in parallel over the batch, larger ones one after another,
+/// each split into one block of rows (or columns, for a wide C) per thread.
+void run_onednn(const GemmBatch& g, double flops, bool batch_parallel) {
+  const int threads = num_threads();
+  if (batch_parallel && g.batch > 1 && threads > 1) {
+    const auto grain = static_cast<int64_t>(std::max(1.0, kSmallGemmFlops / flops));
+    parallel_for(0, g.batch, grain, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) onednn_tile(g, i, 0, g.m, 0, g.n);
+    });
+    return;
+  }
+  for (int64_t i = 0; i < g.batch; ++i) {
+    if (threads == 1 || flops < kSmallGemmFlops) {
+      onednn_tile(g, i, 0, g.m, 0, g.n);
+      continue;
+    }
+    const bool rows = g.m >= g.n;
+    const int64_t extent = rows ? g.m : g.n;
+    const int64_t block = std::max<int64_t>(16, (extent / threads + 15) / 16 * 16);
+    parallel_for(0, (extent + block - 1) / block, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t t = lo; t < hi; ++t) {
+        const int64_t from = t * block, to = std::min(extent, from + block);
+        if (rows)
+          onednn_tile(g, i, from, to, 0, g.n);
+        else
+          onednn_tile(g, i, 0, g.m, from, to);
+      }
+    });
+  }
+}
+#endif
+
 template <class T>
 void run_one(const GemmBatch& g, int64_t i) {
   const T* a = static_cast<const T*>(g.a) + i * g.stride_a;
@@ -88,6 +159,11 @@ void run(const GemmBatch& g) {
       2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k);
   const bool batch_parallel =
       flops < kSmallGemmFlops || (g.batch >= num_threads() && flops < kBatchParallelFlops);
+#if EIN_HAVE_ONEDNN
+  if constexpr (std::is_same_v<T, float>) {
+    if (use_onednn()) return run_onednn(g, flops, batch_parallel);
+  }
+#endif
   if (g.batch == 1 || !batch_parallel || num_threads() == 1) {
     for (int64_t i = 0; i < g.batch; ++i)
       run_one<T>(g, i);

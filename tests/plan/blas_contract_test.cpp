@@ -297,5 +297,55 @@ TEST(GemmBatched, BetaAccumulatesAndAlphaScales) {
   EXPECT_THROW(gemm_batched(g), RuntimeError);
 }
 
+// Large f32 GEMMs (above 1 MFLOP) are split over threads by rows of C, or by columns when C
+// is wider than tall; every combination of transposes, padded leading dimensions, batch
+// strides and beta, with sizes that leave a ragged last block, against a float64 loop.
+TEST(GemmBatched, LargeGemmsSplitOverThreads) {
+  struct Case {
+    int64_t batch, m, n, k;
+  };
+  for (const Case& cs : {Case{1, 203, 57, 61}, Case{1, 45, 301, 77}, Case{3, 130, 129, 40}}) {
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;
+      // Stored shapes with 3 extra columns of padding (lda/ldb/ldc > the row length).
+      const int64_t a_rows = ta ? cs.k : cs.m, a_cols = ta ? cs.m : cs.k;
+      const int64_t b_rows = tb ? cs.n : cs.k, b_cols = tb ? cs.k : cs.n;
+      const Tensor a = random({cs.batch, a_rows, a_cols + 3}), b = random({cs.batch, b_rows, b_cols + 3});
+      Tensor c = random({cs.batch, cs.m, cs.n + 3}).contiguous();
+      const std::vector<double> av = a.to_vector<double>(), bv = b.to_vector<double>(),
+                                c0 = c.to_vector<double>();
+      GemmBatch g;
+      g.batch = cs.batch, g.m = cs.m, g.n = cs.n, g.k = cs.k;
+      g.trans_a = ta, g.trans_b = tb;
+      g.a = a.data_ptr(), g.lda = a_cols + 3, g.stride_a = a_rows * (a_cols + 3);
+      g.b = b.data_ptr(), g.ldb = b_cols + 3, g.stride_b = b_rows * (b_cols + 3);
+      g.c = c.data_ptr(), g.ldc = cs.n + 3, g.stride_c = cs.m * (cs.n + 3);
+      g.alpha = 1.5, g.beta = 0.5;
+      gemm_batched(g);
+      const std::vector<double> got = c.to_vector<double>();
+      int64_t bad = 0;
+      for (int64_t i = 0; i < cs.batch; ++i)
+        for (int64_t r = 0; r < cs.m; ++r)
+          for (int64_t col = 0; col < cs.n + 3; ++col) {
+            const size_t at = static_cast<size_t>(i * g.stride_c + r * g.ldc + col);
+            if (col >= cs.n) {  // padding: never written
+              bad += got[at] != c0[at];
+              continue;
+            }
+            double sum = 0, mag = 0;
+            for (int64_t k = 0; k < cs.k; ++k) {
+              const double x = av[static_cast<size_t>(i * g.stride_a + (ta ? k * g.lda + r : r * g.lda + k))];
+              const double y = bv[static_cast<size_t>(i * g.stride_b + (tb ? col * g.ldb + k : k * g.ldb + col))];
+              sum += x * y, mag += std::abs(x * y);
+            }
+            const double want = 1.5 * sum + 0.5 * c0[at];
+            bad += std::abs(got[at] - want) > (cs.k + 4) * 0x1p-24 * (1.5 * mag + std::abs(want));
+          }
+      EXPECT_EQ(bad, 0) << "batch " << cs.batch << " m " << cs.m << " n " << cs.n << " k " << cs.k
+                        << " trans_a " << ta << " trans_b " << tb;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ein
