@@ -120,6 +120,9 @@ struct Summary {
   // activation checkpointing of each module-list element (per device, plain data parallel)
   double checkpoint_activations = 0, checkpoint_total = 0, checkpoint_flops_ratio = 0;
   bool checkpoint_fits = false;
+  /// Korthikanti et al.'s activation bytes for the attention shape found (16-bit, all layers);
+  /// absent when no attention was identified.
+  std::optional<napkin::ActivationMemory> korthikanti;
   // time (with --tokens)
   double total_flops = 0, seconds = 0, days = 0, gpu_hours = 0, days_6n = 0;
   double tokens_per_param = 0, chinchilla_tokens = 0;
@@ -211,6 +214,17 @@ Summary summarize(const Report& r) {
     s.checkpoint_fits = s.checkpoint_total <= r.device_memory;
     s.checkpoint_flops_ratio = (step + static_cast<double>(r.checkpoint_recompute_flops)) / step;
   }
+  if (r.layers > 0) {
+    napkin::TransformerShape shape;
+    shape.seq = static_cast<double>(r.seq);
+    shape.batch = static_cast<double>(r.batch);
+    shape.heads = static_cast<double>(r.heads);
+    shape.hidden = static_cast<double>(r.heads * r.head_dim);
+    napkin::ActivationMemory per_layer = napkin::activation_memory_per_layer(shape);
+    const double layers = static_cast<double>(r.layers);
+    s.korthikanti = napkin::ActivationMemory{per_layer.none * layers, per_layer.selective * layers,
+                                             per_layer.full * layers};
+  }
   if (r.tokens) {
     s.total_flops = step / tokens * *r.tokens;
     s.seconds = s.total_flops / (r.gpus * r.peak * r.mfu);
@@ -282,7 +296,7 @@ std::string text_or_md(const Report& r, const Summary& s, bool md) {
   line(fmt::format("largest batch per device (activations scale with batch): {}; with ZeRO-3: {}",
                    grouped(s.max_batch), grouped(s.max_batch_zero3)));
 
-  h(fmt::format("What if: ZeRO stages (per device, {} devices)", grouped(r.gpus)));
+  h(fmt::format("What if: ZeRO stages (per device, {} device{})", grouped(r.gpus), r.gpus == 1 ? "" : "s"));
   if (md) out += "| stage | params | grads | optimizer | activations | total | fits |\n|---|---:|---:|---:|---:|---:|---|\n";
   for (const Summary::Zero& z : s.zero)
     out += md ? fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", z.stage, si(z.params, "B"), si(z.grads, "B"),
@@ -313,6 +327,12 @@ std::string text_or_md(const Report& r, const Summary& s, bool md) {
                      s.checkpoint_flops_ratio, si(static_cast<double>(r.checkpoint_recompute_flops))));
   else
     line("the model has no list of modules (blocks.0, blocks.1, ...) to checkpoint.");
+  if (s.korthikanti)
+    line(fmt::format("cross-check, Korthikanti et al. 2022 for L={} s={} b={} h={} a={} (16-bit "
+                     "activations, layers only): {} without recomputation, {} selective, {} full; "
+                     "this graph's saved activations at its traced dtypes: {}",
+                     r.layers, r.seq, r.batch, r.heads * r.head_dim, r.heads, si(s.korthikanti->none, "B"),
+                     si(s.korthikanti->selective, "B"), si(s.korthikanti->full, "B"), si(r.activation_bytes, "B")));
 
   h("Time");
   if (r.tokens) {
@@ -439,6 +459,9 @@ nlohmann::json to_json(const Report& r, const Summary& s) {
                      {"total", m.total}, {"fits", m.fits}});
   j["memory"]["zero"] = zero;
   j["memory"]["micro_batches"] = micro;
+  if (s.korthikanti)
+    j["memory"]["korthikanti"] = {{"none", s.korthikanti->none}, {"selective", s.korthikanti->selective},
+                                  {"full", s.korthikanti->full}};
   if (r.checkpoint_modules > 0)
     j["memory"]["checkpointing"] = {{"scope", r.checkpoint_scope},
                                     {"modules", r.checkpoint_modules},

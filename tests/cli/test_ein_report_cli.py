@@ -188,6 +188,11 @@ class Report(unittest.TestCase):
             self.assertEqual(evaluate(r["formula"], dims), r["forward_matmul_flops"], r["formula"])
             self.assertEqual(sum(product(t.split("·")) for t in r["formula_numeric"].split(" + ")),
                              r["forward_matmul_flops"], r["formula_numeric"])
+        # Korthikanti et al.'s cross-check for the attention shape read from the graph:
+        # L·s·b·h·(34 + 5·a·s/h) bytes at 16 bits, 2·s·b·h per layer with full recomputation.
+        k = j["memory"]["korthikanti"]
+        self.assertEqual(k["none"], 12 * 1024 * 8 * 768 * (34 + 5 * 12 * 1024 / 768))
+        self.assertEqual(k["full"], 12 * 2 * 1024 * 8 * 768)
         # A dim set from the command line changes the numbers, not the formula.
         j2 = self.json(script("gpt2_small.ein"), *TINY)
         self.assertEqual({r["formula"] for r in j2["rows"] if r["formula"]}, formulas)
