@@ -249,7 +249,7 @@ std::string CudaWriter::value(int i, const Point& at, Memo& memo) {
   const ScalarNode& n = k.nodes[i];
   auto arg = [&](int o) { return value(o, at, memo); };
   auto call = [&](std::string_view fn, int o) { return fmt::format("{}({})", math(fn), arg(o)); };
-  const std::string one = n.op == ScalarOp::load ? "" : literal(1);
+  auto one = [&] { return literal(1); };  // only float kernels compute, copies just load
   std::string e;
   switch (n.op) {
     case ScalarOp::load:
@@ -297,26 +297,26 @@ std::string CudaWriter::value(int i, const Point& at, Memo& memo) {
       e = call("cos", n.a);
       break;
     case ScalarOp::sigmoid:
-      e = fmt::format("{} / ({} + {}(-{}))", one, one, math("exp"), arg(n.a));
+      e = fmt::format("{} / ({} + {}(-{}))", one(), one(), math("exp"), arg(n.a));
       break;
     case ScalarOp::relu:
       e = fmt::format("ein_relu({})", arg(n.a));
       break;
     case ScalarOp::gelu: {  // x/2 · (1 + erf(x/√2)), PyTorch's exact GELU
       const std::string x = arg(n.a);
-      e = fmt::format("{} * {} * ({} + {}({} * {}))", literal(0.5), x, one, math("erf"), x,
+      e = fmt::format("{} * {} * ({} + {}({} * {}))", literal(0.5), x, one(), math("erf"), x,
                       literal(0.7071067811865476));
       break;
     }
     case ScalarOp::gelu_tanh: {  // x/2 · (1 + tanh(√(2/π)(x + 0.044715 x³))), Hendrycks & Gimpel
       const std::string x = arg(n.a);
-      e = fmt::format("{} * {} * ({} + {}({} * ({} + {} * {} * {} * {})))", literal(0.5), x, one,
+      e = fmt::format("{} * {} * ({} + {}({} * ({} + {} * {} * {} * {})))", literal(0.5), x, one(),
                       math("tanh"), literal(0.7978845608028654), x, literal(0.044715), x, x, x);
       break;
     }
     case ScalarOp::silu: {
       const std::string x = arg(n.a);
-      e = fmt::format("{} / ({} + {}(-{}))", x, one, math("exp"), x);
+      e = fmt::format("{} / ({} + {}(-{}))", x, one(), math("exp"), x);
       break;
     }
     case ScalarOp::square: {
@@ -325,7 +325,7 @@ std::string CudaWriter::value(int i, const Point& at, Memo& memo) {
       break;
     }
     case ScalarOp::reciprocal:
-      e = fmt::format("{} / {}", one, arg(n.a));
+      e = fmt::format("{} / {}", one(), arg(n.a));
       break;
     case ScalarOp::sign:  // 1, -1, or x itself for ±0 and NaN (torch.sign)
       e = fmt::format("ein_sign({})", arg(n.a));
@@ -363,7 +363,7 @@ std::string CudaWriter::value(int i, const Point& at, Memo& memo) {
                         : n.op == ScalarOp::le ? "<="
                         : n.op == ScalarOp::gt ? ">"
                                                : ">=";
-      e = fmt::format("{} {} {} ? {} : {}", arg(n.a), cmp, arg(n.b), one, literal(0));
+      e = fmt::format("{} {} {} ? {} : {}", arg(n.a), cmp, arg(n.b), one(), literal(0));
       break;
     }
     case ScalarOp::where:
@@ -440,10 +440,14 @@ std::string one_line(std::string text) {
   return text;
 }
 
+/// "ein_" + the kernel's name with every run of other characters than letters and digits
+/// as one '_' (a C identifier, readable in profiler listings).
 std::string identifier(std::string_view name) {
   std::string out = "ein_";
-  for (char c : name)
-    out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  for (char c : name) {
+    const bool keep = std::isalnum(static_cast<unsigned char>(c));
+    if (keep || out.back() != '_') out += keep ? c : '_';
+  }
   return out;
 }
 

@@ -40,7 +40,7 @@ namespace ein {
 
 /// Where NVRTC was found, or why it was not.
 struct NvrtcInfo {
-  bool available = false;
+  bool available = false;    ///< whether compile() can run
   std::string reason;       ///< when not available: what was tried and dlopen's last error
   std::string library;      ///< the file that was loaded
   std::string include_dir;  ///< the CUDA headers' folder passed with -I ("" when none found)
