@@ -470,6 +470,7 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
     std::map<std::string, int64_t> saved_in, inputs_of;
     std::map<std::string, std::set<int>> read_from_outside;
     int64_t saved_outside = 0;
+    std::vector<std::string> lists;  // the module lists, in order of first use
     for (int i = 0; i < static_cast<int>(g.nodes.size()); ++i) {
       const GraphNode& node = g.nodes[i];
       const std::string element = i < static_cast<int>(trace.sources.size()) ? list_element(trace.sources[i].scope) : "";
@@ -478,7 +479,8 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
         saved_outside += saved;
         continue;
       }
-      if (r.checkpoint_scope.empty()) r.checkpoint_scope = element.substr(0, element.rfind('.'));
+      const std::string list = element.substr(0, element.rfind('.'));
+      if (std::find(lists.begin(), lists.end(), list) == lists.end()) lists.push_back(list);
       saved_in[element] += saved;
       r.checkpoint_recompute_flops += fwd.nodes[i].flops;
       for (int in : node.inputs) {
@@ -489,6 +491,7 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
           inputs_of[element] += checked_numel(g.nodes[root].shape) * static_cast<int64_t>(element_size(g.nodes[root].dtype));
       }
     }
+    r.checkpoint_scope = fmt::format("{}", fmt::join(lists, ", "));
     r.checkpoint_modules = static_cast<int>(saved_in.size());
     int64_t largest = 0, kept = 0;
     for (const auto& [element, bytes] : saved_in) {

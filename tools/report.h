@@ -108,7 +108,7 @@ struct Report {
   double total_bytes = 0;           ///< state + activation_peak
   // activation checkpointing what-if: each module of a list (blocks.0, blocks.1, ...) keeps
   // only its input and recomputes its internals in the backward
-  std::string checkpoint_scope;     ///< "blocks" ("" when the model has no list of modules)
+  std::string checkpoint_scope;     ///< "blocks" (lists joined by ", "; "" when there is none)
   int checkpoint_modules = 0;
   double checkpoint_activations = 0;  ///< saved bytes with checkpointing
   int64_t checkpoint_recompute_flops = 0;  ///< the extra forward work per step
