@@ -277,7 +277,7 @@ void add_emit_command(CLI::App& app, int& exit_code) {
       ->required();
   cmd->add_option("--shape", opts->shapes, "an input shape, e.g. 64,1024,512 (repeat per input)");
   cmd->add_option("--fn", opts->fn, "a .ein script: the fn to trace (default train.loss, else the first)");
-  cmd->add_option("--set", opts->sets, "a .ein script: override a dim or let, NAME=VALUE (repeatable)");
+  cmd->add_option("--set", opts->sets, "a .ein script: override a dim or let, NAME=VALUE or B=8,T=1024 (repeatable)");
   CLI::Option* stage =
       cmd->add_option("--stage", opts->stage, "ir | fused | kernels | mlir | cuda | cost (default fused)");
   cmd->add_option("--target", opts->target,

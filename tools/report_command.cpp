@@ -734,7 +734,7 @@ void add_report_command(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "report", "Static accounting of a .ein script's training step: FLOPs, bytes, memory, time");
   cmd->add_option("file", f->file, "the .ein script")->required();
-  cmd->add_option("--set", f->sets, "override a dim or let: NAME=VALUE (repeatable)");
+  cmd->add_option("--set", f->sets, "override a dim or let: NAME=VALUE, or several: B=8,T=1024 (repeatable)");
   cmd->add_option("--fn", f->fn, "the function traced (default train.loss)");
   cmd->add_option("--hw", f->hw, "device: a100, h100, h100-pcie, h200 (default h100)");
   cmd->add_option("--math", f->math, "the peak column: fp64 fp32 tf32 bf16 fp16 fp8 (default bf16)");

@@ -2,6 +2,8 @@
 // its annotated sizes), or one function evaluated on given or random inputs.
 #include "tools/script_command.h"
 
+#include <algorithm>
+
 #include <iostream>
 #include <memory>
 
@@ -19,11 +21,19 @@ namespace ein::cli {
 
 std::vector<script::Setting> parse_settings(const std::vector<std::string>& sets) {
   std::vector<script::Setting> out;
-  for (const std::string& s : sets) {
-    const size_t eq = s.find('=');
-    if (eq == std::string::npos || eq == 0)
-      throw UserError(fmt::format("--set {}: expected NAME=VALUE, e.g. --set D=64", s));
-    out.push_back({s.substr(0, eq), s.substr(eq + 1)});
+  for (const std::string& flag : sets) {
+    // One flag may hold several, comma-separated: --set B=8,T=1024 (values are numbers).
+    size_t start = 0;
+    do {
+      const size_t comma = std::min(flag.find(',', start), flag.size());
+      const std::string s = flag.substr(start, comma - start);
+      const size_t eq = s.find('=');
+      if (eq == std::string::npos || eq == 0)
+        throw UserError(fmt::format("--set {}: expected NAME=VALUE, e.g. --set D=64 or --set B=8,T=1024",
+                                    s.empty() ? flag : s));
+      out.push_back({s.substr(0, eq), s.substr(eq + 1)});
+      start = comma + 1;
+    } while (start <= flag.size());
   }
   return out;
 }
@@ -142,14 +152,14 @@ void add_script_commands(CLI::App& app, int& exit_code) {
   auto check = std::make_shared<ScriptOptions>();
   CLI::App* c = app.add_subcommand("check", "Check a .ein script statically: parse, bind dims, trace every fn");
   c->add_option("file", check->file, "the .ein script")->required();
-  c->add_option("--set", check->sets, "override a dim or let: NAME=VALUE (repeatable)");
+  c->add_option("--set", check->sets, "override a dim or let: NAME=VALUE, or several: B=8,T=1024 (repeatable)");
   c->callback([check, &exit_code] { exit_code = run_check(*check); });
 
   auto run = std::make_shared<ScriptOptions>();
   CLI::App* r = app.add_subcommand("run", "Evaluate one fn of a .ein script on random or given inputs");
   r->add_option("file", run->file, "the .ein script")->required();
   r->add_option("--fn", run->fn, "the function (default: the first; train.NAME for the train block's)");
-  r->add_option("--set", run->sets, "override a dim or let: NAME=VALUE (repeatable)");
+  r->add_option("--set", run->sets, "override a dim or let: NAME=VALUE, or several: B=8,T=1024 (repeatable)");
   r->add_option("--shape", run->shapes, "input i's shape, e.g. 4,16 (repeat per input)");
   r->add_option("--inputs", run->inputs, "a safetensors file whose tensors are the inputs, in order");
   r->add_option("--seed", run->seed, "seed of the random inputs and parameters");

@@ -19,7 +19,8 @@ void add_train_command(CLI::App& app, int& exit_code);
 /// ("error: ...") to stderr and returns exit code 1; rethrows anything else (an internal
 /// error, which ein's main reports as such).
 int report_error();
-/// `--set NAME=VALUE` arguments; UserError for one without '='.
+/// `--set NAME=VALUE` arguments, each possibly several joined by commas (`B=8,T=1024`);
+/// UserError for one without '='.
 std::vector<script::Setting> parse_settings(const std::vector<std::string>& sets);
 
 }  // namespace ein::cli

@@ -440,7 +440,7 @@ void add_train_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<TrainOptions>();
   CLI::App* c = app.add_subcommand("train", "Train the model of a .ein script's train block");
   c->add_option("file", o->file, "the .ein script")->required();
-  c->add_option("--set", o->sets, "override a dim or let: NAME=VALUE (repeatable)");
+  c->add_option("--set", o->sets, "override a dim or let: NAME=VALUE, or several: B=8,T=1024 (repeatable)");
   c->add_option("--steps", o->steps, "optimizer steps (default: the block's steps)");
   c->add_option("--device", o->device, "cpu (default) or cuda");
   c->add_option("--precision", o->precision, "fp32 (default), bf16 or fp16");

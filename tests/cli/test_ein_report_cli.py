@@ -196,6 +196,10 @@ class Report(unittest.TestCase):
         # A dim set from the command line changes the numbers, not the formula.
         j2 = self.json(script("gpt2_small.ein"), *TINY)
         self.assertEqual({r["formula"] for r in j2["rows"] if r["formula"]}, formulas)
+        # The form: several settings in one flag.
+        j3 = self.json(script("gpt2_small.ein"), "--set", "B=4,T=512")
+        self.assertEqual((j3["dims"]["B"], j3["dims"]["T"]), (4, 512))
+        self.assertEqual(j3["step"], {"batch": 4, "tokens": 2048})
 
     def test_optimizer_state_from_the_script(self):
         # Cruncher with AdaGrad: one state per parameter (state s), 4 bytes of fp32.
@@ -296,6 +300,7 @@ class Report(unittest.TestCase):
         self.fails(["report", gpt, "--hw", "tpu"], "unknown hardware 'tpu'", "h100")
         self.fails(["report", gpt, "--set", "Q=3"], "--set Q=3", "no dim or let named 'Q'")
         self.fails(["report", gpt, "--set", "D"], "--set D: expected NAME=VALUE")
+        self.fails(["report", gpt, "--set", "B=4,"], "--set B=4,: expected NAME=VALUE")
         self.fails(["report", gpt, "--fn", "nope"], "--fn nope", "train.loss")
         self.fails(["report", gpt, "--format", "pdf"], "--format pdf")
         self.fails(["report", gpt, "--mfu", "1.5"], "--mfu 1.5")
