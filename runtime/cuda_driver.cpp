@@ -123,6 +123,7 @@ CudaDriverInfo load_cuda_driver(const std::vector<std::string>& candidates, Cuda
   sym(loaded.memcpy_dtod, "cuMemcpyDtoD_v2");
   sym(loaded.memcpy_htod_async, "cuMemcpyHtoDAsync_v2");
   sym(loaded.memcpy_dtoh_async, "cuMemcpyDtoHAsync_v2");
+  sym(loaded.memcpy_dtod_async, "cuMemcpyDtoDAsync_v2");
   sym(loaded.mem_host_alloc, "cuMemHostAlloc");
   sym(loaded.mem_free_host, "cuMemFreeHost");
   sym(loaded.stream_create, "cuStreamCreate");

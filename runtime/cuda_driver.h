@@ -52,6 +52,7 @@ struct CudaDriverApi {
   int (*memcpy_dtod)(CuDevicePtr dst, CuDevicePtr src, size_t bytes) = nullptr;
   int (*memcpy_htod_async)(CuDevicePtr dst, const void* src, size_t bytes, CuStream) = nullptr;
   int (*memcpy_dtoh_async)(void* dst, CuDevicePtr src, size_t bytes, CuStream) = nullptr;
+  int (*memcpy_dtod_async)(CuDevicePtr dst, CuDevicePtr src, size_t bytes, CuStream) = nullptr;
   int (*mem_host_alloc)(void** ptr, size_t bytes, unsigned flags) = nullptr;
   int (*mem_free_host)(void* ptr) = nullptr;
   int (*stream_create)(CuStream* stream, unsigned flags) = nullptr;

@@ -1,6 +1,6 @@
-// Device names and the registry of device backends. The CPU backend is always installed; a
-// cuda backend is installed only by code that found a driver, so until then allocating on
-// cuda fails with a RuntimeError that says so.
+// Device names and the registry of device backends. The CPU backend is always installed; the
+// CUDA backend is installed the first time a cuda device is used, if the driver loads and
+// sees a device; otherwise using cuda fails with a RuntimeError carrying the driver's reason.
 #include "runtime/device.h"
 
 #include <array>
@@ -57,10 +57,15 @@ DeviceBackend& backend_for(Device device) {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
   auto& backend = r.backends[static_cast<size_t>(device.kind)];
-  if (!backend)
-    throw RuntimeError("the CUDA backend is not available in this build/session (device " +
-                       device.str() +
-                       "); use ein::cpu(), or build with EIN_CUDA on a machine with a GPU driver");
+  if (!backend) {
+    try {
+      backend = detail::make_cuda_backend();
+    } catch (const DeviceError& e) {
+      throw RuntimeError("the CUDA backend is not available in this build/session (device " +
+                         device.str() + "): " + e.what() +
+                         ". Use ein::cpu(), or run on a machine with an NVIDIA driver and GPU");
+    }
+  }
   return *backend;
 }
 

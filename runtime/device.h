@@ -1,6 +1,7 @@
 // Devices (cpu, cuda:N) and the small backend interface through which the runtime allocates,
 // frees and copies device memory. This file names devices and routes memory operations; it
-// does not launch kernels, and it holds no CUDA code (a CUDA backend registers itself later).
+// does not launch kernels, and it holds no CUDA code (cuda_backend.cpp installs the CUDA
+// backend the first time a cuda device is used, when a driver and a device exist).
 #pragma once
 
 #include <cstdint>
@@ -50,18 +51,22 @@ class DeviceBackend {
   virtual void copy_on_device(Device device, void* dst, const void* src, int64_t nbytes) = 0;
 };
 
-/// The backend serving `device`; a RuntimeError when its kind has none in this build/session.
+/// The backend serving `device`; for cuda, the CUDA backend is installed on first use when a
+/// driver with a device exists. A RuntimeError saying why when its kind has none.
 DeviceBackend& backend_for(Device device);
 
-/// Installs the backend for a device kind (the CUDA backend calls this once it has a driver).
+/// Installs (or, with nullptr, removes) the backend for a device kind; tests install fakes.
 void register_backend(DeviceKind kind, std::shared_ptr<DeviceBackend> backend);
 
-/// Whether a backend for `kind` is installed.
+/// Whether a backend for `kind` is installed now (the CUDA one only after its first use).
 bool has_backend(DeviceKind kind);
 
 namespace detail {
 /// The CPU backend (cpu_backend.cpp).
 std::shared_ptr<DeviceBackend> make_cpu_backend();
+/// The CUDA backend (cuda_backend.cpp); a DeviceError with the driver's reason when there is
+/// no driver or no device.
+std::shared_ptr<DeviceBackend> make_cuda_backend();
 }  // namespace detail
 
 }  // namespace ein
