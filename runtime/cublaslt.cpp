@@ -24,7 +24,8 @@ namespace {
 // cudaDataType (library_types.h) and cublasComputeType_t (cublas_api.h).
 constexpr int kR32F = 0, kR64F = 1, kR16F = 2, kR16BF = 14;
 constexpr int kCompute32F = 68, kCompute32FFastTf32 = 77, kCompute64F = 70;
-// cublasLtMatrixLayoutAttribute_t, cublasLtMatmulDescAttributes_t, cublasLtMatmulPreferenceAttributes_t.
+// cublasLtMatrixLayoutAttribute_t, cublasLtMatmulDescAttributes_t,
+// cublasLtMatmulPreferenceAttributes_t.
 constexpr int kLayoutType = 0, kLayoutRows = 2, kLayoutCols = 3, kLayoutLd = 4,
               kLayoutBatchCount = 5, kLayoutBatchStride = 6;
 constexpr int kDescComputeType = 0, kDescScaleType = 1, kDescTransA = 3, kDescTransB = 4;
@@ -101,8 +102,10 @@ CublasLtInfo load_cublaslt(const std::vector<std::string>& candidates) {
     tried += "\n  " + name + ": " + (err ? err : "not found");
   }
   if (!handle) {
-    info.reason = "GEMMs on the GPU need cuBLASLt (libcublasLt from the CUDA toolkit), which "
-                  "could not be loaded; tried:" + tried;
+    info.reason =
+        "GEMMs on the GPU need cuBLASLt (libcublasLt from the CUDA toolkit), which "
+        "could not be loaded; tried:" +
+        tried;
     return info;
   }
   LtApi api;
@@ -166,14 +169,16 @@ class Descriptors {
                "cublasLtMatrixLayoutCreate");
       check_lt(api.layout_set(layouts[i], kLayoutBatchCount, &l.batch_count, sizeof l.batch_count),
                "cublasLtMatrixLayoutSetAttribute(BATCH_COUNT)");
-      check_lt(api.layout_set(layouts[i], kLayoutBatchStride, &l.batch_stride,
-                              sizeof l.batch_stride),
-               "cublasLtMatrixLayoutSetAttribute(STRIDED_BATCH_OFFSET)");
+      check_lt(
+          api.layout_set(layouts[i], kLayoutBatchStride, &l.batch_stride, sizeof l.batch_stride),
+          "cublasLtMatrixLayoutSetAttribute(STRIDED_BATCH_OFFSET)");
     }
     check_lt(api.desc_create(&desc, p.compute_type, p.scale_type), "cublasLtMatmulDescCreate");
     const int32_t ta = p.trans_a ? 1 : 0, tb = p.trans_b ? 1 : 0;  // CUBLAS_OP_T : CUBLAS_OP_N
-    check_lt(api.desc_set(desc, kDescTransA, &ta, sizeof ta), "cublasLtMatmulDescSetAttribute(TRANSA)");
-    check_lt(api.desc_set(desc, kDescTransB, &tb, sizeof tb), "cublasLtMatmulDescSetAttribute(TRANSB)");
+    check_lt(api.desc_set(desc, kDescTransA, &ta, sizeof ta),
+             "cublasLtMatmulDescSetAttribute(TRANSA)");
+    check_lt(api.desc_set(desc, kDescTransB, &tb, sizeof tb),
+             "cublasLtMatmulDescSetAttribute(TRANSB)");
   }
   void release() {
     for (Layout l : layouts)
@@ -227,10 +232,18 @@ CublasLtPlan plan_cublaslt_gemm(const GemmBatch& g, GemmMath math) {
   CublasLtPlan p;
   int type = 0;
   switch (g.dtype) {
-    case DType::f32: type = kR32F; break;
-    case DType::f64: type = kR64F; break;
-    case DType::f16: type = kR16F; break;
-    case DType::bf16: type = kR16BF; break;
+    case DType::f32:
+      type = kR32F;
+      break;
+    case DType::f64:
+      type = kR64F;
+      break;
+    case DType::f16:
+      type = kR16F;
+      break;
+    case DType::bf16:
+      type = kR16BF;
+      break;
     default:
       throw RuntimeError("cuBLASLt GEMM: dtype " + std::string(dtype_name(g.dtype)) +
                          " is not supported (f32, f64, f16 or bf16)");
@@ -264,9 +277,9 @@ CublasLtPlan plan_cublaslt_gemm(const GemmBatch& g, GemmMath math) {
   p.trans_b = g.trans_a;
   p.b = {type, u(g.trans_a ? g.m : g.k), u(g.trans_a ? g.k : g.m), g.lda, batch, g.stride_a};
   p.c = {type, u(g.n), u(g.m), g.ldc, batch, g.stride_c};
-  p.compute_type = g.dtype == DType::f64          ? kCompute64F
-                   : math == GemmMath::tf32       ? kCompute32FFastTf32
-                                                  : kCompute32F;
+  p.compute_type = g.dtype == DType::f64    ? kCompute64F
+                   : math == GemmMath::tf32 ? kCompute32FFastTf32
+                                            : kCompute32F;
   p.scale_type = g.dtype == DType::f64 ? kR64F : kR32F;
   p.a_ptr = g.b;
   p.b_ptr = g.a;
@@ -307,8 +320,7 @@ void cublaslt_gemm(const GemmBatch& g, GemmMath math, const Stream& stream) {
   }();
   api.pref_destroy(pref);
   check_lt(status, "cublasLtMatmulAlgoGetHeuristic");
-  if (found == 0)
-    throw DeviceError("cuBLASLt has no algorithm for this GEMM: " + plan_text(p));
+  if (found == 0) throw DeviceError("cuBLASLt has no algorithm for this GEMM: " + plan_text(p));
 
   // The workspace is a block of the call's stream: freed right after, reused in stream order.
   std::shared_ptr<Storage> workspace;
@@ -321,8 +333,8 @@ void cublaslt_gemm(const GemmBatch& g, GemmMath math, const Stream& stream) {
   const void* alpha = f64 ? static_cast<const void*>(&g.alpha) : &alpha32;
   const void* beta = f64 ? static_cast<const void*>(&g.beta) : &beta32;
   check_lt(api.matmul(handle, d.desc, alpha, p.a_ptr, d.layouts[0], p.b_ptr, d.layouts[1], beta,
-                      p.c_ptr, d.layouts[2], p.c_ptr, d.layouts[2], &result.algo,
-                      workspace->data(), result.workspace_size, stream.handle()),
+                      p.c_ptr, d.layouts[2], p.c_ptr, d.layouts[2], &result.algo, workspace->data(),
+                      result.workspace_size, stream.handle()),
            "cublasLtMatmul");
 }
 

@@ -35,10 +35,10 @@ enum class GemmMath : uint8_t {
 
 /// One operand's layout as cuBLASLt's matrix layout descriptor holds it (column-major).
 struct CublasLtLayout {
-  int data_type = 0;         ///< cudaDataType: CUDA_R_32F 0, CUDA_R_64F 1, CUDA_R_16F 2, CUDA_R_16BF 14
-  uint64_t rows = 0;         ///< rows of the stored matrix
-  uint64_t cols = 0;         ///< columns of the stored matrix
-  int64_t ld = 0;            ///< leading dimension (elements between columns)
+  int data_type = 0;  ///< cudaDataType: CUDA_R_32F 0, CUDA_R_64F 1, CUDA_R_16F 2, CUDA_R_16BF 14
+  uint64_t rows = 0;  ///< rows of the stored matrix
+  uint64_t cols = 0;  ///< columns of the stored matrix
+  int64_t ld = 0;     ///< leading dimension (elements between columns)
   int32_t batch_count = 1;   ///< matrices in the batch
   int64_t batch_stride = 0;  ///< elements from one matrix to the next
   bool operator==(const CublasLtLayout&) const = default;
@@ -46,12 +46,12 @@ struct CublasLtLayout {
 
 /// A GemmBatch as one cublasLtMatmul call (the mapping in the header comment).
 struct CublasLtPlan {
-  bool empty = false;      ///< m, n or batch is 0: nothing to run
-  bool trans_a = false;    ///< cuBLASLt's op(A) is a transpose (CUBLAS_OP_T)
-  bool trans_b = false;    ///< cuBLASLt's op(B) is a transpose
-  CublasLtLayout a, b, c;  ///< cuBLASLt's A (GemmBatch's B), B (GemmBatch's A), C = D
-  int compute_type = 0;    ///< cublasComputeType_t: 68 32F, 77 32F_FAST_TF32, 70 64F
-  int scale_type = 0;      ///< cudaDataType of alpha and beta: f32, or f64 for f64
+  bool empty = false;           ///< m, n or batch is 0: nothing to run
+  bool trans_a = false;         ///< cuBLASLt's op(A) is a transpose (CUBLAS_OP_T)
+  bool trans_b = false;         ///< cuBLASLt's op(B) is a transpose
+  CublasLtLayout a, b, c;       ///< cuBLASLt's A (GemmBatch's B), B (GemmBatch's A), C = D
+  int compute_type = 0;         ///< cublasComputeType_t: 68 32F, 77 32F_FAST_TF32, 70 64F
+  int scale_type = 0;           ///< cudaDataType of alpha and beta: f32, or f64 for f64
   const void* a_ptr = nullptr;  ///< GemmBatch's b
   const void* b_ptr = nullptr;  ///< GemmBatch's a
   void* c_ptr = nullptr;        ///< GemmBatch's c

@@ -15,10 +15,11 @@ namespace ein {
 namespace {
 
 // PyTorch's c10/cuda/CUDACachingAllocator.cpp constants.
-constexpr int64_t kMinBlockSize = 512;             // rule 1: the rounding unit
-constexpr int64_t kSmallSize = int64_t{1} << 20;   // largest small request; large split slack
-constexpr int64_t kSmallBuffer = int64_t{2} << 20; // small pool segment
-constexpr int64_t kLargeBuffer = int64_t{20} << 20;// segment for large requests under kMinLargeAlloc
+constexpr int64_t kMinBlockSize = 512;              // rule 1: the rounding unit
+constexpr int64_t kSmallSize = int64_t{1} << 20;    // largest small request; large split slack
+constexpr int64_t kSmallBuffer = int64_t{2} << 20;  // small pool segment
+// The segment for large requests under kMinLargeAlloc.
+constexpr int64_t kLargeBuffer = int64_t{20} << 20;
 constexpr int64_t kMinLargeAlloc = int64_t{10} << 20;
 constexpr int64_t kRoundLarge = int64_t{2} << 20;  // larger segments are multiples of this
 
@@ -139,14 +140,17 @@ CachingAllocator::CachingAllocator(RawAllocator& raw) : impl_(std::make_unique<I
 CachingAllocator::~CachingAllocator() {
   std::vector<Block*> blocks(impl_->small_pool.begin(), impl_->small_pool.end());
   blocks.insert(blocks.end(), impl_->large_pool.begin(), impl_->large_pool.end());
-  for (auto& [ptr, b] : impl_->handed_out) blocks.push_back(b);
+  for (auto& [ptr, b] : impl_->handed_out)
+    blocks.push_back(b);
   for (Block* b : blocks) {
     if (b->prev) continue;  // segments are freed from their first block
     int64_t bytes = 0;
-    for (Block* part = b; part; part = part->next) bytes += part->size;
+    for (Block* part = b; part; part = part->next)
+      bytes += part->size;
     impl_->raw.free(b->ptr, bytes);
   }
-  for (Block* b : blocks) delete b;
+  for (Block* b : blocks)
+    delete b;
 }
 
 int64_t CachingAllocator::round_size(int64_t nbytes) {

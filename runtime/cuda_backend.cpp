@@ -14,7 +14,7 @@ namespace ein {
 namespace {
 
 constexpr int kMaxDevices = 64;
-constexpr int kOutOfMemory = 2;           // CUDA_ERROR_OUT_OF_MEMORY
+constexpr int kOutOfMemory = 2;             // CUDA_ERROR_OUT_OF_MEMORY
 constexpr unsigned kHostAllocPortable = 1;  // CU_MEMHOSTALLOC_PORTABLE
 
 CuDevicePtr dptr(const void* p) {
@@ -30,8 +30,8 @@ class DriverMemory final : public RawAllocator {
     CuDevicePtr p = 0;
     const int r = cuda_driver().mem_alloc(&p, static_cast<size_t>(nbytes));
     if (r == kOutOfMemory) return nullptr;  // the allocator empties its cache and retries
-    check_cuda(r, "cuMemAlloc(" + std::to_string(nbytes) + " bytes on cuda:" +
-                      std::to_string(device_) + ")");
+    check_cuda(r, "cuMemAlloc(" + std::to_string(nbytes) +
+                      " bytes on cuda:" + std::to_string(device_) + ")");
     return reinterpret_cast<void*>(static_cast<uintptr_t>(p));
   }
   void free(void* ptr, int64_t) override {
@@ -57,8 +57,8 @@ class CudaBackend final : public DeviceBackend {
 
   void* allocate(Device device, int64_t nbytes) override {
     make_cuda_context_current(device.index);
-    return memory(device.index).cache.allocate(
-        nbytes, reinterpret_cast<uintptr_t>(current_stream(device.index)));
+    return memory(device.index)
+        .cache.allocate(nbytes, reinterpret_cast<uintptr_t>(current_stream(device.index)));
   }
   void free(Device device, void* ptr, int64_t) override { memory(device.index).cache.free(ptr); }
 
@@ -84,7 +84,8 @@ class CudaBackend final : public DeviceBackend {
                "cuMemcpyDtoDAsync");
   }
 
-  /// The allocator of cuda:`index`, made on first use (DeviceError for a device that does not exist).
+  /// The allocator of cuda:`index`, made on first use (DeviceError for a device that does not
+  /// exist).
   DeviceMemory& memory(int index) {
     (void)cuda_device_properties(index);  // checks the index against the driver's count
     std::lock_guard lock(mutex_);
@@ -156,17 +157,17 @@ PinnedBuffer::~PinnedBuffer() {
 void copy_to_device_async(void* dst, const void* src, int64_t nbytes, const Stream& stream) {
   if (nbytes <= 0) return;
   make_cuda_context_current(stream.device());
-  check_cuda(cuda_driver().memcpy_htod_async(dptr(dst), src, static_cast<size_t>(nbytes),
-                                             stream.handle()),
-             "cuMemcpyHtoDAsync");
+  check_cuda(
+      cuda_driver().memcpy_htod_async(dptr(dst), src, static_cast<size_t>(nbytes), stream.handle()),
+      "cuMemcpyHtoDAsync");
 }
 
 void copy_to_host_async(void* dst, const void* src, int64_t nbytes, const Stream& stream) {
   if (nbytes <= 0) return;
   make_cuda_context_current(stream.device());
-  check_cuda(cuda_driver().memcpy_dtoh_async(dst, dptr(src), static_cast<size_t>(nbytes),
-                                             stream.handle()),
-             "cuMemcpyDtoHAsync");
+  check_cuda(
+      cuda_driver().memcpy_dtoh_async(dst, dptr(src), static_cast<size_t>(nbytes), stream.handle()),
+      "cuMemcpyDtoHAsync");
 }
 
 }  // namespace ein

@@ -35,9 +35,11 @@ constexpr ResultName kResultNames[] = {
     {101, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
     {200, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
     {201, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
-    {209, "CUDA_ERROR_NO_BINARY_FOR_GPU", "no kernel image is available for execution on the device"},
+    {209, "CUDA_ERROR_NO_BINARY_FOR_GPU",
+     "no kernel image is available for execution on the device"},
     {218, "CUDA_ERROR_INVALID_PTX", "a PTX JIT compilation failed"},
-    {222, "CUDA_ERROR_UNSUPPORTED_PTX_VERSION", "the provided PTX was compiled with an unsupported toolchain."},
+    {222, "CUDA_ERROR_UNSUPPORTED_PTX_VERSION",
+     "the provided PTX was compiled with an unsupported toolchain."},
     {400, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
     {500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
@@ -153,7 +155,8 @@ CudaDriverInfo load_cuda_driver(const std::vector<std::string>& candidates, Cuda
     return cuda_result_text(result);
   };
   if (int r = loaded.init(0); r != 0)
-    return unusable("the CUDA driver " + info.library + " could not start: cuInit failed: " + text(r));
+    return unusable("the CUDA driver " + info.library +
+                    " could not start: cuInit failed: " + text(r));
   loaded.driver_get_version(&info.version);
   if (int r = loaded.device_get_count(&info.device_count); r != 0)
     return unusable("the CUDA driver " + info.library + ": cuDeviceGetCount failed: " + text(r));
@@ -190,7 +193,8 @@ std::string cuda_result_text(int result) {
       return std::string(name) + " (" + std::to_string(result) + "): " + what;
   }
   for (const ResultName& r : kResultNames)
-    if (r.code == result) return std::string(r.name) + " (" + std::to_string(result) + "): " + r.text;
+    if (r.code == result)
+      return std::string(r.name) + " (" + std::to_string(result) + "): " + r.text;
   return "CUresult " + std::to_string(result);
 }
 

@@ -93,11 +93,11 @@ void check_cuda(int result, std::string_view call);
 
 /// Facts about one device, queried once.
 struct CudaDeviceProperties {
-  std::string name;              ///< "NVIDIA H100 80GB HBM3"
-  int major = 0, minor = 0;      ///< compute capability
-  int sm_count = 0;              ///< streaming multiprocessors
-  int max_grid_x = 0;            ///< the largest gridDim.x
-  int64_t total_memory = 0;      ///< bytes of device memory
+  std::string name;                                ///< "NVIDIA H100 80GB HBM3"
+  int major = 0, minor = 0;                        ///< compute capability
+  int sm_count = 0;                                ///< streaming multiprocessors
+  int max_grid_x = 0;                              ///< the largest gridDim.x
+  int64_t total_memory = 0;                        ///< bytes of device memory
   int arch() const { return major * 10 + minor; }  ///< 90 for sm_90, as NVRTC's options take it
 };
 

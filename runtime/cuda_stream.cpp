@@ -29,7 +29,8 @@ Stream Stream::create(int device) {
 }
 
 Stream::Stream(Stream&& other) noexcept
-    : device_(other.device_), handle_(std::exchange(other.handle_, nullptr)),
+    : device_(other.device_),
+      handle_(std::exchange(other.handle_, nullptr)),
       owned_(std::exchange(other.owned_, false)) {}
 
 Stream& Stream::operator=(Stream&& other) noexcept {

@@ -34,7 +34,8 @@ class Stream {
   void synchronize() const;
 
  private:
-  Stream(int device, CuStream handle, bool owned) : device_(device), handle_(handle), owned_(owned) {}
+  Stream(int device, CuStream handle, bool owned)
+      : device_(device), handle_(handle), owned_(owned) {}
   int device_;
   CuStream handle_;
   bool owned_;

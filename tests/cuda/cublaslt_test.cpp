@@ -172,7 +172,8 @@ TEST(CublasLtPlan, ThePlanComputesWhatTheRowMajorGemmComputes) {
     std::vector<double> a(batch * (a_rows * g.lda + 2)), b(batch * (b_rows * g.ldb + 1)),
         c(batch * g.stride_c);
     for (auto* v : {&a, &b, &c})
-      for (double& x : *v) x = normal(rng);
+      for (double& x : *v)
+        x = normal(rng);
     std::vector<double> expected = c, got = c;
     g.a = a.data();
     g.b = b.data();
@@ -182,8 +183,8 @@ TEST(CublasLtPlan, ThePlanComputesWhatTheRowMajorGemmComputes) {
     run_plan_column_major(plan_cublaslt_gemm(g), g.alpha, g.beta);
     for (size_t i = 0; i < got.size(); ++i)
       ASSERT_NEAR(got[i], expected[i], 1e-12 * (1 + std::abs(expected[i])))
-          << "trial " << trial << " element " << i << " (m " << g.m << " n " << g.n << " k "
-          << g.k << " ta " << ta << " tb " << tb << " batch " << batch << ")";
+          << "trial " << trial << " element " << i << " (m " << g.m << " n " << g.n << " k " << g.k
+          << " ta " << ta << " tb " << tb << " batch " << batch << ")";
   }
 }
 

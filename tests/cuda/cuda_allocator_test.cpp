@@ -24,7 +24,8 @@ class FakeDevice final : public RawAllocator {
  public:
   explicit FakeDevice(int64_t capacity = int64_t{1} << 40) : capacity_(capacity) {}
   ~FakeDevice() override {
-    for (auto& [p, n] : live_) std::free(p);
+    for (auto& [p, n] : live_)
+      std::free(p);
   }
   void* allocate(int64_t nbytes) override {
     ++allocate_calls;
@@ -63,7 +64,7 @@ TEST(CachingAllocator, RoundsTo512BytesAndSizesSegmentsLikePyTorch) {
   EXPECT_EQ(CachingAllocator::round_size(512), 512);
   EXPECT_EQ(CachingAllocator::round_size(513), 1024);
   EXPECT_EQ(CachingAllocator::round_size(3 * MiB + 1), 3 * MiB + 512);
-  EXPECT_EQ(CachingAllocator::segment_size(512), 2 * MiB);       // small pool
+  EXPECT_EQ(CachingAllocator::segment_size(512), 2 * MiB);  // small pool
   EXPECT_EQ(CachingAllocator::segment_size(1 * MiB), 2 * MiB);
   EXPECT_EQ(CachingAllocator::segment_size(1 * MiB + 512), 20 * MiB);  // large, < 10 MiB
   EXPECT_EQ(CachingAllocator::segment_size(10 * MiB - 512), 20 * MiB);
@@ -106,7 +107,8 @@ TEST(CachingAllocator, FreedNeighboursMergeSoFragmentsServeALargerRequest) {
   CachingAllocator alloc(device);
   // Four 512 KiB blocks fill one 2 MiB segment exactly.
   void* blocks[4];
-  for (void*& p : blocks) p = alloc.allocate(512 * KiB);
+  for (void*& p : blocks)
+    p = alloc.allocate(512 * KiB);
   EXPECT_EQ(device.allocate_calls, 1);
   alloc.free(blocks[0]);
   alloc.free(blocks[2]);
@@ -231,7 +233,8 @@ TEST(CachingAllocator, ARandomWorkloadNeverHandsOutOverlappingBlocks) {
   struct Live {
     char* p;
     int64_t n;
-    int64_t block;  // the size the allocator counts: round_size(n), or more for an unsplit large block
+    int64_t
+        block;  // the size the allocator counts: round_size(n), or more for an unsplit large block
     unsigned char tag;
   };
   {
@@ -243,14 +246,15 @@ TEST(CachingAllocator, ARandomWorkloadNeverHandsOutOverlappingBlocks) {
         const size_t i = rng() % live.size();
         const Live l = live[i];
         // Every byte still holds its tag: no other block was placed over it.
-        for (int64_t j = 0; j < l.n; j += 97) ASSERT_EQ(static_cast<unsigned char>(l.p[j]), l.tag);
+        for (int64_t j = 0; j < l.n; j += 97)
+          ASSERT_EQ(static_cast<unsigned char>(l.p[j]), l.tag);
         alloc.free(l.p);
         expect_allocated -= l.block;
         live.erase(live.begin() + static_cast<ptrdiff_t>(i));
       } else {
         // Mostly small sizes, some large ones; three streams.
         const int64_t n = rng() % 8 == 0 ? static_cast<int64_t>(rng() % (12 * MiB))
-                                          : static_cast<int64_t>(rng() % (256 * KiB));
+                                         : static_cast<int64_t>(rng() % (256 * KiB));
         char* p = static_cast<char*>(alloc.allocate(n, rng() % 3));
         ASSERT_NE(p, nullptr);
         const auto tag = static_cast<unsigned char>(step);
@@ -271,7 +275,8 @@ TEST(CachingAllocator, ARandomWorkloadNeverHandsOutOverlappingBlocks) {
     }
     EXPECT_GT(alloc.stats().cache_hits, 500);  // the cache did serve most requests
     EXPECT_LT(alloc.stats().raw_allocations, 300);
-    for (size_t i = 0; i + 1 < live.size(); i += 2) alloc.free(live[i].p);
+    for (size_t i = 0; i + 1 < live.size(); i += 2)
+      alloc.free(live[i].p);
     // The destructor returns every segment, including those with blocks still handed out.
   }
   EXPECT_EQ(device.segments(), 0u);

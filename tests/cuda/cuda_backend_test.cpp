@@ -86,7 +86,8 @@ TEST(CudaBackend, PinnedMemoryCopiesAsynchronouslyOnAStream) {
   const int64_t n = 1 << 20;
   PinnedBuffer host(n * 4), back(n * 4);
   auto* in = static_cast<float*>(host.data());
-  for (int64_t i = 0; i < n; ++i) in[i] = static_cast<float>(i) * 0.5f - 3.0f;
+  for (int64_t i = 0; i < n; ++i)
+    in[i] = static_cast<float>(i) * 0.5f - 3.0f;
   const Stream stream = Stream::create(0);
   Tensor device;
   {
