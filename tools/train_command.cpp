@@ -177,8 +177,9 @@ int run_train(const TrainOptions& o) {
     if (o.device != "cpu" && o.device != "cuda")
       throw UserError(fmt::format("--device {}: expected cpu or cuda", o.device));
     if (o.device == "cuda")
-      throw UserError("--device cuda: this build of ein runs scripts on the CPU only (the CUDA "
-                      "backend is not there yet); use --device cpu");
+      throw UserError("--device cuda: ein runs scripts on the CPU only for now (the CUDA backend "
+                      "generates, compiles and launches kernels, but graph execution and autograd "
+                      "do not use it yet: docs/cuda.md); use --device cpu");
     auto program = script::Program::load(o.file, {parse_settings(o.sets), o.seed, {}});
     if (!program->has_train())
       throw UserError(fmt::format("{} has no train block to run (ein check and ein run work on "
