@@ -35,16 +35,9 @@ TEST_P(CorpusCompile, CompilesWithoutLocalMemory) {
   }
 }
 
-std::string label(const ::testing::TestParamInfo<int>& info) {
-  std::string out = fmt::format("k{:03}_", info.param);
-  for (char ch : testing::cuda_corpus().at(info.param).label)
-    out += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
-  return out;
-}
-
 INSTANTIATE_TEST_SUITE_P(Corpus, CorpusCompile,
                          ::testing::Range(0, static_cast<int>(testing::cuda_corpus().size())),
-                         label);
+                         [](const auto& p) { return testing::corpus_test_name(p.param); });
 
 }  // namespace
 }  // namespace ein

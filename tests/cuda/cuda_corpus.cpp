@@ -1,6 +1,9 @@
 // The CUDA test corpus (cuda_corpus.h): graphs → fuse() → one bound Kernel per fused node.
 #include "cuda/cuda_corpus.h"
 
+#include <cctype>
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "compiler/autodiff.h"
@@ -156,6 +159,37 @@ Graph rearrange_exp(const std::string& pattern, const Shape& shape, DType dtype,
 const std::vector<CorpusKernel>& cuda_corpus() {
   static const std::vector<CorpusKernel> corpus = build();
   return corpus;
+}
+
+std::string corpus_test_name(int index) {
+  std::string out = fmt::format("k{:03}_", index);
+  for (char ch : cuda_corpus().at(index).label)
+    out += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+  return out;
+}
+
+int64_t buffer_extent(const Kernel& k, const KernelBuffer& b) {
+  int64_t last = 0;
+  for (size_t d = 0; d < k.domain.size(); ++d) {
+    if (b.strides[d] == 0) continue;
+    if (k.domain[d] == 0) return 0;
+    last += (k.domain[d] - 1) * b.strides[d];
+  }
+  return last + 1;
+}
+
+Tolerance corpus_tolerance(DType dtype, int64_t terms) {
+  if (dtype == DType::f8e4m3) return {1.0 / 16, 1e-3};
+  if (dtype == DType::f8e5m2) return {1.0 / 8, 1e-3};
+  return tolerance_for(dtype, terms);
+}
+
+Tensor corpus_input(DType dtype, int64_t n, uint64_t seed) {
+  std::vector<double> v = normal_values(n, seed);
+  if (!kFloatDTypes.contains(dtype))
+    for (double& x : v)
+      x = std::floor(std::abs(x) * 3);
+  return from_data<double>(v, {n}).to(dtype);
 }
 
 }  // namespace ein::testing

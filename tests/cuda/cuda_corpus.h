@@ -11,6 +11,8 @@
 
 #include "compiler/graph.h"
 #include "compiler/pattern_sema.h"
+#include "ops/ops_test_support.h"
+#include "runtime/tensor.h"
 
 namespace ein::testing {
 
@@ -30,5 +32,19 @@ Graph rearrange_exp(const std::string& pattern, const Shape& shape, DType dtype,
 
 /// Every corpus kernel, in a fixed order.
 const std::vector<CorpusKernel>& cuda_corpus();
+
+/// The gtest name of corpus kernel `index` in a parameterised suite: "k007_mse_loss_f32__1".
+std::string corpus_test_name(int index);
+
+/// Elements a buffer spans: 1 + Σ (size − 1) · stride over the dims it moves along, or 0 when
+/// one of those is empty (a sum's output over an empty row still has its rows).
+int64_t buffer_extent(const Kernel& k, const KernelBuffer& b);
+
+/// Tolerance for an output of `dtype` after `terms` terms of f32 arithmetic (fp8: half an ulp
+/// of 3 (e4m3) or 2 (e5m2) mantissa bits, the rounding of the stored result).
+Tolerance corpus_tolerance(DType dtype, int64_t terms);
+
+/// Random kernel inputs: normal values rounded to the dtype; small class indices for integers.
+Tensor corpus_input(DType dtype, int64_t n, uint64_t seed);
 
 }  // namespace ein::testing

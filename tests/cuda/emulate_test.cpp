@@ -75,35 +75,6 @@ EmulatedLaunch build(const CudaKernel& k, const std::string& stem) {
   return reinterpret_cast<EmulatedLaunch>(::dlsym(handle, "ein_emulated_launch"));
 }
 
-/// Elements a buffer spans: 1 + Σ (size − 1) · stride over the dims it moves along, or 0 when
-/// one of those is empty (a sum's output over an empty row still has its rows).
-int64_t extent(const Kernel& k, const KernelBuffer& b) {
-  int64_t last = 0;
-  for (size_t d = 0; d < k.domain.size(); ++d) {
-    if (b.strides[d] == 0) continue;
-    if (k.domain[d] == 0) return 0;
-    last += (k.domain[d] - 1) * b.strides[d];
-  }
-  return last + 1;
-}
-
-/// Tolerance for an output of `dtype` after `terms` terms of f32 arithmetic (fp8: half an ulp
-/// of 3 (e4m3) or 2 (e5m2) mantissa bits, the rounding of the stored result).
-testing::Tolerance tolerance(DType dtype, int64_t terms) {
-  if (dtype == DType::f8e4m3) return {1.0 / 16, 1e-3};
-  if (dtype == DType::f8e5m2) return {1.0 / 8, 1e-3};
-  return testing::tolerance_for(dtype, terms);
-}
-
-/// Random inputs: normal values rounded to the dtype; small class indices for integers.
-Tensor random_buffer(DType dtype, int64_t n, uint64_t seed) {
-  std::vector<double> v = testing::normal_values(n, seed);
-  if (!kFloatDTypes.contains(dtype))
-    for (double& x : v)
-      x = std::floor(std::abs(x) * 3);
-  return from_data<double>(v, {n}).to(dtype);
-}
-
 class Emulate : public ::testing::TestWithParam<int> {};
 
 TEST_P(Emulate, MatchesTheFloat64Semantics) {
@@ -129,9 +100,9 @@ TEST_P(Emulate, MatchesTheFloat64Semantics) {
   std::vector<std::vector<double>> want(nb);
   for (size_t b = 0; b < nb; ++b) {
     const KernelBuffer& buf = general.buffers[b];
-    const int64_t n = extent(general, buf);
+    const int64_t n = testing::buffer_extent(general, buf);
     if (!buf.output) {
-      inputs[b] = random_buffer(buf.dtype, n, 1000 * GetParam() + b);
+      inputs[b] = testing::corpus_input(buf.dtype, n, 1000 * GetParam() + b);
       want[b] = inputs[b].to_vector<double>();
     } else {
       want[b].assign(n, kUnwritten);
@@ -162,7 +133,7 @@ TEST_P(Emulate, MatchesTheFloat64Semantics) {
       } else {
         // A total's slot is a scratch of one compute-type value per row (emit_cuda.h's ABI).
         const DType t = total[b] ? general.compute : buf.dtype;
-        const int64_t n = total[b] ? rows : extent(general, buf);
+        const int64_t n = total[b] ? rows : testing::buffer_extent(general, buf);
         storage[b] = from_data<double>(std::vector<double>(n + 1, kUnwritten), {n + 1}).to(t);
       }
       args.push_back(static_cast<char*>(storage[b].data_ptr()) +
@@ -193,22 +164,15 @@ TEST_P(Emulate, MatchesTheFloat64Semantics) {
       }
       const Tensor got_tensor = from_data<double>(got, {static_cast<int64_t>(got.size())});
       testing::expect_close(got_tensor, {{static_cast<int64_t>(want[b].size())}, want[b]},
-                            tolerance(buf.dtype, total[b] ? rows * row : row),
+                            testing::corpus_tolerance(buf.dtype, total[b] ? rows * row : row),
                             fmt::format("output b{} of {}\n{}", b, c.label, cuda.source));
     }
   }
 }
 
-std::string label(const ::testing::TestParamInfo<int>& info) {
-  std::string out = fmt::format("k{:03}_", info.param);
-  for (char ch : testing::cuda_corpus().at(info.param).label)
-    out += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
-  return out;
-}
-
 INSTANTIATE_TEST_SUITE_P(Corpus, Emulate,
                          ::testing::Range(0, static_cast<int>(testing::cuda_corpus().size())),
-                         label);
+                         [](const auto& p) { return testing::corpus_test_name(p.param); });
 
 }  // namespace
 }  // namespace ein

@@ -33,17 +33,6 @@ TEST(CudaLaunch, AnEmptyGridLaunchesNothingAndOtherwiseWithoutADriverItIsADevice
   }
 }
 
-/// Elements a buffer spans (emulate_test.cpp's rule).
-int64_t extent(const Kernel& k, const KernelBuffer& b) {
-  int64_t last = 0;
-  for (size_t d = 0; d < k.domain.size(); ++d) {
-    if (b.strides[d] == 0) continue;
-    if (k.domain[d] == 0) return 0;
-    last += (k.domain[d] - 1) * b.strides[d];
-  }
-  return last + 1;
-}
-
 class GpuCorpus : public ::testing::TestWithParam<int> {};
 
 TEST_P(GpuCorpus, MatchesTheFloat64Semantics) {
@@ -72,16 +61,12 @@ TEST_P(GpuCorpus, MatchesTheFloat64Semantics) {
     const KernelBuffer& buf = general.buffers[b];
     Tensor host;
     if (!buf.output) {
-      std::vector<double> v = testing::normal_values(extent(general, buf), 1000 * GetParam() + b);
-      if (!kFloatDTypes.contains(buf.dtype))
-        for (double& x : v)
-          x = std::floor(std::abs(x) * 3);
-      host = from_data<double>(v, {static_cast<int64_t>(v.size())}).to(buf.dtype);
+      host = testing::corpus_input(buf.dtype, testing::buffer_extent(general, buf), 1000 * GetParam() + b);
       want[b] = host.to_vector<double>();
     } else {
-      want[b].assign(extent(general, buf), kUnwritten);
+      want[b].assign(testing::buffer_extent(general, buf), kUnwritten);
       const DType t = total[b] ? general.compute : buf.dtype;  // a total's per-row scratch
-      const int64_t n = total[b] ? rows : extent(general, buf);
+      const int64_t n = total[b] ? rows : testing::buffer_extent(general, buf);
       host = from_data<double>(std::vector<double>(n, kUnwritten), {n}).to(t);
     }
     device[b] = host.to(cuda());
@@ -113,27 +98,16 @@ TEST_P(GpuCorpus, MatchesTheFloat64Semantics) {
         acc = combine_values(combine, acc, v);
       got = {acc};
     }
-    const testing::Tolerance tol =
-        buf.dtype == DType::f8e4m3 ? testing::Tolerance{1.0 / 16, 1e-3}
-        : buf.dtype == DType::f8e5m2
-            ? testing::Tolerance{1.0 / 8, 1e-3}
-            : testing::tolerance_for(buf.dtype, total[b] ? rows * row : row);
+    const testing::Tolerance tol = testing::corpus_tolerance(buf.dtype, total[b] ? rows * row : row);
     testing::expect_close(from_data<double>(got, {static_cast<int64_t>(got.size())}),
                           {{static_cast<int64_t>(want[b].size())}, want[b]}, tol,
                           fmt::format("output b{} of {} on sm_{}", b, c.label, options.arch));
   }
 }
 
-std::string label(const ::testing::TestParamInfo<int>& info) {
-  std::string out = fmt::format("k{:03}_", info.param);
-  for (char ch : testing::cuda_corpus().at(info.param).label)
-    out += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
-  return out;
-}
-
 INSTANTIATE_TEST_SUITE_P(Corpus, GpuCorpus,
                          ::testing::Range(0, static_cast<int>(testing::cuda_corpus().size())),
-                         label);
+                         [](const auto& p) { return testing::corpus_test_name(p.param); });
 
 }  // namespace
 }  // namespace ein
