@@ -16,6 +16,7 @@
 #include <string>
 
 #include "runtime/cuda_backend.h"
+#include "runtime/dynamic_library.h"
 #include "runtime/storage.h"
 
 namespace ein {
@@ -90,30 +91,17 @@ const LtApi& lt() {
 
 CublasLtInfo load_cublaslt(const std::vector<std::string>& candidates) {
   CublasLtInfo info;
-  void* handle = nullptr;
-  std::string tried;
-  for (const std::string& name : candidates) {
-    handle = ::dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle) {
-      info.library = name;
-      break;
-    }
-    const char* err = ::dlerror();
-    tried += "\n  " + name + ": " + (err ? err : "not found");
-  }
-  if (!handle) {
+  detail::DynamicLibrary lib = detail::DynamicLibrary::open(candidates);
+  if (!lib.handle) {
     info.reason =
         "GEMMs on the GPU need cuBLASLt (libcublasLt from the CUDA toolkit), which "
         "could not be loaded; tried:" +
-        tried;
+        lib.tried;
     return info;
   }
+  info.library = lib.name;
   LtApi api;
-  std::string missing;
-  auto sym = [&](auto& fn, const char* name) {
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(handle, name));
-    if (!fn) missing += std::string(missing.empty() ? "" : ", ") + name;
-  };
+  const auto sym = [&](auto& fn, const char* name) { lib.bind(fn, name); };
   sym(api.get_version, "cublasLtGetVersion");
   sym(api.status_name, "cublasLtGetStatusName");
   sym(api.status_string, "cublasLtGetStatusString");
@@ -131,9 +119,9 @@ CublasLtInfo load_cublaslt(const std::vector<std::string>& candidates) {
   sym(api.pref_set, "cublasLtMatmulPreferenceSetAttribute");
   sym(api.heuristic, "cublasLtMatmulAlgoGetHeuristic");
   sym(api.matmul, "cublasLtMatmul");
-  if (!missing.empty()) {
-    info.reason = "the cuBLASLt library " + info.library + " lacks " + missing;
-    ::dlclose(handle);
+  if (!lib.missing.empty()) {
+    info.reason = "the cuBLASLt library " + info.library + " lacks " + lib.missing;
+    ::dlclose(lib.handle);
     return info;
   }
   info.version = static_cast<int64_t>(api.get_version());

@@ -12,6 +12,8 @@
 #include <mutex>
 #include <utility>
 
+#include "runtime/dynamic_library.h"
+
 namespace ein {
 namespace {
 
@@ -82,29 +84,15 @@ namespace detail {
 
 CudaDriverInfo load_cuda_driver(const std::vector<std::string>& candidates, CudaDriverApi& api) {
   CudaDriverInfo info;
-  void* handle = nullptr;
-  std::string tried;
-  for (const std::string& name : candidates) {
-    handle = ::dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle) {
-      info.library = name;
-      break;
-    }
-    const char* err = ::dlerror();
-    tried += std::string(tried.empty() ? "" : "; ") + (err ? err : name + ": not found");
-  }
-  if (!handle) {
-    info.reason = "no CUDA driver: libcuda.so.1 not found (" + tried +
-                  "); the CUDA backend needs an NVIDIA driver, and everything on ein::cpu() "
-                  "works without one";
+  DynamicLibrary lib = DynamicLibrary::open(candidates);
+  if (!lib.handle) {
+    info.reason = "no CUDA driver: libcuda.so.1 not found (the CUDA backend needs an NVIDIA "
+                  "driver; everything on ein::cpu() works without one); tried:" + lib.tried;
     return info;
   }
+  info.library = lib.name;
   CudaDriverApi loaded;
-  std::string missing;
-  auto sym = [&](auto& fn, const char* name) {
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(handle, name));
-    if (!fn) missing += std::string(missing.empty() ? "" : ", ") + name;
-  };
+  const auto sym = [&](auto& fn, const char* name) { lib.bind(fn, name); };
   sym(loaded.init, "cuInit");
   sym(loaded.driver_get_version, "cuDriverGetVersion");
   sym(loaded.get_error_name, "cuGetErrorName");
@@ -139,11 +127,11 @@ CudaDriverInfo load_cuda_driver(const std::vector<std::string>& candidates, Cuda
   // it already loaded (the toolkit's stub is named libcuda.so.1 too).
   auto unusable = [&](std::string reason) {
     info.reason = std::move(reason);
-    ::dlclose(handle);
+    ::dlclose(lib.handle);
     return info;
   };
-  if (!missing.empty())
-    return unusable("the CUDA driver " + info.library + " lacks " + missing +
+  if (!lib.missing.empty())
+    return unusable("the CUDA driver " + info.library + " lacks " + lib.missing +
                     " (a driver older than CUDA 11?)");
   // Until the table is installed, cuda_result_text() must read names through `loaded`.
   auto text = [&](int result) {

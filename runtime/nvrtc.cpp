@@ -18,6 +18,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "runtime/dynamic_library.h"
 #include "runtime/jit/disk_cache.h"
 
 namespace ein {
@@ -131,28 +132,14 @@ namespace detail {
 
 NvrtcInfo load_nvrtc(const std::vector<std::string>& candidates) {
   NvrtcInfo info;
-  void* handle = nullptr;
-  std::string tried;
-  for (const std::string& name : candidates) {
-    handle = ::dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle) break;
-    const char* err = ::dlerror();
-    tried += "\n  " + name + ": " + (err ? err : "not found");
-  }
-  if (!handle) {
+  DynamicLibrary lib = DynamicLibrary::open(candidates);
+  if (!lib.handle) {
     info.reason = "CUDA compilation needs NVRTC (libnvrtc from the CUDA toolkit), which could not "
-                  "be loaded; tried:" + tried;
+                  "be loaded; tried:" + lib.tried;
     return info;
   }
   NvrtcApi api;
-  bool missing = false;
-  auto sym = [&](auto& fn, const char* name) {
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(handle, name));
-    if (!fn) {
-      missing = true;
-      info.reason += std::string(info.reason.empty() ? "" : ", ") + name;
-    }
-  };
+  const auto sym = [&](auto& fn, const char* name) { lib.bind(fn, name); };
   sym(api.get_error_string, "nvrtcGetErrorString");
   sym(api.version, "nvrtcVersion");
   sym(api.get_num_supported_archs, "nvrtcGetNumSupportedArchs");
@@ -169,8 +156,8 @@ NvrtcInfo load_nvrtc(const std::vector<std::string>& candidates) {
   Dl_info where{};
   if (::dladdr(reinterpret_cast<void*>(api.version), &where) && where.dli_fname)
     info.library = where.dli_fname;
-  if (missing) {
-    info.reason = "the NVRTC library " + info.library + " lacks " + info.reason;
+  if (!lib.missing.empty()) {
+    info.reason = "the NVRTC library " + (info.library.empty() ? lib.name : info.library) + " lacks " + lib.missing;
     return info;
   }
   api.version(&info.major, &info.minor);
