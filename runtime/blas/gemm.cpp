@@ -80,12 +80,15 @@ bool use_onednn() {
 
 /// One f32 GEMM on the calling thread: C = alpha·op(A)·op(B) + beta·C over rows [r0, r1) and
 /// columns [c0, c1) of C. oneDNN's OpenMP team is never started (OpenMP is held to one thread
-/// on every thread that calls here) and ein splits GEMMs over TBB itself: idle OpenMP workers
-/// spin, and next to TBB's workers on the same cores they made steps up to 10x slower on a
-/// loaded machine.
+/// for the call, and the caller's setting restored after it) and ein splits GEMMs over TBB
+/// itself: idle OpenMP workers spin, and next to TBB's workers on the same cores they made
+/// steps up to 10x slower on a loaded machine.
 void onednn_tile(const GemmBatch& g, int64_t i, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-  thread_local const bool one_thread = (omp_set_num_threads(1), true);
-  (void)one_thread;
+  struct OneOpenMPThread {
+    int saved = omp_get_max_threads();
+    OneOpenMPThread() { omp_set_num_threads(1); }
+    ~OneOpenMPThread() { omp_set_num_threads(saved); }
+  } one_thread;
   const float* a = static_cast<const float*>(g.a) + i * g.stride_a + (g.trans_a ? r0 : r0 * g.lda);
   const float* b = static_cast<const float*>(g.b) + i * g.stride_b + (g.trans_b ? c0 * g.ldb : c0);
   float* c = static_cast<float*>(g.c) + i * g.stride_c + r0 * g.ldc + c0;

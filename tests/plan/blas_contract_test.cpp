@@ -16,6 +16,7 @@
 #include <cmath>
 #include <map>
 #include <string>
+#include <utility>
 
 #include "runtime/blas/contract.h"
 #include "runtime/blas/gemm.h"
@@ -295,6 +296,25 @@ TEST(GemmBatched, BetaAccumulatesAndAlphaScales) {
   }
   g.lda = 3;  // < k
   EXPECT_THROW(gemm_batched(g), RuntimeError);
+}
+
+// beta = 0 ignores C's old values, NaNs included (the BLAS rule), on the split and batched
+// paths as on small GEMMs.
+TEST(GemmBatched, BetaZeroIgnoresNaNsInC) {
+  for (const auto& [batch, m] : {std::pair<int64_t, int64_t>{3, 8}, {3, 257}, {1, 257}}) {
+    const int64_t n = 96, k = 64;
+    const Tensor a = random({batch, m, k}), b = random({batch, k, n});
+    Tensor c = full({batch, m, n}, std::nan(""), DType::f32).contiguous();
+    GemmBatch g;
+    g.batch = batch, g.m = m, g.n = n, g.k = k;
+    g.a = a.data_ptr(), g.lda = k, g.stride_a = m * k;
+    g.b = b.data_ptr(), g.ldb = n, g.stride_b = k * n;
+    g.c = c.data_ptr(), g.ldc = n, g.stride_c = m * n;
+    gemm_batched(g);
+    int64_t nans = 0;
+    for (double v : c.to_vector<double>()) nans += std::isnan(v);
+    EXPECT_EQ(nans, 0) << "batch " << batch << " m " << m;
+  }
 }
 
 // Large f32 GEMMs (above 1 MFLOP) are split over threads by rows of C, or by columns when C
