@@ -9,6 +9,7 @@
 #include "compiler/autodiff.h"
 #include "compiler/expression_graphs.h"
 #include "compiler/fuse.h"
+#include "compiler/kernel_ir.h"
 #include "compiler/lower_patterns.h"
 #include "compiler/run_fused.h"
 #include "compiler/stdlib_graphs.h"
@@ -182,6 +183,16 @@ Tolerance corpus_tolerance(DType dtype, int64_t terms) {
   if (dtype == DType::f8e4m3) return {1.0 / 16, 1e-3};
   if (dtype == DType::f8e5m2) return {1.0 / 8, 1e-3};
   return tolerance_for(dtype, terms);
+}
+
+std::vector<double> combine_total(const Kernel& general, int buffer, const std::vector<double>& per_row) {
+  Combine combine = Combine::none;
+  for (const KernelStore& st : general.stores)
+    if (st.buffer == buffer) combine = st.total;
+  double acc = combine_identity(combine);
+  for (double v : per_row)
+    acc = combine_values(combine, acc, v);
+  return {acc};
 }
 
 Tensor corpus_input(DType dtype, int64_t n, uint64_t seed) {

@@ -44,6 +44,10 @@ int64_t buffer_extent(const Kernel& k, const KernelBuffer& b);
 /// of 3 (e4m3) or 2 (e5m2) mantissa bits, the rounding of the stored result).
 Tolerance corpus_tolerance(DType dtype, int64_t terms);
 
+/// A total store's result from its per-row scratch values, combined on the host as the
+/// runtime does (cross-entropy's mean over rows): one value.
+std::vector<double> combine_total(const Kernel& general, int buffer, const std::vector<double>& per_row);
+
 /// Random kernel inputs: normal values rounded to the dtype; small class indices for integers.
 Tensor corpus_input(DType dtype, int64_t n, uint64_t seed);
 

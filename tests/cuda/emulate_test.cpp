@@ -151,17 +151,7 @@ TEST_P(Emulate, MatchesTheFloat64Semantics) {
       const int64_t begin = misaligned ? 1 : 0;
       std::vector<double> got = storage[b].to_vector<double>();
       got = std::vector<double>(got.begin() + begin, got.end() - (1 - begin));
-      if (total[b]) {  // the runtime's host combine of the per-row values
-        const Combine combine = [&] {
-          for (const KernelStore& st : general.stores)
-            if (st.buffer == static_cast<int>(b)) return st.total;
-          return Combine::none;
-        }();
-        double acc = combine_identity(combine);
-        for (double v : got)
-          acc = combine_values(combine, acc, v);
-        got = {acc};
-      }
+      if (total[b]) got = testing::combine_total(general, static_cast<int>(b), got);
       const Tensor got_tensor = from_data<double>(got, {static_cast<int64_t>(got.size())});
       testing::expect_close(got_tensor, {{static_cast<int64_t>(want[b].size())}, want[b]},
                             testing::corpus_tolerance(buf.dtype, total[b] ? rows * row : row),

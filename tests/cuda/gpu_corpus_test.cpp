@@ -89,15 +89,7 @@ TEST_P(GpuCorpus, MatchesTheFloat64Semantics) {
     const KernelBuffer& buf = general.buffers[b];
     if (!buf.output) continue;
     std::vector<double> got = device[b].to_vector<double>();
-    if (total[b]) {  // the runtime's host combine of the per-row values
-      Combine combine = Combine::none;
-      for (const KernelStore& st : general.stores)
-        if (st.buffer == static_cast<int>(b)) combine = st.total;
-      double acc = combine_identity(combine);
-      for (double v : got)
-        acc = combine_values(combine, acc, v);
-      got = {acc};
-    }
+    if (total[b]) got = testing::combine_total(general, static_cast<int>(b), got);
     const testing::Tolerance tol = testing::corpus_tolerance(buf.dtype, total[b] ? rows * row : row);
     testing::expect_close(from_data<double>(got, {static_cast<int64_t>(got.size())}),
                           {{static_cast<int64_t>(want[b].size())}, want[b]}, tol,
