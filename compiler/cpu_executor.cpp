@@ -21,6 +21,7 @@
 
 #include <fmt/format.h>
 
+#include "compiler/cuda_executor.h"
 #include "compiler/emit_mlir.h"
 #include "compiler/executed_cost.h"
 #include "runtime/jit/cpu_jit.h"
@@ -46,54 +47,6 @@ Cache& cache() {
 
 std::atomic<int64_t> g_launches{0}, g_built{0};
 
-template <class T>
-void put(std::string& out, const T& v) {
-  out.append(reinterpret_cast<const char*>(&v), sizeof(T));
-}
-
-/// Everything that changes the generated code, as bytes: the ops, dtypes, rank, which strides
-/// are 0, 1 or other, the stages and stores, the number of params — not sizes, stride values or
-/// param values, which the kernel reads at run time.
-void serialise(const Kernel& k, std::string& out) {
-  out.clear();
-  put(out, k.domain.size());
-  put(out, k.reduced);
-  put(out, k.compute);
-  put(out, k.params.size());  // the values are run-time arguments
-  put(out, k.buffers.size());
-  for (const KernelBuffer& b : k.buffers) {
-    put(out, b.dtype);
-    put(out, b.output);
-    for (int64_t s : b.strides)
-      put(out, static_cast<int8_t>(s == 0 ? 0 : s == 1 ? 1 : 2));
-  }
-  put(out, k.nodes.size());
-  for (const ScalarNode& n : k.nodes) {
-    put(out, n.op);
-    put(out, n.a);
-    put(out, n.b);
-    put(out, n.c);
-    put(out, n.buffer);
-    put(out, n.stage);
-    put(out, n.dim);
-    put(out, n.param);
-    put(out, n.value);
-  }
-  put(out, k.stages.size());
-  for (const KernelStage& s : k.stages) {
-    put(out, s.combine);
-    put(out, s.value);
-  }
-  put(out, k.stores.size());
-  for (const KernelStore& s : k.stores) {
-    put(out, s.buffer);
-    put(out, s.value);
-  }
-  put(out, k.combine);  // the shorthand (empty after coalesce, kept for completeness)
-  put(out, k.body);
-  put(out, k.result);
-}
-
 std::shared_ptr<const Compiled> compile(const Kernel& kernel, std::string key, uint64_t hash) {
   verify(kernel);
   auto compiled = std::make_shared<Compiled>();
@@ -106,7 +59,7 @@ std::shared_ptr<const Compiled> compile(const Kernel& kernel, std::string key, u
 
 std::shared_ptr<const Compiled> lookup(const Kernel& kernel) {
   thread_local std::string key;
-  serialise(kernel, key);
+  kernel_code_key(kernel, key);
   const uint64_t hash = XXH3_64bits(key.data(), key.size());
   Cache& c = cache();
   {
@@ -143,7 +96,7 @@ void run_with_totals(Kernel k, std::span<const Tensor> buffers) {
     std::copy(row_strides.begin(), row_strides.end(), strides.begin());
     k.buffers[st.buffer].strides = strides;
     k.buffers[st.buffer].dtype = k.compute;
-    bound[st.buffer] = empty(rows, k.compute, cpu());
+    bound[st.buffer] = empty(rows, k.compute, buffers[st.buffer].device());
     totals.emplace_back(i, st.total);
     st.total = Combine::none;
   }
@@ -177,6 +130,7 @@ void run_kernel(const Kernel& kernel_in, std::span<const Tensor> buffers) {
     row_stores = row_stores || (general.reduced > 0 && general.row_buffer(st.buffer));
   if (empty_row && !row_stores) return;
   const Kernel kernel = coalesce(std::move(general));
+  if (buffers.front().device().kind == DeviceKind::cuda) return run_kernel_cuda(kernel, buffers);
   const auto compiled = lookup(kernel);
   const CpuSchedule s = schedule_cpu(kernel);
   std::vector<int64_t> params = kernel_parameters(kernel, s);

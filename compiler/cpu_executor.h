@@ -13,7 +13,7 @@
 namespace ein {
 
 /// Runs `kernel` with `buffers` (one tensor per kernel buffer: the inputs in order, then the
-/// outputs) on the CPU. The kernel's strides must describe these tensors (element strides from
+/// outputs) on the CPU, or on their CUDA device when they live on one (cuda_executor.h). The kernel's strides must describe these tensors (element strides from
 /// their data_ptr()). An output may be the same tensor as an input with the same strides (an
 /// in-place update; see kernel_ir.h). Kernel::params travel with the launch.
 void run_kernel(const Kernel& kernel, std::span<const Tensor> buffers);

@@ -25,6 +25,11 @@ using Tensors = std::vector<Tensor>;
 /// Per node, its results: one tensor, several for a multi-output fused node.
 using Values = std::vector<Tensors>;
 
+/// Where a node without inputs (a constant) runs: where the graph's inputs live.
+Device graph_device(const Tensors& inputs) {
+  return inputs.empty() ? cpu() : inputs.front().device();
+}
+
 /// A node reading another reads its first result (`result` nodes pick the others).
 const Tensor& arg(const Values& v, const GraphNode& n, size_t i) {
   return v[n.inputs[i]].front();
@@ -61,7 +66,7 @@ Tensor run_reshape(const GraphNode& n, const Values& v, const Tensors&) {
   const Tensor& x = arg(v, n, 0);
   if (std::optional<Shape> s = view_strides(x.shape(), x.strides(), n.shape))
     return x.as_strided(n.shape, *s, x.offset());
-  Tensor out = empty(n.shape, x.dtype(), cpu());
+  Tensor out = empty(n.shape, x.dtype(), x.device());
   copy_into(out.as_strided(x.shape(), contiguous_strides(x.shape()), 0), x);
   return out;
 }
@@ -80,7 +85,7 @@ Tensor run_contract(const GraphNode& n, const Values& v, const Tensors&) {
   return contract(arg(v, n, 0), a.a_axes, arg(v, n, 1), a.b_axes, a.out_axes);
 }
 
-Tensor run_map_node(const GraphNode& n, const Values& v, const Tensors&) {
+Tensor run_map_node(const GraphNode& n, const Values& v, const Tensors& inputs) {
   const auto& a = std::get<MapAttr>(n.attr);
   Kernel k = *a.body;
   k.domain = n.shape;
@@ -88,7 +93,8 @@ Tensor run_map_node(const GraphNode& n, const Values& v, const Tensors&) {
   std::vector<DType> dtypes;
   for (size_t i = 0; i < n.inputs.size(); ++i) {
     Tensor x = arg(v, n, i);
-    if (x.dtype() == DType::f8e4m3 || x.dtype() == DType::f8e5m2) x = x.to(DType::f32);
+    if ((x.dtype() == DType::f8e4m3 || x.dtype() == DType::f8e5m2) && x.device() == cpu())
+      x = x.to(DType::f32);
     Shape strides(n.shape.size(), 0);
     for (size_t d = 0; d < a.axes[i].size(); ++d)
       if (x.size(static_cast<int64_t>(d)) != 1)
@@ -98,12 +104,12 @@ Tensor run_map_node(const GraphNode& n, const Values& v, const Tensors&) {
     ins.push_back(std::move(x));
   }
   k.compute = compute_type(dtypes);
-  return run_map(std::move(k), ins, n.dtype);
+  return run_map(std::move(k), ins, n.dtype, graph_device(inputs));
 }
 
 Tensor run_concat(const GraphNode& n, const Values& v, const Tensors&) {
   const auto& a = std::get<ConcatAttr>(n.attr);
-  Tensor out = empty(n.shape, n.dtype, cpu());
+  Tensor out = empty(n.shape, n.dtype, arg(v, n, 0).device());
   int64_t at = 0;
   for (size_t i = 0; i < n.inputs.size(); ++i) {
     const Tensor& x = arg(v, n, i);
@@ -134,11 +140,11 @@ Tensor run_cast(const GraphNode& n, const Values& v, const Tensors&) {
   return arg(v, n, 0).to(n.dtype);
 }
 
-Tensors run_fused_node(const GraphNode& n, const Values& v, const Tensors&) {
+Tensors run_fused_node(const GraphNode& n, const Values& v, const Tensors& inputs) {
   Tensors ins;
   for (size_t i = 0; i < n.inputs.size(); ++i)
     ins.push_back(arg(v, n, i));
-  return run_fused(std::get<FusedAttr>(n.attr), ins);
+  return run_fused(std::get<FusedAttr>(n.attr), ins, graph_device(inputs));
 }
 
 Tensors run_result(const GraphNode& n, const Values& v, const Tensors&) {

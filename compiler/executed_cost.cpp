@@ -12,7 +12,7 @@ void count_executed_node(const Graph& graph, int id, CostPhase phase, const Tens
   const GraphNode& n = graph.nodes[id];
   // A reshape that folded into the strides returns a view of its input: nothing moved.
   const bool view = n.op == GraphOp::reshape && result.defined() && input.defined() &&
-                    result.data_ptr() == input.data_ptr();
+                    result.device_ptr() == input.device_ptr();
   const NodeCost c = node_cost(graph, id, view ? ReshapeLayout::view : ReshapeLayout::copy);
   CostTotals t;
   t.flops = c.flops;

@@ -27,9 +27,6 @@ bool is_integer(DType t) {
 
 void check(const Tensor& x, const char* op, const char* what, bool integer = false) {
   if (!x.defined()) throw RuntimeError(fmt::format("{}: {} is undefined", op, what));
-  if (x.device().kind != DeviceKind::cpu)
-    throw RuntimeError(
-        fmt::format("{}: {} must be a CPU tensor, got one on {}", op, what, x.device().str()));
   if (integer ? !is_integer(x.dtype()) : !is_float(x.dtype()))
     throw RuntimeError(fmt::format("{}: {} must be {} tensor, got {}", op, what,
                                    integer ? "an integer" : "a floating-point (f64/f32/f16/bf16)",
@@ -51,6 +48,7 @@ class BoundKernel {
  protected:
   int bind(const Tensor& t, Shape strides) {
     if (!outputs_.empty()) throw std::logic_error("internal error: an input after an output");
+    if (inputs_.empty()) device_ = t.device();
     inputs_.push_back(t);
     return k_.load(k_.add_buffer(t.dtype(), std::move(strides)));
   }
@@ -62,10 +60,14 @@ class BoundKernel {
     return outputs_.back();
   }
 
+  /// Where outputs go: the first input's device.
+  Device device() const { return device_; }
+
   Kernel k_;
 
  private:
   std::vector<Tensor> inputs_, outputs_;
+  Device device_ = cpu();
 };
 
 /// A row kernel under construction: the domain is the rows' shape (P = all dims but the last,
@@ -121,7 +123,7 @@ class RowKernel : public BoundKernel {
   Tensor output(DType dtype, bool row, int value) {
     Shape shape = shape_;
     if (row) shape.pop_back();
-    Tensor out = empty(shape, dtype, cpu());
+    Tensor out = empty(shape, dtype, device());
     Shape strides = out.strides();
     if (row) strides.push_back(0);
     return add_output(std::move(out), std::move(strides), value);
@@ -309,7 +311,7 @@ class ColumnKernel : public BoundKernel {
   Tensor output(DType dtype, int value) {
     Shape strides(k_.domain.size(), 0);
     strides[0] = 1;
-    return add_output(empty({shape_.back()}, dtype, cpu()), std::move(strides), value);
+    return add_output(empty({shape_.back()}, dtype, device()), std::move(strides), value);
   }
 
  private:

@@ -16,6 +16,7 @@
 #include <ein/ops.h>
 #include <fmt/format.h>
 
+#include "compiler/cuda_executor.h"
 #include "compiler/graph.h"
 #include "compiler/tape.h"
 #include "runtime/counters.h"
@@ -72,6 +73,8 @@ Tensor gather_rows(const Tensor& table, const Tensor& indices) {
   const int64_t n = table.size(0);
   const std::vector<int64_t> idx = checked_indices(indices, n, "gather");
   const Shape row(table.shape().begin() + 1, table.shape().end());
+  if (table.device().kind == DeviceKind::cuda)
+    return gather_rows_cuda(table, idx, result_shape(indices, row));
   const Tensor t = table.detach().contiguous();
   Tensor out = empty(result_shape(indices, row), table.dtype());
   const int64_t bytes = (n == 0 ? 0 : t.nbytes() / n);
@@ -102,11 +105,14 @@ Tensor scatter_add_rows(const Tensor& values, const Tensor& indices, int64_t num
   const DType dtype = values.dtype();
   const DType acc = dtype == DType::f64 ? DType::f64 : DType::f32;
   const Tensor v = values.detach().to(acc).contiguous();
+  // One add per value element; reads the values, indices and table, writes the table.
+  const int64_t out_bytes = checked_numel(out_shape) * static_cast<int64_t>(element_size(acc));
+  detail::count_launch(
+      "scatter_add", {v.numel(), 0, v.nbytes() + indices.nbytes() + out_bytes, out_bytes, 0});
+  if (values.device().kind == DeviceKind::cuda)
+    return scatter_add_rows_cuda(v, idx, out_shape).to(dtype);
   Tensor out = zeros(out_shape, acc);
   const int64_t width = checked_numel(row);
-  // One add per value element; reads the values, indices and table, writes the table.
-  detail::count_launch(
-      "scatter_add", {v.numel(), 0, v.nbytes() + indices.nbytes() + out.nbytes(), out.nbytes(), 0});
   if (acc == DType::f64)
     scatter(v.data<double>(), out.data<double>(), idx, width);
   else

@@ -14,6 +14,12 @@
 namespace ein {
 namespace {
 
+template <class T>
+void put(std::string& out, const T& v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof(T));
+}
+
+
 struct OpInfo {
   int arity;
   std::string_view spelling;
@@ -394,5 +400,52 @@ std::string dump(const Kernel& k) {
                                                                : "");
   return out;
 }
+
+void kernel_code_key(const Kernel& k, std::string& out, bool exact_layout) {
+  out.clear();
+  put(out, k.domain.size());
+  put(out, k.reduced);
+  put(out, k.compute);
+  put(out, k.params.size());  // the values are run-time arguments
+  put(out, k.buffers.size());
+  for (const KernelBuffer& b : k.buffers) {
+    put(out, b.dtype);
+    put(out, b.output);
+    for (int64_t s : b.strides)
+      put(out, static_cast<int8_t>(s == 0 ? 0 : s == 1 ? 1 : 2));
+  }
+  put(out, k.nodes.size());
+  for (const ScalarNode& n : k.nodes) {
+    put(out, n.op);
+    put(out, n.a);
+    put(out, n.b);
+    put(out, n.c);
+    put(out, n.buffer);
+    put(out, n.stage);
+    put(out, n.dim);
+    put(out, n.param);
+    put(out, n.value);
+  }
+  put(out, k.stages.size());
+  for (const KernelStage& s : k.stages) {
+    put(out, s.combine);
+    put(out, s.value);
+  }
+  put(out, k.stores.size());
+  for (const KernelStore& s : k.stores) {
+    put(out, s.buffer);
+    put(out, s.value);
+  }
+  put(out, k.combine);  // the shorthand (empty after coalesce, kept for completeness)
+  put(out, k.body);
+  put(out, k.result);
+  if (!exact_layout) return;
+  for (int64_t size : k.domain)
+    put(out, size);
+  for (const KernelBuffer& b : k.buffers)
+    for (int64_t s : b.strides)
+      put(out, s);
+}
+
 
 }  // namespace ein

@@ -235,8 +235,14 @@ Tensor map(std::string_view expression, const std::vector<Tensor>& given) {
   std::vector<DType> dtypes;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& x = inputs[i];
-    if (!x.defined() || x.device().kind != DeviceKind::cpu)
-      throw UserError(fmt::format("input '{}' must be a defined CPU tensor", e.inputs[i].name),
+    if (!x.defined())
+      throw UserError(fmt::format("input '{}' is an undefined tensor", e.inputs[i].name),
+                      e.source, e.inputs[i].range);
+    if (x.device() != inputs.front().device())
+      throw UserError(fmt::format("input '{}' is on {} but '{}' is on {}; inputs must share one "
+                                  "device (move them with .to(...))",
+                                  e.inputs[i].name, x.device().str(), e.inputs.front().name,
+                                  inputs.front().device().str()),
                       e.source, e.inputs[i].range);
     shapes.push_back(x.shape());
     dtypes.push_back(x.dtype());

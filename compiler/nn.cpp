@@ -112,12 +112,13 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
   for (double l : rows.to_vector<double>())
     total += l;
   // torch: the mean over no rows is nan.
-  const Tensor loss = full({}, count == 0 ? std::nan("") : total * scale, logits.dtype());
+  const Tensor loss =
+      full({}, count == 0 ? std::nan("") : total * scale, logits.dtype(), logits.device());
   return record("cross_entropy", {logits, target}, {loss},
                 [ld, td, scale, ignore_index](const std::vector<Tensor>& g) {
                   const Shape rows_shape(ld.shape().begin(), ld.shape().end() - 1);
                   const Tensor per_row =
-                      full({}, g[0].item() * scale, ld.dtype()).expand(rows_shape);
+                      full({}, g[0].item() * scale, ld.dtype(), ld.device()).expand(rows_shape);
                   return std::vector<Tensor>{
                       cross_entropy_rows_backward(ld, td, per_row, ignore_index), Tensor()};
                 })

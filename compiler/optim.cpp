@@ -55,8 +55,8 @@ void AdamW::step() {
     const Tensor g = params_[i].grad();
     if (!g.defined()) continue;
     if (!exp_avg_[i].defined()) {
-      exp_avg_[i] = zeros(params_[i].shape(), params_[i].dtype());
-      exp_avg_sq_[i] = zeros(params_[i].shape(), params_[i].dtype());
+      exp_avg_[i] = zeros(params_[i].shape(), params_[i].dtype(), params_[i].device());
+      exp_avg_sq_[i] = zeros(params_[i].shape(), params_[i].dtype(), params_[i].device());
     }
     adamw_update(params_[i].detach(), g, exp_avg_[i], exp_avg_sq_[i], config, step_);
   }
@@ -81,8 +81,9 @@ void SGD::step() {
     if (!g0.defined()) continue;
     const Tensor param = params_[i].detach();
     const DType t = param.dtype();
-    const Tensor lr = full({}, options_.lr, t), mu = full({}, options_.momentum, t),
-                 wd = full({}, options_.weight_decay, t);
+    const Device d = param.device();
+    const Tensor lr = full({}, options_.lr, t, d), mu = full({}, options_.momentum, t, d),
+                 wd = full({}, options_.weight_decay, t, d);
     const Tensor p = param.reshape({-1});
     Tensor g = g0.reshape({-1});
     if (options_.weight_decay != 0) g = map("g[n], p[n], wd[] -> g + wd * p", {g, p, wd});

@@ -35,11 +35,11 @@ void check_inputs(const std::vector<Tensor>& xs, std::string_view op, std::strin
   for (size_t i = 0; i < xs.size(); ++i) {
     if (!xs[i].defined())
       fail_at_input(pattern, i, fmt::format("{}: input {} is an undefined tensor", op, i));
-    if (xs[i].device().kind != DeviceKind::cpu)
+    if (xs[i].device() != xs.front().device())
       fail_at_input(pattern, i,
-                    fmt::format("{}: input {} is on {}, and this build runs patterns on the CPU "
-                                "only; move it with .to(ein::cpu())",
-                                op, i, xs[i].device().str()));
+                    fmt::format("{}: input {} is on {} but input 0 is on {}; inputs must share "
+                                "one device (move them with .to(...))",
+                                op, i, xs[i].device().str(), xs.front().device().str()));
     if (xs[i].dtype() != xs.front().dtype())
       fail_at_input(pattern, i,
                     fmt::format("{}: input {} is {} but input 0 is {}; inputs must share one "

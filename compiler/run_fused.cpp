@@ -63,11 +63,14 @@ Kernel bind_fused(const FusedAttr& f, const std::vector<Shape>& shapes,
   return k;
 }
 
-std::vector<Tensor> run_fused(const FusedAttr& f, const std::vector<Tensor>& given) {
+std::vector<Tensor> run_fused(const FusedAttr& f, const std::vector<Tensor>& given,
+                              Device where) {
   std::vector<Tensor> inputs = given;
+  const Device device = inputs.empty() ? where : inputs.front().device();
   std::vector<Shape> shapes, strides;
   for (Tensor& x : inputs) {
-    if (is_fp8(x.dtype())) x = x.to(DType::f32);  // kernels do not read fp8
+    // CPU kernels do not read fp8; CUDA kernels do (emit_cuda.h).
+    if (is_fp8(x.dtype()) && device == cpu()) x = x.to(DType::f32);
     shapes.push_back(x.shape());
     strides.push_back(x.strides());
   }
@@ -79,7 +82,7 @@ std::vector<Tensor> run_fused(const FusedAttr& f, const std::vector<Tensor>& giv
     buffers.push_back(x.as_strided(k.domain, k.buffers[r].strides, x.offset() + offsets[r]));
   }
   for (const FusedOutput& o : f.outputs) {
-    outputs.push_back(empty(o.shape, o.dtype, cpu()));
+    outputs.push_back(empty(o.shape, o.dtype, device));
     buffers.push_back(outputs.back());
   }
   bool empty_row = false, empty_out = false;

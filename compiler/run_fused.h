@@ -10,8 +10,10 @@
 
 namespace ein {
 
-/// The outputs of `fused` (in FusedAttr::outputs order) for the fused node's `inputs`.
-std::vector<Tensor> run_fused(const FusedAttr& fused, const std::vector<Tensor>& inputs);
+/// The outputs of `fused` (in FusedAttr::outputs order) for the fused node's `inputs`, on
+/// their device (on `device` for a node without inputs).
+std::vector<Tensor> run_fused(const FusedAttr& fused, const std::vector<Tensor>& inputs,
+                              Device device = cpu());
 
 /// The kernel of `fused` with every buffer's strides bound: inputs of these shapes and element
 /// strides (one per fused-node input), outputs contiguous. `offsets`, when given, receives

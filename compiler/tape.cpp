@@ -99,7 +99,10 @@ class GraphGradNode final : public GradNode {
     for (size_t k = 0; k < graph_->outputs.size(); ++k) {
       const GraphNode& out = graph_->nodes[graph_->outputs[k]];
       const Tensor& g = k < grad_outputs.size() ? grad_outputs[k] : Tensor();
-      args.push_back(g.defined() ? g.detach() : zeros(out.shape, out.dtype));
+      args.push_back(g.defined() ? g.detach()
+                                 : zeros(out.shape, out.dtype, saved_.empty()
+                                                                  ? cpu()
+                                                                  : saved_.front().device()));
     }
     const std::vector<Tensor> grads = execute(cached->fused, args, cached->phases);
     std::vector<Tensor> per_input(saved_.size());

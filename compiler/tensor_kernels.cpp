@@ -29,13 +29,14 @@ bool is_float(DType t) {
 }
 bool is_fp8(DType t) { return t == DType::f8e4m3 || t == DType::f8e5m2; }
 
-/// Kernels do not read fp8 directly; such inputs go through the runtime's converter first.
-Tensor kernel_readable(const Tensor& x) { return is_fp8(x.dtype()) ? x.to(DType::f32) : x; }
+/// CPU kernels do not read fp8; such inputs go through the runtime's converter first. CUDA
+/// kernels read and write fp8 themselves (emit_cuda.h).
+Tensor kernel_readable(const Tensor& x) {
+  return is_fp8(x.dtype()) && x.device() == cpu() ? x.to(DType::f32) : x;
+}
 
-void check_cpu(const Tensor& x, const char* op) {
+void check_defined(const Tensor& x, const char* op) {
   if (!x.defined()) throw RuntimeError(fmt::format("{}: the tensor is undefined", op));
-  if (x.device().kind != DeviceKind::cpu)
-    throw RuntimeError(fmt::format("{}: expected a CPU tensor, got one on {}", op, x.device().str()));
 }
 
 }  // namespace
@@ -47,12 +48,16 @@ DType compute_type(const std::vector<DType>& dtypes) {
 }
 
 void copy_into(const Tensor& dst, const Tensor& src_in, const std::string& origin) {
-  check_cpu(dst, "copy");
-  check_cpu(src_in, "copy");
+  check_defined(dst, "copy");
+  check_defined(src_in, "copy");
+  if (dst.device() != src_in.device())
+    throw RuntimeError(fmt::format("copy: the tensors are on {} and {}; Tensor::copy_ moves "
+                                   "between devices",
+                                   dst.device().str(), src_in.device().str()));
   if (dst.shape() != src_in.shape())
     throw RuntimeError(fmt::format("copy: shapes differ: {} vs {}", shape_str(dst.shape()),
                                    shape_str(src_in.shape())));
-  if (is_fp8(dst.dtype())) {  // the runtime's converter handles fp8 rounding
+  if (is_fp8(dst.dtype()) && dst.device() == cpu()) {  // the runtime's converter rounds fp8
     Tensor target = dst;
     target.copy_(src_in);
     return;
@@ -93,8 +98,8 @@ void copy_into(const Tensor& dst, const Tensor& src_in, const std::string& origi
   run_kernel(k, buffers);
 }
 
-Tensor run_map(Kernel k, const std::vector<Tensor>& inputs, DType out_dtype) {
-  Tensor out = empty(k.domain, out_dtype, cpu());
+Tensor run_map(Kernel k, const std::vector<Tensor>& inputs, DType out_dtype, Device device) {
+  Tensor out = empty(k.domain, out_dtype, inputs.empty() ? device : inputs.front().device());
   k.add_buffer(out_dtype, out.strides(), true);
   if (k.result < 0) k.result = k.body;
   std::vector<Tensor> buffers = inputs;
@@ -167,7 +172,7 @@ void reduce_kernel(const char* name, const ReduceShape& s, const Tensor& x,
 Tensor reduce_dims(const Tensor& x_in, const std::vector<bool>& reduced, Reduction r,
                    std::optional<int64_t> ddof, const std::vector<int>& out_order,
                    const std::string& origin) {
-  check_cpu(x_in, "reduce");
+  check_defined(x_in, "reduce");
   const Tensor x = kernel_readable(x_in);
   if (!is_float(x.dtype()) && x.dtype() != DType::boolean && r != Reduction::any &&
       r != Reduction::all)
@@ -180,7 +185,7 @@ Tensor reduce_dims(const Tensor& x_in, const std::vector<bool>& reduced, Reducti
   const DType out_dtype = boolean_result                                  ? DType::boolean
                           : is_float(x_in.dtype()) || is_fp8(x_in.dtype()) ? x_in.dtype()
                                                                           : DType::f32;
-  const DType out_kernel_dtype = is_fp8(out_dtype) ? DType::f32 : out_dtype;
+  const DType out_kernel_dtype = is_fp8(out_dtype) && x.device() == cpu() ? DType::f32 : out_dtype;
   const DType compute = compute_type({x.dtype()});
 
   // The output is laid out in out_order (so a following permute is free), then viewed back.
@@ -194,7 +199,7 @@ Tensor reduce_dims(const Tensor& x_in, const std::vector<bool>& reduced, Reducti
   }
   Shape laid_out;
   for (int i : order) laid_out.push_back(kept[i]);
-  Tensor out_storage = empty(laid_out, out_kernel_dtype, cpu());
+  Tensor out_storage = empty(laid_out, out_kernel_dtype, x.device());
   Shape kept_strides(kept.size());
   for (size_t i = 0; i < order.size(); ++i) kept_strides[order[i]] = out_storage.stride(static_cast<int64_t>(i));
   const Tensor out = out_storage.as_strided(kept, kept_strides, out_storage.offset());

@@ -26,8 +26,10 @@ Tensor reduce_dims(const Tensor& x, const std::vector<bool>& reduced, Reduction 
                    const std::string& origin = "");
 
 /// Runs a pointwise `kernel` whose domain, input buffers, nodes and body are set (no output
-/// buffer yet) on `inputs` (one per buffer), into a fresh contiguous tensor of `out_dtype`.
-Tensor run_map(Kernel kernel, const std::vector<Tensor>& inputs, DType out_dtype);
+/// buffer yet) on `inputs` (one per buffer), into a fresh contiguous tensor of `out_dtype` on
+/// the inputs' device (`device` when there are none).
+Tensor run_map(Kernel kernel, const std::vector<Tensor>& inputs, DType out_dtype,
+               Device device = cpu());
 
 /// The arithmetic type kernels use for these element types: f64 if any is f64, else f32.
 DType compute_type(const std::vector<DType>& dtypes);

@@ -130,7 +130,7 @@ void Tensor::backward(const Tensor& gradient) const {
     const std::vector<double> more = seed.to_vector<double>();
     for (size_t i = 0; i < sum.size(); ++i)
       sum[i] += more[i];
-    g = from_data(sum, sizes_).to(dtype_);
+    g = from_data(sum, sizes_).to(dtype_).to(device());
     return;
   }
   // Consumers per node, counted over the reachable graph.

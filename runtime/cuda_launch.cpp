@@ -1,5 +1,6 @@
 // Module loading and kernel launches (runtime/cuda_launch.h). Modules are cached per (device,
-// image bytes) and functions per (module, entry); both live as long as the process.
+// image bytes) and functions per (module, entry); both live as long as the process. Graph
+// execution loads each function once (runtime/cuda_execution.cpp) and launches the handle.
 #include "runtime/cuda_launch.h"
 
 #include <algorithm>
@@ -23,7 +24,9 @@ Loaded& loaded() {
   return *l;
 }
 
-CuFunction function_for(const CudaBinary& binary, std::string_view entry, int device) {
+}  // namespace
+
+CuFunction load_cuda_function(const CudaBinary& binary, std::string_view entry, int device) {
   const CudaDriverApi& api = cuda_driver();
   Loaded& l = loaded();
   std::lock_guard lock(l.mutex);
@@ -50,15 +53,21 @@ CuFunction function_for(const CudaBinary& binary, std::string_view entry, int de
   return function;
 }
 
-}  // namespace
-
 void launch_cuda_kernel(const CudaBinary& binary, std::string_view entry, int64_t grid, int block,
                         std::span<void* const> buffers, std::span<const double> params,
                         const Stream& stream) {
   if (grid == 0) return;
+  make_cuda_context_current(stream.device());
+  launch_cuda_function(load_cuda_function(binary, entry, stream.device()), entry, grid, block,
+                       buffers, params, stream);
+}
+
+void launch_cuda_function(CuFunction f, std::string_view entry, int64_t grid, int block,
+                          std::span<void* const> buffers, std::span<const double> params,
+                          const Stream& stream) {
+  if (grid == 0) return;
   const int device = stream.device();
   make_cuda_context_current(device);
-  CuFunction f = function_for(binary, entry, device);
   const int64_t max_grid = cuda_device_properties(device).max_grid_x;
   const auto blocks = static_cast<unsigned>(std::min(grid, max_grid));
   // cuLaunchKernel takes the address of each argument's value.

@@ -24,4 +24,13 @@ void launch_cuda_kernel(const CudaBinary& binary, std::string_view entry, int64_
                         std::span<void* const> buffers, std::span<const double> params,
                         const Stream& stream);
 
+/// The function `entry` of `binary` loaded on cuda:`device` (once per device and image; kept
+/// for the process). DeviceError with the driver's message when loading fails.
+CuFunction load_cuda_function(const CudaBinary& binary, std::string_view entry, int device);
+
+/// launch_cuda_kernel() for a function already loaded on `stream`'s device (no lookup).
+void launch_cuda_function(CuFunction function, std::string_view entry, int64_t grid, int block,
+                          std::span<void* const> buffers, std::span<const double> params,
+                          const Stream& stream);
+
 }  // namespace ein

@@ -21,6 +21,10 @@ Stream Stream::default_stream(int device) {
   return Stream(device, nullptr, false);
 }
 
+Stream Stream::current(int device) {
+  return Stream(device, current_stream(device), false);
+}
+
 Stream Stream::create(int device) {
   make_cuda_context_current(device);
   CuStream handle = nullptr;

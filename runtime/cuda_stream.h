@@ -19,6 +19,9 @@ class Stream {
   /// A new stream on cuda:`device` that does not synchronise with the default stream
   /// (CU_STREAM_NON_BLOCKING). DeviceError without a driver.
   static Stream create(int device);
+  /// The calling thread's current stream of cuda:`device`, not owned (a view, never destroyed
+  /// by this object).
+  static Stream current(int device);
 
   Stream(Stream&& other) noexcept;
   Stream& operator=(Stream&& other) noexcept;

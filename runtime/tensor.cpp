@@ -3,6 +3,8 @@
 // factories.cpp, text in tensor_format.cpp.
 #include "runtime/tensor.h"
 
+#include <atomic>
+
 #include <limits>
 
 #include "runtime/copy.h"
@@ -132,6 +134,11 @@ void* Tensor::data_ptr() const {
   if (device().kind != DeviceKind::cpu)
     throw RuntimeError("data_ptr: the tensor is on " + device().str() +
                        "; host pointers exist for cpu tensors only (use .to(ein::cpu()))");
+  return device_ptr();
+}
+
+void* Tensor::device_ptr() const {
+  check_defined("device_ptr");
   auto* base = static_cast<char*>(storage_->data());
   if (base == nullptr) return nullptr;
   return base + offset_ * element_size();
@@ -195,6 +202,12 @@ Tensor Tensor::to(DType dtype) const {
 
 namespace {
 
+std::atomic<DeviceCopyFn> g_device_copy[2] = {nullptr, nullptr};  // per DeviceKind
+
+DeviceCopyFn device_copy(DeviceKind kind) {
+  return g_device_copy[static_cast<int>(kind)].load(std::memory_order_acquire);
+}
+
 // Whether the element ranges [first, last] of two views of one storage intersect.
 bool may_overlap(const Tensor& a, const Tensor& b) {
   if (!a.same_storage(b) || a.numel() == 0 || b.numel() == 0) return false;
@@ -210,6 +223,10 @@ bool may_overlap(const Tensor& a, const Tensor& b) {
 }
 
 }  // namespace
+
+void set_device_copy(DeviceKind kind, DeviceCopyFn copy) {
+  g_device_copy[static_cast<int>(kind)].store(copy, std::memory_order_release);
+}
 
 void Tensor::check_writable_layout(const char* op) const {
   for (size_t d = 0; d < sizes_.size(); ++d)
@@ -233,6 +250,14 @@ void Tensor::copy_(const Tensor& src) const {
                        " is not broadcastable to the destination shape " + shape_str(sizes_));
   }
   if (numel() == 0) return;
+  if (device().kind != DeviceKind::cpu) {
+    if (DeviceCopyFn copy = device_copy(device().kind)) {
+      if (from.device() != device()) from = from.to(cpu()).to(device());
+      if (may_overlap(*this, from)) from = from.clone();
+      copy(*this, from);
+      return;
+    }
+  }
   if (from.device().kind != DeviceKind::cpu) from = from.to(cpu());
   if (device().kind != DeviceKind::cpu) {
     Tensor host = empty(sizes_, dtype_, cpu());

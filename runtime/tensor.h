@@ -73,6 +73,9 @@ class Tensor {
   const std::shared_ptr<Storage>& storage() const { return storage_; }
   /// Host address of the element at offset(); CPU tensors only.
   void* data_ptr() const;
+  /// Address of the element at offset() in its device's memory (what kernels and cuBLASLt
+  /// take); for a GPU tensor not to be dereferenced on the host.
+  void* device_ptr() const;
   /// data_ptr() as T*; T must match dtype() (float for f32, Half for f16, bool for bool, ...).
   template <Element T>
   T* data() const {
@@ -235,6 +238,14 @@ std::vector<T> Tensor::to_vector() const {
   }
   return out;
 }
+
+/// Copies `src` into `dst`, two views of one device other than the CPU (any strides, shapes
+/// equal, dtypes may differ); runs that device's copy kernel.
+using DeviceCopyFn = void (*)(const Tensor& dst, const Tensor& src);
+/// Installs the strided copy of a device kind. The runtime has no kernels of its own on a GPU:
+/// the compiler library installs one (compiler/cuda_executor.h) that emits it from Kernel IR.
+/// Without it, copy_() into a strided view on that device is an error saying so.
+void set_device_copy(DeviceKind kind, DeviceCopyFn copy);
 
 namespace detail {
 /// Throws unless `count` values fill a tensor of `sizes`.

@@ -12,6 +12,7 @@
 #include <ein/errors.h>
 
 #include "runtime/blas/gemm.h"
+#include "runtime/cuda_execution.h"
 #include "runtime/parallel.h"
 
 namespace ein {
@@ -20,6 +21,15 @@ namespace {
 std::atomic<int64_t> g_operand_copies{0};
 std::atomic<int64_t> g_gemm_calls{0};
 std::atomic<int64_t> g_permuted_outputs{0};
+
+/// One GEMM batch on `device`: BLAS on the CPU, cuBLASLt (or the installed CudaExecution) on
+/// a GPU.
+void run_gemm(Device device, const GemmBatch& g) {
+  if (device.kind == DeviceKind::cpu)
+    gemm_batched(g);
+  else
+    cuda_execution().gemm(device.index, g, cuda_gemm_math());
+}
 
 /// A tensor with one distinct axis id per dimension.
 struct Operand {
@@ -95,7 +105,22 @@ Operand sum_out(const Operand& x, const std::vector<int>& lone, DType dtype) {
     kept_sizes.push_back(src.size_of(axis)), rows *= src.size_of(axis);
   for (int axis : lone)
     cols *= src.size_of(axis);
-  Tensor out = empty(kept_sizes, dtype);
+  const Device device = x.t.device();
+  Tensor out = empty(kept_sizes, dtype, device);
+  if (device.kind != DeviceKind::cpu) {  // no loops on a GPU: out = src · ones
+    if (rows == 0) return {out, kept};
+    const Tensor ones = full({cols}, 1.0, dtype, device);
+    GemmBatch g;
+    g.dtype = dtype, g.m = rows, g.n = 1, g.k = cols;
+    g.a = src.t.device_ptr(), g.lda = std::max<int64_t>(1, cols);
+    g.b = ones.device_ptr(), g.ldb = 1;
+    g.c = out.device_ptr(), g.ldc = 1;
+    if (cols == 0)
+      out.fill_(0);
+    else
+      run_gemm(device, g);
+    return {out, kept};
+  }
   auto run = [&](auto* in, auto* result) {
     parallel_for(0, rows, std::max<int64_t>(1, 32768 / std::max<int64_t>(1, cols)),
                  [&](int64_t lo, int64_t hi) {
@@ -155,7 +180,7 @@ MatrixBatch fold(const Operand& x, const std::vector<int>& batch, const std::vec
                  const std::vector<int>& cols) {
   const Merged b = merge(x, batch), r = merge(x, rows), c = merge(x, cols);
   MatrixBatch m;
-  m.data = x.t.data_ptr();
+  m.data = x.t.device_ptr();
   m.batch_stride = b.stride, m.rows = r.size, m.cols = c.size, m.rs = r.stride, m.cs = c.stride;
   m.ok = b.ok && r.ok && c.ok;
   return m;
@@ -222,8 +247,10 @@ MatrixBatch gemm_operand(Operand& x, const std::vector<int>& batch, const std::v
 Tensor contract(const Tensor& a_in, const std::vector<int>& a_axes, const Tensor& b_in,
                 const std::vector<int>& b_axes, const std::vector<int>& out_axes) {
   if (!a_in.defined() || !b_in.defined()) throw RuntimeError("contract: undefined operand");
-  if (a_in.device() != cpu() || b_in.device() != cpu()) {
-    throw RuntimeError("contract: operands must be CPU tensors");
+  const Device device = a_in.device();
+  if (b_in.device() != device) {
+    throw RuntimeError("contract: the operands are on different devices: " + device.str() +
+                       " and " + b_in.device().str());
   }
   if (a_in.dtype() != b_in.dtype()) {
     throw RuntimeError("contract: operand dtypes differ: " + std::string(dtype_name(a_in.dtype())) +
@@ -234,7 +261,9 @@ Tensor contract(const Tensor& a_in, const std::vector<int>& a_axes, const Tensor
     throw RuntimeError("contract: dtype " + std::string(dtype_name(dtype)) +
                        " is not f64, f32, f16 or bf16");
   }
-  const DType compute = dtype == DType::f64 ? DType::f64 : DType::f32;
+  // cuBLASLt multiplies 16-bit operands as they are (f32 accumulation); BLAS needs f32 copies.
+  const bool native_16bit = device.kind == DeviceKind::cuda;
+  const DType compute = dtype == DType::f64 ? DType::f64 : native_16bit ? dtype : DType::f32;
   Operand a = take_diagonals(a_in, a_axes, "a");
   Operand b = take_diagonals(b_in, b_axes, "b");
   for (int axis : a.axes) {
@@ -287,10 +316,10 @@ Tensor contract(const Tensor& a_in, const std::vector<int>& a_axes, const Tensor
   int64_t k_size = 1;
   for (int axis : k_axes)
     k_size *= a.size_of(axis);
-  if (checked_numel(out_shape) == 0 || k_size == 0) return zeros(out_shape, dtype);
+  if (checked_numel(out_shape) == 0 || k_size == 0) return zeros(out_shape, dtype, device);
 
   // The result: contiguous in out order when that folds, else (batch, m, n) and a view.
-  Operand c{empty(out_shape, compute), out_axes};
+  Operand c{empty(out_shape, compute, device), out_axes};
   MatrixBatch cm = fold(c, batch, m_axes, n_axes);
   const bool c_folds = cm.ok && (blas_layout(cm).ok || blas_layout(cm.transposed()).ok);
   Tensor result = c.t;
@@ -303,7 +332,7 @@ Tensor contract(const Tensor& a_in, const std::vector<int>& a_axes, const Tensor
       sizes.push_back(out_shape[static_cast<size_t>(
           std::find(out_axes.begin(), out_axes.end(), axis) - out_axes.begin())]);
     }
-    c = {empty(sizes, compute), order};
+    c = {empty(sizes, compute, device), order};
     cm = fold(c, batch, m_axes, n_axes);
     std::vector<int64_t> perm;
     for (int axis : out_axes)
@@ -333,7 +362,7 @@ Tensor contract(const Tensor& a_in, const std::vector<int>& a_axes, const Tensor
   g.a = am.data, g.trans_a = la.trans, g.lda = la.ld, g.stride_a = am.batch_stride;
   g.b = bm.data, g.trans_b = lb.trans, g.ldb = lb.ld, g.stride_b = bm.batch_stride;
   g.c = const_cast<void*>(cm.data), g.ldc = lc.ld, g.stride_c = cm.batch_stride;
-  gemm_batched(g);
+  run_gemm(device, g);
   ++g_gemm_calls;
   return dtype == compute ? result : result.to(dtype);
 }

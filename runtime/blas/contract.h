@@ -1,4 +1,4 @@
-// Pairwise tensor contraction on CPU tensors through one strided batched GEMM: axes are
+// Pairwise tensor contraction through one strided batched GEMM: axes are
 // classified as batch / m / n / k, each operand's axis groups are folded into strided
 // matrix dimensions when its layout allows (no copy), and copied into a GEMM layout when it
 // does not. It contracts two operands; choosing the order for more is compiler/contraction_plan.
@@ -20,12 +20,13 @@ namespace ein {
 /// one operand and not in out is summed first; an id repeated within one operand takes the
 /// diagonal. Size-1 broadcasting is not done here: shared axes must have equal sizes.
 ///
-/// a and b are CPU tensors of one dtype: f32 and f64 run sgemm/dgemm; f16 and bf16 are
-/// converted to f32 (within the layout copy), computed in f32 and rounded back once. The
-/// result has a's dtype and dims in out_axes order. It is contiguous whenever out_axes lists
-/// the batch axes, then the m axes, then the n axes (or batch, n, m); otherwise it is a
-/// permuted, non-contiguous view of a (batch, m, n) buffer. Throws ein::RuntimeError on a
-/// bad axis list, mismatched sizes, dtypes or devices.
+/// a and b are tensors of one dtype on one device. On the CPU f32 and f64 run sgemm/dgemm
+/// and f16/bf16 are converted to f32 (within the layout copy), computed in f32 and rounded
+/// back once; on a CUDA device the GEMM is cuBLASLt's (runtime/cuda_execution.h), 16-bit
+/// operands as they are with f32 accumulation. The result has a's dtype and dims in out_axes
+/// order. It is contiguous whenever out_axes lists the batch axes, then the m axes, then the
+/// n axes (or batch, n, m); otherwise it is a permuted, non-contiguous view of a (batch, m, n)
+/// buffer. Throws ein::RuntimeError on a bad axis list, mismatched sizes, dtypes or devices.
 Tensor contract(const Tensor& a, const std::vector<int>& a_axes, const Tensor& b,
                 const std::vector<int>& b_axes, const std::vector<int>& out_axes);
 

@@ -1,0 +1,242 @@
+// Kernel IR on CUDA tensors (compiler/cuda_executor.h). Steps for one launch:
+//   1. key the kernel by its code and exact layout (kernel_ir.h's kernel_code_key) and device;
+//   2. on a miss, emit CUDA C++ (emit_cuda.h) and prepare it (NVRTC, module load);
+//   3. launch with the buffers' device addresses and the kernel's params.
+// Like PyTorch, launches are asynchronous: nothing here waits for the device.
+#include "compiler/cuda_executor.h"
+
+#include <xxhash.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include <ein/errors.h>
+#include <fmt/format.h>
+
+#include "compiler/emit_cuda.h"
+#include "compiler/executed_cost.h"
+#include "compiler/tensor_kernels.h"
+#include "runtime/cuda_execution.h"
+
+namespace ein {
+namespace {
+
+struct Prepared {
+  std::string key;
+  CudaLaunch launch;
+  std::shared_ptr<const CudaFunction> function;
+};
+
+struct Cache {
+  std::shared_mutex mutex;
+  std::unordered_map<uint64_t, std::vector<std::shared_ptr<const Prepared>>> entries;
+};
+
+Cache& cache() {
+  static Cache* c = new Cache;  // never destroyed: functions outlive static destruction
+  return *c;
+}
+
+std::atomic<int64_t> g_launches{0}, g_prepared{0};
+
+/// A prepared kernel for `key` on `device`, made by `make` (source, entry, launch) on a miss.
+template <class Make>
+std::shared_ptr<const Prepared> prepared(std::string key, int device, Make&& make) {
+  const uint64_t generation = cuda_execution_generation();  // prepared by the installed one
+  key.append(reinterpret_cast<const char*>(&device), sizeof device);
+  key.append(reinterpret_cast<const char*>(&generation), sizeof generation);
+  const uint64_t hash = XXH3_64bits(key.data(), key.size());
+  Cache& c = cache();
+  {
+    std::shared_lock lock(c.mutex);
+    if (auto it = c.entries.find(hash); it != c.entries.end())
+      for (const auto& e : it->second)
+        if (e->key == key) return e;
+  }
+  auto p = std::make_shared<Prepared>();
+  p->key = key;
+  const auto [source, entry, launch] = make();
+  p->launch = launch;
+  p->function = cuda_execution().prepare(device, source, entry);
+  ++g_prepared;
+  std::unique_lock lock(c.mutex);
+  auto& bucket = c.entries[hash];
+  for (const auto& e : bucket)
+    if (e->key == key) return e;  // another thread prepared it meanwhile
+  bucket.push_back(p);
+  return p;
+}
+
+struct Made {
+  std::string source, entry;
+  CudaLaunch launch;
+};
+
+void launch(const Prepared& p, int device, std::span<void* const> buffers,
+            std::span<const double> params) {
+  ++g_launches;
+  cuda_execution().launch(device, *p.function, p.launch.grid, p.launch.block, buffers, params);
+}
+
+/// The CUDA device the launch's tensors share; RuntimeError when they are elsewhere.
+int device_of(std::span<const Tensor> buffers, std::string_view what) {
+  const Device d = buffers.front().device();
+  for (const Tensor& t : buffers)
+    if (t.device() != d)
+      throw RuntimeError(fmt::format("{}: tensors on {} and {} in one kernel; move them to one "
+                                     "device first (.to(...))",
+                                     what, d.str(), t.device().str()));
+  return d.index;
+}
+
+// ---- gather and scatter-add: small hand-written kernels with sizes as run-time params ----
+
+/// The C type that moves a row of `row_bytes` in the widest whole words.
+std::pair<const char*, int64_t> word_for(int64_t row_bytes) {
+  if (row_bytes % 16 == 0) return {"uint4", 16};
+  if (row_bytes % 8 == 0) return {"unsigned long long", 8};
+  if (row_bytes % 4 == 0) return {"unsigned int", 4};
+  if (row_bytes % 2 == 0) return {"unsigned short", 2};
+  return {"unsigned char", 1};
+}
+
+constexpr int kBlock = 256;
+
+Made gather_source(const char* word) {
+  Made m;
+  m.entry = "ein_gather_rows";
+  m.source = fmt::format(
+      "// Row gather (compiler/cuda_executor.cpp): out[i, :] = table[idx[i], :], rows moved as\n"
+      "// `words` words of {0}; idx already checked and wrapped on the host.\n"
+      "extern \"C\" __global__ void __launch_bounds__({1}) {2}(const long long* idx,\n"
+      "    const {0}* table, {0}* out, double count_, double words_) {{\n"
+      "  const long long count = (long long)count_, words = (long long)words_;\n"
+      "  const long long total = count * words;\n"
+      "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;\n"
+      "       i += (long long)gridDim.x * blockDim.x) {{\n"
+      "    const long long r = i / words, c = i - r * words;\n"
+      "    out[i] = table[idx[r] * words + c];\n"
+      "  }}\n"
+      "}}\n",
+      word, kBlock, m.entry);
+  return m;
+}
+
+Made scatter_source(const char* type) {
+  Made m;
+  m.entry = "ein_scatter_add_rows";
+  m.source = fmt::format(
+      "// Row scatter-add (compiler/cuda_executor.cpp): out[idx[i], c] += values[i, c]. One\n"
+      "// thread per column walks the indices in order, so repeated indices never race and\n"
+      "// every sum has one order (deterministic, as on the CPU).\n"
+      "extern \"C\" __global__ void __launch_bounds__({1}) {2}(const long long* idx,\n"
+      "    const {0}* values, {0}* out, double count_, double width_) {{\n"
+      "  const long long count = (long long)count_, width = (long long)width_;\n"
+      "  for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < width;\n"
+      "       c += (long long)gridDim.x * blockDim.x)\n"
+      "    for (long long i = 0; i < count; ++i) out[idx[i] * width + c] += values[i * width + c];\n"
+      "}}\n",
+      type, kBlock, m.entry);
+  return m;
+}
+
+int64_t blocks_for(int64_t work) {
+  return std::min<int64_t>((work + kBlock - 1) / kBlock, int64_t{1} << 20);
+}
+
+/// The strided copy the runtime's Tensor::copy_ runs on CUDA tensors: a Kernel IR copy.
+void copy_on_cuda(const Tensor& dst, const Tensor& src) {
+  copy_into(dst, src, "copy");
+}
+
+[[maybe_unused]] const bool g_copy_installed = [] {
+  set_device_copy(DeviceKind::cuda, copy_on_cuda);
+  return true;
+}();
+
+}  // namespace
+
+void run_kernel_cuda(const Kernel& kernel, std::span<const Tensor> buffers) {
+  const int device = device_of(buffers, "kernel " + kernel.name);
+  thread_local std::string key;
+  kernel_code_key(kernel, key, /*exact_layout=*/true);
+  const auto p = prepared(key, device, [&] {
+    CudaKernel k = emit_cuda(kernel);
+    return Made{std::move(k.source), std::move(k.entry), k.launch};
+  });
+  void* pointers[18];
+  std::vector<void*> many;
+  void** ptrs = pointers;
+  if (buffers.size() > 18) {
+    many.resize(buffers.size());
+    ptrs = many.data();
+  }
+  for (size_t i = 0; i < buffers.size(); ++i)
+    ptrs[i] = buffers[i].device_ptr();
+  count_kernel_launch(kernel, buffers);  // charge the live FlopCounters (executed_cost.h)
+  launch(*p, device, std::span<void* const>(ptrs, buffers.size()), kernel.params);
+}
+
+Tensor gather_rows_cuda(const Tensor& table_in, const std::vector<int64_t>& indices,
+                        const Shape& out_shape) {
+  const Tensor table = table_in.detach().contiguous();
+  const Device dev = table.device();
+  Tensor out = empty(out_shape, table.dtype(), dev);
+  const int64_t rows = table.size(0);
+  const int64_t row_bytes = rows == 0 ? 0 : table.nbytes() / rows;
+  if (out.numel() == 0 || row_bytes == 0) return out;
+  const auto [word, word_bytes] = word_for(row_bytes);
+  const Tensor idx = from_data(indices, {static_cast<int64_t>(indices.size())}, dev);
+  const int64_t words = row_bytes / word_bytes;
+  const std::string key = fmt::format("gather {}", word);
+  const auto p = prepared(key, dev.index, [&] {
+    Made m = gather_source(word);
+    m.launch = {1, kBlock, 0};
+    return m;
+  });
+  void* ptrs[] = {idx.device_ptr(), table.device_ptr(), out.device_ptr()};
+  const double params[] = {static_cast<double>(indices.size()), static_cast<double>(words)};
+  ++g_launches;
+  cuda_execution().launch(dev.index, *p->function,
+                          blocks_for(static_cast<int64_t>(indices.size()) * words), kBlock, ptrs,
+                          params);
+  return out;
+}
+
+Tensor scatter_add_rows_cuda(const Tensor& values_in, const std::vector<int64_t>& indices,
+                             const Shape& out_shape) {
+  const Tensor values = values_in.detach().contiguous();
+  const Device dev = values.device();
+  const DType dtype = values.dtype();
+  if (dtype != DType::f32 && dtype != DType::f64)
+    throw std::logic_error("internal error: scatter_add on CUDA takes f32 or f64 values");
+  Tensor out = zeros(out_shape, dtype, dev);
+  const int64_t width = out_shape.empty() || out_shape[0] == 0
+                            ? 0
+                            : checked_numel(out_shape) / out_shape[0];
+  if (indices.empty() || width == 0) return out;
+  const Tensor idx = from_data(indices, {static_cast<int64_t>(indices.size())}, dev);
+  const char* type = dtype == DType::f64 ? "double" : "float";
+  const std::string key = fmt::format("scatter_add {}", type);
+  const auto p = prepared(key, dev.index, [&] {
+    Made m = scatter_source(type);
+    m.launch = {1, kBlock, 0};
+    return m;
+  });
+  void* ptrs[] = {idx.device_ptr(), values.device_ptr(), out.device_ptr()};
+  const double params[] = {static_cast<double>(indices.size()), static_cast<double>(width)};
+  ++g_launches;
+  cuda_execution().launch(dev.index, *p->function, blocks_for(width), kBlock, ptrs, params);
+  return out;
+}
+
+CudaExecutorStats cuda_executor_stats() {
+  return {g_launches.load(), g_prepared.load()};
+}
+
+}  // namespace ein
