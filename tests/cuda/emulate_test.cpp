@@ -8,13 +8,8 @@
 // Skipped when the CUDA headers (cuda_fp16.h, ...) are not installed.
 #include <gtest/gtest.h>
 
-#include <dlfcn.h>
-#include <unistd.h>
-
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 
 #include <fmt/format.h>
 
@@ -22,69 +17,25 @@
 #include "cuda/cuda_corpus.h"
 #include "ops/ops_test_support.h"
 #include "runtime/tensor.h"
+#include "support/host_cuda.h"
 
 namespace ein {
 namespace {
-
-using EmulatedLaunch = void (*)(void* const* args, unsigned grid, unsigned block);
 
 /// Blocks the emulation launches at most: more than one, fewer than most kernels need, so
 /// every grid-stride loop takes several turns.
 constexpr int64_t kEmulatedBlocks = 3;
 
-std::filesystem::path work_dir() {
-  static const std::filesystem::path dir = [] {
-    auto d = std::filesystem::temp_directory_path() / fmt::format("ein_emulate_{}", ::getpid());
-    std::filesystem::create_directories(d);
-    return d;
-  }();
-  return dir;
-}
-
-/// The kernel's source plus a C entry that unpacks `args` (pointers, then doubles) and runs
-/// the emulated launch; compiled to a shared library and loaded.
-EmulatedLaunch build(const CudaKernel& k, const std::string& stem) {
-  std::string call;
-  for (size_t i = 0; i < k.parameters.size(); ++i) {
-    const std::string& p = k.parameters[i];
-    const std::string type = p.substr(0, p.rfind(' '));
-    call += (i ? ", " : "") + (type == "double"
-                                   ? fmt::format("*static_cast<const double*>(args[{}])", i)
-                                   : fmt::format("static_cast<{}>(args[{}])", type, i));
-  }
-  const std::filesystem::path src = work_dir() / (stem + ".cpp"), lib = work_dir() / (stem + ".so");
-  std::ofstream(src) << k.source
-                     << "extern \"C\" void ein_emulated_launch(void* const* args, unsigned grid, "
-                        "unsigned block) {\n  ein_emulate_launch(grid, block, [&] { "
-                     << k.entry << "(" << call << "); });\n}\n";
-  const std::string command = fmt::format(
-      "{} -std=c++20 -O1 -w -fPIC -shared -pthread -I{} -include {} {} -o {} 2>&1", EIN_HOST_CXX,
-      EIN_CUDA_HEADERS, EIN_CUDA_HOST_EMULATION, src.string(), lib.string());
-  std::string output;
-  if (FILE* pipe = ::popen(command.c_str(), "r")) {
-    char buffer[4096];
-    while (size_t n = std::fread(buffer, 1, sizeof buffer, pipe))
-      output.append(buffer, n);
-    if (::pclose(pipe) != 0) ADD_FAILURE() << command << "\n" << output;
-  }
-  void* handle = ::dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!handle) {
-    ADD_FAILURE() << ::dlerror();
-    return nullptr;
-  }
-  return reinterpret_cast<EmulatedLaunch>(::dlsym(handle, "ein_emulated_launch"));
-}
+using testing::EmulatedLaunch;
 
 class Emulate : public ::testing::TestWithParam<int> {};
 
 TEST_P(Emulate, MatchesTheFloat64Semantics) {
-  if (std::string(EIN_CUDA_HEADERS).empty())
-    GTEST_SKIP() << "the CUDA headers (cuda_fp16.h, cuda_bf16.h, cuda_fp8.h) are not installed";
+  if (std::string why; !testing::host_cuda_available(&why)) GTEST_SKIP() << why;
   const testing::CorpusKernel& c = testing::cuda_corpus().at(GetParam());
   const CudaKernel cuda = emit_cuda(c.kernel);
   if (cuda.launch.grid == 0) return;  // an empty domain: nothing is launched
-  const EmulatedLaunch launch = build(cuda, fmt::format("k{}", GetParam()));
-  ASSERT_TRUE(launch);
+  const EmulatedLaunch launch = testing::build_emulated(cuda.source, cuda.entry);
 
   // The oracle: Kernel IR with total stores kept as totals, on the same (rounded) values.
   const Kernel general = to_general_form(c.kernel);

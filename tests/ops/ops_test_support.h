@@ -13,6 +13,7 @@
 
 #include "compiler/reference.h"
 #include "runtime/tensor.h"
+#include "support/device_under_test.h"
 
 namespace ein::testing {
 
@@ -29,20 +30,22 @@ inline const char* layout_name(Layout layout) {
   return "?";
 }
 
-/// A random normal tensor of `shape` and `dtype` laid out as `layout` (same values for a seed).
+/// A random normal tensor of `shape` and `dtype` laid out as `layout` (same values for a seed),
+/// on the device under test (device_under_test.h).
 inline Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed, Layout layout) {
   if (layout == Layout::strided && !shape.empty()) {
     Shape wide = shape;
     wide.back() = wide.back() * 2;
-    return randn(wide, DType::f64, cpu(), seed).to(dtype).slice(-1, 0, wide.back(), 2);
+    return on_test_device(randn(wide, DType::f64, cpu(), seed).to(dtype))
+        .slice(-1, 0, wide.back(), 2);
   }
   if (layout == Layout::column_major && shape.size() >= 2) {
     Shape reversed(shape.rbegin(), shape.rend());
     std::vector<int64_t> order;
     for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) order.push_back(d);
-    return randn(reversed, DType::f64, cpu(), seed).to(dtype).permute(order);
+    return on_test_device(randn(reversed, DType::f64, cpu(), seed).to(dtype)).permute(order);
   }
-  return randn(shape, DType::f64, cpu(), seed).to(dtype);
+  return on_test_device(randn(shape, DType::f64, cpu(), seed).to(dtype));
 }
 
 /// The tensor's values as a reference array.
@@ -103,7 +106,7 @@ inline Tensor with_layout(const Tensor& x, Layout layout) {
   if (layout == Layout::strided && !shape.empty()) {
     Shape wide = shape;
     wide.back() = wide.back() * 2;
-    Tensor out = empty(wide, x.dtype()).slice(-1, 0, wide.back(), 2);
+    Tensor out = empty(wide, x.dtype(), device_under_test()).slice(-1, 0, wide.back(), 2);
     out.copy_(x);
     return out;
   }
@@ -112,11 +115,11 @@ inline Tensor with_layout(const Tensor& x, Layout layout) {
     std::vector<int64_t> order;
     for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d)
       order.push_back(d);
-    Tensor out = empty(reversed, x.dtype()).permute(order);
+    Tensor out = empty(reversed, x.dtype(), device_under_test()).permute(order);
     out.copy_(x);
     return out;
   }
-  return x.contiguous().clone();
+  return on_test_device(x.contiguous().clone());
 }
 
 /// A tensor of `dtype` holding `values` (row-major, rounded to dtype) in `layout`.
@@ -132,7 +135,7 @@ inline std::vector<double> normal_values(int64_t n, uint64_t seed) {
 
 /// The elements of `x` in row-major order as raw bytes (element_size() bytes each).
 inline std::vector<uint8_t> raw_bytes(const Tensor& x) {
-  const Tensor c = x.contiguous();
+  const Tensor c = x.to(cpu()).contiguous();
   std::vector<uint8_t> out(static_cast<size_t>(c.nbytes()));
   if (!out.empty()) std::memcpy(out.data(), c.data_ptr(), out.size());
   return out;

@@ -1,0 +1,172 @@
+// The fake CUDA device (tests/support/fake_cuda.h).
+#include "support/fake_cuda.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <utility>
+
+#include "runtime/cuda_execution.h"
+#include "runtime/device.h"
+#include "runtime/scalar_convert.h"
+#include "support/host_cuda.h"
+
+namespace ein::testing {
+
+struct FakeCudaDevice::State {
+  std::atomic<int64_t> prepared{0}, launches{0}, gemms{0}, bytes{0};
+  std::shared_ptr<DeviceBackend> backend;
+};
+
+namespace {
+
+/// Blocks an emulated launch runs at most (the grid-stride loops cover the rest).
+constexpr int64_t kMaxBlocks = 2;
+
+class HostMemory final : public DeviceBackend {
+ public:
+  explicit HostMemory(std::shared_ptr<FakeCudaDevice::State> s) : state_(std::move(s)) {}
+  std::string name() const override { return "fake cuda"; }
+  void* allocate(Device, int64_t nbytes) override {
+    const auto size = static_cast<size_t>((std::max<int64_t>(nbytes, 1) + 63) / 64 * 64);
+    void* p = std::aligned_alloc(64, size);
+    // Fresh device memory holds garbage: a kernel that reads before writing is caught.
+    if (p) std::memset(p, 0xA5, size);
+    state_->bytes += nbytes;
+    return p;
+  }
+  void free(Device, void* ptr, int64_t nbytes) override {
+    state_->bytes -= nbytes;
+    std::free(ptr);
+  }
+  void copy_from_host(Device, void* dst, const void* src, int64_t n) override {
+    std::memcpy(dst, src, static_cast<size_t>(n));
+  }
+  void copy_to_host(Device, void* dst, const void* src, int64_t n) override {
+    std::memcpy(dst, src, static_cast<size_t>(n));
+  }
+  void copy_on_device(Device, void* dst, const void* src, int64_t n) override {
+    std::memmove(dst, src, static_cast<size_t>(n));
+  }
+
+ private:
+  std::shared_ptr<FakeCudaDevice::State> state_;
+};
+
+class EmulatedFunction final : public CudaFunction {
+ public:
+  EmulatedFunction(std::string entry, EmulatedLaunch launch, size_t pointers)
+      : entry_(std::move(entry)), run_(launch), pointers_(pointers) {}
+  const std::string& entry() const override { return entry_; }
+  EmulatedLaunch run() const { return run_; }
+  size_t pointers() const { return pointers_; }
+
+ private:
+  std::string entry_;
+  EmulatedLaunch run_;
+  size_t pointers_;
+};
+
+DType dtype_of(int cuda_data_type) {
+  switch (cuda_data_type) {
+    case 0: return DType::f32;
+    case 1: return DType::f64;
+    case 2: return DType::f16;
+    case 14: return DType::bf16;
+  }
+  throw std::logic_error("fake cuda: unknown cudaDataType " + std::to_string(cuda_data_type));
+}
+
+class EmulatedExecution final : public CudaExecution {
+ public:
+  explicit EmulatedExecution(std::shared_ptr<FakeCudaDevice::State> s) : state_(std::move(s)) {}
+
+  std::shared_ptr<const CudaFunction> prepare(int, const std::string& source,
+                                              const std::string& entry) override {
+    size_t pointers = 0;
+    for (const std::string& p : cuda_entry_parameters(source, entry))
+      pointers += p.find('*') != std::string::npos;
+    ++state_->prepared;
+    return std::make_shared<EmulatedFunction>(entry, build_emulated(source, entry), pointers);
+  }
+
+  void launch(int, const CudaFunction& function, int64_t grid, int block,
+              std::span<void* const> buffers, std::span<const double> params) override {
+    if (grid == 0) return;
+    const auto& f = static_cast<const EmulatedFunction&>(function);
+    if (buffers.size() != f.pointers())
+      throw std::logic_error("fake cuda: " + f.entry() + " takes " +
+                             std::to_string(f.pointers()) + " pointers, the launch passed " +
+                             std::to_string(buffers.size()));
+    std::vector<void*> args(buffers.begin(), buffers.end());
+    for (const double& p : params)
+      args.push_back(const_cast<double*>(&p));
+    ++state_->launches;
+    f.run()(args.data(), static_cast<unsigned>(std::min(grid, kMaxBlocks)),
+            static_cast<unsigned>(block));
+  }
+
+  // cuBLASLt's semantics on the plan: D[i] = alpha·op(A[i])·op(B[i]) + beta·C[i], column-major,
+  // sums accumulated in f64 and rounded once into C's type.
+  void gemm(int, const GemmBatch& g, GemmMath math) override {
+    const CublasLtPlan p = plan_cublaslt_gemm(g, math);
+    ++state_->gemms;
+    if (p.empty) return;
+    const DType ta = dtype_of(p.a.data_type), tb = dtype_of(p.b.data_type),
+                tc = dtype_of(p.c.data_type);
+    const size_t sa = element_size(ta), sb = element_size(tb), sc = element_size(tc);
+    auto at = [](const void* base, DType t, size_t size, const CublasLtLayout& l, int64_t batch,
+                 int64_t r, int64_t c) {
+      const int64_t i = batch * l.batch_stride + r + c * l.ld;
+      return load_as_double(static_cast<const char*>(base) + i * static_cast<int64_t>(size), t);
+    };
+    const auto rows = static_cast<int64_t>(p.c.rows), cols = static_cast<int64_t>(p.c.cols);
+    const auto inner = static_cast<int64_t>(p.trans_a ? p.a.rows : p.a.cols);
+    for (int64_t t = 0; t < p.c.batch_count; ++t)
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j) {
+          double sum = 0;
+          for (int64_t l = 0; l < inner; ++l)
+            sum += (p.trans_a ? at(p.a_ptr, ta, sa, p.a, t, l, i)
+                              : at(p.a_ptr, ta, sa, p.a, t, i, l)) *
+                   (p.trans_b ? at(p.b_ptr, tb, sb, p.b, t, j, l)
+                              : at(p.b_ptr, tb, sb, p.b, t, l, j));
+          char* d = static_cast<char*>(p.c_ptr) +
+                    (t * p.c.batch_stride + i + j * p.c.ld) * static_cast<int64_t>(sc);
+          const double old = g.beta == 0 ? 0 : g.beta * load_as_double(d, tc);
+          store_from_double(d, tc, g.alpha * sum + old);
+        }
+  }
+
+ private:
+  std::shared_ptr<FakeCudaDevice::State> state_;
+};
+
+}  // namespace
+
+bool FakeCudaDevice::available(std::string* why) {
+  return host_cuda_available(why);
+}
+
+FakeCudaDevice::FakeCudaDevice() : state_(std::make_shared<State>()) {
+  state_->backend = std::make_shared<HostMemory>(state_);
+  register_backend(DeviceKind::cuda, state_->backend);
+  set_cuda_execution(std::make_shared<EmulatedExecution>(state_));
+}
+
+FakeCudaDevice::~FakeCudaDevice() {
+  set_cuda_execution(nullptr);
+  // A tensor that outlives the fake still frees into its backend: keep the backends.
+  static std::vector<std::shared_ptr<DeviceBackend>>* retired =
+      new std::vector<std::shared_ptr<DeviceBackend>>;
+  retired->push_back(std::move(state_->backend));
+  register_backend(DeviceKind::cuda, nullptr);
+}
+
+int64_t FakeCudaDevice::kernels_prepared() const { return state_->prepared; }
+int64_t FakeCudaDevice::launches() const { return state_->launches; }
+int64_t FakeCudaDevice::gemms() const { return state_->gemms; }
+int64_t FakeCudaDevice::bytes_in_use() const { return state_->bytes; }
+
+}  // namespace ein::testing

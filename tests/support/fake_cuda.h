@@ -1,0 +1,44 @@
+// A CUDA device for tests on machines without one. While a FakeCudaDevice lives:
+//  - cuda:N memory is host memory (a DeviceBackend on aligned_alloc registered for
+//    DeviceKind::cuda), so tensors `.to(ein::cuda())` work and their bytes can be inspected;
+//  - kernels are the real CUDA C++ ein emits, compiled for the host against the emulation of
+//    tests/cuda/host_emulation.h (tests/support/host_cuda.h) and run with at most two blocks,
+//    so every grid-stride loop wraps;
+//  - GEMMs go through cuBLASLt's plan (plan_cublaslt_gemm, the same row-major → column-major
+//    mapping the GPU gets) and a naive column-major interpreter of cuBLASLt's semantics, in
+//    f64 arithmetic with f32 rounding of 16-bit products' sums as cuBLASLt's f32 accumulation.
+// So the whole path from a graph node to a launch (device placement, allocation, memoised
+// emission, the kernel ABI, total stores, copies, GEMM layouts, gathers) runs in CI. What it
+// cannot check: the GPU's own arithmetic, streams and timing.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace ein::testing {
+
+/// Installs the fake for its lifetime (one at a time); restores the real backend after.
+class FakeCudaDevice {
+ public:
+  /// Whether the fake can run here; `why` says what is missing when not.
+  static bool available(std::string* why = nullptr);
+
+  FakeCudaDevice();
+  ~FakeCudaDevice();
+  FakeCudaDevice(const FakeCudaDevice&) = delete;
+  FakeCudaDevice& operator=(const FakeCudaDevice&) = delete;
+
+  int64_t kernels_prepared() const;  ///< sources compiled for the host (or found cached)
+  int64_t launches() const;          ///< kernel launches
+  int64_t gemms() const;             ///< GEMM batches
+  int64_t bytes_in_use() const;      ///< fake device memory allocated now
+
+  struct State;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace ein::testing

@@ -1,0 +1,127 @@
+// Host compilation of CUDA C++ under the emulation (tests/support/host_cuda.h).
+#include "support/host_cuda.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <mutex>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace ein::testing {
+
+bool host_cuda_available(std::string* why) {
+  if (std::string(EIN_CUDA_HEADERS).empty()) {
+    if (why) *why = "the CUDA headers (cuda_fp16.h, cuda_bf16.h, cuda_fp8.h) are not installed";
+    return false;
+  }
+  return true;
+}
+
+std::vector<std::string> cuda_entry_parameters(const std::string& source,
+                                               const std::string& entry) {
+  // The definition: `entry(` after `__global__` (a __launch_bounds__ may sit between).
+  const size_t global = source.find("__global__");
+  const size_t at = source.find(entry + "(", global == std::string::npos ? 0 : global);
+  if (at == std::string::npos)
+    throw std::runtime_error("no definition of " + entry + " in the kernel source");
+  const size_t open = at + entry.size() + 1, close = source.find(')', open);
+  std::vector<std::string> out;
+  std::string list = source.substr(open, close - open);
+  size_t start = 0;
+  while (start < list.size()) {
+    size_t comma = list.find(',', start);
+    if (comma == std::string::npos) comma = list.size();
+    std::string p = list.substr(start, comma - start);
+    const size_t b = p.find_first_not_of(" \n\t"), e = p.find_last_not_of(" \n\t");
+    if (b != std::string::npos) out.push_back(p.substr(b, e - b + 1));
+    start = comma + 1;
+  }
+  return out;
+}
+
+namespace {
+
+/// The host compiler with the flags every emulated unit and the precompiled header share.
+std::string compiler_flags() {
+  return fmt::format("{} -std=c++20 -O1 -w -fPIC -pthread -I{}", EIN_HOST_CXX, EIN_CUDA_HEADERS);
+}
+
+void run_compiler(const std::string& command_line) {
+  const std::string command = command_line + " 2>&1";
+  std::string output;
+  int status = -1;
+  if (FILE* pipe = ::popen(command.c_str(), "r")) {
+    char buffer[4096];
+    while (size_t n = std::fread(buffer, 1, sizeof buffer, pipe))
+      output.append(buffer, n);
+    status = ::pclose(pipe);
+  }
+  if (status != 0) throw std::runtime_error(command + "\n" + output);
+}
+
+/// host_emulation.h (with the CUDA headers it includes) precompiled once into `dir`: most of a
+/// unit's compile time is those headers (about 1.4 s a unit without, 0.5 s with). Returns the
+/// header to -include; its .gch sits next to it, keyed by the header's contents.
+const std::filesystem::path& precompiled_emulation(const std::filesystem::path& dir) {
+  static const std::filesystem::path header = [&] {
+    std::filesystem::create_directories(dir);
+    std::ifstream in(EIN_CUDA_HOST_EMULATION);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string stem =
+        fmt::format("host_emulation_{:016x}", XXH3_64bits(text.data(), text.size()));
+    const std::filesystem::path h = dir / (stem + ".h"), gch = dir / (stem + ".h.gch");
+    if (!std::filesystem::exists(gch)) {
+      const std::filesystem::path tmp_h = dir / fmt::format("{}.{}.h", stem, ::getpid());
+      std::ofstream(tmp_h) << text;
+      std::filesystem::rename(tmp_h, h);
+      const std::filesystem::path tmp = dir / fmt::format("{}.{}.gch", stem, ::getpid());
+      run_compiler(fmt::format("{} -x c++-header {} -o {}", compiler_flags(), h.string(),
+                               tmp.string()));
+      std::filesystem::rename(tmp, gch);
+    }
+    return h;
+  }();
+  return header;
+}
+
+}  // namespace
+
+EmulatedLaunch build_emulated(const std::string& source, const std::string& entry) {
+  std::string call;
+  const std::vector<std::string> params = cuda_entry_parameters(source, entry);
+  for (size_t i = 0; i < params.size(); ++i) {
+    const std::string type = params[i].substr(0, params[i].rfind(' '));
+    call += (i ? ", " : "") + (type == "double"
+                                   ? fmt::format("*static_cast<const double*>(args[{}])", i)
+                                   : fmt::format("static_cast<{}>(args[{}])", type, i));
+  }
+  const std::string unit =
+      source + "extern \"C\" void ein_emulated_launch(void* const* args, unsigned grid, "
+               "unsigned block) {\n  ein_emulate_launch(grid, block, [&] { " +
+      entry + "(" + call + "); });\n}\n";
+  static std::mutex mutex;  // one compile at a time writes a given file
+  std::lock_guard lock(mutex);
+  const std::filesystem::path dir = EIN_EMULATED_KERNEL_DIR;
+  const std::filesystem::path& header = precompiled_emulation(dir);
+  const std::string stem = fmt::format("{:016x}", XXH3_64bits(unit.data(), unit.size()));
+  const std::filesystem::path src = dir / (stem + ".cpp"), lib = dir / (stem + ".so");
+  if (!std::filesystem::exists(lib)) {
+    std::ofstream(src) << unit;
+    const std::filesystem::path tmp = dir / fmt::format("{}.{}.so", stem, ::getpid());
+    run_compiler(fmt::format("{} -shared -include {} {} -o {}", compiler_flags(), header.string(),
+                             src.string(), tmp.string()));
+    std::filesystem::rename(tmp, lib);  // atomic: a parallel test process sees all or nothing
+  }
+  void* handle = ::dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) throw std::runtime_error(std::string("dlopen: ") + ::dlerror());
+  return reinterpret_cast<EmulatedLaunch>(::dlsym(handle, "ein_emulated_launch"));
+}
+
+}  // namespace ein::testing

@@ -1,0 +1,28 @@
+// Running CUDA C++ on the host, for tests without a GPU: a translation unit of the kernel ABI
+// (compiler/emit_cuda.h: device pointers, then doubles) is compiled by the host C++ compiler
+// against tests/cuda/host_emulation.h into a shared library and loaded, with a C entry that
+// unpacks an argument array and runs the emulated launch. Libraries are cached by source hash
+// in a folder under the build tree, so a rerun compiles nothing.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ein::testing {
+
+/// Runs the kernel: `args` holds one device pointer per buffer, then one `const double*` per
+/// double parameter; `grid` blocks of `block` threads, blocks one after another.
+using EmulatedLaunch = void (*)(void* const* args, unsigned grid, unsigned block);
+
+/// Whether the host can run CUDA C++ (the CUDA headers were found at configure time); when
+/// not, `why` says what is missing.
+bool host_cuda_available(std::string* why = nullptr);
+
+/// The parameter declarations of extern "C" function `entry` in `source` ("const float* in0").
+std::vector<std::string> cuda_entry_parameters(const std::string& source, const std::string& entry);
+
+/// `source` compiled for the host and loaded; throws std::runtime_error with the compiler's
+/// output when it does not compile.
+EmulatedLaunch build_emulated(const std::string& source, const std::string& entry);
+
+}  // namespace ein::testing
