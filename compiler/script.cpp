@@ -205,14 +205,18 @@ std::vector<Tensor>& Program::state_for(const Tensor& param) {
   auto& s = state_->state[param.autograd().get()];
   if (s.empty())
     for (const std::string& name : u->second.states)
-      s.push_back(full(param.shape(), impl_->state_initial(name), param.dtype()));
+      s.push_back(full(param.shape(), impl_->state_initial(name), param.dtype(), param.device()));
   return s;
 }
 
 void Program::optimizer_step(int64_t t, double lr) {
   NoGrad no_grad;
-  const Tensor lr_t = full({}, lr, DType::f32), t_t = full({}, static_cast<double>(t), DType::f32);
-  for (const NamedTensor& p : parameters()) {
+  const std::vector<NamedTensor> params = parameters();
+  if (params.empty()) return;
+  const Device device = params.front().tensor.device();
+  const Tensor lr_t = full({}, lr, DType::f32, device);
+  const Tensor t_t = full({}, static_cast<double>(t), DType::f32, device);
+  for (const NamedTensor& p : params) {
     const Tensor g = p.tensor.grad();
     if (!g.defined()) continue;
     std::vector<Tensor>& states = state_for(p.tensor);

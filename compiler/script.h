@@ -36,6 +36,10 @@ struct LoadOptions {
   /// Allocate and initialise parameters. Without (static checks, reports) parameters have
   /// shapes and dtypes only: functions trace, nothing runs, and a 7 B model loads instantly.
   bool allocate = true;
+  /// Where parameters, optimizer state, constants and random draws live, and so where every
+  /// traced function runs (initial values are drawn on the host, then moved: a seed gives the
+  /// same parameters on every device).
+  Device device = cpu();
 };
 
 /// A parameter's name, shape and dtype (what exists without allocating).

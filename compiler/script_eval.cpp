@@ -659,6 +659,7 @@ Tensor Interpreter::init_param(const Decl& d, const Shape& shape, const Value& i
                                const EnvPtr&) {
   init::Options o;
   o.dtype = spec_dtype(*d.type);
+  o.device = options_.device;
   o.seed = next_param_seed();
   o.requires_grad = true;
   if (init.kind == Value::Kind::none) return init::zeros(shape, o);
@@ -677,7 +678,7 @@ Tensor Interpreter::init_param(const Decl& d, const Shape& shape, const Value& i
     if (type == "zeros") return init::zeros(shape, o);
     if (type == "ones") return init::ones(shape, o);
     if (type == "constant") {
-      Tensor t = full(shape, get("value", 0), o.dtype);
+      Tensor t = full(shape, get("value", 0), o.dtype, o.device);
       t.requires_grad_();
       return t;
     }

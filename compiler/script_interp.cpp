@@ -108,19 +108,21 @@ std::vector<Tensor> Interpreter::feed(const Traced& t, const std::vector<Tensor>
   for (const Feed& f : t.feeds) {
     switch (f.kind) {
       case Feed::Kind::arg:
-        inputs.push_back(args.at(f.index));
+        inputs.push_back(args.at(f.index).to(options_.device));
         break;
       case Feed::Kind::param:
         inputs.push_back(f.slot->tensor);
         break;
       case Feed::Kind::constant:
-        inputs.push_back(f.constant);
+        inputs.push_back(f.constant.to(options_.device));
         break;
       case Feed::Kind::normal:
-        inputs.push_back(randn(f.shape, f.dtype, cpu(), mix(mix(options_.seed, stream), f.draw)));
+        inputs.push_back(
+            randn(f.shape, f.dtype, options_.device, mix(mix(options_.seed, stream), f.draw)));
         break;
       case Feed::Kind::uniform:
-        inputs.push_back(rand(f.shape, f.dtype, cpu(), mix(mix(options_.seed, stream), f.draw)));
+        inputs.push_back(
+            rand(f.shape, f.dtype, options_.device, mix(mix(options_.seed, stream), f.draw)));
         break;
     }
   }

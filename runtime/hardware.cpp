@@ -130,4 +130,15 @@ std::string known_hardware_names() {
   return out;
 }
 
+const HardwareProfile* hardware_for_gpu(std::string_view driver_name) {
+  std::string n(driver_name);
+  for (char& c : n)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const bool pcie = n.find("pcie") != std::string::npos;
+  for (const char* model : {"h200", "h100", "a100"})
+    if (n.find(model) != std::string::npos)
+      return find_hardware(std::string(model) + (pcie && std::string(model) == "h100" ? "pcie" : ""));
+  return nullptr;
+}
+
 }  // namespace ein

@@ -43,6 +43,10 @@ std::span<const HardwareProfile> hardware_profiles();
 const HardwareProfile* find_hardware(std::string_view name);
 /// Like find_hardware, but an unknown name throws RuntimeError listing the known names.
 const HardwareProfile& hardware(std::string_view name);
+/// The profile of a GPU from the name its driver reports ("NVIDIA H100 80GB HBM3" → H100 SXM,
+/// "NVIDIA H100 PCIe" → H100 PCIe, "NVIDIA H200" → H200 SXM, "NVIDIA A100-SXM4-80GB" → A100),
+/// or nullptr for a GPU the table does not have.
+const HardwareProfile* hardware_for_gpu(std::string_view driver_name);
 /// The accepted names, one entry per device: "a100, a100-sxm, a100-80gb (A100 SXM 80GB); ...".
 std::string known_hardware_names();
 

@@ -31,6 +31,7 @@
 #include "runtime/autograd.h"
 #include "runtime/checkpoint.h"
 #include "runtime/cpu_peak.h"
+#include "runtime/cuda_driver.h"
 #include "runtime/random.h"
 #include "runtime/storage.h"
 #include "runtime/token_data.h"
@@ -158,10 +159,10 @@ std::vector<Tensor> next_batch(Data& d, script::Program& p, int64_t step) {
 /// Multiplies every gradient by `factor` in place (unscaling fp16 loss-scaled gradients).
 void scale_grads(const std::vector<Tensor>& params, double factor) {
   NoGrad no_grad;
-  const Tensor f = full({}, factor, DType::f32);
   for (const Tensor& p : params) {
     const Tensor g = p.grad();
     if (!g.defined()) continue;
+    const Tensor f = full({}, factor, DType::f32, g.device());
     std::string axes;
     for (int64_t d = 0; d < g.dim(); ++d)
       axes += fmt::format("{}a{}", d ? " " : "", d);
@@ -174,13 +175,29 @@ void on_signal(int) { g_interrupted = 1; }
 
 int run_train(const TrainOptions& o) {
   try {
-    if (o.device != "cpu" && o.device != "cuda")
-      throw UserError(fmt::format("--device {}: expected cpu or cuda", o.device));
-    if (o.device == "cuda")
-      throw UserError("--device cuda: ein runs scripts on the CPU only for now (the CUDA backend "
-                      "generates, compiles and launches kernels, but graph execution and autograd "
-                      "do not use it yet: docs/cuda.md); use --device cpu");
-    auto program = script::Program::load(o.file, {parse_settings(o.sets), o.seed, {}});
+    Device device;
+    try {
+      device = parse_device(o.device);
+    } catch (const RuntimeError&) {
+      throw UserError(fmt::format("--device {}: expected cpu, cuda or cuda:N", o.device));
+    }
+    const HardwareProfile* hw = &this_cpu();
+    std::string hw_name = "this CPU's";
+    if (device.kind == DeviceKind::cuda) {
+      if (!cuda_is_available())
+        throw UserError(fmt::format("--device {}: {}", o.device, cuda_driver_info().reason));
+      if (device.index >= cuda_driver_info().device_count)
+        throw UserError(fmt::format("--device {}: the driver sees {} GPU(s)", o.device,
+                                    cuda_driver_info().device_count));
+      const std::string gpu = cuda_device_properties(device.index).name;
+      hw = hardware_for_gpu(gpu);
+      hw_name = hw ? fmt::format("the {}'s", hw->name) : fmt::format("{}'s (unknown: MFU 0)", gpu);
+    }
+    script::LoadOptions load;
+    load.sets = parse_settings(o.sets);
+    load.seed = o.seed;
+    load.device = device;
+    auto program = script::Program::load(o.file, load);
     if (!program->has_train())
       throw UserError(fmt::format("{} has no train block to run (ein check and ein run work on "
                                   "scripts without one)",
@@ -272,7 +289,6 @@ int run_train(const TrainOptions& o) {
       if (!o.quiet) std::cerr << fmt::format("\nein train: wrote {}\n", path);
     };
 
-    const HardwareProfile& hw = this_cpu();
     const bool tty = isatty(STDERR_FILENO) && !o.quiet;
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
@@ -281,6 +297,11 @@ int run_train(const TrainOptions& o) {
     int64_t tokens_per_step = 0, done = 0;
     const double lr_max = spec.lr;
     const bool fp16 = precision == "fp16";
+    // MFU against the dense peak of the arithmetic the matmuls use: f32 on the CPU; on a GPU
+    // the activations' dtype (bf16/fp16 tensor cores), or f32 (TF32 when EIN_CUDA_TF32=1).
+    const DType mfu_dtype = device.kind == DeviceKind::cpu || precision == "fp32" ? DType::f32
+                            : precision == "bf16"                                 ? DType::bf16
+                                                                                  : DType::f16;
     double loss_scale = fp16 ? 65536.0 : 1.0;
     int64_t good_steps = 0, skipped_steps = 0;
     for (int64_t step = start + 1; step <= steps && !g_interrupted; ++step) {
@@ -296,7 +317,7 @@ int run_train(const TrainOptions& o) {
         const double scale = loss_scale / static_cast<double>(spec.accumulate);
         const Tensor loss = program->loss(batch, k);
         loss_sum += loss.item();
-        loss.backward(full({}, scale, loss.dtype()));
+        loss.backward(full({}, scale, loss.dtype(), loss.device()));
       }
       const double loss_value = loss_sum / static_cast<double>(spec.accumulate);
       if (!std::isfinite(loss_value))
@@ -335,7 +356,7 @@ int run_train(const TrainOptions& o) {
       const double model_flops = static_cast<double>(counter.totals().flops -
                                                      counter.phase(CostPhase::recompute).flops);
       total_flops += model_flops;
-      const double mfu = utilization(model_flops, dt, hw, DType::f32);
+      const double mfu = hw ? utilization(model_flops, dt, *hw, mfu_dtype) : 0;
       if (log.is_open()) {
         nlohmann::json j = {{"step", step},       {"loss", loss_value},
                             {"lr", lr},           {"tokens_per_s", tokens / dt},
@@ -370,18 +391,19 @@ int run_train(const TrainOptions& o) {
     int64_t grad_bytes = param_bytes, state_bytes = 0;
     for (const auto& s : program->optimizer_state())
       state_bytes += s.tensor.nbytes();
-    const int64_t peak = max_memory_allocated(cpu());
+    const int64_t peak = max_memory_allocated(device);
     const int64_t activations = std::max<int64_t>(0, peak - param_bytes - grad_bytes - state_bytes);
     const double flops = total_flops;
     std::cout << fmt::format(
         "trained {} for {} steps ({} to {}): final loss {:.6g}\n"
         "  parameters {} ({}), {} batch elements per step\n"
-        "  {}FLOPs (model: forward and backward) in {:.2f} s: {}/s, MFU {:.2f}% of this CPU's {} f32 peak (2 FLOPs per multiply-add)\n"
+        "  {}FLOPs (model: forward and backward) in {:.2f} s: {}/s, MFU {:.2f}% of {} {} {} peak (2 FLOPs per multiply-add)\n"
         "  peak memory {}: parameters {}, gradients {}, optimizer state {}, activations and "
         "temporaries {}\n",
         o.file, done, start, last, last_loss, n_params, bytes_str(param_bytes), tokens_per_step,
         human(flops, ""), seconds, human(seconds > 0 ? flops / seconds : 0, "FLOP"),
-        100 * utilization(flops, seconds, hw, DType::f32), human(hw.peak(MathMode::fp32), "FLOP/s"),
+        hw ? 100 * utilization(flops, seconds, *hw, mfu_dtype) : 0.0, hw_name,
+        human(hw ? hw->peak(math_mode_of(mfu_dtype)) : 0, "FLOP/s"), math_mode_name(math_mode_of(mfu_dtype)),
         bytes_str(peak), bytes_str(param_bytes), bytes_str(grad_bytes), bytes_str(state_bytes),
         bytes_str(activations));
     if (fp16)
@@ -401,7 +423,7 @@ int run_train(const TrainOptions& o) {
         const int64_t n = std::min<int64_t>(static_cast<int64_t>(tokens.size()), T);
         Tensor x = zeros({1, T}, DType::i64);
         std::copy(tokens.end() - n, tokens.end(), x.data<int64_t>());
-        const Tensor logits = program->logits(x).to(DType::f64).contiguous();
+        const Tensor logits = program->logits(x).to(cpu()).to(DType::f64).contiguous();
         const int64_t V = logits.shape().back();
         const double* row = logits.data<double>() + (n - 1) * V;
         std::vector<double> prob(V);
@@ -443,7 +465,7 @@ void add_train_command(CLI::App& app, int& exit_code) {
   c->add_option("file", o->file, "the .ein script")->required();
   c->add_option("--set", o->sets, "override a dim or let: NAME=VALUE, or several: B=8,T=1024 (repeatable)");
   c->add_option("--steps", o->steps, "optimizer steps (default: the block's steps)");
-  c->add_option("--device", o->device, "cpu (default) or cuda");
+  c->add_option("--device", o->device, "cpu (default), cuda or cuda:N");
   c->add_option("--precision", o->precision, "fp32 (default), bf16 or fp16");
   c->add_option("--checkpoint", o->checkpoint, "directory for step_N.safetensors checkpoints");
   c->add_flag("--resume", o->resume, "continue from the latest good checkpoint in --checkpoint");
