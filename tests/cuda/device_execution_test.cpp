@@ -22,6 +22,7 @@
 #include "compiler/script.h"
 #include "runtime/autograd.h"
 #include "runtime/blas/contract.h"
+#include "runtime/checkpoint.h"
 #include "runtime/cuda_driver.h"
 #include "support/fake_cuda.h"
 
@@ -193,6 +194,20 @@ TEST_P(DeviceExecution, AScriptModelTrainsAsOnTheCpu) {
   for (size_t i = 0; i < cpu_params.size(); ++i)
     expect_close(gpu_params[i].tensor.detach(), cpu_params[i].tensor.detach(), 1e-3,
                  cpu_params[i].name);
+
+  // A checkpoint of the device's parameters holds their values, and restores onto the device.
+  const std::string path = ::testing::TempDir() + "device_params.safetensors";
+  std::vector<std::pair<std::string, Tensor>> named;
+  for (const auto& p : gpu_params) named.emplace_back(p.name, p.tensor.detach());
+  save_safetensors(path, named);
+  const Checkpoint ck = load_safetensors(path);
+  std::vector<std::pair<std::string, Tensor>> fresh;
+  for (const auto& p : gpu_params)
+    fresh.emplace_back(p.name, zeros(p.tensor.shape(), p.tensor.dtype(), cuda()));
+  copy_into(ck, fresh);
+  for (size_t i = 0; i < fresh.size(); ++i)
+    expect_close(fresh[i].second, gpu_params[i].tensor.detach(), 0,
+                 "restored " + fresh[i].first);
 }
 
 INSTANTIATE_TEST_SUITE_P(FakeCuda, DeviceExecution, ::testing::Values("fake"));

@@ -181,7 +181,7 @@ TEST(OpErrors, MapMistakesHaveACaret) {
 }
 
 TEST(OpErrors, DtypeMistakesAreClear) {
-  const Tensor i = from_data<int32_t>({1, 2, 3, 4, 5, 6}, {2, 3});
+  const Tensor i = on_test_device(from_data<int32_t>({1, 2, 3, 4, 5, 6}, {2, 3}));
   expect_user_error([&] { (void)reduce(i, "a b -> a", "mean"); },
                     "pattern:1:", {"mean needs a floating-point tensor", "i32"}, "mean on i32");
   expect_user_error([&] { (void)reduce(i, "a b -> a", "std", {}, 0); },
@@ -265,7 +265,7 @@ TEST(OpErrors, DeviceMistakesAreClear) {
   {
     const Tensor g = f32({2, 3}).to(cuda());
     ASSERT_EQ(g.device().kind, DeviceKind::cuda);
-    const Tensor c = f32({2, 3});
+    const Tensor c = f32({2, 3}).to(cpu());
     // Ops run where their inputs are (tests/cuda/device_execution_test.cpp); inputs on two
     // devices are refused, at the input that differs, with the fix.
     expect_user_error([&] { (void)einsum("a b, b c -> a c", {c, g.transpose(0, 1)}); },

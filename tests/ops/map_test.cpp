@@ -403,7 +403,7 @@ TEST(Map, FusedNormalizationChain) {
 TEST(Map, ZeroSize) {
   for (DType dtype : {DType::f32, DType::f16})
     for (const Shape& xs : {Shape{0, 5}, Shape{4, 0}, Shape{0, 0}}) {
-      const Tensor x = empty(xs, dtype);
+      const Tensor x = empty(xs, dtype, device_under_test());
       const Tensor y = tensor_of(normal_values(xs[1], 3), {xs[1]}, dtype);
       Tensor got;
       ASSERT_NO_THROW(got = map("x[a b], y[b] -> exp(x) * y", {x, y})) << shape_str(xs);

@@ -11,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include "compiler/cpu_executor.h"
+#include "compiler/cuda_executor.h"
 #include "compiler/reference.h"
 #include "runtime/tensor.h"
 #include "support/device_under_test.h"
@@ -46,6 +48,11 @@ inline Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed, Layo
     return on_test_device(randn(reversed, DType::f64, cpu(), seed).to(dtype)).permute(order);
   }
   return on_test_device(randn(shape, DType::f64, cpu(), seed).to(dtype));
+}
+
+/// Kernels launched so far, on the CPU and on CUDA devices.
+inline int64_t kernel_launches() {
+  return executor_stats().launches + cuda_executor_stats().launches;
 }
 
 /// The tensor's values as a reference array.

@@ -1,6 +1,6 @@
 // Which results are views: a rearrange that only permutes or splits axes, a repeat that only
 // adds a new axis (stride 0), and `b s (h d) -> b h s d` share the input's storage and launch
-// no kernel (executor_stats().launches unchanged); a merge that the strides do not allow is one
+// no kernel (kernel_launches() unchanged); a merge that the strides do not allow is one
 // copy kernel into a new contiguous tensor. Values are checked against the reference too.
 #include <gtest/gtest.h>
 
@@ -22,17 +22,17 @@ struct Outcome {
 };
 
 Outcome run_rearrange(const Tensor& x, const std::string& pattern, const Sizes& sizes = {}) {
-  const int64_t before = executor_stats().launches;
+  const int64_t before = kernel_launches();
   Tensor y = rearrange(x, pattern, sizes);
-  const int64_t launched = executor_stats().launches - before;
+  const int64_t launched = kernel_launches() - before;
   expect_close(y, reference::rearrange(to_array(x), pattern, sizes), {0, 0}, pattern);
   return {y, launched};
 }
 
 Outcome run_repeat(const Tensor& x, const std::string& pattern, const Sizes& sizes = {}) {
-  const int64_t before = executor_stats().launches;
+  const int64_t before = kernel_launches();
   Tensor y = repeat(x, pattern, sizes);
-  const int64_t launched = executor_stats().launches - before;
+  const int64_t launched = kernel_launches() - before;
   expect_close(y, reference::repeat(to_array(x), pattern, sizes), {0, 0}, pattern);
   return {y, launched};
 }

@@ -41,8 +41,10 @@ class DeviceEnvironment final : public ::testing::Environment {
   }
   void TearDown() override {
     if (fake_)
-      std::printf("fake-cuda: %lld kernels prepared, %lld launches, %lld GEMMs\n",
+      std::printf("fake-cuda: %lld kernels prepared (%lld in f64 with local memory on sm_80/90), "
+                  "%lld launches, %lld GEMMs\n",
                   static_cast<long long>(fake_->kernels_prepared()),
+                  static_cast<long long>(fake_->f64_kernels_spilling()),
                   static_cast<long long>(fake_->launches()),
                   static_cast<long long>(fake_->gemms()));
     fake_.reset();

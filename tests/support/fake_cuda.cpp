@@ -9,13 +9,14 @@
 
 #include "runtime/cuda_execution.h"
 #include "runtime/device.h"
+#include "runtime/nvrtc.h"
 #include "runtime/scalar_convert.h"
 #include "support/host_cuda.h"
 
 namespace ein::testing {
 
 struct FakeCudaDevice::State {
-  std::atomic<int64_t> prepared{0}, launches{0}, gemms{0}, bytes{0};
+  std::atomic<int64_t> prepared{0}, launches{0}, gemms{0}, bytes{0}, f64_spilling{0};
   std::shared_ptr<DeviceBackend> backend;
 };
 
@@ -84,6 +85,7 @@ class EmulatedExecution final : public CudaExecution {
 
   std::shared_ptr<const CudaFunction> prepare(int, const std::string& source,
                                               const std::string& entry) override {
+    check_with_nvrtc(source, entry);
     size_t pointers = 0;
     for (const std::string& p : cuda_entry_parameters(source, entry))
       pointers += p.find('*') != std::string::npos;
@@ -105,6 +107,29 @@ class EmulatedExecution final : public CudaExecution {
     ++state_->launches;
     f.run()(args.data(), static_cast<unsigned>(std::min(grid, kMaxBlocks)),
             static_cast<unsigned>(block));
+  }
+
+  /// What a GPU would compile: NVRTC for sm_80 and sm_90 (when NVRTC loads), failing on a
+  /// compile error or any local memory (ptxas' stack frame or spills), as the corpus test does
+  /// for its kernels; so every kernel a fake run prepares is also checked to compile cleanly.
+  /// Exception: kernels computing in f64 (a CPU dtype; no GPU training runs in it), whose rows
+  /// kept in registers spill a few bytes on sm_90 (softmax over 100 f64 values: 24 bytes);
+  /// those are counted (FakeCudaDevice::f64_kernels_spilling) instead.
+  void check_with_nvrtc(const std::string& source, const std::string& entry) {
+    if (!nvrtc_info().available) return;
+    for (int arch : {80, 90}) {
+      const auto binary = CudaCompiler::instance().compile(source, entry + ".cu", {arch, true, {}});
+      const auto usage = parse_ptxas_usage(binary->log, entry);
+      if (!usage)
+        throw std::logic_error("fake cuda: no ptxas report for " + entry + ":\n" + binary->log);
+      if (!usage->stack_frame && !usage->spill_stores && !usage->spill_loads) continue;
+      if (source.find(", compute f64\n") != std::string::npos) {
+        ++state_->f64_spilling;
+        return;
+      }
+      throw std::logic_error("fake cuda: " + entry + " uses local memory on sm_" +
+                               std::to_string(arch) + ":\n" + binary->log + source);
+    }
   }
 
   // cuBLASLt's semantics on the plan: D[i] = alpha·op(A[i])·op(B[i]) + beta·C[i], column-major,
@@ -168,5 +193,6 @@ int64_t FakeCudaDevice::kernels_prepared() const { return state_->prepared; }
 int64_t FakeCudaDevice::launches() const { return state_->launches; }
 int64_t FakeCudaDevice::gemms() const { return state_->gemms; }
 int64_t FakeCudaDevice::bytes_in_use() const { return state_->bytes; }
+int64_t FakeCudaDevice::f64_kernels_spilling() const { return state_->f64_spilling; }
 
 }  // namespace ein::testing

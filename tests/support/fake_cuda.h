@@ -3,7 +3,9 @@
 //    DeviceKind::cuda), so tensors `.to(ein::cuda())` work and their bytes can be inspected;
 //  - kernels are the real CUDA C++ ein emits, compiled for the host against the emulation of
 //    tests/cuda/host_emulation.h (tests/support/host_cuda.h) and run with at most two blocks,
-//    so every grid-stride loop wraps;
+//    so every grid-stride loop wraps; each is also compiled by NVRTC for sm_80 and sm_90
+//    (where NVRTC loads) and refused on a compile error or any local memory (f64 kernels:
+//    counted, see fake_cuda.cpp);
 //  - GEMMs go through cuBLASLt's plan (plan_cublaslt_gemm, the same row-major → column-major
 //    mapping the GPU gets) and a naive column-major interpreter of cuBLASLt's semantics, in
 //    f64 arithmetic with f32 rounding of 16-bit products' sums as cuBLASLt's f32 accumulation.
@@ -34,6 +36,7 @@ class FakeCudaDevice {
   int64_t launches() const;          ///< kernel launches
   int64_t gemms() const;             ///< GEMM batches
   int64_t bytes_in_use() const;      ///< fake device memory allocated now
+  int64_t f64_kernels_spilling() const;  ///< f64 kernels with local memory (fake_cuda.cpp)
 
   struct State;
 
