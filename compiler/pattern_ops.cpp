@@ -19,6 +19,8 @@
 #include "compiler/tape.h"
 #include "dsl/diagnostic.h"
 #include "dsl/pattern_parser.h"
+#include "runtime/cuda_backend.h"
+#include "runtime/cuda_driver.h"
 
 namespace ein {
 namespace {
@@ -187,6 +189,11 @@ Tensor cast(const Tensor& x, DType dtype) {
   return run_recorded(g, {x}).front();
 }
 
-void synchronize() {}
+void synchronize() {
+  // Only a CUDA backend that was used has queued work (launches are asynchronous there).
+  if (!has_backend(DeviceKind::cuda) || !cuda_is_available()) return;
+  for (int d = 0; d < cuda_driver_info().device_count; ++d)
+    cuda_synchronize(d);
+}
 
 }  // namespace ein

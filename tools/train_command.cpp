@@ -347,6 +347,7 @@ int run_train(const TrainOptions& o) {
                                          std::max(steps, spec.warmup)});
       if (!skip) program->optimizer_step(step, lr);
       zero_grad(param_tensors);
+      synchronize();  // a GPU's launches are asynchronous: the step ends when its work does
       const double dt =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       seconds += dt;
