@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
-# The CUDA runtime on a GPU machine (an H100): builds ein, runs the CUDA test suites (which on
-# a machine without a GPU skip everything that needs one), then prints one table of
-# measurements: NVRTC compile times (cold, disk cache, memory cache) of the emitted bf16
-# softmax kernel, device-to-device and pinned host-to-device copy bandwidth, a bf16 4096^3
-# GEMM through ein's cuBLASLt path, and the same GEMM in PyTorch for comparison.
+# The CUDA backend on a GPU machine (an H100): builds ein, runs the CUDA test suites, the
+# device execution tests and the op suite on the GPU (EIN_TEST_DEVICE=cuda; on a machine without
+# a GPU they skip everything that needs one, with the reason), then prints tables of
+# measurements, one row per line ("name | value | unit | how"):
+#   - NVRTC compile times (cold, disk cache, memory cache) of the emitted bf16 softmax kernel,
+#     device-to-device and pinned host-to-device copy bandwidth, a bf16 4096^3 GEMM through
+#     ein's cuBLASLt path (ein_cuda_timings), and the same GEMM in PyTorch;
+#   - ein's ops against the device's copy bandwidth (ein_op_bandwidth: a fused elementwise
+#     chain, a permute made contiguous, row softmax and sums, host dispatch per launch), then
+#     the same ops in PyTorch with the ratio ein/torch under each (> 1: ein faster);
+#   - GPT training throughput, `ein train --device cuda` against torch eager
+#     (bench/compare_gpt.py --device cuda; skipped when torch has no CUDA).
 #   bash bench/gpu/run.sh [BUILD_DIR]        (default: build-gpu)
-# Exits nonzero when a test suite fails; the measurements are printed either way.
+# Exits nonzero when a test suite or a benchmark fails; the measurements are printed either way.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build-gpu}
@@ -14,17 +21,24 @@ trap 'rm -rf "$out"' EXIT
 
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$out/configure.log" ||
   { cat "$out/configure.log"; exit 1; }
-ninja -C "$build" -j"$(nproc)" ein ein_cuda_tests ein_cuda_runtime_tests ein_cuda_timings ||
-  exit 1
+ninja -C "$build" -j"$(nproc)" ein ein_cuda_tests ein_cuda_runtime_tests ein_device_tests \
+  ein_ops_tests ein_cuda_timings ein_op_bandwidth || exit 1
 
 status=0
-for suite in ein_cuda_runtime_tests ein_cuda_tests; do
-  echo "== $suite"
-  "$build/bin/$suite" >"$out/$suite.log" 2>&1 || status=1
-  # The summary: passed, skipped (with names and, above them, the reasons) and failed tests.
+# run_suite SUITE [VAR=VALUE ...]: runs $build/bin/SUITE with those variables set and prints
+# its summary: passed, skipped (with names and, above them, the reasons) and failed tests.
+run_suite() {
+  local suite=$1
+  shift
+  echo "== $suite${*:+ ($*)}"
+  env "$@" "$build/bin/$suite" >"$out/$suite.log" 2>&1 || status=1
   sed -n '/^\[==========\] .* ran\./,$p' "$out/$suite.log"
   grep -A1 ': Skipped$' "$out/$suite.log" | grep -v -e ': Skipped$' -e '^--$' | sort | uniq -c
-done
+}
+run_suite ein_cuda_runtime_tests
+run_suite ein_cuda_tests
+run_suite ein_device_tests
+run_suite ein_ops_tests EIN_TEST_DEVICE=cuda  # every op test with its inputs on cuda:0
 
 echo
 echo "== measurements"
@@ -50,4 +64,124 @@ dt = (time.perf_counter() - t) / reps
 print(f"{'torch bf16 GEMM 4096^3':<34} | {2 * n**3 / dt / 1e12:>10.3f} | {'TFLOP/s':<7} | "
       f"torch.matmul x{reps}, torch {torch.__version__}")
 PY
+
+echo
+echo "== ein ops against the device's copy bandwidth, then the same ops in torch"
+"$build/bin/ein_op_bandwidth" | tee "$out/op_bandwidth.txt" || status=1
+# The same sizes and timing as bench/gpu/op_bandwidth.cpp (CUDA-synchronised wall clock, median
+# of 20 calls after 3 warm-up calls; bytes = what the op must move at least), in torch eager.
+# Under each torch row whose name matches an ein row: the ratio ein/torch (> 1: ein faster).
+python3 - "$out/op_bandwidth.txt" <<'PY' || { echo "torch ops: failed (above)"; status=1; }
+import statistics, sys, time
+try:
+    import torch
+except ImportError as e:
+    torch = None
+    why = f"python3 cannot import torch ({e})"
+if torch is not None and not torch.cuda.is_available():
+    why = f"torch {torch.__version__} sees no CUDA device"
+if torch is None or not torch.cuda.is_available():
+    print(f"{'torch ops':<34} | {'-':>10} | {'':<7} | skipped: {why}")
+    raise SystemExit(0)
+REPS, WARMUP = 20, 3
+
+
+def row(name, value, unit, how):
+    print(f"{name:<34} | {value:>10.3f} | {unit:<7} | {how}", flush=True)
+
+
+ein = {}  # name -> (value, unit) of ein_op_bandwidth's rows
+for line in open(sys.argv[1]):
+    cells = [c.strip() for c in line.split("|")]
+    try:
+        ein[cells[0]] = (float(cells[1]), cells[2])
+    except (IndexError, ValueError):
+        pass  # a comment, the header or a skipped row
+
+
+def time_op(f):
+    """Median seconds per call of f, the device synchronised before and after each."""
+    for _ in range(WARMUP):
+        f()
+    seconds = []
+    for _ in range(REPS):
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        out = f()
+        torch.cuda.synchronize()
+        seconds.append(time.perf_counter() - t)
+        del out
+    return statistics.median(seconds)
+
+
+def bandwidth(name, nbytes, f, how, reference=None):
+    s = time_op(f)
+    gbs = nbytes / s / 1e9
+    row("torch " + name, gbs, "GB/s", f"{how}; median of {REPS}, {s * 1e3:.3f} ms")
+    if reference:
+        row("  % of torch D2D copy", 100 * gbs / reference, "%", "torch's copy_ as the reference")
+    if ein.get(name, (0, ""))[1] == "GB/s":
+        row("  ein / torch", ein[name][0] / gbs, "x", "ein GB/s / torch GB/s")
+    return gbs
+
+
+def nbytes(*ts):
+    return sum(t.numel() * t.element_size() for t in ts)
+
+
+print(f"# torch {torch.__version__} on {torch.cuda.get_device_name(0)}")
+n = 1 << 28  # 1 GiB of f32
+src, dst = torch.empty(n, device="cuda"), torch.empty(n, device="cuda")
+ref = bandwidth("D2D copy 1 GiB (reference)", nbytes(src, dst), lambda: dst.copy_(src),
+                "dst.copy_(src); read + write")
+bandwidth("clone 1 GiB f32", nbytes(src, dst), src.clone, "src.clone(); read + write", ref)
+del src, dst
+x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+bandwidth("map tanh(x)*y+x f32 2^28", nbytes(x, y, x), lambda: torch.tanh(x) * y + x,
+          "eager: 3 kernels, bytes counted as ein's (2 reads + 1 write)", ref)
+del x, y
+x = torch.randn(32, 2048, 16 * 64, device="cuda", dtype=torch.bfloat16)
+bandwidth("permute bs(hd)->bhsd bf16", 2 * nbytes(x),
+          lambda: x.view(32, 2048, 16, 64).permute(0, 2, 1, 3).contiguous(),
+          "view + permute(0, 2, 1, 3).contiguous(); read + write", ref)
+del x
+for dtype, name in ((torch.bfloat16, "bf16"), (torch.float32, "f32")):
+    x = torch.randn(16384, 4096, device="cuda", dtype=dtype)
+    bandwidth(f"softmax 16384x4096 {name}", 2 * nbytes(x), lambda: torch.softmax(x, -1),
+              "torch.softmax(x, -1); read + write", ref)
+    bandwidth(f"sum rows 16384x4096 {name}", nbytes(x) * (1 + 1 / 4096), lambda: x.sum(-1),
+              "x.sum(-1); read + write of the sums", ref)
+    del x
+
+# Host dispatch: one elementwise kernel over 1024 f32 (x + y), 10000 calls unsynchronised,
+# median of 5 rounds; and the chain ein fuses, which torch runs as 3 kernels.
+a, b = torch.randn(1024, device="cuda"), torch.randn(1024, device="cuda")
+for name, f, what in (("torch dispatch x+y 1024 f32", lambda: a + b, "1 kernel"),
+                      ("torch dispatch tanh(x)*y+x 1024", lambda: torch.tanh(a) * b + a,
+                       "3 kernels")):
+    for _ in range(10):
+        f()
+    torch.cuda.synchronize()
+    host = []
+    for _ in range(5):
+        t = time.perf_counter()
+        for _ in range(10000):
+            f()
+        host.append((time.perf_counter() - t) / 10000)
+        torch.cuda.synchronize()
+    us = statistics.median(host) * 1e6
+    row(name, us, "us", f"host time per call ({what}), 10000 calls unsynchronised, median of 5")
+    if "dispatch map 1024 f32" in ein:
+        row("  ein / torch", us / ein["dispatch map 1024 f32"][0], "x",
+            "torch us per call / ein's (ein's map is 1 kernel)")
+PY
+
+echo
+echo "== GPT training throughput: ein train --device cuda against torch eager"
+if python3 -c 'import numpy, torch; raise SystemExit(not torch.cuda.is_available())' 2>/dev/null
+then
+  python3 bench/compare_gpt.py --device cuda --ein "$build/bin/ein" || status=1
+else
+  echo "skipped: python3 has no torch with CUDA (or no numpy), which compare_gpt.py needs"
+fi
 exit $status

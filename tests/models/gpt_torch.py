@@ -19,6 +19,11 @@ with torch.randint (seeded by --seed), like CS336's get_batch.
 --json prints {"losses": [...], "ms_per_step": [...]} on stdout: the loss of each step (computed
 before that step's update, so losses[0] involves no optimizer) and each step's wall time
 (batch + forward + backward + AdamW).
+
+--device cuda (default cpu) trains on the GPU: the parameters are initialised (or loaded) on the
+CPU as above and moved there, each batch is drawn on the CPU as above and moved there, and the
+mask is built there. Each step's time still ends with loss.item(), which waits for the GPU's
+queue, so it covers the step's GPU work (the optimizer's kernels included).
 """
 import argparse
 import json
@@ -125,7 +130,7 @@ def attention(x, p, pre, H):
     qkv = qkv.view(B, T, 3, H, hd).permute(2, 0, 3, 1, 4)          # b t (three h d) -> three b h t d
     q, k, v = qkv[0], qkv[1], qkv[2]
     att = (q @ k.transpose(-2, -1)) / math.sqrt(hd)                # [B, H, T, T]
-    mask = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+    mask = torch.triu(torch.ones(T, T, dtype=torch.bool, device=x.device), diagonal=1)
     att = att.masked_fill(mask, float("-inf")).softmax(dim=-1)
     y = (att @ v).transpose(1, 2).reshape(B, T, D)                 # b h t d -> b t (h d)
     return y @ p[pre + "proj.weight"] + p[pre + "proj.bias"]
@@ -181,9 +186,11 @@ def random_batch(data, B, T, gen):
 # ---------------------------------------------------------------- training
 
 
-def train(params, data, cfg, steps, lr, betas, eps, wd, order="sequential", seed=0):
-    """Trains params (dict of leaf tensors, updated in place); returns (losses, ms_per_step)."""
-    ps = {k: v.detach().clone().requires_grad_(True) for k, v in params.items()}
+def train(params, data, cfg, steps, lr, betas, eps, wd, order="sequential", seed=0,
+          device="cpu"):
+    """Trains params (dict of leaf tensors, updated in place) on `device`; returns (losses,
+    ms_per_step). Batches are drawn on the CPU (the same draws on every device) and moved."""
+    ps = {k: v.detach().clone().to(device).requires_grad_(True) for k, v in params.items()}
     opt = torch.optim.AdamW(list(ps.values()), lr=lr, betas=betas, eps=eps, weight_decay=wd)
     gen = torch.Generator().manual_seed(seed)
     losses, ms = [], []
@@ -193,11 +200,12 @@ def train(params, data, cfg, steps, lr, betas, eps, wd, order="sequential", seed
             x, y = sequential_batch(data, k, cfg["B"], cfg["T"])
         else:
             x, y = random_batch(data, cfg["B"], cfg["T"], gen)
+        x, y = x.to(device), y.to(device)  # no copy on the CPU
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(ps, x, y, cfg["L"], cfg["H"])
         loss.backward()
         opt.step()
-        lv = loss.item()
+        lv = loss.item()  # on a GPU this waits for the step's queued kernels
         ms.append((time.perf_counter() - t0) * 1e3)
         losses.append(lv)
     for k in params:
@@ -221,6 +229,8 @@ def main(argv=None):
     ap.add_argument("--weight-decay", type=float, default=0.1)
     ap.add_argument("--order", choices=("sequential", "random"), default="sequential")
     ap.add_argument("--threads", type=int, help="torch.set_num_threads")
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                    help="where the parameters, batches and training step live")
     ap.add_argument("--json", action="store_true", help='print {"losses", "ms_per_step"} as JSON')
     ap.add_argument("--save-final", metavar="FILE", help="write the trained weights")
     a = ap.parse_args(argv)
@@ -228,6 +238,8 @@ def main(argv=None):
         torch.set_num_threads(a.threads)
     if a.D % a.H:
         ap.error(f"D={a.D} is not a multiple of H={a.H}")
+    if a.device == "cuda" and not torch.cuda.is_available():
+        ap.error(f"--device cuda: this torch {torch.__version__} sees no CUDA device")
     cfg = dict(V=a.V, T=a.T, L=a.L, H=a.H, D=a.D, B=a.B)
     shapes = param_shapes(a.V, a.T, a.L, a.H, a.D)
 
@@ -258,7 +270,7 @@ def main(argv=None):
         if a.V < 256 and int(data.max()) >= a.V:
             ap.error(f"data has byte {int(data.max())} >= V={a.V}")
         losses, ms = train(p, data, cfg, a.steps, a.lr, (a.beta1, a.beta2), a.eps,
-                           a.weight_decay, a.order, a.seed)
+                           a.weight_decay, a.order, a.seed, a.device)
     if a.save_final:
         save_safetensors(a.save_final, p)
     if a.json:
