@@ -116,6 +116,14 @@ void run_kernel(const Kernel& kernel_in, std::span<const Tensor> buffers) {
   if (buffers.size() != kernel_in.buffers.size())
     throw std::logic_error(fmt::format("internal error: kernel {} takes {} buffers, got {}",
                                        kernel_in.name, kernel_in.buffers.size(), buffers.size()));
+  // On a GPU the kernel as given is the memo key (its general form and coalescing happen once,
+  // when it is emitted); only totals take the scratch-and-combine path below first.
+  if (buffers.front().device().kind == DeviceKind::cuda) {
+    bool totals = false;
+    for (const KernelStore& st : kernel_in.stores)
+      totals = totals || st.total != Combine::none;
+    if (!totals) return run_kernel_cuda(kernel_in, buffers);
+  }
   // Nothing to do when a parallel dim is empty, or the row is empty and nothing is stored per
   // row (a row store over an empty row still writes the stages' identities).
   Kernel general = to_general_form(kernel_in);
@@ -130,7 +138,6 @@ void run_kernel(const Kernel& kernel_in, std::span<const Tensor> buffers) {
     row_stores = row_stores || (general.reduced > 0 && general.row_buffer(st.buffer));
   if (empty_row && !row_stores) return;
   const Kernel kernel = coalesce(std::move(general));
-  if (buffers.front().device().kind == DeviceKind::cuda) return run_kernel_cuda(kernel, buffers);
   const auto compiled = lookup(kernel);
   const CpuSchedule s = schedule_cpu(kernel);
   std::vector<int64_t> params = kernel_parameters(kernel, s);

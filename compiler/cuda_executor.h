@@ -15,8 +15,9 @@
 
 namespace ein {
 
-/// Launches `kernel` (general form, no total stores: run_kernel() rewrote those) with
-/// `buffers`, tensors of one CUDA device, on that device's current stream.
+/// Launches `kernel` (either form, no total stores: run_kernel() rewrites those first) with
+/// `buffers`, tensors of one CUDA device, on that device's current stream. The kernel as given
+/// keys the memo, so a repeated launch neither re-forms nor re-emits it.
 void run_kernel_cuda(const Kernel& kernel, std::span<const Tensor> buffers);
 
 /// out[i, ...] = table[indices[i], ...] on the table's CUDA device; `indices` are already

@@ -21,11 +21,16 @@
 // elementwise ≥ 85 % of the copy, permute ≥ 75 %, row softmax / reductions ≥ 80 %,
 // dispatch ≤ 5 µs. Without a driver it prints one line saying why and exits 0.
 //
-//   ein_op_bandwidth [--reps N] [--warmup N]
+// --host-dispatch measures only ein's host time per op up to the driver call, on host memory
+// posing as cuda:0 with launches that do nothing: a number this needs no GPU for.
+//
+//   ein_op_bandwidth [--reps N] [--warmup N] [--host-dispatch]
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <functional>
 #include <optional>
 #include <string>
@@ -36,6 +41,7 @@
 
 #include "compiler/cuda_executor.h"
 #include "runtime/cuda_backend.h"
+#include "runtime/cuda_execution.h"
 #include "runtime/cuda_launch.h"
 #include "runtime/nvrtc.h"
 
@@ -44,9 +50,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+/// Dispatch rows: calls per timed round, and rounds (the median is reported).
+constexpr int kCalls = 10000, kRounds = 5;
+
 struct Options {
   int reps = 20;
   int warmup = 3;
+  bool host_dispatch = false;  ///< only host_dispatch_rows(), on a null device (no GPU needed)
 };
 
 double seconds_since(Clock::time_point t0) {
@@ -195,7 +205,6 @@ void row_rows(const Options& o, double reference) {
 
 /// (e) Host time per launch of a small compiled map, and the floor: a bare driver launch.
 void dispatch_rows() {
-  constexpr int kCalls = 10000, kRounds = 5;
   const Tensor x = randn({1024}, DType::f32, cuda(), 5);
   const Tensor y = randn({1024}, DType::f32, cuda(), 6);
   auto call = [&] { return map("x[n], y[n] -> tanh(x) * y + x", {x, y}); };
@@ -258,6 +267,71 @@ void dispatch_rows() {
       "host time per launch_cuda_function of the same arithmetic, no ein op around it");
 }
 
+/// --host-dispatch: ein's host time per op on a CUDA tensor before the driver, measurable
+/// without a GPU: cuda:0 memory is host memory and the CudaExecution prepares nothing and
+/// launches nothing, so the loop times everything of an op but cuLaunchKernel itself (the
+/// graph cache, binding, kernel key and lookup, allocation of the result).
+void host_dispatch_rows() {
+  class HostMemory final : public DeviceBackend {
+   public:
+    std::string name() const override { return "host memory as cuda"; }
+    void* allocate(Device, int64_t n) override {
+      return std::aligned_alloc(64, static_cast<size_t>((std::max<int64_t>(n, 1) + 63) / 64 * 64));
+    }
+    void free(Device, void* p, int64_t) override { std::free(p); }
+    void copy_from_host(Device, void* d, const void* s, int64_t n) override {
+      std::memcpy(d, s, static_cast<size_t>(n));
+    }
+    void copy_to_host(Device, void* d, const void* s, int64_t n) override {
+      std::memcpy(d, s, static_cast<size_t>(n));
+    }
+    void copy_on_device(Device, void* d, const void* s, int64_t n) override {
+      std::memmove(d, s, static_cast<size_t>(n));
+    }
+  };
+  class NoLaunch final : public CudaExecution {
+    struct Function final : CudaFunction {
+      std::string name;
+      const std::string& entry() const override { return name; }
+    };
+   public:
+    std::shared_ptr<const CudaFunction> prepare(int, const std::string&,
+                                                const std::string& entry) override {
+      auto f = std::make_shared<Function>();
+      f->name = entry;
+      return f;
+    }
+    void launch(int, const CudaFunction&, int64_t, int, std::span<void* const>,
+                std::span<const double>) override {}
+    void gemm(int, const GemmBatch&, GemmMath) override {}
+  };
+  static const auto memory = std::make_shared<HostMemory>();  // outlives every tensor
+  register_backend(DeviceKind::cuda, memory);
+  set_cuda_execution(std::make_shared<NoLaunch>());
+  const Tensor x = randn({1024}, DType::f32, cuda(), 5);
+  const Tensor y = randn({1024}, DType::f32, cuda(), 6);
+  auto call = [&] { return map("x[n], y[n] -> tanh(x) * y + x", {x, y}); };
+  for (int i = 0; i < 10; ++i)
+    (void)call();
+  const CudaExecutorStats before = cuda_executor_stats();
+  std::vector<double> host;
+  for (int r = 0; r < kRounds; ++r) {
+    const Clock::time_point t0 = Clock::now();
+    for (int i = 0; i < kCalls; ++i)
+      (void)call();
+    host.push_back(seconds_since(t0) / kCalls);
+  }
+  const CudaExecutorStats after = cuda_executor_stats();
+  row("host dispatch map 1024 f32", median(host) * 1e6, "us",
+      fmt::format("ein's host time per call up to the driver (no GPU: launches are no-ops), {} "
+                  "calls, median of {} rounds, {}; add the driver's launch (the floor row on a "
+                  "GPU) for the target's <= 5 us",
+                  kCalls, kRounds,
+                  kernels(static_cast<double>(after.launches - before.launches) /
+                          (kRounds * kCalls))));
+  set_cuda_execution(nullptr);
+}
+
 }  // namespace
 }  // namespace ein
 
@@ -265,16 +339,23 @@ int main(int argc, char** argv) {
   ein::Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if ((a == "--reps" || a == "--warmup") && i + 1 < argc) {
+    if (a == "--host-dispatch") {
+      o.host_dispatch = true;
+    } else if ((a == "--reps" || a == "--warmup") && i + 1 < argc) {
       (a == "--reps" ? o.reps : o.warmup) = std::atoi(argv[++i]);
     } else {
-      fmt::print(stderr, "usage: {} [--reps N (>= 20)] [--warmup N]\n", argv[0]);
+      fmt::print(stderr, "usage: {} [--reps N (>= 20)] [--warmup N] [--host-dispatch]\n", argv[0]);
       return 2;
     }
   }
   if (o.reps < 20 || o.warmup < 1) {
     fmt::print(stderr, "--reps must be at least 20 and --warmup at least 1\n");
     return 2;
+  }
+  if (o.host_dispatch) {
+    fmt::print("{:<34} | {:>10} | {:<7} | {}\n", "measure", "value", "unit", "how");
+    ein::host_dispatch_rows();
+    return 0;
   }
   if (!ein::cuda_is_available()) {
     ein::skipped("op bandwidth on cuda:0", ein::cuda_driver_info().reason);
