@@ -12,8 +12,10 @@
 #include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <string>
+#include <tuple>
 
 #include "runtime/cuda_backend.h"
 #include "runtime/dynamic_library.h"
@@ -31,6 +33,9 @@ constexpr int kLayoutType = 0, kLayoutRows = 2, kLayoutCols = 3, kLayoutLd = 4,
               kLayoutBatchCount = 5, kLayoutBatchStride = 6;
 constexpr int kDescComputeType = 0, kDescScaleType = 1, kDescTransA = 3, kDescTransB = 4;
 constexpr int kPrefMaxWorkspace = 1;
+// CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_{A,B,C,D}_BYTES: without them the heuristic may pick an
+// algorithm that needs more alignment than a view's pointer has.
+constexpr int kPrefAlignment[4] = {5, 6, 7, 8};
 // cuBLAS's recommendation for Hopper (cuBLAS docs, "cublasSetWorkspace"); enough for Ampere.
 constexpr int64_t kWorkspaceBytes = int64_t{32} << 20;
 constexpr int kMaxDevices = 64;
@@ -286,6 +291,74 @@ const CublasLtInfo& cublaslt_info() {
   return info;
 }
 
+namespace {
+
+/// The largest power of two up to 256 that divides the address (what cuBLASLt's alignment
+/// preferences take).
+uint32_t alignment_of(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  return a == 0 ? 256u : static_cast<uint32_t>(std::min<uintptr_t>(256, a & (~a + 1)));
+}
+
+/// What the heuristic's answer depends on: the plan without its pointers, the pointers'
+/// alignments and the device.
+struct HeuristicKey {
+  CublasLtPlan plan;  // pointers cleared
+  std::array<uint32_t, 3> alignments{};
+  int device = 0;
+  bool operator<(const HeuristicKey& o) const {
+    auto tie = [](const HeuristicKey& k) {
+      const CublasLtPlan& p = k.plan;
+      auto layout = [](const CublasLtLayout& l) {
+        return std::tuple(l.data_type, l.rows, l.cols, l.ld, l.batch_count, l.batch_stride);
+      };
+      return std::tuple(k.device, k.alignments, p.trans_a, p.trans_b, layout(p.a), layout(p.b),
+                        layout(p.c), p.compute_type, p.scale_type);
+    };
+    return tie(*this) < tie(o);
+  }
+};
+
+/// The heuristic's first algorithm for `p` (asked once per key, like PyTorch's cache of
+/// cuBLASLt algorithms): the call costs tens of microseconds, a lookup does not.
+HeuristicResult algorithm_for(const CublasLtPlan& p, const Descriptors& d, Handle handle,
+                              int device) {
+  HeuristicKey key{p, {alignment_of(p.a_ptr), alignment_of(p.b_ptr), alignment_of(p.c_ptr)},
+                   device};
+  key.plan.a_ptr = key.plan.b_ptr = nullptr;
+  key.plan.c_ptr = nullptr;
+  static std::mutex mutex;
+  static auto* cache = new std::map<HeuristicKey, HeuristicResult>;  // outlives exit's GEMMs
+  {
+    std::lock_guard lock(mutex);
+    if (auto it = cache->find(key); it != cache->end()) return it->second;
+  }
+  const LtApi& api = lt();
+  Preference pref = nullptr;
+  check_lt(api.pref_create(&pref), "cublasLtMatmulPreferenceCreate");
+  const uint64_t workspace_bytes = kWorkspaceBytes;
+  HeuristicResult result{};
+  int found = 0;
+  const int status = [&] {
+    int s = api.pref_set(pref, kPrefMaxWorkspace, &workspace_bytes, sizeof workspace_bytes);
+    const uint32_t align[4] = {key.alignments[0], key.alignments[1], key.alignments[2],
+                               key.alignments[2]};
+    for (int i = 0; i < 4 && s == 0; ++i)
+      s = api.pref_set(pref, kPrefAlignment[i], &align[i], sizeof align[i]);
+    return s != 0 ? s
+                  : api.heuristic(handle, d.desc, d.layouts[0], d.layouts[1], d.layouts[2],
+                                  d.layouts[2], pref, 1, &result, &found);
+  }();
+  api.pref_destroy(pref);
+  check_lt(status, "cublasLtMatmulAlgoGetHeuristic");
+  if (found == 0) throw DeviceError("cuBLASLt has no algorithm for this GEMM: " + plan_text(p));
+  std::lock_guard lock(mutex);
+  cache->emplace(key, result);
+  return result;
+}
+
+}  // namespace
+
 void cublaslt_gemm(const GemmBatch& g, GemmMath math, const Stream& stream) {
   const CublasLtPlan p = plan_cublaslt_gemm(g, math);
   if (p.empty) return;
@@ -294,21 +367,7 @@ void cublaslt_gemm(const GemmBatch& g, GemmMath math, const Stream& stream) {
   Handle handle = handle_for(device);
   make_cuda_context_current(device);
   const Descriptors d(p);
-
-  Preference pref = nullptr;
-  check_lt(api.pref_create(&pref), "cublasLtMatmulPreferenceCreate");
-  const uint64_t workspace_bytes = kWorkspaceBytes;
-  HeuristicResult result{};
-  int found = 0;
-  const int status = [&] {
-    const int s = api.pref_set(pref, kPrefMaxWorkspace, &workspace_bytes, sizeof workspace_bytes);
-    return s != 0 ? s
-                  : api.heuristic(handle, d.desc, d.layouts[0], d.layouts[1], d.layouts[2],
-                                  d.layouts[2], pref, 1, &result, &found);
-  }();
-  api.pref_destroy(pref);
-  check_lt(status, "cublasLtMatmulAlgoGetHeuristic");
-  if (found == 0) throw DeviceError("cuBLASLt has no algorithm for this GEMM: " + plan_text(p));
+  const HeuristicResult result = algorithm_for(p, d, handle, device);
 
   // The workspace is a block of the call's stream: freed right after, reused in stream order.
   std::shared_ptr<Storage> workspace;

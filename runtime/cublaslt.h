@@ -65,7 +65,8 @@ struct CublasLtPlan {
 CublasLtPlan plan_cublaslt_gemm(const GemmBatch& g, GemmMath math = GemmMath::exact);
 
 /// Runs `g` (device pointers of cuda:`stream.device()`) on `stream`, with cuBLASLt's first
-/// heuristic algorithm and a 32 MiB workspace from the caching allocator. DeviceError without
+/// heuristic algorithm for the pointers' alignments (asked once per shape, layout, alignment
+/// and device, then cached) and a 32 MiB workspace from the caching allocator. DeviceError without
 /// cuBLASLt or a driver, or with cuBLASLt's status when it fails.
 void cublaslt_gemm(const GemmBatch& g, GemmMath math, const Stream& stream);
 
