@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -31,6 +32,7 @@
 #include "runtime/autograd.h"
 #include "runtime/checkpoint.h"
 #include "runtime/cpu_peak.h"
+#include "runtime/cuda_backend.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/random.h"
 #include "runtime/storage.h"
@@ -45,7 +47,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct TrainOptions {
-  std::string file, device = "cpu", precision, checkpoint, data, log, init;
+  std::string file, device = "auto", precision, checkpoint, data, log, init;
   std::vector<std::string> sets;
   std::optional<int64_t> steps;
   uint64_t seed = 0;
@@ -149,11 +151,39 @@ void open_data(Data& d, const script::DataSpec& spec, const std::string& overrid
   }
 }
 
-std::vector<Tensor> next_batch(Data& d, script::Program& p, int64_t step) {
+/// Token batches onto a GPU through page-locked staging: the loader's thread prefetches into
+/// host tensors, each is copied into a pinned buffer and queued to the device asynchronously
+/// on the current stream, where the step's kernels then read it in stream order. A buffer is
+/// reused next step, after the step's synchronize() has drained every copy out of it.
+class PinnedFeeder {
+ public:
+  explicit PinnedFeeder(Device device) : device_(device) {}
+
+  Tensor to_device(const Tensor& host_in, size_t slot) {
+    const Tensor host = host_in.contiguous();
+    if (slots_.size() <= slot) slots_.resize(slot + 1);
+    auto& pinned = slots_[slot];
+    if (!pinned || pinned->nbytes() < host.nbytes())
+      pinned = std::make_unique<PinnedBuffer>(host.nbytes());
+    std::memcpy(pinned->data(), host.data_ptr(), static_cast<size_t>(host.nbytes()));
+    Tensor out = empty(host.shape(), host.dtype(), device_);
+    copy_to_device_async(out.device_ptr(), pinned->data(), host.nbytes(),
+                         Stream::current(device_.index));
+    return out;
+  }
+
+ private:
+  Device device_;
+  std::vector<std::unique_ptr<PinnedBuffer>> slots_;
+};
+
+std::vector<Tensor> next_batch(Data& d, script::Program& p, int64_t step,
+                               PinnedFeeder* feeder) {
   if (!d.loader) return p.make_batch(step);
   if (!d.loader->has_next()) d.loader->set_position(0);  // sequential: another pass
   Batch b = d.loader->next_batch();
-  return {b.x, b.y};
+  if (!feeder) return {b.x, b.y};
+  return {feeder->to_device(b.x, 0), feeder->to_device(b.y, 1)};
 }
 
 /// Multiplies every gradient by `factor` in place (unscaling fp16 loss-scaled gradients).
@@ -175,11 +205,12 @@ void on_signal(int) { g_interrupted = 1; }
 
 int run_train(const TrainOptions& o) {
   try {
+    // auto: the GPU when there is one (the same command uses it), else the CPU.
     Device device;
     try {
-      device = parse_device(o.device);
+      device = o.device == "auto" ? (cuda_is_available() ? cuda(0) : cpu()) : parse_device(o.device);
     } catch (const RuntimeError&) {
-      throw UserError(fmt::format("--device {}: expected cpu, cuda or cuda:N", o.device));
+      throw UserError(fmt::format("--device {}: expected auto, cpu, cuda or cuda:N", o.device));
     }
     const HardwareProfile* hw = &this_cpu();
     std::string hw_name = "this CPU's";
@@ -190,6 +221,7 @@ int run_train(const TrainOptions& o) {
         throw UserError(fmt::format("--device {}: the driver sees {} GPU(s)", o.device,
                                     cuda_driver_info().device_count));
       const std::string gpu = cuda_device_properties(device.index).name;
+      if (!o.quiet) std::cerr << fmt::format("ein train: on {} ({})\n", device.str(), gpu);
       hw = hardware_for_gpu(gpu);
       hw_name = hw ? fmt::format("the {}'s", hw->name) : fmt::format("{}'s (unknown: MFU 0)", gpu);
     }
@@ -236,6 +268,8 @@ int run_train(const TrainOptions& o) {
       }
     }
     Data data;
+    const std::unique_ptr<PinnedFeeder> feeder =
+        device.kind == DeviceKind::cuda ? std::make_unique<PinnedFeeder>(device) : nullptr;
     if (spec.data) open_data(data, *spec.data, o.data, o.seed);
     else if (!o.data.empty())
       throw UserError("--data: the train block has no data setting (its batches come from fn batch())");
@@ -311,7 +345,7 @@ int run_train(const TrainOptions& o) {
       int64_t tokens = 0;
       for (int64_t micro = 0; micro < spec.accumulate; ++micro) {
         const std::vector<Tensor> batch =
-            next_batch(data, *program, (step - 1) * spec.accumulate + micro);
+            next_batch(data, *program, (step - 1) * spec.accumulate + micro, feeder.get());
         tokens += batch.empty() ? 0 : batch.front().numel();
         const int64_t k = (step - 1) * spec.accumulate + micro;
         const double scale = loss_scale / static_cast<double>(spec.accumulate);
@@ -466,7 +500,8 @@ void add_train_command(CLI::App& app, int& exit_code) {
   c->add_option("file", o->file, "the .ein script")->required();
   c->add_option("--set", o->sets, "override a dim or let: NAME=VALUE, or several: B=8,T=1024 (repeatable)");
   c->add_option("--steps", o->steps, "optimizer steps (default: the block's steps)");
-  c->add_option("--device", o->device, "cpu (default), cuda or cuda:N");
+  c->add_option("--device", o->device,
+                 "auto (default: cuda when a GPU is there, else cpu), cpu, cuda or cuda:N");
   c->add_option("--precision", o->precision, "fp32 (default), bf16 or fp16");
   c->add_option("--checkpoint", o->checkpoint, "directory for step_N.safetensors checkpoints");
   c->add_flag("--resume", o->resume, "continue from the latest good checkpoint in --checkpoint");

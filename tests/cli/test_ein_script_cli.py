@@ -243,7 +243,7 @@ class Errors(Case):
         self.fails(["train", gpt, *TINY, "--steps", "1", "--data", "/nonexistent"],
                    "/nonexistent", "does not exist")
         self.fails(["train", gpt, *TINY, "--steps", "1", "--device", "tpu"], "--device tpu",
-                   "expected cpu, cuda or cuda:N")
+                   "expected auto, cpu, cuda or cuda:N")
         try:
             ctypes.CDLL("libcuda.so.1")
             has_driver = True
