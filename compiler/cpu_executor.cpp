@@ -13,9 +13,6 @@
 #include <cstring>
 #include <limits>
 #include <memory>
-#include <mutex>
-#include <shared_mutex>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -23,6 +20,7 @@
 
 #include "compiler/cuda_executor.h"
 #include "compiler/emit_mlir.h"
+#include "compiler/memo_cache.h"
 #include "compiler/executed_cost.h"
 #include "runtime/jit/cpu_jit.h"
 #include "runtime/parallel.h"
@@ -31,50 +29,27 @@ namespace ein {
 namespace {
 
 struct Compiled {
-  std::string key;
   CpuKernelFn fn = nullptr;
 };
 
-struct Cache {
-  std::shared_mutex mutex;
-  std::unordered_map<uint64_t, std::vector<std::shared_ptr<const Compiled>>> entries;
-};
-
-Cache& cache() {
-  static Cache c;
-  return c;
-}
-
 std::atomic<int64_t> g_launches{0}, g_built{0};
 
-std::shared_ptr<const Compiled> compile(const Kernel& kernel, std::string key, uint64_t hash) {
+std::shared_ptr<const Compiled> compile(const Kernel& kernel, const std::string& key) {
   verify(kernel);
   auto compiled = std::make_shared<Compiled>();
-  compiled->key = std::move(key);
-  const std::string symbol = fmt::format("ein_{}_{:016x}", kernel.name, hash);
+  const std::string symbol =
+      fmt::format("ein_{}_{:016x}", kernel.name, XXH3_64bits(key.data(), key.size()));
   compiled->fn = CpuJit::instance().get(emit_mlir(kernel, schedule_cpu(kernel), symbol), symbol);
   ++g_built;
   return compiled;
 }
 
 std::shared_ptr<const Compiled> lookup(const Kernel& kernel) {
+  static auto* cache = new MemoCache<Compiled>;
   thread_local std::string key;
   kernel_code_key(kernel, key);
-  const uint64_t hash = XXH3_64bits(key.data(), key.size());
-  Cache& c = cache();
-  {
-    std::shared_lock lock(c.mutex);
-    if (auto it = c.entries.find(hash); it != c.entries.end())
-      for (const auto& e : it->second)
-        if (e->key == key) return e;
-  }
-  auto compiled = compile(kernel, key, hash);  // outside the lock: the JIT dedups racing builds
-  std::unique_lock lock(c.mutex);
-  auto& bucket = c.entries[hash];
-  for (const auto& e : bucket)
-    if (e->key == compiled->key) return e;
-  bucket.push_back(compiled);
-  return compiled;
+  // Built outside the lock: the JIT dedups racing builds.
+  return cache->get(key, [&] { return compile(kernel, key); });
 }
 
 }  // namespace

@@ -5,14 +5,9 @@
 // Like PyTorch, launches are asynchronous: nothing here waits for the device.
 #include "compiler/cuda_executor.h"
 
-#include <xxhash.h>
-
 #include <atomic>
 #include <memory>
-#include <mutex>
-#include <shared_mutex>
 #include <string>
-#include <unordered_map>
 #include <utility>
 
 #include <ein/errors.h>
@@ -20,6 +15,7 @@
 
 #include "compiler/emit_cuda.h"
 #include "compiler/executed_cost.h"
+#include "compiler/memo_cache.h"
 #include "compiler/tensor_kernels.h"
 #include "runtime/cuda_execution.h"
 
@@ -27,55 +23,33 @@ namespace ein {
 namespace {
 
 struct Prepared {
-  std::string key;
   CudaLaunch launch;
   std::shared_ptr<const CudaFunction> function;
 };
 
-struct Cache {
-  std::shared_mutex mutex;
-  std::unordered_map<uint64_t, std::vector<std::shared_ptr<const Prepared>>> entries;
-};
-
-Cache& cache() {
-  static Cache* c = new Cache;  // never destroyed: functions outlive static destruction
-  return *c;
-}
-
 std::atomic<int64_t> g_launches{0}, g_prepared{0};
-
-/// A prepared kernel for `key` on `device`, made by `make` (source, entry, launch) on a miss.
-template <class Make>
-std::shared_ptr<const Prepared> prepared(std::string key, int device, Make&& make) {
-  const uint64_t generation = cuda_execution_generation();  // prepared by the installed one
-  key.append(reinterpret_cast<const char*>(&device), sizeof device);
-  key.append(reinterpret_cast<const char*>(&generation), sizeof generation);
-  const uint64_t hash = XXH3_64bits(key.data(), key.size());
-  Cache& c = cache();
-  {
-    std::shared_lock lock(c.mutex);
-    if (auto it = c.entries.find(hash); it != c.entries.end())
-      for (const auto& e : it->second)
-        if (e->key == key) return e;
-  }
-  auto p = std::make_shared<Prepared>();
-  p->key = key;
-  const auto [source, entry, launch] = make();
-  p->launch = launch;
-  p->function = cuda_execution().prepare(device, source, entry);
-  ++g_prepared;
-  std::unique_lock lock(c.mutex);
-  auto& bucket = c.entries[hash];
-  for (const auto& e : bucket)
-    if (e->key == key) return e;  // another thread prepared it meanwhile
-  bucket.push_back(p);
-  return p;
-}
 
 struct Made {
   std::string source, entry;
   CudaLaunch launch;
 };
+
+/// A prepared kernel for `key` on `device`, made by `make` (a Made) on a miss.
+template <class Make>
+std::shared_ptr<const Prepared> prepared(std::string key, int device, Make&& make) {
+  static auto* cache = new MemoCache<Prepared>;  // never destroyed: functions outlive exit
+  const uint64_t generation = cuda_execution_generation();  // prepared by the installed one
+  key.append(reinterpret_cast<const char*>(&device), sizeof device);
+  key.append(reinterpret_cast<const char*>(&generation), sizeof generation);
+  return cache->get(key, [&] {
+    auto p = std::make_shared<Prepared>();
+    const Made m = make();
+    p->launch = m.launch;
+    p->function = cuda_execution().prepare(device, m.source, m.entry);
+    ++g_prepared;
+    return std::shared_ptr<const Prepared>(std::move(p));
+  });
+}
 
 void launch(const Prepared& p, int device, std::span<void* const> buffers,
             std::span<const double> params) {
@@ -149,6 +123,27 @@ int64_t blocks_for(int64_t work) {
   return std::min<int64_t>((work + kBlock - 1) / kBlock, int64_t{1} << 20);
 }
 
+/// Launches the row kernel `source(type)` (gather or scatter-add, prepared once per type) with
+/// `indices` copied to the device, `data` and `out`, and params (index count, `width`), over
+/// `work` threads.
+void launch_indexed(Made (*source)(const char*), const char* type,
+                    const std::vector<int64_t>& indices, const Tensor& data, const Tensor& out,
+                    int64_t width, int64_t work) {
+  const Device dev = data.device();
+  const Tensor idx = from_data(indices, {static_cast<int64_t>(indices.size())}, dev);
+  const auto p = prepared(fmt::format("{} {}", source == gather_source ? "gather" : "scatter_add",
+                                      type),
+                          dev.index, [&] {
+                            Made m = source(type);
+                            m.launch = {1, kBlock, 0};
+                            return m;
+                          });
+  void* ptrs[] = {idx.device_ptr(), data.device_ptr(), out.device_ptr()};
+  const double params[] = {static_cast<double>(indices.size()), static_cast<double>(width)};
+  ++g_launches;
+  cuda_execution().launch(dev.index, *p->function, blocks_for(work), kBlock, ptrs, params);
+}
+
 /// The strided copy the runtime's Tensor::copy_ runs on CUDA tensors: a Kernel IR copy.
 void copy_on_cuda(const Tensor& dst, const Tensor& src) {
   copy_into(dst, src, "copy");
@@ -191,20 +186,8 @@ Tensor gather_rows_cuda(const Tensor& table_in, const std::vector<int64_t>& indi
   const int64_t row_bytes = rows == 0 ? 0 : table.nbytes() / rows;
   if (out.numel() == 0 || row_bytes == 0) return out;
   const auto [word, word_bytes] = word_for(row_bytes);
-  const Tensor idx = from_data(indices, {static_cast<int64_t>(indices.size())}, dev);
-  const int64_t words = row_bytes / word_bytes;
-  const std::string key = fmt::format("gather {}", word);
-  const auto p = prepared(key, dev.index, [&] {
-    Made m = gather_source(word);
-    m.launch = {1, kBlock, 0};
-    return m;
-  });
-  void* ptrs[] = {idx.device_ptr(), table.device_ptr(), out.device_ptr()};
-  const double params[] = {static_cast<double>(indices.size()), static_cast<double>(words)};
-  ++g_launches;
-  cuda_execution().launch(dev.index, *p->function,
-                          blocks_for(static_cast<int64_t>(indices.size()) * words), kBlock, ptrs,
-                          params);
+  launch_indexed(gather_source, word, indices, table, out, row_bytes / word_bytes,
+                 static_cast<int64_t>(indices.size()) * (row_bytes / word_bytes));
   return out;
 }
 
@@ -220,18 +203,8 @@ Tensor scatter_add_rows_cuda(const Tensor& values_in, const std::vector<int64_t>
                             ? 0
                             : checked_numel(out_shape) / out_shape[0];
   if (indices.empty() || width == 0) return out;
-  const Tensor idx = from_data(indices, {static_cast<int64_t>(indices.size())}, dev);
-  const char* type = dtype == DType::f64 ? "double" : "float";
-  const std::string key = fmt::format("scatter_add {}", type);
-  const auto p = prepared(key, dev.index, [&] {
-    Made m = scatter_source(type);
-    m.launch = {1, kBlock, 0};
-    return m;
-  });
-  void* ptrs[] = {idx.device_ptr(), values.device_ptr(), out.device_ptr()};
-  const double params[] = {static_cast<double>(indices.size()), static_cast<double>(width)};
-  ++g_launches;
-  cuda_execution().launch(dev.index, *p->function, blocks_for(width), kBlock, ptrs, params);
+  launch_indexed(scatter_source, dtype == DType::f64 ? "double" : "float", indices, values, out,
+                 width, width);
   return out;
 }
 

@@ -29,7 +29,6 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <functional>
 #include <optional>
@@ -272,23 +271,7 @@ void dispatch_rows() {
 /// launches nothing, so the loop times everything of an op but cuLaunchKernel itself (the
 /// graph cache, binding, kernel key and lookup, allocation of the result).
 void host_dispatch_rows() {
-  class HostMemory final : public DeviceBackend {
-   public:
-    std::string name() const override { return "host memory as cuda"; }
-    void* allocate(Device, int64_t n) override {
-      return std::aligned_alloc(64, static_cast<size_t>((std::max<int64_t>(n, 1) + 63) / 64 * 64));
-    }
-    void free(Device, void* p, int64_t) override { std::free(p); }
-    void copy_from_host(Device, void* d, const void* s, int64_t n) override {
-      std::memcpy(d, s, static_cast<size_t>(n));
-    }
-    void copy_to_host(Device, void* d, const void* s, int64_t n) override {
-      std::memcpy(d, s, static_cast<size_t>(n));
-    }
-    void copy_on_device(Device, void* d, const void* s, int64_t n) override {
-      std::memmove(d, s, static_cast<size_t>(n));
-    }
-  };
+
   class NoLaunch final : public CudaExecution {
     struct Function final : CudaFunction {
       std::string name;
@@ -305,7 +288,8 @@ void host_dispatch_rows() {
                 std::span<const double>) override {}
     void gemm(int, const GemmBatch&, GemmMath) override {}
   };
-  static const auto memory = std::make_shared<HostMemory>();  // outlives every tensor
+  // Host memory posing as cuda:0 (the CPU's backend); it outlives every tensor.
+  static const auto memory = detail::make_cpu_backend();
   register_backend(DeviceKind::cuda, memory);
   set_cuda_execution(std::make_shared<NoLaunch>());
   const Tensor x = randn({1024}, DType::f32, cuda(), 5);

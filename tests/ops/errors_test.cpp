@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <cstring>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -231,24 +230,6 @@ TEST(OpErrors, UndefinedTensorsAreRejected) {
                     "map of an undefined tensor");
 }
 
-/// A stand-in GPU backend on host memory, so that tensors report a CUDA device without one.
-class HostBackedFakeGpu : public DeviceBackend {
- public:
-  std::string name() const override { return "fake-gpu"; }
-  void* allocate(Device, int64_t nbytes) override {
-    return std::aligned_alloc(64, static_cast<size_t>((nbytes + 63) / 64 * 64));
-  }
-  void free(Device, void* ptr, int64_t) override { std::free(ptr); }
-  void copy_from_host(Device, void* dst, const void* src, int64_t n) override {
-    std::memcpy(dst, src, static_cast<size_t>(n));
-  }
-  void copy_to_host(Device, void* dst, const void* src, int64_t n) override {
-    std::memcpy(dst, src, static_cast<size_t>(n));
-  }
-  void copy_on_device(Device, void* dst, const void* src, int64_t n) override {
-    std::memcpy(dst, src, static_cast<size_t>(n));
-  }
-};
 
 TEST(OpErrors, DeviceMistakesAreClear) {
   const bool had_cuda = has_backend(DeviceKind::cuda);
@@ -259,7 +240,8 @@ TEST(OpErrors, DeviceMistakesAreClear) {
           (void)empty({2, 3}, DType::f32, cuda());
         },
         {"CUDA backend is not available", "ein::cpu()"}, "empty on cuda");
-    static const auto fake = std::make_shared<HostBackedFakeGpu>();  // outlives its tensors
+    // Host memory posing as a GPU (the CPU's backend), so tensors report a CUDA device.
+    static const auto fake = detail::make_cpu_backend();  // outlives its tensors
     register_backend(DeviceKind::cuda, fake);
   }
   {
