@@ -153,8 +153,9 @@ void open_data(Data& d, const script::DataSpec& spec, const std::string& overrid
 
 /// Token batches onto a GPU through page-locked staging: the loader's thread prefetches into
 /// host tensors, each is copied into a pinned buffer and queued to the device asynchronously
-/// on the current stream, where the step's kernels then read it in stream order. A buffer is
-/// reused next step, after the step's synchronize() has drained every copy out of it.
+/// on the current stream, where the step's kernels then read it in stream order. Before a
+/// buffer is refilled the stream is waited for, so its last copy has left it (in a training
+/// loop the loss's item() has already drained the stream, and the wait returns at once).
 class PinnedFeeder {
  public:
   explicit PinnedFeeder(Device device) : device_(device) {}
@@ -163,6 +164,7 @@ class PinnedFeeder {
     const Tensor host = host_in.contiguous();
     if (slots_.size() <= slot) slots_.resize(slot + 1);
     auto& pinned = slots_[slot];
+    if (pinned) Stream::current(device_.index).synchronize();
     if (!pinned || pinned->nbytes() < host.nbytes())
       pinned = std::make_unique<PinnedBuffer>(host.nbytes());
     std::memcpy(pinned->data(), host.data_ptr(), static_cast<size_t>(host.nbytes()));
