@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <utility>
 
@@ -58,19 +59,20 @@ void launch(const Prepared& p, int device, std::span<void* const> buffers,
 }
 
 /// The CUDA device the launch's tensors share; RuntimeError when they are elsewhere.
-int device_of(std::span<const Tensor> buffers, std::string_view what) {
+int device_of(std::span<const Tensor> buffers, std::string_view kernel) {
   const Device d = buffers.front().device();
   for (const Tensor& t : buffers)
     if (t.device() != d)
-      throw RuntimeError(fmt::format("{}: tensors on {} and {} in one kernel; move them to one "
-                                     "device first (.to(...))",
-                                     what, d.str(), t.device().str()));
+      throw RuntimeError(fmt::format("kernel {}: tensors on {} and {} in one kernel; move them "
+                                     "to one device first (.to(...))",
+                                     kernel, d.str(), t.device().str()));
   return d.index;
 }
 
 // ---- gather and scatter-add: small hand-written kernels with sizes as run-time params ----
 
-/// The C type that moves a row of `row_bytes` in the widest whole words.
+/// The C type that moves a row of `row_bytes` in the widest whole words (`row_bytes` also
+/// divided by the table's address alignment: a sliced table need not start on 16 bytes).
 std::pair<const char*, int64_t> word_for(int64_t row_bytes) {
   if (row_bytes % 16 == 0) return {"uint4", 16};
   if (row_bytes % 8 == 0) return {"unsigned long long", 8};
@@ -157,7 +159,7 @@ void copy_on_cuda(const Tensor& dst, const Tensor& src) {
 }  // namespace
 
 void run_kernel_cuda(const Kernel& kernel, std::span<const Tensor> buffers) {
-  const int device = device_of(buffers, "kernel " + kernel.name);
+  const int device = device_of(buffers, kernel.name);
   thread_local std::string key;
   kernel_code_key(kernel, key, /*exact_layout=*/true);
   const auto p = prepared(key, device, [&] {
@@ -185,7 +187,8 @@ Tensor gather_rows_cuda(const Tensor& table_in, const std::vector<int64_t>& indi
   const int64_t rows = table.size(0);
   const int64_t row_bytes = rows == 0 ? 0 : table.nbytes() / rows;
   if (out.numel() == 0 || row_bytes == 0) return out;
-  const auto [word, word_bytes] = word_for(row_bytes);
+  const auto address = static_cast<int64_t>(reinterpret_cast<uintptr_t>(table.device_ptr()));
+  const auto [word, word_bytes] = word_for(std::gcd(row_bytes, address & -address));
   launch_indexed(gather_source, word, indices, table, out, row_bytes / word_bytes,
                  static_cast<int64_t>(indices.size()) * (row_bytes / word_bytes));
   return out;

@@ -138,6 +138,10 @@ TEST_P(DeviceExecution, GathersAndScatterAddsMatchTheCpu) {
   const Tensor table = randn({10, 6}, DType::f32, cpu(), 10);
   const Tensor idx = from_data<int64_t>({3, -1, 3, 0, 9, 3}, {2, 3});
   expect_close(gather_rows(on_gpu(table), on_gpu(idx)), gather_rows(table, idx), 0, "gather");
+  // A table starting one row in (24 bytes): rows move in words its address allows.
+  const Tensor idx9 = from_data<int64_t>({8, 0, 4}, {3});
+  expect_close(gather_rows(on_gpu(table).slice(0, 1, 10), on_gpu(idx9)),
+               gather_rows(table.slice(0, 1, 10), idx9), 0, "gather from a sliced table");
   const Tensor values = randn({2, 3, 6}, DType::f32, cpu(), 11);
   expect_close(scatter_add_rows(on_gpu(values), on_gpu(idx), 10),
                scatter_add_rows(values, idx, 10), 1e-6, "scatter_add with repeated rows");
