@@ -203,4 +203,54 @@ Tensor corpus_input(DType dtype, int64_t n, uint64_t seed) {
   return from_data<double>(v, {n}).to(dtype);
 }
 
+CorpusOracle corpus_oracle(int index) {
+  CorpusOracle o;
+  o.general = to_general_form(cuda_corpus().at(index).kernel);
+  const Kernel& g = o.general;
+  const size_t nb = g.buffers.size();
+  o.total.assign(nb, false);
+  for (const KernelStore& st : g.stores)
+    o.total[st.buffer] = st.total != Combine::none;
+  for (int d = 0; d < static_cast<int>(g.domain.size()); ++d)
+    (d < g.parallel_dims() ? o.rows : o.row) *= g.domain[d];
+  o.inputs.resize(nb);
+  o.want.resize(nb);
+  for (size_t b = 0; b < nb; ++b) {
+    const KernelBuffer& buf = g.buffers[b];
+    const int64_t n = buffer_extent(g, buf);
+    if (!buf.output) {
+      o.inputs[b] = corpus_input(buf.dtype, n, 1000 * static_cast<uint64_t>(index) + b);
+      o.want[b] = o.inputs[b].to_vector<double>();
+    } else {
+      o.want[b].assign(n, CorpusOracle::kUnwritten);
+    }
+  }
+  evaluate(g, o.want);
+  // A 16-bit store rounds (past the finite range, to ±inf): compare with the rounded values.
+  for (size_t b = 0; b < nb; ++b) {
+    const DType t = g.buffers[b].dtype;
+    if (g.buffers[b].output && !o.total[b] && (t == DType::f16 || t == DType::bf16))
+      o.want[b] = from_data<double>(o.want[b], {static_cast<int64_t>(o.want[b].size())})
+                      .to(t)
+                      .to_vector<double>();
+  }
+  return o;
+}
+
+Tensor CorpusOracle::initial_slot(size_t b) const {
+  const KernelBuffer& buf = general.buffers[b];
+  if (!buf.output) return inputs[b];
+  const DType t = total[b] ? general.compute : buf.dtype;
+  const int64_t n = total[b] ? rows : buffer_extent(general, buf);
+  return from_data<double>(std::vector<double>(n, kUnwritten), {n}).to(t);
+}
+
+void CorpusOracle::expect_output(size_t b, std::vector<double> slot,
+                                 const std::string& context) const {
+  if (total[b]) slot = combine_total(general, static_cast<int>(b), slot);
+  expect_close(from_data<double>(slot, {static_cast<int64_t>(slot.size())}),
+               {{static_cast<int64_t>(want[b].size())}, want[b]},
+               corpus_tolerance(general.buffers[b].dtype, total[b] ? rows * row : row), context);
+}
+
 }  // namespace ein::testing

@@ -51,4 +51,23 @@ std::vector<double> combine_total(const Kernel& general, int buffer, const std::
 /// Random kernel inputs: normal values rounded to the dtype; small class indices for integers.
 Tensor corpus_input(DType dtype, int64_t n, uint64_t seed);
 
+/// The float64 oracle of corpus kernel `index`, shared by the emulated and the GPU runs: the
+/// kernel's general form, its random inputs, and what each output must hold after a launch
+/// (Kernel IR's evaluate() with totals kept as totals; 16-bit stores rounded as stored).
+struct CorpusOracle {
+  static constexpr double kUnwritten = 7;  ///< what an output slot holds before the launch
+  Kernel general;
+  std::vector<bool> total;    ///< per buffer: a total store (its slot is per-row scratch)
+  int64_t rows = 1, row = 1;  ///< points of the parallel and of the reduced dims
+  std::vector<Tensor> inputs;  ///< per input buffer (undefined for outputs)
+  std::vector<std::vector<double>> want;  ///< per output buffer
+
+  /// What buffer `b`'s slot holds before the launch: the input, or kUnwritten in the slot's
+  /// dtype and size (a total's slot: one compute-type value per row, emit_cuda.h's ABI).
+  Tensor initial_slot(size_t b) const;
+  /// Checks output `b` from its slot's values after the launch.
+  void expect_output(size_t b, std::vector<double> slot, const std::string& context) const;
+};
+CorpusOracle corpus_oracle(int index);
+
 }  // namespace ein::testing

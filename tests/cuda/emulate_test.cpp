@@ -37,37 +37,8 @@ TEST_P(Emulate, MatchesTheFloat64Semantics) {
   if (cuda.launch.grid == 0) return;  // an empty domain: nothing is launched
   const EmulatedLaunch launch = testing::build_emulated(cuda.source, cuda.entry);
 
-  // The oracle: Kernel IR with total stores kept as totals, on the same (rounded) values.
-  const Kernel general = to_general_form(c.kernel);
-  const size_t nb = general.buffers.size();
-  std::vector<bool> total(nb, false);
-  for (const KernelStore& st : general.stores)
-    total[st.buffer] = st.total != Combine::none;
-  int64_t rows = 1, row = 1;
-  for (int d = 0; d < static_cast<int>(general.domain.size()); ++d)
-    (d < general.parallel_dims() ? rows : row) *= general.domain[d];
-  constexpr double kUnwritten = 7;  // what outputs hold before the kernel runs
-  std::vector<Tensor> inputs(nb);
-  std::vector<std::vector<double>> want(nb);
-  for (size_t b = 0; b < nb; ++b) {
-    const KernelBuffer& buf = general.buffers[b];
-    const int64_t n = testing::buffer_extent(general, buf);
-    if (!buf.output) {
-      inputs[b] = testing::corpus_input(buf.dtype, n, 1000 * GetParam() + b);
-      want[b] = inputs[b].to_vector<double>();
-    } else {
-      want[b].assign(n, kUnwritten);
-    }
-  }
-  evaluate(general, want);
-  // A 16-bit store rounds (past the finite range, to ±inf): compare with the rounded values.
-  for (size_t b = 0; b < nb; ++b) {
-    const DType t = general.buffers[b].dtype;
-    if (general.buffers[b].output && !total[b] && (t == DType::f16 || t == DType::bf16))
-      want[b] = from_data<double>(want[b], {static_cast<int64_t>(want[b].size())})
-                    .to(t)
-                    .to_vector<double>();
-  }
+  const testing::CorpusOracle o = testing::corpus_oracle(GetParam());
+  const size_t nb = o.general.buffers.size();
 
   const bool both_paths = cuda.vector_width > 1;
   for (int misaligned = 0; misaligned <= (both_paths ? 1 : 0); ++misaligned) {
@@ -76,37 +47,24 @@ TEST_P(Emulate, MatchesTheFloat64Semantics) {
     std::vector<Tensor> storage(nb);
     std::vector<void*> args;
     for (size_t b = 0; b < nb; ++b) {
-      const KernelBuffer& buf = general.buffers[b];
-      if (!buf.output) {
-        const int64_t n = inputs[b].numel();
-        storage[b] = empty({n + 1}, buf.dtype);
-        storage[b].slice(0, misaligned, misaligned + n).copy_(inputs[b]);
-      } else {
-        // A total's slot is a scratch of one compute-type value per row (emit_cuda.h's ABI).
-        const DType t = total[b] ? general.compute : buf.dtype;
-        const int64_t n = total[b] ? rows : testing::buffer_extent(general, buf);
-        storage[b] = from_data<double>(std::vector<double>(n + 1, kUnwritten), {n + 1}).to(t);
-      }
+      const Tensor slot = o.initial_slot(b);
+      const int64_t n = slot.numel();
+      storage[b] = empty({n + 1}, slot.dtype());
+      storage[b].slice(0, misaligned, misaligned + n).copy_(slot);
       args.push_back(static_cast<char*>(storage[b].data_ptr()) +
                      (misaligned ? element_size(storage[b].dtype()) : 0));
     }
-    std::vector<double> params(general.params);
+    std::vector<double> params(o.general.params);
     for (double& p : params)
       args.push_back(&p);
     launch(args.data(), static_cast<unsigned>(std::min(cuda.launch.grid, kEmulatedBlocks)),
            static_cast<unsigned>(cuda.launch.block));
 
     for (size_t b = 0; b < nb; ++b) {
-      const KernelBuffer& buf = general.buffers[b];
-      if (!buf.output) continue;
-      const int64_t begin = misaligned ? 1 : 0;
-      std::vector<double> got = storage[b].to_vector<double>();
-      got = std::vector<double>(got.begin() + begin, got.end() - (1 - begin));
-      if (total[b]) got = testing::combine_total(general, static_cast<int>(b), got);
-      const Tensor got_tensor = from_data<double>(got, {static_cast<int64_t>(got.size())});
-      testing::expect_close(got_tensor, {{static_cast<int64_t>(want[b].size())}, want[b]},
-                            testing::corpus_tolerance(buf.dtype, total[b] ? rows * row : row),
-                            fmt::format("output b{} of {}\n{}", b, c.label, cuda.source));
+      if (!o.general.buffers[b].output) continue;
+      const std::vector<double> got = storage[b].to_vector<double>();
+      o.expect_output(b, std::vector<double>(got.begin() + misaligned, got.end() - (1 - misaligned)),
+                      fmt::format("output b{} of {}\n{}", b, c.label, cuda.source));
     }
   }
 }

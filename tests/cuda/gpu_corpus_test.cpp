@@ -45,56 +45,23 @@ TEST_P(GpuCorpus, MatchesTheFloat64Semantics) {
   const auto binary =
       CudaCompiler::instance().compile(emitted.source, emitted.entry + ".cu", options);
 
-  const Kernel general = to_general_form(c.kernel);
-  const size_t nb = general.buffers.size();
-  std::vector<bool> total(nb, false);
-  for (const KernelStore& st : general.stores)
-    total[st.buffer] = st.total != Combine::none;
-  int64_t rows = 1, row = 1;
-  for (int d = 0; d < static_cast<int>(general.domain.size()); ++d)
-    (d < general.parallel_dims() ? rows : row) *= general.domain[d];
-  constexpr double kUnwritten = 7;
+  const testing::CorpusOracle o = testing::corpus_oracle(GetParam());
+  const size_t nb = o.general.buffers.size();
   std::vector<Tensor> device(nb);
-  std::vector<std::vector<double>> want(nb);
   std::vector<void*> args;
   for (size_t b = 0; b < nb; ++b) {
-    const KernelBuffer& buf = general.buffers[b];
-    Tensor host;
-    if (!buf.output) {
-      host = testing::corpus_input(buf.dtype, testing::buffer_extent(general, buf), 1000 * GetParam() + b);
-      want[b] = host.to_vector<double>();
-    } else {
-      want[b].assign(testing::buffer_extent(general, buf), kUnwritten);
-      const DType t = total[b] ? general.compute : buf.dtype;  // a total's per-row scratch
-      const int64_t n = total[b] ? rows : testing::buffer_extent(general, buf);
-      host = from_data<double>(std::vector<double>(n, kUnwritten), {n}).to(t);
-    }
-    device[b] = host.to(cuda());
-    args.push_back(device[b].storage() ? device[b].storage()->data() : nullptr);
-  }
-  evaluate(general, want);
-  for (size_t b = 0; b < nb; ++b) {
-    const DType t = general.buffers[b].dtype;
-    if (general.buffers[b].output && !total[b] && (t == DType::f16 || t == DType::bf16))
-      want[b] = from_data<double>(want[b], {static_cast<int64_t>(want[b].size())})
-                    .to(t)
-                    .to_vector<double>();
+    device[b] = o.initial_slot(b).to(cuda());
+    args.push_back(device[b].numel() ? device[b].device_ptr() : nullptr);
   }
 
   const Stream stream = Stream::create(0);
   launch_cuda_kernel(*binary, emitted.entry, emitted.launch.grid, emitted.launch.block, args,
-                     general.params, stream);
+                     o.general.params, stream);
   stream.synchronize();
-  for (size_t b = 0; b < nb; ++b) {
-    const KernelBuffer& buf = general.buffers[b];
-    if (!buf.output) continue;
-    std::vector<double> got = device[b].to_vector<double>();
-    if (total[b]) got = testing::combine_total(general, static_cast<int>(b), got);
-    const testing::Tolerance tol = testing::corpus_tolerance(buf.dtype, total[b] ? rows * row : row);
-    testing::expect_close(from_data<double>(got, {static_cast<int64_t>(got.size())}),
-                          {{static_cast<int64_t>(want[b].size())}, want[b]}, tol,
-                          fmt::format("output b{} of {} on sm_{}", b, c.label, options.arch));
-  }
+  for (size_t b = 0; b < nb; ++b)
+    if (o.general.buffers[b].output)
+      o.expect_output(b, device[b].to_vector<double>(),
+                      fmt::format("output b{} of {} on sm_{}", b, c.label, options.arch));
 }
 
 INSTANTIATE_TEST_SUITE_P(Corpus, GpuCorpus,
