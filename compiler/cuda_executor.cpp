@@ -35,9 +35,10 @@ struct Made {
   CudaLaunch launch;
 };
 
-/// A prepared kernel for `key` on `device`, made by `make` (a Made) on a miss.
+/// A prepared kernel for `key` on `device`, made by `make` (a Made) on a miss. `key` is
+/// scratch: the device and the installed CudaExecution are appended to it.
 template <class Make>
-std::shared_ptr<const Prepared> prepared(std::string key, int device, Make&& make) {
+std::shared_ptr<const Prepared> prepared(std::string& key, int device, Make&& make) {
   static auto* cache = new MemoCache<Prepared>;  // never destroyed: functions outlive exit
   const uint64_t generation = cuda_execution_generation();  // prepared by the installed one
   key.append(reinterpret_cast<const char*>(&device), sizeof device);
@@ -133,13 +134,13 @@ void launch_indexed(Made (*source)(const char*), const char* type,
                     int64_t width, int64_t work) {
   const Device dev = data.device();
   const Tensor idx = from_data(indices, {static_cast<int64_t>(indices.size())}, dev);
-  const auto p = prepared(fmt::format("{} {}", source == gather_source ? "gather" : "scatter_add",
-                                      type),
-                          dev.index, [&] {
-                            Made m = source(type);
-                            m.launch = {1, kBlock, 0};
-                            return m;
-                          });
+  std::string key =
+      fmt::format("{} {}", source == gather_source ? "gather" : "scatter_add", type);
+  const auto p = prepared(key, dev.index, [&] {
+    Made m = source(type);
+    m.launch = {1, kBlock, 0};
+    return m;
+  });
   void* ptrs[] = {idx.device_ptr(), data.device_ptr(), out.device_ptr()};
   const double params[] = {static_cast<double>(indices.size()), static_cast<double>(width)};
   ++g_launches;

@@ -15,7 +15,6 @@
 #include <cstring>
 #include <mutex>
 #include <regex>
-#include <sstream>
 #include <unordered_map>
 
 #include "runtime/dynamic_library.h"
@@ -67,17 +66,6 @@ std::string find_include_dir(const std::string& library) {
   for (const auto& d : dirs)
     if (std::filesystem::exists(d / "cuda_fp16.h", ec)) return d.lexically_normal().string();
   return "";
-}
-
-std::string numbered(std::string_view source) {
-  std::ostringstream out;
-  std::istringstream in{std::string(source)};
-  std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
-    out.width(5);
-    out << n << " | " << line << "\n";
-  }
-  return out.str();
 }
 
 std::filesystem::path default_disk_cache_dir() {
@@ -293,7 +281,7 @@ std::shared_ptr<const CudaBinary> CudaCompiler::compile(std::string_view source,
     throw DeviceError("NVRTC " + std::to_string(info.major) + "." + std::to_string(info.minor) +
                       " could not compile " + prog_name + " for " + target + " (" +
                       g_api.get_error_string(status) + ", options:" + opts_text + "):\n" +
-                      result.log + "--- CUDA source ---\n" + numbered(source));
+                      result.log + "--- CUDA source ---\n" + detail::numbered_lines(source));
   }
   if (!dir.empty()) (void)detail::write_jit_cache(dir, key, encode(result));
   auto shared = std::make_shared<const CudaBinary>(std::move(result));

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace ein {
 
@@ -34,5 +35,11 @@ class DeviceError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+namespace detail {
+/// `source` with each line prefixed by its number ("    7 | ..."), for a DeviceError that
+/// shows generated code (the JIT's MLIR, NVRTC's CUDA C++).
+std::string numbered_lines(std::string_view source);
+}  // namespace detail
 
 }  // namespace ein

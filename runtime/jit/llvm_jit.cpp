@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <mutex>
-#include <sstream>
 #include <vector>
 
 #include <ein/errors.h>
@@ -91,21 +90,10 @@ const HostTarget& host() {
   return target;
 }
 
-std::string numbered(std::string_view source) {
-  std::ostringstream out;
-  std::istringstream in{std::string(source)};
-  std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
-    out.width(5);
-    out << n << " | " << line << "\n";
-  }
-  return out.str();
-}
-
 [[noreturn]] void fail(std::string_view what, std::string_view symbol,
                        const std::string& diagnostics, std::string_view source) {
   throw DeviceError("CPU JIT: " + std::string(what) + " for kernel '" + std::string(symbol) +
-                    "':\n" + diagnostics + "--- MLIR source ---\n" + numbered(source));
+                    "':\n" + diagnostics + "--- MLIR source ---\n" + detail::numbered_lines(source));
 }
 
 /// Everything MLIR may print while handling one kernel, as "file:line:col: error: message".
