@@ -4,8 +4,8 @@
 //   build/bin/bench_pattern_cache --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
-#include "compiler/pattern_cache.h"
-#include "dsl/pattern_parser.h"
+#include <ein/pattern_cache.h>
+#include <ein/pattern_parser.h>
 
 namespace ein {
 namespace {

@@ -25,10 +25,12 @@
 #include <ein/ein.h>
 #include <fmt/format.h>
 
-#include "compiler/cpu_executor.h"
-#include "compiler/fused_ops.h"
-#include "compiler/kernel_ir.h"
-#include "compiler/tensor_kernels.h"
+#include "compiler/pipeline.h"
+#include "exec/cpu_executor.h"
+#include "exec/run_kernel.h"
+#include "exec/fused_ops.h"
+#include "compiler/kernel/kernel_ir.h"
+#include "exec/tensor_kernels.h"
 #include "runtime/blas/gemm.h"
 #include "runtime/jit/cpu_jit.h"
 #include "runtime/parallel.h"
@@ -378,7 +380,7 @@ void compile_cases(const Options& o) {
   jit.set_disk_cache_dir({});
   std::vector<double> compile_s, llvm_ms;
   for (int i = 0; i < o.reps; ++i) {
-    const std::string src = kernel_mlir(fused_kernel(first_salt + i));
+    const std::string src = emit_kernel(fused_kernel(first_salt + i), Target::mlir);
     const auto t0 = Clock::now();
     jit.get(src, "ein_bench_fused");
     compile_s.push_back(seconds_since(t0));
@@ -409,7 +411,7 @@ void compile_cases(const Options& o) {
   std::vector<double> hit_s;
   const int64_t hits_before = jit.stats().disk_hits;
   for (int i = 0; i < o.reps; ++i) {
-    const std::string src = kernel_mlir(fused_kernel(first_salt + o.reps + i));
+    const std::string src = emit_kernel(fused_kernel(first_salt + o.reps + i), Target::mlir);
     jit.get(src, "ein_bench_fused");
     jit.clear_memory_cache();
     const auto t0 = Clock::now();
@@ -423,7 +425,7 @@ void compile_cases(const Options& o) {
   jit.set_disk_cache_dir(saved);
 }
 
-/// The fused kernels of compiler/fused_ops.h at the sizes of the autograd issue's targets:
+/// The fused kernels of exec/fused_ops.h at the sizes of the autograd issue's targets:
 /// softmax over the last dim of (64, 1024, 512) f32 into a fresh output (read + write), and
 /// one AdamW step over 16M f32 parameters (read param, grad, exp_avg, exp_avg_sq; write three).
 void fused_cases(const Options& o) {
@@ -478,8 +480,8 @@ Kernel mean_last_dim() {
 
 int run(int argc, char** argv) {
   if (argc == 2 && std::string(argv[1]) == "--dump-mlir") {  // for reading the generated code
-    std::printf("%s\n%s\n%s\n", kernel_mlir(split_heads_copy()).c_str(),
-                kernel_mlir(fused_kernel(0)).c_str(), kernel_mlir(mean_last_dim()).c_str());
+    std::printf("%s\n%s\n%s\n", emit_kernel(split_heads_copy(), Target::mlir).c_str(),
+                emit_kernel(fused_kernel(0), Target::mlir).c_str(), emit_kernel(mean_last_dim(), Target::mlir).c_str());
     return 0;
   }
   Options o;

@@ -1,5 +1,6 @@
-# The installable library: libein.so holding every layer (core, dsl, compiler, runtime), its
-# headers under include/ein-<version>/ (the public umbrella is <ein/ein.h>), and a CMake
+# The installable library: libein.so holding every layer (core, dsl, runtime, compiler, exec,
+# api, script), the public headers under include/ein-<version>/ein/ (the umbrella is
+# <ein/ein.h>), the `ein` CLI, the .ein standard library under share/ein/stdlib, and a CMake
 # package so an outside project can `find_package(ein CONFIG)` and link `ein::ein`.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
@@ -10,7 +11,7 @@ add_library(ein::ein ALIAS ein_library)
 # Whole archives, so every symbol of every layer is in the .so; CMake's WHOLE_ARCHIVE feature
 # refuses libraries that also appear as ordinary dependencies, hence the linker flags.
 target_link_libraries(ein_library PRIVATE
-  -Wl,--whole-archive ein_compiler ein_runtime ein_dsl ein_core -Wl,--no-whole-archive)
+  -Wl,--whole-archive ein_script ein_api ein_exec ein_compiler ein_runtime ein_dsl ein_core -Wl,--no-whole-archive)
 set(EIN_INSTALL_INCLUDEDIR ${CMAKE_INSTALL_INCLUDEDIR}/ein-${PROJECT_VERSION})
 target_include_directories(ein_library PUBLIC
   $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
@@ -23,11 +24,9 @@ set_target_properties(ein_library PROPERTIES OUTPUT_NAME ein EXPORT_NAME ein
   VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR} INSTALL_RPATH_USE_LINK_PATH TRUE)
 
 install(TARGETS ein_library EXPORT einTargets LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+# Only the public API: every header under include/ein/ includes nothing but <ein/...> and the
+# standard library (tests/install builds an outside project against this tree alone).
 install(DIRECTORY include/ein DESTINATION ${EIN_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.h")
-foreach(dir core dsl compiler runtime)
-  install(DIRECTORY ${dir} DESTINATION ${EIN_INSTALL_INCLUDEDIR}
-          FILES_MATCHING PATTERN "*.h" PATTERN "*.def")
-endforeach()
 install(EXPORT einTargets NAMESPACE ein:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ein)
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/einConfig.cmake.in
   ${CMAKE_CURRENT_BINARY_DIR}/einConfig.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ein)

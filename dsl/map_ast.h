@@ -11,7 +11,7 @@
 #include <variant>
 #include <vector>
 
-#include "dsl/source.h"
+#include <ein/source.h>
 
 namespace ein {
 

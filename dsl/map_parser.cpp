@@ -9,7 +9,7 @@
 #include <charconv>
 #include <limits>
 
-#include "dsl/diagnostic.h"
+#include <ein/diagnostic.h>
 #include "dsl/map_grammar.h"
 #include "dsl/map_messages.h"
 

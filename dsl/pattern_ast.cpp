@@ -1,5 +1,5 @@
 // Structural comparison of pattern ASTs (ranges ignored), used by round-trip tests.
-#include "dsl/pattern_ast.h"
+#include <ein/pattern_ast.h>
 
 #include <algorithm>
 

@@ -44,7 +44,7 @@ inline std::string unexpected_character(std::string_view c) {
       c);
 }
 
-// ---- identifiers and structure (compiler/axis_table.cpp) -------------------------------
+// ---- identifiers and structure (compiler/sema/axis_table.cpp) -------------------------------
 inline std::string bad_identifier(std::string_view name) {
   return fmt::format(
       "'{}' is not a valid axis name: a name starts with a letter and does not "
@@ -79,7 +79,7 @@ inline std::string number_not_allowed(std::string_view op, int64_t value) {
   return fmt::format("{} patterns name their axes; the number {} is not allowed", op, value);
 }
 
-// ---- sizes (compiler/axis_table.cpp) -----------------------------------------------------
+// ---- sizes (compiler/sema/axis_table.cpp) -----------------------------------------------------
 inline std::string rank_mismatch(size_t expected, bool at_least, size_t received,
                                  std::string_view shape) {
   return fmt::format("the pattern expects {}{} dimension{}, but the input has {} (shape {})",
@@ -131,7 +131,7 @@ inline std::string given_negative(std::string_view name, int64_t size) {
   return fmt::format("size {}={} is negative", name, size);
 }
 
-// ---- op rules (compiler/pattern_sema.cpp, einsum_sema.cpp, pack.cpp) ---------------------
+// ---- op rules (compiler/sema/pattern_sema.cpp, einsum_sema.cpp, pack.cpp) ---------------------
 inline std::string needs_arrow(std::string_view op) {
   return fmt::format("{} needs '->' between the input and output sides", op);
 }

@@ -1,11 +1,11 @@
 // Pattern text → AST with PEGTL. Actions append tokens and terms to a Builder; the control
 // class turns a failed `must<>` into a UserError under the offending character, with the
 // message chosen in dsl/pattern_messages.h.
-#include "dsl/pattern_parser.h"
+#include <ein/pattern_parser.h>
 
 #include <charconv>
 
-#include "dsl/diagnostic.h"
+#include <ein/diagnostic.h>
 #include "dsl/pattern_grammar.h"
 #include "dsl/pattern_messages.h"
 

@@ -1,5 +1,5 @@
 // Pattern AST → canonical text.
-#include "dsl/pattern_printer.h"
+#include <ein/pattern_printer.h>
 
 namespace ein {
 namespace {

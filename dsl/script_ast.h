@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "dsl/shape_spec_ast.h"
-#include "dsl/source.h"
+#include <ein/shape_spec_ast.h>
+#include <ein/source.h>
 
 namespace ein::script {
 

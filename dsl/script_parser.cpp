@@ -13,10 +13,10 @@
 #include <type_traits>
 #include <utility>
 
-#include "dsl/diagnostic.h"
+#include <ein/diagnostic.h>
 #include "dsl/script_grammar.h"
 #include "dsl/script_messages.h"
-#include "dsl/shape_spec_parser.h"
+#include <ein/shape_spec_parser.h>
 
 namespace ein::script {
 namespace {

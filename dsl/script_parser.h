@@ -5,7 +5,7 @@
 #pragma once
 
 #include "dsl/script_ast.h"
-#include "dsl/source.h"
+#include <ein/source.h>
 
 namespace ein::script {
 

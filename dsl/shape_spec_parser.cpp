@@ -2,7 +2,7 @@
 // each dim's prefixes, documentation name and core; when the dim ends they classify it the
 // way jaxtyping 0.3.11 does (jaxtyping/_array_types.py) and reject the same combinations.
 // Binding and comparing sizes is compiler/shape_check's job, not this file's.
-#include "dsl/shape_spec_parser.h"
+#include <ein/shape_spec_parser.h>
 
 #include <fmt/format.h>
 
@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "dsl/diagnostic.h"
+#include <ein/diagnostic.h>
 #include "dsl/shape_spec_grammar.h"
 #include "dsl/shape_spec_messages.h"
 

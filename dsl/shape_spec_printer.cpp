@@ -1,6 +1,6 @@
 // Canonical text of shape specs. The output is valid for both ein and jaxtyping (no spaces
 // inside expressions), and parse(print(spec)) is structurally equal to spec.
-#include "dsl/shape_spec_printer.h"
+#include <ein/shape_spec_printer.h>
 
 #include <string_view>
 

@@ -1,7 +1,7 @@
 // The tape walk: backward() orders the recorded nodes reachable from the output so that each
 // runs after every node that feeds it a gradient (Kahn's algorithm on consumer counts), sums
 // the gradients arriving at each node output, and stores leaf (and retained) gradients.
-#include "runtime/autograd.h"
+#include <ein/autograd.h>
 
 #include <unordered_map>
 

@@ -2,7 +2,7 @@
 // mmap(): a file truncated by another process while mapped would kill us with SIGBUS, while a
 // short pread() is an error we can report. Every offset is checked against the file size
 // before it is used, so a corrupt header cannot make us read or allocate out of bounds.
-#include "runtime/checkpoint.h"
+#include <ein/checkpoint.h>
 
 #include <fcntl.h>
 #include <sys/stat.h>

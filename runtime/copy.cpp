@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "runtime/parallel.h"
-#include "runtime/scalar_convert.h"
+#include <ein/scalar_convert.h>
 
 namespace ein {
 namespace {

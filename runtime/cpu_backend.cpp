@@ -12,7 +12,7 @@
 #include <map>
 #include <mutex>
 
-#include "runtime/device.h"
+#include <ein/device.h>
 
 namespace ein::detail {
 namespace {

@@ -7,7 +7,7 @@
 //      256-bit pipes (1 per 512-bit op);
 //   4. the clock: sysfs cpuinfo_max_freq (the boost clock, as GPU datasheets quote), else
 //      /proc/cpuinfo's "cpu MHz" (in a VM: the host's nominal clock).
-#include "runtime/cpu_peak.h"
+#include <ein/cpu_peak.h>
 
 #include <sched.h>
 
@@ -223,7 +223,7 @@ const HardwareProfile& this_cpu() {
        0},
       static_cast<double>(memory_bytes()),
       0,
-      "computed: cores x SIMD lanes x FMA units x 2 x clock (runtime/cpu_peak.h)"};
+      "computed: cores x SIMD lanes x FMA units x 2 x clock (include/ein/cpu_peak.h)"};
   return profile;
 }
 

@@ -1,7 +1,7 @@
 // Device names and the registry of device backends. The CPU backend is always installed; the
 // CUDA backend is installed the first time a cuda device is used, if the driver loads and
 // sees a device; otherwise using cuda fails with a RuntimeError carrying the driver's reason.
-#include "runtime/device.h"
+#include <ein/device.h>
 
 #include <array>
 #include <charconv>

@@ -1,4 +1,4 @@
-// A shared library opened at run time (NVRTC, the CUDA driver, cuBLASLt: runtime/nvrtc.cpp,
+// A shared library opened at run time (NVRTC, the CUDA driver, cuBLASLt: runtime/cuda/nvrtc.cpp,
 // cuda_driver.cpp, cublaslt.cpp): the first of several candidate names that dlopen accepts,
 // then its entry points by name, keeping what failed for the caller's message. It closes
 // nothing: a caller keeps the library for the process, or dlcloses `handle` itself when the

@@ -1,7 +1,7 @@
 // The hardware table behind ein/runtime/hardware.h, with the datasheet each row comes from.
 // Every peak is the dense figure: NVIDIA prints tensor-core peaks "with sparsity" (2:4
 // structured sparsity), and the dense peak is half of that printed number.
-#include "runtime/hardware.h"
+#include <ein/hardware.h>
 
 #include <algorithm>
 #include <cctype>

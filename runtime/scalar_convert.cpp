@@ -1,7 +1,7 @@
 // Bit-level encoding and decoding of f16, bf16 and the OCP fp8 formats. One generic encoder
 // parameterised by (exponent bits, mantissa bits, has-infinity) serves all four, so there
 // is one rounding routine to get right and test exhaustively.
-#include "runtime/scalar_convert.h"
+#include <ein/scalar_convert.h>
 
 #include <bit>
 #include <cmath>

@@ -1,6 +1,6 @@
 // Allocation through the device backend, with thread-safe per-device counters. A failed
 // allocation is an OutOfMemoryError carrying the bytes asked for; nothing here aborts.
-#include "runtime/storage.h"
+#include <ein/storage.h>
 
 #include <algorithm>
 #include <array>

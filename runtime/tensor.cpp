@@ -1,7 +1,7 @@
 // Tensor's accessors, layout checks and the data-moving members (contiguous, clone, to,
 // copy_, fill_, item, at). View construction lives in view_ops.cpp, factories in
 // factories.cpp, text in tensor_format.cpp.
-#include "runtime/tensor.h"
+#include <ein/tensor.h>
 
 #include <atomic>
 

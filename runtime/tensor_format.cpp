@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <ostream>
 
-#include "runtime/tensor.h"
+#include <ein/tensor.h>
 
 namespace ein {
 namespace {

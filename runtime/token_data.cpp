@@ -1,7 +1,7 @@
 // TokenLoader: window starts from Philox, batch assembly from the mapped file, and the
 // prefetch thread. Prefetching changes when a batch is built, never what it holds: every
 // batch is batch_at(k), a pure function of (file, options, k).
-#include "runtime/token_data.h"
+#include <ein/token_data.h>
 
 #include <algorithm>
 #include <condition_variable>

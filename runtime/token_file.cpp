@@ -1,6 +1,6 @@
 // TokenFile over POSIX open/fstat/mmap, and the writers. Tokens are little-endian on disk;
 // on a big-endian host each is byte-swapped as it is read or written.
-#include "runtime/token_file.h"
+#include <ein/token_file.h>
 
 #include <fcntl.h>
 #include <sys/mman.h>

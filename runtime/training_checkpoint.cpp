@@ -3,7 +3,7 @@
 // 2. only then is `latest` rewritten, again through AtomicFile.
 // A kill before 1 completes leaves a stray temp file and the old `latest`; a kill between 1
 // and 2 leaves `latest` at the previous checkpoint, which is still there and valid.
-#include "runtime/training_checkpoint.h"
+#include <ein/training_checkpoint.h>
 
 #include <algorithm>
 #include <cctype>

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <optional>
 
-#include "runtime/tensor.h"
+#include <ein/tensor.h>
 
 namespace ein {
 namespace {

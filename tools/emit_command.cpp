@@ -1,8 +1,8 @@
 // `ein emit` (tools/emit_command.h). Steps: build the unfused graph of <what> (a standard
-// function from compiler/stdlib_graphs.h, a map expression, or a reduce pattern), take its
-// backward graph with --backward (compiler/autodiff.h), then print the requested stage; with
-// --target cuda|mlir, the generated source of every fused kernel (compiler/emit_cuda.h,
-// compiler/emit_mlir.h).
+// function from compiler/graph/stdlib_graphs.h, a map expression, or a reduce pattern), take its
+// backward graph with --backward (compiler/autodiff/autodiff.h), then print the requested stage; with
+// --target cuda|mlir, the generated source of every fused kernel (compiler/emit/emit_cuda.h,
+// compiler/emit/emit_mlir.h).
 #include "tools/emit_command.h"
 
 #include <algorithm>
@@ -15,18 +15,19 @@
 #include <ein/errors.h>
 #include <fmt/format.h>
 
-#include "compiler/autodiff.h"
-#include "compiler/backward_cost.h"
-#include "compiler/cost_model.h"
-#include "compiler/cpu_executor.h"
-#include "compiler/emit_cuda.h"
-#include "compiler/expression_graphs.h"
-#include "compiler/fuse.h"
-#include "compiler/fusion_report.h"
-#include "compiler/run_fused.h"
-#include "compiler/script.h"
-#include "compiler/stdlib_graphs.h"
-#include "dsl/diagnostic.h"
+#include "compiler/autodiff/autodiff.h"
+#include "compiler/cost/backward_cost.h"
+#include "compiler/cost/cost_model.h"
+#include "compiler/pipeline.h"
+#include "exec/cpu_executor.h"
+#include "compiler/emit/emit_cuda.h"
+#include "compiler/graph/expression_graphs.h"
+#include "compiler/fuse/fuse.h"
+#include "compiler/fuse/fusion_report.h"
+#include "exec/run_fused.h"
+#include "script/script.h"
+#include "compiler/graph/stdlib_graphs.h"
+#include <ein/diagnostic.h>
 #include "tools/script_command.h"
 #include "tools/shape_args.h"
 #include "tools/shape_command.h"
@@ -181,13 +182,13 @@ std::string kernels_of(const Graph& fused, const std::string& stage) {
       continue;
     }
     out += fmt::format("// kernel {} (%{}), contiguous inputs\n{}\n", ++number, i,
-                       stage == "mlir" ? kernel_mlir(k) : dump(k));
+                       stage == "mlir" ? emit_kernel(k, Target::mlir) : dump(k));
   }
   return out;
 }
 
 /// `--stage cost`: the forward graph's cost per node, or with --backward the backward graph's
-/// and its split (compiler/cost_model.h, compiler/backward_cost.h).
+/// and its split (compiler/cost/cost_model.h, compiler/cost/backward_cost.h).
 std::string cost_listing(const Graph& forward, const EmitOptions& o) {
   if (!o.backward) return format_cost(forward, cost(forward));
   std::vector<bool> needs, weights;
@@ -202,10 +203,12 @@ std::string cost_listing(const Graph& forward, const EmitOptions& o) {
                                    static_cast<int>(weights.size()) - 1));
     weights[w] = true;
   }
-  Backward b = differentiate(forward, needs);
+  CompiledGraph compiled =
+      compile_graph(forward, {.differentiate = needs, .cost = true, .fuse = false});
+  Backward& b = *compiled.backward;
   b.graph.origin = "backward of " + forward.origin;
   const BackwardCost c = backward_cost(b, forward, weights);
-  return format_cost(b.graph, cost(b.graph)) +
+  return format_cost(b.graph, *compiled.cost) +
          fmt::format(
              "\nbackward split ({}):\n  input gradients   {:>14} FLOPs\n  weight gradients  "
              "{:>14} FLOPs\n  recomputed        {:>14} FLOPs\n  saved for backward "
@@ -233,27 +236,22 @@ int run_emit(EmitOptions o, bool stage_given) {
       std::cout << cost_listing(g, o);
       return 0;
     }
-    if (o.backward) {
-      std::vector<bool> needs;
+    GraphStages stages;
+    stages.fuse = o.stage != "ir";
+    if (o.backward)
       for (const GraphNode& n : g.nodes)
-        if (n.op == GraphOp::input) {
-          const DType t = n.dtype;
-          needs.push_back(t == DType::f32 || t == DType::f64 || t == DType::f16 ||
-                          t == DType::bf16);
-        }
-      const std::string origin = g.origin;
-      g = differentiate(g, needs).graph;
-      g.origin = "backward of " + origin;
-    }
-    if (o.stage == "ir") {
-      std::cout << dump(g);
-      return 0;
-    }
-    const Graph fused = fuse(g);
-    if (o.stage == "fused")
-      std::cout << fusion_report(g, fused) << '\n' << dump(fused);
+        if (n.op == GraphOp::input)
+          stages.differentiate.push_back(n.dtype == DType::f32 || n.dtype == DType::f64 ||
+                                         n.dtype == DType::f16 || n.dtype == DType::bf16);
+    const std::string origin = g.origin;
+    CompiledGraph c = compile_graph(std::move(g), stages);
+    if (o.backward) c.graph.origin = c.fused.origin = "backward of " + origin;
+    if (o.stage == "ir")
+      std::cout << dump(c.graph);
+    else if (o.stage == "fused")
+      std::cout << fusion_report(c.graph, c.fused) << '\n' << dump(c.fused);
     else
-      std::cout << kernels_of(fused, o.stage);
+      std::cout << kernels_of(c.fused, o.stage);
     return 0;
   } catch (const UsageError& e) {
     std::cerr << "error: " << e.what() << "\nRun 'ein emit --help' for usage.\n";

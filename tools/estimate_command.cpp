@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "ein/errors.h"
-#include "runtime/hardware.h"
+#include <ein/hardware.h>
 #include "tools/estimate.h"
 
 namespace ein::cli {

@@ -1,9 +1,9 @@
 // make_report (tools/report.h). Steps:
 //   1. load the script without allocating; trace the function for its example types, with the
 //      source expression and module of every node and what feeds every input;
-//   2. cost every forward node (compiler/cost_model.h);
+//   2. cost every forward node (compiler/cost/cost_model.h);
 //   3. differentiate with respect to the float parameters; cost the backward graph and split it
-//      into input-gradient, weight-gradient and recompute work (compiler/backward_cost.h);
+//      into input-gradient, weight-gradient and recompute work (compiler/cost/backward_cost.h);
 //   4. attribute each backward node to the forward node it serves (GradOrigin::forward; glue
 //      takes its producer's, else its consumer's forward node);
 //   5. sum nodes into rows keyed by (module scope cut to --depth, source location);
@@ -19,13 +19,14 @@
 
 #include <fmt/format.h>
 
-#include "compiler/autodiff.h"
-#include "compiler/backward_cost.h"
-#include "compiler/cost_model.h"
-#include "compiler/step_memory.h"
-#include "dsl/diagnostic.h"
+#include "compiler/autodiff/autodiff.h"
+#include "compiler/cost/backward_cost.h"
+#include "compiler/cost/cost_model.h"
+#include "compiler/cost/step_memory.h"
+#include "compiler/pipeline.h"
+#include <ein/diagnostic.h>
 #include "ein/errors.h"
-#include "runtime/tensor.h"
+#include <ein/tensor.h>
 #include "tools/report_symbols.h"
 
 namespace ein::report {
@@ -263,9 +264,10 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
   GraphCost bnodes;
   std::vector<int> owner;  // per backward node: the forward node it serves, -1 none
   try {
-    back = differentiate(g, needs);
+    CompiledGraph c = compile_graph(g, {.differentiate = needs, .cost = true, .fuse = false});
+    back = std::move(c.backward);
     bcost = backward_cost(*back, g, weights);
-    bnodes = cost(back->graph);
+    bnodes = std::move(*c.cost);
     r.has_backward = true;
   } catch (const RuntimeError& e) {
     r.backward_error = e.what();

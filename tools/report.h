@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "compiler/script.h"
-#include "runtime/hardware.h"
+#include "script/script.h"
+#include <ein/hardware.h>
 #include "tools/estimate.h"
 
 namespace ein::report {

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "dsl/diagnostic.h"
+#include <ein/diagnostic.h>
 #include "ein/errors.h"
 #include "tools/report.h"
 #include "tools/script_command.h"

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "dsl/diagnostic.h"
+#include <ein/diagnostic.h>
 #include "ein/errors.h"
 
 namespace ein::report {

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "compiler/graph.h"
-#include "compiler/script.h"
+#include "compiler/graph/graph.h"
+#include "script/script.h"
 
 namespace ein::report {
 

@@ -10,11 +10,11 @@
 #include <ein/errors.h>
 #include <fmt/format.h>
 
-#include "compiler/cost_model.h"
-#include "compiler/script.h"
-#include "dsl/diagnostic.h"
-#include "runtime/autograd.h"
-#include "runtime/checkpoint.h"
+#include "compiler/cost/cost_model.h"
+#include "script/script.h"
+#include <ein/diagnostic.h>
+#include <ein/autograd.h>
+#include <ein/checkpoint.h>
 #include "tools/shape_args.h"
 
 namespace ein::cli {

@@ -7,7 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "compiler/script.h"
+#include "script/script.h"
 
 namespace ein::cli {
 

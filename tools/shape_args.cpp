@@ -5,7 +5,7 @@
 #include <cctype>
 #include <charconv>
 
-#include "dsl/diagnostic.h"
+#include <ein/diagnostic.h>
 #include "dsl/pattern_messages.h"
 
 namespace ein::cli {

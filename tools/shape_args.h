@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/pattern_sema.h"
+#include <ein/patterns.h>
 
 namespace ein::cli {
 

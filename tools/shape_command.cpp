@@ -7,9 +7,9 @@
 #include <iostream>
 #include <memory>
 
-#include "compiler/pattern_cache.h"
-#include "dsl/diagnostic.h"
-#include "dsl/pattern_parser.h"
+#include <ein/pattern_cache.h>
+#include <ein/diagnostic.h>
+#include <ein/pattern_parser.h>
 #include "tools/shape_args.h"
 
 namespace ein::cli {

@@ -26,19 +26,19 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "compiler/script.h"
-#include "dsl/diagnostic.h"
-#include "dsl/source.h"
-#include "runtime/autograd.h"
-#include "runtime/checkpoint.h"
-#include "runtime/cpu_peak.h"
-#include "runtime/cuda_backend.h"
-#include "runtime/cuda_driver.h"
+#include "script/script.h"
+#include <ein/diagnostic.h>
+#include <ein/source.h>
+#include <ein/autograd.h>
+#include <ein/checkpoint.h>
+#include <ein/cpu_peak.h>
+#include "runtime/cuda/backend.h"
+#include "runtime/cuda/driver.h"
 #include "runtime/random.h"
-#include "runtime/storage.h"
-#include "runtime/token_data.h"
-#include "runtime/token_file.h"
-#include "runtime/training_checkpoint.h"
+#include <ein/storage.h>
+#include <ein/token_data.h>
+#include <ein/token_file.h>
+#include <ein/training_checkpoint.h>
 #include "tools/script_command.h"
 
 namespace ein::cli {

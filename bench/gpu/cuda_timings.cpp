@@ -14,10 +14,10 @@
 
 #include <fmt/format.h>
 
-#include "runtime/cublaslt.h"
-#include "runtime/cuda_backend.h"
-#include "runtime/nvrtc.h"
-#include "runtime/storage.h"
+#include "runtime/cuda/cublaslt.h"
+#include "runtime/cuda/backend.h"
+#include "runtime/cuda/nvrtc.h"
+#include <ein/storage.h>
 
 namespace {
 

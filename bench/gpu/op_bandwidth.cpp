@@ -3,7 +3,7 @@
 //
 //   (a) device-to-device copy of 1 GiB through DeviceBackend::copy_on_device (cuMemcpyDtoDAsync):
 //       the reference every "% of D2D copy" row divides by; and Tensor::clone() of the same
-//       buffer, which on CUDA runs a Kernel IR copy kernel (compiler/cuda_executor.cpp), not
+//       buffer, which on CUDA runs a Kernel IR copy kernel (exec/cuda_executor.cpp), not
 //       the driver's memcpy;
 //   (b) a fused elementwise chain, map("x[n], y[n] -> tanh(x) * y + x") over 2^28 f32;
 //   (c) a permuting rearrange made contiguous, "b s (h d) -> b h s d" (32, 2048, 16·64) bf16;
@@ -38,11 +38,11 @@
 #include <ein/ein.h>
 #include <fmt/format.h>
 
-#include "compiler/cuda_executor.h"
-#include "runtime/cuda_backend.h"
-#include "runtime/cuda_execution.h"
-#include "runtime/cuda_launch.h"
-#include "runtime/nvrtc.h"
+#include "exec/cuda_executor.h"
+#include "runtime/cuda/backend.h"
+#include "runtime/cuda/execution.h"
+#include "runtime/cuda/launch.h"
+#include "runtime/cuda/nvrtc.h"
 
 namespace ein {
 namespace {
@@ -175,7 +175,7 @@ void elementwise_rows(const Options& o, double reference) {
 }
 
 /// (c) The permuting rearrange: a view, made contiguous by one copy kernel (copy_into in
-/// compiler/tensor_kernels.cpp; d stays innermost on both sides).
+/// exec/tensor_kernels.cpp; d stays innermost on both sides).
 void permute_rows(const Options& o, double reference) {
   const Tensor x = randn({32, 2048, 16 * 64}, DType::bf16, cuda(), 3);
   const Timing t = time_op(o, [&] {

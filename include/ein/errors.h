@@ -1,7 +1,7 @@
 // Error types shared by the runtime and the compiler, by blame (../ARCHITECTURE.md):
 // a misuse of the tensor API (RuntimeError), memory that cannot be had (OutOfMemoryError),
 // and a device or code-generator failure (DeviceError). Mistakes in pattern or script text
-// are ein::UserError (dsl/diagnostic.h), which carries a source range for the caret.
+// are ein::UserError (include/ein/diagnostic.h), which carries a source range for the caret.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 // ein::FlopCounter: a scope that totals the FLOPs and bytes of what actually ran on this thread,
 // like torch.utils.flop_counter.FlopCounterMode, and turns them into achieved FLOP/s and MFU.
-// Every Graph IR node the executor runs is charged by the cost model (compiler/cost_model.h:
+// Every Graph IR node the executor runs is charged by the cost model (compiler/cost/cost_model.h:
 // 2 FLOPs per multiply-add), a kernel or GEMM run outside any graph by its own Kernel IR or
 // sizes; kernel launches and BLAS calls are counted where they happen.
 // It counts; it does not time individual kernels or profile.
@@ -22,8 +22,8 @@
 
 #include <ein/dtype.h>
 
-#include "runtime/cpu_peak.h"
-#include "runtime/hardware.h"
+#include <ein/cpu_peak.h>
+#include <ein/hardware.h>
 
 namespace ein {
 

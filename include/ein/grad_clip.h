@@ -9,7 +9,7 @@
 
 #include <vector>
 
-#include "runtime/tensor.h"
+#include <ein/tensor.h>
 
 namespace ein::optim {
 

@@ -1,5 +1,5 @@
 // Standard functions of training code, each ONE fused kernel forward and at most two backward
-// (the row kernels of compiler/fused_ops.h), differentiable through the autograd tape. They
+// (the row kernels of exec/fused_ops.h), differentiable through the autograd tape. They
 // work over the last dim of tensors of any rank and any strides, like their PyTorch namesakes.
 //
 //   ein::Tensor p = ein::nn::softmax(scores);                  // torch.softmax(scores, -1)
@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "runtime/tensor.h"
+#include <ein/tensor.h>
 
 namespace ein::nn {
 

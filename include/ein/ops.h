@@ -12,9 +12,9 @@
 #include <utility>
 #include <vector>
 
-#include "compiler/pattern_sema.h"
-#include "runtime/device.h"
-#include "runtime/tensor.h"
+#include <ein/patterns.h>
+#include <ein/device.h>
+#include <ein/tensor.h>
 
 namespace ein {
 

@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/tensor.h"
+#include <ein/tensor.h>
 
 namespace ein::optim {
 

@@ -12,7 +12,7 @@
 #include <ein/errors.h>
 
 #include "runtime/blas/gemm.h"
-#include "runtime/cuda_execution.h"
+#include "runtime/cuda/execution.h"
 #include "runtime/parallel.h"
 
 namespace ein {

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/tensor.h"
+#include <ein/tensor.h>
 
 namespace ein {
 
@@ -22,7 +22,7 @@ namespace ein {
 ///
 /// a and b are tensors of one dtype on one device. On the CPU f32 and f64 run sgemm/dgemm
 /// and f16/bf16 are converted to f32 (within the layout copy), computed in f32 and rounded
-/// back once; on a CUDA device the GEMM is cuBLASLt's (runtime/cuda_execution.h), 16-bit
+/// back once; on a CUDA device the GEMM is cuBLASLt's (runtime/cuda/execution.h), 16-bit
 /// operands as they are with f32 accumulation. The result has a's dtype and dims in out_axes
 /// order. It is contiguous whenever out_axes lists the batch axes, then the m axes, then the
 /// n axes (or batch, n, m); otherwise it is a permuted, non-contiguous view of a (batch, m, n)

@@ -14,7 +14,7 @@
 // `memref<?xT>` and reconcile-unrealized-casts folds the cast away once finalize-memref-to-llvm
 // has lowered the memref ops. mlir_buffer_prologue() prints exactly this text. A complete
 // kernel, y[i] = exp(x[i]) * 2 + 1 over f32, 8 lanes at a time plus a scalar tail
-// (buffer 0 = x, buffer 1 = y; tests/jit compiles and runs this very text):
+// (buffer 0 = x, buffer 1 = y; tests/runtime/jit compiles and runs this very text):
 //
 // clang-format off
 //   func.func @ein_kernel_example(%buffers: !llvm.ptr, %begin: index, %end: index) {

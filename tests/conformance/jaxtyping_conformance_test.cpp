@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "compiler/shape_check.h"
-#include "dsl/diagnostic.h"
-#include "dsl/shape_spec_parser.h"
+#include <ein/shape_check.h>
+#include <ein/diagnostic.h>
+#include <ein/shape_spec_parser.h>
 #include "tsv.h"
 
 namespace ein {

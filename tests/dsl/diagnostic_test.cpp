@@ -1,5 +1,5 @@
 // UserError rendering: the exact compiler-style text, caret placement and width, notes.
-#include "dsl/diagnostic.h"
+#include <ein/diagnostic.h>
 
 #include <gtest/gtest.h>
 

@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "dsl/diagnostic.h"
+#include <ein/diagnostic.h>
 #include "dsl/map_parser.h"
 #include "dsl/map_printer.h"
 

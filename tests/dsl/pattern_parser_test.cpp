@@ -5,10 +5,10 @@
 
 #include <set>
 
-#include "../conformance/tsv.h"
-#include "dsl/diagnostic.h"
-#include "dsl/pattern_parser.h"
-#include "dsl/pattern_printer.h"
+#include "conformance/tsv.h"
+#include <ein/diagnostic.h>
+#include <ein/pattern_parser.h>
+#include <ein/pattern_printer.h>
 
 namespace ein {
 namespace {

@@ -7,7 +7,7 @@
 #include <sstream>
 #include <string>
 
-#include "dsl/diagnostic.h"
+#include <ein/diagnostic.h>
 #include "dsl/script_parser.h"
 
 namespace ein::script {

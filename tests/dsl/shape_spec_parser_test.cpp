@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "dsl/diagnostic.h"
+#include <ein/diagnostic.h>
 #include "dsl/shape_spec_grammar.h"
-#include "dsl/shape_spec_parser.h"
-#include "dsl/shape_spec_printer.h"
+#include <ein/shape_spec_parser.h>
+#include <ein/shape_spec_printer.h>
 
 namespace ein {
 namespace {

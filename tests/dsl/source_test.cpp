@@ -1,5 +1,5 @@
 // Source bookkeeping: line/column lookup and line extraction that diagnostics rely on.
-#include "dsl/source.h"
+#include <ein/source.h>
 
 #include <gtest/gtest.h>
 

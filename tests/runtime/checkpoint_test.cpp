@@ -13,7 +13,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "runtime/checkpoint.h"
+#include <ein/checkpoint.h>
 
 namespace ein {
 namespace {

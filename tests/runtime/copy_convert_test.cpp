@@ -8,7 +8,7 @@
 
 #include <tbb/global_control.h>
 
-#include "runtime/tensor.h"
+#include <ein/tensor.h>
 
 namespace ein {
 namespace {

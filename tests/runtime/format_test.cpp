@@ -3,7 +3,7 @@
 
 #include <sstream>
 
-#include "runtime/tensor.h"
+#include <ein/tensor.h>
 
 namespace ein {
 namespace {

@@ -2,7 +2,7 @@
 // "tensor_storage"/"tensor_slicing"), restated against ein::Tensor.
 #include <gtest/gtest.h>
 
-#include "runtime/tensor.h"
+#include <ein/tensor.h>
 
 namespace ein {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "runtime/parallel.h"
 #include "runtime/random.h"
-#include "runtime/tensor.h"
+#include <ein/tensor.h>
 
 namespace ein {
 namespace {

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <random>
 
-#include "runtime/scalar_convert.h"
+#include <ein/scalar_convert.h>
 
 namespace ein {
 namespace {

@@ -2,7 +2,7 @@
 // the bytes requested, and devices print, parse and refuse cuda without a backend.
 #include <gtest/gtest.h>
 
-#include "runtime/tensor.h"
+#include <ein/tensor.h>
 
 namespace ein {
 namespace {

@@ -15,9 +15,9 @@
 
 #include "runtime/parallel.h"
 #include "runtime/random.h"
-#include "runtime/storage.h"
-#include "runtime/token_data.h"
-#include "runtime/token_file.h"
+#include <ein/storage.h>
+#include <ein/token_data.h>
+#include <ein/token_file.h>
 
 namespace ein {
 namespace {

@@ -17,7 +17,7 @@
 #include <iostream>
 #include <thread>
 
-#include "runtime/training_checkpoint.h"
+#include <ein/training_checkpoint.h>
 
 extern char** environ;
 

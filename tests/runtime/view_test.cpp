@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/tensor.h"
+#include <ein/tensor.h>
 
 namespace ein {
 namespace {

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <exception>
 
-#include "runtime/checkpoint.h"
+#include <ein/checkpoint.h>
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "runtime/cuda_driver.h"
+#include "runtime/cuda/driver.h"
 #include "support/fake_cuda.h"
 
 namespace ein::testing {

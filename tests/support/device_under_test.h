@@ -1,5 +1,5 @@
 // The device the op tests run on. One suite serves both devices: the same test binary runs
-// once on the CPU and again with EIN_TEST_DEVICE set (tests/ops/CMakeLists.txt registers both):
+// once on the CPU and again with EIN_TEST_DEVICE set (tests/api/ops/CMakeLists.txt registers both):
 //   cpu        the default;
 //   cuda       cuda:0; every test skips, with the driver's reason, where there is no GPU;
 //   fake-cuda  the fake device of tests/support/fake_cuda.h (host memory, the emitted CUDA C++
@@ -7,7 +7,7 @@
 // Inputs made by the suite's helpers live on that device, results are checked there.
 #pragma once
 
-#include "runtime/tensor.h"
+#include <ein/tensor.h>
 
 namespace ein::testing {
 

@@ -7,10 +7,10 @@
 #include <stdexcept>
 #include <utility>
 
-#include "runtime/cuda_execution.h"
-#include "runtime/device.h"
-#include "runtime/nvrtc.h"
-#include "runtime/scalar_convert.h"
+#include "runtime/cuda/execution.h"
+#include <ein/device.h>
+#include "runtime/cuda/nvrtc.h"
+#include <ein/scalar_convert.h>
 #include "support/host_cuda.h"
 
 namespace ein::testing {

@@ -2,7 +2,7 @@
 //  - cuda:N memory is host memory (a DeviceBackend on aligned_alloc registered for
 //    DeviceKind::cuda), so tensors `.to(ein::cuda())` work and their bytes can be inspected;
 //  - kernels are the real CUDA C++ ein emits, compiled for the host against the emulation of
-//    tests/cuda/host_emulation.h (tests/support/host_cuda.h) and run with at most two blocks,
+//    tests/compiler/emit/host_emulation.h (tests/support/host_cuda.h) and run with at most two blocks,
 //    so every grid-stride loop wraps; each is also compiled by NVRTC for sm_80 and sm_90
 //    (where NVRTC loads) and refused on a compile error or any local memory (f64 kernels:
 //    counted, see fake_cuda.cpp);

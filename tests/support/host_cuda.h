@@ -1,6 +1,6 @@
 // Running CUDA C++ on the host, for tests without a GPU: a translation unit of the kernel ABI
-// (compiler/emit_cuda.h: device pointers, then doubles) is compiled by the host C++ compiler
-// against tests/cuda/host_emulation.h into a shared library and loaded, with a C entry that
+// (compiler/emit/emit_cuda.h: device pointers, then doubles) is compiled by the host C++ compiler
+// against tests/compiler/emit/host_emulation.h into a shared library and loaded, with a C entry that
 // unpacks an argument array and runs the emulated launch. Libraries are cached by source hash
 // in a folder under the build tree, so a rerun compiles nothing.
 #pragma once

@@ -6,9 +6,9 @@
 #include <functional>
 #include <optional>
 
-#include "compiler/pattern_sema.h"
-#include "dsl/diagnostic.h"
-#include "dsl/pattern_parser.h"
+#include <ein/patterns.h>
+#include <ein/diagnostic.h>
+#include <ein/pattern_parser.h>
 
 namespace ein::testing {
 

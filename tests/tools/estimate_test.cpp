@@ -1,4 +1,4 @@
-// The napkin math of `ein estimate` (tools/estimate.h, runtime/hardware.h) against the
+// The napkin math of `ein estimate` (tools/estimate.h, include/ein/hardware.h) against the
 // lecture's scenarios and every napkin-math row of accounting_cases.tsv. Rows that need a
 // model graph (op_*, params_*, whole-model FLOP counts) belong to `ein report` and are listed
 // as skipped, with the reason, so that a new row in the file forces a decision here.
@@ -8,9 +8,9 @@
 #include <set>
 #include <string>
 
-#include "../conformance/tsv.h"
+#include "conformance/tsv.h"
 #include "ein/errors.h"
-#include "runtime/hardware.h"
+#include <ein/hardware.h>
 #include "tools/estimate.h"
 
 namespace ein::napkin {

@@ -1,0 +1,82 @@
+// ein::map on tensors (include/ein/ops.h): the checked program of compiler/graph/map_program.h,
+// its sizes bound by name per call, run as a one-node graph through the tape (so maps are
+// differentiable) on the inputs' device.
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+
+#include <ein/errors.h>
+#include <ein/ops.h>
+#include <fmt/format.h>
+
+#include "api/tape.h"
+#include "compiler/graph/lower_patterns.h"
+#include "compiler/graph/map_program.h"
+#include "exec/tensor_kernels.h"
+#include <ein/diagnostic.h>
+
+namespace ein {
+namespace {
+
+/// The graph of `p` for these input types, built once (the autograd tape caches backward
+/// graphs by graph, so one graph per program and types keeps that cache small).
+std::shared_ptr<const Graph> graph(const MapProgram& p, const std::vector<TensorType>& types,
+                                   const Shape& sizes, DType out) {
+  std::string key = fmt::format("{}|{}|{}", fmt::ptr(&p), fmt::join(sizes, ","), dtype_name(out));
+  for (const TensorType& t : types)
+    key += fmt::format("|{}:{}", dtype_name(t.dtype), fmt::join(t.shape, ","));
+  static std::shared_mutex mutex;
+  static std::unordered_map<std::string, std::shared_ptr<const Graph>> cache;
+  {
+    std::shared_lock lock(mutex);
+    if (auto it = cache.find(key); it != cache.end()) return it->second;
+  }
+  auto g =
+      std::make_shared<const Graph>(lower_map(p.body, p.axes, types, sizes, out, p.kernel.origin));
+  std::unique_lock lock(mutex);
+  return cache.emplace(std::move(key), std::move(g)).first->second;
+}
+
+}  // namespace
+
+Tensor map(std::string_view expression, const std::vector<Tensor>& given) {
+  const auto p = map_program(expression);
+  std::vector<Tensor> inputs = given;  // kernels do not read fp8: convert such inputs first
+  for (Tensor& x : inputs)
+    if (x.defined() && (x.dtype() == DType::f8e4m3 || x.dtype() == DType::f8e5m2))
+      x = x.to(DType::f32);
+  const MapExpr& e = p->expr;
+  if (inputs.size() != e.inputs.size())
+    throw UserError(fmt::format("the expression has {} inputs, but {} tensors were given",
+                                e.inputs.size(), inputs.size()),
+                    e.source, e.arrow);
+  std::vector<Shape> shapes;
+  std::vector<DType> dtypes;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& x = inputs[i];
+    if (!x.defined())
+      throw UserError(fmt::format("input '{}' is an undefined tensor", e.inputs[i].name),
+                      e.source, e.inputs[i].range);
+    if (x.device() != inputs.front().device())
+      throw UserError(fmt::format("input '{}' is on {} but '{}' is on {}; inputs must share one "
+                                  "device (move them with .to(...))",
+                                  e.inputs[i].name, x.device().str(), e.inputs.front().name,
+                                  inputs.front().device().str()),
+                      e.source, e.inputs[i].range);
+    shapes.push_back(x.shape());
+    dtypes.push_back(x.dtype());
+  }
+  const Shape sizes = bind_map_sizes(*p, shapes);
+  const DType compute = compute_type(dtypes);
+  DType out = dtypes.front();
+  for (DType t : dtypes)
+    if (t != out) out = compute;
+  if (out != DType::f64 && out != DType::f32 && out != DType::f16 && out != DType::bf16)
+    out = compute;
+  std::vector<TensorType> types;
+  for (const Tensor& x : inputs)
+    types.push_back({x.shape(), x.dtype()});
+  return run_recorded(graph(*p, types, sizes, out), inputs).front();
+}
+
+}  // namespace ein

@@ -1,0 +1,200 @@
+// rearrange, reduce, repeat, einsum, pack and unpack on tensors. Each call resolves its pattern
+// (cached sema: the same checks and carets as `ein shape`), takes the Graph IR lowered for that
+// recipe (cached too: lowering happens once per pattern and input shapes), and executes it.
+// Views stay views; execute.h decides copies from the actual strides.
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <shared_mutex>
+#include <tuple>
+#include <unordered_map>
+
+#include <ein/errors.h>
+#include <ein/ops.h>
+#include <fmt/format.h>
+
+#include "exec/execute.h"
+#include "compiler/graph/lower_patterns.h"
+#include "compiler/pipeline.h"
+#include <ein/pattern_cache.h>
+#include "api/tape.h"
+#include <ein/diagnostic.h>
+#include <ein/pattern_parser.h>
+#include "runtime/cuda/backend.h"
+#include "runtime/cuda/driver.h"
+
+namespace ein {
+namespace {
+
+/// A call-time mistake about input `i` (undefined, wrong device, mixed dtypes): a UserError
+/// whose caret underlines that input's side of the pattern, like a shape mistake's.
+[[noreturn]] void fail_at_input(std::string_view pattern, size_t i, std::string message) {
+  const Pattern p = parse_pattern(pattern);
+  const size_t side = std::min(i, p.inputs.size() - 1);  // list inputs share one side
+  throw UserError(std::move(message), p.source, p.inputs[side].range);
+}
+
+void check_inputs(const std::vector<Tensor>& xs, std::string_view op, std::string_view pattern) {
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (!xs[i].defined())
+      fail_at_input(pattern, i, fmt::format("{}: input {} is an undefined tensor", op, i));
+    if (xs[i].device() != xs.front().device())
+      fail_at_input(pattern, i,
+                    fmt::format("{}: input {} is on {} but input 0 is on {}; inputs must share "
+                                "one device (move them with .to(...))",
+                                op, i, xs[i].device().str(), xs.front().device().str()));
+    if (xs[i].dtype() != xs.front().dtype())
+      fail_at_input(pattern, i,
+                    fmt::format("{}: input {} is {} but input 0 is {}; inputs must share one "
+                                "dtype (convert with .to(...))",
+                                op, i, dtype_name(xs[i].dtype()), dtype_name(xs.front().dtype())));
+  }
+}
+
+size_t star_position(std::string_view pattern) {
+  const Pattern p = parse_pattern(pattern);
+  for (size_t i = 0; i < p.inputs[0].terms.size(); ++i)
+    if (!p.inputs[0].terms[i].tokens.empty() &&
+        p.inputs[0].terms[i].tokens[0].kind == AxisToken::Kind::star)
+      return i;
+  return 0;  // sema has already rejected a pattern without '*'
+}
+
+/// Graphs by recipe. A recipe already encodes the pattern, shapes, dtype and ddof; holding
+/// its shared_ptr keeps the address from being reused while the entry lives.
+class GraphCache {
+ public:
+  std::shared_ptr<const Graph> get(const std::shared_ptr<const Recipe>& recipe,
+                                   const std::vector<Tensor>& xs, std::optional<int64_t> ddof,
+                                   std::string_view pattern) {
+    {
+      std::shared_lock lock(mutex_);
+      if (auto it = graphs_.find(recipe.get()); it != graphs_.end()) return it->second.second;
+    }
+    std::vector<TensorType> types;
+    for (const Tensor& x : xs)
+      types.push_back({x.shape(), x.dtype()});
+    const bool starred = recipe->op == PatternOp::pack || recipe->op == PatternOp::unpack;
+    auto graph = std::make_shared<const Graph>(
+        compile_pattern(*recipe, pattern, types, ddof, starred ? star_position(pattern) : 0));
+    std::unique_lock lock(mutex_);
+    return graphs_.try_emplace(recipe.get(), recipe, graph).first->second.second;
+  }
+
+ private:
+  std::shared_mutex mutex_;
+  std::unordered_map<const Recipe*,
+                     std::pair<std::shared_ptr<const Recipe>, std::shared_ptr<const Graph>>>
+      graphs_;
+};
+
+/// Checks the inputs, resolves `pattern` for them (one shape per input), and executes the
+/// cached graph; `recipe_out`, when given, receives the recipe (pack reports its ps).
+std::vector<Tensor> run(std::string_view pattern, ResolveRequest req, const std::vector<Tensor>& xs,
+                        std::shared_ptr<const Recipe>* recipe_out = nullptr) {
+  static GraphCache cache;
+  const std::string_view op = op_name(req.op);
+  if (xs.empty()) throw RuntimeError(fmt::format("{}: no input tensors", op));
+  check_inputs(xs, op, pattern);
+  for (const Tensor& x : xs)
+    req.shapes.push_back(x.shape());
+  req.dtype = xs.front().dtype();
+  auto recipe = resolve_cached(pattern, req);
+  if (recipe_out) *recipe_out = recipe;
+  return run_recorded(cache.get(recipe, xs, req.ddof, pattern), xs);
+}
+
+ResolveRequest request(PatternOp op, const Sizes& sizes = {}) {
+  ResolveRequest req;
+  req.op = op;
+  req.sizes = sizes;
+  return req;
+}
+
+}  // namespace
+
+Tensor rearrange(const Tensor& x, std::string_view pattern, const Sizes& sizes) {
+  return run(pattern, request(PatternOp::rearrange, sizes), {x}).front();
+}
+
+Tensor rearrange(const std::vector<Tensor>& xs, std::string_view pattern, const Sizes& sizes) {
+  ResolveRequest req = request(PatternOp::rearrange, sizes);
+  req.list_input = true;  // sema checks that the elements share one shape
+  return run(pattern, req, xs).front();
+}
+
+Tensor repeat(const Tensor& x, std::string_view pattern, const Sizes& sizes) {
+  return run(pattern, request(PatternOp::repeat, sizes), {x}).front();
+}
+
+Tensor reduce(const Tensor& x, std::string_view pattern, std::string_view reduction,
+              const Sizes& sizes, std::optional<int64_t> ddof) {
+  const std::optional<Reduction> r = parse_reduction(reduction);
+  if (!r || *r == Reduction::none)
+    throw RuntimeError(
+        fmt::format("reduce: unknown reduction '{}'; expected one of min, max, sum, "
+                    "mean, prod, any, all, logsumexp, var, std",
+                    reduction));
+  ResolveRequest req = request(PatternOp::reduce, sizes);
+  req.reduction = *r;
+  req.ddof = ddof;
+  return run(pattern, req, {x}).front();
+}
+
+Tensor einsum(std::string_view pattern, const std::vector<Tensor>& operands) {
+  return run(pattern, request(PatternOp::einsum), operands).front();
+}
+
+std::pair<Tensor, std::vector<Shape>> pack(const std::vector<Tensor>& xs,
+                                           std::string_view pattern) {
+  std::shared_ptr<const Recipe> recipe;
+  Tensor packed = run(pattern, request(PatternOp::pack), xs, &recipe).front();
+  return {packed, recipe->packed_shapes};
+}
+
+std::vector<Tensor> unpack(const Tensor& x, const std::vector<Shape>& packed_shapes,
+                           std::string_view pattern) {
+  ResolveRequest req = request(PatternOp::unpack);
+  req.packed = packed_shapes;
+  return run(pattern, req, {x});
+}
+
+Tensor cast(const Tensor& x, DType dtype) {
+  if (!x.defined()) throw RuntimeError("cast: the input is undefined");
+  if (x.dtype() == dtype) return x;
+  // One graph per (shape, from, to): the tape caches its backward (a cast back) by graph.
+  static std::mutex mutex;
+  static std::map<std::tuple<Shape, DType, DType>, std::shared_ptr<const Graph>> graphs;
+  std::shared_ptr<const Graph> g;
+  {
+    std::lock_guard lock(mutex);
+    auto& slot = graphs[{x.shape(), x.dtype(), dtype}];
+    if (!slot) {
+      Graph graph;
+      graph.origin = fmt::format("cast {} -> {}", dtype_name(x.dtype()), dtype_name(dtype));
+      GraphNode in;
+      in.op = GraphOp::input;
+      in.shape = x.shape();
+      in.dtype = x.dtype();
+      in.attr = InputAttr{0};
+      GraphNode c;
+      c.op = GraphOp::cast;
+      c.inputs = {graph.add(std::move(in))};
+      c.shape = x.shape();
+      c.dtype = dtype;
+      graph.outputs.push_back(graph.add(std::move(c)));
+      slot = std::make_shared<const Graph>(std::move(graph));
+    }
+    g = slot;
+  }
+  return run_recorded(g, {x}).front();
+}
+
+void synchronize() {
+  // Only a CUDA backend that was used has queued work (launches are asynchronous there).
+  if (!has_backend(DeviceKind::cuda) || !cuda_is_available()) return;
+  for (int d = 0; d < cuda_driver_info().device_count; ++d)
+    cuda_synchronize(d);
+}
+
+}  // namespace ein

@@ -1,0 +1,511 @@
+// Reverse-mode autodiff on the Graph IR. The backward graph starts as a replica of the forward
+// graph (so VJPs can read any forward value), gains one cotangent input per forward output, and
+// then, walking the forward nodes in reverse, each node's cotangent goes through its op's VJP
+// rule (the kRules table, one rule per op of ops.def). Contributions to one value are summed.
+// Finally dead replica nodes are dropped: only forward values some VJP reads are recomputed.
+#include "compiler/autodiff/autodiff.h"
+
+#include <algorithm>
+#include <iterator>
+#include <memory>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+
+#include <ein/errors.h>
+#include <fmt/format.h>
+
+#include "compiler/autodiff/scalar_grad.h"
+
+namespace ein {
+namespace {
+
+std::vector<int> iota(size_t n) {
+  std::vector<int> v(n);
+  std::iota(v.begin(), v.end(), 0);
+  return v;
+}
+
+/// Appends nodes to the backward graph, each tagged with the VJP it serves.
+class Builder {
+ public:
+  explicit Builder(Backward& b) : b_(b), g_(b.graph) {}
+
+  GradOrigin at;  ///< the origin given to nodes added now
+
+  const GraphNode& node(int id) const { return g_.nodes[id]; }
+
+  int add(GraphOp op, std::vector<int> inputs, Shape shape, DType dtype,
+          decltype(GraphNode::attr) attr = {}) {
+    GraphNode n;
+    n.op = op;
+    n.inputs = std::move(inputs);
+    n.shape = std::move(shape);
+    n.dtype = dtype;
+    n.attr = std::move(attr);
+    b_.origin.push_back(at);
+    return g_.add(std::move(n));
+  }
+
+  /// A map node: `body(k)` builds the scalar DAG (loads read `inputs` in order); input i's
+  /// dim d is output dim axes[i][d].
+  template <class F>
+  int map(std::vector<int> inputs, std::vector<std::vector<int>> axes, Shape shape, DType dtype,
+          const char* name, F&& body) {
+    auto k = std::make_shared<Kernel>();
+    k->name = name;
+    k->origin = g_.origin;
+    k->body = k->result = body(*k);
+    return add(GraphOp::map, std::move(inputs), std::move(shape), dtype,
+               MapAttr{std::move(k), std::move(axes)});
+  }
+
+  /// Sums x over the dims flagged in `reduced` (kept dims stay in order).
+  int reduce_sum(int x, const std::vector<bool>& reduced) {
+    if (std::none_of(reduced.begin(), reduced.end(), [](bool r) { return r; })) return x;
+    Shape kept;
+    std::vector<int> order;
+    for (size_t d = 0; d < reduced.size(); ++d)
+      if (!reduced[d]) {
+        order.push_back(static_cast<int>(kept.size()));
+        kept.push_back(node(x).shape[d]);
+      }
+    return add(GraphOp::reduce, {x}, kept, node(x).dtype,
+               ReduceAttr{Reduction::sum, std::nullopt, reduced, order});
+  }
+
+  /// x's dim j becomes dim positions[j] of `shape`; the other dims broadcast (a view).
+  int broadcast(int x, const std::vector<int>& positions, const Shape& shape) {
+    ViewAttr v;
+    for (int64_t s : node(x).shape)
+      v.split.push_back({s});
+    v.dims.assign(shape.size(), {});
+    for (size_t j = 0; j < positions.size(); ++j)
+      v.dims[positions[j]] = {static_cast<int>(j)};
+    return add(GraphOp::view, {x}, shape, node(x).dtype, std::move(v));
+  }
+
+  int zeros(const Shape& shape, DType dtype) {
+    return map({}, {}, shape, dtype, "zeros", [](Kernel& k) { return k.constant(0); });
+  }
+
+  int sum(int a, int b) {
+    const Shape& s = node(a).shape;
+    return map({a, b}, {iota(s.size()), iota(s.size())}, s, node(a).dtype, "accumulate",
+               [](Kernel& k) { return k.apply(ScalarOp::add, k.load(0), k.load(1)); });
+  }
+
+  /// x (dtype and shape of node `like`): reshaped and cast when they differ.
+  int conform(int x, const GraphNode& like) {
+    if (node(x).dtype != like.dtype) x = add(GraphOp::cast, {x}, node(x).shape, like.dtype);
+    if (node(x).shape != like.shape) x = add(GraphOp::reshape, {x}, like.shape, like.dtype);
+    return x;
+  }
+
+ private:
+  Backward& b_;
+  Graph& g_;
+};
+
+/// What a VJP rule sees: the forward node (replicated at the same id in the backward graph),
+/// its cotangent, and which operands need a gradient.
+struct Vjp {
+  Builder& b;
+  const Graph& forward;
+  int id;                    ///< the forward node, also its replica
+  const GraphNode& n;        ///< the forward node
+  int g;                     ///< its cotangent
+  std::vector<bool> needed;  ///< per operand
+  std::vector<int> grads;    ///< per operand: the gradient node, or -1
+
+  /// Operand i's forward node (stable: the backward graph's node vector grows as rules run).
+  const GraphNode& in(size_t i) const { return forward.nodes[n.inputs[i]]; }
+  void set(size_t operand, int grad) { grads[operand] = grad; }
+};
+
+using Rule = void (*)(Vjp&);
+
+void vjp_none(Vjp&) {}
+
+// view: sum over broadcast dims, then place each output dim back on its elementary axis and
+// merge the elementary axes into the input's dims.
+void vjp_view(Vjp& v) {
+  const auto& a = std::get<ViewAttr>(v.n.attr);
+  Shape elementary;
+  for (const Shape& s : a.split)
+    elementary.insert(elementary.end(), s.begin(), s.end());
+  std::vector<bool> reduced;
+  std::vector<int> positions;  // for each kept output dim: its elementary axis
+  for (const auto& dims : a.dims) {
+    if (dims.size() > 1)
+      throw RuntimeError(
+          "the gradient of a diagonal (an index repeated in one operand) is not "
+          "supported");
+    reduced.push_back(dims.empty());
+    if (!dims.empty()) positions.push_back(dims[0]);
+  }
+  const int summed = v.b.reduce_sum(v.g, reduced);
+  int placed = v.b.broadcast(summed, positions, elementary);
+  v.set(0, v.b.add(GraphOp::reshape, {placed}, v.in(0).shape, v.in(0).dtype));
+}
+
+void vjp_reshape(Vjp& v) {
+  v.set(0, v.b.add(GraphOp::reshape, {v.g}, v.in(0).shape, v.in(0).dtype));
+}
+
+void vjp_permute(Vjp& v) {
+  const auto& order = std::get<PermuteAttr>(v.n.attr).order;
+  std::vector<int64_t> inverse(order.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    inverse[order[i]] = static_cast<int64_t>(i);
+  v.set(0, v.b.add(GraphOp::permute, {v.g}, v.in(0).shape, v.in(0).dtype, PermuteAttr{inverse}));
+}
+
+void vjp_reduce(Vjp& v) {
+  const auto& a = std::get<ReduceAttr>(v.n.attr);
+  const GraphNode& x = v.in(0);
+  const Shape& shape = x.shape;
+  std::vector<int> kept;  // input dim of each result dim
+  double count = 1;
+  for (size_t d = 0; d < a.reduced.size(); ++d) {
+    if (a.reduced[d])
+      count *= static_cast<double>(shape[d]);
+    else
+      kept.push_back(static_cast<int>(d));
+  }
+  const std::vector<int> all = iota(shape.size());
+  const int xi = v.n.inputs[0], y = v.id, g = v.g;
+  Builder& b = v.b;
+  switch (a.reduction) {
+    case Reduction::sum:
+      v.set(0, b.broadcast(g, kept, shape));
+      return;
+    case Reduction::mean:
+      v.set(0, b.map({g}, {kept}, shape, x.dtype, "mean_grad", [&](Kernel& k) {
+        return k.apply(ScalarOp::mul, k.load(0), k.constant(1 / count));
+      }));
+      return;
+    case Reduction::max:
+    case Reduction::min: {  // split evenly between the tied extrema, like torch.amax
+      const int hit = b.map({xi, y}, {all, kept}, shape, x.dtype, "extremum_mask",
+                            [](Kernel& k) { return k.apply(ScalarOp::eq, k.load(0), k.load(1)); });
+      std::vector<bool> reduced = a.reduced;
+      const int ties = b.reduce_sum(hit, reduced);
+      v.set(
+          0,
+          b.map({hit, g, ties}, {all, kept, kept}, shape, x.dtype, "extremum_grad", [](Kernel& k) {
+            return k.apply(ScalarOp::mul, k.load(0), k.apply(ScalarOp::div, k.load(1), k.load(2)));
+          }));
+      return;
+    }
+    case Reduction::prod:  // g · y / x (undefined where x == 0)
+      v.set(0, b.map({g, y, xi}, {kept, kept, all}, shape, x.dtype, "prod_grad", [](Kernel& k) {
+        return k.apply(ScalarOp::div, k.apply(ScalarOp::mul, k.load(0), k.load(1)), k.load(2));
+      }));
+      return;
+    case Reduction::logsumexp:  // g · exp(x - y)
+      v.set(0,
+            b.map({g, xi, y}, {kept, all, kept}, shape, x.dtype, "logsumexp_grad", [](Kernel& k) {
+              return k.apply(ScalarOp::mul, k.load(0),
+                             k.apply(ScalarOp::exp, k.apply(ScalarOp::sub, k.load(1), k.load(2))));
+            }));
+      return;
+    case Reduction::var:
+    case Reduction::std: {  // var: 2 g (x - m) / (N - ddof); std: g (x - m) / ((N - ddof) y)
+      const int mean =
+          b.add(GraphOp::reduce, {xi}, v.n.shape, x.dtype,
+                ReduceAttr{Reduction::mean, std::nullopt, a.reduced, iota(kept.size())});
+      const double dof = count - static_cast<double>(a.ddof.value_or(0));
+      const bool is_var = a.reduction == Reduction::var;
+      v.set(0, b.map({g, xi, mean, y}, {kept, all, kept, kept}, shape, x.dtype, "moment_grad",
+                     [&](Kernel& k) {
+                       const int centered = k.apply(ScalarOp::sub, k.load(1), k.load(2));
+                       const int scaled = k.apply(ScalarOp::mul, k.load(0), centered);
+                       if (is_var) return k.apply(ScalarOp::mul, scaled, k.constant(2 / dof));
+                       return k.apply(ScalarOp::div, scaled,
+                                      k.apply(ScalarOp::mul, k.constant(dof), k.load(3)));
+                     }));
+      return;
+    }
+    case Reduction::none:
+    case Reduction::any:
+    case Reduction::all:
+      break;
+  }
+  throw RuntimeError(fmt::format("reduce[{}] has no derivative", reduction_name(a.reduction)));
+}
+
+// contract: each operand's gradient is the contraction of the cotangent with the other
+// operand onto that operand's axes; axes only that operand had (summed in the forward) come
+// back as broadcasts.
+void vjp_contract(Vjp& v) {
+  const auto& a = std::get<ContractAttr>(v.n.attr);
+  const std::vector<int>* labels[2] = {&a.a_axes, &a.b_axes};
+  for (int side = 0; side < 2; ++side) {
+    if (!v.needed[side]) continue;
+    const std::vector<int>& mine = *labels[side];
+    const std::vector<int>& other = *labels[1 - side];
+    for (size_t i = 0; i < mine.size(); ++i)
+      if (std::count(mine.begin(), mine.end(), mine[i]) > 1)
+        throw RuntimeError(
+            "the gradient of a diagonal (an index repeated in one einsum operand) "
+            "is not supported");
+    std::vector<int> present, positions;
+    Shape present_shape;
+    for (size_t d = 0; d < mine.size(); ++d) {
+      const int l = mine[d];
+      if (std::count(a.out_axes.begin(), a.out_axes.end(), l) ||
+          std::count(other.begin(), other.end(), l)) {
+        present.push_back(l);
+        positions.push_back(static_cast<int>(d));
+        present_shape.push_back(v.in(side).shape[d]);
+      }
+    }
+    const int t = v.b.add(GraphOp::contract, {v.g, v.n.inputs[1 - side]}, present_shape,
+                          v.in(side).dtype, ContractAttr{a.out_axes, other, present});
+    v.set(side, present.size() == mine.size() ? t : v.b.broadcast(t, positions, v.in(side).shape));
+  }
+}
+
+// map: the cotangent times ∂body/∂input_i over the map's domain, summed over the dims input i
+// broadcast along, then laid out like input i.
+void vjp_map(Vjp& v) {
+  const auto& a = std::get<MapAttr>(v.n.attr);
+  const Shape& domain = v.n.shape;
+  const int rank = static_cast<int>(domain.size());
+  // Inputs whose partial derivatives are the same expression (x and b in gelu(x + b)) share
+  // one gradient map: the broadcast one is its reduction, not a second pass over the domain.
+  std::vector<std::pair<std::string, int>> built;  // (kernel dump and dtype, node)
+  for (size_t i = 0; i < v.n.inputs.size(); ++i) {
+    if (!v.needed[i]) continue;
+    const GraphNode& x = v.in(i);
+    auto k = std::make_shared<Kernel>(*a.body);
+    const int d = differentiate_scalar(*k, a.body->body, static_cast<int>(i));
+    if (d < 0) continue;  // the body does not depend on this input
+    const int gload = k->load(static_cast<int>(v.n.inputs.size()));
+    int full = v.g;
+    const bool unit = k->nodes[d].op == ScalarOp::constant && k->nodes[d].value == 1.0;
+    if (!unit) {
+      k->body = k->result = k->apply(ScalarOp::mul, gload, d);
+      k->name = "map_grad";
+      std::vector<int> ins = v.n.inputs;
+      ins.push_back(v.g);
+      std::vector<std::vector<int>> axes = a.axes;
+      axes.push_back(iota(rank));
+      std::string key = dump(*k) + std::string(dtype_name(x.dtype));
+      const auto same =
+          std::find_if(built.begin(), built.end(), [&](const auto& b) { return b.first == key; });
+      if (same != built.end()) {
+        full = same->second;
+      } else {
+        full = v.b.add(GraphOp::map, ins, domain, x.dtype, MapAttr{std::move(k), std::move(axes)});
+        built.emplace_back(std::move(key), full);
+      }
+    }
+    // Dims of the domain input i has at full size; the rest were broadcast.
+    std::vector<bool> reduced(rank, true);
+    std::vector<std::pair<int, int>> kept;  // (domain dim, input dim)
+    for (size_t dd = 0; dd < a.axes[i].size(); ++dd)
+      if (x.shape[dd] == domain[a.axes[i][dd]] && reduced[a.axes[i][dd]]) {
+        reduced[a.axes[i][dd]] = false;
+        kept.emplace_back(a.axes[i][dd], static_cast<int>(dd));
+      }
+    int grad = v.b.reduce_sum(full, reduced);
+    std::sort(kept.begin(), kept.end());  // reduce_sum keeps domain order
+    std::vector<int64_t> order(kept.size());
+    std::vector<size_t> by_input(kept.size());
+    std::iota(by_input.begin(), by_input.end(), 0);
+    std::sort(by_input.begin(), by_input.end(),
+              [&](size_t p, size_t q) { return kept[p].second < kept[q].second; });
+    bool identity = true;
+    Shape permuted;
+    for (size_t j = 0; j < by_input.size(); ++j) {
+      order[j] = static_cast<int64_t>(by_input[j]);
+      identity = identity && by_input[j] == j;
+      permuted.push_back(v.b.node(grad).shape[by_input[j]]);
+    }
+    if (!identity)
+      grad = v.b.add(GraphOp::permute, {grad}, permuted, v.b.node(grad).dtype, PermuteAttr{order});
+    v.set(i, v.b.conform(grad, x));
+  }
+}
+
+// concat: each input's gradient is its slice of the cotangent.
+void vjp_concat(Vjp& v) {
+  const auto& a = std::get<ConcatAttr>(v.n.attr);
+  int64_t at = 0;
+  for (size_t i = 0; i < v.n.inputs.size(); ++i) {
+    const GraphNode& x = v.in(i);
+    int64_t len = 1;
+    for (int64_t d = a.dim; d < a.dim + a.spans[i]; ++d)
+      len *= x.shape[d];
+    if (v.needed[i]) {
+      Shape s = v.n.shape;
+      s[a.dim] = len;
+      const int part = v.b.add(GraphOp::slice, {v.g}, s, v.n.dtype, SliceAttr{a.dim, at, at + len});
+      v.set(i, v.b.add(GraphOp::reshape, {part}, x.shape, x.dtype));
+    }
+    at += len;
+  }
+}
+
+// slice: the cotangent padded with zeros to the input's extent.
+void vjp_slice(Vjp& v) {
+  const auto& a = std::get<SliceAttr>(v.n.attr);
+  const GraphNode& x = v.in(0);
+  std::vector<int> parts;
+  std::vector<int64_t> spans;
+  auto pad = [&](int64_t len) {
+    if (len <= 0) return;
+    Shape s = x.shape;
+    s[a.dim] = len;
+    parts.push_back(v.b.zeros(s, x.dtype));
+    spans.push_back(1);
+  };
+  pad(a.start);
+  parts.push_back(v.g);
+  spans.push_back(1);
+  pad(x.shape[a.dim] - a.stop);
+  v.set(0, parts.size() == 1
+               ? v.g
+               : v.b.add(GraphOp::concat, parts, x.shape, x.dtype, ConcatAttr{a.dim, spans}));
+}
+
+void vjp_cast(Vjp& v) {
+  v.set(0, v.b.add(GraphOp::cast, {v.g}, v.in(0).shape, v.in(0).dtype));
+}
+
+// gather and scatter_add are each other's adjoints (the indices get no gradient).
+void vjp_gather(Vjp& v) {
+  v.set(0, v.b.add(GraphOp::scatter_add, {v.g, v.n.inputs[1]}, v.in(0).shape, v.in(0).dtype));
+}
+
+void vjp_scatter_add(Vjp& v) {
+  v.set(0, v.b.add(GraphOp::gather, {v.g, v.n.inputs[1]}, v.in(0).shape, v.in(0).dtype));
+}
+
+// One rule per op, in ops.def order.
+constexpr Rule kRules[] = {
+    vjp_none,  // input: its cotangent is the result
+    vjp_view,   vjp_reshape, vjp_permute, vjp_reduce, vjp_contract,    vjp_map,
+    vjp_concat, vjp_slice,   vjp_cast,    vjp_gather, vjp_scatter_add,
+};
+// Ops after scatter_add in ops.def come from the fusion pass, which runs after autodiff: the
+// pipeline differentiates unfused graphs only.
+static_assert(std::size(kRules) == static_cast<size_t>(GraphOp::scatter_add) + 1,
+              "a VJP rule per op in ops.def, up to scatter_add");
+
+Rule rule_for(GraphOp op) {
+  const auto i = static_cast<size_t>(op);
+  if (i >= std::size(kRules))
+    throw std::logic_error(
+        fmt::format("differentiate: '{}' nodes come from fusion; differentiate "
+                    "the unfused graph",
+                    graph_op_name(op)));
+  return kRules[i];
+}
+
+/// Drops nodes no output needs and renumbers the rest (origins follow).
+void remove_dead(Backward& b, int forward_nodes) {
+  Graph& g = b.graph;
+  std::vector<bool> live(g.nodes.size(), false);
+  for (int o : g.outputs)
+    live[o] = true;
+  for (size_t i = g.nodes.size(); i-- > 0;)
+    if (live[i])
+      for (int in : g.nodes[i].inputs)
+        live[in] = true;
+  std::vector<int> id(g.nodes.size(), -1);
+  Graph out;
+  out.origin = g.origin;
+  std::vector<GradOrigin> origin;
+  b.replicated = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (!live[i]) continue;
+    GraphNode n = std::move(g.nodes[i]);
+    for (int& in : n.inputs)
+      in = id[in];
+    id[i] = out.add(std::move(n));
+    origin.push_back(b.origin[i]);
+    if (static_cast<int>(i) < forward_nodes) ++b.replicated;
+  }
+  for (int o : g.outputs)
+    out.outputs.push_back(id[o]);
+  b.graph = std::move(out);
+  b.origin = std::move(origin);
+}
+
+}  // namespace
+
+Backward differentiate(const Graph& forward, const std::vector<bool>& needs_grad) {
+  const int n_fwd = static_cast<int>(forward.nodes.size());
+  // Inputs: the node of each forward input.
+  std::vector<int> input_node(needs_grad.size(), -1);
+  for (int i = 0; i < n_fwd; ++i)
+    if (forward.nodes[i].op == GraphOp::input) {
+      const int index = std::get<InputAttr>(forward.nodes[i].attr).index;
+      if (index < 0 || index >= static_cast<int>(needs_grad.size()))
+        throw std::logic_error(
+            "differentiate: needs_grad has fewer flags than the graph has inputs");
+      input_node[index] = i;
+    }
+  // Which forward values carry a gradient: float values depending on a flagged input.
+  std::vector<bool> active(n_fwd, false);
+  for (int i = 0; i < n_fwd; ++i) {
+    const GraphNode& n = forward.nodes[i];
+    if (!kFloatDTypes.contains(n.dtype)) continue;
+    if (n.op == GraphOp::input) active[i] = needs_grad[std::get<InputAttr>(n.attr).index];
+    for (int in : n.inputs)
+      active[i] = active[i] || active[in];
+  }
+
+  Backward b;
+  b.graph.origin = forward.origin;
+  Builder builder(b);
+  for (const GraphNode& n : forward.nodes)
+    builder.add(n.op, n.inputs, n.shape, n.dtype, n.attr);
+  const int n_inputs = static_cast<int>(needs_grad.size());
+  std::vector<int> grad(n_fwd, -1);
+  auto accumulate = [&](int node, int g) {
+    if (g < 0) return;
+    builder.at = {builder.at.forward, -1};
+    grad[node] = grad[node] < 0 ? g : builder.sum(grad[node], g);
+  };
+  for (size_t k = 0; k < forward.outputs.size(); ++k) {
+    const GraphNode& out = forward.nodes[forward.outputs[k]];
+    builder.at = {};
+    const int cotangent = builder.add(GraphOp::input, {}, out.shape, out.dtype,
+                                      InputAttr{n_inputs + static_cast<int>(k)});
+    if (active[forward.outputs[k]]) accumulate(forward.outputs[k], cotangent);
+  }
+  for (int i = n_fwd; i-- > 0;) {
+    const GraphNode& n = forward.nodes[i];
+    if (grad[i] < 0 || !active[i] || n.op == GraphOp::input) continue;
+    Vjp v{builder, forward, i, n, grad[i], {}, std::vector<int>(n.inputs.size(), -1)};
+    for (int in : n.inputs)
+      v.needed.push_back(active[in]);
+    builder.at = {i, -1};
+    rule_for(n.op)(v);
+    for (size_t j = 0; j < n.inputs.size(); ++j) {
+      if (v.grads[j] < 0) continue;
+      builder.at = {i, static_cast<int>(j)};
+      accumulate(n.inputs[j], builder.conform(v.grads[j], forward.nodes[n.inputs[j]]));
+    }
+  }
+  for (int i = 0; i < n_inputs; ++i) {
+    if (!needs_grad[i]) continue;
+    const int node = input_node[i];
+    if (node < 0) throw std::logic_error(fmt::format("differentiate: input {} has no node", i));
+    if (!kFloatDTypes.contains(forward.nodes[node].dtype)) continue;
+    builder.at = {};
+    int g = grad[node];
+    if (g < 0) g = builder.zeros(forward.nodes[node].shape, forward.nodes[node].dtype);
+    b.wrt.push_back(i);
+    b.graph.outputs.push_back(g);
+  }
+  remove_dead(b, n_fwd);
+  verify(b.graph);
+  return b;
+}
+
+}  // namespace ein

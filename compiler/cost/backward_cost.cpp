@@ -1,0 +1,190 @@
+// backward_phases() and backward_cost(). The replicas at the start of a backward graph keep
+// the forward order (autodiff only drops dead ones), so each is matched to its forward node by
+// walking both graphs together and comparing op, inputs, shape and dtype.
+#include "compiler/cost/backward_cost.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace ein {
+namespace {
+
+bool is_layout(GraphOp op) {
+  return op == GraphOp::view || op == GraphOp::permute || op == GraphOp::reshape ||
+         op == GraphOp::slice;
+}
+
+/// Follows layout ops (and casts, when `through_casts`) back to the node they start from.
+int source(const Graph& g, int id, bool through_casts) {
+  while (is_layout(g.nodes[id].op) || (through_casts && g.nodes[id].op == GraphOp::cast))
+    id = g.nodes[id].inputs[0];
+  return id;
+}
+
+bool is_weight(const Graph& forward, int id, const std::vector<bool>& weight_inputs) {
+  const GraphNode& n = forward.nodes[source(forward, id, true)];
+  if (n.op != GraphOp::input) return false;
+  const int index = std::get<InputAttr>(n.attr).index;
+  return index >= 0 && index < static_cast<int>(weight_inputs.size()) && weight_inputs[index];
+}
+
+
+/// Per backward node, a bit mask of the operands of its forward node (origin.forward) whose
+/// gradient it helps compute. A node tagged with origin.operand has that bit. An untagged
+/// node of VJP(i) that ends it (no consumer in VJP(i)) is the gradient of the operand whose
+/// own VJP (or graph output) it reaches first, going downstream; other untagged nodes inherit
+/// the bits of their consumers in VJP(i). 0: unknown (glue).
+std::vector<uint64_t> operand_masks(const Backward& b, const Graph& forward) {
+  const Graph& g = b.graph;
+  const size_t n = g.nodes.size();
+  const auto origin = [&](size_t i) { return i < b.origin.size() ? b.origin[i] : GradOrigin{}; };
+  std::vector<std::vector<int>> consumers(n);
+  for (size_t i = 0; i < n; ++i)
+    for (int in : g.nodes[i].inputs)
+      consumers[in].push_back(static_cast<int>(i));
+  std::vector<int> output_input(n, -1);  // the forward input node whose gradient node i is
+  for (size_t k = 0; k < g.outputs.size() && k < b.wrt.size(); ++k)
+    for (size_t f = 0; f < forward.nodes.size(); ++f)
+      if (forward.nodes[f].op == GraphOp::input &&
+          std::get<InputAttr>(forward.nodes[f].attr).index == b.wrt[k])
+        output_input[g.outputs[k]] = static_cast<int>(f);
+  // The operands of forward node `fwd` that forward node `target` is.
+  const auto bits_of = [&](int fwd, int target) {
+    uint64_t bits = 0;
+    const auto& ins = forward.nodes[fwd].inputs;
+    for (size_t j = 0; j < ins.size() && j < 64; ++j)
+      if (ins[j] == target) bits |= uint64_t{1} << j;
+    return bits;
+  };
+  std::vector<uint64_t> mask(n, 0);
+  for (size_t i = n; i-- > static_cast<size_t>(b.replicated);) {
+    const GradOrigin o = origin(i);
+    if (o.forward < 0) continue;
+    if (o.operand >= 0) {
+      mask[i] = uint64_t{1} << std::min(o.operand, 63);
+      continue;
+    }
+    bool terminal = true;
+    for (int c : consumers[i])
+      if (origin(c).forward == o.forward) terminal = false, mask[i] |= mask[c];
+    if (!terminal) continue;
+    // Downstream, breadth first, to the first VJP of one of this node's operands.
+    std::vector<int> frontier{static_cast<int>(i)};
+    std::vector<char> seen(n, 0);
+    for (size_t at = 0; at < frontier.size() && mask[i] == 0; ++at) {
+      const int x = frontier[at];
+      if (output_input[x] >= 0) mask[i] |= bits_of(o.forward, output_input[x]);
+      for (int c : consumers[x]) {
+        if (origin(c).forward >= 0) mask[i] |= bits_of(o.forward, origin(c).forward);
+        if (!seen[c]) seen[c] = 1, frontier.push_back(c);
+      }
+    }
+  }
+  return mask;
+}
+
+}  // namespace
+
+std::vector<int> replica_sources(const Backward& b, const Graph& forward) {
+  std::vector<int> fwd_of(b.replicated, -1);
+  size_t f = 0;
+  for (int j = 0; j < b.replicated; ++j) {
+    const GraphNode& r = b.graph.nodes[j];
+    const auto same = [&](const GraphNode& n) {
+      if (n.op != r.op || n.shape != r.shape || n.dtype != r.dtype ||
+          n.inputs.size() != r.inputs.size())
+        return false;
+      for (size_t k = 0; k < n.inputs.size(); ++k)
+        if (fwd_of[r.inputs[k]] != n.inputs[k]) return false;
+      return n.op != GraphOp::input ||
+             std::get<InputAttr>(n.attr).index == std::get<InputAttr>(r.attr).index;
+    };
+    while (f < forward.nodes.size() && !same(forward.nodes[f]))
+      ++f;
+    if (f == forward.nodes.size())
+      throw std::logic_error(fmt::format(
+          "backward_cost: backward node %{} matches no forward node (not a Backward of this graph)",
+          j));
+    fwd_of[j] = static_cast<int>(f++);
+  }
+  return fwd_of;
+}
+
+std::vector<CostPhase> backward_phases(const Backward& b, const Graph& forward,
+                                       const std::vector<bool>& weight_inputs) {
+  const Graph& g = b.graph;
+  const size_t n = g.nodes.size();
+  // Which kinds of gradient output each node feeds (bit 1: a weight's, bit 2: another's).
+  std::vector<uint8_t> feeds(n, 0);
+  for (size_t k = 0; k < g.outputs.size(); ++k) {
+    const int input = k < b.wrt.size() ? b.wrt[k] : -1;
+    const bool weight =
+        input >= 0 && input < static_cast<int>(weight_inputs.size()) && weight_inputs[input];
+    feeds[g.outputs[k]] |= weight ? 1 : 2;
+  }
+  for (size_t i = n; i-- > 0;)
+    for (int in : g.nodes[i].inputs)
+      feeds[in] |= feeds[i];
+
+  const std::vector<uint64_t> masks = operand_masks(b, forward);
+  std::vector<CostPhase> phases(n, CostPhase::input_grad);
+  for (size_t i = 0; i < n; ++i) {
+    const GradOrigin o = i < b.origin.size() ? b.origin[i] : GradOrigin{};
+    if (static_cast<int>(i) < b.replicated) {
+      phases[i] = CostPhase::recompute;
+    } else if (o.forward >= 0 && masks[i] != 0) {
+      bool weight = true;
+      const auto& ins = forward.nodes[o.forward].inputs;
+      for (size_t j = 0; j < ins.size() && j < 64; ++j)
+        if (masks[i] >> j & 1) weight = weight && is_weight(forward, ins[j], weight_inputs);
+      phases[i] = weight ? CostPhase::weight_grad : CostPhase::input_grad;
+    } else {
+      phases[i] = feeds[i] == 1 ? CostPhase::weight_grad : CostPhase::input_grad;
+    }
+  }
+  return phases;
+}
+
+BackwardCost backward_cost(const Backward& b, const Graph& forward,
+                           const std::vector<bool>& weight_inputs) {
+  BackwardCost c;
+  c.phases = backward_phases(b, forward, weight_inputs);
+  const GraphCost costs = cost(b.graph);
+  for (size_t i = 0; i < b.graph.nodes.size(); ++i) {
+    const NodeCost& nc = costs.nodes[i];
+    switch (c.phases[i]) {
+      case CostPhase::recompute:
+        c.recompute += nc;
+        break;
+      case CostPhase::weight_grad:
+        c.weight_grad += nc;
+        break;
+      default:
+        c.input_grad += nc;
+        break;
+    }
+    c.total += nc;
+  }
+  // Saved for backward: the forward values VJP nodes read, at the node that owns the memory.
+  const std::vector<int> fwd_of = replica_sources(b, forward);
+  std::vector<bool> saved(forward.nodes.size(), false);
+  for (size_t i = b.replicated; i < b.graph.nodes.size(); ++i)
+    for (int in : b.graph.nodes[i].inputs)
+      if (in < b.replicated) saved[source(forward, fwd_of[in], false)] = true;
+  c.saved_bytes.assign(forward.nodes.size(), 0);
+  for (size_t f = 0; f < forward.nodes.size(); ++f) {
+    if (!saved[f]) continue;
+    const GraphNode& n = forward.nodes[f];
+    int64_t elements = 1;
+    for (int64_t d : n.shape)
+      elements *= d;
+    c.saved_bytes[f] = elements * static_cast<int64_t>(element_size(n.dtype));
+    c.saved_total += c.saved_bytes[f];
+    if (n.op != GraphOp::input) c.saved_activations += c.saved_bytes[f];
+  }
+  return c;
+}
+
+}  // namespace ein

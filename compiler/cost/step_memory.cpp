@@ -1,0 +1,94 @@
+// step_memory (compiler/cost/step_memory.h): one timeline over forward then backward nodes, one
+// buffer per node that makes memory, an interval [allocated, last read] per buffer, and a sweep.
+#include "compiler/cost/step_memory.h"
+
+#include <algorithm>
+
+#include "compiler/cost/backward_cost.h"
+#include <ein/tensor.h>
+
+namespace ein {
+namespace {
+
+bool is_alias(GraphOp op) {
+  return op == GraphOp::view || op == GraphOp::reshape || op == GraphOp::permute ||
+         op == GraphOp::slice;
+}
+
+int64_t node_bytes(const GraphNode& n) {
+  return checked_numel(n.shape) * static_cast<int64_t>(element_size(n.dtype));
+}
+
+}  // namespace
+
+StepMemory step_memory(const Graph& forward, const Backward& backward) {
+  const int nf = static_cast<int>(forward.nodes.size());
+  const Graph& bg = backward.graph;
+  const int nb = static_cast<int>(bg.nodes.size());
+  const std::vector<int> fwd_of = replica_sources(backward, forward);
+
+  // Buffers: forward node f is buffer f, backward node j (not a replica) is buffer nf + j.
+  // buffer_of follows aliases to the node that holds the memory.
+  std::vector<int> fbuf(nf), bbuf(nb);
+  for (int f = 0; f < nf; ++f) {
+    const GraphNode& n = forward.nodes[f];
+    fbuf[f] = is_alias(n.op) ? fbuf[n.inputs[0]] : f;
+  }
+  for (int j = 0; j < nb; ++j) {
+    const GraphNode& n = bg.nodes[j];
+    bbuf[j] = j < backward.replicated ? fbuf[fwd_of[j]] : is_alias(n.op) ? bbuf[n.inputs[0]] : nf + j;
+  }
+  const int buffers = nf + nb;
+  std::vector<int64_t> size(buffers, 0);
+  std::vector<int> born(buffers, -1), last(buffers, -1);
+  StepMemory m;
+  m.forward_bytes.assign(nf, 0);
+  for (int f = 0; f < nf; ++f) {
+    const GraphNode& n = forward.nodes[f];
+    if (n.op == GraphOp::input || is_alias(n.op)) continue;
+    size[f] = m.forward_bytes[f] = node_bytes(n);
+    born[f] = last[f] = f;
+  }
+  for (int j = backward.replicated; j < nb; ++j) {
+    const GraphNode& n = bg.nodes[j];
+    if (n.op == GraphOp::input || is_alias(n.op)) continue;
+    size[nf + j] = node_bytes(n);
+    born[nf + j] = last[nf + j] = nf + (j - backward.replicated);
+  }
+  // Last readers; the forward's outputs live to its end, the backward's results (gradients)
+  // belong to the ledger's gradient line.
+  for (int f = 0; f < nf; ++f)
+    for (int in : forward.nodes[f].inputs) last[fbuf[in]] = std::max(last[fbuf[in]], f);
+  std::vector<bool> forward_output(buffers, false);
+  for (int out : forward.outputs) {
+    last[fbuf[out]] = std::max(last[fbuf[out]], nf - 1);
+    forward_output[fbuf[out]] = true;
+  }
+  for (int j = backward.replicated; j < nb; ++j)
+    for (int in : bg.nodes[j].inputs)
+      last[bbuf[in]] = std::max(last[bbuf[in]], nf + (j - backward.replicated));
+  for (int out : bg.outputs)
+    if (bbuf[out] >= nf) size[bbuf[out]] = 0;
+
+  // Sweep over the timeline.
+  const int steps = nf + (nb - backward.replicated);
+  std::vector<int64_t> delta(static_cast<size_t>(steps) + 1, 0);
+  for (int b = 0; b < buffers; ++b) {
+    if (born[b] < 0 || size[b] == 0) continue;
+    delta[born[b]] += size[b];
+    delta[last[b] + 1] -= size[b];
+    if (b < nf && (last[b] >= nf || forward_output[b])) m.at_boundary += size[b];
+  }
+  int64_t live = 0;
+  for (int t = 0; t < steps; ++t) {
+    live += delta[t];
+    if (live > m.peak) {
+      m.peak = live;
+      m.peak_in_backward = t >= nf;
+      m.peak_node = t < nf ? t : backward.replicated + (t - nf);
+    }
+  }
+  return m;
+}
+
+}  // namespace ein

@@ -1,0 +1,35 @@
+// The activation memory of one training step from liveness: the forward graph and then its
+// backward run node by node, unfused, in graph order; each node that makes memory (everything
+// but inputs and the no-copy view/reshape/permute/slice) allocates its result when it runs, and
+// the result is freed after its last reader. A forward value the backward reads (saved for
+// backward) lives until its last backward reader. Graph inputs (parameters, the batch,
+// cotangents) and the gradients the backward returns are not activations and are not counted:
+// the memory ledger has lines of their own for those.
+//
+// Fusion only removes intermediates, so this is an upper bound on what a fused executor keeps
+// live at once, and the saved set is exact (the tape keeps exactly those values).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "compiler/autodiff/autodiff.h"
+#include "compiler/graph/graph.h"
+
+namespace ein {
+
+/// Live activation bytes over one step.
+struct StepMemory {
+  int64_t peak = 0;          ///< the most bytes live at once
+  bool peak_in_backward = false;
+  int peak_node = -1;        ///< the node running at the peak (a forward id, or a backward id)
+  int64_t at_boundary = 0;   ///< live when the forward ends: saved values and the outputs
+  /// Per forward node: the bytes it allocates (0 for inputs and views), for callers that
+  /// regroup the step (activation checkpointing what-ifs).
+  std::vector<int64_t> forward_bytes;
+};
+
+/// The liveness of `forward` followed by `backward` (a Backward of it).
+StepMemory step_memory(const Graph& forward, const Backward& backward);
+
+}  // namespace ein

@@ -1,0 +1,514 @@
+// Kernel IR → MLIR text: the text helpers, the buffer prologue, the scalar DAG and the CPU
+// schedule. The loop structure lives in emit_mlir_loops.cpp. The function walks its share of
+// the outer parallel range, then the innermost parallel dim in chunks (SIMD vectors plus a
+// scalar tail when every buffer moves by 0 or 1 along it); per point it runs the stages (one
+// reduction loop nest each, carrying the accumulator), then the full stores (one loop nest over
+// the row), then the row stores.
+//
+// Schedules (see schedule_cpu):
+//   pointwise   out[p] = f(loads)             vectorized along the last parallel dim
+//   mode A      rows along a unit-stride dim: each stage keeps four vector accumulators and
+//               reduces the lanes at its end; full stores are vectorized along the same dim
+//   mode B      rows along an outer dim: one vector of accumulators per SIMD group of points
+#include "compiler/emit/emit_mlir.h"
+
+#include <algorithm>
+#include <bit>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "compiler/emit/emit_mlir_function.h"
+
+namespace ein {
+namespace detail {
+namespace {
+
+bool is_float(DType t) {
+  return t == DType::f64 || t == DType::f32 || t == DType::f16 || t == DType::bf16;
+}
+
+int bit_width(DType t) {
+  return static_cast<int>(element_size(t)) * 8;
+}
+
+}  // namespace
+
+std::string_view mlir_type(DType t) {
+  switch (t) {
+    case DType::f64:
+      return "f64";
+    case DType::f32:
+      return "f32";
+    case DType::f16:
+      return "f16";
+    case DType::bf16:
+      return "bf16";
+    case DType::i64:
+      return "i64";
+    case DType::i32:
+      return "i32";
+    case DType::i8:
+    case DType::u8:
+    case DType::boolean:
+      return "i8";
+    default:
+      break;
+  }
+  throw std::logic_error(fmt::format("internal error: no CPU kernel type for {}", dtype_name(t)));
+}
+
+FunctionEmitter::FunctionEmitter(const Kernel& k, const CpuSchedule& s) : k_(k), s_(s) {
+  compute_ = mlir_type(k.compute);
+}
+
+std::string FunctionEmitter::run(std::string_view symbol) {
+  std::string head =
+      fmt::format("func.func @{}(%buffers: !llvm.ptr, %begin: index, %end: index) {{\n", symbol);
+  emit_prologue();
+  emit_outer_loop();
+  line("return");
+  return head + consts_ + body_ + "}\n";
+}
+
+// ---- text helpers --------------------------------------------------------------------------
+std::string FunctionEmitter::index(int64_t v) {
+  auto it = index_consts_.find(v);
+  if (it != index_consts_.end()) return it->second;
+  std::string name = fmt::format("%c{}", v < 0 ? "m" + std::to_string(-v) : std::to_string(v));
+  consts_ += fmt::format("  {} = arith.constant {} : index\n", name, v);
+  return index_consts_[v] = name;
+}
+
+std::string FunctionEmitter::vec_type(int w, std::string_view scalar) const {
+  return w == 1 ? std::string(scalar) : fmt::format("vector<{}x{}>", w, scalar);
+}
+
+/// A compute-type literal, splatted to `w` lanes; hex bit patterns keep it exact.
+std::string FunctionEmitter::literal(double v, int w) {
+  const auto key = std::make_pair(std::bit_cast<uint64_t>(v), w);
+  auto it = float_consts_.find(key);
+  if (it != float_consts_.end()) return it->second;
+  std::string bits;
+  if (k_.compute == DType::f64)
+    bits = fmt::format("0x{:016X}", std::bit_cast<uint64_t>(v));
+  else if (k_.compute == DType::f32)
+    bits = fmt::format("0x{:08X}", std::bit_cast<uint32_t>(static_cast<float>(v)));
+  else
+    throw std::logic_error("internal error: literal in a kernel computing in " +
+                           std::string(dtype_name(k_.compute)));
+  std::string name = fmt::format("%f{}", float_consts_.size());
+  if (w == 1)
+    consts_ += fmt::format("  {} = arith.constant {} : {}\n", name, bits, compute_);
+  else
+    consts_ +=
+        fmt::format("  {} = arith.constant dense<{}> : {}\n", name, bits, vec_type(w, compute_));
+  return float_consts_[key] = name;
+}
+
+std::string FunctionEmitter::op(const std::string& text) {
+  std::string v = fresh();
+  line(v + " = " + text);
+  return v;
+}
+
+std::string FunctionEmitter::add_index(const std::string& a, const std::string& b) {
+  return op(fmt::format("arith.addi {}, {} : index", a, b));
+}
+std::string FunctionEmitter::mul_index(const std::string& a, const std::string& b) {
+  return op(fmt::format("arith.muli {}, {} : index", a, b));
+}
+
+// ---- buffers -------------------------------------------------------------------------------
+void FunctionEmitter::emit_prologue() {
+  // Each buffer pointer becomes a 1-D memref through a hand-built descriptor; the casts fold
+  // away in reconcile-unrealized-casts (runtime/jit/cpu_jit.h documents the ABI). The buffer
+  // after the kernel's own holds the integer run-time parameters (kernel_parameters()), and
+  // the one after that, if the kernel has params, their f64 values.
+  const size_t nb = k_.buffers.size();
+  const size_t count = nb + 1 + (k_.params.empty() ? 0 : 1);
+  for (size_t b = 0; b < count; ++b) {
+    const std::string st = b < nb    ? std::string(mlir_type(k_.buffers[b].dtype))
+                           : b == nb ? "i64"
+                                     : "f64";
+    const std::string desc = "!llvm.struct<(ptr, ptr, i64, array<1 x i64>, array<1 x i64>)>";
+    line(fmt::format(
+        "%pa{} = llvm.getelementptr %buffers[{}] : (!llvm.ptr) -> !llvm.ptr, !llvm.ptr", b, b));
+    line(fmt::format("%p{} = llvm.load %pa{} : !llvm.ptr -> !llvm.ptr", b, b));
+    line(fmt::format("%d{}_0 = llvm.mlir.undef : {}", b, desc));
+    line(fmt::format("%d{}_1 = llvm.insertvalue %p{}, %d{}_0[0] : {}", b, b, b, desc));
+    line(fmt::format("%d{}_2 = llvm.insertvalue %p{}, %d{}_1[1] : {}", b, b, b, desc));
+    line(fmt::format("%z{} = llvm.mlir.constant(0 : i64) : i64", b));
+    line(fmt::format("%n{} = llvm.mlir.constant(1152921504606846976 : i64) : i64", b));
+    line(fmt::format("%o{} = llvm.mlir.constant(1 : i64) : i64", b));
+    line(fmt::format("%d{}_3 = llvm.insertvalue %z{}, %d{}_2[2] : {}", b, b, b, desc));
+    line(fmt::format("%d{}_4 = llvm.insertvalue %n{}, %d{}_3[3, 0] : {}", b, b, b, desc));
+    line(fmt::format("%d{}_5 = llvm.insertvalue %o{}, %d{}_4[4, 0] : {}", b, b, b, desc));
+    line(fmt::format("%m{} = builtin.unrealized_conversion_cast %d{}_5 : {} to memref<?x{}>", b, b,
+                     desc, st));
+  }
+  const int rank = static_cast<int>(k_.domain.size());
+  int slot = 0;
+  auto param = [&](int at) {
+    std::string raw = op(fmt::format("memref.load %m{}[{}] : memref<?xi64>", nb, index(at)));
+    return op(fmt::format("arith.index_cast {} : i64 to index", raw));
+  };
+  for (int d = 0; d < rank; ++d)
+    sizes_.push_back(param(slot++));
+  strides_.assign(nb, std::vector<std::string>(rank));
+  for (size_t b = 0; b < nb; ++b)
+    for (int d = 0; d < rank; ++d, ++slot)
+      if (k_.buffers[b].strides[d] != 0 && k_.buffers[b].strides[d] != 1)
+        strides_[b][d] = param(slot);
+  chunk_ = param(slot++);
+  chunks_ = param(slot++);
+  for (size_t i = 0; i < k_.params.size(); ++i) {
+    std::string raw = op(fmt::format("memref.load %m{}[{}] : memref<?xf64>", nb + 1,
+                                     index(static_cast<int64_t>(i))));
+    params_.push_back(convert(raw, DType::f64, k_.compute, 1));
+  }
+}
+
+/// Converts `v` (w lanes of `from`) to `to`.
+std::string FunctionEmitter::convert(const std::string& v, DType from, DType to, int w) {
+  if (from == to || mlir_type(from) == mlir_type(to)) {
+    if (!(from == DType::boolean && to != DType::boolean)) return v;
+  }
+  const std::string a = vec_type(w, mlir_type(from)), b = vec_type(w, mlir_type(to));
+  const bool ff = is_float(from), ft = is_float(to);
+  if (ff && ft) {
+    const char* how = bit_width(from) < bit_width(to) ? "arith.extf" : "arith.truncf";
+    if (bit_width(from) == bit_width(to)) {  // f16 <-> bf16 through f32
+      std::string mid = convert(v, from, DType::f32, w);
+      return convert(mid, DType::f32, to, w);
+    }
+    return op(fmt::format("{} {} : {} to {}", how, v, a, b));
+  }
+  const bool unsigned_from = from == DType::u8 || from == DType::boolean;
+  if (!ff && ft)
+    return op(
+        fmt::format("{} {} : {} to {}", unsigned_from ? "arith.uitofp" : "arith.sitofp", v, a, b));
+  if (ff && !ft) {
+    if (to == DType::boolean) {
+      std::string c = op(fmt::format("arith.cmpf une, {}, {} : {}", v, zero_of(from, w), a));
+      return op(fmt::format("arith.extui {} : {} to {}", c, vec_type(w, "i1"), b));
+    }
+    return op(fmt::format("{} {} : {} to {}", to == DType::u8 ? "arith.fptoui" : "arith.fptosi", v,
+                          a, b));
+  }
+  // integer to integer
+  if (bit_width(from) < bit_width(to))
+    return op(
+        fmt::format("{} {} : {} to {}", unsigned_from ? "arith.extui" : "arith.extsi", v, a, b));
+  if (bit_width(from) > bit_width(to))
+    return op(fmt::format("arith.trunci {} : {} to {}", v, a, b));
+  return v;
+}
+
+std::string FunctionEmitter::zero_of(DType t, int w) {
+  std::string z = op(fmt::format("arith.constant 0.0 : {}", mlir_type(t)));
+  if (w == 1) return z;
+  return op(
+      fmt::format("vector.broadcast {} : {} to {}", z, mlir_type(t), vec_type(w, mlir_type(t))));
+}
+
+std::string FunctionEmitter::load(int b, const std::string& offset, int w, int vdim) {
+  const DType st = k_.buffers[b].dtype;
+  const std::string memref = fmt::format("memref<?x{}>", mlir_type(st));
+  const bool lanes = w > 1 && k_.buffers[b].strides[vdim] != 0;
+  std::string v;
+  if (lanes) {
+    v = op(fmt::format("vector.load %m{}[{}] : {}, {}", b, offset, memref,
+                       vec_type(w, mlir_type(st))));
+    return convert(v, st, k_.compute, w);
+  }
+  v = op(fmt::format("memref.load %m{}[{}] : {}", b, offset, memref));
+  return broadcast(convert(v, st, k_.compute, 1), w);
+}
+
+void FunctionEmitter::store(int b, const std::string& value, const std::string& offset, int w) {
+  const DType st = k_.buffers[b].dtype;
+  const std::string v = convert(value, k_.compute, st, w);
+  const std::string memref = fmt::format("memref<?x{}>", mlir_type(st));
+  if (w == 1)
+    line(fmt::format("memref.store {}, %m{}[{}] : {}", v, b, offset, memref));
+  else
+    line(fmt::format("vector.store {}, %m{}[{}] : {}, {}", v, b, offset, memref,
+                     vec_type(w, mlir_type(st))));
+}
+
+// ---- scalar DAG ----------------------------------------------------------------------------
+std::string FunctionEmitter::unary(std::string_view mnemonic, const std::string& x, int w) {
+  return op(fmt::format("{} {} : {}", mnemonic, x, vec_type(w, compute_)));
+}
+std::string FunctionEmitter::binary(std::string_view mnemonic, const std::string& x,
+                                    const std::string& y, int w) {
+  return op(fmt::format("{} {}, {} : {}", mnemonic, x, y, vec_type(w, compute_)));
+}
+std::string FunctionEmitter::compare(std::string_view predicate, const std::string& x,
+                                     const std::string& y, int w) {
+  std::string c =
+      op(fmt::format("arith.cmpf {}, {}, {} : {}", predicate, x, y, vec_type(w, compute_)));
+  return op(fmt::format("arith.uitofp {} : {} to {}", c, vec_type(w, "i1"), vec_type(w, compute_)));
+}
+std::string FunctionEmitter::select(const std::string& cond, const std::string& x,
+                                    const std::string& y, int w) {
+  std::string c =
+      op(fmt::format("arith.cmpf une, {}, {} : {}", cond, literal(0, w), vec_type(w, compute_)));
+  return op(fmt::format("arith.select {}, {}, {} : {}, {}", c, x, y, vec_type(w, "i1"),
+                        vec_type(w, compute_)));
+}
+std::string FunctionEmitter::sigmoid(const std::string& x, int w) {
+  std::string e = unary("math.exp", unary("arith.negf", x, w), w);
+  return binary("arith.divf", literal(1, w), binary("arith.addf", literal(1, w), e, w), w);
+}
+std::string FunctionEmitter::broadcast(const std::string& scalar, int w) {
+  if (w == 1) return scalar;
+  return op(fmt::format("vector.broadcast {} : {} to {}", scalar, compute_, vec_type(w, compute_)));
+}
+
+/// The index along `dim` as a compute value; along the vectorized dim lane l adds l.
+std::string FunctionEmitter::index_value(const Point& at, int dim, int w, int vdim) {
+  const std::string iv = at.ivs[dim].empty() ? index(0) : at.ivs[dim];
+  std::string i = op(fmt::format("arith.index_cast {} : index to i64", iv));
+  std::string v = broadcast(op(fmt::format("arith.sitofp {} : i64 to {}", i, compute_)), w);
+  if (w == 1 || dim != vdim) return v;
+  std::string lanes;
+  for (int l = 0; l < w; ++l)
+    lanes += fmt::format("{}{}.0", l ? ", " : "", l);
+  std::string steps =
+      op(fmt::format("arith.constant dense<[{}]> : {}", lanes, vec_type(w, compute_)));
+  return binary("arith.addf", v, steps, w);
+}
+
+std::string FunctionEmitter::value(int i, const Point& at, int w, int vdim, Memo& memo) {
+  if (auto it = memo.find(i); it != memo.end()) return it->second;
+  const ScalarNode& n = k_.nodes[i];
+  auto arg = [&](int o) { return value(o, at, w, vdim, memo); };
+  std::string r;
+  switch (n.op) {
+    case ScalarOp::load:
+      r = load(n.buffer, at.offsets[n.buffer], w, vdim);
+      break;
+    case ScalarOp::constant:
+      r = literal(n.value, w);
+      break;
+    case ScalarOp::acc:
+      r = acc_lanes_ == w ? accs_[n.stage] : broadcast(accs_[n.stage], w);
+      break;
+    case ScalarOp::index:
+      r = index_value(at, n.dim, w, vdim);
+      break;
+    case ScalarOp::param:
+      r = broadcast(params_[n.param], w);
+      break;
+    case ScalarOp::neg:
+      r = unary("arith.negf", arg(n.a), w);
+      break;
+    case ScalarOp::abs:
+      r = unary("math.absf", arg(n.a), w);
+      break;
+    case ScalarOp::exp:
+      r = unary("math.exp", arg(n.a), w);
+      break;
+    case ScalarOp::log:
+      r = unary("math.log", arg(n.a), w);
+      break;
+    case ScalarOp::sqrt:
+      r = unary("math.sqrt", arg(n.a), w);
+      break;
+    case ScalarOp::rsqrt:
+      r = unary("math.rsqrt", arg(n.a), w);
+      break;
+    case ScalarOp::tanh:
+      r = unary("math.tanh", arg(n.a), w);
+      break;
+    case ScalarOp::erf:
+      r = unary("math.erf", arg(n.a), w);
+      break;
+    case ScalarOp::sin:
+      r = unary("math.sin", arg(n.a), w);
+      break;
+    case ScalarOp::cos:
+      r = unary("math.cos", arg(n.a), w);
+      break;
+    case ScalarOp::sigmoid:
+      r = sigmoid(arg(n.a), w);
+      break;
+    case ScalarOp::relu:
+      r = binary("arith.maximumf", arg(n.a), literal(0, w), w);
+      break;
+    case ScalarOp::gelu: {  // x/2 · (1 + erf(x/√2)), PyTorch's exact GELU
+      std::string x = arg(n.a);
+      std::string e =
+          unary("math.erf", binary("arith.mulf", x, literal(0.7071067811865476, w), w), w);
+      r = binary("arith.mulf", binary("arith.mulf", x, literal(0.5, w), w),
+                 binary("arith.addf", literal(1, w), e, w), w);
+      break;
+    }
+    case ScalarOp::gelu_tanh: {  // x/2 · (1 + tanh(√(2/π)(x + 0.044715 x³))), Hendrycks & Gimpel
+      std::string x = arg(n.a);
+      std::string x3 = binary("arith.mulf", binary("arith.mulf", x, x, w), x, w);
+      std::string inner =
+          binary("arith.addf", x, binary("arith.mulf", x3, literal(0.044715, w), w), w);
+      std::string t =
+          unary("math.tanh", binary("arith.mulf", inner, literal(0.7978845608028654, w), w), w);
+      r = binary("arith.mulf", binary("arith.mulf", x, literal(0.5, w), w),
+                 binary("arith.addf", literal(1, w), t, w), w);
+      break;
+    }
+    case ScalarOp::silu: {
+      std::string x = arg(n.a);
+      r = binary("arith.mulf", x, sigmoid(x, w), w);
+      break;
+    }
+    case ScalarOp::square: {
+      std::string x = arg(n.a);
+      r = binary("arith.mulf", x, x, w);
+      break;
+    }
+    case ScalarOp::reciprocal:
+      r = binary("arith.divf", literal(1, w), arg(n.a), w);
+      break;
+    case ScalarOp::sign: {  // 1, -1, or x itself for ±0 and NaN (torch.sign)
+      std::string x = arg(n.a);
+      std::string neg = select(compare("olt", x, literal(0, w), w), literal(-1, w), x, w);
+      r = select(compare("ogt", x, literal(0, w), w), literal(1, w), neg, w);
+      break;
+    }
+    case ScalarOp::add:
+      r = binary("arith.addf", arg(n.a), arg(n.b), w);
+      break;
+    case ScalarOp::sub:
+      r = binary("arith.subf", arg(n.a), arg(n.b), w);
+      break;
+    case ScalarOp::mul:
+      r = binary("arith.mulf", arg(n.a), arg(n.b), w);
+      break;
+    case ScalarOp::div:
+      r = binary("arith.divf", arg(n.a), arg(n.b), w);
+      break;
+    case ScalarOp::pow:
+      r = binary("math.powf", arg(n.a), arg(n.b), w);
+      break;
+    case ScalarOp::maximum:
+      r = binary("arith.maximumf", arg(n.a), arg(n.b), w);
+      break;
+    case ScalarOp::minimum:
+      r = binary("arith.minimumf", arg(n.a), arg(n.b), w);
+      break;
+    case ScalarOp::eq:
+      r = compare("oeq", arg(n.a), arg(n.b), w);
+      break;
+    case ScalarOp::ne:
+      r = compare("une", arg(n.a), arg(n.b), w);
+      break;
+    case ScalarOp::lt:
+      r = compare("olt", arg(n.a), arg(n.b), w);
+      break;
+    case ScalarOp::le:
+      r = compare("ole", arg(n.a), arg(n.b), w);
+      break;
+    case ScalarOp::gt:
+      r = compare("ogt", arg(n.a), arg(n.b), w);
+      break;
+    case ScalarOp::ge:
+      r = compare("oge", arg(n.a), arg(n.b), w);
+      break;
+    case ScalarOp::where:
+      r = select(arg(n.a), arg(n.b), arg(n.c), w);
+      break;
+  }
+  return memo[i] = r;
+}
+
+}  // namespace detail
+
+namespace {
+
+bool unit_or_zero(const Kernel& k, int dim, bool inputs_only) {
+  for (size_t b = 0; b < k.buffers.size(); ++b) {
+    if (inputs_only && k.buffers[b].output) continue;
+    const int64_t s = k.buffers[b].strides[dim];
+    if (s != 0 && s != 1) return false;
+  }
+  return true;
+}
+
+/// Whether every output buffer (`full_only`: every output of a full store) has stride 1 along
+/// `dim`.
+bool outputs_unit(const Kernel& k, int dim, bool full_only) {
+  for (size_t b = 0; b < k.buffers.size(); ++b) {
+    if (!k.buffers[b].output) continue;
+    if (full_only && k.row_buffer(static_cast<int>(b))) continue;
+    if (k.buffers[b].strides[dim] != 1) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+CpuSchedule schedule_cpu(const Kernel& k) {
+  CpuSchedule s;
+  const int rank = static_cast<int>(k.domain.size());
+  const int p = k.parallel_dims();
+  s.vector_width = std::max<int>(1, 64 / static_cast<int>(element_size(k.compute)));
+  int64_t reduced_points = 1;
+  for (int d = p; d < rank; ++d)
+    reduced_points *= k.domain[d];
+  const bool has_arith = k.compute == DType::f32 || k.compute == DType::f64;
+  // Vectorization depends only on which strides are 0 or 1, never on sizes, so one compiled
+  // kernel serves every shape with the same stride pattern.
+  const bool last_parallel_vec =
+      p > 0 && unit_or_zero(k, p - 1, false) && outputs_unit(k, p - 1, false);
+  if (k.reduced == 0) {
+    if (last_parallel_vec) s.vector_dim = p - 1;
+  } else if (has_arith && unit_or_zero(k, rank - 1, true) && outputs_unit(k, rank - 1, true)) {
+    s.vector_dim = rank - 1;  // mode A
+  } else if (has_arith && last_parallel_vec) {
+    s.vector_dim = p - 1;  // mode B
+  }
+  if (s.vector_dim < 0) s.vector_width = 1;
+  if (p == 0) {
+    s.chunk = 1;
+    s.outer_iterations = 1;
+    s.work_per_iteration = std::max<int64_t>(1, reduced_points);
+    return s;
+  }
+  const int64_t n = k.domain[p - 1];
+  // Aim for ~16K elements of work per outer iteration, in whole vectors.
+  int64_t chunk = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, reduced_points));
+  if (s.vector_dim == p - 1) chunk = (chunk + s.vector_width - 1) / s.vector_width * s.vector_width;
+  s.chunk = std::min(chunk, std::max<int64_t>(n, 1));
+  int64_t outer = (n + s.chunk - 1) / s.chunk;
+  for (int d = 0; d < p - 1; ++d)
+    outer *= k.domain[d];
+  s.outer_iterations = outer;
+  s.work_per_iteration = s.chunk * std::max<int64_t>(1, reduced_points);
+  return s;
+}
+
+std::vector<int64_t> kernel_parameters(const Kernel& k, const CpuSchedule& s) {
+  std::vector<int64_t> out(k.domain.begin(), k.domain.end());
+  for (const KernelBuffer& b : k.buffers)
+    out.insert(out.end(), b.strides.begin(), b.strides.end());
+  const int p = k.parallel_dims();
+  const int64_t n = p > 0 ? k.domain[p - 1] : 1;
+  out.push_back(s.chunk);
+  out.push_back((n + s.chunk - 1) / s.chunk);
+  return out;
+}
+
+std::string emit_mlir(const Kernel& kernel, const CpuSchedule& schedule, std::string_view symbol) {
+  const Kernel general = to_general_form(kernel);
+  std::string header = fmt::format("// ein kernel {}: {}\n", kernel.name, kernel.origin);
+  for (char& c : header)
+    if (c == '\n') c = ' ';
+  header.back() = '\n';
+  detail::FunctionEmitter emitter(general, schedule);
+  return header + "module {\n" + emitter.run(symbol) + "}\n";
+}
+
+}  // namespace ein

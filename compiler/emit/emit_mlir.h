@@ -1,0 +1,41 @@
+// Kernel IR → MLIR text (func, scf, arith, math, memref, vector and the llvm dialect's pointer
+// ops) for the CPU JIT in runtime/jit. It chooses the loop schedule (which dim is vectorized,
+// how the outer parallel range is chunked) and writes text; it does not compile or run.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "compiler/kernel/kernel_ir.h"
+
+namespace ein {
+
+/// How a kernel's loops map onto the CPU: the range [0, outer_iterations) is what the
+/// runtime splits across threads (the kernel ABI's begin/end).
+struct CpuSchedule {
+  int vector_dim = -1;           ///< domain dim walked with SIMD vectors; -1: scalar code
+  int vector_width = 1;          ///< lanes per vector (64 bytes of the compute type)
+  int64_t chunk = 1;             ///< points of the innermost parallel dim per outer iteration
+  int64_t outer_iterations = 1;  ///< product of the outer parallel dims × chunks of the last
+  int64_t work_per_iteration = 1;  ///< elements one outer iteration touches (for grain sizes)
+};
+
+/// The schedule emit_mlir() uses for `kernel` (which must be coalesced and verified).
+CpuSchedule schedule_cpu(const Kernel& kernel);
+
+/// The run-time parameters of a kernel: domain sizes, every buffer's stride per dim (buffer
+/// major), then the chunk and the number of chunks of the last parallel dim.
+std::vector<int64_t> kernel_parameters(const Kernel& kernel, const CpuSchedule& schedule);
+
+/// An MLIR module holding `func.func @symbol(%buffers: !llvm.ptr, %begin: index, %end: index)`
+/// that runs outer iterations [begin, end) of `schedule`; buffers[i] is element 0 of buffer i,
+/// buffers[n] (n = the kernel's buffer count) holds kernel_parameters() as int64, and, when
+/// the kernel has params, buffers[n + 1] holds Kernel::params as double. Sizes, strides and
+/// params are read from there at run time: the code depends only on the kernel's ops, dtypes,
+/// rank, stages, stores and which strides are 0 or 1, so it is reused across shapes and steps.
+/// `kernel` may be in either form (see kernel_ir.h); it should be coalesced and verified.
+std::string emit_mlir(const Kernel& kernel, const CpuSchedule& schedule, std::string_view symbol);
+
+}  // namespace ein

@@ -1,0 +1,100 @@
+// Internal to the MLIR emitter (emit_mlir.cpp, emit_mlir_loops.cpp): the class that writes one
+// kernel function as MLIR text. emit_mlir.cpp holds the text helpers, the buffer prologue and
+// the scalar DAG; emit_mlir_loops.cpp holds the loop structure (parallel range, stages,
+// stores). Nobody else includes this header.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "compiler/emit/emit_mlir.h"
+
+namespace ein::detail {
+
+/// How MLIR spells an element type (bool and u8 are i8).
+std::string_view mlir_type(DType t);
+
+/// Emits one function; SSA names are %vN, constants are hoisted to the entry block.
+class FunctionEmitter {
+ public:
+  /// Emits for `k` (general form, coalesced, verified) with schedule `s`.
+  FunctionEmitter(const Kernel& k, const CpuSchedule& s);
+  /// The function's text.
+  std::string run(std::string_view symbol);
+
+ private:
+  /// Where the loops are: per buffer the element offset, per domain dim the index ("" when the
+  /// dim's loop is not open or sits at 0).
+  struct Point {
+    std::vector<std::string> offsets;
+    std::vector<std::string> ivs;
+  };
+  using Memo = std::map<int, std::string>;
+
+  // ---- text helpers (emit_mlir.cpp) ------------------------------------------------------
+  std::string fresh() { return fmt::format("%v{}", next_++); }
+  void line(const std::string& text) { body_ += std::string(indent_, ' ') + text + "\n"; }
+  std::string index(int64_t v);
+  std::string vec_type(int w, std::string_view scalar) const;
+  std::string literal(double v, int w);
+  std::string op(const std::string& text);
+  std::string add_index(const std::string& a, const std::string& b);
+  std::string mul_index(const std::string& a, const std::string& b);
+
+  // ---- buffers (emit_mlir.cpp) -----------------------------------------------------------
+  void emit_prologue();
+  std::string convert(const std::string& v, DType from, DType to, int w);
+  std::string zero_of(DType t, int w);
+  std::string load(int b, const std::string& offset, int w, int vdim);
+  void store(int b, const std::string& value, const std::string& offset, int w);
+
+  // ---- scalar DAG (emit_mlir.cpp) --------------------------------------------------------
+  std::string unary(std::string_view mnemonic, const std::string& x, int w);
+  std::string binary(std::string_view mnemonic, const std::string& x, const std::string& y, int w);
+  std::string compare(std::string_view predicate, const std::string& x, const std::string& y,
+                      int w);
+  std::string select(const std::string& cond, const std::string& x, const std::string& y, int w);
+  std::string sigmoid(const std::string& x, int w);
+  std::string broadcast(const std::string& scalar, int w);
+  std::string index_value(const Point& at, int dim, int w, int vdim);
+  /// The value of node `i` at `at`, `w` lanes along `vdim`; stage results from accs_.
+  std::string value(int i, const Point& at, int w, int vdim, Memo& memo);
+
+  // ---- loops (emit_mlir_loops.cpp) -------------------------------------------------------
+  void plan_stash();
+  std::string stage_value(int stage, const Point& at, int w, int vdim);
+  std::string combine(Combine c, const std::string& a, const std::string& b, int w);
+  Point advance(const Point& at, const std::string& iv, int dim);
+  std::string reduce_from(int stage, int dim, const Point& at, int w, const std::string& acc);
+  std::string reduce_vectorized(int stage, int dim, const Point& at, const std::string& acc);
+  void store_values(bool row, const Point& at, int w, int vdim);
+  void full_stores_from(int dim, const Point& at, int w);
+  void point(const Point& at, int w);
+  void emit_outer_loop();
+  void inner_loop(const std::string& lo, const std::string& hi, int w, const Point& base, int dim);
+
+  const Kernel& k_;
+  const CpuSchedule& s_;
+  std::string compute_;
+  std::vector<std::string> sizes_;                 // per domain dim, an index value
+  std::vector<std::vector<std::string>> strides_;  // per buffer and dim, when neither 0 nor 1
+  std::vector<std::string> params_;                // per run-time parameter, a compute scalar
+  std::string chunk_, chunks_;
+  std::vector<std::string> accs_;  // per stage, its result once computed
+  int acc_lanes_ = 1;              // lanes of accs_
+  int stash_stage_ = -1;           // see plan_stash(): the stage whose value is kept ...
+  int stash_buffer_ = -1;          // ... in this full output, read back by the full stores
+  std::string consts_, body_;
+  std::map<int64_t, std::string> index_consts_;
+  std::map<std::pair<uint64_t, int>, std::string> float_consts_;
+  int next_ = 0;
+  int indent_ = 2;
+};
+
+}  // namespace ein::detail

@@ -1,0 +1,333 @@
+// The loop structure of an emitted kernel (see emit_mlir.cpp for the schedules): the outer
+// parallel range split into chunks, and per point (or SIMD group of points) the stages, the
+// full stores over the row and the row stores. Every value a point stores is computed before
+// its first store, so an output may alias an input with the same strides.
+//
+// The stash (plan_stash): when the last stage reduces an expensive value e (softmax's
+// exp(x − max)) and the full stores read the row only through e, the stage loop also writes e
+// into a full output of the compute type, and the store loop reads it back from there (the row
+// is still in L1) instead of recomputing it: softmax does one exp per element, not two, like
+// PyTorch's CPU softmax, which writes the exponentials to the output and then scales them.
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "compiler/emit/emit_mlir_function.h"
+
+namespace ein::detail {
+namespace {
+
+std::string_view horizontal_kind(Combine c) {
+  switch (c) {
+    case Combine::prod:
+      return "mul";
+    case Combine::max:
+      return "maximumf";
+    case Combine::min:
+      return "minimumf";
+    default:
+      return "add";
+  }
+}
+
+}  // namespace
+
+std::string FunctionEmitter::combine(Combine c, const std::string& a, const std::string& b, int w) {
+  switch (c) {
+    case Combine::sum:
+      return binary("arith.addf", a, b, w);
+    case Combine::prod:
+      return binary("arith.mulf", a, b, w);
+    case Combine::max:
+      return binary("arith.maximumf", a, b, w);
+    case Combine::min:
+      return binary("arith.minimumf", a, b, w);
+    case Combine::none:
+      break;
+  }
+  throw std::logic_error("internal error: combine without a reduction");
+}
+
+FunctionEmitter::Point FunctionEmitter::advance(const Point& at, const std::string& iv, int dim) {
+  Point next = at;
+  next.ivs[dim] = iv;
+  for (size_t b = 0; b < k_.buffers.size(); ++b) {
+    const int64_t s = k_.buffers[b].strides[dim];
+    if (s == 1)
+      next.offsets[b] = add_index(at.offsets[b], iv);
+    else if (s != 0)
+      next.offsets[b] = add_index(at.offsets[b], mul_index(iv, strides_[b][dim]));
+  }
+  return next;
+}
+
+namespace {
+
+bool expensive(ScalarOp op) {
+  switch (op) {
+    case ScalarOp::exp:
+    case ScalarOp::log:
+    case ScalarOp::tanh:
+    case ScalarOp::erf:
+    case ScalarOp::sin:
+    case ScalarOp::cos:
+    case ScalarOp::sigmoid:
+    case ScalarOp::gelu:
+    case ScalarOp::gelu_tanh:
+    case ScalarOp::silu:
+    case ScalarOp::pow:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+void FunctionEmitter::plan_stash() {
+  // 1. Only the last stage's value e, an op node whose DAG holds an expensive op, qualifies.
+  // 2. Every full store must read non-row loads only through e (the output may alias an
+  //    input: once e is stashed, the row's inputs may be gone), and at least one must use e.
+  // 3. The stash buffer is the first full output of the compute type (no extra rounding).
+  if (k_.stages.empty()) return;
+  const int stage = static_cast<int>(k_.stages.size()) - 1;
+  const int e = k_.stages[stage].value;
+  const int n = static_cast<int>(k_.nodes.size());
+  std::vector<char> costly(n, 0), outside(n, 0), uses(n, 0);
+  for (int i = 0; i < n; ++i) {
+    const ScalarNode& node = k_.nodes[i];
+    costly[i] = expensive(node.op);
+    outside[i] = node.op == ScalarOp::load && !k_.row_buffer(node.buffer);
+    uses[i] = i == e;
+    for (int o : {node.a, node.b, node.c}) {
+      if (o < 0) continue;
+      costly[i] = costly[i] || costly[o];
+      outside[i] = outside[i] || (o != e && outside[o]);
+      uses[i] = uses[i] || uses[o];
+    }
+  }
+  if (!costly[e] || scalar_op_arity(k_.nodes[e].op) == 0) return;
+  int buffer = -1;
+  bool used = false;
+  for (const KernelStore& st : k_.stores) {
+    if (k_.row_buffer(st.buffer)) continue;
+    if (outside[st.value]) return;
+    used = used || uses[st.value];
+    if (buffer < 0 && k_.buffers[st.buffer].dtype == k_.compute) buffer = st.buffer;
+  }
+  if (buffer < 0 || !used) return;
+  stash_stage_ = stage;
+  stash_buffer_ = buffer;
+}
+
+/// Stage `stage`'s value at `at` (w lanes along vdim); stashed when plan_stash() said so.
+std::string FunctionEmitter::stage_value(int stage, const Point& at, int w, int vdim) {
+  Memo memo;
+  std::string v = value(k_.stages[stage].value, at, w, vdim, memo);
+  if (stage == stash_stage_) store(stash_buffer_, v, at.offsets[stash_buffer_], w);
+  return v;
+}
+
+/// Stage `stage`'s value at this point, combined into `acc` (w lanes): one loop per reduced
+/// dim from `dim` inwards; mode A vectorizes the innermost one and reduces the lanes at its end.
+std::string FunctionEmitter::reduce_from(int stage, int dim, const Point& at, int w,
+                                         const std::string& acc) {
+  const int rank = static_cast<int>(k_.domain.size());
+  const KernelStage& st = k_.stages[stage];
+  if (dim == rank) return combine(st.combine, acc, stage_value(stage, at, w, s_.vector_dim), w);
+  if (dim == rank - 1 && s_.vector_dim == dim) return reduce_vectorized(stage, dim, at, acc);
+  const std::string ty = vec_type(w, compute_);
+  std::string iv = fresh(), a = fresh(), res = fresh();
+  line(fmt::format("{} = scf.for {} = {} to {} step {} iter_args({} = {}) -> ({}) {{", res, iv,
+                   index(0), sizes_[dim], index(1), a, acc, ty));
+  indent_ += 2;
+  std::string next = reduce_from(stage, dim + 1, advance(at, iv, dim), w, a);
+  line(fmt::format("scf.yield {} : {}", next, ty));
+  indent_ -= 2;
+  line("}");
+  return res;
+}
+
+/// Mode A: lanes over the innermost reduced dim, four vector accumulators (four independent
+/// dependency chains hide the add latency), then one, then a scalar tail; `acc` is scalar.
+std::string FunctionEmitter::reduce_vectorized(int stage, int dim, const Point& at,
+                                               const std::string& acc) {
+  const Combine c = k_.stages[stage].combine;
+  const int vw = s_.vector_width;
+  const std::string n = sizes_[dim];
+  const std::string nv =
+      mul_index(op(fmt::format("arith.divui {}, {} : index", n, index(vw))), index(vw));
+  const std::string nv4 =
+      mul_index(op(fmt::format("arith.divui {}, {} : index", n, index(4 * vw))), index(4 * vw));
+  const std::string vty = vec_type(vw, compute_);
+  std::string quad = fresh(), qiv = fresh();
+  std::string qa[4] = {fresh(), fresh(), fresh(), fresh()};
+  const std::string init = literal(combine_identity(c), vw);
+  line(fmt::format(
+      "{}:4 = scf.for {} = {} to {} step {} iter_args({} = {}, {} = {}, {} = {}, {} = {}) -> "
+      "({}, {}, {}, {}) {{",
+      quad, qiv, index(0), nv4, index(4 * vw), qa[0], init, qa[1], init, qa[2], init, qa[3], init,
+      vty, vty, vty, vty));
+  indent_ += 2;
+  {
+    std::string next[4];
+    for (int j = 0; j < 4; ++j) {
+      const std::string pos = j == 0 ? qiv : add_index(qiv, index(j * vw));
+      next[j] = combine(c, qa[j], stage_value(stage, advance(at, pos, dim), vw, dim), vw);
+    }
+    line(fmt::format("scf.yield {}, {}, {}, {} : {}, {}, {}, {}", next[0], next[1], next[2],
+                     next[3], vty, vty, vty, vty));
+  }
+  indent_ -= 2;
+  line("}");
+  const std::string merged = combine(c, combine(c, quad + "#0", quad + "#1", vw),
+                                     combine(c, quad + "#2", quad + "#3", vw), vw);
+  std::string iv = fresh(), a = fresh(), vres = fresh();
+  line(fmt::format("{} = scf.for {} = {} to {} step {} iter_args({} = {}) -> ({}) {{", vres, iv,
+                   nv4, nv, index(vw), a, merged, vty));
+  indent_ += 2;
+  {
+    std::string v = stage_value(stage, advance(at, iv, dim), vw, dim);
+    line(fmt::format("scf.yield {} : {}", combine(c, a, v, vw), vty));
+  }
+  indent_ -= 2;
+  line("}");
+  std::string h = op(fmt::format("vector.reduction <{}>, {} : {} into {}", horizontal_kind(c), vres,
+                                 vty, compute_));
+  std::string start = combine(c, acc, h, 1);
+  std::string tiv = fresh(), ta = fresh(), tres = fresh();
+  line(fmt::format("{} = scf.for {} = {} to {} step {} iter_args({} = {}) -> ({}) {{", tres, tiv,
+                   nv, n, index(1), ta, start, compute_));
+  indent_ += 2;
+  {
+    std::string v = stage_value(stage, advance(at, tiv, dim), 1, dim);
+    line(fmt::format("scf.yield {} : {}", combine(c, ta, v, 1), compute_));
+  }
+  indent_ -= 2;
+  line("}");
+  return tres;
+}
+
+/// Computes every value stored at `at` (the row stores if `row`, else the full ones), then
+/// stores them all.
+void FunctionEmitter::store_values(bool row, const Point& at, int w, int vdim) {
+  Memo memo;
+  if (!row && stash_stage_ >= 0)  // the stage stashed its value here: read it back
+    memo[k_.stages[stash_stage_].value] = load(stash_buffer_, at.offsets[stash_buffer_], w, vdim);
+  std::vector<std::pair<int, std::string>> values;
+  for (const KernelStore& st : k_.stores)
+    if ((k_.reduced > 0 && k_.row_buffer(st.buffer)) == row)
+      values.push_back({st.buffer, value(st.value, at, w, vdim, memo)});
+  for (const auto& [buffer, v] : values)
+    store(buffer, v, at.offsets[buffer], w);
+}
+
+/// The full stores: one loop per reduced dim from `dim` inwards; in mode A the innermost is
+/// vectorized with a scalar tail.
+void FunctionEmitter::full_stores_from(int dim, const Point& at, int w) {
+  const int rank = static_cast<int>(k_.domain.size());
+  if (dim == rank) {
+    store_values(false, at, w, s_.vector_dim);
+    return;
+  }
+  if (dim == rank - 1 && s_.vector_dim == dim) {
+    const int vw = s_.vector_width;
+    const std::string n = sizes_[dim];
+    const std::string nv =
+        mul_index(op(fmt::format("arith.divui {}, {} : index", n, index(vw))), index(vw));
+    for (int pass = 0; pass < 2; ++pass) {
+      std::string iv = fresh();
+      line(fmt::format("scf.for {} = {} to {} step {} {{", iv, pass == 0 ? index(0) : nv,
+                       pass == 0 ? nv : n, index(pass == 0 ? vw : 1)));
+      indent_ += 2;
+      store_values(false, advance(at, iv, dim), pass == 0 ? vw : 1, dim);
+      indent_ -= 2;
+      line("}");
+    }
+    return;
+  }
+  std::string iv = fresh();
+  line(fmt::format("scf.for {} = {} to {} step {} {{", iv, index(0), sizes_[dim], index(1)));
+  indent_ += 2;
+  full_stores_from(dim + 1, advance(at, iv, dim), w);
+  indent_ -= 2;
+  line("}");
+}
+
+/// One point, or `w` points along the last parallel dim: stages, full stores, row stores.
+void FunctionEmitter::point(const Point& at, int w) {
+  const int p = k_.parallel_dims();
+  if (k_.reduced == 0) {
+    store_values(false, at, w, std::max(s_.vector_dim, 0));
+    return;
+  }
+  const int lanes = s_.vector_dim == p - 1 ? w : 1;
+  accs_.clear();
+  acc_lanes_ = lanes;
+  for (size_t s = 0; s < k_.stages.size(); ++s)
+    accs_.push_back(reduce_from(static_cast<int>(s), p, at, lanes,
+                                literal(combine_identity(k_.stages[s].combine), lanes)));
+  bool any_full = false;
+  for (const KernelStore& st : k_.stores)
+    any_full = any_full || !k_.row_buffer(st.buffer);
+  if (any_full) full_stores_from(p, at, lanes);
+  store_values(true, at, lanes, std::max(s_.vector_dim, 0));
+}
+
+void FunctionEmitter::emit_outer_loop() {
+  plan_stash();
+  const int p = k_.parallel_dims();
+  Point zero{std::vector<std::string>(k_.buffers.size(), index(0)),
+             std::vector<std::string>(k_.domain.size())};
+  std::string it = fresh();
+  line(fmt::format("scf.for {} = %begin to %end step {} {{", it, index(1)));
+  indent_ += 2;
+  if (p == 0) {
+    point(zero, 1);
+  } else {
+    const int last = p - 1;
+    const std::string n = sizes_[last];
+    // it = ((i0 · n1 + i1) · … ) · chunks + chunk
+    std::string rest = it;
+    std::string chunk = op(fmt::format("arith.remui {}, {} : index", rest, chunks_));
+    rest = op(fmt::format("arith.divui {}, {} : index", rest, chunks_));
+    Point base = zero;
+    for (int d = last - 1; d >= 0; --d) {
+      std::string i =
+          d == 0 ? rest : op(fmt::format("arith.remui {}, {} : index", rest, sizes_[d]));
+      if (d > 0) rest = op(fmt::format("arith.divui {}, {} : index", rest, sizes_[d]));
+      base = advance(base, i, d);
+    }
+    std::string lo = mul_index(chunk, chunk_);
+    std::string hi = op(fmt::format("arith.minui {}, {} : index", add_index(lo, chunk_), n));
+    if (s_.vector_dim == last) {
+      const int w = s_.vector_width;
+      std::string len = op(fmt::format("arith.subi {}, {} : index", hi, lo));
+      std::string nv = add_index(
+          lo,
+          op(fmt::format("arith.muli {}, {} : index",
+                         op(fmt::format("arith.divui {}, {} : index", len, index(w))), index(w))));
+      inner_loop(lo, nv, w, base, last);
+      inner_loop(nv, hi, 1, base, last);
+    } else {
+      inner_loop(lo, hi, 1, base, last);
+    }
+  }
+  indent_ -= 2;
+  line("}");
+}
+
+void FunctionEmitter::inner_loop(const std::string& lo, const std::string& hi, int w,
+                                 const Point& base, int dim) {
+  std::string iv = fresh();
+  line(fmt::format("scf.for {} = {} to {} step {} {{", iv, lo, hi, index(w)));
+  indent_ += 2;
+  point(advance(base, iv, dim), w);
+  indent_ -= 2;
+  line("}");
+}
+
+}  // namespace ein::detail

@@ -1,0 +1,193 @@
+// Graph IR construction, dumps and verification.
+#include "compiler/graph/graph.h"
+
+#include <array>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace ein {
+namespace {
+
+struct OpInfo {
+  std::string_view name;
+  int arity;
+};
+
+constexpr std::array kOps = {
+#define EIN_GRAPH_OP(name, spelling, arity) OpInfo{spelling, arity},
+#include "compiler/graph/ops.def"
+#undef EIN_GRAPH_OP
+};
+
+std::string attributes(const GraphNode& n) {
+  struct Visitor {
+    std::string operator()(std::monostate) const { return ""; }
+    std::string operator()(const InputAttr& a) const { return fmt::format("[{}]", a.index); }
+    std::string operator()(const ViewAttr& a) const {
+      std::vector<std::string> split, dims;
+      for (const Shape& s : a.split)
+        split.push_back(fmt::format("({})", fmt::join(s, " ")));
+      for (const auto& d : a.dims)
+        dims.push_back(fmt::format("{{{}}}", fmt::join(d, ",")));
+      return fmt::format("[split {} -> {}]", fmt::join(split, " "), fmt::join(dims, " "));
+    }
+    std::string operator()(const ReduceAttr& a) const {
+      std::vector<int> dims;
+      for (size_t d = 0; d < a.reduced.size(); ++d)
+        if (a.reduced[d]) dims.push_back(static_cast<int>(d));
+      return fmt::format("[{} dims {}{}]", reduction_name(a.reduction), fmt::join(dims, ","),
+                         a.ddof ? fmt::format(" ddof={}", *a.ddof) : "");
+    }
+    std::string operator()(const PermuteAttr& a) const {
+      return fmt::format("[{}]", fmt::join(a.order, ","));
+    }
+    std::string operator()(const ContractAttr& a) const {
+      return fmt::format("[{} , {} -> {}]", fmt::join(a.a_axes, " "), fmt::join(a.b_axes, " "),
+                         fmt::join(a.out_axes, " "));
+    }
+    std::string operator()(const MapAttr& a) const {
+      return fmt::format("[{} scalar ops]", a.body ? a.body->nodes.size() : 0);
+    }
+    std::string operator()(const ConcatAttr& a) const { return fmt::format("[dim {}]", a.dim); }
+    std::string operator()(const SliceAttr& a) const {
+      return fmt::format("[dim {} {}:{}]", a.dim, a.start, a.stop);
+    }
+    std::string operator()(const FusedAttr& a) const {
+      std::vector<std::string> members;
+      for (int m : a.members)
+        members.push_back(fmt::format("%{}", m));
+      const size_t n = a.outputs.size();
+      return fmt::format("[{} holds {}; {} output{}]", a.kernel ? a.kernel->name : "?",
+                         fmt::join(members, " "), n, n == 1 ? "" : "s");
+    }
+    std::string operator()(const ResultAttr& a) const { return fmt::format("[{}]", a.index); }
+  };
+  return std::visit(Visitor{}, n.attr);
+}
+
+/// A fused node: its kernel, reads and outputs agree with each other and with its inputs.
+template <class Fail>
+void verify_fused(const Graph& g, size_t i, const FusedAttr& f, Fail& fail) {
+  const GraphNode& n = g.nodes[i];
+  if (!f.kernel) return fail(i, "fused node without a kernel");
+  const Kernel& k = *f.kernel;
+  const size_t rank = k.domain.size();
+  size_t inputs = 0;
+  for (const KernelBuffer& b : k.buffers)
+    inputs += b.output ? 0 : 1;
+  if (f.reads.size() != inputs || f.outputs.size() != k.buffers.size() - inputs)
+    return fail(i, "fused reads/outputs do not match the kernel's buffers");
+  for (const FusedRead& r : f.reads) {
+    if (r.input < 0 || r.input >= static_cast<int>(n.inputs.size()))
+      return fail(i, "a fused read names no input");
+    const size_t in_rank = g.nodes[n.inputs[r.input]].shape.size();
+    if (r.matrix.size() != in_rank || r.offset.size() != in_rank)
+      return fail(i, "a fused read's matrix does not match its input's rank");
+    for (const auto& row : r.matrix)
+      if (row.size() != rank) return fail(i, "a fused read's matrix does not match the domain");
+  }
+  for (const FusedOutput& o : f.outputs) {
+    if (o.dims.size() != o.shape.size()) return fail(i, "a fused output's dims and shape differ");
+    for (size_t j = 0; j < o.dims.size(); ++j)
+      if (o.dims[j] >= static_cast<int>(rank) ||
+          (o.dims[j] < 0 ? o.shape[j] != 1 : o.shape[j] != k.domain[o.dims[j]]))
+        return fail(i, "a fused output's dim does not walk the domain");
+  }
+  if (!f.stored.empty() && f.stored.size() != f.outputs.size())
+    return fail(i, "a fused node names the stored node of some outputs only");
+  if (f.outputs.front().shape != n.shape || f.outputs.front().dtype != n.dtype)
+    fail(i, "a fused node's type must be its first output's");
+}
+
+}  // namespace
+
+std::string_view graph_op_name(GraphOp op) {
+  return kOps[static_cast<int>(op)].name;
+}
+int graph_op_arity(GraphOp op) {
+  return kOps[static_cast<int>(op)].arity;
+}
+
+int Graph::add(GraphNode node) {
+  nodes.push_back(std::move(node));
+  return static_cast<int>(nodes.size()) - 1;
+}
+
+std::string dump(const Graph& g) {
+  std::string out = fmt::format("graph {}\n", g.origin);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const GraphNode& n = g.nodes[i];
+    std::vector<std::string> ins;
+    for (int in : n.inputs)
+      ins.push_back(fmt::format("%{}", in));
+    out += fmt::format("  %{} = {}{} {} : {}[{}]{}\n", i, graph_op_name(n.op), attributes(n),
+                       fmt::join(ins, ", "), dtype_name(n.dtype), fmt::join(n.shape, ", "),
+                       n.note.empty() ? "" : "  // " + n.note);
+  }
+  std::vector<std::string> outs;
+  for (int o : g.outputs)
+    outs.push_back(fmt::format("%{}", o));
+  out += fmt::format("  return {}\n", fmt::join(outs, ", "));
+  return out;
+}
+
+void verify(const Graph& g) {
+  auto fail = [&](size_t i, const std::string& what) {
+    throw std::logic_error(
+        fmt::format("internal error: invalid graph, node %{}: {}\n{}", i, what, dump(g)));
+  };
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const GraphNode& n = g.nodes[i];
+    const int arity = graph_op_arity(n.op);
+    if (arity >= 0 && static_cast<int>(n.inputs.size()) != arity)
+      fail(i,
+           fmt::format("{} takes {} inputs, has {}", graph_op_name(n.op), arity, n.inputs.size()));
+    for (int in : n.inputs)
+      if (in < 0 || in >= static_cast<int>(i)) fail(i, "an input is not an earlier node");
+    const bool attr_ok = [&] {
+      switch (n.op) {
+        case GraphOp::input:
+          return std::holds_alternative<InputAttr>(n.attr);
+        case GraphOp::view:
+          return std::holds_alternative<ViewAttr>(n.attr);
+        case GraphOp::reduce:
+          return std::holds_alternative<ReduceAttr>(n.attr);
+        case GraphOp::permute:
+          return std::holds_alternative<PermuteAttr>(n.attr);
+        case GraphOp::contract:
+          return std::holds_alternative<ContractAttr>(n.attr);
+        case GraphOp::map:
+          return std::holds_alternative<MapAttr>(n.attr);
+        case GraphOp::concat:
+          return std::holds_alternative<ConcatAttr>(n.attr);
+        case GraphOp::slice:
+          return std::holds_alternative<SliceAttr>(n.attr);
+        case GraphOp::fused:
+          return std::holds_alternative<FusedAttr>(n.attr);
+        case GraphOp::result:
+          return std::holds_alternative<ResultAttr>(n.attr);
+        case GraphOp::reshape:
+        case GraphOp::cast:
+        case GraphOp::gather:
+        case GraphOp::scatter_add:
+          return std::holds_alternative<std::monostate>(n.attr);
+      }
+      return false;
+    }();
+    if (!attr_ok) fail(i, "wrong attributes for the op");
+    if (const auto* f = std::get_if<FusedAttr>(&n.attr)) verify_fused(g, i, *f, fail);
+    if (const auto* r = std::get_if<ResultAttr>(&n.attr)) {
+      const GraphNode& of = g.nodes[n.inputs[0]];
+      const auto* f = std::get_if<FusedAttr>(&of.attr);
+      if (!f || r->index < 0 || r->index >= static_cast<int>(f->outputs.size()))
+        fail(i, "result must name an output of a fused node");
+      else if (f->outputs[r->index].shape != n.shape || f->outputs[r->index].dtype != n.dtype)
+        fail(i, "result's type differs from the fused output's");
+    }
+  }
+  for (int o : g.outputs)
+    if (o < 0 || o >= static_cast<int>(g.nodes.size())) fail(g.nodes.size(), "bad output");
+}
+
+}  // namespace ein

@@ -1,0 +1,141 @@
+// Graph IR: tensor-level SSA. Every node has an op from compiler/graph/ops.def, its inputs (earlier
+// nodes), its result's shape and dtype, op attributes and the source text it came from.
+// Patterns lower into it (lower_patterns.h); execute.h runs it on tensors. It holds no
+// tensors and no loop nests: Kernel IR is one level down.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include <ein/dtype.h>
+#include <ein/shape.h>
+
+#include "compiler/kernel/kernel_ir.h"
+#include <ein/patterns.h>
+
+namespace ein {
+
+/// A Graph IR operation (see compiler/graph/ops.def).
+enum class GraphOp : uint8_t {
+#define EIN_GRAPH_OP(name, spelling, arity) name,
+#include "compiler/graph/ops.def"
+#undef EIN_GRAPH_OP
+};
+
+/// How dumps spell the op.
+std::string_view graph_op_name(GraphOp op);
+/// The number of inputs the op takes; -1 for any number.
+int graph_op_arity(GraphOp op);
+
+/// input: which argument of the graph.
+struct InputAttr {
+  int index = 0;
+};
+/// view: the input's dims split into elementary axes (`split[d]`: the sizes dim d splits into,
+/// outermost first); output dim j walks the elementary axes `dims[j]` at once (one axis: a
+/// permute; several: a diagonal; none: a new broadcast axis of stride 0). Elementary axes no
+/// output dim names must have size 1.
+struct ViewAttr {
+  std::vector<Shape> split;
+  std::vector<std::vector<int>> dims;
+};
+/// reduce: the input dims flagged in `reduced` are combined; the kept dims stay in input
+/// order, stored in `out_order` layout (so a permute to that order is free).
+struct ReduceAttr {
+  Reduction reduction = Reduction::sum;
+  std::optional<int64_t> ddof;
+  std::vector<bool> reduced;
+  std::vector<int> out_order;
+};
+/// permute: output dim i is input dim order[i].
+struct PermuteAttr {
+  std::vector<int64_t> order;
+};
+/// contract: a (labelled a_axes) times b (labelled b_axes), summed over shared axes not in
+/// out_axes; the result is labelled out_axes.
+struct ContractAttr {
+  std::vector<int> a_axes, b_axes, out_axes;
+};
+/// map: a scalar DAG (Kernel IR nodes and body; loads read inputs in order) over the output's
+/// dims; input i's dim d is output dim axes[i][d] (size 1 broadcasts).
+struct MapAttr {
+  std::shared_ptr<const Kernel> body;
+  std::vector<std::vector<int>> axes;
+};
+/// concat: inputs side by side along output dim `dim`; input i contributes its dims
+/// [dim, dim + spans[i]) flattened into that one dim (pack's `*`), the other dims match.
+struct ConcatAttr {
+  int64_t dim = 0;
+  std::vector<int64_t> spans;
+};
+/// slice: [start, stop) of `dim`.
+struct SliceAttr {
+  int64_t dim = 0, start = 0, stop = 0;
+};
+
+/// How a fused kernel reads one input buffer: the input's index is an affine function of the
+/// kernel's domain index, `index[t] = Σ_d matrix[t][d] · i_d + offset[t]` (so the buffer's
+/// stride along domain dim d is Σ_t stride_t · matrix[t][d], in elements). Views, permutes,
+/// slices, splits and broadcasts between the input and the kernel fold into this.
+struct FusedRead {
+  int input = 0;                             ///< which input of the fused node
+  std::vector<std::vector<int64_t>> matrix;  ///< [input dim][domain dim]
+  Shape offset;                              ///< per input dim
+};
+/// One result of a fused kernel: a fresh contiguous tensor; its dim j walks domain dim
+/// `dims[j]` (-1: a size-1 dim). Stored by the kernel's output buffer of the same position.
+struct FusedOutput {
+  Shape shape;
+  DType dtype = DType::f32;
+  std::vector<int> dims;
+};
+/// fused: one Kernel IR kernel holding several nodes of the unfused graph (compiler/fuse/fuse.h).
+/// The kernel's domain is fixed; its buffers' strides are filled per call from `reads` (its
+/// input buffers in order) and `outputs` (its output buffers in order). The node's shape and
+/// dtype are outputs[0]'s; `result` nodes give the others.
+struct FusedAttr {
+  std::shared_ptr<const Kernel> kernel;
+  std::vector<FusedRead> reads;
+  std::vector<FusedOutput> outputs;
+  std::vector<int> members;  ///< ids, in the unfused graph, of the nodes it holds
+  std::vector<int> stored;   ///< per output: the id, in the unfused graph, of the node it is
+};
+/// result: output `index` of the fused node that is its input.
+struct ResultAttr {
+  int index = 0;
+};
+
+/// One node. `shape`/`dtype` describe its result.
+struct GraphNode {
+  GraphOp op = GraphOp::input;
+  std::vector<int> inputs;
+  Shape shape;
+  DType dtype = DType::f32;
+  std::variant<std::monostate, InputAttr, ViewAttr, ReduceAttr, PermuteAttr, ContractAttr, MapAttr,
+               ConcatAttr, SliceAttr, FusedAttr, ResultAttr>
+      attr;
+  std::string note;  ///< set by fuse() on a node it left unfused: why (empty elsewhere)
+};
+
+/// A graph: nodes in topological order and the nodes it returns.
+struct Graph {
+  std::vector<GraphNode> nodes;
+  std::vector<int> outputs;
+  std::string origin;  ///< the pattern or expression it came from
+
+  /// Appends a node; returns its id.
+  int add(GraphNode node);
+};
+
+/// One line per node: `%3 = reduce[mean] %2 : f32[8, 64]`.
+std::string dump(const Graph& graph);
+
+/// Checks arities, input order and attribute kinds; throws std::logic_error (a lowering bug).
+void verify(const Graph& graph);
+
+}  // namespace ein

@@ -1,0 +1,100 @@
+// Kernel IR on CPU tensors (run_kernel() in run_kernel.h dispatches CPU launches here). Steps:
+//   1. prepare the kernel (compiler/kernel/prepare.h) and serialise it into a thread-local key;
+//   2. look the key up (shared lock); on a miss, verify, schedule, emit MLIR and JIT it;
+//   3. call the kernel over [0, outer_iterations), split by parallel_for with a grain that
+//      gives each task at least ~32K elements of work.
+#include "exec/cpu_executor.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "compiler/emit/emit_mlir.h"
+#include "compiler/pipeline.h"
+#include "compiler/kernel/prepare.h"
+#include "exec/memo_cache.h"
+#include "exec/executed_cost.h"
+#include "runtime/jit/cpu_jit.h"
+#include "runtime/parallel.h"
+
+namespace ein {
+namespace {
+
+struct Compiled {
+  CpuKernelFn fn = nullptr;
+};
+
+std::atomic<int64_t> g_launches{0}, g_built{0};
+
+std::shared_ptr<const Compiled> compile(const Kernel& kernel, const std::string& key) {
+  verify(kernel);
+  auto compiled = std::make_shared<Compiled>();
+  const std::string symbol =
+      fmt::format("ein_{}_{:016x}", kernel.name, XXH3_64bits(key.data(), key.size()));
+  compiled->fn = CpuJit::instance().get(emit_kernel(kernel, Target::mlir, symbol), symbol);
+  ++g_built;
+  return compiled;
+}
+
+std::shared_ptr<const Compiled> lookup(const Kernel& kernel) {
+  static auto* cache = new MemoCache<Compiled>;
+  thread_local std::string key;
+  kernel_code_key(kernel, key);
+  // Built outside the lock: the JIT dedups racing builds.
+  return cache->get(key, [&] { return compile(kernel, key); });
+}
+
+}  // namespace
+
+void run_kernel_cpu(const Kernel& kernel_in, std::span<const Tensor> buffers) {
+  // Nothing to do when a parallel dim is empty, or the row is empty and nothing is stored per
+  // row (a row store over an empty row still writes the stages' identities).
+  Kernel general = to_general_form(kernel_in);
+  for (int d = 0; d < general.parallel_dims(); ++d)
+    if (general.domain[d] == 0) return;
+  bool empty_row = false, row_stores = false;
+  for (int d = general.parallel_dims(); d < static_cast<int>(general.domain.size()); ++d)
+    empty_row = empty_row || general.domain[d] == 0;
+  for (const KernelStore& st : general.stores)
+    row_stores = row_stores || (general.reduced > 0 && general.row_buffer(st.buffer));
+  if (empty_row && !row_stores) return;
+  const Kernel kernel = prepare_kernel(std::move(general));
+  const auto compiled = lookup(kernel);
+  const CpuSchedule s = schedule_cpu(kernel);
+  std::vector<int64_t> params = kernel_parameters(kernel, s);
+  void* pointers[18];
+  std::vector<void*> many;
+  void** ptrs = pointers;
+  if (buffers.size() + 2 > 18) {
+    many.resize(buffers.size() + 2);
+    ptrs = many.data();
+  }
+  for (size_t i = 0; i < buffers.size(); ++i)
+    ptrs[i] = buffers[i].data_ptr();
+  ptrs[buffers.size()] = params.data();
+  ptrs[buffers.size() + 1] = const_cast<double*>(kernel.params.data());
+  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, s.work_per_iteration));
+  CpuKernelFn fn = compiled->fn;
+  ++g_launches;
+  count_kernel_launch(kernel_in, buffers);  // charge the live FlopCounters (executed_cost.h)
+  if (s.outer_iterations <= grain) {
+    fn(ptrs, 0, s.outer_iterations);
+    return;
+  }
+  parallel_for(0, s.outer_iterations, grain, [&](int64_t lo, int64_t hi) { fn(ptrs, lo, hi); });
+}
+
+ExecutorStats executor_stats() {
+  return {g_launches.load(), g_built.load()};
+}
+
+}  // namespace ein

@@ -1,0 +1,29 @@
+// Runs Kernel IR on CPU tensors, the CPU's peer of cuda_executor.h (run_kernel() in
+// run_kernel.h picks between them): prepares the kernel (compiler/kernel/prepare.h), emits
+// MLIR, compiles it through the process-wide CPU JIT (runtime/jit) on first use, and splits the
+// outer range across oneTBB threads. Kernels are memoised by a binary key, so a repeated call
+// costs a hash and a lookup.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "compiler/kernel/kernel_ir.h"
+#include <ein/tensor.h>
+
+namespace ein {
+
+/// Launches `kernel` (either form, no total stores: run_kernel() rewrites those first) with
+/// `buffers`, CPU tensors whose element strides from data_ptr() the kernel's strides describe.
+void run_kernel_cpu(const Kernel& kernel, std::span<const Tensor> buffers);
+
+/// Counters of the executor since process start.
+struct ExecutorStats {
+  int64_t launches = 0;       ///< kernels run
+  int64_t kernels_built = 0;  ///< kernels emitted and handed to the JIT
+};
+/// The executor's counters.
+ExecutorStats executor_stats();
+
+}  // namespace ein

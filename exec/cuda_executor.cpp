@@ -1,0 +1,219 @@
+// Kernel IR on CUDA tensors (exec/cuda_executor.h). Steps for one launch:
+//   1. key the kernel by its code and exact layout (kernel_ir.h's kernel_code_key) and device;
+//   2. on a miss, emit CUDA C++ (emit_cuda.h) and prepare it (NVRTC, module load);
+//   3. launch with the buffers' device addresses and the kernel's params.
+// Like PyTorch, launches are asynchronous: nothing here waits for the device.
+#include "exec/cuda_executor.h"
+
+#include <atomic>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <utility>
+
+#include <ein/errors.h>
+#include <fmt/format.h>
+
+#include "compiler/emit/emit_cuda.h"
+#include "exec/executed_cost.h"
+#include "exec/memo_cache.h"
+#include "exec/tensor_kernels.h"
+#include "runtime/cuda/execution.h"
+
+namespace ein {
+namespace {
+
+struct Prepared {
+  CudaLaunch launch;
+  std::shared_ptr<const CudaFunction> function;
+};
+
+std::atomic<int64_t> g_launches{0}, g_prepared{0};
+
+struct Made {
+  std::string source, entry;
+  CudaLaunch launch;
+};
+
+/// A prepared kernel for `key` on `device`, made by `make` (a Made) on a miss. `key` is
+/// scratch: the device and the installed CudaExecution are appended to it.
+template <class Make>
+std::shared_ptr<const Prepared> prepared(std::string& key, int device, Make&& make) {
+  static auto* cache = new MemoCache<Prepared>;  // never destroyed: functions outlive exit
+  const uint64_t generation = cuda_execution_generation();  // prepared by the installed one
+  key.append(reinterpret_cast<const char*>(&device), sizeof device);
+  key.append(reinterpret_cast<const char*>(&generation), sizeof generation);
+  return cache->get(key, [&] {
+    auto p = std::make_shared<Prepared>();
+    const Made m = make();
+    p->launch = m.launch;
+    p->function = cuda_execution().prepare(device, m.source, m.entry);
+    ++g_prepared;
+    return std::shared_ptr<const Prepared>(std::move(p));
+  });
+}
+
+void launch(const Prepared& p, int device, std::span<void* const> buffers,
+            std::span<const double> params) {
+  ++g_launches;
+  cuda_execution().launch(device, *p.function, p.launch.grid, p.launch.block, buffers, params);
+}
+
+/// The CUDA device the launch's tensors share; RuntimeError when they are elsewhere.
+int device_of(std::span<const Tensor> buffers, std::string_view kernel) {
+  const Device d = buffers.front().device();
+  for (const Tensor& t : buffers)
+    if (t.device() != d)
+      throw RuntimeError(fmt::format("kernel {}: tensors on {} and {} in one kernel; move them "
+                                     "to one device first (.to(...))",
+                                     kernel, d.str(), t.device().str()));
+  return d.index;
+}
+
+// ---- gather and scatter-add: small hand-written kernels with sizes as run-time params ----
+
+/// The C type that moves a row of `row_bytes` in the widest whole words (`row_bytes` also
+/// divided by the table's address alignment: a sliced table need not start on 16 bytes).
+std::pair<const char*, int64_t> word_for(int64_t row_bytes) {
+  if (row_bytes % 16 == 0) return {"uint4", 16};
+  if (row_bytes % 8 == 0) return {"unsigned long long", 8};
+  if (row_bytes % 4 == 0) return {"unsigned int", 4};
+  if (row_bytes % 2 == 0) return {"unsigned short", 2};
+  return {"unsigned char", 1};
+}
+
+constexpr int kBlock = 256;
+
+Made gather_source(const char* word) {
+  Made m;
+  m.entry = "ein_gather_rows";
+  m.source = fmt::format(
+      "// Row gather (exec/cuda_executor.cpp): out[i, :] = table[idx[i], :], rows moved as\n"
+      "// `words` words of {0}; idx already checked and wrapped on the host.\n"
+      "extern \"C\" __global__ void __launch_bounds__({1}) {2}(const long long* idx,\n"
+      "    const {0}* table, {0}* out, double count_, double words_) {{\n"
+      "  const long long count = (long long)count_, words = (long long)words_;\n"
+      "  const long long total = count * words;\n"
+      "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;\n"
+      "       i += (long long)gridDim.x * blockDim.x) {{\n"
+      "    const long long r = i / words, c = i - r * words;\n"
+      "    out[i] = table[idx[r] * words + c];\n"
+      "  }}\n"
+      "}}\n",
+      word, kBlock, m.entry);
+  return m;
+}
+
+Made scatter_source(const char* type) {
+  Made m;
+  m.entry = "ein_scatter_add_rows";
+  m.source = fmt::format(
+      "// Row scatter-add (exec/cuda_executor.cpp): out[idx[i], c] += values[i, c]. One\n"
+      "// thread per column walks the indices in order, so repeated indices never race and\n"
+      "// every sum has one order (deterministic, as on the CPU).\n"
+      "extern \"C\" __global__ void __launch_bounds__({1}) {2}(const long long* idx,\n"
+      "    const {0}* values, {0}* out, double count_, double width_) {{\n"
+      "  const long long count = (long long)count_, width = (long long)width_;\n"
+      "  for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < width;\n"
+      "       c += (long long)gridDim.x * blockDim.x)\n"
+      "    for (long long i = 0; i < count; ++i) out[idx[i] * width + c] += values[i * width + c];\n"
+      "}}\n",
+      type, kBlock, m.entry);
+  return m;
+}
+
+int64_t blocks_for(int64_t work) {
+  return std::min<int64_t>((work + kBlock - 1) / kBlock, int64_t{1} << 20);
+}
+
+/// Launches the row kernel `source(type)` (gather or scatter-add, prepared once per type) with
+/// `indices` copied to the device, `data` and `out`, and params (index count, `width`), over
+/// `work` threads.
+void launch_indexed(Made (*source)(const char*), const char* type,
+                    const std::vector<int64_t>& indices, const Tensor& data, const Tensor& out,
+                    int64_t width, int64_t work) {
+  const Device dev = data.device();
+  const Tensor idx = from_data(indices, {static_cast<int64_t>(indices.size())}, dev);
+  std::string key =
+      fmt::format("{} {}", source == gather_source ? "gather" : "scatter_add", type);
+  const auto p = prepared(key, dev.index, [&] {
+    Made m = source(type);
+    m.launch = {1, kBlock, 0};
+    return m;
+  });
+  void* ptrs[] = {idx.device_ptr(), data.device_ptr(), out.device_ptr()};
+  const double params[] = {static_cast<double>(indices.size()), static_cast<double>(width)};
+  ++g_launches;
+  cuda_execution().launch(dev.index, *p->function, blocks_for(work), kBlock, ptrs, params);
+}
+
+/// The strided copy the runtime's Tensor::copy_ runs on CUDA tensors: a Kernel IR copy.
+void copy_on_cuda(const Tensor& dst, const Tensor& src) {
+  copy_into(dst, src, "copy");
+}
+
+[[maybe_unused]] const bool g_copy_installed = [] {
+  set_device_copy(DeviceKind::cuda, copy_on_cuda);
+  return true;
+}();
+
+}  // namespace
+
+void run_kernel_cuda(const Kernel& kernel, std::span<const Tensor> buffers) {
+  const int device = device_of(buffers, kernel.name);
+  thread_local std::string key;
+  kernel_code_key(kernel, key, /*exact_layout=*/true);
+  const auto p = prepared(key, device, [&] {
+    CudaKernel k = emit_cuda(kernel);
+    return Made{std::move(k.source), std::move(k.entry), k.launch};
+  });
+  void* pointers[18];
+  std::vector<void*> many;
+  void** ptrs = pointers;
+  if (buffers.size() > 18) {
+    many.resize(buffers.size());
+    ptrs = many.data();
+  }
+  for (size_t i = 0; i < buffers.size(); ++i)
+    ptrs[i] = buffers[i].device_ptr();
+  count_kernel_launch(kernel, buffers);  // charge the live FlopCounters (executed_cost.h)
+  launch(*p, device, std::span<void* const>(ptrs, buffers.size()), kernel.params);
+}
+
+Tensor gather_rows_cuda(const Tensor& table_in, const std::vector<int64_t>& indices,
+                        const Shape& out_shape) {
+  const Tensor table = table_in.detach().contiguous();
+  const Device dev = table.device();
+  Tensor out = empty(out_shape, table.dtype(), dev);
+  const int64_t rows = table.size(0);
+  const int64_t row_bytes = rows == 0 ? 0 : table.nbytes() / rows;
+  if (out.numel() == 0 || row_bytes == 0) return out;
+  const auto address = static_cast<int64_t>(reinterpret_cast<uintptr_t>(table.device_ptr()));
+  const auto [word, word_bytes] = word_for(std::gcd(row_bytes, address & -address));
+  launch_indexed(gather_source, word, indices, table, out, row_bytes / word_bytes,
+                 static_cast<int64_t>(indices.size()) * (row_bytes / word_bytes));
+  return out;
+}
+
+Tensor scatter_add_rows_cuda(const Tensor& values_in, const std::vector<int64_t>& indices,
+                             const Shape& out_shape) {
+  const Tensor values = values_in.detach().contiguous();
+  const Device dev = values.device();
+  const DType dtype = values.dtype();
+  if (dtype != DType::f32 && dtype != DType::f64)
+    throw std::logic_error("internal error: scatter_add on CUDA takes f32 or f64 values");
+  Tensor out = zeros(out_shape, dtype, dev);
+  const int64_t width = out_shape.empty() || out_shape[0] == 0
+                            ? 0
+                            : checked_numel(out_shape) / out_shape[0];
+  if (indices.empty() || width == 0) return out;
+  launch_indexed(scatter_source, dtype == DType::f64 ? "double" : "float", indices, values, out,
+                 width, width);
+  return out;
+}
+
+CudaExecutorStats cuda_executor_stats() {
+  return {g_launches.load(), g_prepared.load()};
+}
+
+}  // namespace ein

@@ -1,0 +1,40 @@
+// Runs Kernel IR on CUDA tensors: run_kernel() (exec/run_kernel.h) hands a launch whose
+// buffers live on a CUDA device here. The kernel is emitted as CUDA C++ (emit_cuda.h) for its
+// exact sizes and strides, prepared once per device through runtime/cuda/execution.h (NVRTC,
+// module load), memoised by its code key, and launched on the thread's current stream.
+// The row gathers and scatter-adds of embeddings (exec/indexing.h) have their own small
+// kernels here, and the runtime's strided copies on CUDA tensors come here too.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "compiler/kernel/kernel_ir.h"
+#include <ein/tensor.h>
+
+namespace ein {
+
+/// Launches `kernel` (either form, no total stores: run_kernel() rewrites those first) with
+/// `buffers`, tensors of one CUDA device, on that device's current stream. The kernel as given
+/// keys the memo, so a repeated launch neither re-forms nor re-emits it.
+void run_kernel_cuda(const Kernel& kernel, std::span<const Tensor> buffers);
+
+/// out[i, ...] = table[indices[i], ...] on the table's CUDA device; `indices` are already
+/// checked and wrapped into [0, rows) (int64, on the host).
+Tensor gather_rows_cuda(const Tensor& table, const std::vector<int64_t>& indices,
+                        const Shape& out_shape);
+
+/// out[indices[i], ...] += values[i, ...] into zeros of `out_shape` on the values' CUDA
+/// device, in index order for every element (deterministic); values are f32 or f64.
+Tensor scatter_add_rows_cuda(const Tensor& values, const std::vector<int64_t>& indices,
+                             const Shape& out_shape);
+
+/// Counters of the CUDA executor since process start.
+struct CudaExecutorStats {
+  int64_t launches = 0;        ///< kernels launched
+  int64_t kernels_prepared = 0;  ///< kernels emitted and prepared (compiled and loaded)
+};
+CudaExecutorStats cuda_executor_stats();
+
+}  // namespace ein

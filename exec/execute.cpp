@@ -1,0 +1,232 @@
+// Graph IR on CPU tensors: one function per op, chosen by a table keyed by GraphOp.
+#include "exec/execute.h"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+
+#include <ein/errors.h>
+#include <fmt/format.h>
+
+#include "exec/executed_cost.h"
+#include "exec/indexing.h"
+#include "exec/run_fused.h"
+#include "exec/tensor_kernels.h"
+#include "runtime/blas/contract.h"
+#include "runtime/counters.h"
+
+namespace ein {
+namespace {
+
+using Tensors = std::vector<Tensor>;
+/// Per node, its results: one tensor, several for a multi-output fused node.
+using Values = std::vector<Tensors>;
+
+/// Where a node without inputs (a constant) runs: where the graph's inputs live.
+Device graph_device(const Tensors& inputs) {
+  return inputs.empty() ? cpu() : inputs.front().device();
+}
+
+/// A node reading another reads its first result (`result` nodes pick the others).
+const Tensor& arg(const Values& v, const GraphNode& n, size_t i) {
+  return v[n.inputs[i]].front();
+}
+
+Tensor run_input(const GraphNode& n, const Values&, const Tensors& inputs) {
+  return inputs[std::get<InputAttr>(n.attr).index];
+}
+
+Tensor run_view(const GraphNode& n, const Values& v, const Tensors&) {
+  const Tensor& x = arg(v, n, 0);
+  const auto& a = std::get<ViewAttr>(n.attr);
+  Shape strides_el;  // stride of each elementary axis
+  for (size_t d = 0; d < a.split.size(); ++d) {
+    Shape s(a.split[d].size());
+    int64_t stride = x.stride(static_cast<int64_t>(d));
+    for (size_t k = s.size(); k-- > 0;) {
+      s[k] = stride;
+      stride *= a.split[d][k];
+    }
+    strides_el.insert(strides_el.end(), s.begin(), s.end());
+  }
+  Shape strides;
+  for (const auto& axes : a.dims) {
+    int64_t s = 0;
+    for (int e : axes)
+      s += strides_el[e];
+    strides.push_back(s);
+  }
+  return x.as_strided(n.shape, strides, x.offset());
+}
+
+Tensor run_reshape(const GraphNode& n, const Values& v, const Tensors&) {
+  const Tensor& x = arg(v, n, 0);
+  if (std::optional<Shape> s = view_strides(x.shape(), x.strides(), n.shape))
+    return x.as_strided(n.shape, *s, x.offset());
+  Tensor out = empty(n.shape, x.dtype(), x.device());
+  copy_into(out.as_strided(x.shape(), contiguous_strides(x.shape()), 0), x);
+  return out;
+}
+
+Tensor run_permute(const GraphNode& n, const Values& v, const Tensors&) {
+  return arg(v, n, 0).permute(std::get<PermuteAttr>(n.attr).order);
+}
+
+Tensor run_reduce(const GraphNode& n, const Values& v, const Tensors&) {
+  const auto& a = std::get<ReduceAttr>(n.attr);
+  return reduce_dims(arg(v, n, 0), a.reduced, a.reduction, a.ddof, a.out_order);
+}
+
+Tensor run_contract(const GraphNode& n, const Values& v, const Tensors&) {
+  const auto& a = std::get<ContractAttr>(n.attr);
+  return contract(arg(v, n, 0), a.a_axes, arg(v, n, 1), a.b_axes, a.out_axes);
+}
+
+Tensor run_map_node(const GraphNode& n, const Values& v, const Tensors& inputs) {
+  const auto& a = std::get<MapAttr>(n.attr);
+  Kernel k = *a.body;
+  k.domain = n.shape;
+  std::vector<Tensor> ins;
+  std::vector<DType> dtypes;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    Tensor x = arg(v, n, i);
+    if ((x.dtype() == DType::f8e4m3 || x.dtype() == DType::f8e5m2) && x.device() == cpu())
+      x = x.to(DType::f32);
+    Shape strides(n.shape.size(), 0);
+    for (size_t d = 0; d < a.axes[i].size(); ++d)
+      if (x.size(static_cast<int64_t>(d)) != 1)
+        strides[a.axes[i][d]] = x.stride(static_cast<int64_t>(d));
+    k.add_buffer(x.dtype(), strides);
+    dtypes.push_back(x.dtype());
+    ins.push_back(std::move(x));
+  }
+  k.compute = compute_type(dtypes);
+  return run_map(std::move(k), ins, n.dtype, graph_device(inputs));
+}
+
+Tensor run_concat(const GraphNode& n, const Values& v, const Tensors&) {
+  const auto& a = std::get<ConcatAttr>(n.attr);
+  Tensor out = empty(n.shape, n.dtype, arg(v, n, 0).device());
+  int64_t at = 0;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    const Tensor& x = arg(v, n, i);
+    int64_t len = 1;
+    for (int64_t d = a.dim; d < a.dim + a.spans[i]; ++d)
+      len *= x.size(d);
+    const Tensor slot = out.slice(a.dim, at, at + len);
+    copy_into(slot.view(x.shape()), x);
+    at += len;
+  }
+  return out;
+}
+
+Tensor run_slice(const GraphNode& n, const Values& v, const Tensors&) {
+  const auto& a = std::get<SliceAttr>(n.attr);
+  return arg(v, n, 0).slice(a.dim, a.start, a.stop);
+}
+
+Tensor run_gather(const GraphNode& n, const Values& v, const Tensors&) {
+  return gather_rows(arg(v, n, 0), arg(v, n, 1));
+}
+
+Tensor run_scatter_add(const GraphNode& n, const Values& v, const Tensors&) {
+  return scatter_add_rows(arg(v, n, 0), arg(v, n, 1), n.shape.front());
+}
+
+Tensor run_cast(const GraphNode& n, const Values& v, const Tensors&) {
+  return arg(v, n, 0).to(n.dtype);
+}
+
+Tensors run_fused_node(const GraphNode& n, const Values& v, const Tensors& inputs) {
+  Tensors ins;
+  for (size_t i = 0; i < n.inputs.size(); ++i)
+    ins.push_back(arg(v, n, i));
+  return run_fused(std::get<FusedAttr>(n.attr), ins, graph_device(inputs));
+}
+
+Tensors run_result(const GraphNode& n, const Values& v, const Tensors&) {
+  return {v[n.inputs[0]][std::get<ResultAttr>(n.attr).index]};
+}
+
+using Rule = Tensors (*)(const GraphNode&, const Values&, const Tensors&);
+/// A rule for an op with one result.
+template <Tensor (*F)(const GraphNode&, const Values&, const Tensors&)>
+Tensors one(const GraphNode& n, const Values& v, const Tensors& inputs) {
+  return {F(n, v, inputs)};
+}
+
+// One rule per op, in ops.def order.
+constexpr std::array<Rule, 14> kRules = {
+    one<run_input>,    one<run_view>,        one<run_reshape>, one<run_permute>, one<run_reduce>,
+    one<run_contract>, one<run_map_node>,    one<run_concat>,  one<run_slice>,   one<run_cast>,
+    one<run_gather>,   one<run_scatter_add>, run_fused_node,   run_result,
+};
+static_assert(static_cast<int>(GraphOp::result) + 1 == kRules.size(), "a rule per op in ops.def");
+
+/// EIN_PROFILE=1: wall time per node kind (op, kernel name, shape), the slowest printed to
+/// stderr at exit. A diagnostic for finding the node that dominates a graph's time.
+struct NodeProfile {
+  std::map<std::string, std::pair<double, int64_t>> time;  // key -> (seconds, calls)
+  ~NodeProfile() {
+    std::vector<std::pair<double, std::string>> rows;
+    double total = 0;
+    for (const auto& [k, v] : time) {
+      rows.emplace_back(v.first, fmt::format("{:>8} calls  {}", v.second, k));
+      total += v.first;
+    }
+    std::sort(rows.rbegin(), rows.rend());
+    std::fprintf(stderr, "EIN_PROFILE: %.3f s in graph nodes; slowest:\n", total);
+    for (size_t i = 0; i < rows.size() && i < 25; ++i)
+      std::fprintf(stderr, "  %9.3f ms  %s\n", rows[i].first * 1e3, rows[i].second.c_str());
+  }
+};
+
+NodeProfile* profile() {
+  static NodeProfile* p = std::getenv("EIN_PROFILE") ? new NodeProfile() : nullptr;
+  static struct Flush {
+    ~Flush() { delete profile(); }
+  } flush;
+  return p;
+}
+
+}  // namespace
+
+std::vector<Tensor> execute(const Graph& g, const std::vector<Tensor>& inputs,
+                            std::span<const CostPhase> phases) {
+  Values values(g.nodes.size());
+  NodeProfile* prof = profile();
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const GraphNode& n = g.nodes[i];
+    if (prof) {
+      const auto t0 = std::chrono::steady_clock::now();
+      values[i] = kRules[static_cast<int>(n.op)](n, values, inputs);
+      std::string name(graph_op_name(n.op));
+      if (n.op == GraphOp::fused) name += " " + std::get<FusedAttr>(n.attr).kernel->name;
+      std::string key = fmt::format("{} [{}]", name, fmt::join(n.shape, ","));
+      for (int in : n.inputs)
+        key += fmt::format(" ({})", fmt::join(values[in].front().strides(), ","));
+      auto& slot = prof->time[key];
+      slot.first += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      ++slot.second;
+      continue;
+    }
+    if (!detail::counting()) {  // no FlopCounter alive: one thread-local load per node
+      values[i] = kRules[static_cast<int>(n.op)](n, values, inputs);
+      continue;
+    }
+    const CostPhase phase = i < phases.size() ? phases[i] : detail::current_phase();
+    const detail::CountingNode at(g.origin, phase);  // launches inside are this node's
+    values[i] = kRules[static_cast<int>(n.op)](n, values, inputs);
+    count_executed_node(g, static_cast<int>(i), phase, values[i].front(),
+                        n.inputs.empty() ? Tensor() : values[n.inputs[0]].front());
+  }
+  std::vector<Tensor> out;
+  for (int o : g.outputs)
+    out.push_back(values[o].front());
+  return out;
+}
+
+}  // namespace ein

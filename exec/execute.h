@@ -1,0 +1,24 @@
+// Runs a Graph IR on CPU tensors, node by node: views stay views, a reshape copies only when
+// the strides cannot express it, and compute nodes launch Kernel IR kernels (tensor_kernels.h)
+// or BLAS contractions (runtime/blas). Fusion happens before: a fused node of fuse()'s output
+// runs its one kernel (run_fused.h), a result node picks another of its outputs.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include <ein/flop_counter.h>
+
+#include "compiler/graph/graph.h"
+#include <ein/tensor.h>
+
+namespace ein {
+
+/// The graph's outputs for `inputs` (one tensor per input node, in InputAttr order; their
+/// shapes and dtypes must be those the graph was lowered for). While a FlopCounter is alive on
+/// this thread each node is charged to it under `phases[node]` (default, or past the end: the
+/// current detail::CountingPhase, else forward); the tape may pass backward_phases().
+std::vector<Tensor> execute(const Graph& graph, const std::vector<Tensor>& inputs,
+                            std::span<const CostPhase> phases = {});
+
+}  // namespace ein

@@ -1,0 +1,24 @@
+// Runs a fused node (graph.h's FusedAttr, made by fuse.h) on CPU tensors: fills the kernel's
+// buffer strides from the inputs' actual strides through each read's affine map, allocates the
+// outputs contiguous and launches the one kernel. It builds no kernels; fuse() did.
+#pragma once
+
+#include <vector>
+
+#include "compiler/graph/graph.h"
+#include <ein/tensor.h>
+
+namespace ein {
+
+/// The outputs of `fused` (in FusedAttr::outputs order) for the fused node's `inputs`, on
+/// their device (on `device` for a node without inputs).
+std::vector<Tensor> run_fused(const FusedAttr& fused, const std::vector<Tensor>& inputs,
+                              Device device = cpu());
+
+/// The kernel of `fused` with every buffer's strides bound: inputs of these shapes and element
+/// strides (one per fused-node input), outputs contiguous. `offsets`, when given, receives
+/// each read's offset in elements from its input's first element.
+Kernel bind_fused(const FusedAttr& fused, const std::vector<Shape>& shapes,
+                  const std::vector<Shape>& strides, std::vector<int64_t>* offsets = nullptr);
+
+}  // namespace ein

@@ -1,0 +1,69 @@
+// Eager reverse-mode autograd, like PyTorch's: a tensor that requires grad carries
+// AutogradMeta; every compiled op run on such tensors records a GradNode (the tape) whose
+// apply() computes its inputs' gradients; Tensor::backward() walks the recorded nodes in
+// reverse topological order, sums gradients per tensor and stores them on the leaves (and on
+// non-leaves that asked with retain_grad()). The runtime owns the tape and the walk; the
+// nodes themselves (which run backward graphs) are made by the compiler (api/tape.h).
+//
+//   Tensor w = ein::ones({3}).requires_grad_();
+//   Tensor loss = ...;           // ops on w record nodes
+//   loss.backward();             // w.grad() now holds d loss / d w
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ein/tensor.h>
+
+namespace ein {
+
+class GradNode;
+
+/// What autograd keeps per tensor (shared by every handle to that tensor).
+struct AutogradMeta {
+  bool requires_grad = false;
+  bool retains_grad = false;          ///< a non-leaf that keeps its gradient (retain_grad())
+  Tensor grad;                        ///< the accumulated gradient (undefined until backward)
+  std::shared_ptr<GradNode> grad_fn;  ///< the node that made it; null for a leaf
+  int output_nr = 0;                  ///< which output of grad_fn it is
+};
+
+/// One recorded op on the tape.
+class GradNode {
+ public:
+  virtual ~GradNode() = default;
+  /// The gradients of the op's inputs (one per entry of `inputs`; undefined: none) from the
+  /// gradients of its outputs (one per output; undefined: zero).
+  virtual std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) = 0;
+  /// a + b for two gradients of one tensor (a fresh tensor).
+  virtual Tensor accumulate(const Tensor& a, const Tensor& b) const = 0;
+  /// What the op was, for error messages ("einsum 'b d, d f -> b f'").
+  virtual std::string name() const = 0;
+
+  /// Per op input: its autograd record, or null when it needs no gradient.
+  std::vector<std::shared_ptr<AutogradMeta>> inputs;
+  /// Per op output: its record (weak: outputs own their node, not the reverse).
+  std::vector<std::weak_ptr<AutogradMeta>> outputs;
+};
+
+/// Whether ops record nodes now (true unless a NoGrad scope is active on this thread).
+bool grad_enabled();
+
+/// A scope in which ops record nothing (torch.no_grad()): optimizer updates, evaluation.
+class NoGrad {
+ public:
+  NoGrad();
+  ~NoGrad();
+  NoGrad(const NoGrad&) = delete;
+  NoGrad& operator=(const NoGrad&) = delete;
+
+ private:
+  bool previous_;
+};
+
+/// Clears the gradients of `params`: set_to_none drops them (the default, like PyTorch 2),
+/// otherwise they are filled with zeros in place.
+void zero_grad(const std::vector<Tensor>& params, bool set_to_none = true);
+
+}  // namespace ein

@@ -1,0 +1,48 @@
+// The peak FLOP/s of the CPU this process runs on, for MFU on CPUs: computed from the core
+// count, SIMD width, FMA units and clock (the CPU's "datasheet" number, like the GPU rows of
+// include/ein/hardware.h), and measured with a short FMA micro-benchmark to check the assumptions.
+// It reads /proc/cpuinfo and sysfs; it does not pin threads or change clocks.
+#pragma once
+
+#include <string>
+
+#include <ein/dtype.h>
+
+#include <ein/hardware.h>
+
+namespace ein {
+
+/// What the peak of this CPU is computed from.
+struct CpuInfo {
+  std::string model;         ///< /proc/cpuinfo's "model name"
+  int cores = 1;             ///< physical cores this process may run on (SMT siblings once)
+  int simd_bits = 128;       ///< widest float SIMD: 512 (avx512f), 256 (avx/avx2) or 128
+  bool fma = false;          ///< fused multiply-add instructions (fma / avx512f)
+  int fma_units = 1;         ///< SIMD FMA pipes per core (assumed: see docs/cost_model.md)
+  double clock_hz = 0;       ///< the clock the peak assumes
+  std::string clock_source;  ///< where clock_hz came from (sysfs max, /proc/cpuinfo, ...)
+
+  /// FLOPs per cycle per core for `dtype`: lanes × FMA units × 2 (no FMA: a multiply and an
+  /// add pipe, also 2 per lane per cycle).
+  double flops_per_cycle(DType dtype) const;
+};
+
+/// The CPU this process runs on (read once, then cached).
+const CpuInfo& cpu_info();
+
+/// Computed dense peak FLOP/s of this CPU for arithmetic on `dtype`: cores × SIMD lanes ×
+/// FMA units × 2 × clock. f64 has half the f32 lanes; f16, bf16 and f8 count as f32 because
+/// ein computes them in f32 on CPUs; integer dtypes get the f32 figure as a stand-in.
+double cpu_peak(DType dtype);
+
+/// A hardware profile for this CPU ("this CPU"; key "cpu"), with cpu_peak()'s figures per
+/// math mode (no tf32 or fp8: 0), the machine's memory and no bandwidth figure (0).
+const HardwareProfile& this_cpu();
+
+/// Measures FMA throughput: `threads` threads (0: cpu_info().cores) each run independent FMA
+/// chains on the widest SIMD for about `seconds`; returns FLOP/s summed over the threads.
+/// f64 measures f64 FMAs, every other dtype f32 ones. Noisy on a shared machine: a check of
+/// the computed peak, not a replacement for it.
+double measure_cpu_peak(DType dtype, double seconds = 0.2, int threads = 0);
+
+}  // namespace ein

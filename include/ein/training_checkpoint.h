@@ -1,0 +1,56 @@
+// Checkpoints of a training run in one directory: `step_<N>.safetensors` files (model and
+// optimizer tensors, the step and whatever else resuming needs as metadata) and a `latest`
+// file naming the newest durable one. A run killed at any moment, even while writing, leaves
+// a checkpoint to resume from. Old checkpoints go only when prune_checkpoints() is called.
+//
+//   ein::save_training_checkpoint("ckpt", 100, {{"model.wte", wte}, {"optim.m.wte", m}},
+//                                 {{"seed", "1"}, {"data_position", "51200"}});
+//   if (auto latest = ein::find_latest_checkpoint("ckpt")) {
+//     ein::Checkpoint c = ein::load_safetensors(latest->path);  // latest->step == 100
+//   }
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ein/checkpoint.h>
+
+namespace ein {
+
+/// The metadata key holding a training checkpoint's step (decimal).
+inline constexpr const char* kStepMetadataKey = "step";
+
+/// Writes `dir/step_<step>.safetensors` atomically with `tensors` and `metadata` plus
+/// kStepMetadataKey, creating `dir` if needed; then, once that file is durable, points
+/// `dir/latest` at it (also atomically). Returns the checkpoint's path. By convention tensor
+/// names start with "model." or "optim.". RuntimeError when step < 0, when `metadata` already
+/// has the step key, or on an I/O failure (the previous checkpoints stay intact).
+std::string save_training_checkpoint(const std::string& dir, int64_t step,
+                                     const std::vector<std::pair<std::string, Tensor>>& tensors,
+                                     std::map<std::string, std::string> metadata = {});
+
+/// The checkpoint find_latest_checkpoint() chose.
+struct LatestCheckpoint {
+  std::string path;                  ///< dir/step_<N>.safetensors
+  int64_t step = 0;                  ///< N
+  std::vector<std::string> skipped;  ///< candidates passed over, each "path: reason"
+};
+
+/// The checkpoint to resume from: the one `dir/latest` names when it passes
+/// check_safetensors() and its step metadata matches its name; otherwise (latest missing,
+/// unreadable, or naming a missing or corrupt file) the highest-step valid
+/// `step_<N>.safetensors`. Temporary files (`*.tmp.<pid>`) are never candidates. nullopt when
+/// `dir` holds no valid checkpoint.
+std::optional<LatestCheckpoint> find_latest_checkpoint(const std::string& dir);
+
+/// Deletes old step files of `dir`, keeping the one find_latest_checkpoint() picks, every step
+/// file with a higher step, and the `keep` - 1 highest-step files below it; nothing when no
+/// checkpoint is valid. Call it after save_training_checkpoint(). Returns the removed paths.
+/// RuntimeError when keep < 1 or a file cannot be removed.
+std::vector<std::string> prune_checkpoints(const std::string& dir, int keep);
+
+}  // namespace ein

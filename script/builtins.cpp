@@ -1,0 +1,548 @@
+// The builtins of `.ein` scripts (docs/language.md, "Builtins"): elementwise math, reductions,
+// the einops ops, matmul helpers, masks, constructors, casts, initialisers and the records the
+// train block reads (data, schedules). Tensor builtins append Graph IR through the active
+// trace; on numbers the math builtins compute directly.
+#include <algorithm>
+#include <cmath>
+
+#include <ein/errors.h>
+#include <fmt/format.h>
+
+#include "script/interp.h"
+
+namespace ein::script {
+namespace {
+
+/// Reads a builtin's arguments by position or keyword, like a Python signature.
+class Args {
+ public:
+  Args(Interpreter& in, std::vector<CallArg>& args, const CallSite& site, std::string fn,
+       std::vector<std::string> names)
+      : in_(in), args_(args), site_(site), fn_(std::move(fn)), names_(std::move(names)) {
+    size_t pos = 0;
+    for (CallArg& a : args_) {
+      size_t k = names_.size();
+      if (a.name.empty()) {
+        k = pos++;
+        if (k >= names_.size())
+          in_.fail(site_, a.range, fmt::format("{}() takes at most {} argument{}", fn_, names_.size(),
+                                               names_.size() == 1 ? "" : "s"));
+      } else {
+        for (size_t i = 0; i < names_.size(); ++i)
+          if (names_[i] == a.name) k = i;
+        if (k == names_.size())
+          in_.fail(site_, a.range, fmt::format("{}() has no parameter '{}' (it has: {})", fn_, a.name,
+                                               fmt::join(names_, ", ")));
+      }
+      if (slots_.count(k)) in_.fail(site_, a.range, fmt::format("{}(): '{}' given twice", fn_, names_[k]));
+      slots_[k] = &a;
+    }
+  }
+  bool has(size_t i) const { return slots_.count(i) > 0; }
+  const CallArg& arg(size_t i) {
+    if (!has(i)) in_.fail(site_, site_.range, fmt::format("{}() needs '{}'", fn_, names_[i]));
+    return *slots_[i];
+  }
+  const Value& value(size_t i) { return arg(i).value; }
+  SourceRange range(size_t i) { return has(i) ? slots_[i]->range : site_.range; }
+  TensorVal tensor(size_t i) { return in_.as_tensor(value(i), site_, range(i)); }
+  double number(size_t i, std::optional<double> fallback = std::nullopt) {
+    if (!has(i) && fallback) return *fallback;
+    return in_.as_number(value(i), site_, range(i), fmt::format("{}'s '{}'", fn_, names_[i]));
+  }
+  int64_t integer(size_t i, std::optional<int64_t> fallback = std::nullopt) {
+    if (!has(i) && fallback) return *fallback;
+    return in_.as_int(value(i), site_, range(i), fmt::format("{}'s '{}'", fn_, names_[i]));
+  }
+  std::string string(size_t i, std::optional<std::string> fallback = std::nullopt) {
+    if (!has(i) && fallback) return *fallback;
+    const Value& v = value(i);
+    if (v.kind != Value::Kind::string)
+      in_.fail(site_, range(i), fmt::format("{}'s '{}' must be a string", fn_, names_[i]));
+    return v.str;
+  }
+  Trace& trace() { return in_.trace_or_fail(site_, fn_ + "()"); }
+  [[noreturn]] void fail(size_t i, const std::string& m) { in_.fail(site_, range(i), m); }
+
+ private:
+  Interpreter& in_;
+  std::vector<CallArg>& args_;
+  const CallSite& site_;
+  std::string fn_;
+  std::vector<std::string> names_;
+  std::map<size_t, CallArg*> slots_;
+};
+
+/// Sizes given as separate arguments or as one list/tuple: zeros(B, D), zeros(x.shape).
+Shape sizes_of(Interpreter& in, std::vector<CallArg>& args, const CallSite& site,
+               const std::string& fn, std::vector<CallArg>* rest = nullptr) {
+  Shape shape;
+  for (CallArg& a : args) {
+    if (!a.name.empty()) {
+      if (rest) rest->push_back(a);
+      continue;
+    }
+    if (a.value.kind == Value::Kind::tuple || a.value.kind == Value::Kind::list) {
+      for (const Value& v : *a.value.items)
+        shape.push_back(in.as_int(v, site, a.range, fn + "'s size"));
+    } else {
+      shape.push_back(in.as_int(a.value, site, a.range, fn + "'s size"));
+    }
+  }
+  for (int64_t s : shape)
+    if (s < 0) in.fail(site, site.range, fmt::format("{}: negative size {}", fn, s));
+  return shape;
+}
+
+Value record(std::string type) {
+  Value v;
+  v.kind = Value::Kind::record;
+  v.record = std::make_shared<Record>();
+  v.record->type = std::move(type);
+  return v;
+}
+
+int normalize_dim(Args& a, size_t slot, int64_t d, size_t rank) {
+  const int64_t r = static_cast<int64_t>(rank);
+  if (d < -r || d >= r)
+    a.fail(slot, fmt::format("dim {} is out of range for a tensor with {} dims", d, rank));
+  return static_cast<int>(d < 0 ? d + r : d);
+}
+
+/// Dims from `dim` (an int, a list of ints, or absent: all).
+std::vector<int> dims_arg(Args& a, size_t slot, size_t rank) {
+  std::vector<int> dims;
+  if (!a.has(slot) || a.value(slot).kind == Value::Kind::none) {
+    for (size_t d = 0; d < rank; ++d)
+      dims.push_back(static_cast<int>(d));
+    return dims;
+  }
+  const Value& v = a.value(slot);
+  if (v.kind == Value::Kind::list || v.kind == Value::Kind::tuple) {
+    for (const Value& x : *v.items) {
+      if (x.kind != Value::Kind::number) a.fail(slot, "dims must be integers");
+      dims.push_back(normalize_dim(a, slot, static_cast<int64_t>(x.num), rank));
+    }
+  } else {
+    dims.push_back(normalize_dim(a, slot, a.integer(slot), rank));
+  }
+  std::sort(dims.begin(), dims.end());
+  if (std::adjacent_find(dims.begin(), dims.end()) != dims.end()) a.fail(slot, "a dim is repeated");
+  return dims;
+}
+
+/// The einops ops: the pattern's own UserError (caret in the pattern) is moved into the
+/// script when the string literal is plain, so the caret lands in the .ein file.
+Value pattern_op(Interpreter& in, std::vector<CallArg>& args, const CallSite& site, PatternOp op,
+                 const std::string& fn) {
+  std::vector<TensorVal> xs;
+  std::string pattern;
+  SourceRange pattern_range = site.range;
+  std::vector<AxisSize> sizes;
+  Reduction reduction = Reduction::none;
+  std::optional<int64_t> ddof;
+  int strings = 0;
+  for (CallArg& a : args) {
+    if (!a.name.empty()) {
+      if (a.name == "ddof") {
+        ddof = in.as_int(a.value, site, a.range, "ddof");
+        continue;
+      }
+      sizes.push_back({a.name, in.as_int(a.value, site, a.range, fmt::format("axis size {}", a.name))});
+      continue;
+    }
+    if (a.value.kind == Value::Kind::string) {
+      if (strings == 0) {
+        pattern = a.value.str;
+        pattern_range = a.range;
+      } else if (op == PatternOp::reduce && strings == 1) {
+        const auto r = parse_reduction(a.value.str);
+        if (!r || *r == Reduction::none)
+          in.fail(site, a.range, fmt::format("unknown reduction '{}'; expected one of min, max, sum, "
+                                             "mean, prod, logsumexp, var, std",
+                                             a.value.str));
+        reduction = *r;
+      } else {
+        in.fail(site, a.range, fmt::format("{}() takes one pattern string", fn));
+      }
+      ++strings;
+      continue;
+    }
+    if (a.value.kind == Value::Kind::list && op == PatternOp::rearrange) {
+      for (const Value& v : *a.value.items)
+        xs.push_back(in.as_tensor(v, site, a.range));
+      continue;
+    }
+    xs.push_back(in.as_tensor(a.value, site, a.range));
+  }
+  if (pattern.empty()) in.fail(site, site.range, fmt::format("{}() needs a pattern string", fn));
+  if (xs.empty()) in.fail(site, site.range, fmt::format("{}() needs a tensor", fn));
+  if (op == PatternOp::reduce && reduction == Reduction::none)
+    in.fail(site, site.range, "reduce() needs a reduction: reduce(x, \"b s d -> b s\", \"mean\")");
+  if (op != PatternOp::einsum && xs.size() > 1 && op != PatternOp::rearrange)
+    in.fail(site, site.range, fmt::format("{}() takes one tensor", fn));
+  for (const TensorVal& x : xs)
+    if (x.dtype != xs.front().dtype)
+      in.fail(site, site.range, fmt::format("{}(): operands must share a dtype ({} and {})", fn,
+                                            dtype_name(xs.front().dtype), dtype_name(x.dtype)));
+  Trace& t = in.trace_or_fail(site, fn + "()");
+  try {
+    if (op == PatternOp::rearrange && xs.size() > 1) {
+      // A list input: stack along a new first axis, as einops does.
+      std::vector<TensorVal> parts;
+      Shape one = xs.front().shape;
+      one.insert(one.begin(), 1);
+      for (const TensorVal& x : xs) {
+        if (x.shape != xs.front().shape)
+          in.fail(site, site.range, "rearrange of a list needs tensors of one shape");
+        parts.push_back(t.b.reshape(x, one));
+      }
+      xs = {t.b.concat(parts, 0)};
+    }
+    return Value::tensor(t.b.pattern(op, pattern, xs, sizes, reduction, ddof));
+  } catch (const UserError& e) {
+    const std::string& text = site.unit->script.source->text();
+    const std::string_view literal = site.unit->script.source->slice(pattern_range);
+    if (e.source() && literal.size() == pattern.size() + 2 && literal.substr(1, pattern.size()) == pattern &&
+        e.source()->text() == pattern) {
+      (void)text;
+      SourceRange r{pattern_range.begin + 1 + e.range().begin, pattern_range.begin + 1 + e.range().end};
+      UserError moved(e.message(), site.unit->script.source, r);
+      for (const DiagnosticNote& n : e.notes())
+        moved.note(n.text);
+      throw moved;
+    }
+    throw;
+  }
+}
+
+Value reduction(Interpreter& in, std::vector<CallArg>& args, const CallSite& site, Reduction r,
+                const std::string& fn) {
+  // max(2, 3) on numbers is Python's max.
+  if ((r == Reduction::max || r == Reduction::min) && !args.empty() &&
+      std::all_of(args.begin(), args.end(), [](const CallArg& a) {
+        return a.name.empty() && a.value.kind == Value::Kind::number;
+      })) {
+    double m = args[0].value.num;
+    bool is_int = true;
+    for (const CallArg& a : args) {
+      m = r == Reduction::max ? std::max(m, a.value.num) : std::min(m, a.value.num);
+      is_int = is_int && a.value.is_int;
+    }
+    return Value::number(m, is_int);
+  }
+  Args a(in, args, site, fn, {"x", "dim", "keepdim", "ddof"});
+  const TensorVal x = a.tensor(0);
+  const std::vector<int> dims = dims_arg(a, 1, x.shape.size());
+  const bool keep = a.has(2) && a.number(2) != 0;
+  std::optional<int64_t> ddof;
+  if (r == Reduction::var || r == Reduction::std) ddof = a.integer(3, 1);
+  if ((r == Reduction::mean || r == Reduction::var || r == Reduction::std ||
+       r == Reduction::logsumexp) && !kFloatDTypes.contains(x.dtype))
+    a.fail(0, fmt::format("{}() needs a floating tensor, got {}", fn, dtype_name(x.dtype)));
+  return Value::tensor(a.trace().b.reduce(x, r, dims, keep, ddof));
+}
+
+Value unary(Interpreter& in, std::vector<CallArg>& args, const CallSite& site, ScalarOp op,
+            const std::string& fn) {
+  Args a(in, args, site, fn, {"x"});
+  return in.elementwise(op, {a.value(0)}, site, a.range(0));
+}
+
+/// A mask of the last two dims by their indices: keep where (col − row) compares to k.
+Value triangle(Interpreter& in, std::vector<CallArg>& args, const CallSite& site, bool upper,
+               const std::string& fn) {
+  Args a(in, args, site, fn, {"x", "diagonal"});
+  const TensorVal x = a.tensor(0);
+  const int64_t k = a.integer(1, 0);
+  if (x.shape.size() < 2) a.fail(0, fmt::format("{}() needs a tensor with at least 2 dims", fn));
+  const int rows = static_cast<int>(x.shape.size()) - 2, cols = rows + 1;
+  return Value::tensor(a.trace().b.map_shaped(
+      {x}, x.shape, x.dtype,
+      [&](Kernel& kr, const std::vector<int>& l) {
+        const int diff = kr.apply(ScalarOp::sub, kr.index(cols), kr.index(rows));
+        const int keep = kr.apply(upper ? ScalarOp::ge : ScalarOp::le, diff,
+                                  kr.constant(static_cast<double>(k)));
+        return kr.apply(ScalarOp::where, keep, l[0], kr.constant(0));
+      },
+      fn));
+}
+
+Value constant_tensor(Interpreter& in, std::vector<CallArg>& args, const CallSite& site,
+                      double value, const std::string& fn) {
+  std::vector<CallArg> rest;
+  const Shape shape = sizes_of(in, args, site, fn, &rest);
+  DType dtype = DType::f32;
+  for (const CallArg& r : rest) {
+    if (r.name == "value" && fn == "full") value = in.as_number(r.value, site, r.range, "full's value");
+    else if (r.name == "dtype" && r.value.kind == Value::Kind::string && parse_dtype_name(r.value.str))
+      dtype = *parse_dtype_name(r.value.str);
+    else in.fail(site, r.range, fmt::format("{}() has no parameter '{}'", fn, r.name));
+  }
+  Trace& t = in.trace_or_fail(site, fn + "()");
+  // One element, broadcast (a stride-0 view): ones(T, T) costs 4 bytes, not 4·T² per call.
+  return Value::tensor(t.b.broadcast_to(t.constant(full({}, value, dtype)), shape));
+}
+
+Value random_tensor(Interpreter& in, std::vector<CallArg>& args, const CallSite& site, bool normal) {
+  const Shape shape = sizes_of(in, args, site, normal ? "randn" : "rand");
+  Trace& t = in.trace_or_fail(site, normal ? "randn()" : "rand()");
+  Feed f;
+  f.kind = normal ? Feed::Kind::normal : Feed::Kind::uniform;
+  f.shape = shape;
+  f.draw = t.draws++;
+  TensorVal v = t.b.input(shape, DType::f32);
+  t.feeds.push_back(f);
+  return Value::tensor(v);
+}
+
+Value cast_to(Interpreter& in, std::vector<CallArg>& args, const CallSite& site, DType dtype,
+              const std::string& fn) {
+  Args a(in, args, site, fn, {"x"});
+  if (a.value(0).kind == Value::Kind::number) return a.value(0);
+  return Value::tensor(a.trace().b.cast(a.tensor(0), dtype));
+}
+
+std::map<std::string, BuiltinFn> make_table() {
+  std::map<std::string, BuiltinFn> tab;
+  const std::pair<const char*, ScalarOp> unaries[] = {
+      {"exp", ScalarOp::exp},         {"log", ScalarOp::log},
+      {"sqrt", ScalarOp::sqrt},       {"rsqrt", ScalarOp::rsqrt},
+      {"tanh", ScalarOp::tanh},       {"sigmoid", ScalarOp::sigmoid},
+      {"relu", ScalarOp::relu},       {"gelu", ScalarOp::gelu},
+      {"gelu_tanh", ScalarOp::gelu_tanh}, {"silu", ScalarOp::silu},
+      {"abs", ScalarOp::abs},         {"sin", ScalarOp::sin},
+      {"cos", ScalarOp::cos},         {"erf", ScalarOp::erf},
+      {"square", ScalarOp::square},   {"sign", ScalarOp::sign},
+      {"reciprocal", ScalarOp::reciprocal}};
+  for (const auto& [name, op] : unaries) {
+    const std::string n = name;
+    const ScalarOp o = op;
+    tab[n] = [n, o](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
+      return unary(in, args, site, o, n);
+    };
+  }
+  const std::pair<const char*, ScalarOp> binaries[] = {
+      {"maximum", ScalarOp::maximum}, {"minimum", ScalarOp::minimum}, {"pow", ScalarOp::pow}};
+  for (const auto& [name, op] : binaries) {
+    const std::string n = name;
+    const ScalarOp o = op;
+    tab[n] = [n, o](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
+      Args a(in, args, site, n, {"a", "b"});
+      return in.elementwise(o, {a.value(0), a.value(1)}, site, site.range);
+    };
+  }
+  tab["where"] = [](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
+    Args a(in, args, site, "where", {"condition", "x", "y"});
+    return in.elementwise(ScalarOp::where, {a.value(0), a.value(1), a.value(2)}, site, site.range);
+  };
+  const std::pair<const char*, Reduction> reductions[] = {
+      {"sum", Reduction::sum},   {"mean", Reduction::mean}, {"max", Reduction::max},
+      {"min", Reduction::min},   {"prod", Reduction::prod}, {"logsumexp", Reduction::logsumexp},
+      {"var", Reduction::var},   {"std", Reduction::std}};
+  for (const auto& [name, r] : reductions) {
+    const std::string n = name;
+    const Reduction red = r;
+    tab[n] = [n, red](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
+      return reduction(in, args, site, red, n);
+    };
+  }
+  tab["rearrange"] = [](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
+    return pattern_op(in, args, site, PatternOp::rearrange, "rearrange");
+  };
+  tab["reduce"] = [](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
+    return pattern_op(in, args, site, PatternOp::reduce, "reduce");
+  };
+  tab["repeat"] = [](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
+    return pattern_op(in, args, site, PatternOp::repeat, "repeat");
+  };
+  tab["einsum"] = [](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
+    return pattern_op(in, args, site, PatternOp::einsum, "einsum");
+  };
+  tab["matmul"] = [](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
+    Args a(in, args, site, "matmul", {"a", "b"});
+    const TensorVal x = a.tensor(0), y = a.tensor(1);
+    try {
+      return Value::tensor(a.trace().b.matmul(x, y));
+    } catch (const std::exception& e) {
+      a.fail(0, e.what());
+    }
+  };
+  tab["triu"] = [](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
+    return triangle(in, args, site, true, "triu");
+  };
+  tab["tril"] = [](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
+    return triangle(in, args, site, false, "tril");
+  };
+  tab["arange"] = [](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
+    Args a(in, args, site, "arange", {"n", "dtype"});
+    const int64_t n = a.integer(0);
+    if (n < 0) a.fail(0, "arange() needs n >= 0");
+    const std::string dt = a.string(1, std::string("f32"));
+    const auto dtype = parse_dtype_name(dt);
+    if (!dtype) a.fail(1, fmt::format("unknown dtype '{}'", dt));
+    return Value::tensor(a.trace().constant(ein::arange(n, DType::i64).to(*dtype)));
+  };
+  tab["zeros"] = [](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
+    if (args.empty()) return record("zeros");
+    return constant_tensor(in, args, site, 0, "zeros");
+  };
+  tab["ones"] = [](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
+    if (args.empty()) return record("ones");
+    return constant_tensor(in, args, site, 1, "ones");
+  };
+  tab["full"] = [](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
+    return constant_tensor(in, args, site, 0, "full");
+  };
+  tab["randn"] = [](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
+    return random_tensor(in, args, site, true);
+  };
+  tab["rand"] = [](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
+    return random_tensor(in, args, site, false);
+  };
+  tab["dropout"] = [](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
+    Args a(in, args, site, "dropout", {"x", "p"});
+    const double p = a.number(1, 0.1);
+    if (p < 0 || p >= 1) a.fail(1, "dropout's p must be in [0, 1)");
+    Trace& t = a.trace();
+    const TensorVal x = a.tensor(0);
+    if (!t.training || p == 0) return Value::tensor(x);
+    Feed f;
+    f.kind = Feed::Kind::uniform;
+    f.shape = x.shape;
+    f.dtype = x.dtype;
+    f.draw = t.draws++;
+    const TensorVal r = t.b.input(x.shape, x.dtype);
+    t.feeds.push_back(f);
+    return Value::tensor(t.b.map({x, r}, x.dtype,
+                                 [p](Kernel& k, const std::vector<int>& l) {
+                                   const int keep = k.apply(ScalarOp::ge, l[1], k.constant(p));
+                                   const int scaled = k.apply(ScalarOp::mul, l[0], k.constant(1 / (1 - p)));
+                                   return k.apply(ScalarOp::where, keep, scaled, k.constant(0));
+                                 },
+                                 "dropout"));
+  };
+  tab["pick"] = [](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
+    // x[..., idx]: the entry of the last dim that idx names, per row (cross-entropy's target).
+    Args a(in, args, site, "pick", {"x", "index"});
+    const TensorVal x = a.tensor(0), idx = a.tensor(1);
+    if (x.shape.empty() || Shape(x.shape.begin(), x.shape.end() - 1) != idx.shape)
+      a.fail(1, fmt::format("pick(x, index) needs index shaped like x without its last dim: x is "
+                            "({}), index is ({})",
+                            fmt::join(x.shape, ", "), fmt::join(idx.shape, ", ")));
+    if (kFloatDTypes.contains(idx.dtype)) a.fail(1, "pick() needs integer indices");
+    Trace& t = a.trace();
+    Shape col = idx.shape;
+    col.push_back(1);
+    const int last = static_cast<int>(x.shape.size()) - 1;
+    const TensorVal masked = t.b.map_shaped(
+        {x, t.b.reshape(idx, col)}, x.shape, x.dtype,
+        [last](Kernel& k, const std::vector<int>& l) {
+          const int hit = k.apply(ScalarOp::eq, k.index(last), l[1]);
+          return k.apply(ScalarOp::where, hit, l[0], k.constant(0));
+        },
+        "pick");
+    return Value::tensor(t.b.reduce(masked, Reduction::sum, {last}, false));
+  };
+  tab["cat"] = [](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
+    Args a(in, args, site, "cat", {"tensors", "dim"});
+    const Value& list = a.value(0);
+    if (list.kind != Value::Kind::list && list.kind != Value::Kind::tuple)
+      a.fail(0, "cat() takes a list of tensors");
+    std::vector<TensorVal> xs;
+    for (const Value& v : *list.items)
+      xs.push_back(in.as_tensor(v, site, a.range(0)));
+    if (xs.empty()) a.fail(0, "cat() of an empty list");
+    const int dim = normalize_dim(a, 1, a.integer(1, -1), xs.front().shape.size());
+    for (const TensorVal& x : xs) {
+      Shape s = x.shape, f = xs.front().shape;
+      if (s.size() != f.size() || x.dtype != xs.front().dtype) a.fail(0, "cat() needs tensors of one rank and dtype");
+      s[dim] = f[dim] = 0;
+      if (s != f) a.fail(0, "cat() needs tensors that match except along dim");
+    }
+    return Value::tensor(a.trace().b.concat(xs, dim));
+  };
+  tab["size"] = [](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
+    Args a(in, args, site, "size", {"x", "dim"});
+    const Value& v = a.value(0);
+    const Shape s = v.kind == Value::Kind::param ? v.param->tensor.shape() : a.tensor(0).shape;
+    const int d = normalize_dim(a, 1, a.integer(1), s.size());
+    return Value::number(static_cast<double>(s[d]), true);
+  };
+  tab["len"] = [](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
+    Args a(in, args, site, "len", {"x"});
+    const Value& v = a.value(0);
+    if (v.kind == Value::Kind::list || v.kind == Value::Kind::tuple)
+      return Value::number(static_cast<double>(v.items->size()), true);
+    if (v.kind == Value::Kind::range) return Value::number(static_cast<double>(std::max<int64_t>(0, v.hi - v.lo)), true);
+    a.fail(0, "len() takes a list, tuple or range");
+  };
+  const std::pair<const char*, DType> casts[] = {{"f32", DType::f32}, {"f64", DType::f64},
+                                                 {"bf16", DType::bf16}, {"f16", DType::f16},
+                                                 {"i64", DType::i64}, {"i32", DType::i32}};
+  for (const auto& [name, dtype] : casts) {
+    const std::string n = name;
+    const DType d = dtype;
+    tab[n] = [n, d](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
+      return cast_to(in, args, site, d, n);
+    };
+  }
+  // Initialisers: records that a param declaration turns into a tensor (script_interp.cpp).
+  auto init = [](const char* type, std::vector<std::string> names) {
+    const std::string ty = type;
+    return [ty, names](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
+      Args a(in, args, site, ty, names);
+      Value r = record(ty);
+      for (size_t i = 0; i < names.size(); ++i)
+        if (a.has(i)) r.record->numbers[names[i]] = a.number(i);
+      if (ty == "normal" || ty == "trunc_normal")
+        if (r.record->numbers.count("std") && r.record->numbers["std"] <= 0) a.fail(0, "std must be > 0");
+      return r;
+    };
+  };
+  tab["normal"] = init("normal", {"std", "mean"});
+  tab["trunc_normal"] = init("trunc_normal", {"std", "mean", "a", "b"});
+  tab["uniform"] = init("uniform", {"a", "b"});
+  tab["constant"] = init("constant", {"value"});
+  // Train-block settings.
+  auto data = [](const char* type) {
+    const std::string ty = type;
+    return [ty](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
+      Args a(in, args, site, ty, {"path", "batch", "context", "order", "dtype"});
+      Value r = record(ty);
+      r.record->strings["path"] = a.string(0);
+      r.record->numbers["batch"] = static_cast<double>(a.integer(1));
+      r.record->numbers["context"] = static_cast<double>(a.integer(2));
+      if (r.record->numbers["batch"] < 1) a.fail(1, "batch must be >= 1");
+      if (r.record->numbers["context"] < 1) a.fail(2, "context must be >= 1");
+      const std::string order = a.string(3, std::string("random"));
+      if (order != "random" && order != "sequential") a.fail(3, "order is \"random\" or \"sequential\"");
+      r.record->strings["order"] = order;
+      r.record->strings["dtype"] = a.string(4, std::string());
+      return r;
+    };
+  };
+  tab["bytes"] = data("bytes");
+  tab["tokens"] = data("tokens");
+  tab["warmup_cosine"] = [](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
+    Args a(in, args, site, "warmup_cosine", {"warmup", "min_ratio"});
+    Value r = record("cosine");
+    r.record->numbers["warmup"] = static_cast<double>(a.integer(0, 0));
+    r.record->numbers["min_ratio"] = a.number(1, 0.1);
+    return r;
+  };
+  tab["constant_lr"] = [](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
+    Args a(in, args, site, "constant_lr", {});
+    return record("constant");
+  };
+  return tab;
+}
+
+}  // namespace
+
+const std::map<std::string, BuiltinFn>& builtin_table() {
+  static const std::map<std::string, BuiltinFn> table = make_table();
+  return table;
+}
+
+}  // namespace ein::script

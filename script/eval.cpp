@@ -1,0 +1,747 @@
+// The `.ein` interpreter, evaluation: values, expressions, calls with their shape checks,
+// module construction with parameter initialisation, and statements. Tensor expressions only
+// evaluate inside a trace, where they append Graph IR nodes (script_graph.h).
+#include "script/interp.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <ein/errors.h>
+#include <ein/init.h>
+#include <fmt/format.h>
+
+#include "script/support.h"
+#include "api/tape.h"
+#include "dsl/script_parser.h"
+
+namespace ein::script {
+
+// ---------------------------------------------------------------------------------------
+// Values
+
+std::string Interpreter::describe(const Value& v) const {
+  switch (v.kind) {
+    case Value::Kind::none:
+      return "none";
+    case Value::Kind::number:
+      return format_number(v.num);
+    case Value::Kind::string:
+      return fmt::format("the string \"{}\"", v.str);
+    case Value::Kind::tensor:
+      return fmt::format("a tensor {}[{}]", dtype_name(v.t.dtype), fmt::join(v.t.shape, " "));
+    case Value::Kind::param:
+      return fmt::format("the parameter {} {}[{}]", v.param->name, dtype_name(v.param->dtype),
+                         fmt::join(v.param->shape, " "));
+    case Value::Kind::list:
+      return fmt::format("a list of {}", v.items->size());
+    case Value::Kind::tuple:
+      return fmt::format("a tuple of {}", v.items->size());
+    case Value::Kind::range:
+      return fmt::format("the range {}..{}", v.lo, v.hi);
+    case Value::Kind::object:
+      return fmt::format("a {} {}",
+                         v.object->cls->decl->kind == Decl::Kind::module ? "module" : "optimizer",
+                         v.object->cls->decl->name);
+    case Value::Kind::closure:
+      return fmt::format("the function {}", v.closure->qualname);
+    case Value::Kind::builtin:
+      return fmt::format("the builtin {}", v.str);
+    case Value::Kind::klass:
+      return fmt::format("the {} {}", v.klass->decl->kind == Decl::Kind::module ? "module" : "optimizer",
+                         v.klass->decl->name);
+    case Value::Kind::record:
+      return fmt::format("a {} setting", v.record->type);
+  }
+  return "?";
+}
+
+Trace& Interpreter::trace_or_fail(const CallSite& site, const std::string& what) {
+  if (!trace_)
+    fail(site, site.range,
+         fmt::format("{} computes on tensors, which happens only inside a fn (module bodies and "
+                     "settings are evaluated once, when the script loads)",
+                     what));
+  return *trace_;
+}
+
+TensorVal Interpreter::as_tensor(const Value& v, const CallSite& site, SourceRange range) {
+  switch (v.kind) {
+    case Value::Kind::tensor:
+      return v.t;
+    case Value::Kind::param:
+      return trace_or_fail(site, "reading a parameter").param(v.param);
+    case Value::Kind::number: {
+      Trace& t = trace_or_fail(site, "this expression");
+      return t.constant(full({}, v.num, DType::f32));
+    }
+    default:
+      fail(site, range, fmt::format("expected a tensor here, got {}", describe(v)));
+  }
+}
+
+double Interpreter::as_number(const Value& v, const CallSite& site, SourceRange range,
+                              const std::string& what) {
+  if (v.kind != Value::Kind::number)
+    fail(site, range, fmt::format("{} must be a number, got {}", what, describe(v)));
+  return v.num;
+}
+
+int64_t Interpreter::as_int(const Value& v, const CallSite& site, SourceRange range,
+                            const std::string& what) {
+  const double x = as_number(v, site, range, what);
+  if (!is_integral(x)) fail(site, range, fmt::format("{} must be an integer, got {}", what, format_number(x)));
+  return static_cast<int64_t>(x);
+}
+
+Value Interpreter::elementwise(ScalarOp op, const std::vector<Value>& args, const CallSite& site,
+                               SourceRange range, std::optional<DType> out) {
+  bool all_numbers = true;
+  for (const Value& a : args)
+    all_numbers = all_numbers && a.kind == Value::Kind::number;
+  if (all_numbers) {
+    const double x = args.size() > 0 ? args[0].num : 0, y = args.size() > 1 ? args[1].num : 0,
+                 z = args.size() > 2 ? args[2].num : 0;
+    const double r = apply_scalar_op(op, x, y, z);
+    bool is_int = is_comparison(op);
+    if (op == ScalarOp::add || op == ScalarOp::sub || op == ScalarOp::mul || op == ScalarOp::neg ||
+        op == ScalarOp::abs || op == ScalarOp::maximum || op == ScalarOp::minimum)
+      is_int = std::all_of(args.begin(), args.end(), [](const Value& a) { return a.is_int; });
+    if (op == ScalarOp::pow) is_int = args[0].is_int && args[1].is_int && y >= 0;
+    return Value::number(r, is_int && is_integral(r));
+  }
+  Trace& t = trace_or_fail(site, fmt::format("'{}'", scalar_op_spelling(op)));
+  std::vector<TensorVal> tensors;
+  std::vector<int> slot(args.size(), -1);
+  std::optional<DType> dtype;
+  bool fractional = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].kind == Value::Kind::number) {
+      fractional = fractional || !args[i].is_int;
+      continue;
+    }
+    if (args[i].kind != Value::Kind::tensor && args[i].kind != Value::Kind::param)
+      fail(site, range, fmt::format("'{}' needs numbers or tensors, got {}", scalar_op_spelling(op),
+                                    describe(args[i])));
+    slot[i] = static_cast<int>(tensors.size());
+    tensors.push_back(as_tensor(args[i], site, range));
+    dtype = dtype ? promote(*dtype, tensors.back().dtype) : tensors.back().dtype;
+  }
+  if (!kFloatDTypes.contains(*dtype) && (fractional || (op != ScalarOp::add && op != ScalarOp::sub &&
+                                                        op != ScalarOp::mul && op != ScalarOp::neg &&
+                                                        !is_comparison(op) && op != ScalarOp::where &&
+                                                        op != ScalarOp::maximum && op != ScalarOp::minimum &&
+                                                        op != ScalarOp::abs)))
+    dtype = DType::f32;
+  if (op == ScalarOp::where && slot[0] >= 0 && tensors.size() > 1) {
+    // The condition does not decide the result's dtype.
+    dtype.reset();
+    for (size_t i = 1; i < args.size(); ++i)
+      if (slot[i] >= 0) dtype = dtype ? promote(*dtype, tensors[slot[i]].dtype) : tensors[slot[i]].dtype;
+    if (!dtype) dtype = DType::f32;
+  }
+  const DType result = out ? *out : (is_comparison(op) && !kFloatDTypes.contains(*dtype) ? DType::f32 : *dtype);
+  try {
+    const TensorVal y = t.b.map(
+        tensors, result,
+        [&](Kernel& k, const std::vector<int>& loads) {
+          std::vector<int> operands;
+          for (size_t i = 0; i < args.size(); ++i)
+            operands.push_back(slot[i] >= 0 ? loads[slot[i]] : k.constant(args[i].num));
+          return k.apply(op, operands[0], operands.size() > 1 ? operands[1] : -1,
+                         operands.size() > 2 ? operands[2] : -1);
+        },
+        std::string(scalar_op_spelling(op)));
+    return Value::tensor(y);
+  } catch (const std::invalid_argument& e) {
+    fail(site, range, fmt::format("'{}': {}", scalar_op_spelling(op), e.what()));
+  }
+}
+
+uint64_t Interpreter::next_param_seed() { return mix(options_.seed, param_counter_++); }
+
+// ---------------------------------------------------------------------------------------
+// Expressions
+
+Value Interpreter::deref(const Value& v, SourceRange) { return v; }
+
+Value Interpreter::eval(const Expr& e, const EnvPtr& env) {
+  // Nodes a traced expression makes are tagged with it (the innermost one wins).
+  if (trace_ && (e.kind == ExprKind::call || e.kind == ExprKind::binary ||
+                 e.kind == ExprKind::unary || e.kind == ExprKind::index)) {
+    Trace& t = *trace_;
+    t.wheres.push_back({cur_, e.range, scope_});
+    const int old = t.b.set_tag(static_cast<int>(t.wheres.size()) - 1);
+    try {
+      Value v = eval_untagged(e, env);
+      t.b.set_tag(old);
+      return v;
+    } catch (...) {
+      t.b.set_tag(old);
+      throw;
+    }
+  }
+  return eval_untagged(e, env);
+}
+
+Value Interpreter::eval_untagged(const Expr& e, const EnvPtr& env) {
+  const CallSite here{cur_, e.range};
+  switch (e.kind) {
+    case ExprKind::number:
+      return Value::number(e.value, e.is_integer);
+    case ExprKind::string:
+      return Value::string(e.text);
+    case ExprKind::name: {
+      Value* v = env->find(e.text);
+      if (!v) fail(e.range, fmt::format("unknown name '{}'", e.text));
+      return *v;
+    }
+    case ExprKind::list: {
+      std::vector<Value> items;
+      for (const ExprPtr& i : e.items)
+        items.push_back(eval(*i, env));
+      return Value::list(std::move(items));
+    }
+    case ExprKind::tuple: {
+      std::vector<Value> items;
+      for (const ExprPtr& i : e.items)
+        items.push_back(eval(*i, env));
+      return Value::list(std::move(items), Value::Kind::tuple);
+    }
+    case ExprKind::range: {
+      Value r;
+      r.kind = Value::Kind::range;
+      r.lo = as_int(eval(*e.items[0], env), here, e.items[0]->range, "a range bound");
+      r.hi = as_int(eval(*e.items[1], env), here, e.items[1]->range, "a range bound");
+      return r;
+    }
+    case ExprKind::comprehension: {
+      const Value it = eval(*e.items[1], env);
+      std::vector<Value> out;
+      auto scope = Env::child(env);
+      auto each = [&](const Value& x) {
+        scope->vars[e.text] = x;
+        out.push_back(eval(*e.items[0], scope));
+      };
+      if (it.kind == Value::Kind::range) {
+        for (int64_t i = it.lo; i < it.hi; ++i)
+          each(Value::number(static_cast<double>(i), true));
+      } else if (it.kind == Value::Kind::list || it.kind == Value::Kind::tuple) {
+        for (const Value& x : *it.items)
+          each(x);
+      } else {
+        fail(e.items[1]->range, fmt::format("cannot iterate over {}", describe(it)));
+      }
+      return Value::list(std::move(out));
+    }
+    case ExprKind::unary: {
+      Value x = eval(*e.items[0], env);
+      if (e.text == "+") return x;
+      return elementwise(ScalarOp::neg, {x}, here, e.range);
+    }
+    case ExprKind::binary:
+      return eval_binary(e, env);
+    case ExprKind::call:
+      return eval_call(e, env);
+    case ExprKind::index:
+      return eval_index(e, env);
+    case ExprKind::attribute:
+      return eval_attribute(e, env);
+  }
+  fail(e.range, "unsupported expression");
+}
+
+Value Interpreter::eval_binary(const Expr& e, const EnvPtr& env) {
+  const CallSite here{cur_, e.range};
+  Value a = eval(*e.items[0], env);
+  Value b = eval(*e.items[1], env);
+  const std::string& op = e.text;
+  if (op == "..") {
+    Value r;
+    r.kind = Value::Kind::range;
+    r.lo = as_int(a, here, e.items[0]->range, "a range bound");
+    r.hi = as_int(b, here, e.items[1]->range, "a range bound");
+    return r;
+  }
+  if (a.kind == Value::Kind::number && b.kind == Value::Kind::number) {
+    if (op == "//" || op == "%") {
+      if (b.num == 0) fail(e.range, "division by zero");
+      const double q = std::floor(a.num / b.num);
+      return Value::number(op == "//" ? q : a.num - q * b.num, a.is_int && b.is_int);
+    }
+    if (op == "/" && b.num == 0) fail(e.range, "division by zero");
+  }
+  if (op == "+" && a.kind == b.kind && (a.kind == Value::Kind::string || a.kind == Value::Kind::list)) {
+    if (a.kind == Value::Kind::string) return Value::string(a.str + b.str);
+    std::vector<Value> items = *a.items;
+    items.insert(items.end(), b.items->begin(), b.items->end());
+    return Value::list(std::move(items));
+  }
+  if (op == "@") {
+    Trace& t = trace_or_fail(here, "'@'");
+    const TensorVal x = as_tensor(a, here, e.items[0]->range);
+    const TensorVal y = as_tensor(b, here, e.items[1]->range);
+    const int64_t ka = x.shape.empty() ? -1 : x.shape.back();
+    const int64_t kb = y.shape.empty() ? -1 : y.shape.size() == 1 ? y.shape[0] : y.shape[y.shape.size() - 2];
+    if (x.shape.empty() || y.shape.empty() || ka != kb)
+      fail(e.range, fmt::format("'@' needs the last dim of the left operand to match the {} of the "
+                                "right one: ({}) @ ({})",
+                                y.shape.size() == 1 ? "only dim" : "second-to-last dim",
+                                fmt::join(x.shape, ", "), fmt::join(y.shape, ", ")));
+    if (x.dtype != y.dtype)
+      fail(e.range, fmt::format("'@' operands must share a dtype: {} @ {}", dtype_name(x.dtype),
+                                dtype_name(y.dtype)));
+    try {
+      return Value::tensor(t.b.matmul(x, y));
+    } catch (const std::invalid_argument& err) {
+      fail(e.range, err.what());
+    }
+  }
+  const auto sop = binary_op(op);
+  if (!sop) fail(e.range, fmt::format("'{}' is not defined for {} and {}", op, describe(a), describe(b)));
+  if ((a.kind != Value::Kind::number && a.kind != Value::Kind::tensor && a.kind != Value::Kind::param) ||
+      (b.kind != Value::Kind::number && b.kind != Value::Kind::tensor && b.kind != Value::Kind::param)) {
+    if ((op == "==" || op == "!=") && a.kind == Value::Kind::string && b.kind == Value::Kind::string)
+      return Value::number((a.str == b.str) == (op == "=="), true);
+    fail(e.range, fmt::format("'{}' is not defined for {} and {}", op, describe(a), describe(b)));
+  }
+  return elementwise(*sop, {a, b}, here, e.range);
+}
+
+Value Interpreter::eval_attribute(const Expr& e, const EnvPtr& env) {
+  Value obj = eval(*e.items[0], env);
+  if (obj.kind == Value::Kind::object) {
+    auto it = obj.object->env->vars.find(e.text);
+    if (it == obj.object->env->vars.end())
+      fail(e.range, fmt::format("{} has no member '{}'{}", describe(obj), e.text,
+                                obj.object->order.empty()
+                                    ? std::string()
+                                    : fmt::format(" (members: {})", fmt::join(obj.object->order, ", "))));
+    return it->second;
+  }
+  if ((obj.kind == Value::Kind::tensor || obj.kind == Value::Kind::param) && e.text == "shape") {
+    const Shape s = obj.kind == Value::Kind::tensor ? obj.t.shape : obj.param->shape;
+    std::vector<Value> dims;
+    for (int64_t d : s)
+      dims.push_back(Value::number(static_cast<double>(d), true));
+    return Value::list(std::move(dims), Value::Kind::tuple);
+  }
+  fail(e.range, fmt::format("{} has no member '{}'", describe(obj), e.text));
+}
+
+Value Interpreter::eval_index(const Expr& e, const EnvPtr& env) {
+  const CallSite here{cur_, e.range};
+  Value obj = eval(*e.items[0], env);
+  if (obj.kind == Value::Kind::list || obj.kind == Value::Kind::tuple) {
+    if (e.indices.size() != 1 || e.indices[0].kind != IndexItem::Kind::single)
+      fail(e.range, "a list takes one integer index");
+    int64_t i = as_int(eval(*e.indices[0].value, env), here, e.indices[0].range, "a list index");
+    const int64_t n = static_cast<int64_t>(obj.items->size());
+    if (i < -n || i >= n)
+      fail(e.indices[0].range, fmt::format("index {} is out of range for a list of {}", i, n));
+    return (*obj.items)[i < 0 ? i + n : i];
+  }
+  if (obj.kind != Value::Kind::tensor && obj.kind != Value::Kind::param)
+    fail(e.items[0]->range, fmt::format("cannot index {}", describe(obj)));
+  Trace& t = trace_or_fail(here, "indexing");
+  TensorVal x = as_tensor(obj, here, e.items[0]->range);
+  // table[indices]: an embedding lookup (gather), when the one index is an integer tensor.
+  if (e.indices.size() == 1 && e.indices[0].kind == IndexItem::Kind::single) {
+    Value idx = eval(*e.indices[0].value, env);
+    if (idx.kind == Value::Kind::tensor || idx.kind == Value::Kind::param) {
+      const TensorVal i = as_tensor(idx, here, e.indices[0].range);
+      if (kFloatDTypes.contains(i.dtype))
+        fail(e.indices[0].range, fmt::format("indexing with a tensor needs integer indices, got {}",
+                                             dtype_name(i.dtype)));
+      if (x.shape.empty()) fail(e.range, "cannot index a 0-dim tensor");
+      return Value::tensor(t.b.gather(x, i));
+    }
+  }
+  size_t explicit_dims = 0;
+  bool ellipsis = false;
+  for (const IndexItem& it : e.indices) {
+    if (it.kind == IndexItem::Kind::ellipsis) {
+      if (ellipsis) fail(it.range, "only one '...' per index");
+      ellipsis = true;
+    } else {
+      ++explicit_dims;
+    }
+  }
+  if (explicit_dims > x.shape.size())
+    fail(e.range, fmt::format("too many indices ({}) for a tensor with {} dims", explicit_dims,
+                              x.shape.size()));
+  Shape final_shape;
+  int dim = 0;
+  for (const IndexItem& it : e.indices) {
+    if (it.kind == IndexItem::Kind::ellipsis) {
+      const size_t skip = x.shape.size() - explicit_dims;
+      for (size_t k = 0; k < skip; ++k)
+        final_shape.push_back(x.shape[dim++]);
+      continue;
+    }
+    const int64_t n = x.shape[dim];
+    auto bound = [&](const ExprPtr& b, int64_t fallback) {
+      if (!b) return fallback;
+      int64_t v = as_int(eval(*b, env), here, b->range, "an index");
+      if (v < 0) v += n;
+      return std::clamp<int64_t>(v, 0, n);
+    };
+    if (it.kind == IndexItem::Kind::single) {
+      int64_t i = as_int(eval(*it.value, env), here, it.range, "an index");
+      if (i < -n || i >= n)
+        fail(it.range, fmt::format("index {} is out of range for a dim of size {}", i, n));
+      if (i < 0) i += n;
+      x = t.b.slice(x, dim, i, i + 1);
+    } else {
+      const int64_t start = bound(it.start, 0), stop = std::max(start, bound(it.stop, n));
+      x = t.b.slice(x, dim, start, stop);
+      final_shape.push_back(stop - start);
+    }
+    ++dim;
+  }
+  for (size_t d = dim; d < x.shape.size(); ++d)
+    final_shape.push_back(x.shape[d]);
+  return Value::tensor(t.b.reshape(x, final_shape));
+}
+
+Value Interpreter::eval_call(const Expr& e, const EnvPtr& env) {
+  Value callee = eval(*e.items[0], env);
+  std::vector<CallArg> args;
+  for (const Arg& a : e.args)
+    args.push_back({a.name, eval(*a.value, env), a.value->range});
+  return call(callee, std::move(args), CallSite{cur_, e.range});
+}
+
+// ---------------------------------------------------------------------------------------
+// Calls
+
+Value Interpreter::call(const Value& callee, std::vector<CallArg> args, const CallSite& site) {
+  switch (callee.kind) {
+    case Value::Kind::builtin: {
+      const auto& table = builtin_table();
+      return table.at(callee.str)(*this, args, site);
+    }
+    case Value::Kind::closure:
+      return call_closure(*callee.closure, std::move(args), site);
+    case Value::Kind::klass:
+      return construct(callee.klass, std::move(args), site);
+    case Value::Kind::object: {
+      auto it = callee.object->env->vars.find("forward");
+      if (it == callee.object->env->vars.end() || it->second.kind != Value::Kind::closure)
+        fail(site, site.range, fmt::format("{} has no fn forward to call", describe(callee)));
+      return call_closure(*it->second.closure, std::move(args), site);
+    }
+    default:
+      fail(site, site.range, fmt::format("{} is not callable", describe(callee)));
+  }
+}
+
+void Interpreter::bind_params(const std::vector<Param>& params, std::vector<CallArg>& args,
+                              const EnvPtr& scope, const EnvPtr& defaults_env, const Unit* unit,
+                              const CallSite& site, const std::string& what) {
+  std::vector<bool> bound(params.size(), false);
+  size_t positional = 0;
+  for (CallArg& a : args) {
+    size_t k = params.size();
+    if (a.name.empty()) {
+      k = positional++;
+      if (k >= params.size())
+        fail(site, a.range, fmt::format("{} takes {} argument{}, got more", what, params.size(),
+                                        params.size() == 1 ? "" : "s"));
+    } else {
+      for (size_t i = 0; i < params.size(); ++i)
+        if (params[i].name == a.name) k = i;
+      if (k == params.size()) {
+        std::vector<std::string> names;
+        for (const Param& p : params)
+          names.push_back(p.name);
+        fail(site, a.range, fmt::format("{} has no parameter '{}' (it has: {})", what, a.name,
+                                        fmt::join(names, ", ")));
+      }
+      if (bound[k]) fail(site, a.range, fmt::format("{}: '{}' given twice", what, a.name));
+    }
+    bound[k] = true;
+    scope->vars[params[k].name] = a.value;
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (bound[i]) continue;
+    if (!params[i].default_value)
+      fail(site, site.range, fmt::format("{} needs an argument for '{}'", what, params[i].name));
+    const Unit* saved = cur_;
+    cur_ = unit;
+    scope->vars[params[i].name] = eval(*params[i].default_value, defaults_env);
+    cur_ = saved;
+  }
+}
+
+void Interpreter::check_type(const ShapeSpec& spec, const Value& v, DimMemo& memo,
+                             const EnvPtr& scope, const CallSite& site, SourceRange arg_range,
+                             const std::string& label, const std::string& fn) {
+  Shape shape;
+  DType dtype = DType::f32;
+  if (v.kind == Value::Kind::tensor) {
+    shape = v.t.shape;
+    dtype = v.t.dtype;
+  } else if (v.kind == Value::Kind::param) {
+    shape = v.param->shape;
+    dtype = v.param->dtype;
+  } else if (v.kind == Value::Kind::number && spec.dims.empty()) {
+    return;
+  } else {
+    fail(site, arg_range, fmt::format("{} of {} is declared {} but got {}", label, fn,
+                                      spec.source->slice(spec.range), describe(v)));
+  }
+  // Mixed precision: an f32 annotation also accepts the compute dtype (bf16 activations).
+  if (compute_ != DType::f32 && dtype == compute_ && accepted_dtypes(spec).contains(DType::f32))
+    dtype = DType::f32;
+  // Dims named like a number in scope (a module's `in`, a script's `dim D`) must equal it.
+  for (const std::string& name : spec_names(spec)) {
+    if (memo.single(name)) continue;
+    if (Value* x = scope->find(name); x && x->kind == Value::Kind::number && is_integral(x->num))
+      memo.bind_single(name, static_cast<int64_t>(x->num));
+  }
+  try {
+    check_shape(spec, dtype, shape, memo);
+  } catch (const UserError& err) {
+    UserError out(fmt::format("{} of {} does not match its declaration: {}", label, fn,
+                              err.message()),
+                  site.unit ? site.unit->script.source : nullptr, arg_range);
+    out.note_at(fmt::format("declared here as {}", spec.source->slice(spec.range)), err.source(),
+                err.range());
+    for (const DiagnosticNote& n : err.notes())
+      if (n.source)
+        out.note_at(n.text, n.source, n.range);
+      else
+        out.note(n.text);
+    throw out;
+  }
+}
+
+Value Interpreter::call_closure(const Closure& c, std::vector<CallArg> args, const CallSite& site) {
+  if (++depth_ > 256) {
+    depth_ = 0;
+    fail(site, site.range, fmt::format("calls nest deeper than 256 (recursion in {}?)", c.qualname));
+  }
+  struct Depth {
+    int& d;
+    ~Depth() { --d; }
+  } guard{depth_};
+  const Decl& d = *c.decl;
+  auto scope = Env::child(c.env);
+  bind_params(d.params, args, scope, c.env, c.unit, site, fmt::format("fn {}", c.qualname));
+  DimMemo memo;
+  for (size_t i = 0; i < d.params.size(); ++i) {
+    if (!d.params[i].type) continue;
+    SourceRange at = site.range;
+    for (size_t k = 0; k < args.size(); ++k)
+      if ((args[k].name.empty() && k == i) || args[k].name == d.params[i].name) at = args[k].range;
+    check_type(*d.params[i].type, scope->vars[d.params[i].name], memo, c.env, site, at,
+               fmt::format("argument '{}'", d.params[i].name), c.qualname);
+  }
+  // Sizes the annotations bound are numbers in the body: `fn f(x: f32[B T D])` can use T.
+  for (const Param& p : d.params)
+    if (p.type)
+      for (const std::string& name : spec_names(*p.type))
+        if (auto s = memo.single(name); s && !scope->find(name))
+          scope->vars[name] = Value::number(static_cast<double>(*s), true);
+  const Unit* saved = cur_;
+  cur_ = c.unit;
+  const std::string saved_scope = scope_;
+  if (c.owner) scope_ = c.owner->path.empty() ? c.owner->cls->decl->name : c.owner->path;
+  Value result;
+  try {
+    exec(d.body, scope, result);
+  } catch (...) {
+    scope_ = saved_scope;
+    throw;
+  }
+  scope_ = saved_scope;
+  cur_ = saved;
+  last_scope_ = scope;
+  if (d.type) {
+    const CallSite decl_site{c.unit, d.type->range};
+    try {
+      check_type(*d.type, result, memo, c.env, decl_site, d.type->range, "the return value",
+                 c.qualname);
+    } catch (UserError& err) {
+      if (site.unit) err.note_at("in this call", site.unit->script.source, site.range);
+      throw;
+    }
+  }
+  return result;
+}
+
+Value Interpreter::construct(const std::shared_ptr<const ClassDef>& cls, std::vector<CallArg> args,
+                             const CallSite& site) {
+  const Decl& d = *cls->decl;
+  auto obj = std::make_shared<Object>();
+  obj->cls = cls;
+  obj->env = Env::child(cls->env);
+  bind_params(d.params, args, obj->env, obj->env, cls->unit, site,
+              fmt::format("{} {}", d.kind == Decl::Kind::module ? "module" : "optimizer", d.name));
+  const Unit* saved = cur_;
+  cur_ = cls->unit;
+  for (const Decl& c : d.children) {
+    switch (c.kind) {
+      case Decl::Kind::param: {
+        DimMemo memo;
+        for (const std::string& name : spec_names(*c.type))
+          if (Value* x = obj->env->find(name)) {
+            if (x->kind != Value::Kind::number || !is_integral(x->num) || x->num < 0)
+              fail(c.type->range, fmt::format("the size '{}' of parameter '{}' is {}, not a size",
+                                              name, c.name, describe(*x)));
+            if (!memo.single(name)) memo.bind_single(name, static_cast<int64_t>(x->num));
+          }
+        const Shape shape = resolve_shape(*c.type, memo);
+        Value init;
+        if (c.value) init = eval(*c.value, obj->env);
+        auto slot = std::make_shared<ParamSlot>();
+        slot->name = c.name;
+        slot->decl = &c;
+        slot->shape = shape;
+        slot->dtype = spec_dtype(*c.type);
+        if (options_.allocate)
+          slot->tensor = init_param(c, shape, init, obj->env);
+        else
+          check_initialiser(c, init);
+        Value v;
+        v.kind = Value::Kind::param;
+        v.param = slot;
+        obj->env->vars[c.name] = v;
+        obj->order.push_back(c.name);
+        break;
+      }
+      case Decl::Kind::member:
+        obj->env->vars[c.name] = eval(*c.value, obj->env);
+        obj->order.push_back(c.name);
+        break;
+      case Decl::Kind::function: {
+        auto cl = std::make_shared<Closure>();
+        cl->decl = &c;
+        cl->env = obj->env;
+        cl->unit = cls->unit;
+        cl->qualname = d.name + "." + c.name;
+        cl->owner = obj.get();
+        Value v;
+        v.kind = Value::Kind::closure;
+        v.closure = cl;
+        obj->env->vars[c.name] = v;
+        break;
+      }
+      case Decl::Kind::state:
+        break;  // per parameter, made by the optimizer step
+      default:
+        fail(c.name_range, "not allowed here");
+    }
+  }
+  cur_ = saved;
+  Value v;
+  v.kind = Value::Kind::object;
+  v.object = obj;
+  return v;
+}
+
+void Interpreter::check_initialiser(const Decl& d, const Value& init) {
+  next_param_seed();  // the same seeds as an allocating load, parameter by parameter
+  static const std::vector<std::string> known = {"normal", "trunc_normal", "uniform", "zeros",
+                                                 "ones",   "constant"};
+  if (init.kind == Value::Kind::none) return;
+  if (init.kind != Value::Kind::record ||
+      std::find(known.begin(), known.end(), init.record->type) == known.end())
+    fail(d.value->range, fmt::format("the initialiser of '{}' must be normal(...), trunc_normal(...), "
+                                     "uniform(...), zeros(), ones() or constant(...); got {}",
+                                     d.name, describe(init)));
+}
+
+Tensor Interpreter::init_param(const Decl& d, const Shape& shape, const Value& init,
+                               const EnvPtr&) {
+  init::Options o;
+  o.dtype = spec_dtype(*d.type);
+  o.device = options_.device;
+  o.seed = next_param_seed();
+  o.requires_grad = true;
+  if (init.kind == Value::Kind::none) return init::zeros(shape, o);
+  if (init.kind != Value::Kind::record)
+    fail(d.value->range, fmt::format("the initialiser of '{}' must be normal(...), trunc_normal(...), "
+                                     "uniform(...), zeros(), ones() or constant(...); got {}",
+                                     d.name, describe(init)));
+  auto& n = init.record->numbers;
+  const std::string& type = init.record->type;
+  auto get = [&](const char* k, double fallback) { return n.count(k) ? n[k] : fallback; };
+  try {
+    if (type == "normal") return init::normal(shape, get("mean", 0), get("std", 1), o);
+    if (type == "trunc_normal")
+      return init::trunc_normal(shape, get("mean", 0), get("std", 1), get("a", -2), get("b", 2), o);
+    if (type == "uniform") return init::uniform(shape, get("a", 0), get("b", 1), o);
+    if (type == "zeros") return init::zeros(shape, o);
+    if (type == "ones") return init::ones(shape, o);
+    if (type == "constant") {
+      Tensor t = full(shape, get("value", 0), o.dtype, o.device);
+      t.requires_grad_();
+      return t;
+    }
+  } catch (const RuntimeError& e) {
+    fail(d.value->range, fmt::format("cannot initialise '{}': {}", d.name, e.what()));
+  }
+  fail(d.value->range, fmt::format("'{}' is not an initialiser", type));
+}
+
+// ---------------------------------------------------------------------------------------
+// Statements
+
+bool Interpreter::exec(const std::vector<Stmt>& body, const EnvPtr& env, Value& result) {
+  for (const Stmt& s : body) {
+    const CallSite here{cur_, s.range};
+    switch (s.kind) {
+      case Stmt::Kind::assign: {
+        Value v = eval(*s.value, env);
+        if (s.targets.size() == 1) {
+          env->vars[s.targets[0]] = v;
+          break;
+        }
+        if ((v.kind != Value::Kind::tuple && v.kind != Value::Kind::list) ||
+            v.items->size() != s.targets.size())
+          fail(s.value->range, fmt::format("cannot unpack {} into {} names", describe(v), s.targets.size()));
+        for (size_t i = 0; i < s.targets.size(); ++i)
+          env->vars[s.targets[i]] = (*v.items)[i];
+        break;
+      }
+      case Stmt::Kind::aug_assign: {
+        Value* old = env->find(s.targets[0]);
+        if (!old) fail(s.target_ranges[0], fmt::format("unknown name '{}'", s.targets[0]));
+        Value rhs = eval(*s.value, env);
+        const auto op = binary_op(s.op);
+        env->vars[s.targets[0]] = elementwise(*op, {*old, rhs}, here, s.range);
+        break;
+      }
+      case Stmt::Kind::expr:
+        eval(*s.value, env);
+        break;
+      case Stmt::Kind::for_loop: {
+        const Value it = eval(*s.value, env);
+        std::vector<Value> items;
+        if (it.kind == Value::Kind::range) {
+          for (int64_t i = it.lo; i < it.hi; ++i)
+            items.push_back(Value::number(static_cast<double>(i), true));
+        } else if (it.kind == Value::Kind::list || it.kind == Value::Kind::tuple) {
+          items = *it.items;
+        } else {
+          fail(s.value->range, fmt::format("cannot iterate over {}", describe(it)));
+        }
+        for (const Value& x : items) {
+          env->vars[s.targets[0]] = x;
+          if (exec(s.body, env, result)) return true;
+        }
+        break;
+      }
+      case Stmt::Kind::return_:
+        result = s.value ? eval(*s.value, env) : Value{};
+        return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace ein::script

@@ -1,0 +1,235 @@
+// The `.ein` interpreter, tracing: a function call traced into one Graph IR (its inputs fed
+// from arguments, parameters, constants and random draws), run on tensors, the optimizer's
+// update rule traced per parameter shape, and example inputs from annotations.
+#include "script/interp.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <ein/errors.h>
+#include <ein/init.h>
+#include <fmt/format.h>
+
+#include "script/support.h"
+#include "api/tape.h"
+#include "dsl/script_parser.h"
+
+namespace ein::script {
+
+// ---------------------------------------------------------------------------------------
+// Trace
+
+TensorVal Trace::param(const std::shared_ptr<ParamSlot>& slot) {
+  if (auto it = params.find(slot.get()); it != params.end()) return it->second;
+  TensorVal t = b.input(slot->shape, slot->dtype);
+  Feed f;
+  f.kind = Feed::Kind::param;
+  f.slot = slot;
+  feeds.push_back(std::move(f));
+  // Mixed precision: the f32 master weight is read in the compute dtype (a cast the
+  // backward turns back into an f32 gradient).
+  if (compute != DType::f32 && t.dtype == DType::f32) t = b.cast(t, compute);
+  params.emplace(slot.get(), t);
+  return t;
+}
+
+TensorVal Trace::constant(Tensor t) {
+  TensorVal v = b.input(t.shape(), t.dtype());
+  Feed f;
+  f.kind = Feed::Kind::constant;
+  f.constant = std::move(t);
+  feeds.push_back(std::move(f));
+  return v;
+}
+
+Traced Interpreter::trace(const std::shared_ptr<Closure>& fn, const std::vector<TensorType>& args,
+                          bool training) {
+  Trace tr(fn->qualname);
+  tr.training = training;
+  tr.compute = compute_;
+  std::vector<CallArg> call_args;
+  for (size_t i = 0; i < args.size(); ++i) {
+    Feed f;
+    f.kind = Feed::Kind::arg;
+    f.index = static_cast<int>(i);
+    tr.feeds.push_back(f);
+    const SourceRange r = i < fn->decl->params.size() ? fn->decl->params[i].name_range : fn->decl->name_range;
+    TensorVal in = tr.b.input(args[i].shape, args[i].dtype);
+    if (compute_ != DType::f32 && in.dtype == DType::f32) in = tr.b.cast(in, compute_);
+    call_args.push_back({"", Value::tensor(in), r});
+  }
+  Trace* saved = trace_;
+  trace_ = &tr;
+  const Unit* saved_unit = cur_;
+  Value result;
+  try {
+    result = call_closure(*fn, std::move(call_args), CallSite{fn->unit, fn->decl->name_range});
+  } catch (...) {
+    trace_ = saved;
+    cur_ = saved_unit;
+    depth_ = 0;
+    throw;
+  }
+  trace_ = saved;
+  cur_ = saved_unit;
+  std::vector<int> outputs;
+  const CallSite site{fn->unit, fn->decl->name_range};
+  std::vector<Value> values;
+  if (result.kind == Value::Kind::tuple || result.kind == Value::Kind::list)
+    values = *result.items;
+  else
+    values.push_back(result);
+  for (const Value& v : values) {
+    trace_ = &tr;
+    TensorVal t = as_tensor(v, site, fn->decl->name_range);
+    if (compute_ != DType::f32 && t.dtype == compute_) t = tr.b.cast(t, DType::f32);
+    trace_ = saved;
+    outputs.push_back(t.node);
+  }
+  Traced out;
+  out.graph = std::make_shared<const Graph>(tr.b.finish(outputs));
+  out.feeds = std::move(tr.feeds);
+  out.tags = tr.b.tags();
+  out.wheres = std::move(tr.wheres);
+  return out;
+}
+
+std::vector<Tensor> Interpreter::run(const Traced& t, const std::vector<Tensor>& args,
+                                     uint64_t stream) {
+  return run_recorded(t.graph, t.fused ? *t.fused : *t.graph, feed(t, args, stream));
+}
+
+std::vector<Tensor> Interpreter::feed(const Traced& t, const std::vector<Tensor>& args,
+                                      uint64_t stream) {
+  std::vector<Tensor> inputs;
+  for (const Feed& f : t.feeds) {
+    switch (f.kind) {
+      case Feed::Kind::arg:
+        inputs.push_back(args.at(f.index).to(options_.device));
+        break;
+      case Feed::Kind::param:
+        inputs.push_back(f.slot->tensor);
+        break;
+      case Feed::Kind::constant:
+        inputs.push_back(f.constant.to(options_.device));
+        break;
+      case Feed::Kind::normal:
+        inputs.push_back(
+            randn(f.shape, f.dtype, options_.device, mix(mix(options_.seed, stream), f.draw)));
+        break;
+      case Feed::Kind::uniform:
+        inputs.push_back(
+            rand(f.shape, f.dtype, options_.device, mix(mix(options_.seed, stream), f.draw)));
+        break;
+    }
+  }
+  return inputs;
+}
+
+Traced Interpreter::trace_update(const Shape& shape, DType dtype, std::vector<std::string>& states) {
+  if (!optimizer_) throw UserError("the train block has no optimizer (write optimizer = AdamW(lr = 1e-3))");
+  const ClassDef& cls = *optimizer_->cls;
+  auto it = optimizer_->env->vars.find("update");
+  if (it == optimizer_->env->vars.end() || it->second.kind != Value::Kind::closure)
+    throw UserError(fmt::format("optimizer {} has no fn update(p, g, t)", cls.decl->name),
+                    cls.unit->script.source, cls.decl->name_range);
+  Trace tr(cls.decl->name + ".update");
+  states.clear();
+  auto layer = Env::child(optimizer_->env);
+  const TensorVal p = tr.b.input(shape, dtype), g = tr.b.input(shape, dtype);
+  for (const Decl& c : cls.decl->children)
+    if (c.kind == Decl::Kind::state) {
+      states.push_back(c.name);
+      layer->vars[c.name] = Value::tensor(tr.b.input(shape, dtype));
+    }
+  layer->vars["lr"] = Value::tensor(tr.b.input({}, DType::f32));
+  const TensorVal t = tr.b.input({}, DType::f32);
+  Closure update = *it->second.closure;
+  update.env = layer;
+  Trace* saved = trace_;
+  trace_ = &tr;
+  const CallSite site{cls.unit, update.decl->name_range};
+  std::vector<int> outputs;
+  try {
+    Value r = call_closure(update, {{"", Value::tensor(p), site.range}, {"", Value::tensor(g), site.range},
+                                    {"", Value::tensor(t), site.range}},
+                           site);
+    if (r.kind == Value::Kind::none)
+      fail(site, site.range, fmt::format("{}.update must return the new parameter", cls.decl->name));
+    const EnvPtr scope = last_scope_;
+    auto out = [&](const Value& v) {
+      TensorVal x = as_tensor(v, site, site.range);
+      if (x.shape != shape) x = tr.b.broadcast_to(x, shape);
+      return tr.b.cast(x, dtype).node;
+    };
+    outputs.push_back(out(r));
+    for (const std::string& s : states) {
+      auto found = scope->vars.find(s);
+      outputs.push_back(out(found != scope->vars.end() ? found->second : layer->vars[s]));
+    }
+  } catch (...) {
+    trace_ = saved;
+    throw;
+  }
+  trace_ = saved;
+  Traced traced;
+  traced.graph = std::make_shared<const Graph>(tr.b.finish(outputs));
+  return traced;
+}
+
+double Interpreter::state_initial(const std::string& name) {
+  if (!optimizer_) return 0;
+  const ClassDef& cls = *optimizer_->cls;
+  for (const Decl& c : cls.decl->children) {
+    if (c.kind != Decl::Kind::state || c.name != name || !c.value) continue;
+    const Unit* saved = cur_;
+    cur_ = cls.unit;
+    const Value v = eval(*c.value, optimizer_->env);
+    if (v.kind != Value::Kind::number)
+      fail(c.value->range, fmt::format("the initial value of state '{}' must be a number (every "
+                                       "element starts at it), got {}",
+                                       name, describe(v)));
+    cur_ = saved;
+    return v.num;
+  }
+  return 0;
+}
+
+std::vector<TensorType> Interpreter::example_types(const std::shared_ptr<Closure>& fn,
+                                                   int64_t free_size) {
+  std::vector<TensorType> out;
+  DimMemo memo;
+  const Unit* saved = cur_;
+  cur_ = fn->unit;
+  for (const Param& p : fn->decl->params) {
+    if (!p.type)
+      fail(p.name_range, fmt::format("parameter '{}' of {} has no type annotation, so ein cannot "
+                                     "make an example input for it (write e.g. {}: f32[B D])",
+                                     p.name, fn->qualname, p.name));
+    for (const Dim& d : p.type->dims) {
+      if (d.kind == DimKind::named && !memo.single(d.name)) {
+        Value* x = fn->env->find(d.name);
+        memo.bind_single(d.name, x && x->kind == Value::Kind::number ? static_cast<int64_t>(x->num)
+                                                                      : free_size);
+      }
+      if (d.kind == DimKind::named_variadic && !memo.variadic(d.name))
+        memo.bind_variadic(d.name, VariadicSizes{{free_size}, false});
+      if (d.kind == DimKind::anonymous_variadic)
+        fail(p.type->range, "an example input needs named dims; '...' has no size");
+    }
+    for (const std::string& name : spec_names(*p.type))
+      if (!memo.single(name)) {
+        Value* x = fn->env->find(name);
+        memo.bind_single(name, x && x->kind == Value::Kind::number ? static_cast<int64_t>(x->num)
+                                                                    : free_size);
+      }
+    out.push_back({resolve_shape(*p.type, memo), spec_dtype(*p.type)});
+  }
+  cur_ = saved;
+  return out;
+}
+
+}  // namespace ein::script

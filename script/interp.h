@@ -1,0 +1,192 @@
+// The `.ein` interpreter (private): loads files and evaluates declarations (script_load.cpp),
+// evaluates expressions, calls and modules (script_eval.cpp), and traces function calls into
+// Graph IR (script_interp.cpp). script/script.cpp wraps it as ein::script::Program; the
+// builtins live in script_builtins.cpp.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "script/script.h"
+#include "script/value.h"
+#include <ein/shape_check.h>
+#include <ein/diagnostic.h>
+
+namespace ein::script {
+
+/// What feeds one input of a traced graph.
+struct Feed {
+  enum class Kind : uint8_t { arg, param, constant, normal, uniform };
+  Kind kind = Kind::arg;
+  int index = 0;                     ///< arg: which argument
+  std::shared_ptr<ParamSlot> slot;   ///< param
+  Tensor constant;                   ///< constant
+  Shape shape;                       ///< normal, uniform
+  DType dtype = DType::f32;
+  uint64_t draw = 0;                 ///< normal, uniform: which draw of the call
+};
+
+/// The expression a traced node came from, and the module whose fn was running.
+struct Where {
+  const Unit* unit = nullptr;
+  SourceRange range;
+  std::string scope;
+};
+
+/// A function call being traced.
+struct Trace {
+  explicit Trace(std::string origin) : b(std::move(origin)) {}
+  GraphBuilder b;
+  std::vector<Feed> feeds;
+  std::map<const ParamSlot*, TensorVal> params;
+  std::vector<Where> wheres;  ///< indexed by the builder's tags
+  uint64_t draws = 0;
+  bool training = false;           ///< dropout active
+  DType compute = DType::f32;      ///< mixed precision: what f32 parameters are read as
+  /// Reads a parameter: one graph input per parameter per trace.
+  TensorVal param(const std::shared_ptr<ParamSlot>& slot);
+  /// A constant tensor fed at run time.
+  TensorVal constant(Tensor t);
+};
+
+/// A traced function ready to run: the graph, its feeds and how its outputs regroup.
+struct Traced {
+  std::shared_ptr<const Graph> graph;
+  std::vector<int> tags;      ///< per node: its index into wheres (-1: none)
+  std::vector<Where> wheres;
+  std::shared_ptr<const Graph> fused;  ///< fuse(*graph): what runs forward (null: graph)
+  std::vector<Feed> feeds;
+};
+
+/// One evaluated call argument.
+struct CallArg {
+  std::string name;  ///< keyword, or empty
+  Value value;
+  SourceRange range;
+};
+
+/// Where a call is written, for diagnostics.
+struct CallSite {
+  const Unit* unit = nullptr;
+  SourceRange range;  ///< the whole call
+};
+
+class Interpreter;
+using BuiltinFn = std::function<Value(Interpreter&, std::vector<CallArg>&, const CallSite&)>;
+
+class Interpreter {
+ public:
+  Interpreter(const std::string& path, const LoadOptions& options);
+
+  // ---- used by Program (script/script.cpp) ----
+  std::vector<std::string> function_names() const;
+  std::shared_ptr<Closure> function(const std::string& name);
+  /// Traces `fn` on inputs of these types.
+  Traced trace(const std::shared_ptr<Closure>& fn, const std::vector<TensorType>& args,
+               bool training);
+  /// Runs a traced function: feeds built from `args`, `stream` seeds the random draws.
+  std::vector<Tensor> run(const Traced& t, const std::vector<Tensor>& args, uint64_t stream);
+  /// The tensors a traced graph's inputs take: the arguments, parameters, constants and the
+  /// random draws of `stream`, in input order.
+  std::vector<Tensor> feed(const Traced& t, const std::vector<Tensor>& args, uint64_t stream);
+  /// The optimizer's update traced for one parameter: inputs p, g, the states (in
+  /// `states` order), lr, t (0-dim f32); outputs the new p, then the new states.
+  Traced trace_update(const Shape& shape, DType dtype, std::vector<std::string>& states);
+  /// The initial value of optimizer state `name` (`state m = 0.1`; 0 when not given).
+  double state_initial(const std::string& name);
+  /// Input types from a function's annotations.
+  std::vector<TensorType> example_types(const std::shared_ptr<Closure>& fn, int64_t free_size);
+
+  /// The train block's scope, or null.
+  EnvPtr train_env() const { return train_env_; }
+  const TrainSpec& spec() const { return spec_; }
+  std::vector<NamedTensor> parameters() const;
+  /// The train block's parameters by qualified name (tied ones once), in declaration order;
+  /// `aliases`, when given, receives the other names of tied ones.
+  std::vector<std::pair<std::string, const ParamSlot*>> parameter_slots(
+      std::map<const ParamSlot*, std::vector<std::string>>* aliases = nullptr) const;
+  /// The optimizer object of the train block (may be null).
+  std::shared_ptr<Object> optimizer() const { return optimizer_; }
+  uint64_t seed() const { return options_.seed; }
+  /// Mixed precision: traces read f32 parameters and inputs as `dtype` and return f32.
+  void set_compute_dtype(DType dtype) { compute_ = dtype; }
+  const Unit* main_unit() const { return main_; }
+
+  // ---- used by the builtins ----
+  [[noreturn]] void fail(const CallSite& site, SourceRange range, const std::string& message);
+  [[noreturn]] void fail(SourceRange range, const std::string& message);
+  Trace& trace_or_fail(const CallSite& site, const std::string& what);
+  Trace* active_trace() { return trace_; }
+  /// A value as a traced tensor (numbers become 0-dim constants of `like`'s dtype).
+  TensorVal as_tensor(const Value& v, const CallSite& site, SourceRange range);
+  /// The number a value holds, or an error at `range`.
+  double as_number(const Value& v, const CallSite& site, SourceRange range,
+                   const std::string& what);
+  int64_t as_int(const Value& v, const CallSite& site, SourceRange range, const std::string& what);
+  /// Applies a scalar op elementwise (numbers fold; tensors map with broadcasting).
+  Value elementwise(ScalarOp op, const std::vector<Value>& args, const CallSite& site,
+                    SourceRange range, std::optional<DType> out = std::nullopt);
+  /// Calls any callable value.
+  Value call(const Value& callee, std::vector<CallArg> args, const CallSite& site);
+  /// Seeds for parameter initialisation: one per parameter, in creation order.
+  uint64_t next_param_seed();
+
+ private:
+  friend class Program;
+  Unit* load_unit(const std::string& path, SourcePtr from, SourceRange at);
+  void eval_top(Unit& unit, bool is_main);
+  void apply_settings(Unit& unit);
+  void build_train(Unit& unit, const Decl& d);
+
+  Value eval(const Expr& e, const EnvPtr& env);
+  Value eval_untagged(const Expr& e, const EnvPtr& env);
+  Value eval_binary(const Expr& e, const EnvPtr& env);
+  Value eval_index(const Expr& e, const EnvPtr& env);
+  Value eval_attribute(const Expr& e, const EnvPtr& env);
+  Value eval_call(const Expr& e, const EnvPtr& env);
+  Value deref(const Value& v, SourceRange range);
+  /// Runs statements; returns true when one returned (its value in `result`).
+  bool exec(const std::vector<Stmt>& body, const EnvPtr& env, Value& result);
+  Value call_closure(const Closure& c, std::vector<CallArg> args, const CallSite& site);
+  Value construct(const std::shared_ptr<const ClassDef>& cls, std::vector<CallArg> args,
+                  const CallSite& site);
+  void bind_params(const std::vector<Param>& params, std::vector<CallArg>& args,
+                   const EnvPtr& scope, const EnvPtr& defaults_env, const Unit* unit,
+                   const CallSite& site, const std::string& what);
+  void check_type(const ShapeSpec& spec, const Value& v, DimMemo& memo, const EnvPtr& scope,
+                  const CallSite& site, SourceRange arg_range, const std::string& label,
+                  const std::string& fn);
+  Tensor init_param(const Decl& d, const Shape& shape, const Value& init, const EnvPtr& env);
+  void collect(const std::string& prefix, const Value& v,
+               std::vector<std::pair<std::string, const ParamSlot*>>& out,
+               std::map<const ParamSlot*, std::vector<std::string>>* aliases = nullptr) const;
+  /// Names every module instance reachable from the train block (Object::path).
+  void assign_paths(const std::string& prefix, const Value& v);
+  /// Without allocating: the initialiser must be one ein knows (and the seed is consumed).
+  void check_initialiser(const Decl& d, const Value& init);
+  std::string describe(const Value& v) const;
+
+  LoadOptions options_;
+  std::vector<std::unique_ptr<Unit>> units_;
+  Unit* main_ = nullptr;
+  const Unit* cur_ = nullptr;  ///< the file the expression being evaluated is in
+  Trace* trace_ = nullptr;
+  EnvPtr builtins_;
+  EnvPtr train_env_;
+  TrainSpec spec_;
+  std::shared_ptr<Object> optimizer_;
+  std::vector<std::string> train_roots_;  ///< train members holding modules, in order
+  uint64_t param_counter_ = 0;
+  int depth_ = 0;
+  std::string scope_;  ///< the module whose fn is running (Object::path)
+  DType compute_ = DType::f32;
+  EnvPtr last_scope_;  ///< the body scope of the call_closure that finished last
+};
+
+/// The builtin table (name → function), filled once.
+const std::map<std::string, BuiltinFn>& builtin_table();
+
+}  // namespace ein::script

@@ -1,0 +1,265 @@
+// ein::script::Program: loading, tracing with caches, running, and the training hooks.
+#include "script/script.h"
+
+#include <map>
+
+#include <ein/errors.h>
+#include <fmt/format.h>
+
+#include "exec/execute.h"
+#include "compiler/fuse/fuse.h"
+#include "compiler/pipeline.h"
+#include "script/interp.h"
+#include <ein/autograd.h>
+
+namespace ein::script {
+namespace {
+
+std::string type_key(const std::string& fn, const std::vector<TensorType>& types, bool training) {
+  std::string key = fn + (training ? "|train" : "|eval");
+  for (const TensorType& t : types)
+    key += fmt::format("|{}[{}]", dtype_name(t.dtype), fmt::join(t.shape, ","));
+  return key;
+}
+
+std::vector<TensorType> types_of(const std::vector<Tensor>& xs) {
+  std::vector<TensorType> out;
+  for (const Tensor& x : xs)
+    out.push_back({x.shape(), x.dtype()});
+  return out;
+}
+
+}  // namespace
+
+/// What a Program caches between calls.
+struct ProgramState {
+  std::map<std::string, Traced> traced;  ///< by type_key
+  struct Update {
+    std::shared_ptr<const Graph> fused;
+    std::vector<std::string> states;
+  };
+  std::map<std::string, Update> updates;           ///< by dtype + shape
+  std::map<const void*, std::vector<Tensor>> state;  ///< per parameter (by storage identity)
+  std::vector<std::string> state_names;
+  uint64_t calls = 0;
+};
+
+Program::Program() = default;
+Program::~Program() = default;
+
+std::unique_ptr<Program> Program::load(const std::string& path, const LoadOptions& options) {
+  std::unique_ptr<Program> p(new Program());
+  p->impl_ = std::make_unique<Interpreter>(path, options);
+  p->state_ = std::make_unique<ProgramState>();
+  return p;
+}
+
+std::vector<std::string> Program::functions() const { return impl_->function_names(); }
+
+Graph Program::trace(const std::string& fn, const std::vector<TensorType>& args) {
+  return *impl_->trace(impl_->function(fn), args, false).graph;
+}
+
+std::vector<TensorType> Program::example_types(const std::string& fn, int64_t free_size) {
+  return impl_->example_types(impl_->function(fn), free_size);
+}
+
+const Traced& Program::traced(const std::string& fn, const std::vector<TensorType>& types,
+                              bool training) {
+  const std::string key = type_key(fn, types, training);
+  auto it = state_->traced.find(key);
+  if (it == state_->traced.end()) {
+    Traced t = impl_->trace(impl_->function(fn), types, training);
+    t.fused = std::make_shared<const Graph>(compile_graph(*t.graph, {}).fused);  // runs fused
+    it = state_->traced.emplace(key, std::move(t)).first;
+  }
+  return it->second;
+}
+
+std::vector<Tensor> Program::call(const std::string& fn, const std::vector<Tensor>& args) {
+  const Traced& t = traced(fn, types_of(args), false);
+  return impl_->run(t, args, state_->calls++);
+}
+
+int Program::check_all() {
+  int n = 0;
+  for (const std::string& fn : functions()) {
+    const auto closure = impl_->function(fn);
+    if (fn == "train.batch" || closure->decl->params.empty()) {
+      impl_->trace(closure, {}, false);
+    } else {
+      impl_->trace(closure, impl_->example_types(closure, 8), false);
+    }
+    ++n;
+  }
+  return n;
+}
+
+bool Program::has_train() const { return impl_->train_env() != nullptr; }
+
+const TrainSpec& Program::train_spec() const { return impl_->spec(); }
+
+std::vector<NamedTensor> Program::parameters() const { return impl_->parameters(); }
+
+std::vector<ParamInfo> Program::parameter_info() const {
+  std::map<const ParamSlot*, std::vector<std::string>> aliases;
+  std::vector<ParamInfo> out;
+  for (const auto& [name, slot] : impl_->parameter_slots(&aliases))
+    out.push_back({name, slot->shape, slot->dtype, aliases[slot]});
+  return out;
+}
+
+TraceInfo Program::trace_info(const std::string& fn, const std::vector<TensorType>& args,
+                              bool training) {
+  const Traced t = impl_->trace(impl_->function(fn), args, training);
+  TraceInfo info;
+  info.graph = *t.graph;
+  for (size_t i = 0; i < t.graph->nodes.size(); ++i) {
+    NodeSource src;
+    const int tag = i < t.tags.size() ? t.tags[i] : -1;
+    if (tag >= 0) {
+      const Where& w = t.wheres[tag];
+      const Source& source = *w.unit->script.source;
+      const LineCol at = source.locate(w.range.begin);
+      std::string_view text = source.slice(w.range);
+      text = text.substr(0, text.find('\n'));
+      src = {source.name(), at.line, at.column, std::string(text), w.scope};
+    }
+    info.sources.push_back(std::move(src));
+  }
+  std::map<const ParamSlot*, std::string> names;
+  for (const auto& [name, slot] : impl_->parameter_slots())
+    names[slot] = name;
+  for (const Feed& f : t.feeds) {
+    switch (f.kind) {
+      case Feed::Kind::arg:
+        info.inputs.push_back(fmt::format("arg:{}", f.index));
+        break;
+      case Feed::Kind::param: {
+        auto it = names.find(f.slot.get());
+        info.inputs.push_back("param:" + (it != names.end() ? it->second : f.slot->name));
+        break;
+      }
+      case Feed::Kind::constant:
+        info.inputs.push_back("constant");
+        break;
+      case Feed::Kind::normal:
+      case Feed::Kind::uniform:
+        info.inputs.push_back("random");
+        break;
+    }
+  }
+  return info;
+}
+
+std::vector<DimInfo> Program::dims() const {
+  std::vector<DimInfo> out;
+  const Unit* main = impl_->main_unit();
+  for (const Decl& d : main->script.decls)
+    if (d.kind == Decl::Kind::dim) {
+      auto it = main->globals->vars.find(d.name);
+      if (it != main->globals->vars.end() && it->second.kind == Value::Kind::number)
+        out.push_back({d.name, static_cast<int64_t>(it->second.num)});
+    }
+  return out;
+}
+
+std::optional<OptimizerInfo> Program::optimizer_info() const {
+  const std::shared_ptr<Object> opt = impl_->optimizer();
+  if (!opt) return std::nullopt;
+  OptimizerInfo info{opt->cls->decl->name, {}};
+  for (const Decl& c : opt->cls->decl->children)
+    if (c.kind == Decl::Kind::state) info.states.push_back(c.name);
+  return info;
+}
+
+std::vector<Tensor> Program::make_batch(int64_t step) {
+  NoGrad no_grad;
+  const Traced& t = traced("train.batch", {}, false);
+  return impl_->run(t, {}, static_cast<uint64_t>(step) * 2 + 1);
+}
+
+Tensor Program::loss(const std::vector<Tensor>& batch, int64_t step) {
+  const Traced& t = traced("train.loss", types_of(batch), true);
+  std::vector<Tensor> out = impl_->run(t, batch, static_cast<uint64_t>(step) * 2);
+  if (out.size() != 1 || out[0].dim() != 0)
+    throw UserError("train.loss must return one 0-dim tensor (the mean loss)");
+  return out[0];
+}
+
+void Program::init_optimizer_state() {
+  NoGrad no_grad;
+  for (const NamedTensor& p : parameters())
+    state_for(p.tensor);
+}
+
+std::vector<Tensor>& Program::state_for(const Tensor& param) {
+  const std::string key = fmt::format("{}[{}]", dtype_name(param.dtype()), fmt::join(param.shape(), ","));
+  auto u = state_->updates.find(key);
+  if (u == state_->updates.end()) {
+    ProgramState::Update up;
+    const Traced t = impl_->trace_update(param.shape(), param.dtype(), up.states);
+    up.fused = std::make_shared<const Graph>(compile_graph(*t.graph, {}).fused);
+    u = state_->updates.emplace(key, std::move(up)).first;
+    state_->state_names = u->second.states;
+  }
+  auto& s = state_->state[param.autograd().get()];
+  if (s.empty())
+    for (const std::string& name : u->second.states)
+      s.push_back(full(param.shape(), impl_->state_initial(name), param.dtype(), param.device()));
+  return s;
+}
+
+void Program::optimizer_step(int64_t t, double lr) {
+  NoGrad no_grad;
+  const std::vector<NamedTensor> params = parameters();
+  if (params.empty()) return;
+  const Device device = params.front().tensor.device();
+  const Tensor lr_t = full({}, lr, DType::f32, device);
+  const Tensor t_t = full({}, static_cast<double>(t), DType::f32, device);
+  for (const NamedTensor& p : params) {
+    const Tensor g = p.tensor.grad();
+    if (!g.defined()) continue;
+    std::vector<Tensor>& states = state_for(p.tensor);
+    const std::string key =
+        fmt::format("{}[{}]", dtype_name(p.tensor.dtype()), fmt::join(p.tensor.shape(), ","));
+    const auto& up = state_->updates.at(key);
+    std::vector<Tensor> inputs{p.tensor.detach(), g};
+    inputs.insert(inputs.end(), states.begin(), states.end());
+    inputs.push_back(lr_t);
+    inputs.push_back(t_t);
+    const std::vector<Tensor> out = execute(*up.fused, inputs);
+    p.tensor.detach().copy_(out[0]);
+    for (size_t i = 0; i < states.size(); ++i)
+      states[i].copy_(out[i + 1]);
+  }
+}
+
+std::vector<NamedTensor> Program::optimizer_state() const {
+  std::vector<NamedTensor> out;
+  for (const NamedTensor& p : parameters()) {
+    auto it = state_->state.find(p.tensor.autograd().get());
+    if (it == state_->state.end()) continue;
+    for (size_t i = 0; i < it->second.size(); ++i)
+      out.push_back({fmt::format("optimizer.{}.{}", state_->state_names.at(i), p.name), it->second[i]});
+  }
+  return out;
+}
+
+void Program::set_compute_dtype(DType dtype) {
+  impl_->set_compute_dtype(dtype);
+  state_->traced.clear();
+}
+
+Tensor Program::logits(const Tensor& tokens) {
+  NoGrad no_grad;
+  std::string fn = "train.logits";
+  bool has_logits = false;
+  for (const std::string& f : functions())
+    has_logits = has_logits || f == fn;
+  if (!has_logits) throw UserError("generating a sample needs fn logits(x: i64[b t]) in the train block");
+  const Traced& t = traced(fn, types_of({tokens}), false);
+  return impl_->run(t, {tokens}, 0).front();
+}
+
+}  // namespace ein::script

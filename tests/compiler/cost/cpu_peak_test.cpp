@@ -1,0 +1,62 @@
+// The CPU peak: the computed figure is exactly cores × lanes × FMA units × 2 × clock, the
+// hardware profile carries it, and the FMA micro-benchmark lands in a plausible band of it.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+
+#include <ein/flop_counter.h>
+
+#include <ein/cpu_peak.h>
+
+namespace ein {
+namespace {
+
+bool has_flag(const std::string& flag) {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("flags", 0) == 0)
+      return (line + " ").find(" " + flag + " ") != std::string::npos;
+  return false;
+}
+
+TEST(CpuPeak, SimdWidthFollowsTheFlags) {
+  const CpuInfo& info = cpu_info();
+  EXPECT_GE(info.cores, 1);
+  EXPECT_GT(info.clock_hz, 0);
+  EXPECT_FALSE(info.clock_source.empty());
+  EXPECT_EQ(info.simd_bits, has_flag("avx512f") ? 512 : has_flag("avx") ? 256 : 128);
+  EXPECT_EQ(info.fma, has_flag("fma") || has_flag("avx512f"));
+}
+
+TEST(CpuPeak, ComputedPeakIsCoresTimesLanesTimesUnitsTimesTwoTimesClock) {
+  const CpuInfo& info = cpu_info();
+  const double lanes32 = info.simd_bits / 32.0;
+  EXPECT_DOUBLE_EQ(cpu_peak(DType::f32), info.cores * lanes32 * info.fma_units * 2 * info.clock_hz);
+  EXPECT_DOUBLE_EQ(cpu_peak(DType::f64), cpu_peak(DType::f32) / 2);
+  EXPECT_DOUBLE_EQ(cpu_peak(DType::bf16), cpu_peak(DType::f32));  // computed in f32 on CPUs
+}
+
+TEST(CpuPeak, ThisCpuIsAHardwareProfile) {
+  const HardwareProfile& p = this_cpu();
+  EXPECT_EQ(p.key, "cpu");
+  EXPECT_DOUBLE_EQ(p.peak(MathMode::fp32), cpu_peak(DType::f32));
+  EXPECT_DOUBLE_EQ(p.peak(MathMode::fp64), cpu_peak(DType::f64));
+  EXPECT_EQ(p.peak(MathMode::tf32), 0);
+  EXPECT_GT(p.memory_bytes, 0);
+}
+
+// One thread of FMAs against one core's computed peak. The band is wide on purpose: the
+// machine is shared (other processes take cycles) and a VM's reported clock may be below the
+// turbo clock; a measurement outside it means the SIMD width or FMA-unit assumption is off.
+TEST(CpuPeak, MeasuredFmaThroughputIsInTheComputedBand) {
+  if (!cpu_info().fma || cpu_info().simd_bits < 256) GTEST_SKIP() << "no AVX2/AVX-512 FMA here";
+  const double per_core = cpu_peak(DType::f32) / cpu_info().cores;
+  const double measured = measure_cpu_peak(DType::f32, 0.1, 1);
+  EXPECT_GT(measured, 0.1 * per_core) << "measured " << measured << " FLOP/s";
+  EXPECT_LT(measured, 2.0 * per_core) << "measured " << measured << " FLOP/s";
+}
+
+}  // namespace
+}  // namespace ein

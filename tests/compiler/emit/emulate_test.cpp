@@ -1,0 +1,77 @@
+// The values of the emitted CUDA kernels without a GPU: every corpus kernel's CUDA C++ is
+// compiled with the host C++ compiler against host_emulation.h (real threads per block, real
+// barriers, warp shuffles through per-warp barriers), launched on random inputs with a small
+// grid (so the grid-stride loops wrap), and compared with Kernel IR's float64 semantics
+// (kernel_ir.h's evaluate()). Elementwise kernels with a vector path run twice: with aligned
+// pointers (the 16-byte path) and with pointers one element off (the scalar path).
+// What this does not check: device libm and the GPU's own conversions (host_emulation.h).
+// Skipped when the CUDA headers (cuda_fp16.h, ...) are not installed.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "compiler/emit/emit_cuda.h"
+#include "compiler/emit/cuda_corpus.h"
+#include "api/ops/ops_test_support.h"
+#include <ein/tensor.h>
+#include "support/host_cuda.h"
+
+namespace ein {
+namespace {
+
+/// Blocks the emulation launches at most: more than one, fewer than most kernels need, so
+/// every grid-stride loop takes several turns.
+constexpr int64_t kEmulatedBlocks = 3;
+
+using testing::EmulatedLaunch;
+
+class Emulate : public ::testing::TestWithParam<int> {};
+
+TEST_P(Emulate, MatchesTheFloat64Semantics) {
+  if (std::string why; !testing::host_cuda_available(&why)) GTEST_SKIP() << why;
+  const testing::CorpusKernel& c = testing::cuda_corpus().at(GetParam());
+  const CudaKernel cuda = emit_cuda(c.kernel);
+  if (cuda.launch.grid == 0) return;  // an empty domain: nothing is launched
+  const EmulatedLaunch launch = testing::build_emulated(cuda.source, cuda.entry);
+
+  const testing::CorpusOracle o = testing::corpus_oracle(GetParam());
+  const size_t nb = o.general.buffers.size();
+
+  const bool both_paths = cuda.vector_width > 1;
+  for (int misaligned = 0; misaligned <= (both_paths ? 1 : 0); ++misaligned) {
+    SCOPED_TRACE(fmt::format("{}, {} pointers", c.label, misaligned ? "misaligned" : "aligned"));
+    // Each buffer gets one spare element in front, so it can start off its alignment.
+    std::vector<Tensor> storage(nb);
+    std::vector<void*> args;
+    for (size_t b = 0; b < nb; ++b) {
+      const Tensor slot = o.initial_slot(b);
+      const int64_t n = slot.numel();
+      storage[b] = empty({n + 1}, slot.dtype());
+      storage[b].slice(0, misaligned, misaligned + n).copy_(slot);
+      args.push_back(static_cast<char*>(storage[b].data_ptr()) +
+                     (misaligned ? element_size(storage[b].dtype()) : 0));
+    }
+    std::vector<double> params(o.general.params);
+    for (double& p : params)
+      args.push_back(&p);
+    launch(args.data(), static_cast<unsigned>(std::min(cuda.launch.grid, kEmulatedBlocks)),
+           static_cast<unsigned>(cuda.launch.block));
+
+    for (size_t b = 0; b < nb; ++b) {
+      if (!o.general.buffers[b].output) continue;
+      const std::vector<double> got = storage[b].to_vector<double>();
+      o.expect_output(b, std::vector<double>(got.begin() + misaligned, got.end() - (1 - misaligned)),
+                      fmt::format("output b{} of {}\n{}", b, c.label, cuda.source));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Corpus, Emulate,
+                         ::testing::Range(0, static_cast<int>(testing::cuda_corpus().size())),
+                         [](const auto& p) { return testing::corpus_test_name(p.param); });
+
+}  // namespace
+}  // namespace ein

@@ -1,0 +1,217 @@
+// The fusion rules on small hand-built and pattern-lowered graphs: a permute before a map is
+// one kernel reading permuted strides, elementwise chains with broadcasts inline, a reduce over
+// non-trailing dims is one kernel, and a contraction stays a BLAS call with its reason while
+// its bias + GELU tail becomes one kernel. Values are checked against the unfused graph.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "exec/execute.h"
+#include "compiler/graph/expression_graphs.h"
+#include "compiler/fuse/fuse.h"
+#include "compiler/fuse/fusion_report.h"
+#include "compiler/graph/lower_patterns.h"
+#include <ein/pattern_parser.h>
+#include "api/ops/ops_test_support.h"
+
+namespace ein {
+namespace {
+
+using testing::Layout;
+
+int add(Graph& g, GraphOp op, std::vector<int> inputs, Shape shape,
+        decltype(GraphNode::attr) attr = std::monostate{}, DType dtype = DType::f32) {
+  GraphNode n;
+  n.op = op;
+  n.inputs = std::move(inputs);
+  n.shape = std::move(shape);
+  n.dtype = dtype;
+  n.attr = std::move(attr);
+  return g.add(std::move(n));
+}
+
+/// A map node over `shape` whose body `make` builds from one load per input.
+template <class Make>
+int add_map(Graph& g, std::vector<int> inputs, std::vector<std::vector<int>> axes, Shape shape,
+            Make make) {
+  auto k = std::make_shared<Kernel>();
+  std::vector<int> loads;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    loads.push_back(k->load(static_cast<int>(i)));
+  k->name = "map";
+  k->body = k->result = make(*k, loads);
+  return add(g, GraphOp::map, std::move(inputs), std::move(shape), MapAttr{std::move(k), axes});
+}
+
+/// Executes `g` and fuse(g) on the same random inputs (in `layout`); expects equal outputs.
+void expect_same(const Graph& g, Layout layout, uint64_t seed) {
+  const Graph fused = fuse(g);
+  std::vector<Tensor> xs;
+  for (const GraphNode& n : g.nodes)
+    if (n.op == GraphOp::input)
+      xs.push_back(testing::random_tensor(n.shape, n.dtype, ++seed, layout));
+  const std::vector<Tensor> want = execute(g, xs), got = execute(fused, xs);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    testing::expect_close(got[i], testing::to_array(want[i]),
+                          testing::tolerance_for(DType::f32, 64),
+                          fmt::format("output {} ({})\n{}", i, testing::layout_name(layout),
+                                      fusion_report(g, fused)));
+}
+
+std::vector<int> members(const Graph& fused) {
+  for (const GraphNode& n : fused.nodes)
+    if (n.op == GraphOp::fused) return std::get<FusedAttr>(n.attr).members;
+  return {};
+}
+
+TEST(FuseRules, PermuteThenMapIsOneKernelReadingPermutedStrides) {
+  Graph g;
+  g.origin = "permute then exp";
+  const int x = add(g, GraphOp::input, {}, {4, 6, 8}, InputAttr{0});
+  const int p = add(g, GraphOp::permute, {x}, {8, 4, 6}, PermuteAttr{{2, 0, 1}});
+  const int e = add_map(g, {p}, {{0, 1, 2}}, {8, 4, 6}, [](Kernel& k, const std::vector<int>& in) {
+    return k.apply(ScalarOp::exp, in[0]);
+  });
+  g.outputs = {e};
+  const Graph fused = fuse(g);
+  EXPECT_EQ(count_kernels(fused), 1);
+  EXPECT_EQ(members(fused), (std::vector<int>{p, e})) << fusion_report(g, fused);
+  for (const GraphNode& n : fused.nodes)
+    EXPECT_NE(n.op, GraphOp::permute);
+  for (Layout layout : {Layout::contiguous, Layout::strided, Layout::column_major})
+    expect_same(g, layout, 1);
+}
+
+TEST(FuseRules, ElementwiseChainWithBroadcastsInlines) {
+  // y = tanh(x · w) + z, with w (b) broadcast over a, then a slice of y's first half.
+  Graph g;
+  g.origin = "chain";
+  const int x = add(g, GraphOp::input, {}, {5, 12}, InputAttr{0});
+  const int w = add(g, GraphOp::input, {}, {12}, InputAttr{1});
+  const int z = add(g, GraphOp::input, {}, {1, 12}, InputAttr{2});
+  const int m = add_map(
+      g, {x, w}, {{0, 1}, {1}}, {5, 12},
+      [](Kernel& k, const std::vector<int>& in) { return k.apply(ScalarOp::mul, in[0], in[1]); });
+  const int t =
+      add_map(g, {m, z}, {{0, 1}, {0, 1}}, {5, 12}, [](Kernel& k, const std::vector<int>& in) {
+        return k.apply(ScalarOp::add, k.apply(ScalarOp::tanh, in[0]), in[1]);
+      });
+  const int s = add(g, GraphOp::slice, {x}, {5, 6}, SliceAttr{1, 3, 9});
+  const int u = add_map(g, {s}, {{0, 1}}, {5, 6}, [](Kernel& k, const std::vector<int>& in) {
+    return k.apply(ScalarOp::square, in[0]);
+  });
+  g.outputs = {t, u};
+  const Graph fused = fuse(g);
+  EXPECT_EQ(count_kernels(fused), 2) << fusion_report(g, fused);  // two domains: (5 12), (5 6)
+  for (Layout layout : {Layout::contiguous, Layout::strided})
+    expect_same(g, layout, 7);
+}
+
+TEST(FuseRules, ReduceOverNonTrailingDimsIsOneKernel) {
+  const Graph g = reduce_pattern_graph("a b c -> a c", Reduction::mean, {}, {3, 40, 5}, DType::f32);
+  const Graph fused = fuse(g);
+  EXPECT_EQ(count_kernels(fused), 1) << fusion_report(g, fused);
+  for (Layout layout : {Layout::contiguous, Layout::column_major})
+    expect_same(g, layout, 3);
+  const Graph v =
+      reduce_pattern_graph("a (b c) -> c a", Reduction::var, 1, {4, 30}, DType::f32, {{"b", 6}});
+  EXPECT_EQ(count_kernels(fuse(v)), 1) << fusion_report(v, fuse(v));
+  expect_same(v, Layout::strided, 5);
+}
+
+TEST(FuseRules, ContractionStaysBlasAndItsTailFuses) {
+  // h = gelu(x @ w + bias): the product is a BLAS call, the bias and GELU one kernel.
+  ResolveRequest req;
+  req.op = PatternOp::einsum;
+  req.shapes = {{8, 16}, {16, 32}};
+  const Recipe r = resolve_pattern(parse_pattern("b d, d f -> b f"), req);
+  Graph g = lower_pattern(r, {{{8, 16}, DType::f32}, {{16, 32}, DType::f32}}, {}, 0, "mlp");
+  const int y = g.outputs.front();
+  const int bias = add(g, GraphOp::input, {}, {32}, InputAttr{2});
+  const int h =
+      add_map(g, {y, bias}, {{0, 1}, {1}}, {8, 32}, [](Kernel& k, const std::vector<int>& in) {
+        return k.apply(ScalarOp::gelu, k.apply(ScalarOp::add, in[0], in[1]));
+      });
+  g.outputs = {h};
+  const Graph fused = fuse(g);
+  EXPECT_EQ(count_kernels(fused), 1);
+  bool contract_noted = false;
+  for (const GraphNode& n : fused.nodes)
+    if (n.op == GraphOp::contract) contract_noted = n.note.find("BLAS") != std::string::npos;
+  EXPECT_TRUE(contract_noted) << fusion_report(g, fused);
+  expect_same(g, Layout::contiguous, 9);
+}
+
+TEST(FuseRules, WideningCastsInlineNarrowingOnesStay) {
+  Graph g;
+  g.origin = "casts";
+  const int x = add(g, GraphOp::input, {}, {6, 10}, InputAttr{0}, DType::bf16);
+  const int up = add(g, GraphOp::cast, {x}, {6, 10}, std::monostate{}, DType::f32);
+  const int e = add_map(g, {up}, {{0, 1}}, {6, 10}, [](Kernel& k, const std::vector<int>& in) {
+    return k.apply(ScalarOp::exp, in[0]);
+  });
+  const int down = add(g, GraphOp::cast, {e}, {6, 10}, std::monostate{}, DType::bf16);
+  g.outputs = {down};
+  const Graph fused = fuse(g);
+  EXPECT_EQ(count_kernels(fused), 1);
+  EXPECT_EQ(members(fused), (std::vector<int>{up, e})) << fusion_report(g, fused);
+  EXPECT_EQ(fused.nodes.back().op, GraphOp::cast);
+  EXPECT_NE(fused.nodes.back().note.find("cast f32 -> bf16"), std::string::npos);
+  const Tensor in = testing::random_tensor({6, 10}, DType::bf16, 3, Layout::strided);
+  testing::expect_close(execute(fused, {in})[0], testing::to_array(execute(g, {in})[0]), {0, 0},
+                        "casts");
+}
+
+/// rearrange(x, pattern) then exp, as one graph.
+Graph rearrange_then_exp(const std::string& pattern, const Shape& shape,
+                         const std::vector<AxisSize>& sizes) {
+  ResolveRequest req;
+  req.op = PatternOp::rearrange;
+  req.shapes = {shape};
+  req.sizes = sizes;
+  const Recipe r = resolve_pattern(parse_pattern(pattern), req);
+  Graph g = lower_pattern(r, {{shape, DType::f32}}, {}, 0, pattern);
+  const int y = g.outputs.front();
+  std::vector<int> all;
+  for (size_t d = 0; d < g.nodes[y].shape.size(); ++d)
+    all.push_back(static_cast<int>(d));
+  g.outputs = {add_map(g, {y}, {all}, g.nodes[y].shape, [](Kernel& k, const std::vector<int>& in) {
+    return k.apply(ScalarOp::exp, in[0]);
+  })};
+  return g;
+}
+
+TEST(FuseRules, SplittingReshapesFoldMergingOnesStay) {
+  // A split is affine: folded into the kernel's read. A merge depends on the run-time strides
+  // (a view or a copy): the reshape stays a node and the kernel reads its result.
+  const Graph split = rearrange_then_exp("b (h w) c -> b h w c", {2, 12, 3}, {{"h", 3}});
+  const Graph fs = fuse(split);
+  EXPECT_EQ(count_kernels(fs), 1);
+  for (const GraphNode& n : fs.nodes)
+    EXPECT_NE(n.op, GraphOp::reshape) << fusion_report(split, fs);
+  const Graph merge = rearrange_then_exp("b h w c -> b (h w) c", {2, 3, 4, 5}, {});
+  const Graph fm = fuse(merge);
+  EXPECT_EQ(count_kernels(fm), 1);
+  bool kept = false;
+  for (const GraphNode& n : fm.nodes)
+    kept = kept || n.op == GraphOp::reshape;
+  EXPECT_TRUE(kept) << fusion_report(merge, fm);
+  for (Layout layout : {Layout::contiguous, Layout::column_major}) {
+    expect_same(split, layout, 21);
+    expect_same(merge, layout, 22);
+  }
+}
+
+TEST(FuseRules, MapExpressionGraph) {
+  const Graph g =
+      map_expression_graph("x[b s d], m[b s] -> (x - m)**2", {{2, 3, 4}, {2, 3}}, DType::f32);
+  EXPECT_EQ(count_kernels(fuse(g)), 1);
+  expect_same(g, Layout::column_major, 11);
+}
+
+}  // namespace
+}  // namespace ein

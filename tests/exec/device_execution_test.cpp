@@ -1,0 +1,221 @@
+// Graph execution on a CUDA device, end to end: tensors on cuda:0, kernels emitted, prepared and
+// launched by exec/cuda_executor.h, contractions through cuBLASLt's plan, the runtime's
+// strided copies, gathers and scatter-adds, the autograd tape, and training a script's model.
+// Every result is compared with the same computation on the CPU (itself tested against the
+// float64 reference). Each test runs twice:
+//   FakeCuda/...  on the fake device of tests/support/fake_cuda.h (host memory, the emitted
+//                 CUDA C++ compiled for the host under the emulation): runs in CI;
+//   Gpu/...       on the machine's GPU; skipped, with the driver's reason, where there is none.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <ein/ops.h>
+#include <fmt/format.h>
+
+#include "exec/cuda_executor.h"
+#include "exec/indexing.h"
+#include "script/script.h"
+#include <ein/autograd.h>
+#include "runtime/blas/contract.h"
+#include <ein/checkpoint.h>
+#include "runtime/cuda/driver.h"
+#include "support/fake_cuda.h"
+
+namespace ein {
+namespace {
+
+/// Tokens in [0, 256) for a [2, 9] window (x = the first 8, y = the last 8).
+Tensor randint_tokens(int64_t seed) {
+  std::vector<int64_t> t;
+  for (double u : rand({2, 9}, DType::f64, cpu(), static_cast<uint64_t>(seed)).to_vector<double>())
+    t.push_back(static_cast<int64_t>(u * 256) % 256);
+  return from_data(t, {2, 9});
+}
+
+class DeviceExecution : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == "fake") {
+      std::string why;
+      if (!testing::FakeCudaDevice::available(&why)) GTEST_SKIP() << why;
+      fake_ = std::make_unique<testing::FakeCudaDevice>();
+    } else if (!cuda_is_available()) {
+      GTEST_SKIP() << "no GPU: " << cuda_driver_info().reason;
+    }
+  }
+  void TearDown() override { fake_.reset(); }
+
+  /// The CPU tensor `x` on cuda:0, laid out like `x` (its strides kept: a permuted or sliced
+  /// view stays one on the device).
+  static Tensor on_gpu(const Tensor& x) {
+    // The smallest storage holding x's elements, copied over; then the same view of it.
+    int64_t extent = 1;
+    for (int64_t d = 0; d < x.dim(); ++d)
+      extent += (x.size(d) - 1) * x.stride(d);
+    if (x.numel() == 0) return x.to(cuda());
+    const Tensor flat = x.as_strided({extent}, {1}, x.offset());
+    return flat.to(cuda()).as_strided(x.shape(), x.strides(), 0);
+  }
+
+  static void expect_close(const Tensor& got, const Tensor& want, double tol,
+                           const std::string& what) {
+    ASSERT_EQ(got.device(), cuda()) << what << ": the result left the device";
+    ASSERT_EQ(got.shape(), want.shape()) << what;
+    ASSERT_EQ(got.dtype(), want.dtype()) << what;
+    const std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
+    int bad = 0;
+    for (size_t i = 0; i < g.size(); ++i)
+      if (!(std::abs(g[i] - w[i]) <= tol * (1 + std::abs(w[i])))) {
+        if (bad++ < 5) ADD_FAILURE() << what << ": element " << i << " is " << g[i] << ", want " << w[i];
+      }
+    EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << g.size() << " elements differ";
+  }
+
+  std::unique_ptr<testing::FakeCudaDevice> fake_;
+};
+
+TEST_P(DeviceExecution, StridedCopiesConvertAndStayOnTheDevice) {
+  const Tensor x = randn({5, 7, 3}, DType::f32, cpu(), 1);
+  const Tensor gx = on_gpu(x);
+  ASSERT_EQ(gx.device(), cuda());
+  // A transposed view made contiguous: the runtime's copy_ runs the device copy kernel.
+  expect_close(gx.permute({2, 0, 1}).contiguous(), x.permute({2, 0, 1}).contiguous(), 0,
+               "contiguous() of a permuted view");
+  // Converting copies, and a broadcast source.
+  expect_close(gx.to(DType::bf16), x.to(DType::bf16), 0, "f32 -> bf16");
+  expect_close(gx.to(DType::f64).slice(1, 1, 6, 2).contiguous(),
+               x.to(DType::f64).slice(1, 1, 6, 2).contiguous(), 0, "a strided slice in f64");
+  const Tensor dst = empty({4, 3}, DType::f32, cuda()).permute({1, 0});
+  dst.copy_(on_gpu(from_data<float>({1, 2, 3, 4}, {4})));
+  expect_close(dst, from_data<float>({1, 2, 3, 4}, {4}).expand({3, 4}).contiguous(), 0,
+               "a broadcast row copied into a transposed destination");
+  const Tensor filled = empty({2, 3}, DType::f16, cuda());
+  filled.fill_(2.5);
+  expect_close(filled, full({2, 3}, 2.5, DType::f16), 0, "fill_");
+}
+
+TEST_P(DeviceExecution, PatternsReductionsAndMapsMatchTheCpu) {
+  const Tensor x = randn({2, 6, 8}, DType::f32, cpu(), 2).permute({0, 2, 1});  // b (h d) s
+  const Tensor gx = on_gpu(x);
+  expect_close(rearrange(gx, "b (h d) s -> b h s d", {{"h", 2}}),
+               rearrange(x, "b (h d) s -> b h s d", {{"h", 2}}), 0, "rearrange");
+  for (const std::string r : {"sum", "mean", "max", "logsumexp", "var"}) {
+    const std::optional<int64_t> ddof = r == "var" ? std::optional<int64_t>(1) : std::nullopt;
+    expect_close(reduce(gx, "b c s -> b s", r, {}, ddof), reduce(x, "b c s -> b s", r, {}, ddof),
+                 1e-5, r);
+  }
+  const Tensor y = randn({8}, DType::f32, cpu(), 3);
+  expect_close(map("x[b c s], y[c] -> exp(x) * y + tanh(x)", {gx, on_gpu(y)}),
+               map("x[b c s], y[c] -> exp(x) * y + tanh(x)", {x, y}), 1e-5, "map with broadcast");
+  const Tensor z = empty({0, 8}, DType::f32, cuda());
+  EXPECT_EQ(reduce(z, "a b -> b", "sum").to_vector<float>(), std::vector<float>(8, 0.0f))
+      << "a sum over zero rows";
+}
+
+TEST_P(DeviceExecution, ContractionsGoThroughTheGemmPlan) {
+  // Batched attention scores from non-contiguous operands, and one with a lone axis (summed
+  // by a GEMM against ones on the device).
+  const Tensor q = randn({2, 3, 5, 4}, DType::f32, cpu(), 4);
+  const Tensor k = randn({2, 5, 3, 4}, DType::f32, cpu(), 5).permute({0, 2, 1, 3});
+  expect_close(einsum("b h q d, b h k d -> b h q k", {on_gpu(q), on_gpu(k)}),
+               einsum("b h q d, b h k d -> b h q k", {q, k}), 1e-5, "scores");
+  const Tensor a = randn({6, 7, 3}, DType::f32, cpu(), 6), b = randn({3, 4}, DType::f32, cpu(), 7);
+  expect_close(contract(on_gpu(a), {0, 1, 2}, on_gpu(b), {2, 3}, {0, 3}),
+               contract(a, {0, 1, 2}, b, {2, 3}, {0, 3}), 1e-5, "a lone axis summed out");
+  // bf16 operands are multiplied as they are (f32 accumulation), rounded once.
+  const Tensor x = randn({16, 32}, DType::f32, cpu(), 8).to(DType::bf16);
+  const Tensor w = randn({32, 8}, DType::f32, cpu(), 9).to(DType::bf16);
+  expect_close(einsum("s d, d f -> s f", {on_gpu(x), on_gpu(w)}),
+               einsum("s d, d f -> s f", {x, w}), 1e-2, "bf16");
+}
+
+TEST_P(DeviceExecution, GathersAndScatterAddsMatchTheCpu) {
+  const Tensor table = randn({10, 6}, DType::f32, cpu(), 10);
+  const Tensor idx = from_data<int64_t>({3, -1, 3, 0, 9, 3}, {2, 3});
+  expect_close(gather_rows(on_gpu(table), on_gpu(idx)), gather_rows(table, idx), 0, "gather");
+  // A table starting one row in (24 bytes): rows move in words its address allows.
+  const Tensor idx9 = from_data<int64_t>({8, 0, 4}, {3});
+  expect_close(gather_rows(on_gpu(table).slice(0, 1, 10), on_gpu(idx9)),
+               gather_rows(table.slice(0, 1, 10), idx9), 0, "gather from a sliced table");
+  const Tensor values = randn({2, 3, 6}, DType::f32, cpu(), 11);
+  expect_close(scatter_add_rows(on_gpu(values), on_gpu(idx), 10),
+               scatter_add_rows(values, idx, 10), 1e-6, "scatter_add with repeated rows");
+  EXPECT_THROW(gather_rows(on_gpu(table), on_gpu(from_data<int64_t>({10}, {1}))), RuntimeError)
+      << "an index past the table";
+}
+
+TEST_P(DeviceExecution, GradientsThroughTheTapeMatchTheCpu) {
+  auto loss_and_grad = [](Device d) {
+    Tensor w = randn({8, 4}, DType::f32, cpu(), 12).to(d);
+    w.requires_grad_();
+    const Tensor x = randn({3, 8}, DType::f32, cpu(), 13).to(d);
+    const Tensor h = map("h[s f] -> tanh(h)", {einsum("s d, d f -> s f", {x, w})});
+    const Tensor loss = reduce(h, "s f ->", "mean");
+    loss.backward();
+    return std::pair{loss.detach(), w.grad()};
+  };
+  const auto [l_cpu, g_cpu] = loss_and_grad(cpu());
+  const auto [l_gpu, g_gpu] = loss_and_grad(cuda());
+  expect_close(l_gpu, l_cpu, 1e-5, "loss");
+  expect_close(g_gpu, g_cpu, 1e-5, "grad");
+}
+
+// A script's GPT trained three AdamW steps on the device gives the CPU run's losses and
+// parameters: the forward, the backward, cross-entropy, the fused optimizer update.
+TEST_P(DeviceExecution, AScriptModelTrainsAsOnTheCpu) {
+  auto train = [](Device d) {
+    script::LoadOptions o;
+    o.sets = {{"T", "8"}, {"D", "16"}, {"B", "2"}, {"L", "1"}};
+    o.seed = 7;
+    o.device = d;
+    auto p = script::Program::load(EIN_TESTS_DIR "/models/gpt_reference.ein", o);
+    p->init_optimizer_state();
+    std::vector<double> losses;
+    for (int64_t step = 1; step <= 3; ++step) {
+      const Tensor tokens = randint_tokens(step);
+      const Tensor x = tokens.slice(1, 0, 8), y = tokens.slice(1, 1, 9);
+      const Tensor loss = p->loss({x.contiguous(), y.contiguous()}, step - 1);
+      EXPECT_EQ(loss.device(), d);
+      losses.push_back(loss.item());
+      loss.backward();
+      p->optimizer_step(step, 1e-2);
+      std::vector<Tensor> params;
+      for (const auto& n : p->parameters()) params.push_back(n.tensor);
+      zero_grad(params);
+    }
+    return std::pair{losses, p->parameters()};
+  };
+  const auto [cpu_losses, cpu_params] = train(cpu());
+  const auto [gpu_losses, gpu_params] = train(cuda());
+  for (size_t i = 0; i < cpu_losses.size(); ++i)
+    EXPECT_NEAR(gpu_losses[i], cpu_losses[i], 1e-4 * std::abs(cpu_losses[i])) << "step " << i + 1;
+  ASSERT_EQ(gpu_params.size(), cpu_params.size());
+  for (size_t i = 0; i < cpu_params.size(); ++i)
+    expect_close(gpu_params[i].tensor.detach(), cpu_params[i].tensor.detach(), 1e-3,
+                 cpu_params[i].name);
+
+  // A checkpoint of the device's parameters holds their values, and restores onto the device.
+  const std::string path = ::testing::TempDir() + "device_params.safetensors";
+  std::vector<std::pair<std::string, Tensor>> named;
+  for (const auto& p : gpu_params) named.emplace_back(p.name, p.tensor.detach());
+  save_safetensors(path, named);
+  const Checkpoint ck = load_safetensors(path);
+  std::vector<std::pair<std::string, Tensor>> fresh;
+  for (const auto& p : gpu_params)
+    fresh.emplace_back(p.name, zeros(p.tensor.shape(), p.tensor.dtype(), cuda()));
+  copy_into(ck, fresh);
+  for (size_t i = 0; i < fresh.size(); ++i)
+    expect_close(fresh[i].second, gpu_params[i].tensor.detach(), 0,
+                 "restored " + fresh[i].first);
+}
+
+INSTANTIATE_TEST_SUITE_P(FakeCuda, DeviceExecution, ::testing::Values("fake"));
+INSTANTIATE_TEST_SUITE_P(Gpu, DeviceExecution, ::testing::Values("gpu"));
+
+}  // namespace
+}  // namespace ein
