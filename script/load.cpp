@@ -13,6 +13,7 @@
 #include <ein/init.h>
 #include <fmt/format.h>
 
+#include "script/stdlib_dirs.h"
 #include "script/support.h"
 #include "api/tape.h"
 #include "dsl/script_parser.h"
@@ -50,12 +51,7 @@ Interpreter::Interpreter(const std::string& path, const LoadOptions& options)
   builtins_->vars["true"] = Value::number(1, true);
   builtins_->vars["false"] = Value::number(0, true);
   builtins_->vars["none"] = Value{};
-  if (options_.stdlib.empty()) {
-#ifdef EIN_STDLIB_DIR
-    options_.stdlib.push_back(EIN_STDLIB_DIR);
-#endif
-    if (const char* env = std::getenv("EIN_STDLIB")) options_.stdlib.insert(options_.stdlib.begin(), env);
-  }
+  if (options_.stdlib.empty()) options_.stdlib = default_stdlib_dirs();
   main_ = load_unit(path, nullptr, {});
 }
 
@@ -78,7 +74,10 @@ Unit* Interpreter::load_unit(const std::string& path, SourcePtr from, SourceRang
   unit->path = canonical;
   Unit* u = unit.get();
   units_.push_back(std::move(unit));
-  u->script = parse_script(make_source(path, std::move(text)));
+  // A stdlib file is named relative to the stdlib's root in diagnostics ("stdlib/nn.ein"),
+  // wherever the library is installed.
+  const std::string name = stdlib_display_name(path, options_.stdlib).value_or(path);
+  u->script = parse_script(make_source(name, std::move(text)));
   const Unit* saved = cur_;
   cur_ = u;
   u->globals = Env::child(builtins_);
