@@ -3,6 +3,8 @@
 // evaluate inside a trace, where they append Graph IR nodes (script_graph.h).
 #include "script/interp.h"
 
+#include "compiler/kernel/scalar_math.h"
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>

@@ -190,13 +190,4 @@ void kernel_code_key(const Kernel& kernel, std::string& out, bool exact_layout =
 /// A canonical text form: the domain, buffers, DAG, stages and stores, one line each.
 std::string dump(const Kernel& kernel);
 
-/// One scalar op on doubles, with the formulas the emitters use (leaves are not ops here).
-double apply_scalar_op(ScalarOp op, double x, double y = 0, double z = 0);
-
-/// The float64 semantics of `kernel` (the oracle for emitter tests): runs it with every value
-/// in double. `data[i]` holds buffer i's elements, indexed by Σ i_d · stride_d from element 0
-/// (outputs are written in place). Loads read the double as is (no rounding to the buffer's
-/// dtype). Slow; for tests only.
-void evaluate(const Kernel& kernel, std::vector<std::vector<double>>& data);
-
 }  // namespace ein

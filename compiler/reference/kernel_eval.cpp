@@ -9,90 +9,13 @@
 #include <utility>
 #include <vector>
 
-#include "compiler/kernel/kernel_ir.h"
+#include "compiler/reference/kernel_eval.h"
+#include "compiler/kernel/scalar_math.h"
 
 namespace ein {
 namespace {
 
 
-/// One scalar op on doubles; the same formulas as emit_mlir.cpp (and torch) state.
-double scalar(ScalarOp op, double x, double y, double z) {
-  switch (op) {
-    case ScalarOp::load:
-    case ScalarOp::constant:
-    case ScalarOp::acc:
-    case ScalarOp::index:
-    case ScalarOp::param:
-      break;  // leaves: the caller reads them
-    case ScalarOp::neg:
-      return -x;
-    case ScalarOp::abs:
-      return std::fabs(x);
-    case ScalarOp::exp:
-      return std::exp(x);
-    case ScalarOp::log:
-      return std::log(x);
-    case ScalarOp::sqrt:
-      return std::sqrt(x);
-    case ScalarOp::rsqrt:
-      return 1.0 / std::sqrt(x);
-    case ScalarOp::tanh:
-      return std::tanh(x);
-    case ScalarOp::erf:
-      return std::erf(x);
-    case ScalarOp::sin:
-      return std::sin(x);
-    case ScalarOp::cos:
-      return std::cos(x);
-    case ScalarOp::sigmoid:
-      return 1.0 / (1.0 + std::exp(-x));
-    case ScalarOp::relu:
-      return std::isnan(x) ? x : std::max(x, 0.0);
-    case ScalarOp::gelu:
-      return 0.5 * x * (1.0 + std::erf(x / std::numbers::sqrt2));
-    case ScalarOp::gelu_tanh: {
-      const double k = std::sqrt(2.0 / std::numbers::pi);
-      return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
-    }
-    case ScalarOp::silu:
-      return x / (1.0 + std::exp(-x));
-    case ScalarOp::square:
-      return x * x;
-    case ScalarOp::reciprocal:
-      return 1.0 / x;
-    case ScalarOp::sign:
-      return x > 0 ? 1.0 : x < 0 ? -1.0 : x;
-    case ScalarOp::add:
-      return x + y;
-    case ScalarOp::sub:
-      return x - y;
-    case ScalarOp::mul:
-      return x * y;
-    case ScalarOp::div:
-      return x / y;
-    case ScalarOp::pow:
-      return std::pow(x, y);
-    case ScalarOp::maximum:
-      return std::isnan(x) || std::isnan(y) ? NAN : std::max(x, y);
-    case ScalarOp::minimum:
-      return std::isnan(x) || std::isnan(y) ? NAN : std::min(x, y);
-    case ScalarOp::eq:
-      return x == y ? 1 : 0;
-    case ScalarOp::ne:
-      return x != y ? 1 : 0;
-    case ScalarOp::lt:
-      return x < y ? 1 : 0;
-    case ScalarOp::le:
-      return x <= y ? 1 : 0;
-    case ScalarOp::gt:
-      return x > y ? 1 : 0;
-    case ScalarOp::ge:
-      return x >= y ? 1 : 0;
-    case ScalarOp::where:
-      return x != 0 ? y : z;
-  }
-  throw std::logic_error("internal error: evaluate: a leaf reached scalar()");
-}
 
 /// Evaluates nodes at one point (memoised, only the nodes asked for).
 class PointEval {
@@ -128,7 +51,7 @@ class PointEval {
         break;
       default: {
         const int arity = scalar_op_arity(n.op);
-        v = scalar(n.op, at(n.a), arity > 1 ? at(n.b) : 0, arity > 2 ? at(n.c) : 0);
+        v = apply_scalar_op(n.op, at(n.a), arity > 1 ? at(n.b) : 0, arity > 2 ? at(n.c) : 0);
       }
     }
     done_[i] = true;
@@ -170,10 +93,6 @@ void for_each(const Shape& domain, int from, int to, std::vector<int64_t>& index
 }
 
 }  // namespace
-
-double apply_scalar_op(ScalarOp op, double x, double y, double z) {
-  return scalar(op, x, y, z);
-}
 
 void evaluate(const Kernel& kernel_in, std::vector<std::vector<double>>& data) {
   verify(kernel_in);

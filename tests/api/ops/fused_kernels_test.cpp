@@ -17,6 +17,7 @@
 #include "exec/run_kernel.h"
 #include "exec/fused_ops.h"
 #include "compiler/kernel/kernel_ir.h"
+#include "compiler/reference/kernel_eval.h"
 #include "api/ops/ops_test_support.h"
 
 namespace ein::testing {

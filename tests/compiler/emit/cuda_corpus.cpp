@@ -10,6 +10,7 @@
 #include "compiler/graph/expression_graphs.h"
 #include "compiler/fuse/fuse.h"
 #include "compiler/kernel/kernel_ir.h"
+#include "compiler/reference/kernel_eval.h"
 #include "compiler/graph/lower_patterns.h"
 #include "exec/run_fused.h"
 #include "compiler/graph/stdlib_graphs.h"

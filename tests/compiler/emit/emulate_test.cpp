@@ -2,7 +2,7 @@
 // compiled with the host C++ compiler against host_emulation.h (real threads per block, real
 // barriers, warp shuffles through per-warp barriers), launched on random inputs with a small
 // grid (so the grid-stride loops wrap), and compared with Kernel IR's float64 semantics
-// (kernel_ir.h's evaluate()). Elementwise kernels with a vector path run twice: with aligned
+// (compiler/reference/kernel_eval.h's evaluate()). Elementwise kernels with a vector path run twice: with aligned
 // pointers (the 16-byte path) and with pointers one element off (the scalar path).
 // What this does not check: device libm and the GPU's own conversions (host_emulation.h).
 // Skipped when the CUDA headers (cuda_fp16.h, ...) are not installed.
