@@ -41,24 +41,7 @@ Tensor run_input(const GraphNode& n, const Values&, const Tensors& inputs) {
 
 Tensor run_view(const GraphNode& n, const Values& v, const Tensors&) {
   const Tensor& x = arg(v, n, 0);
-  const auto& a = std::get<ViewAttr>(n.attr);
-  Shape strides_el;  // stride of each elementary axis
-  for (size_t d = 0; d < a.split.size(); ++d) {
-    Shape s(a.split[d].size());
-    int64_t stride = x.stride(static_cast<int64_t>(d));
-    for (size_t k = s.size(); k-- > 0;) {
-      s[k] = stride;
-      stride *= a.split[d][k];
-    }
-    strides_el.insert(strides_el.end(), s.begin(), s.end());
-  }
-  Shape strides;
-  for (const auto& axes : a.dims) {
-    int64_t s = 0;
-    for (int e : axes)
-      s += strides_el[e];
-    strides.push_back(s);
-  }
+  const Shape strides = view_output_strides(std::get<ViewAttr>(n.attr), x.strides());
   return x.as_strided(n.shape, strides, x.offset());
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/cli_errors.h"
 #include "tools/emit_command.h"
 #include "tools/estimate_command.h"
 #include "tools/report_command.h"
@@ -41,9 +42,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {  // usage errors: say so in the diagnostics' style
-    std::cerr << "error: " << e.what()
-              << "\nRun 'ein --help' or 'ein SUBCOMMAND --help' for usage.\n";
-    return 2;
+    return ein::cli::print_usage_error({}, e.what());
   } catch (
       const std::exception& e) {  // an internal failure: say so, never a raw library text alone
     std::cerr << "ein: internal error (please report): " << e.what() << '\n';

@@ -28,6 +28,8 @@
 #include "script/script.h"
 #include "compiler/graph/stdlib_graphs.h"
 #include <ein/diagnostic.h>
+#include "tools/cli_errors.h"
+#include "tools/cli_options.h"
 #include "tools/script_command.h"
 #include "tools/shape_args.h"
 #include "tools/shape_command.h"
@@ -81,12 +83,6 @@ struct EmitOptions {
   bool backward = false;
   std::string fn;                 ///< a .ein script: the function traced
   std::vector<std::string> sets;  ///< a .ein script: --set NAME=VALUE
-};
-
-/// A usage mistake (exit 2), as opposed to a bad input (UserError, exit 1).
-class UsageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
 };
 
 DType parse_dtype(const std::string& name) {
@@ -253,12 +249,8 @@ int run_emit(EmitOptions o, bool stage_given) {
     else
       std::cout << kernels_of(c.fused, o.stage);
     return 0;
-  } catch (const UsageError& e) {
-    std::cerr << "error: " << e.what() << "\nRun 'ein emit --help' for usage.\n";
-    return 2;
-  } catch (const UserError& e) {
-    std::cerr << e.what() << '\n';
-    return 1;
+  } catch (...) {
+    return report_error("emit");
   }
 }
 
@@ -275,7 +267,7 @@ void add_emit_command(CLI::App& app, int& exit_code) {
       ->required();
   cmd->add_option("--shape", opts->shapes, "an input shape, e.g. 64,1024,512 (repeat per input)");
   cmd->add_option("--fn", opts->fn, "a .ein script: the fn to trace (default train.loss, else the first)");
-  cmd->add_option("--set", opts->sets, "a .ein script: override a dim or let, NAME=VALUE or B=8,T=1024 (repeatable)");
+  add_set_option(*cmd, opts->sets, "a .ein script: ");
   CLI::Option* stage =
       cmd->add_option("--stage", opts->stage, "ir | fused | kernels | mlir | cuda | cost (default fused)");
   cmd->add_option("--target", opts->target,

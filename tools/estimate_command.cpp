@@ -5,17 +5,18 @@
 
 #include <fmt/format.h>
 
-#include <charconv>
 #include <cmath>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "ein/errors.h"
 #include <ein/hardware.h>
+#include "tools/cli_errors.h"
+#include "tools/cli_format.h"
+#include "tools/cli_numbers.h"
 #include "tools/estimate.h"
 
 namespace ein::cli {
@@ -56,17 +57,6 @@ The lecture's scenarios:
   ein estimate --params 70e9 --tokens 15e12 --gpus 1024 --hw h100 --mfu 0.5 --format json
 )";
 
-/// A bad value in a flag: exit 1.
-class BadValue : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-/// Flags that do not go together, or a missing companion flag: exit 2.
-class UsageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
 struct EstimateOptions {
   std::string params, tokens, tokens_per_param, gpus, hw, mfu, dtype = "bf16";
   std::string optimizer, precision, zero;
@@ -76,94 +66,11 @@ struct EstimateOptions {
   std::string format = "text";
 };
 
-// "70e9", "70B", "15T", "1.4T", "2k": a finite number with an optional SI suffix.
-double parse_number(const std::string& text, const char* flag) {
-  std::string body = text;
-  double scale = 1;
-  if (!body.empty()) {
-    switch (body.back()) {
-      case 'k':
-      case 'K':
-        scale = 1e3;
-        break;
-      case 'M':
-        scale = 1e6;
-        break;
-      case 'B':
-      case 'G':
-        scale = 1e9;
-        break;
-      case 'T':
-        scale = 1e12;
-        break;
-      case 'P':
-        scale = 1e15;
-        break;
-      default:
-        break;
-    }
-    if (scale != 1) body.pop_back();
-  }
-  double value = 0;
-  const char* end = body.data() + body.size();
-  const auto [ptr, ec] = std::from_chars(body.data(), end, value);
-  if (body.empty() || ec != std::errc() || ptr != end || !std::isfinite(value * scale))
-    throw BadValue(
-        fmt::format("{}: expected a number such as 70e9, 70B or 0.5, got '{}'", flag, text));
-  return value * scale;
-}
-
-double parse_positive(const std::string& text, const char* flag) {
-  const double v = parse_number(text, flag);
-  if (!(v > 0)) throw BadValue(fmt::format("{}: must be positive, got '{}'", flag, text));
-  return v;
-}
-
-double parse_count(const std::string& text, const char* flag) {
-  const double v = parse_positive(text, flag);
-  if (v != std::floor(v) || v > 9.0e15)
-    throw BadValue(fmt::format("{}: must be a whole number, got '{}'", flag, text));
-  return v;
-}
-
-std::optional<double> optional_positive(const std::string& text, const char* flag) {
+// A flag that may be left out: nullopt when it was, else its text read by `parse`.
+std::optional<double> optional_flag(const std::string& text, std::string_view flag,
+                                    double (*parse)(const std::string&, std::string_view)) {
   if (text.empty()) return std::nullopt;
-  return parse_positive(text, flag);
-}
-
-std::optional<double> optional_count(const std::string& text, const char* flag) {
-  if (text.empty()) return std::nullopt;
-  return parse_count(text, flag);
-}
-
-// ---- number text: short (4 significant digits, SI prefix) and exact (round-trip) ----
-
-std::string grouped(double v) {
-  std::string digits = fmt::format("{:.0f}", std::fabs(v));
-  std::string out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out.push_back(',');
-    out.push_back(digits[i]);
-  }
-  return (v < 0 ? "-" : "") + out;
-}
-
-// The shortest text that reads back as the same double; integers get thousands separators.
-std::string exact(double x) {
-  if (x == std::floor(x) && std::fabs(x) < 1e16) return grouped(x);
-  std::string s = fmt::format("{}", x);
-  if (const size_t e = s.find("e+"); e != std::string::npos) s.erase(e + 1, 1);
-  return s;
-}
-
-std::string si(double x, std::string_view unit) {
-  static constexpr const char* kPrefixes[] = {"", "k", "M", "G", "T", "P", "E", "Z", "Y"};
-  int i = 0;
-  while (std::fabs(x) >= 999.95 && i < 8) {
-    x /= 1000;
-    ++i;
-  }
-  return fmt::format("{:.4g} {}{}", x, kPrefixes[i], unit);
+  return parse(text, flag);
 }
 
 // ---- the computed estimate ----
@@ -232,25 +139,24 @@ void add_lecture_notes(Estimate& e) {
 
 Estimate compute(const EstimateOptions& o) {
   Estimate e;
-  e.params = optional_positive(o.params, "--params");
-  e.tokens = optional_positive(o.tokens, "--tokens");
-  const auto tokens_per_param = optional_positive(o.tokens_per_param, "--tokens-per-param");
-  e.gpus = optional_count(o.gpus, "--gpus");
-  const auto mfu = optional_positive(o.mfu, "--mfu");
-  if (mfu && *mfu > 1) throw BadValue(fmt::format("--mfu: a fraction in (0, 1], got '{}'", o.mfu));
+  e.params = optional_flag(o.params, "--params", parse_positive);
+  e.tokens = optional_flag(o.tokens, "--tokens", parse_positive);
+  const auto tokens_per_param = optional_flag(o.tokens_per_param, "--tokens-per-param", parse_positive);
+  e.gpus = optional_flag(o.gpus, "--gpus", parse_count);
+  const auto mfu = optional_flag(o.mfu, "--mfu", parse_fraction);
   if (!o.hw.empty()) {
     e.hw = find_hardware(o.hw);
     if (e.hw == nullptr)
-      throw BadValue(
+      throw RuntimeError(
           fmt::format("--hw: unknown hardware '{}'; known: {}", o.hw, known_hardware_names()));
   }
   const auto dtype = parse_math_mode(o.dtype);
   if (!dtype)
-    throw BadValue(
+    throw RuntimeError(
         fmt::format("--dtype: unknown '{}'; known: fp64 fp32 tf32 bf16 fp16 fp8", o.dtype));
   e.dtype = *dtype;
   if (e.hw != nullptr && e.hw->peak(e.dtype) == 0)
-    throw BadValue(fmt::format("--dtype {}: the {} has no {} arithmetic", o.dtype, e.hw->name,
+    throw RuntimeError(fmt::format("--dtype {}: the {} has no {} arithmetic", o.dtype, e.hw->name,
                                math_mode_name(e.dtype)));
 
   // Time: 6·N·D, then G·peak·MFU.
@@ -279,14 +185,14 @@ Estimate compute(const EstimateOptions& o) {
     if (!o.optimizer.empty()) {
       const auto parsed = napkin::parse_optimizer(o.optimizer);
       if (!parsed)
-        throw BadValue(fmt::format(
+        throw RuntimeError(fmt::format(
             "--optimizer: unknown '{}'; known: sgd momentum adagrad lion adam adamw", o.optimizer));
       optimizer = *parsed;
     }
     if (!o.precision.empty()) {
       const auto parsed = napkin::parse_precision(o.precision);
       if (!parsed)
-        throw BadValue(fmt::format(
+        throw RuntimeError(fmt::format(
             "--precision: unknown '{}'; known: fp32 mixed mixed-bf16-grads bf16", o.precision));
       precision = *parsed;
     }
@@ -295,7 +201,7 @@ Estimate compute(const EstimateOptions& o) {
     if (!o.zero.empty()) {
       const double stage = parse_number(o.zero, "--zero");
       if (stage != 0 && stage != 1 && stage != 2 && stage != 3)
-        throw BadValue(fmt::format("--zero: a stage 0, 1, 2 or 3, got '{}'", o.zero));
+        throw RuntimeError(fmt::format("--zero: a stage 0, 1, 2 or 3, got '{}'", o.zero));
       if (!e.params || !e.gpus) throw UsageError("--zero needs --params and --gpus");
       for (int s = 0; s <= 3; ++s)
         e.zero_stages.push_back(napkin::zero_memory(*e.memory, *e.params, *e.gpus, s));
@@ -317,11 +223,11 @@ Estimate compute(const EstimateOptions& o) {
     if (!o.tp.empty()) a.shape.tp = parse_count(o.tp, "--tp");
     a.shape.sequence_parallel = o.sequence_parallel;
     if (std::fmod(a.shape.heads, a.shape.tp) != 0 || std::fmod(a.shape.hidden, a.shape.tp) != 0)
-      throw BadValue(
+      throw RuntimeError(
           fmt::format("--tp {}: tensor parallelism splits heads ({}) and hidden ({}); "
                       "both must be divisible by it",
                       o.tp, o.heads, o.hidden));
-    a.layers = optional_count(o.layers, "--layers");
+    a.layers = optional_flag(o.layers, "--layers", parse_count);
     a.per_layer = napkin::activation_memory_per_layer(a.shape);
     e.activations = a;
   }
@@ -389,8 +295,8 @@ std::string render_text(const Estimate& e) {
   }
   if (e.total_flops) {
     t.heading("Compute: total FLOPs = 6·N·D (2 FLOPs per multiply-add, backward = 2x forward)");
-    t.row("parameters N", si(*e.params, ""), exact(*e.params));
-    t.row("tokens D", si(*e.tokens, ""), exact(*e.tokens));
+    t.row("parameters N", si_aligned(*e.params), exact(*e.params));
+    t.row("tokens D", si_aligned(*e.tokens), exact(*e.tokens));
     t.row("tokens per parameter", fmt::format("{:.4g}", *e.tokens / *e.params),
           fmt::format("{} (Chinchilla compute-optimal: ~{:g}, Hoffmann et al. 2022)",
                       exact(*e.tokens / *e.params), napkin::kChinchillaTokensPerParam));
@@ -407,7 +313,7 @@ std::string render_text(const Estimate& e) {
                       exact(x.mfu)));
     t.row("time", fmt::format("{:.2f} days", x.days),
           fmt::format("{} days = {} s", exact(x.days), exact(x.seconds)));
-    t.row("GPU-hours", si(x.gpu_hours, ""), exact(x.gpu_hours));
+    t.row("GPU-hours", si_aligned(x.gpu_hours), exact(x.gpu_hours));
   }
   if (e.memory) {
     const ParamMemory& m = *e.memory;
@@ -429,7 +335,7 @@ std::string render_text(const Estimate& e) {
       t.heading(fmt::format("Largest model: {:g} x {} = {} of memory, {:g} B/param", *e.gpus,
                             e.hw->name, si(total, "B"), m.bytes_per_param()));
       t.row(
-          "max parameters", si(*e.max_params, ""),
+          "max parameters", si_aligned(*e.max_params),
           fmt::format("{} (activations excluded: the real limit is lower)", exact(*e.max_params)));
     }
   }
@@ -583,7 +489,7 @@ std::string render_hardware_list() {
   for (const HardwareProfile& p : hardware_profiles()) {
     out += fmt::format("  {:<16}", p.name);
     for (double peak : p.peak_flops)
-      out += fmt::format("{:>10}", peak > 0 ? si(peak, "") : "-");
+      out += fmt::format("{:>10}", peak > 0 ? si_aligned(peak) : "-");
     out += fmt::format("{:>10}{:>12}\n", si(p.memory_bytes, "B"), si(p.memory_bandwidth, "B/s"));
   }
   out += "Names: " + known_hardware_names() + "\n";
@@ -602,12 +508,8 @@ int run_estimate(const EstimateOptions& o) {
     else
       std::cout << render_text(e);
     return 0;
-  } catch (const BadValue& err) {
-    std::cerr << "error: " << err.what() << '\n';
-    return 1;
-  } catch (const UsageError& err) {
-    std::cerr << "error: " << err.what() << "\nRun 'ein estimate --help' for usage.\n";
-    return 2;
+  } catch (...) {
+    return report_error("estimate");
   }
 }
 

@@ -2,7 +2,7 @@
 // saved activations per source expression (forward nodes from the trace, backward nodes from
 // autodiff attributed back to the forward node they serve), the parameter census, and the
 // memory and time ledgers. Static: nothing runs, no weights exist. Formatting is elsewhere
-// (tools/report_command.cpp).
+// (tools/report_summary.h and the report_*.cpp renderers).
 #pragma once
 
 #include <cstdint>

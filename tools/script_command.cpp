@@ -15,6 +15,9 @@
 #include <ein/diagnostic.h>
 #include <ein/autograd.h>
 #include <ein/checkpoint.h>
+#include "tools/cli_errors.h"
+#include "tools/cli_numbers.h"
+#include "tools/cli_options.h"
 #include "tools/shape_args.h"
 
 namespace ein::cli {
@@ -31,23 +34,11 @@ std::vector<script::Setting> parse_settings(const std::vector<std::string>& sets
       if (eq == std::string::npos || eq == 0)
         throw UserError(fmt::format("--set {}: expected NAME=VALUE, e.g. --set D=64 or --set B=8,T=1024",
                                     s.empty() ? flag : s));
-      out.push_back({s.substr(0, eq), s.substr(eq + 1)});
+      out.push_back({s.substr(0, eq), expand_si_suffix(s.substr(eq + 1))});
       start = comma + 1;
     } while (start <= flag.size());
   }
   return out;
-}
-
-int report_error() {
-  try {
-    throw;
-  } catch (const UserError& e) {
-    std::cerr << e.what() << '\n';
-    return 1;
-  } catch (const RuntimeError& e) {
-    std::cerr << "error: " << e.what() << '\n';
-    return 1;
-  }
 }
 
 namespace {
@@ -92,7 +83,7 @@ int run_check(const ScriptOptions& o) {
     }
     return 0;
   } catch (...) {
-    return report_error();
+    return report_error("check");
   }
 }
 
@@ -142,7 +133,7 @@ int run_run(const ScriptOptions& o) {
                                fmt::join(out[i].shape(), " "), preview(out[i]));
     return 0;
   } catch (...) {
-    return report_error();
+    return report_error("run");
   }
 }
 
@@ -151,15 +142,13 @@ int run_run(const ScriptOptions& o) {
 void add_script_commands(CLI::App& app, int& exit_code) {
   auto check = std::make_shared<ScriptOptions>();
   CLI::App* c = app.add_subcommand("check", "Check a .ein script statically: parse, bind dims, trace every fn");
-  c->add_option("file", check->file, "the .ein script")->required();
-  c->add_option("--set", check->sets, "override a dim or let: NAME=VALUE, or several: B=8,T=1024 (repeatable)");
+  add_script_options(*c, check->file, check->sets);
   c->callback([check, &exit_code] { exit_code = run_check(*check); });
 
   auto run = std::make_shared<ScriptOptions>();
   CLI::App* r = app.add_subcommand("run", "Evaluate one fn of a .ein script on random or given inputs");
-  r->add_option("file", run->file, "the .ein script")->required();
+  add_script_options(*r, run->file, run->sets);
   r->add_option("--fn", run->fn, "the function (default: the first; train.NAME for the train block's)");
-  r->add_option("--set", run->sets, "override a dim or let: NAME=VALUE, or several: B=8,T=1024 (repeatable)");
   r->add_option("--shape", run->shapes, "input i's shape, e.g. 4,16 (repeat per input)");
   r->add_option("--inputs", run->inputs, "a safetensors file whose tensors are the inputs, in order");
   r->add_option("--seed", run->seed, "seed of the random inputs and parameters");

@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "script/script.h"
+#include "tools/cli_errors.h"  // report_error(), which `train` uses too
 
 namespace ein::cli {
 
@@ -15,12 +16,9 @@ namespace ein::cli {
 void add_script_commands(CLI::App& app, int& exit_code);
 /// Registers `train`.
 void add_train_command(CLI::App& app, int& exit_code);
-/// Inside a catch block: prints a UserError (its rendered diagnostic) or a RuntimeError
-/// ("error: ...") to stderr and returns exit code 1; rethrows anything else (an internal
-/// error, which ein's main reports as such).
-int report_error();
 /// `--set NAME=VALUE` arguments, each possibly several joined by commas (`B=8,T=1024`);
-/// UserError for one without '='.
+/// UserError for one without '='. A value with an SI suffix (`T=8k`) is spelled out by
+/// tools/cli_numbers.h's rule; the script reads every value as a plain number.
 std::vector<script::Setting> parse_settings(const std::vector<std::string>& sets);
 
 }  // namespace ein::cli

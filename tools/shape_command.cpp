@@ -10,6 +10,7 @@
 #include <ein/pattern_cache.h>
 #include <ein/diagnostic.h>
 #include <ein/pattern_parser.h>
+#include "tools/cli_errors.h"
 #include "tools/shape_args.h"
 
 namespace ein::cli {
@@ -104,20 +105,17 @@ int run_shape(ShapeOptions o) {
       return 0;
     }
     const auto op = parse_pattern_op(o.op);
-    if (!op) {  // a usage error, like a misspelt subcommand
-      std::cerr << fmt::format(
-          "error: unknown op '{}': expected rearrange, reduce, repeat, einsum, pack, unpack, "
-          "parse_shape or parse_expression\n",
-          o.op);
-      return 2;
-    }
+    if (!op)  // a usage error, like a misspelt subcommand
+      throw UsageError(fmt::format(
+          "unknown op '{}': expected rearrange, reduce, repeat, einsum, pack, unpack, "
+          "parse_shape or parse_expression",
+          o.op));
     const ResolveRequest req = build_request(o, *op);
     const Recipe recipe = resolve_pattern(parse_pattern(o.pattern), req);
     std::cout << (o.explain ? explain(recipe) : format_result(recipe) + "\n");
     return 0;
-  } catch (const UserError& e) {
-    std::cerr << e.what() << '\n';
-    return 1;
+  } catch (...) {
+    return report_error("shape");
   }
 }
 

@@ -232,25 +232,7 @@ std::vector<std::optional<Shape>> static_strides(const Graph& g, int last) {
     const std::optional<Shape> in = n.inputs.empty() ? std::nullopt : out[n.inputs[0]];
     switch (n.op) {
       case GraphOp::view:
-        if (in) {
-          const auto& a = std::get<ViewAttr>(n.attr);
-          Shape el;  // stride of each elementary axis
-          for (size_t d = 0; d < a.split.size(); ++d) {
-            Shape part(a.split[d].size());
-            int64_t stride = (*in)[d];
-            for (size_t k = part.size(); k-- > 0;)
-              part[k] = stride, stride *= a.split[d][k];
-            el.insert(el.end(), part.begin(), part.end());
-          }
-          Shape strides;
-          for (const auto& axes : a.dims) {
-            int64_t st = 0;
-            for (int e : axes)
-              st += el[e];
-            strides.push_back(st);
-          }
-          out[i] = strides;
-        }
+        if (in) out[i] = view_output_strides(std::get<ViewAttr>(n.attr), *in);
         break;
       case GraphOp::permute:
         if (in) {

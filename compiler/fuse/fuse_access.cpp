@@ -101,27 +101,10 @@ std::optional<Affine> layout_access(const GraphNode& n, const Shape& in) {
       return a;
     }
     case GraphOp::view: {
-      const auto& v = std::get<ViewAttr>(n.attr);
-      // Elementary axis e lies in input dim dim_of[e] with weight inner[e] (the product of
-      // the sizes after it in that dim's split).
-      std::vector<size_t> dim_of;
-      std::vector<int64_t> inner;
-      for (size_t d = 0; d < v.split.size(); ++d) {
-        int64_t w = 1;
-        std::vector<int64_t> ws(v.split[d].size());
-        for (size_t k = ws.size(); k-- > 0;) {
-          ws[k] = w;
-          w *= v.split[d][k];
-        }
-        for (int64_t x : ws) {
-          dim_of.push_back(d);
-          inner.push_back(x);
-        }
-      }
+      const std::vector<Shape> weights = view_weights(std::get<ViewAttr>(n.attr));
       Affine a = zeros(in.size(), rank);
-      for (size_t j = 0; j < v.dims.size(); ++j)
-        for (int e : v.dims[j])
-          a.m[dim_of[e]][j] += inner[e];
+      for (size_t d = 0; d < weights.size(); ++d)
+        a.m[d] = weights[d];  // rank == the view's output dims
       return a;
     }
     case GraphOp::reshape:

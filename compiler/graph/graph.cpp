@@ -109,6 +109,37 @@ int graph_op_arity(GraphOp op) {
   return kOps[static_cast<int>(op)].arity;
 }
 
+std::vector<Shape> view_weights(const ViewAttr& a) {
+  // Elementary axis e lies in input dim dim_of[e] with weight inner[e]: the product of the
+  // sizes after it in that dim's split (row-major within the dim).
+  std::vector<size_t> dim_of;
+  Shape inner;
+  for (size_t d = 0; d < a.split.size(); ++d) {
+    Shape w(a.split[d].size());
+    int64_t step = 1;
+    for (size_t k = w.size(); k-- > 0;) {
+      w[k] = step;
+      step *= a.split[d][k];
+    }
+    dim_of.insert(dim_of.end(), w.size(), d);
+    inner.insert(inner.end(), w.begin(), w.end());
+  }
+  std::vector<Shape> weights(a.split.size(), Shape(a.dims.size(), 0));
+  for (size_t j = 0; j < a.dims.size(); ++j)
+    for (int e : a.dims[j])
+      weights[dim_of[e]][j] += inner[e];
+  return weights;
+}
+
+Shape view_output_strides(const ViewAttr& a, const Shape& input_strides) {
+  const std::vector<Shape> weights = view_weights(a);
+  Shape strides(a.dims.size(), 0);
+  for (size_t d = 0; d < weights.size(); ++d)
+    for (size_t j = 0; j < strides.size(); ++j)
+      strides[j] += input_strides[d] * weights[d][j];
+  return strides;
+}
+
 int Graph::add(GraphNode node) {
   nodes.push_back(std::move(node));
   return static_cast<int>(nodes.size()) - 1;

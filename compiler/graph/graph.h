@@ -44,6 +44,13 @@ struct ViewAttr {
   std::vector<Shape> split;
   std::vector<std::vector<int>> dims;
 };
+/// The view's index map: `weights[d][j]` is how far input dim d moves for one step of output
+/// dim j (the sum, over the elementary axes output dim j walks that lie in dim d, of the
+/// product of the split sizes after each); in indices of the input dim, not bytes.
+std::vector<Shape> view_weights(const ViewAttr& a);
+/// The strides (in elements) of a view's output, given its input's strides, one per input dim:
+/// the one place a ViewAttr becomes strides (execution, cost and fusion all ask here).
+Shape view_output_strides(const ViewAttr& a, const Shape& input_strides);
 /// reduce: the input dims flagged in `reduced` are combined; the kept dims stay in input
 /// order, stored in `out_order` layout (so a permute to that order is free).
 struct ReduceAttr {

@@ -303,7 +303,7 @@ class Report(unittest.TestCase):
         self.fails(["report", gpt, "--set", "B=4,"], "--set B=4,: expected NAME=VALUE")
         self.fails(["report", gpt, "--fn", "nope"], "--fn nope", "train.loss")
         self.fails(["report", gpt, "--format", "pdf"], "--format pdf")
-        self.fails(["report", gpt, "--mfu", "1.5"], "--mfu 1.5")
+        self.fails(["report", gpt, "--mfu", "1.5"], "--mfu: a fraction in (0, 1], got '1.5'")
         self.fails(["report", gpt, "--tokens", "lots"], "--tokens")
         self.fails(["report", os.path.join(EXAMPLES, "no_such.ein")], "no_such.ein")
 

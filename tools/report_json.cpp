@@ -1,0 +1,126 @@
+// `ein report --format json` (tools/report_summary.h): the Report and its Summary as one JSON
+// object, keys documented in docs/report.md. Numbers are written unrounded; formatting them is
+// the reader's business.
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "tools/report_summary.h"
+
+namespace ein::report {
+
+std::string render_json(const Report& r, const Summary& s) {
+  using nlohmann::json;
+  json j;
+  j["file"] = r.file;
+  j["fn"] = r.fn;
+  j["conventions"] = s.conventions;
+  j["hardware"] = {{"name", r.hw_name}, {"math", r.math}, {"peak_flops", r.peak},
+                   {"memory_bandwidth", r.bandwidth}, {"memory_bytes", r.device_memory}, {"gpus", r.gpus}};
+  j["params"] = {{"total", r.params_total},
+                 {"trainable", r.params_trainable},
+                 {"embedding", r.params_embedding},
+                 {"non_embedding", r.params_total - r.params_embedding},
+                 {"embedding_names", r.embedding_names},
+                 {"tied", r.tied},
+                 {"bytes", r.param_bytes}};
+  j["step"] = {{"batch", r.batch}, {"tokens", r.tokens_per_step}};
+  json conventions = json::array();
+  for (const Convention& c : s.flops)
+    conventions.push_back({{"name", c.name}, {"per_token", c.per_token}, {"per_step", c.per_step}, {"note", c.note}});
+  const double tokens = static_cast<double>(r.tokens_per_step);
+  j["flops"] = {{"forward", r.fwd_flops},
+                {"forward_matmul", r.fwd_matmul_flops},
+                {"backward", r.bwd_flops()},
+                {"backward_input", r.bwd_input_flops},
+                {"backward_weight", r.bwd_weight_flops},
+                {"recompute", r.recompute_flops},
+                {"per_step", r.step_flops()},
+                {"per_token", static_cast<double>(r.step_flops()) / tokens},
+                {"attention_full", r.causal_flops},
+                {"causal_useful_per_step", s.useful_step},
+                {"six_n_per_token", 6.0 * static_cast<double>(r.params_total)},
+                {"six_n_non_embedding_per_token", 6.0 * static_cast<double>(r.params_total - r.params_embedding)},
+                {"conventions", conventions}};
+  if (r.layers > 0)
+    j["flops"]["palm_per_token"] = napkin::palm_flops_per_token(
+        static_cast<double>(r.params_total), static_cast<double>(r.layers), static_cast<double>(r.heads),
+        static_cast<double>(r.head_dim), static_cast<double>(r.seq));
+  j["attention"] = {{"layers", r.layers}, {"heads", r.heads}, {"head_dim", r.head_dim}, {"seq", r.seq}};
+  j["memory"] = {{"params", r.bytes_of(napkin::StatePart::params)},
+                 {"grads", r.bytes_of(napkin::StatePart::grads)},
+                 {"optimizer", r.bytes_of(napkin::StatePart::optimizer)},
+                 {"activations", r.activation_bytes},
+                 {"temporaries", r.temporaries},
+                 {"activation_peak", r.activation_peak},
+                 {"peak_at", r.peak_at},
+                 {"saved_total", r.saved_total},
+                 {"total", r.total_bytes},
+                 {"bytes_per_param", r.bytes_per_param},
+                 {"optimizer_name", r.optimizer},
+                 {"optimizer_states", r.optimizer_states},
+                 {"optimizer_from", r.optimizer_from},
+                 {"precision", r.precision},
+                 {"per_device", s.per_device},
+                 {"per_device_zero3", s.per_device_zero3},
+                 {"fits", s.fits},
+                 {"fits_zero3", s.fits_zero3},
+                 {"max_batch_per_device", s.max_batch},
+                 {"max_batch_per_device_zero3", s.max_batch_zero3}};
+  json zero = json::array(), micro = json::array();
+  for (const Summary::Zero& z : s.zero)
+    zero.push_back({{"stage", z.stage}, {"params", z.params}, {"grads", z.grads}, {"optimizer", z.optimizer},
+                    {"activations", z.activations}, {"total", z.total}, {"fits", z.fits}});
+  for (const Summary::MicroBatch& m : s.micro)
+    micro.push_back({{"micro_batch", m.micro}, {"accumulation", m.accumulation}, {"activations", m.activations},
+                     {"total", m.total}, {"fits", m.fits}});
+  j["memory"]["zero"] = zero;
+  j["memory"]["micro_batches"] = micro;
+  if (s.korthikanti)
+    j["memory"]["korthikanti"] = {{"none", s.korthikanti->none}, {"selective", s.korthikanti->selective},
+                                  {"full", s.korthikanti->full}};
+  if (r.checkpoint_modules > 0)
+    j["memory"]["checkpointing"] = {{"scope", r.checkpoint_scope},
+                                    {"modules", r.checkpoint_modules},
+                                    {"activations", s.checkpoint_activations},
+                                    {"total", s.checkpoint_total},
+                                    {"fits", s.checkpoint_fits},
+                                    {"recompute_flops", r.checkpoint_recompute_flops},
+                                    {"flops_ratio", s.checkpoint_flops_ratio}};
+  json dims = json::object();
+  for (const script::DimInfo& d : r.dims) dims[d.name] = d.value;
+  j["dims"] = dims;
+  j["structural_dims"] = r.structural_dims;
+  if (r.tokens)
+    j["time"] = {{"tokens", *r.tokens},        {"total_flops", s.total_flops}, {"seconds", s.seconds},
+                 {"days", s.days},             {"days_6nd", s.days_6n},        {"gpu_hours", s.gpu_hours},
+                 {"mfu", r.mfu},               {"tokens_per_param", s.tokens_per_param},
+                 {"chinchilla_tokens", s.chinchilla_tokens}};
+  json rows = json::array();
+  for (const Row& row : r.rows)
+    rows.push_back({{"scope", row.scope},
+                    {"location", row.location},
+                    {"text", row.text},
+                    {"shape", row.shape},
+                    {"symbolic_shape", row.symbolic_shape},
+                    {"formula", row.formula},
+                    {"formula_numeric", row.formula_numeric},
+                    {"nodes", row.nodes},
+                    {"forward_flops", row.fwd_flops},
+                    {"forward_matmul_flops", row.fwd_matmul_flops},
+                    {"backward_input_flops", row.bwd_input_flops},
+                    {"backward_weight_flops", row.bwd_weight_flops},
+                    {"bytes", row.bytes()},
+                    {"intensity", row.bytes() ? static_cast<double>(row.flops()) / static_cast<double>(row.bytes()) : 0.0},
+                    {"seconds", row.seconds},
+                    {"bound", row.memory_bound ? "memory" : "compute"},
+                    {"saved_bytes", row.saved_bytes},
+                    {"attention_full_flops", row.causal_flops},
+                    {"share", r.step_flops() ? static_cast<double>(row.flops()) / static_cast<double>(r.step_flops()) : 0.0}});
+  j["rows"] = rows;
+  j["uncounted"] = r.uncounted;
+  return j.dump(2) + "\n";
+}
+
+}  // namespace ein::report

@@ -1,0 +1,167 @@
+// `ein report --format text|md` (tools/report_summary.h): the Summary and the per-expression
+// rows as aligned plain text or as markdown tables. Both share one walk so that they never
+// disagree on what is printed.
+#include <fmt/format.h>
+
+#include <string>
+
+#include "tools/cli_format.h"
+#include "tools/report_summary.h"
+
+namespace ein::report {
+
+using cli::grouped;
+using cli::percent;
+using cli::seconds_text;
+using cli::si;
+
+std::string render_text(const Report& r, const Summary& s, bool md) {
+  std::string out;
+  const auto h = [&](const std::string& title) {
+    out += md ? fmt::format("\n## {}\n\n", title) : fmt::format("\n{}\n", title);
+  };
+  const auto line = [&](const std::string& text) { out += (md ? "- " : "  ") + text + "\n"; };
+  out += md ? fmt::format("# ein report: {} (`{}`)\n", r.file, r.fn)
+            : fmt::format("ein report: {} ({}), {} x {} ({} GB each)\n", r.file, r.fn, grouped(r.gpus),
+                          r.hw_name, si(r.device_memory / 1e9));
+  if (md)
+    out += fmt::format("\nHardware: {} x {} ({} GB each).\n", grouped(r.gpus), r.hw_name,
+                       si(r.device_memory / 1e9));
+  h("Conventions");
+  for (const std::string& c : s.conventions) line(c);
+
+  h("Model");
+  const double n = static_cast<double>(r.params_total);
+  line(fmt::format("parameters: {} total, {} trainable ({} bytes as stored)", grouped(n),
+                   grouped(static_cast<double>(r.params_trainable)), grouped(static_cast<double>(r.param_bytes))));
+  line(fmt::format("embedding: {} ({}); non-embedding: {}", grouped(static_cast<double>(r.params_embedding)),
+                   r.embedding_names.empty() ? std::string("none") : fmt::format("{}", fmt::join(r.embedding_names, ", ")),
+                   grouped(n - static_cast<double>(r.params_embedding))));
+  line(r.tied.empty() ? std::string("tied weights: none")
+                      : fmt::format("tied weights (counted once): {}", fmt::join(r.tied, "; ")));
+  line(fmt::format("graph: {} forward nodes, {} backward nodes", r.forward_nodes, r.backward_nodes));
+
+  h(fmt::format("FLOPs per token and per step ({} tokens per step)", grouped(static_cast<double>(r.tokens_per_step))));
+  if (md) out += "| convention | per token | per step | note |\n|---|---:|---:|---|\n";
+  for (const Convention& c : s.flops)
+    out += md ? fmt::format("| {} | {} | {} | {} |\n", c.name, si(c.per_token), si(c.per_step), c.note)
+              : fmt::format("  {:<44} {:>12} {:>12}  {}\n", c.name, si(c.per_token), si(c.per_step), c.note);
+  if (r.layers == 0) line("PaLM's 6N + 12·L·H·Q·T omitted: no attention score contraction identified.");
+  line(fmt::format("forward {} FLOPs ({} in contractions); backward {} (input gradients {}, weight "
+                   "gradients {}); backward/forward = {:.3f}",
+                   grouped(static_cast<double>(r.fwd_flops)), grouped(static_cast<double>(r.fwd_matmul_flops)),
+                   grouped(static_cast<double>(r.bwd_flops())), grouped(static_cast<double>(r.bwd_input_flops)),
+                   grouped(static_cast<double>(r.bwd_weight_flops)),
+                   r.fwd_flops ? static_cast<double>(r.bwd_flops()) / static_cast<double>(r.fwd_flops) : 0.0));
+
+  h(fmt::format("Memory ledger ({} precision: {} B/param; optimizer {}, from {})", r.precision,
+                r.bytes_per_param, r.optimizer, r.optimizer_from));
+  if (md) out += "| item | bytes |\n|---|---:|\n";
+  for (const report::LedgerItem& item : r.ledger)
+    out += md ? fmt::format("| {} | {} |\n", item.what, si(item.bytes, "B"))
+              : fmt::format("  {:<48} {:>12}\n", item.what, si(item.bytes, "B"));
+  out += md ? fmt::format("| **total** | **{}** |\n\n", si(r.total_bytes, "B"))
+            : fmt::format("  {:<48} {:>12}\n", "total", si(r.total_bytes, "B"));
+  line(fmt::format("activations: the liveness peak of the step executed node by node is {} ({} "
+                   "saved for backward + {} temporaries), at {}",
+                   si(r.activation_peak, "B"), si(r.activation_bytes, "B"), si(r.temporaries, "B"), r.peak_at));
+  line(fmt::format("per device, data parallel over {} (state replicated, batch split): {} of {}: {}",
+                   grouped(r.gpus), si(s.per_device, "B"), si(r.device_memory, "B"), fits_text(s.fits)));
+  line(fmt::format("largest batch per device (activations scale with batch): {}; with ZeRO-3: {}",
+                   grouped(s.max_batch), grouped(s.max_batch_zero3)));
+
+  h(fmt::format("What if: ZeRO stages (per device, {} device{})", grouped(r.gpus), r.gpus == 1 ? "" : "s"));
+  if (md) out += "| stage | params | grads | optimizer | activations | total | fits |\n|---|---:|---:|---:|---:|---:|---|\n";
+  for (const Summary::Zero& z : s.zero)
+    out += md ? fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", z.stage, si(z.params, "B"), si(z.grads, "B"),
+                            si(z.optimizer, "B"), si(z.activations, "B"), si(z.total, "B"), fits_text(z.fits))
+              : fmt::format("  ZeRO-{}  params {:>10}  grads {:>10}  optimizer {:>10}  activations {:>10}  total {:>10}  {}\n",
+                            z.stage, si(z.params, "B"), si(z.grads, "B"), si(z.optimizer, "B"),
+                            si(z.activations, "B"), si(z.total, "B"), fits_text(z.fits));
+  line("stage 0 is plain data parallel; 1 shards the optimizer state (with any fp32 master), 2 also "
+       "the gradients, 3 also the parameters (Rajbhandari et al. 2020).");
+
+  h("What if: micro-batches with gradient accumulation (per device, plain data parallel)");
+  if (s.micro.empty()) line(fmt::format("the batch {} does not split evenly over {} devices.", r.batch, grouped(r.gpus)));
+  if (md && !s.micro.empty()) out += "| micro-batch | accumulation steps | activations | total | fits |\n|---:|---:|---:|---:|---|\n";
+  for (const Summary::MicroBatch& m : s.micro)
+    out += md ? fmt::format("| {} | {} | {} | {} | {} |\n", grouped(m.micro), grouped(m.accumulation),
+                            si(m.activations, "B"), si(m.total, "B"), fits_text(m.fits))
+              : fmt::format("  micro-batch {:>6} x {:>5} steps  activations {:>10}  total {:>10}  {}\n",
+                            grouped(m.micro), grouped(m.accumulation), si(m.activations, "B"), si(m.total, "B"),
+                            fits_text(m.fits));
+
+  h("What if: activation checkpointing");
+  if (r.checkpoint_modules > 0)
+    line(fmt::format("checkpointing each of the {} modules of {} (keep its inputs, recompute it in the "
+                     "backward): activations {} per device instead of {}; total {}: {}; {:.3g}x the model "
+                     "FLOPs per step ({} recomputed)",
+                     r.checkpoint_modules, r.checkpoint_scope, si(s.checkpoint_activations, "B"),
+                     si(r.activation_peak / r.gpus, "B"), si(s.checkpoint_total, "B"), fits_text(s.checkpoint_fits),
+                     s.checkpoint_flops_ratio, si(static_cast<double>(r.checkpoint_recompute_flops))));
+  else
+    line("the model has no list of modules (blocks.0, blocks.1, ...) to checkpoint.");
+  if (s.korthikanti)
+    line(fmt::format("cross-check, Korthikanti et al. 2022 for L={} s={} b={} h={} a={} (16-bit "
+                     "activations, layers only): {} without recomputation, {} selective, {} full; "
+                     "this graph's saved activations at its traced dtypes: {}",
+                     r.layers, r.seq, r.batch, r.heads * r.head_dim, r.heads, si(s.korthikanti->none, "B"),
+                     si(s.korthikanti->selective, "B"), si(s.korthikanti->full, "B"), si(r.activation_bytes, "B")));
+
+  h("Time");
+  if (r.tokens) {
+    line(fmt::format("{} tokens: {} FLOPs (exact graph count), {} GPUs at {} dense {} FLOP/s, MFU {}",
+                     si(*r.tokens), si(s.total_flops), grouped(r.gpus), r.math, si(r.peak), r.mfu));
+    line(fmt::format("{:.4g} days ({:.4g} days by 6N·D), {:.4g} GPU-hours", s.days, s.days_6n, s.gpu_hours));
+    line(fmt::format("Chinchilla: {:.3g} tokens per parameter (compute-optimal about 20: {} tokens)",
+                     s.tokens_per_param, si(s.chinchilla_tokens)));
+  } else {
+    line("give --tokens T for days, GPU-hours and the Chinchilla check.");
+  }
+
+  h("Not counted");
+  if (r.uncounted.empty()) line("every node has a cost rule and is counted.");
+  for (const std::string& u : r.uncounted) line("WARNING: " + u);
+
+  h("Per expression (grouped by module, then source location)");
+  const double step = static_cast<double>(r.step_flops());
+  std::string scope = "\x01";
+  if (md)
+    out += "| location | expression | shape | fwd FLOPs | bwd input | bwd weight | bytes | FLOP/B | "
+           "bound | time | saved | share | contraction FLOPs |\n|---|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---|\n";
+  for (const Row& row : r.rows) {
+    if (row.scope != scope) {
+      scope = row.scope;
+      const std::string name = scope.empty() ? "(top level)" : scope;
+      out += md ? fmt::format("| **{}** | | | | | | | | | | | | |\n", name) : fmt::format("\n  [{}]\n", name);
+    }
+    const double intensity = row.bytes() ? static_cast<double>(row.flops()) / static_cast<double>(row.bytes()) : 0;
+    std::string text = row.text;
+    if (row.causal_flops) text += " [attention: full count]";
+    if (md) {
+      std::string escaped;
+      for (char c : text) escaped += c == '|' ? std::string("\\|") : std::string(1, c);
+      out += fmt::format("| {} | `{}` | {} = {} | {} | {} | {} | {} | {:.3g} | {} | {} | {} | {} | {} |\n",
+                         row.location, escaped, row.symbolic_shape, row.shape, si(static_cast<double>(row.fwd_flops)),
+                         si(static_cast<double>(row.bwd_input_flops)), si(static_cast<double>(row.bwd_weight_flops)),
+                         si(static_cast<double>(row.bytes()), "B"), intensity,
+                         row.memory_bound ? "memory" : "compute", seconds_text(row.seconds),
+                         si(static_cast<double>(row.saved_bytes), "B"), percent(static_cast<double>(row.flops()), step),
+                         row.formula);
+    } else {
+      out += fmt::format("    {}  {}\n      {:<22} fwd {:>10}  bwd in {:>10} w {:>10}  {:>10}  {:>7.3g} FLOP/B "
+                         "{:<7} {:>9}  saved {:>10}  {:>6}\n",
+                         row.location, text, row.shape, si(static_cast<double>(row.fwd_flops)),
+                         si(static_cast<double>(row.bwd_input_flops)), si(static_cast<double>(row.bwd_weight_flops)),
+                         si(static_cast<double>(row.bytes()), "B"), intensity,
+                         row.memory_bound ? "memory" : "compute", seconds_text(row.seconds),
+                         si(static_cast<double>(row.saved_bytes), "B"), percent(static_cast<double>(row.flops()), step));
+      out += fmt::format("      shape {}", row.symbolic_shape);
+      if (!row.formula.empty()) out += fmt::format("; contraction FLOPs {} = {}", row.formula, row.formula_numeric);
+      out += "\n";
+    }
+  }
+  return out;
+}
+
+}  // namespace ein::report
