@@ -36,28 +36,28 @@
 // ein::detail is not.
 #pragma once
 
+#include <ein/autograd.h>
+#include <ein/checkpoint.h>
+#include <ein/device.h>
+#include <ein/diagnostic.h>
 #include <ein/dtype.h>
 #include <ein/errors.h>
 #include <ein/flop_counter.h>
 #include <ein/grad_clip.h>
 #include <ein/init.h>
 #include <ein/nn.h>
-#include <ein/optim.h>
 #include <ein/ops.h>
-#include <ein/schedule.h>
-#include <ein/shape.h>
-
+#include <ein/optim.h>
 #include <ein/pattern_cache.h>
-#include <ein/patterns.h>
-#include <ein/shape_check.h>
-#include <ein/diagnostic.h>
 #include <ein/pattern_parser.h>
 #include <ein/pattern_printer.h>
+#include <ein/patterns.h>
+#include <ein/schedule.h>
+#include <ein/shape.h>
+#include <ein/shape_check.h>
 #include <ein/shape_spec_parser.h>
 #include <ein/shape_spec_printer.h>
-#include <ein/autograd.h>
-#include <ein/checkpoint.h>
-#include <ein/device.h>
 #include <ein/tensor.h>
 #include <ein/token_data.h>
+#include <ein/trainer.h>
 #include <ein/training_checkpoint.h>

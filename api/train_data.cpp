@@ -1,0 +1,144 @@
+// Training batches: token windows from a file through TokenLoader, or a Trainable's batch().
+// A text file ("bytes") is turned into a u16 token file once, in a cache directory, and
+// reused; a GPU gets each batch through a pinned buffer and an asynchronous copy.
+#include "api/train_data.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+
+#include <unistd.h>
+
+#include <ein/diagnostic.h>
+#include <ein/errors.h>
+#include <ein/ops.h>
+#include <ein/token_file.h>
+#include <fmt/format.h>
+
+#include "runtime/cuda/backend.h"
+
+namespace ein::detail {
+namespace {
+
+namespace fs = std::filesystem;
+
+/// Where byte-level token files of text corpora are kept: $EIN_CACHE_DIR/data, else
+/// $XDG_CACHE_HOME/ein/data or ~/.cache/ein/data, else the temporary directory.
+fs::path data_cache_dir() {
+  if (const char* dir = std::getenv("EIN_CACHE_DIR"); dir && *dir) return fs::path(dir) / "data";
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return fs::path(xdg) / "ein" / "data";
+  if (const char* home = std::getenv("HOME"); home && *home) return fs::path(home) / ".cache" / "ein" / "data";
+  return fs::temp_directory_path() / "ein-data";
+}
+
+/// The u16 token file of a text's bytes, named by the text's hash and size: written once
+/// (to a temporary name, then renamed, so a killed run leaves no half file) and reused.
+std::string byte_token_file(const std::string& text) {
+  const fs::path dir = data_cache_dir();
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  const fs::path path = dir / fmt::format("bytes-{:016x}-{}.u16", std::hash<std::string>{}(text), text.size());
+  if (fs::is_regular_file(path, ec) && fs::file_size(path, ec) == 2 * text.size()) return path.string();
+  const fs::path temp = path.string() + fmt::format(".tmp.{}", getpid());
+  write_byte_tokens(temp.string(), text, TokenDType::u16);
+  fs::rename(temp, path, ec);
+  if (ec) {
+    fs::remove(temp, ec);
+    throw UserError(fmt::format("cannot write the token file {}: {}", path.string(), ec.message()));
+  }
+  return path.string();
+}
+
+/// The loader of `spec`, the file at `override_path` when that is not empty.
+std::unique_ptr<TokenLoader> open_tokens(const TokenDataOptions& spec,
+                                         const std::string& override_path, uint64_t seed) {
+  const std::string path = override_path.empty() ? spec.path : override_path;
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec))
+    throw UserError(fmt::format("data file '{}' does not exist{}", path,
+                                override_path.empty() ? " (set by the train block's data; --data overrides it)" : ""));
+  LoaderOptions o;
+  o.batch_size = spec.batch;
+  o.context = spec.context;
+  o.seed = seed;
+  o.order = spec.order == "sequential" ? BatchOrder::sequential : BatchOrder::random;
+  o.prefetch = 2;
+  o.drop_last = true;
+  std::string token_path = path;
+  std::optional<TokenDType> dtype;
+  if (spec.kind == "bytes") {
+    std::ifstream in(path, std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    token_path = byte_token_file(text);
+    dtype = TokenDType::u16;
+    o.vocab_size = 256;
+  } else if (spec.dtype == "u16" || spec.dtype == "uint16") {
+    dtype = TokenDType::u16;
+  } else if (spec.dtype == "i32" || spec.dtype == "int32") {
+    dtype = TokenDType::i32;
+  }
+  try {
+    return std::make_unique<TokenLoader>(token_path, o, dtype);
+  } catch (const RuntimeError& e) {
+    throw UserError(fmt::format("data '{}': {}", path, e.what()));
+  }
+}
+
+}  // namespace
+
+/// Token batches onto a GPU through page-locked staging: the loader's thread prefetches into
+/// host tensors, each is copied into a pinned buffer and queued to the device asynchronously
+/// on the current stream, where the step's kernels then read it in stream order. Before a
+/// buffer is refilled the stream is waited for, so its last copy has left it (in a training
+/// loop the loss's item() has already drained the stream, and the wait returns at once).
+class PinnedFeeder {
+ public:
+  explicit PinnedFeeder(Device device) : device_(device) {}
+
+  /// `host_in` on the device, staged through pinned buffer `slot`.
+  Tensor to_device(const Tensor& host_in, size_t slot) {
+    const Tensor host = host_in.contiguous();
+    if (slots_.size() <= slot) slots_.resize(slot + 1);
+    auto& pinned = slots_[slot];
+    if (pinned) Stream::current(device_.index).synchronize();
+    if (!pinned || pinned->nbytes() < host.nbytes())
+      pinned = std::make_unique<PinnedBuffer>(host.nbytes());
+    std::memcpy(pinned->data(), host.data_ptr(), static_cast<size_t>(host.nbytes()));
+    Tensor out = empty(host.shape(), host.dtype(), device_);
+    copy_to_device_async(out.device_ptr(), pinned->data(), host.nbytes(),
+                         Stream::current(device_.index));
+    return out;
+  }
+
+ private:
+  Device device_;
+  std::vector<std::unique_ptr<PinnedBuffer>> slots_;
+};
+
+TrainBatches::TrainBatches(Trainable& model, const std::optional<TokenDataOptions>& data,
+                           const std::string& override_path, uint64_t seed, Device device)
+    : model_(model) {
+  if (device.kind == DeviceKind::cuda) feeder_ = std::make_unique<PinnedFeeder>(device);
+  if (data) loader_ = open_tokens(*data, override_path, seed);
+  else if (!override_path.empty())
+    throw UserError("--data: the train block has no data setting (its batches come from fn batch())");
+}
+
+TrainBatches::~TrainBatches() = default;
+
+void TrainBatches::seek(int64_t k) {
+  if (loader_) loader_->set_position(k);
+}
+
+std::vector<Tensor> TrainBatches::next(int64_t k) {
+  if (!loader_) return model_.batch(k);
+  if (!loader_->has_next()) loader_->set_position(0);  // sequential: another pass
+  Batch b = loader_->next_batch();
+  if (!feeder_) return {b.x, b.y};
+  return {feeder_->to_device(b.x, 0), feeder_->to_device(b.y, 1)};
+}
+
+}  // namespace ein::detail

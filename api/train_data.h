@@ -1,0 +1,45 @@
+// The Trainer's batches (api/trainer.cpp): token windows from a TokenDataOptions file (text
+// files become cached byte-token files first), or the Trainable's own batch(). On a GPU, token
+// batches go through page-locked staging buffers and asynchronous copies. Internal to api/.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <ein/device.h>
+#include <ein/tensor.h>
+#include <ein/token_data.h>
+#include <ein/trainer.h>
+
+namespace ein::detail {
+
+/// Pinned staging of host batches onto a GPU (train_data.cpp).
+class PinnedFeeder;
+
+/// Where batch k of a run comes from.
+class TrainBatches {
+ public:
+  /// Opens `data` (with `override_path` replacing its path when not empty) for `device`;
+  /// without `data`, batches come from `model.batch()`. UserError for a missing or unreadable
+  /// file, or an override without data.
+  TrainBatches(Trainable& model, const std::optional<TokenDataOptions>& data,
+               const std::string& override_path, uint64_t seed, Device device);
+  ~TrainBatches();
+  /// Continues at micro-batch k (a token loader's position; batch() is a function of k).
+  void seek(int64_t k);
+  /// The batch of micro-step k, on the device.
+  std::vector<Tensor> next(int64_t k);
+
+  TrainBatches(const TrainBatches&) = delete;
+  TrainBatches& operator=(const TrainBatches&) = delete;
+
+ private:
+  Trainable& model_;                      ///< batch() when there is no loader
+  std::unique_ptr<TokenLoader> loader_;    ///< token windows (null: the model's batches)
+  std::unique_ptr<PinnedFeeder> feeder_;   ///< staging onto a GPU (null on the CPU)
+};
+
+}  // namespace ein::detail

@@ -1,0 +1,19 @@
+// The Trainer's text (api/trainer.cpp): the progress line of a step, the summary of a run and
+// sampled bytes made printable. Formatting only: nothing here measures or trains. Internal to
+// api/; format_summary() is public (include/ein/trainer.h).
+#pragma once
+
+#include <string>
+
+#include <ein/trainer.h>
+
+namespace ein::detail {
+
+/// "step 30/30 | loss 2.951 | 14.5 ktok/s | 40.9 GFLOP/s | MFU 12.3% | ETA 0:00", the ETA
+/// from `average_seconds` per step so far.
+std::string progress_line(const StepStats& s, double average_seconds);
+/// `bytes` as valid UTF-8: a byte that starts no valid character (and control bytes other
+/// than newline and tab) becomes U+FFFD.
+std::string printable_utf8(const std::string& bytes);
+
+}  // namespace ein::detail

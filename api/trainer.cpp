@@ -1,0 +1,328 @@
+// ein::Trainer::fit(): the training loop of `ein train` over any Trainable. One step: the
+// micro-batches' losses traced and run with autograd (their gradients summed, each scaled by
+// 1/accumulate and, in fp16, by the loss scale), loss scaling's overflow check, clipping, the
+// scheduled learning rate, the model's optimizer, zeroed gradients; then the log, the progress
+// line and the periodic checkpoint. Batches live in train_data.cpp, text in train_report.cpp.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <fstream>
+#include <iostream>
+#include <random>
+
+#include <unistd.h>
+
+#include <ein/autograd.h>
+#include <ein/checkpoint.h>
+#include <ein/cpu_peak.h>
+#include <ein/diagnostic.h>
+#include <ein/errors.h>
+#include <ein/flop_counter.h>
+#include <ein/grad_clip.h>
+#include <ein/ops.h>
+#include <ein/schedule.h>
+#include <ein/storage.h>
+#include <ein/trainer.h>
+#include <ein/training_checkpoint.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "api/train_data.h"
+#include "api/train_report.h"
+
+namespace ein {
+namespace {
+
+/// Set by SIGINT/SIGTERM while a Trainer with handle_signals is alive.
+volatile std::sig_atomic_t g_interrupted = 0;
+void on_signal(int) { g_interrupted = 1; }
+using SignalHandler = void (*)(int);
+SignalHandler g_previous_int = SIG_DFL, g_previous_term = SIG_DFL;
+
+/// Multiplies every gradient by `factor` in place (unscaling fp16 loss-scaled gradients).
+void scale_grads(const std::vector<Tensor>& params, double factor) {
+  NoGrad no_grad;
+  for (const Tensor& p : params) {
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;
+    const Tensor f = full({}, factor, DType::f32, g.device());
+    std::string axes;
+    for (int64_t d = 0; d < g.dim(); ++d)
+      axes += fmt::format("{}a{}", d ? " " : "", d);
+    g.copy_(ein::map(fmt::format("g[{}], f[] -> g * f", axes), {g, f}));
+  }
+}
+
+/// Copies `init` (plain names, or an ein train checkpoint's "model." + name) into the parameters.
+void load_initial_parameters(const std::string& init, const std::vector<NamedTensor>& params) {
+  try {
+    const Checkpoint ck = load_safetensors(init);
+    std::vector<std::pair<std::string, Tensor>> targets;
+    for (const auto& p : params)
+      targets.emplace_back(!ck.find(p.name) && ck.find("model." + p.name) ? "model." + p.name : p.name,
+                           p.tensor);
+    copy_into(ck, targets);
+  } catch (const RuntimeError& e) {
+    throw UserError(fmt::format("--init: {}", e.what()));
+  }
+}
+
+/// What a checkpoint holds: "model." + parameter names, "optim." + optimizer state names.
+std::vector<std::pair<std::string, Tensor>> checkpoint_tensors(Trainable& model,
+                                                               const std::vector<NamedTensor>& params) {
+  std::vector<std::pair<std::string, Tensor>> t;
+  for (const auto& p : params)
+    t.emplace_back("model." + p.name, p.tensor);
+  for (const auto& s : model.optimizer_state())
+    t.emplace_back("optim." + s.name, s.tensor);
+  return t;
+}
+
+/// Loads the latest good checkpoint of `o.checkpoint` into the model; returns its step (0
+/// when there is none yet). Notes go to `out` even when quiet: they say where the run stands.
+int64_t resume_from_checkpoint(const TrainOptions& o, Trainable& model,
+                               const std::vector<NamedTensor>& params, std::ostream& out) {
+  if (o.checkpoint.empty()) throw UserError("--resume needs --checkpoint DIR");
+  const auto latest = find_latest_checkpoint(o.checkpoint);
+  if (!latest) {
+    out << fmt::format("{}: no checkpoint in '{}' yet; starting at step 0\n", o.name, o.checkpoint);
+    return 0;
+  }
+  for (const std::string& s : latest->skipped)
+    out << o.name << ": skipped " << s << '\n';
+  try {
+    const Checkpoint ck = load_safetensors(latest->path);
+    if (auto it = ck.metadata.find("seed"); it != ck.metadata.end() && it->second != std::to_string(o.seed))
+      throw UserError(fmt::format("{} was written with --seed {}, this run has --seed {}; "
+                                  "resume with the same seed",
+                                  latest->path, it->second, o.seed));
+    copy_into(ck, checkpoint_tensors(model, params));
+  } catch (const RuntimeError& e) {
+    throw UserError(fmt::format("cannot resume from {}: {}", latest->path, e.what()));
+  }
+  out << fmt::format("{}: resumed from {} (step {})\n", o.name, latest->path, latest->step);
+  return latest->step;
+}
+
+/// The hardware MFU is measured against: this CPU, or the GPU's row of the table (nullptr
+/// for a GPU the table lacks); `name` as the summary prints it.
+const HardwareProfile* mfu_hardware(Device device, std::string& name) {
+  if (device.kind != DeviceKind::cuda) {
+    name = "this CPU's";
+    return &this_cpu();
+  }
+  const std::string gpu = device_name(device);
+  const HardwareProfile* hw = hardware_for_gpu(gpu);
+  name = hw ? fmt::format("the {}'s", hw->name) : fmt::format("{}'s (unknown: MFU 0)", gpu);
+  return hw;
+}
+
+}  // namespace
+
+std::vector<Tensor> Trainable::batch(int64_t) {
+  throw UserError("the model makes no batches: set TrainOptions::data or override Trainable::batch()");
+}
+
+void Trainable::set_compute_dtype(DType dtype) {
+  throw UserError(fmt::format("this model trains in fp32 only, not {}", dtype_name(dtype)));
+}
+
+Tensor Trainable::logits(const Tensor&) {
+  throw UserError("this model has no logits() to sample from");
+}
+
+Trainer::Trainer(Trainable& model, TrainOptions options) : model_(model), options_(std::move(options)) {}
+
+Trainer::~Trainer() {
+  if (!signals_installed_) return;
+  std::signal(SIGINT, g_previous_int);
+  std::signal(SIGTERM, g_previous_term);
+}
+
+TrainResult Trainer::fit() {
+  const TrainOptions& o = options_;
+  std::ostream& out = o.out ? *o.out : std::cerr;
+  TrainResult r;
+  // 1. Precision: activations in bf16/fp16; master weights, gradients and optimizer state
+  //    in f32 (fp16 adds dynamic loss scaling, step 7).
+  if (o.precision != "fp32" && o.precision != "bf16" && o.precision != "fp16")
+    throw UserError(fmt::format("--precision {}: expected fp32, bf16 or fp16", o.precision));
+  if (o.precision == "bf16") model_.set_compute_dtype(DType::bf16);
+  if (o.precision == "fp16") model_.set_compute_dtype(DType::f16);
+  const int64_t steps = o.steps;
+  if (steps < 0) throw UserError("--steps must be >= 0");
+  if (o.accumulate < 1) throw UserError("accumulate must be >= 1");
+  // 2. Parameters, optimizer state, initial values.
+  const std::vector<NamedTensor> params = model_.parameters();
+  if (params.empty()) throw UserError("the train block's modules have no parameters to train");
+  std::vector<Tensor> param_tensors;
+  for (const auto& p : params) {
+    param_tensors.push_back(p.tensor);
+    r.parameters += p.tensor.numel();
+    r.parameter_bytes += p.tensor.nbytes();
+  }
+  model_.init_optimizer_state();
+  if (!o.init.empty()) load_initial_parameters(o.init, params);
+  detail::TrainBatches batches(model_, o.data, o.data_path, o.seed, o.device);
+
+  // 3. Resume: parameters, optimizer state, step; the data position and every random draw are
+  //    functions of (seed, step), so the run continues exactly.
+  if (o.resume) r.start = resume_from_checkpoint(o, model_, params, out);
+  batches.seek(r.start * o.accumulate);
+
+  std::ofstream log;
+  if (!o.log.empty()) {
+    log.open(o.log, o.resume ? std::ios::app : std::ios::trunc);
+    if (!log) throw UserError(fmt::format("--log {}: cannot open for writing", o.log));
+  }
+  auto save = [&](int64_t step) {
+    if (o.checkpoint.empty()) return;
+    std::map<std::string, std::string> metadata = o.metadata;
+    metadata["seed"] = std::to_string(o.seed);
+    const std::string path =
+        save_training_checkpoint(o.checkpoint, step, checkpoint_tensors(model_, params), metadata);
+    prune_checkpoints(o.checkpoint, o.keep);
+    if (!o.quiet) out << fmt::format("\n{}: wrote {}\n", o.name, path);
+  };
+
+  // 4. Signals stop after the current step; the handlers stay until the Trainer goes.
+  if (o.handle_signals && !signals_installed_) {
+    g_interrupted = 0;
+    g_previous_int = std::signal(SIGINT, on_signal);
+    g_previous_term = std::signal(SIGTERM, on_signal);
+    signals_installed_ = true;
+  }
+  auto stopping = [&] { return stop_.load() || (signals_installed_ && g_interrupted); };
+  const bool tty = &out == &std::cerr && isatty(STDERR_FILENO) && !o.quiet;
+  const HardwareProfile* hw = mfu_hardware(o.device, r.hardware);
+  // MFU against the dense peak of the arithmetic the matmuls use: f32 on the CPU; on a GPU
+  // the activations' dtype (bf16/fp16 tensor cores), or f32 (TF32 when EIN_CUDA_TF32=1).
+  const DType mfu_dtype = o.device.kind == DeviceKind::cpu || o.precision == "fp32" ? DType::f32
+                          : o.precision == "bf16"                                  ? DType::bf16
+                                                                                   : DType::f16;
+  r.fp16 = o.precision == "fp16";
+  r.loss_scale = r.fp16 ? 65536.0 : 1.0;
+  r.final_loss = NAN;
+  int64_t good_steps = 0;
+
+  // 5. The loop.
+  for (int64_t step = r.start + 1; step <= steps && !stopping(); ++step) {
+    FlopCounter counter;
+    const auto t0 = std::chrono::steady_clock::now();
+    StepStats s;
+    s.step = step;
+    s.steps = steps;
+    double loss_sum = 0;
+    // 6. Micro-batches: each backward adds its gradients scaled by loss_scale / accumulate.
+    for (int64_t micro = 0; micro < o.accumulate; ++micro) {
+      const int64_t k = (step - 1) * o.accumulate + micro;
+      const std::vector<Tensor> batch = batches.next(k);
+      s.tokens += batch.empty() ? 0 : batch.front().numel();
+      const double scale = r.loss_scale / static_cast<double>(o.accumulate);
+      const Tensor loss = model_.loss(batch, k);
+      loss_sum += loss.item();
+      loss.backward(full({}, scale, loss.dtype(), loss.device()));
+    }
+    s.loss = loss_sum / static_cast<double>(o.accumulate);
+    if (!std::isfinite(s.loss))
+      throw UserError(fmt::format("the loss is {} at step {}; the last checkpoint (if any) is "
+                                  "kept; lower the learning rate or clip gradients (clip = 1.0)",
+                                  s.loss, step));
+    s.loss_scale = r.loss_scale;
+    if (r.fp16) {
+      // 7. Dynamic loss scaling (torch.cuda.amp.GradScaler's rule): gradients of the scaled
+      //    loss that overflowed skip the step and halve the scale; otherwise they are unscaled,
+      //    and every 2000 good steps the scale doubles.
+      if (!std::isfinite(optim::grad_norm(param_tensors))) {
+        s.skipped = true;
+        r.loss_scale /= 2;
+        good_steps = 0;
+        ++r.skipped_steps;
+      } else {
+        scale_grads(param_tensors, 1.0 / r.loss_scale);
+        if (++good_steps % 2000 == 0) r.loss_scale *= 2;
+      }
+    }
+    // 8. Clip, schedule, update, zero.
+    if (o.clip > 0 && !s.skipped) optim::clip_grad_norm_(param_tensors, o.clip);
+    s.lr = o.lr;
+    if (o.schedule == "cosine")
+      s.lr = optim::cosine_lr(step - 1, {o.lr, o.lr * o.min_lr_ratio, o.warmup, std::max(steps, o.warmup)});
+    if (!s.skipped) model_.optimizer_step(step, s.lr);
+    zero_grad(param_tensors);
+    synchronize();  // a GPU's launches are asynchronous: the step ends when its work does
+    s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    r.seconds += s.seconds;
+    ++r.done;
+    r.final_loss = s.loss;
+    r.losses.push_back(s.loss);
+    r.tokens_per_step = s.tokens;
+    s.flops = static_cast<double>(counter.totals().flops - counter.phase(CostPhase::recompute).flops);
+    r.flops += s.flops;
+    s.mfu = hw ? utilization(s.flops, s.seconds, *hw, mfu_dtype) : 0;
+    // 9. Report: the JSON line, the progress line, the callback, the periodic checkpoint.
+    if (log.is_open()) {
+      nlohmann::json j = {{"step", step},       {"loss", s.loss},
+                          {"lr", s.lr},         {"tokens_per_s", static_cast<double>(s.tokens) / s.seconds},
+                          {"flops", s.flops},   {"flops_per_s", s.flops / s.seconds},
+                          {"mfu", s.mfu},       {"ms", s.seconds * 1e3}};
+      if (r.fp16) {
+        j["loss_scale"] = s.loss_scale;  // the scale this step's backward used
+        j["skipped"] = s.skipped;
+      }
+      log << j.dump() << '\n';
+      log.flush();
+    }
+    if (!o.quiet && (tty || step % o.log_every == 0 || step == steps)) {
+      const std::string line = detail::progress_line(s, r.seconds / static_cast<double>(r.done));
+      out << (tty ? "\r\033[K" : "") << line << (tty ? "" : "\n") << std::flush;
+    }
+    if (o.on_step) o.on_step(s);
+    if (o.checkpoint_every > 0 && step % o.checkpoint_every == 0 && step != steps) save(step);
+  }
+  if (tty) out << '\n';
+  // 10. The final checkpoint and the accounting.
+  r.last = r.start + r.done;
+  if (r.done > 0 || r.start == 0) save(r.last);
+  r.interrupted = stopping();
+  for (const auto& s : model_.optimizer_state())
+    r.state_bytes += s.tensor.nbytes();
+  r.peak_memory = max_memory_allocated(o.device);
+  r.mfu = hw ? utilization(r.flops, r.seconds, *hw, mfu_dtype) : 0.0;
+  r.peak_flops = hw ? hw->peak(math_mode_of(mfu_dtype)) : 0;
+  r.math_mode = std::string(math_mode_name(math_mode_of(mfu_dtype)));
+  return r;
+}
+
+std::string Trainer::sample() {
+  const TrainOptions& o = options_;
+  const int64_t T = o.data ? o.data->context : 0;
+  if (T <= 0) throw UserError("sample needs the train block's data context (T)");
+  std::vector<int64_t> tokens;
+  for (unsigned char c : o.sample)
+    tokens.push_back(c);
+  std::mt19937_64 rng(o.seed);
+  for (int64_t i = 0; i < o.sample_length; ++i) {
+    // A fixed window of T tokens (right-padded): causal attention ignores the padding,
+    // and one traced graph serves every position.
+    const int64_t n = std::min<int64_t>(static_cast<int64_t>(tokens.size()), T);
+    Tensor x = zeros({1, T}, DType::i64);
+    std::copy(tokens.end() - n, tokens.end(), x.data<int64_t>());
+    const Tensor logits = model_.logits(x).to(cpu()).to(DType::f64).contiguous();
+    const int64_t V = logits.shape().back();
+    const double* row = logits.data<double>() + (n - 1) * V;
+    std::vector<double> prob(V);
+    const double m = *std::max_element(row, row + V);
+    for (int64_t v = 0; v < V; ++v)
+      prob[v] = o.temperature > 0 ? std::exp((row[v] - m) / o.temperature) : (row[v] == m);
+    std::discrete_distribution<int64_t> pick(prob.begin(), prob.end());
+    tokens.push_back(pick(rng));
+  }
+  std::string bytes;
+  for (int64_t t : tokens)
+    bytes.push_back(static_cast<char>(t));
+  return detail::printable_utf8(bytes);
+}
+
+}  // namespace ein

@@ -1,0 +1,213 @@
+// ein::Trainer: the training loop of `ein train` as a library type, for a `.ein` script's train
+// block or for C++ code. A model is a Trainable (parameters, a loss on a batch, an optimizer
+// step); the Trainer adds batches from token files, precision and fp16 loss scaling, gradient
+// accumulation and clipping, the learning-rate schedule, atomic checkpoints with exact resume,
+// a JSON-lines log, the progress line, the summary and sampling. It owns no model and parses
+// no command line: the `ein` CLI (tools/train_command.cpp) is a thin layer over it.
+//
+//   struct Regression : ein::Trainable {                     // a C++ model
+//     ein::Tensor w = ein::zeros({16, 1}, ein::DType::f32).requires_grad_();
+//     std::vector<ein::NamedTensor> parameters() override { return {{"w", w}}; }
+//     std::vector<ein::Tensor> batch(int64_t k) override { ... return {x, y}; }
+//     ein::Tensor loss(const std::vector<ein::Tensor>& b, int64_t) override { ... }
+//     void optimizer_step(int64_t, double lr) override { ein::optim::SGD({w}, {.lr = lr}).step(); }
+//   };
+//   Regression model;
+//   ein::TrainOptions options;  options.steps = 300;  options.lr = 0.1;
+//   ein::TrainResult r = ein::Trainer(model, options).fit();  // r.losses, r.final_loss
+//
+//   ein::TrainScript s = ein::load_train_script("examples/gpt/byte_gpt.ein");  // a script
+//   ein::Trainer(*s.model, s.options).fit();
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <ein/device.h>
+#include <ein/dtype.h>
+#include <ein/tensor.h>
+
+namespace ein {
+
+/// A tensor with its qualified name ("blocks.0.attn.qkv.weight"): checkpoint keys are
+/// "model." + name for parameters and "optim." + name for optimizer state.
+struct NamedTensor {
+  std::string name;  ///< stable across runs: resuming matches tensors by it
+  Tensor tensor;     ///< the tensor itself (not a copy): loading a checkpoint writes into it
+};
+
+/// What a Trainer trains: like a torch.nn.Module with its loss and optimizer attached.
+/// Implement parameters(), loss() and optimizer_step(); batch() unless TrainOptions::data
+/// gives token batches; the rest only for the features that need them.
+class Trainable {
+ public:
+  virtual ~Trainable() = default;
+  /// The parameters to train: leaf tensors that require grad, in a fixed order.
+  virtual std::vector<NamedTensor> parameters() = 0;
+  /// The loss on one micro-batch: a 0-dim tensor recorded on the autograd tape. `micro_step`
+  /// is 0-based over the whole run (step · accumulate + micro) and seeds random draws.
+  virtual Tensor loss(const std::vector<Tensor>& batch, int64_t micro_step) = 0;
+  /// One optimizer update of every parameter with a gradient, at 1-based `step` with the
+  /// schedule's learning rate `lr` (the Trainer zeroes the gradients afterwards).
+  virtual void optimizer_step(int64_t step, double lr) = 0;
+  /// The batch of micro-step `micro_step` when TrainOptions::data is unset; a function of
+  /// it (and the seed), so that a resumed run sees the same batches. Default: UserError.
+  virtual std::vector<Tensor> batch(int64_t micro_step);
+  /// Optimizer state to checkpoint and resume (default none: a resume restores parameters).
+  virtual std::vector<NamedTensor> optimizer_state() { return {}; }
+  /// Creates the optimizer state at its initial values, so a checkpoint can load into it.
+  virtual void init_optimizer_state() {}
+  /// Mixed precision: computes activations in `dtype` (bf16 or f16) from now on, keeping
+  /// f32 master weights. Default: UserError (the model has only fp32).
+  virtual void set_compute_dtype(DType dtype);
+  /// Next-token logits (1 T V) for tokens (1 T), for Trainer::sample(). Default: UserError.
+  virtual Tensor logits(const Tensor& tokens);
+};
+
+/// Token batches from a file: `x` windows of `context` tokens and `y` the same shifted by one.
+struct TokenDataOptions {
+  std::string kind = "tokens";   ///< "tokens" (a token file) or "bytes" (text, one token a byte)
+  std::string path;              ///< the file
+  std::string dtype;             ///< tokens: "u16" or "i32" (empty: from the extension)
+  int64_t batch = 1;             ///< B
+  int64_t context = 1;           ///< T
+  std::string order = "random";  ///< "random" or "sequential"
+};
+
+/// One finished optimizer step, as logged.
+struct StepStats {
+  int64_t step = 0;         ///< 1-based
+  int64_t steps = 0;        ///< the step the run stops at
+  double loss = 0;          ///< mean loss over the step's micro-batches
+  double lr = 0;            ///< the learning rate the optimizer used
+  double seconds = 0;       ///< the step's wall time, tracing and compilation included
+  int64_t tokens = 0;       ///< batch elements (x.numel() summed over micro-batches)
+  double flops = 0;         ///< model FLOPs, forward and backward (recomputation not counted)
+  double mfu = 0;           ///< fraction of the device's dense peak
+  double loss_scale = 1;    ///< fp16: the scale this step's backward used
+  bool skipped = false;     ///< fp16: gradients overflowed and the update was skipped
+};
+
+/// Every knob of `ein train`; the names follow its flags and the train block's settings.
+struct TrainOptions {
+  int64_t steps = 100;               ///< the step to stop at (with resume: the total)
+  uint64_t seed = 0;                 ///< data order, sampling; recorded in checkpoints
+  Device device = cpu();             ///< where the model lives (pinned batch copies on a GPU)
+  std::string precision = "fp32";    ///< "fp32", "bf16" or "fp16" (dynamic loss scaling)
+  double lr = 1e-3;                  ///< the peak learning rate
+  std::string schedule = "constant"; ///< "constant" or "cosine" (linear warmup, nanoGPT's)
+  int64_t warmup = 0;                ///< cosine: warmup steps
+  double min_lr_ratio = 0.1;         ///< cosine: the floor as a fraction of lr
+  double clip = 0;                   ///< global-norm gradient clipping (0: off)
+  int64_t accumulate = 1;            ///< micro-batches per optimizer step
+  std::optional<TokenDataOptions> data;  ///< token batches; unset: Trainable::batch()
+  std::string data_path;             ///< overrides data->path (`--data`)
+  std::string checkpoint;            ///< directory of step_N.safetensors ("" none)
+  int64_t checkpoint_every = 0;      ///< steps between checkpoints (0: only at the end)
+  int keep = 3;                      ///< checkpoints kept
+  bool resume = false;               ///< continue from the latest good checkpoint
+  std::string init;                  ///< initial parameters from a safetensors file
+  std::string log;                   ///< a JSON-lines file, one object per step ("" none)
+  int64_t log_every = 10;            ///< progress lines when not on a terminal
+  bool quiet = false;                ///< no progress line, no "wrote" notes
+  std::string sample;                ///< a prompt to continue with sample() ("" none)
+  int64_t sample_length = 0;         ///< tokens sample() adds
+  double temperature = 1.0;          ///< sampling temperature (0: greedy)
+  std::ostream* out = nullptr;       ///< progress and notes (nullptr: std::cerr)
+  std::string name = "train";        ///< the prefix of notes ("ein train: resumed from ...")
+  std::map<std::string, std::string> metadata;  ///< added to every checkpoint's metadata
+  bool handle_signals = false;       ///< SIGINT/SIGTERM stop after the current step
+  std::function<void(const StepStats&)> on_step;  ///< called after every step
+};
+
+/// What fit() did.
+struct TrainResult {
+  int64_t start = 0;            ///< the step it resumed from (0: a fresh run)
+  int64_t done = 0;             ///< steps run
+  int64_t last = 0;             ///< start + done
+  bool interrupted = false;     ///< stopped by stop() or a signal
+  double final_loss = 0;        ///< the last step's loss (NaN when none ran)
+  std::vector<double> losses;   ///< every step's loss, in order
+  int64_t parameters = 0;       ///< parameter count (elements)
+  int64_t parameter_bytes = 0;  ///< their bytes (and the gradients' bytes)
+  int64_t state_bytes = 0;      ///< the optimizer state's bytes
+  int64_t peak_memory = 0;      ///< peak allocated bytes on the device
+  int64_t tokens_per_step = 0;  ///< the last step's batch elements
+  double flops = 0;             ///< model FLOPs of every step
+  double seconds = 0;           ///< summed step times
+  double mfu = 0;               ///< flops / seconds against the peak, as a fraction
+  double peak_flops = 0;        ///< the dense peak used for MFU (0: unknown hardware)
+  std::string hardware;         ///< "this CPU's", "the H100 SXM's", ...
+  std::string math_mode;        ///< the peak's arithmetic: "fp32", "bf16", ...
+  bool fp16 = false;            ///< dynamic loss scaling was on
+  int64_t skipped_steps = 0;    ///< fp16: steps skipped for overflowing gradients
+  double loss_scale = 1;        ///< fp16: the final scale
+};
+
+/// Runs the training loop over a Trainable (which must outlive it).
+class Trainer {
+ public:
+  /// Checks nothing yet: fit() does, and throws UserError for bad options.
+  Trainer(Trainable& model, TrainOptions options);
+  /// Restores signal handlers fit() installed.
+  ~Trainer();
+  /// Trains to options.steps (resuming, logging and checkpointing as the options say) and
+  /// returns what happened. UserError for a bad option, a missing file or a non-finite loss
+  /// (the last checkpoint is kept).
+  TrainResult fit();
+  /// The options.sample prompt continued by options.sample_length tokens drawn from
+  /// logits() at options.temperature (bytes; invalid UTF-8 printed as U+FFFD), in windows
+  /// of the data's context. UserError without a data context.
+  std::string sample();
+  /// Asks fit() to stop after the current step (safe from another thread).
+  void stop() { stop_.store(true); }
+  /// The options as given.
+  const TrainOptions& options() const { return options_; }
+
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+ private:
+  Trainable& model_;                ///< what fit() trains (not owned)
+  TrainOptions options_;            ///< as given to the constructor
+  std::atomic<bool> stop_{false};   ///< set by stop(): fit() ends after the current step
+  bool signals_installed_ = false;  ///< fit() installed SIGINT/SIGTERM handlers
+};
+
+/// The `ein train` summary of a run on stdout: steps, final loss, parameters, FLOPs, MFU and
+/// peak memory by category (and the fp16 loss-scaling line). `what` names the model.
+std::string format_summary(const TrainResult& result, std::string_view what);
+
+/// The device `spec` names: "auto" (cuda:0 when a driver sees a GPU, else the CPU), "cpu",
+/// "cuda" or "cuda:N". UserError ("--device SPEC: ...") for another spec or a missing GPU.
+Device select_device(std::string_view spec);
+/// The driver's name of a GPU ("NVIDIA H100 80GB HBM3"); "cpu" for the CPU.
+std::string device_name(Device device);
+
+/// How load_train_script() loads a script.
+struct ScriptTrainOptions {
+  std::vector<std::pair<std::string, std::string>> sets;  ///< `--set NAME=VALUE` overrides
+  uint64_t seed = 0;      ///< parameters, random draws, data order
+  Device device = cpu();  ///< where parameters and optimizer state live
+};
+
+/// A `.ein` script's train block, ready for a Trainer.
+struct TrainScript {
+  std::unique_ptr<Trainable> model;  ///< its modules, fn loss, fn batch, optimizer, fn logits
+  TrainOptions options;              ///< its settings (steps, lr, data, ...), seed and device
+};
+
+/// Loads `path` and its train block (defined in script/; link ein_script or ein::ein).
+/// UserError for a script mistake or a script without a train block.
+TrainScript load_train_script(const std::string& path, const ScriptTrainOptions& options = {});
+
+}  // namespace ein

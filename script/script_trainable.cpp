@@ -1,0 +1,95 @@
+// load_train_script() (include/ein/trainer.h): a `.ein` script's train block as a Trainable
+// for ein::Trainer, and the block's settings as TrainOptions. The adapter forwards to
+// script::Program (parameters, fn loss, fn batch, the optimizer, fn logits); it adds no
+// behaviour of its own, so `ein train` and a C++ program train a script identically.
+#include <ein/diagnostic.h>
+#include <ein/errors.h>
+#include <ein/trainer.h>
+#include <fmt/format.h>
+
+#include "script/script.h"
+
+namespace ein {
+namespace {
+
+/// Copies a script's named tensors into the public type.
+std::vector<NamedTensor> to_public(const std::vector<script::NamedTensor>& named) {
+  std::vector<NamedTensor> out;
+  out.reserve(named.size());
+  for (const auto& t : named)
+    out.push_back({t.name, t.tensor});
+  return out;
+}
+
+/// The train block of a loaded Program.
+class ScriptTrainable final : public Trainable {
+ public:
+  explicit ScriptTrainable(std::unique_ptr<script::Program> program) : program_(std::move(program)) {}
+
+  std::vector<NamedTensor> parameters() override { return to_public(program_->parameters()); }
+  Tensor loss(const std::vector<Tensor>& batch, int64_t micro_step) override {
+    return program_->loss(batch, micro_step);
+  }
+  void optimizer_step(int64_t step, double lr) override { program_->optimizer_step(step, lr); }
+  std::vector<Tensor> batch(int64_t micro_step) override { return program_->make_batch(micro_step); }
+  std::vector<NamedTensor> optimizer_state() override { return to_public(program_->optimizer_state()); }
+  void init_optimizer_state() override { program_->init_optimizer_state(); }
+  void set_compute_dtype(DType dtype) override { program_->set_compute_dtype(dtype); }
+  Tensor logits(const Tensor& tokens) override { return program_->logits(tokens); }
+
+ private:
+  std::unique_ptr<script::Program> program_;
+};
+
+/// The block's settings as TrainOptions.
+TrainOptions options_of(const script::TrainSpec& spec) {
+  TrainOptions o;
+  o.steps = spec.steps;
+  o.precision = spec.precision;
+  o.lr = spec.lr;
+  o.schedule = spec.schedule;
+  o.warmup = spec.warmup;
+  o.min_lr_ratio = spec.min_lr_ratio;
+  o.clip = spec.clip;
+  o.accumulate = spec.accumulate;
+  if (spec.data) {
+    TokenDataOptions d;
+    d.kind = spec.data->kind;
+    d.path = spec.data->path;
+    d.dtype = spec.data->dtype;
+    d.batch = spec.data->batch;
+    d.context = spec.data->context;
+    d.order = spec.data->order;
+    o.data = d;
+  }
+  o.checkpoint_every = spec.checkpoint_every;
+  o.log_every = spec.log_every;
+  o.sample = spec.sample;
+  o.sample_length = spec.sample_length;
+  o.temperature = spec.temperature;
+  return o;
+}
+
+}  // namespace
+
+TrainScript load_train_script(const std::string& path, const ScriptTrainOptions& options) {
+  script::LoadOptions load;
+  for (const auto& [name, value] : options.sets)
+    load.sets.push_back({name, value});
+  load.seed = options.seed;
+  load.device = options.device;
+  auto program = script::Program::load(path, load);
+  if (!program->has_train())
+    throw UserError(fmt::format("{} has no train block to run (ein check and ein run work on "
+                                "scripts without one)",
+                                path));
+  TrainScript s;
+  s.options = options_of(program->train_spec());
+  s.options.seed = options.seed;
+  s.options.device = options.device;
+  s.options.metadata["script"] = path;
+  s.model = std::make_unique<ScriptTrainable>(std::move(program));
+  return s;
+}
+
+}  // namespace ein

@@ -1,0 +1,257 @@
+// ein::Trainer (include/ein/trainer.h) on a C++ Trainable and on .ein scripts: a linear
+// regression converges to its true weights; two accumulated micro-batches equal one double
+// batch; a script trained 3 steps and resumed to 6 gives bit-identical losses to 6 straight;
+// token data, sampling, the JSON log, stop() and option errors behave as ein train's do.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <unistd.h>
+
+#include <ein/diagnostic.h>
+#include <ein/nn.h>
+#include <ein/ops.h>
+#include <ein/optim.h>
+#include <ein/trainer.h>
+
+namespace ein {
+namespace {
+
+namespace fs = std::filesystem;
+
+/// y = x · w_true with x ~ N(0, 1): batch k is a window of `rows` rows of a fixed data set,
+/// the loss the mean squared error, the optimizer plain SGD (which, unlike Adam, would
+/// show a gradient scaled wrongly by accumulation).
+class Regression : public Trainable {
+ public:
+  Regression(int64_t rows, int64_t total_rows) : rows_(rows) {
+    std::vector<float> truth(kD);
+    for (int64_t i = 0; i < kD; ++i)
+      truth[i] = static_cast<float>(i) - 2.5f;
+    x_ = randn({total_rows, kD}, DType::f32, cpu(), /*seed=*/7);
+    y_ = einsum("n d, d o -> n o", x_, from_data(truth, {kD, 1}));
+    w_ = zeros({kD, 1}, DType::f32).requires_grad_();
+  }
+  std::vector<NamedTensor> parameters() override { return {{"w", w_}}; }
+  std::vector<Tensor> batch(int64_t k) override {
+    const int64_t n = x_.size(0) / rows_;
+    const int64_t i = k % n;
+    return {x_.slice(0, i * rows_, (i + 1) * rows_), y_.slice(0, i * rows_, (i + 1) * rows_)};
+  }
+  Tensor loss(const std::vector<Tensor>& b, int64_t) override {
+    return nn::mse_loss(einsum("b d, d o -> b o", b[0], w_), b[1]);
+  }
+  void optimizer_step(int64_t, double lr) override { optim::SGD({w_}, {.lr = lr}).step(); }
+  std::vector<double> weights() const { return w_.to_vector<double>(); }
+
+  static constexpr int64_t kD = 6;
+
+ private:
+  int64_t rows_;
+  Tensor x_, y_, w_;
+};
+
+/// A fresh directory under the temporary directory, removed at the end of the test.
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& name)
+      : path(fs::temp_directory_path() / ("ein_trainer_test_" + name + "_" + std::to_string(getpid()))) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+std::string example(const std::string& relative) {
+  return std::string(EIN_SOURCE_DIR) + "/examples/" + relative;
+}
+
+TrainOptions quiet_options(std::ostream& out) {
+  TrainOptions o;
+  o.quiet = true;
+  o.out = &out;
+  return o;
+}
+
+TEST(Trainer, LinearRegressionConverges) {
+  Regression model(8, 64);
+  std::ostringstream out;
+  TrainOptions o = quiet_options(out);
+  o.steps = 200;
+  o.lr = 0.1;
+  const TrainResult r = Trainer(model, o).fit();
+  EXPECT_EQ(r.done, 200);
+  EXPECT_EQ(r.last, 200);
+  ASSERT_EQ(r.losses.size(), 200u);
+  EXPECT_GT(r.losses.front(), 1.0);
+  EXPECT_LT(r.final_loss, 1e-8);
+  const std::vector<double> w = model.weights();
+  for (int64_t i = 0; i < Regression::kD; ++i)
+    EXPECT_NEAR(w[i], static_cast<double>(i) - 2.5, 1e-4) << "w[" << i << "]";
+  EXPECT_EQ(r.parameters, Regression::kD);
+  EXPECT_GT(r.flops, 0);
+  EXPECT_EQ(out.str(), "");  // quiet, no checkpoint: nothing to say
+  EXPECT_NE(format_summary(r, "regression").find("trained regression for 200 steps (0 to 200)"),
+            std::string::npos);
+}
+
+TEST(Trainer, AccumulatingTwoMicroBatchesEqualsOneDoubleBatch) {
+  // Equal-sized halves: the mean of the two micro-batch means is the double batch's mean, so
+  // the summed gradients (each scaled by 1/2) are the double batch's gradient.
+  Regression halves(4, 48), whole(8, 48);
+  std::ostringstream out;
+  TrainOptions o = quiet_options(out);
+  o.steps = 5;
+  o.lr = 0.05;
+  o.accumulate = 2;
+  const TrainResult a = Trainer(halves, o).fit();
+  o.accumulate = 1;
+  const TrainResult b = Trainer(whole, o).fit();
+  ASSERT_EQ(a.losses.size(), 5u);
+  ASSERT_EQ(b.losses.size(), 5u);
+  for (size_t i = 0; i < 5; ++i)
+    EXPECT_NEAR(a.losses[i], b.losses[i], 1e-5 * b.losses[i]) << "step " << i + 1;
+  const std::vector<double> wa = halves.weights(), wb = whole.weights();
+  for (size_t i = 0; i < wa.size(); ++i)
+    EXPECT_NEAR(wa[i], wb[i], 1e-5) << "w[" << i << "]";
+  EXPECT_GT(std::fabs(wa[5]), 0.1);  // it moved: the comparison is not of two zero vectors
+  EXPECT_EQ(a.tokens_per_step, b.tokens_per_step);
+}
+
+TEST(Trainer, ScriptResumesExactly) {
+  // AdaGrad keeps state: the resumed run must restore it, not only the parameters.
+  const std::string path = example("scripts/cruncher_adagrad.ein");
+  TempDir dir("resume");
+  std::ostringstream out;
+
+  TrainScript straight = load_train_script(path);
+  straight.options.steps = 6;
+  straight.options.quiet = true;
+  straight.options.out = &out;
+  const TrainResult a = Trainer(*straight.model, straight.options).fit();
+  ASSERT_EQ(a.losses.size(), 6u);
+
+  TrainScript first = load_train_script(path);
+  first.options.steps = 3;
+  first.options.quiet = true;
+  first.options.out = &out;
+  first.options.checkpoint = dir.path.string();
+  const TrainResult b = Trainer(*first.model, first.options).fit();
+  ASSERT_TRUE(fs::exists(dir.path / "step_3.safetensors"));
+
+  TrainScript second = load_train_script(path);
+  second.options.steps = 6;
+  second.options.quiet = true;
+  second.options.out = &out;
+  second.options.checkpoint = dir.path.string();
+  second.options.resume = true;
+  second.options.name = "t";
+  const TrainResult c = Trainer(*second.model, second.options).fit();
+  EXPECT_EQ(c.start, 3);
+  EXPECT_EQ(c.done, 3);
+  EXPECT_NE(out.str().find("t: resumed from "), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("(step 3)"), std::string::npos) << out.str();
+
+  const std::vector<double> expected_b(a.losses.begin(), a.losses.begin() + 3);
+  const std::vector<double> expected_c(a.losses.begin() + 3, a.losses.end());
+  EXPECT_EQ(b.losses, expected_b);  // bit-identical, not merely close
+  EXPECT_EQ(c.losses, expected_c);
+  EXPECT_NE(a.losses[3], a.losses[4]);  // the steps differ: equality above means something
+}
+
+TEST(Trainer, ScriptLogMatchesResult) {
+  TempDir dir("log");
+  std::ostringstream out;
+  TrainScript s = load_train_script(example("scripts/linear_regression.ein"));
+  s.options.steps = 4;
+  s.options.quiet = true;
+  s.options.out = &out;
+  s.options.log = (dir.path / "log.jsonl").string();
+  std::vector<int64_t> seen;
+  s.options.on_step = [&](const StepStats& st) { seen.push_back(st.step); };
+  const TrainResult r = Trainer(*s.model, s.options).fit();
+  EXPECT_EQ(seen, (std::vector<int64_t>{1, 2, 3, 4}));
+  std::ifstream log(s.options.log);
+  std::string line;
+  int n = 0;
+  while (std::getline(log, line)) {
+    ASSERT_LT(n, 4);
+    EXPECT_NE(line.find("\"step\":" + std::to_string(n + 1)), std::string::npos) << line;
+    EXPECT_NE(line.find("\"lr\":0.1,"), std::string::npos) << line;  // the script's lr
+    ++n;
+  }
+  EXPECT_EQ(n, 4);
+  EXPECT_EQ(r.losses.size(), 4u);
+}
+
+TEST(Trainer, ByteGptFromTokenDataAndSample) {
+  std::ostringstream out;
+  ScriptTrainOptions load;
+  load.sets = {{"D", "32"}, {"L", "1"}, {"H", "2"}, {"T", "16"}, {"B", "4"}};
+  TrainScript s = load_train_script(example("gpt/byte_gpt.ein"), load);
+  ASSERT_TRUE(s.options.data.has_value());
+  EXPECT_EQ(s.options.data->kind, "bytes");
+  EXPECT_EQ(s.options.data->context, 16);
+  s.options.steps = 3;
+  s.options.quiet = true;
+  s.options.out = &out;
+  s.options.sample = "The ";
+  s.options.sample_length = 5;
+  Trainer trainer(*s.model, s.options);
+  const TrainResult r = trainer.fit();
+  ASSERT_EQ(r.losses.size(), 3u);
+  // An untrained byte model predicts about uniformly: ln 256 = 5.545 nats.
+  EXPECT_NEAR(r.losses.front(), std::log(256.0), 0.5);
+  EXPECT_EQ(r.tokens_per_step, 4 * 16);
+  const std::string text = trainer.sample();
+  EXPECT_EQ(text.rfind("The ", 0), 0u) << text;
+  EXPECT_GE(text.size(), 9u);
+}
+
+TEST(Trainer, StopEndsAfterTheCurrentStep) {
+  Regression model(8, 64);
+  std::ostringstream out;
+  TrainOptions o = quiet_options(out);
+  o.steps = 50;
+  Trainer* self = nullptr;
+  o.on_step = [&](const StepStats& s) {
+    if (s.step == 2) self->stop();
+  };
+  Trainer stopping(model, o);
+  self = &stopping;
+  const TrainResult r = stopping.fit();
+  EXPECT_TRUE(r.interrupted);
+  EXPECT_EQ(r.done, 2);
+}
+
+TEST(Trainer, OptionErrorsAreUserErrors) {
+  Regression model(8, 64);
+  std::ostringstream out;
+  TrainOptions o = quiet_options(out);
+  o.steps = 1;
+  o.precision = "fp8";
+  EXPECT_THROW(Trainer(model, o).fit(), UserError);
+  o.precision = "bf16";  // a C++ model without set_compute_dtype: fp32 only
+  EXPECT_THROW(Trainer(model, o).fit(), UserError);
+  o.precision = "fp32";
+  o.resume = true;  // without a checkpoint directory
+  EXPECT_THROW(Trainer(model, o).fit(), UserError);
+  EXPECT_THROW(select_device("tpu"), UserError);
+  EXPECT_EQ(select_device("cpu").kind, DeviceKind::cpu);
+
+  struct NoBatches : Trainable {
+    Tensor w = zeros({1}, DType::f32).requires_grad_();
+    std::vector<NamedTensor> parameters() override { return {{"w", w}}; }
+    Tensor loss(const std::vector<Tensor>&, int64_t) override { return w; }
+    void optimizer_step(int64_t, double) override {}
+  } none;
+  TrainOptions plain = quiet_options(out);
+  plain.steps = 1;
+  EXPECT_THROW(Trainer(none, plain).fit(), UserError);
+}
+
+}  // namespace
+}  // namespace ein
