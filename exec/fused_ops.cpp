@@ -218,6 +218,21 @@ LayerNormResult layer_norm_rows(const Tensor& x, const Tensor& weight, const Ten
   return out;
 }
 
+namespace {
+
+/// The per-element loads every norm backward starts with: the gradient, the input and the
+/// weight (1 where there is none).
+struct NormBackwardLoads {
+  int grad, x, weight;
+};
+NormBackwardLoads norm_backward_loads(RowKernel& r, const char* op, const Tensor& grad,
+                                      const Tensor& x, const Tensor& weight) {
+  return {r.input(grad, op, "the gradient"), r.input(x, op, "the input"),
+          r.input(weight, op, "the weight", 1)};
+}
+
+}  // namespace
+
 Tensor layer_norm_rows_backward(const Tensor& grad, const Tensor& x, const Tensor& weight,
                                 const Tensor& mean, const Tensor& rstd) {
   const char* op = "layer_norm_backward";
@@ -228,9 +243,7 @@ Tensor layer_norm_rows_backward(const Tensor& grad, const Tensor& x, const Tenso
   if (weight.defined()) check(weight, op, "the weight");
   RowKernel r(op, x, compute_for(x.dtype()));
   Kernel& k = r.kernel();
-  const int g = r.input(grad, op, "the gradient");
-  const int xv = r.input(x, op, "the input");
-  const int w = r.input(weight, op, "the weight", 1);
+  const auto [g, xv, w] = norm_backward_loads(r, op, grad, x, weight);
   const int mu = r.row_input(mean, op, "the mean");
   const int rs = r.row_input(rstd, op, "rstd");
   const int inv_n = k.param(1.0 / static_cast<double>(r.row_size()));
@@ -358,9 +371,7 @@ Tensor rms_norm_rows_backward(const Tensor& grad, const Tensor& x, const Tensor&
   if (weight.defined()) check(weight, op, "the weight");
   RowKernel r(op, x, compute_for(x.dtype()));
   Kernel& k = r.kernel();
-  const int g = r.input(grad, op, "the gradient");
-  const int xv = r.input(x, op, "the input");
-  const int w = r.input(weight, op, "the weight", 1);
+  const auto [g, xv, w] = norm_backward_loads(r, op, grad, x, weight);
   const int rs = r.row_input(rstd, op, "rstd");
   const int xhat = k.apply(ScalarOp::mul, xv, rs);
   const int gw = k.apply(ScalarOp::mul, g, w);
