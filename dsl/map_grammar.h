@@ -14,10 +14,14 @@
 //   name     := [A-Za-z_][A-Za-z0-9_]*
 //
 // Whitespace (newlines included) may separate any two tokens. Python's precedence and
-// associativity throughout. Function names are not checked here; sema does that.
+// associativity throughout. The operator ladder (compare down to power) is the one
+// dsl/expr_grammar.h shares with `.ein` scripts; `ops` below says which tokens map
+// expressions accept at each level. Function names are not checked here; sema does that.
 #pragma once
 
 #include <tao/pegtl.hpp>
+
+#include "dsl/expr_grammar.h"
 
 namespace ein::grammar::map {
 
@@ -45,16 +49,12 @@ struct number : pegtl::seq<mantissa, pegtl::opt<exponent>, pegtl::must<number_en
 /// `inf`, the one named constant (so `-inf` can fill masks); not a prefix of a longer name.
 struct inf_literal : pegtl::seq<pegtl::string<'i', 'n', 'f'>, pegtl::not_at<name_other>> {};
 
-// ---- expressions ----------------------------------------------------------------------
+// ---- expressions: atoms here, the operator ladder in dsl/expr_grammar.h ---------------
 
 struct compare;
-/// Operands required after an operator, '(' or ',': each raises "expected an operand".
+/// Operands required after '(' or ',': each raises "expected an operand", as the ladder's do.
 struct paren_body;
 struct call_arg;
-struct unary_operand;
-struct product_operand;
-struct sum_operand;
-struct compare_operand;
 
 struct open_paren : pegtl::one<'('> {};
 struct close_paren : pegtl::one<')'> {};
@@ -72,33 +72,20 @@ struct call : pegtl::if_must<call_head, ws, call_args, ws, call_close> {};
 struct name_ref : identifier {};
 struct primary : pegtl::sor<paren, number, call, inf_literal, name_ref> {};
 
-struct pow_op : pegtl::string<'*', '*'> {};
-struct power_tail : pegtl::seq<ws, pow_op, ws, pegtl::must<unary_operand>> {};
-struct power : pegtl::seq<primary, pegtl::opt<power_tail>> {};
-
-struct neg_op : pegtl::one<'-'> {};
-struct negation : pegtl::seq<neg_op, ws, pegtl::must<unary_operand>> {};
-struct unary : pegtl::sor<negation, power> {};
-struct unary_operand : unary {};
-
-struct mul_op : pegtl::seq<pegtl::one<'*', '/'>, pegtl::not_at<pegtl::one<'*', '/'>>> {};
-struct product_tail : pegtl::seq<ws, mul_op, ws, pegtl::must<product_operand>> {};
-struct product : pegtl::seq<unary, pegtl::star<product_tail>> {};
-struct product_operand : unary {};
-
-struct add_op : pegtl::one<'+', '-'> {};
-struct sum_tail : pegtl::seq<ws, add_op, ws, pegtl::must<sum_operand>> {};
-struct sum : pegtl::seq<product, pegtl::star<sum_tail>> {};
-struct sum_operand : product {};
-
-struct cmp_op : pegtl::sor<pegtl::string<'<', '='>, pegtl::string<'>', '='>,
-                           pegtl::string<'=', '='>, pegtl::string<'!', '='>, pegtl::one<'<', '>'>> {
+/// The map language for the shared ladder: whitespace (newlines too) anywhere, `-` the one
+/// prefix operator, `*` `/` (not `**` or `//`) and `+` `-` the infix ones.
+struct ops {
+  using atom = primary;            ///< operands
+  using sp = map::ws;              ///< before an operator
+  using ws = map::ws;              ///< after an operator
+  using prefix = pegtl::one<'-'>;  ///< `-x` only
+  /// `*` `/`, not `**` (the power level's) or `//` (reported as floor division).
+  using mul = pegtl::seq<pegtl::one<'*', '/'>, pegtl::not_at<pegtl::one<'*', '/'>>>;
+  using add = pegtl::one<'+', '-'>;  ///< `+` `-`
 };
-struct compare_tail : pegtl::seq<ws, cmp_op, ws, pegtl::must<compare_operand>> {};
-/// Comparisons do not chain (Python's `a < b < c` means something else): raised.
-struct not_chained : pegtl::not_at<cmp_op> {};
-struct compare : pegtl::seq<sum, pegtl::opt<compare_tail, ws, pegtl::must<not_chained>>> {};
-struct compare_operand : sum {};
+
+/// The whole expression: Python's precedence and associativity, comparisons unchained.
+struct compare : grammar::expr::compare<ops> {};
 struct paren_body : compare {};
 struct call_arg : compare {};
 

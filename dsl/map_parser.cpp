@@ -1,6 +1,6 @@
-// Map-expression text → AST with PEGTL. Actions push operands on a stack and fold each
-// operator when its right operand is complete (PEGTL matches the grammar's precedence
-// levels, so folding in match order builds the right tree). The control class turns a
+// Map-expression text → AST with PEGTL. The operators are folded by the actions shared with
+// the script parser (dsl/expr_builder.h); this file builds the inputs and the atoms
+// (numbers, names, parentheses, calls). The control class turns a
 // failed `must<>` into a UserError under the offending token, with the message chosen in
 // dsl/map_messages.h.
 #include "dsl/map_parser.h"
@@ -10,6 +10,7 @@
 #include <limits>
 
 #include <ein/diagnostic.h>
+#include "dsl/expr_builder.h"
 #include "dsl/map_grammar.h"
 #include "dsl/map_messages.h"
 
@@ -27,58 +28,20 @@ struct CallFrame {
   size_t depth = 0;
 };
 
-// An operator whose right operand is being parsed.
-struct PendingOp {
-  std::string_view text;
-  SourceRange range;
-};
+// How the shared operator folding (dsl/expr_builder.h) makes map nodes.
+struct MapNodes {
+  using Ptr = ExprPtr;
 
-// Parse state: the map so far, the input being read, and the expression stacks.
-struct Builder {
-  SourcePtr source;
-  const char* base = nullptr;  // start of the text: offsets are pointer differences
-  MapExpr map;
-  MapInput input;
-  uint32_t bracket_begin = 0;
-  uint32_t number_begin = 0;
-  std::vector<ExprPtr> operands;
-  std::vector<PendingOp> ops;
-  std::vector<CallFrame> calls;
-  std::vector<uint32_t> open_parens;  // offsets of the '(' not yet closed, innermost last
-
-  template <typename Input>
-  SourceRange range_of(const Input& in) const {
-    const auto b = static_cast<uint32_t>(in.begin() - base);
-    return {b, b + static_cast<uint32_t>(in.size())};
+  static Ptr node(auto n, SourceRange range) {
+    return std::make_unique<Expr>(Expr{std::move(n), range});
   }
-
-  void push(auto node, SourceRange range) {
-    operands.push_back(std::make_unique<Expr>(Expr{std::move(node), range}));
+  static Ptr unary(std::string_view, SourceRange op_range, Ptr operand, SourceRange range) {
+    return node(Unary{UnaryOp::neg, op_range, std::move(operand)}, range);  // `-`: the only one
   }
-
-  ExprPtr pop() {
-    ExprPtr e = std::move(operands.back());
-    operands.pop_back();
-    return e;
+  static Ptr binary(std::string_view op, SourceRange op_range, Ptr lhs, Ptr rhs,
+                    SourceRange range) {
+    return node(Binary{binary_op(op), op_range, std::move(lhs), std::move(rhs)}, range);
   }
-
-  void fold_unary() {
-    const PendingOp op = ops.back();
-    ops.pop_back();
-    ExprPtr operand = pop();
-    const SourceRange range = op.range.merge(operand->range);
-    push(Unary{UnaryOp::neg, op.range, std::move(operand)}, range);
-  }
-
-  void fold_binary() {
-    const PendingOp op = ops.back();
-    ops.pop_back();
-    ExprPtr rhs = pop();
-    ExprPtr lhs = pop();
-    const SourceRange range = lhs->range.merge(rhs->range);
-    push(Binary{binary_op(op.text), op.range, std::move(lhs), std::move(rhs)}, range);
-  }
-
   static BinaryOp binary_op(std::string_view text) {
     for (BinaryOp op :
          {BinaryOp::add, BinaryOp::sub, BinaryOp::mul, BinaryOp::div, BinaryOp::pow, BinaryOp::lt,
@@ -86,6 +49,18 @@ struct Builder {
       if (spelling(op) == text) return op;
     return BinaryOp::add;  // unreachable: the grammar matches only these spellings
   }
+};
+
+// Parse state: the map so far, the input being read, and the expression stacks.
+struct Builder : detail::ExprBuilder<MapNodes> {
+  MapExpr map;
+  MapInput input;
+  uint32_t bracket_begin = 0;
+  uint32_t number_begin = 0;
+  std::vector<CallFrame> calls;
+  std::vector<uint32_t> open_parens;  // offsets of the '(' not yet closed, innermost last
+
+  void add(auto node, SourceRange range) { push(MapNodes::node(std::move(node), range)); }
 
   // The checks that need no meaning: distinct input names, distinct axes per input.
   void check_input() const {
@@ -104,7 +79,7 @@ struct Builder {
 };
 
 template <typename Rule>
-struct action : pegtl::nothing<Rule> {};
+struct action : detail::expr_action<Rule> {};
 
 // ---- inputs ----
 
@@ -174,7 +149,7 @@ struct action<g::number> {
     const auto [ptr, ec] = std::from_chars(in.begin(), in.end(), value);
     if (ec != std::errc() || ptr != in.end())
       throw UserError(msg::number_out_of_range(in.string()), b.source, b.range_of(in));
-    b.push(Number{value, in.string()}, b.range_of(in));
+    b.add(Number{value, in.string()}, b.range_of(in));
   }
 };
 
@@ -182,7 +157,7 @@ template <>
 struct action<g::inf_literal> {
   template <typename Input>
   static void apply(const Input& in, Builder& b) {
-    b.push(Number{std::numeric_limits<double>::infinity(), "inf"}, b.range_of(in));
+    b.add(Number{std::numeric_limits<double>::infinity(), "inf"}, b.range_of(in));
   }
 };
 
@@ -190,7 +165,7 @@ template <>
 struct action<g::name_ref> {
   template <typename Input>
   static void apply(const Input& in, Builder& b) {
-    b.push(Name{in.string()}, b.range_of(in));
+    b.add(Name{in.string()}, b.range_of(in));
   }
 };
 
@@ -235,57 +210,10 @@ struct action<g::call> {
     b.calls.pop_back();
     b.open_parens.pop_back();
     Call call{std::move(frame.name), frame.name_range, {}};
-    for (size_t i = frame.depth; i < b.operands.size(); ++i)
-      call.args.push_back(std::move(b.operands[i]));
-    b.operands.resize(frame.depth);
-    b.push(std::move(call), b.range_of(in));
+    b.take_items(frame.depth, call.args);
+    b.add(std::move(call), b.range_of(in));
   }
 };
-
-// ---- operators: remembered when matched, folded when the right operand is complete ----
-
-template <typename Input>
-void remember(const Input& in, Builder& b) {
-  b.ops.push_back({in.string_view(), b.range_of(in)});
-}
-
-template <>
-struct action<g::pow_op> {
-  template <typename Input>
-  static void apply(const Input& in, Builder& b) {
-    remember(in, b);
-  }
-};
-template <>
-struct action<g::neg_op> : action<g::pow_op> {};
-template <>
-struct action<g::mul_op> : action<g::pow_op> {};
-template <>
-struct action<g::add_op> : action<g::pow_op> {};
-template <>
-struct action<g::cmp_op> : action<g::pow_op> {};
-
-template <>
-struct action<g::negation> {
-  template <typename Input>
-  static void apply(const Input&, Builder& b) {
-    b.fold_unary();
-  }
-};
-
-template <>
-struct action<g::power_tail> {
-  template <typename Input>
-  static void apply(const Input&, Builder& b) {
-    b.fold_binary();
-  }
-};
-template <>
-struct action<g::product_tail> : action<g::power_tail> {};
-template <>
-struct action<g::sum_tail> : action<g::power_tail> {};
-template <>
-struct action<g::compare_tail> : action<g::power_tail> {};
 
 template <>
 struct action<g::body> {
@@ -313,10 +241,9 @@ SourceRange token_at(const std::string& text, uint32_t at) {
 }
 
 template <typename Rule>
-inline constexpr bool expects_operand =
-    std::is_same_v<Rule, g::unary_operand> || std::is_same_v<Rule, g::product_operand> ||
-    std::is_same_v<Rule, g::sum_operand> || std::is_same_v<Rule, g::compare_operand> ||
-    std::is_same_v<Rule, g::paren_body> || std::is_same_v<Rule, g::call_arg>;
+inline constexpr bool expects_operand = grammar::expr::is_operand<Rule> ||
+                                        std::is_same_v<Rule, g::paren_body> ||
+                                        std::is_same_v<Rule, g::call_arg>;
 
 [[noreturn]] void fail(const Builder& b, std::string message, SourceRange range) {
   throw UserError(std::move(message), b.source, range);
@@ -362,8 +289,8 @@ struct control : pegtl::normal<Rule> {
       if (at > 0 && text[at - 1] == '-' && text.substr(at).starts_with(">"))
         fail(b, msg::second_arrow(), {at - 1, at + 1});
       fail(b, msg::expected_operand(found), token);
-    } else if constexpr (std::is_same_v<Rule, g::not_chained>) {
-      const uint32_t width = at + 1 < text.size() && text[at + 1] == '=' ? 2 : 1;
+    } else if constexpr (grammar::expr::is_not_chained<Rule>) {
+      const uint32_t width = detail::comparison_width(text, at);
       fail(b, msg::chained_comparison(text.substr(at, width)), {at, at + width});
     } else if constexpr (std::is_same_v<Rule, g::close_paren> ||
                          std::is_same_v<Rule, g::call_close> || std::is_same_v<Rule, g::end>) {

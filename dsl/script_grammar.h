@@ -9,9 +9,10 @@
 //   param     := 'param' name ':' type ( '=' expr )?      state := 'state' item ( ',' item )*
 //   stmt      := for | return | name aug_op expr | names '=' expr | expr
 //   expr      := compare ( '..' compare )?               ranges and comparisons do not chain
-//   compare   := sum ( cmp_op sum )?
-//   sum       := product ( ('+'|'-') product )*          product: * / // % @
-//   unary     := ('-'|'+') unary | power                 power := postfix ( '**' unary )?
+//   compare   := sum ( cmp_op sum )?                     the ladder of dsl/expr_grammar.h,
+//   sum       := product ( ('+'|'-') product )*          shared with map expressions;
+//   unary     := ('-'|'+') unary | power                 product: * / // % @
+//   power     := postfix ( '**' unary )?
 //   postfix   := primary ( call | index | '.' name )*
 //   primary   := number | string | name | '(' ... ')' | '[' ... ']'
 //   type      := dtype '[' any-but-']' ']'                 handed to parse_shape_spec
@@ -30,6 +31,8 @@
 #pragma once
 
 #include <tao/pegtl.hpp>
+
+#include "dsl/expr_grammar.h"
 
 namespace ein::grammar::script {
 
@@ -111,7 +114,6 @@ struct string_lit : pegtl::if_must<quote_open, string_chars, quote_close> {};
 
 struct expr;
 /// An expression required at this point; each raises "expected an expression after ...".
-struct operand;  // the right side of '**'
 struct item;     // in a list, a tuple or parentheses
 struct pos_arg;
 struct kw_value;
@@ -182,46 +184,31 @@ struct attribute : pegtl::if_must<dot, sp, attr_name> {};
 struct postfix_op : pegtl::seq<sp, pegtl::sor<call, index, attribute>> {};
 struct postfix : pegtl::seq<primary, pegtl::star<postfix_op>> {};
 
-struct unary;
-struct pow_op : pegtl::string<'*', '*'> {};
-struct power_tail : pegtl::seq<sp, pow_op, ws, pegtl::must<operand>> {};
-struct power : pegtl::seq<postfix, pegtl::opt<power_tail>> {};
-
-struct unary_op : pegtl::one<'-', '+'> {};
-struct unary_operand;
-struct negation : pegtl::seq<unary_op, ws, pegtl::must<unary_operand>> {};
-struct unary : pegtl::sor<negation, power> {};
-struct unary_operand : unary {};
-
-struct mul_op : pegtl::sor<pegtl::seq<pegtl::string<'/', '/'>, pegtl::not_at<pegtl::one<'='>>>,
-                           pegtl::seq<pegtl::one<'*'>, pegtl::not_at<pegtl::one<'*', '='>>>,
-                           pegtl::seq<pegtl::one<'/'>, pegtl::not_at<pegtl::one<'/', '='>>>,
-                           pegtl::one<'%', '@'>> {};
-struct product_operand : unary {};
-struct product_tail : pegtl::seq<sp, mul_op, ws, pegtl::must<product_operand>> {};
-struct product : pegtl::seq<unary, pegtl::star<product_tail>> {};
-
-struct add_op : pegtl::seq<pegtl::one<'+', '-'>, pegtl::not_at<pegtl::one<'=', '>'>>> {};
-struct sum_operand : product {};
-struct sum_tail : pegtl::seq<sp, add_op, ws, pegtl::must<sum_operand>> {};
-struct sum : pegtl::seq<product, pegtl::star<sum_tail>> {};
-
-struct cmp_op : pegtl::sor<pegtl::string<'<', '='>, pegtl::string<'>', '='>,
-                           pegtl::string<'=', '='>, pegtl::string<'!', '='>,
-                           pegtl::one<'<', '>'>> {};
-struct compare_operand : sum {};
-struct compare_tail : pegtl::seq<sp, cmp_op, ws, pegtl::must<compare_operand>> {};
-/// `a < b < c` is raised (Python would read it as `a < b and b < c`).
-struct compare_not_chained : pegtl::not_at<cmp_op> {};
-struct compare
-    : pegtl::seq<sum, pegtl::opt<compare_tail, sp, pegtl::must<compare_not_chained>>> {};
+/// The script language for the shared ladder (dsl/expr_grammar.h): a newline ends the
+/// expression before an operator outside brackets but not after one; `-` `+` are the prefix
+/// operators; `*` `/` `//` `%` `@` (not `**` or an `*=` ...) and `+` `-` (not `+=` `->`) the
+/// infix ones.
+struct ops {
+  using atom = postfix;                ///< operands: primaries with calls, indices, members
+  using sp = script::sp;               ///< before an operator: no newline outside brackets
+  using ws = script::ws;               ///< after an operator: newlines too
+  using prefix = pegtl::one<'-', '+'>;  ///< `-x`, `+x`
+  /// `*` `//` `/` `%` `@`, not the start of `**` `*=` `/=` `//=`.
+  using mul = pegtl::sor<pegtl::seq<pegtl::string<'/', '/'>, pegtl::not_at<pegtl::one<'='>>>,
+                         pegtl::seq<pegtl::one<'*'>, pegtl::not_at<pegtl::one<'*', '='>>>,
+                         pegtl::seq<pegtl::one<'/'>, pegtl::not_at<pegtl::one<'/', '='>>>,
+                         pegtl::one<'%', '@'>>;
+  /// `+` `-`, not the start of `+=` `-=` `->`.
+  using add = pegtl::seq<pegtl::one<'+', '-'>, pegtl::not_at<pegtl::one<'=', '>'>>>;
+};
+/// The operator ladder over postfix expressions; ranges sit above it.
+struct compare : grammar::expr::compare<ops> {};
 
 struct range_op : pegtl::string<'.', '.'> {};
 struct range_operand : compare {};
-struct range_tail : pegtl::seq<sp, range_op, ws, pegtl::must<range_operand>> {};
+struct range_tail : grammar::expr::infix<ops, range_op, range_operand> {};
 struct range_not_chained : pegtl::not_at<range_op> {};
 struct expr : pegtl::seq<compare, pegtl::opt<range_tail, sp, pegtl::must<range_not_chained>>> {};
-struct operand : unary {};
 struct item : expr {};
 struct pos_arg : expr {};
 struct kw_value : expr {};

@@ -1,19 +1,19 @@
-// `.ein` script text → AST with PEGTL (grammar in dsl/script_grammar.h). Actions push
-// operands on a stack and fold each operator when its right operand is complete; brackets,
-// declarations and statements being built sit on their own stacks. The control class turns a
-// failed `must<>` into a UserError under the offending token; every message is in the
-// `msg` namespace below so they can be reviewed together. No semantic checks happen here.
+// `.ein` script text → AST with PEGTL (grammar in dsl/script_grammar.h). The operators are
+// folded by the actions shared with map expressions (dsl/expr_builder.h); this file builds the
+// atoms, brackets, declarations and statements, each on its own stack. A failed `must<>`
+// becomes a UserError in dsl/script_errors.h, with the messages of dsl/script_messages.h.
+// No semantic checks happen here.
 #include "dsl/script_parser.h"
 
 #include <fmt/format.h>
 
-#include <cctype>
 #include <charconv>
 #include <string_view>
-#include <type_traits>
 #include <utility>
 
 #include <ein/diagnostic.h>
+#include "dsl/expr_builder.h"
+#include "dsl/script_errors.h"
 #include "dsl/script_grammar.h"
 #include "dsl/script_messages.h"
 #include <ein/shape_spec_parser.h>
@@ -46,10 +46,30 @@ struct Frame {
   size_t before_colon = 0;           // index: operands of the item before the ':'
 };
 
-// An operator whose right operand is being parsed.
-struct PendingOp {
-  std::string text;
-  SourceRange range;
+// A new expression node of `kind` over `range`; the caller fills in the rest.
+MutExpr make(ExprKind kind, SourceRange range) {
+  auto e = std::make_shared<Expr>();
+  e->kind = kind;
+  e->range = range;
+  return e;
+}
+
+// How the shared operator folding (dsl/expr_builder.h) makes script nodes.
+struct ScriptNodes {
+  using Ptr = MutExpr;
+
+  static Ptr unary(std::string_view op, SourceRange, Ptr operand, SourceRange range) {
+    MutExpr e = make(ExprKind::unary, range);
+    e->text = std::string(op);
+    e->items = {std::move(operand)};
+    return e;
+  }
+  static Ptr binary(std::string_view op, SourceRange, Ptr lhs, Ptr rhs, SourceRange range) {
+    MutExpr e = make(ExprKind::binary, range);
+    e->text = std::string(op);
+    e->items = {std::move(lhs), std::move(rhs)};
+    return e;
+  }
 };
 
 // An open '{' and what it opens, for "expected '}' to close ...".
@@ -58,15 +78,11 @@ struct OpenBlock {
   std::string what;
 };
 
-// Parse state shared by all actions.
-struct Builder {
-  SourcePtr source;
-  const char* base = nullptr;
+// Parse state shared by all actions; the expression stacks are ExprBuilder's.
+struct Builder : detail::ExprBuilder<ScriptNodes> {
   Script script;
   int bracket_depth = 0;  // read by the grammar's `sp` rule
   std::vector<uint32_t> open_brackets;
-  std::vector<MutExpr> operands;
-  std::vector<PendingOp> ops;
   std::vector<Frame> frames;
   std::vector<Decl> decls;  // being built, innermost last
   std::vector<Stmt> stmts;  // being built, innermost last
@@ -74,12 +90,6 @@ struct Builder {
   uint32_t quote_at = 0;
   uint32_t number_begin = 0;
   uint32_t type_open_at = 0;
-
-  template <typename Input>
-  SourceRange range_of(const Input& in) const {
-    const auto b = static_cast<uint32_t>(in.begin() - base);
-    return {b, b + static_cast<uint32_t>(in.size())};
-  }
 
   [[noreturn]] void fail(std::string message, SourceRange range) const {
     throw UserError(std::move(message), source, range);
@@ -89,30 +99,12 @@ struct Builder {
     const size_t n = ops.size() + frames.size() + stmts.size();
     if (n > static_cast<size_t>(kMaxNesting)) fail(msg::too_deep(kMaxNesting), at);
   }
+  // Hides ExprBuilder's: every operator counts towards the nesting bound.
+  void on_operator(SourceRange at) const { check_nesting(at); }
 
   std::string where(uint32_t offset) const {
     const LineCol lc = source->locate(offset);
     return fmt::format("{}:{}", lc.line, lc.column);
-  }
-
-  MutExpr make(ExprKind kind, SourceRange range) const {
-    auto e = std::make_shared<Expr>();
-    e->kind = kind;
-    e->range = range;
-    return e;
-  }
-
-  MutExpr pop() {
-    MutExpr e = std::move(operands.back());
-    operands.pop_back();
-    return e;
-  }
-
-  // Moves the operands above `depth` into `items`.
-  void take_items(size_t depth, std::vector<ExprPtr>& items) {
-    for (size_t i = depth; i < operands.size(); ++i)
-      items.push_back(std::move(operands[i]));
-    operands.resize(depth);
   }
 
   void open_bracket(SourceRange at) {
@@ -123,27 +115,6 @@ struct Builder {
   void close_bracket() {
     open_brackets.pop_back();
     --bracket_depth;
-  }
-
-  void fold_unary() {
-    PendingOp op = std::move(ops.back());
-    ops.pop_back();
-    MutExpr operand = pop();
-    MutExpr e = make(ExprKind::unary, op.range.merge(operand->range));
-    e->text = std::move(op.text);
-    e->items = {std::move(operand)};
-    operands.push_back(std::move(e));
-  }
-
-  void fold_binary() {
-    PendingOp op = std::move(ops.back());
-    ops.pop_back();
-    MutExpr rhs = pop();
-    MutExpr lhs = pop();
-    MutExpr e = make(ExprKind::binary, lhs->range.merge(rhs->range));
-    e->text = std::move(op.text);
-    e->items = {std::move(lhs), std::move(rhs)};
-    operands.push_back(std::move(e));
   }
 
   // A completed declaration goes into its enclosing block, or the script.
@@ -224,7 +195,7 @@ ShapeSpec parse_type(const Builder& b, std::string text, uint32_t offset) {
 }
 
 template <typename Rule>
-struct action : pegtl::nothing<Rule> {};
+struct action : detail::expr_action<Rule> {};
 
 // ---- literals and names ----
 
@@ -245,7 +216,7 @@ struct action<g::number> {
     const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
     if (ec != std::errc() || ptr != text.data() + text.size())
       b.fail(msg::number_out_of_range(text), b.range_of(in));
-    MutExpr e = b.make(ExprKind::number, b.range_of(in));
+    MutExpr e = make(ExprKind::number, b.range_of(in));
     e->value = value;
     e->is_integer = text.find_first_of(".eE") == std::string_view::npos;
     b.operands.push_back(std::move(e));
@@ -264,7 +235,7 @@ template <>
 struct action<g::string_lit> {
   template <typename Input>
   static void apply(const Input& in, Builder& b) {
-    MutExpr e = b.make(ExprKind::string, b.range_of(in));
+    MutExpr e = make(ExprKind::string, b.range_of(in));
     e->text = unescape(in.string_view());
     b.operands.push_back(std::move(e));
   }
@@ -274,7 +245,7 @@ template <>
 struct action<g::name_ref> {
   template <typename Input>
   static void apply(const Input& in, Builder& b) {
-    MutExpr e = b.make(ExprKind::name, b.range_of(in));
+    MutExpr e = make(ExprKind::name, b.range_of(in));
     e->text = in.string();
     b.operands.push_back(std::move(e));
   }
@@ -317,7 +288,7 @@ struct action<g::paren> {
       b.operands.back()->range = b.range_of(in);  // the parentheses belong to the operand
       return;
     }
-    MutExpr e = b.make(ExprKind::tuple, b.range_of(in));
+    MutExpr e = make(ExprKind::tuple, b.range_of(in));
     b.take_items(f.depth, e->items);
     b.operands.push_back(std::move(e));
   }
@@ -347,7 +318,7 @@ struct action<g::list> {
     Frame f = std::move(b.frames.back());
     b.frames.pop_back();
     b.close_bracket();
-    MutExpr e = b.make(f.comprehension ? ExprKind::comprehension : ExprKind::list, b.range_of(in));
+    MutExpr e = make(f.comprehension ? ExprKind::comprehension : ExprKind::list, b.range_of(in));
     e->text = std::move(f.var);
     b.take_items(f.depth, e->items);
     b.operands.push_back(std::move(e));
@@ -399,7 +370,7 @@ struct action<g::call> {
     b.frames.pop_back();
     b.close_bracket();
     MutExpr callee = b.pop();
-    MutExpr e = b.make(ExprKind::call, callee->range.merge(b.range_of(in)));
+    MutExpr e = make(ExprKind::call, callee->range.merge(b.range_of(in)));
     e->items = {std::move(callee)};
     e->args = std::move(f.args);
     b.operands.push_back(std::move(e));
@@ -455,7 +426,7 @@ struct action<g::index> {
     b.frames.pop_back();
     b.close_bracket();
     MutExpr object = b.pop();
-    MutExpr e = b.make(ExprKind::index, object->range.merge(b.range_of(in)));
+    MutExpr e = make(ExprKind::index, object->range.merge(b.range_of(in)));
     e->items = {std::move(object)};
     e->indices = std::move(f.indices);
     b.operands.push_back(std::move(e));
@@ -467,57 +438,19 @@ struct action<g::attr_name> {
   template <typename Input>
   static void apply(const Input& in, Builder& b) {
     MutExpr object = b.pop();
-    MutExpr e = b.make(ExprKind::attribute, object->range.merge(b.range_of(in)));
+    MutExpr e = make(ExprKind::attribute, object->range.merge(b.range_of(in)));
     e->text = in.string();
     e->items = {std::move(object)};
     b.operands.push_back(std::move(e));
   }
 };
 
-// ---- operators: remembered when matched, folded when the right operand is complete ----
+// ---- ranges: the one operator above the shared ladder, folded the same way ----
 
 template <>
-struct action<g::pow_op> {
-  template <typename Input>
-  static void apply(const Input& in, Builder& b) {
-    b.check_nesting(b.range_of(in));
-    b.ops.push_back({in.string(), b.range_of(in)});
-  }
-};
+struct action<g::range_op> : detail::remember_operator {};
 template <>
-struct action<g::unary_op> : action<g::pow_op> {};
-template <>
-struct action<g::mul_op> : action<g::pow_op> {};
-template <>
-struct action<g::add_op> : action<g::pow_op> {};
-template <>
-struct action<g::cmp_op> : action<g::pow_op> {};
-template <>
-struct action<g::range_op> : action<g::pow_op> {};
-
-template <>
-struct action<g::negation> {
-  template <typename Input>
-  static void apply(const Input&, Builder& b) {
-    b.fold_unary();
-  }
-};
-
-template <>
-struct action<g::power_tail> {
-  template <typename Input>
-  static void apply(const Input&, Builder& b) {
-    b.fold_binary();
-  }
-};
-template <>
-struct action<g::product_tail> : action<g::power_tail> {};
-template <>
-struct action<g::sum_tail> : action<g::power_tail> {};
-template <>
-struct action<g::compare_tail> : action<g::power_tail> {};
-template <>
-struct action<g::range_tail> : action<g::power_tail> {};
+struct action<g::range_tail> : detail::fold_binary_operator {};
 
 // ---- types ----
 
@@ -597,7 +530,7 @@ struct action<g::return_value> {
       b.stmts.back().value = b.pop();
       return;
     }
-    MutExpr e = b.make(ExprKind::tuple, b.range_of(in));
+    MutExpr e = make(ExprKind::tuple, b.range_of(in));
     b.take_items(0, e->items);
     b.stmts.back().value = std::move(e);
   }
@@ -656,18 +589,7 @@ template <>
 struct action<g::brace_open> {
   template <typename Input>
   static void apply(const Input& in, Builder& b) {
-    std::string what;
-    if (!b.stmts.empty()) {
-      what = "the for loop";
-    } else {
-      const Decl& d = b.decls.back();
-      switch (d.kind) {
-        case Decl::Kind::module: what = fmt::format("the module '{}'", d.name); break;
-        case Decl::Kind::optimizer: what = fmt::format("the optimizer '{}'", d.name); break;
-        case Decl::Kind::train: what = "the train block"; break;
-        default: what = fmt::format("the function '{}'", d.name); break;
-      }
-    }
+    std::string what = b.stmts.empty() ? errors::block_owner(b.decls.back()) : "the for loop";
     b.blocks.push_back({b.range_of(in).begin, std::move(what)});
   }
 };
@@ -832,187 +754,6 @@ struct action<g::optimizer_decl> : finish_decl_action {};
 template <>
 struct action<g::train_decl> : finish_decl_action {};
 
-// ---- errors ----
-
-bool is_word_char(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-}
-
-// Characters that can start or continue some token (or are whitespace); anything else is
-// a stray character.
-bool is_token_char(char c) {
-  return is_word_char(c) || std::string_view(" \t\r\n\"#()[]{},.:;=+-*/%@<>!").find(c) !=
-                                std::string_view::npos;
-}
-
-// The token at `at`: a run of name/number characters, or one (UTF-8) character; a point at
-// the end of the text.
-SourceRange token_at(std::string_view text, uint32_t at) {
-  if (at >= text.size()) return {static_cast<uint32_t>(text.size()), static_cast<uint32_t>(text.size())};
-  if (!is_word_char(text[at])) return {at, at + utf8_char_size(text.substr(at))};
-  uint32_t e = at;
-  while (e < text.size() && is_word_char(text[e]))
-    ++e;
-  return {at, e};
-}
-
-// The token before `at`, skipping whitespace: what an expected expression would follow.
-std::string_view token_before(std::string_view text, uint32_t at) {
-  uint32_t e = std::min<uint32_t>(at, static_cast<uint32_t>(text.size()));
-  while (e > 0 && std::isspace(static_cast<unsigned char>(text[e - 1])))
-    --e;
-  if (e == 0) return "";
-  uint32_t s = e - 1;
-  if (is_word_char(text[s])) {
-    while (s > 0 && is_word_char(text[s - 1]))
-      --s;
-  } else {
-    constexpr std::string_view op_chars = "+-*/%@<>=!.";
-    while (s > 0 && e - s < 3 && op_chars.find(text[s]) != std::string_view::npos &&
-           op_chars.find(text[s - 1]) != std::string_view::npos)
-      --s;
-  }
-  return text.substr(s, e - s);
-}
-
-bool is_keyword(std::string_view word) {
-  for (std::string_view kw : {"import", "dim", "let", "module", "optimizer", "train", "fn",
-                              "param", "state", "for", "return"})
-    if (word == kw) return true;
-  return false;
-}
-
-// Where a keyword may appear, for a keyword found in the wrong block.
-std::string misplaced(std::string_view kw) {
-  if (kw == "param") return msg::only_inside(kw, "inside a module");
-  if (kw == "state") return msg::only_inside(kw, "inside an optimizer");
-  if (kw == "return" || kw == "for") return msg::only_inside(kw, "inside a function body");
-  if (kw == "fn") return msg::nested_fn();
-  return msg::only_inside(kw, "at the top level");
-}
-
-template <typename Rule, typename... Rules>
-inline constexpr bool is_one_of = (std::is_same_v<Rule, Rules> || ...);
-
-// Turns a failed must<Rule> into a UserError. Every parse message is chosen here.
-template <typename Rule>
-struct control : pegtl::normal<Rule> {
-  template <typename Input, typename... States>
-  [[noreturn]] static void raise(const Input& in, Builder& b, States&&...) {
-    const std::string_view text = b.source->text();
-    const auto at = static_cast<uint32_t>(in.current() - b.base);
-    const SourceRange token = token_at(text, at);
-    const std::string found = printable(b.source->slice(token));
-    const bool word = token.size() > 0 && is_word_char(text[at]);
-    const bool kw = word && is_keyword(found);
-
-    if constexpr (is_one_of<Rule, g::quote_close>) {
-      b.fail(msg::unterminated_string(), {b.quote_at, b.quote_at + 1});
-    } else if constexpr (is_one_of<Rule, g::escape_char>) {
-      const SourceRange r{at - 1, token.end};
-      b.fail(msg::unknown_escape(printable(b.source->slice(r))), r);
-    } else if constexpr (is_one_of<Rule, g::number_end, g::exponent_digits>) {
-      uint32_t e = at;
-      while (e < text.size() && (is_word_char(text[e]) || text[e] == '.'))
-        ++e;
-      const SourceRange r{b.number_begin, e};
-      b.fail(msg::bad_number(printable(b.source->slice(r))), r);
-    } else if constexpr (is_one_of<Rule, g::type_close>) {
-      b.fail(msg::unclosed_type(), {b.type_open_at, b.type_open_at + 1});
-    }
-    if (at < text.size() && !is_token_char(text[at]))
-      b.fail(msg::unexpected_character(found), token);
-
-    if constexpr (is_one_of<Rule, g::operand, g::unary_operand, g::product_operand,
-                            g::sum_operand, g::compare_operand, g::range_operand>) {
-      if (kw) b.fail(msg::keyword_as_name(found), token);
-      b.fail(msg::expected_expression(b.ops.back().text, found), token);
-    } else if constexpr (is_one_of<Rule, g::item, g::arg, g::kw_value, g::comp_iterable,
-                                   g::for_iterable, g::value, g::decl_value, g::param_default,
-                                   g::fn_expr_body, g::return_value, g::slice_stop>) {
-      if (kw) b.fail(msg::keyword_as_name(found), token);
-      b.fail(msg::expected_expression(token_before(text, at), found), token);
-    } else if constexpr (is_one_of<Rule, g::decl_name, g::for_var, g::comp_var, g::attr_name,
-                                   g::state_item>) {
-      if (kw) b.fail(msg::keyword_as_name(found), token);
-      b.fail(msg::expected_name(token_before(text, at), found), token);
-    } else if constexpr (is_one_of<Rule, g::param>) {
-      if (kw) b.fail(msg::keyword_as_name(found), token);
-      b.fail(msg::expected_param(found), token);
-    } else if constexpr (is_one_of<Rule, g::import_target>) {
-      if (kw) b.fail(msg::keyword_as_name(found), token);
-      b.fail(msg::expected_import(found), token);
-    } else if constexpr (is_one_of<Rule, g::paren_close, g::call_close, g::params_close,
-                                   g::list_close, g::index_close>) {
-      const char close = is_one_of<Rule, g::list_close, g::index_close> ? ']' : ')';
-      if (found == "=") b.fail(msg::bad_assignment_target(), token);
-      b.fail(msg::expected_close(close, b.where(b.open_brackets.back()), found), token);
-    } else if constexpr (is_one_of<Rule, g::brace_close>) {
-      b.fail(msg::unclosed_brace(b.blocks.back().what, b.where(b.blocks.back().at)), token);
-    } else if constexpr (is_one_of<Rule, g::module_block, g::optimizer_block, g::train_block>) {
-      const Decl& d = b.decls.back();
-      const std::string what = d.kind == Decl::Kind::train ? "the train block"
-                               : d.kind == Decl::Kind::module
-                                   ? fmt::format("the module '{}'", d.name)
-                                   : fmt::format("the optimizer '{}'", d.name);
-      b.fail(msg::expected_body(what, found), token);
-    } else if constexpr (is_one_of<Rule, g::for_block>) {
-      b.fail(msg::expected_body("the for loop", found), token);
-    } else if constexpr (is_one_of<Rule, g::fn_body>) {
-      b.fail(msg::expected_fn_body(b.decls.back().name, found), token);
-    } else if constexpr (is_one_of<Rule, g::params>) {
-      b.fail(msg::expected_fn_params(b.decls.back().name), token);
-    } else if constexpr (is_one_of<Rule, g::top_item, g::module_item, g::optimizer_item,
-                                   g::train_item, g::stmt>) {
-      if (kw) b.fail(misplaced(found), token);
-      if constexpr (is_one_of<Rule, g::top_item>) {
-        size_t e = token.end;
-        while (e < text.size() && (text[e] == ' ' || text[e] == '\t'))
-          ++e;
-        if (word && e < text.size() && text[e] == '=' &&
-            (e + 1 >= text.size() || text[e + 1] != '='))
-          b.fail(msg::top_level_assignment(found), token);
-        b.fail(msg::expected_declaration(found), token);
-      } else if constexpr (is_one_of<Rule, g::module_item>) {
-        b.fail(msg::module_body(found), token);
-      } else if constexpr (is_one_of<Rule, g::optimizer_item>) {
-        b.fail(msg::optimizer_body(found), token);
-      } else if constexpr (is_one_of<Rule, g::train_item>) {
-        b.fail(msg::train_body(found), token);
-      } else {
-        b.fail(msg::expected_statement(found), token);
-      }
-    } else if constexpr (is_one_of<Rule, g::item_end>) {
-      const std::string_view rest = text.substr(at);
-      if (rest.starts_with("=") || (rest.size() > 1 && rest[1] == '=' &&
-                                    std::string_view("+-*/").find(rest[0]) != std::string_view::npos))
-        b.fail(msg::bad_assignment_target(), token);
-      b.fail(msg::expected_end(found), token);
-    } else if constexpr (is_one_of<Rule, g::compare_not_chained>) {
-      const uint32_t width = at + 1 < text.size() && text[at + 1] == '=' ? 2 : 1;
-      b.fail(msg::chained_comparison(text.substr(at, width)), {at, at + width});
-    } else if constexpr (is_one_of<Rule, g::range_not_chained>) {
-      b.fail(msg::chained_range(), {at, at + 2});
-    } else if constexpr (is_one_of<Rule, g::type_required, g::param_type, g::result_type>) {
-      b.fail(msg::expected_type(found), token);
-    } else if constexpr (is_one_of<Rule, g::type_open>) {
-      const std::string_view dtype = token_before(text, at);
-      b.fail(msg::type_needs_brackets(dtype), token);
-    } else if constexpr (is_one_of<Rule, g::decl_eq>) {
-      const Decl& d = b.decls.back();
-      b.fail(msg::expected_eq(d.kind == Decl::Kind::dim ? "dim" : "let", d.name), token);
-    } else if constexpr (is_one_of<Rule, g::param_colon>) {
-      b.fail(msg::param_needs_type(b.decls.back().name), token);
-    } else if constexpr (is_one_of<Rule, g::for_in, g::comp_in>) {
-      b.fail(msg::expected_in(token_before(text, at), found), token);
-    } else if constexpr (is_one_of<Rule, g::index_item>) {
-      b.fail(msg::expected_index(found), token);
-    } else {
-      b.fail(msg::unexpected(found), token);
-    }
-  }
-};
-
 }  // namespace
 
 Script parse_script(SourcePtr source) {
@@ -1021,7 +762,7 @@ Script parse_script(SourcePtr source) {
   b.base = source->text().data();
   b.script.source = source;
   pegtl::memory_input<pegtl::tracking_mode::lazy> in(source->text(), source->name());
-  pegtl::parse<g::grammar, action, control>(in, b);
+  pegtl::parse<g::grammar, action, errors::control>(in, b);
   return std::move(b.script);
 }
 
