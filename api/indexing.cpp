@@ -12,7 +12,7 @@
 #include <fmt/format.h>
 
 #include "api/tape.h"
-#include "compiler/graph/graph.h"
+#include "compiler/graph/graph_builder.h"
 
 namespace ein {
 namespace {
@@ -34,24 +34,9 @@ std::shared_ptr<const Graph> indexing_graph(GraphOp op, const Tensor& x, const T
   std::lock_guard lock(mutex);
   auto& slot = graphs[{op, x.shape(), x.dtype(), indices.shape(), indices.dtype(), out_shape}];
   if (!slot) {
-    Graph g;
-    g.origin = std::string(graph_op_name(op));
-    for (const Tensor* t : {&x, &indices}) {
-      GraphNode in;
-      in.op = GraphOp::input;
-      in.shape = t->shape();
-      in.dtype = t->dtype();
-      in.attr = InputAttr{static_cast<int>(g.nodes.size())};
-      g.add(std::move(in));
-    }
-    GraphNode n;
-    n.op = op;
-    n.inputs = {0, 1};
-    n.shape = out_shape;
-    n.dtype = x.dtype();
-    g.outputs.push_back(g.add(std::move(n)));
-    verify(g);
-    slot = std::make_shared<const Graph>(std::move(g));
+    GraphBuilder b(std::string(graph_op_name(op)));
+    const int xi = b.input(x.shape(), x.dtype()), ii = b.input(indices.shape(), indices.dtype());
+    slot = std::make_shared<const Graph>(b.finish({b.add(op, {xi, ii}, out_shape, x.dtype())}));
   }
   return slot;
 }

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "exec/execute.h"
+#include "compiler/graph/graph_builder.h"
 #include "compiler/graph/lower_patterns.h"
 #include "compiler/pipeline.h"
 #include <ein/pattern_cache.h>
@@ -170,20 +171,9 @@ Tensor cast(const Tensor& x, DType dtype) {
     std::lock_guard lock(mutex);
     auto& slot = graphs[{x.shape(), x.dtype(), dtype}];
     if (!slot) {
-      Graph graph;
-      graph.origin = fmt::format("cast {} -> {}", dtype_name(x.dtype()), dtype_name(dtype));
-      GraphNode in;
-      in.op = GraphOp::input;
-      in.shape = x.shape();
-      in.dtype = x.dtype();
-      in.attr = InputAttr{0};
-      GraphNode c;
-      c.op = GraphOp::cast;
-      c.inputs = {graph.add(std::move(in))};
-      c.shape = x.shape();
-      c.dtype = dtype;
-      graph.outputs.push_back(graph.add(std::move(c)));
-      slot = std::make_shared<const Graph>(std::move(graph));
+      GraphBuilder b(fmt::format("cast {} -> {}", dtype_name(x.dtype()), dtype_name(dtype)));
+      b.output(b.cast(b.input(x.shape(), x.dtype()), dtype));
+      slot = std::make_shared<const Graph>(b.take());
     }
     g = slot;
   }

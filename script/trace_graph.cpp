@@ -33,24 +33,16 @@ DType promote(DType a, DType b) {
   return element_size(a) >= element_size(b) ? a : b;
 }
 
-GraphBuilder::GraphBuilder(std::string origin) { g_.origin = std::move(origin); }
-
-int GraphBuilder::add(GraphNode n) {
-  tags_.push_back(tag_);
-  return g_.add(std::move(n));
+GraphBuilder::GraphBuilder(std::string origin) : b_(std::move(origin)) {
+  b_.observe([this](int) { tags_.push_back(tag_); });
 }
 
 TensorVal GraphBuilder::value(int node) const {
-  return {node, g_.nodes[node].shape, g_.nodes[node].dtype};
+  return {node, b_.node(node).shape, b_.node(node).dtype};
 }
 
 TensorVal GraphBuilder::input(Shape shape, DType dtype) {
-  GraphNode n;
-  n.op = GraphOp::input;
-  n.shape = std::move(shape);
-  n.dtype = dtype;
-  n.attr = InputAttr{inputs_++};
-  return value(add(std::move(n)));
+  return value(b_.input(std::move(shape), dtype));
 }
 
 TensorVal GraphBuilder::map(const std::vector<TensorVal>& xs, DType out, const MapBody& body,
@@ -68,70 +60,34 @@ TensorVal GraphBuilder::map(const std::vector<TensorVal>& xs, DType out, const M
 
 TensorVal GraphBuilder::map_shaped(const std::vector<TensorVal>& xs, const Shape& shape, DType out,
                                    const MapBody& body, const std::string& name) {
-  auto k = std::make_shared<Kernel>();
   // Kernel names become symbol names: operators ("-", "**") are spelled with letters.
-  k->name = name;
-  for (char& c : k->name)
+  std::string symbol = name;
+  for (char& c : symbol)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') c = '_';
-  k->origin = g_.origin;
-  std::vector<int> loads;
-  MapAttr attr;
-  GraphNode n;
-  n.op = GraphOp::map;
-  for (size_t i = 0; i < xs.size(); ++i) {
-    loads.push_back(k->load(static_cast<int>(i)));
-    std::vector<int> axes(xs[i].shape.size());
-    std::iota(axes.begin(), axes.end(), static_cast<int>(shape.size() - xs[i].shape.size()));
-    attr.axes.push_back(std::move(axes));
-    n.inputs.push_back(xs[i].node);
+  std::vector<int> inputs;
+  std::vector<std::vector<int>> axes;
+  for (const TensorVal& x : xs) {  // right-aligned: numpy's broadcast
+    axes.emplace_back(x.shape.size());
+    std::iota(axes.back().begin(), axes.back().end(),
+              static_cast<int>(shape.size() - x.shape.size()));
+    inputs.push_back(x.node);
   }
-  k->body = k->result = body(*k, loads);
-  attr.body = std::move(k);
-  n.shape = shape;
-  n.dtype = out;
-  n.attr = std::move(attr);
-  return value(add(std::move(n)));
+  return value(b_.map(std::move(inputs), std::move(axes), shape, out, std::move(symbol), body));
 }
 
 TensorVal GraphBuilder::reduce(const TensorVal& x, Reduction r, std::vector<int> dims,
                                bool keepdim, std::optional<int64_t> ddof) {
-  ReduceAttr a{r, ddof, std::vector<bool>(x.shape.size(), false), {}};
-  for (int d : dims)
-    a.reduced.at(d) = true;
-  Shape kept;
-  for (size_t d = 0; d < x.shape.size(); ++d)
-    if (!a.reduced[d]) kept.push_back(x.shape[d]);
-  a.out_order.resize(kept.size());
-  std::iota(a.out_order.begin(), a.out_order.end(), 0);
-  const std::vector<bool> reduced = a.reduced;
-  GraphNode n;
-  n.op = GraphOp::reduce;
-  n.inputs = {x.node};
-  n.shape = kept;
-  n.dtype = x.dtype;
-  n.attr = std::move(a);
-  TensorVal y = value(add(std::move(n)));
+  const TensorVal y = value(b_.reduce_dims(x.node, r, dims, ddof));
   if (!keepdim) return y;
   // Put size-1 dims back where the reduced ones were: a view of new broadcast axes.
-  ViewAttr v;
-  GraphNode w;
-  w.op = GraphOp::view;
-  w.inputs = {y.node};
-  int e = 0;
-  for (int64_t s : kept)
-    v.split.push_back({s});
-  for (size_t d = 0; d < x.shape.size(); ++d) {
-    if (reduced[d]) {
-      v.dims.push_back({});
-      w.shape.push_back(1);
-    } else {
-      v.dims.push_back({e++});
-      w.shape.push_back(x.shape[d]);
-    }
-  }
-  w.dtype = x.dtype;
-  w.attr = std::move(v);
-  return value(add(std::move(w)));
+  std::vector<int> positions;
+  Shape shape = x.shape;
+  for (int d : dims)
+    shape[d] = 1;
+  for (size_t d = 0; d < x.shape.size(); ++d)
+    if (std::find(dims.begin(), dims.end(), static_cast<int>(d)) == dims.end())
+      positions.push_back(static_cast<int>(d));
+  return value(b_.broadcast(y.node, positions, std::move(shape)));
 }
 
 TensorVal GraphBuilder::pattern(PatternOp op, const std::string& pattern,
@@ -205,14 +161,7 @@ TensorVal GraphBuilder::matmul(const TensorVal& a, const TensorVal& b) {
 
 TensorVal GraphBuilder::slice(const TensorVal& x, int dim, int64_t start, int64_t stop) {
   if (start == 0 && stop == x.shape.at(dim)) return x;
-  GraphNode n;
-  n.op = GraphOp::slice;
-  n.inputs = {x.node};
-  n.shape = x.shape;
-  n.shape[dim] = stop - start;
-  n.dtype = x.dtype;
-  n.attr = SliceAttr{dim, start, stop};
-  return value(add(std::move(n)));
+  return value(b_.slice(x.node, dim, start, stop));
 }
 
 TensorVal GraphBuilder::reshape(const TensorVal& x, Shape shape) {
@@ -220,106 +169,37 @@ TensorVal GraphBuilder::reshape(const TensorVal& x, Shape shape) {
   // A view that splits every input dim into its elementary factors would be general; the
   // cases traced scripts need (dropping or adding size-1 dims, merging neighbours) are what
   // the reshape node does.
-  GraphNode n;
-  n.op = GraphOp::reshape;
-  n.inputs = {x.node};
-  n.shape = std::move(shape);
-  n.dtype = x.dtype;
-  return value(add(std::move(n)));
+  return value(b_.reshape(x.node, std::move(shape)));
 }
 
 TensorVal GraphBuilder::permute(const TensorVal& x, std::vector<int64_t> order) {
-  GraphNode n;
-  n.op = GraphOp::permute;
-  n.inputs = {x.node};
-  for (int64_t d : order)
-    n.shape.push_back(x.shape.at(d));
-  n.dtype = x.dtype;
-  n.attr = PermuteAttr{std::move(order)};
-  return value(add(std::move(n)));
+  return value(b_.permute(x.node, std::move(order)));
 }
 
 TensorVal GraphBuilder::concat(const std::vector<TensorVal>& xs, int dim) {
-  GraphNode n;
-  n.op = GraphOp::concat;
-  n.shape = xs.front().shape;
-  n.shape[dim] = 0;
-  ConcatAttr a{dim, {}};
-  for (const TensorVal& x : xs) {
-    n.inputs.push_back(x.node);
-    n.shape[dim] += x.shape[dim];
-    a.spans.push_back(1);
-  }
-  n.dtype = xs.front().dtype;
-  n.attr = std::move(a);
-  return value(add(std::move(n)));
+  std::vector<int> nodes;
+  for (const TensorVal& x : xs)
+    nodes.push_back(x.node);
+  return value(b_.concat(nodes, dim));
 }
 
 TensorVal GraphBuilder::gather(const TensorVal& table, const TensorVal& indices) {
-  GraphNode n;
-  n.op = GraphOp::gather;
-  n.inputs = {table.node, indices.node};
-  n.shape = indices.shape;
-  n.shape.insert(n.shape.end(), table.shape.begin() + 1, table.shape.end());
-  n.dtype = table.dtype;
-  return value(add(std::move(n)));
+  return value(b_.gather(table.node, indices.node));
 }
 
 TensorVal GraphBuilder::cast(const TensorVal& x, DType dtype) {
   if (x.dtype == dtype) return x;
-  GraphNode n;
-  n.op = GraphOp::cast;
-  n.inputs = {x.node};
-  n.shape = x.shape;
-  n.dtype = dtype;
-  return value(add(std::move(n)));
+  return value(b_.cast(x.node, dtype));
 }
 
 TensorVal GraphBuilder::broadcast_to(const TensorVal& x, const Shape& shape) {
   if (x.shape == shape) return x;
-  ViewAttr v;
-  for (int64_t s : x.shape)
-    v.split.push_back({s});
+  // x's dim k lands on output dim k + lead, unless it is a size-1 dim being stretched.
   const size_t lead = shape.size() - x.shape.size();
-  for (size_t j = 0; j < shape.size(); ++j) {
-    if (j < lead || (x.shape[j - lead] == 1 && shape[j] != 1))
-      v.dims.push_back({});
-    else
-      v.dims.push_back({static_cast<int>(j - lead)});
-  }
-  GraphNode n;
-  n.op = GraphOp::view;
-  n.inputs = {x.node};
-  n.shape = shape;
-  n.dtype = x.dtype;
-  n.attr = std::move(v);
-  return value(add(std::move(n)));
-}
-
-std::vector<int> GraphBuilder::inline_graph(const Graph& sub, const std::vector<int>& args) {
-  std::vector<int> id(sub.nodes.size(), -1);
-  for (size_t i = 0; i < sub.nodes.size(); ++i) {
-    const GraphNode& n = sub.nodes[i];
-    if (n.op == GraphOp::input) {
-      id[i] = args.at(std::get<InputAttr>(n.attr).index);
-      continue;
-    }
-    GraphNode copy = n;
-    for (int& in : copy.inputs)
-      in = id[in];
-    id[i] = add(std::move(copy));
-  }
-  std::vector<int> outs;
-  for (int o : sub.outputs)
-    outs.push_back(id[o]);
-  return outs;
-}
-
-Graph GraphBuilder::finish(std::vector<int> outputs) {
-  Graph g = g_;
-  g.outputs = std::move(outputs);
-  verify(g);
-  return g;
+  std::vector<int> positions;
+  for (size_t k = 0; k < x.shape.size(); ++k)
+    positions.push_back(x.shape[k] == 1 && shape[k + lead] != 1 ? -1 : static_cast<int>(k + lead));
+  return value(b_.broadcast(x.node, positions, shape));
 }
 
 }  // namespace ein::script

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/graph/graph.h"
+#include "compiler/graph/graph_builder.h"
 #include <ein/patterns.h>
 
 namespace ein::script {
@@ -24,17 +24,18 @@ struct TensorVal {
   DType dtype = DType::f32;
 };
 
-/// Builds a map body: gets the kernel and one load per tensor operand, returns the value.
-using MapBody = std::function<int(Kernel& k, const std::vector<int>& loads)>;
-
+/// Traces a call into Graph IR over the shared ein::GraphBuilder (compiler/graph/graph_builder.h),
+/// in TensorVals, with numpy broadcasting, and tags each node with the expression it came from.
 class GraphBuilder {
  public:
   explicit GraphBuilder(std::string origin);
+  GraphBuilder(const GraphBuilder&) = delete;             ///< the builder's observer holds this
+  GraphBuilder& operator=(const GraphBuilder&) = delete;  ///< the builder's observer holds this
 
   /// A new graph input (InputAttr: the number of inputs so far).
   TensorVal input(Shape shape, DType dtype);
   /// Number of inputs added.
-  int num_inputs() const { return inputs_; }
+  int num_inputs() const { return b_.num_inputs(); }
 
   /// Elementwise map over `xs` broadcast like numpy (right-aligned, size 1 stretches); the
   /// result has dtype `out`. Throws std::invalid_argument naming the two shapes when they do
@@ -72,11 +73,15 @@ class GraphBuilder {
 
   /// Inlines `sub` with its inputs bound to `args` (in InputAttr order); returns the nodes
   /// of its outputs.
-  std::vector<int> inline_graph(const Graph& sub, const std::vector<int>& args);
+  std::vector<int> inline_graph(const Graph& sub, const std::vector<int>& args) {
+    return b_.inline_graph(sub, args);
+  }
 
   /// The graph, with `outputs` set and verified.
-  Graph finish(std::vector<int> outputs);
-  const Graph& graph() const { return g_; }
+  Graph finish(std::vector<int> outputs) { return b_.finish(std::move(outputs)); }
+  /// The graph so far.
+  const Graph& graph() const { return b_.graph(); }
+  /// Node `node` as a TensorVal.
   TensorVal value(int node) const;
 
   /// Nodes added from now on carry `tag` (the interpreter's index of the expression being
@@ -90,12 +95,9 @@ class GraphBuilder {
   const std::vector<int>& tags() const { return tags_; }
 
  private:
-  int add(GraphNode n);
-
-  Graph g_;
-  int inputs_ = 0;
-  int tag_ = -1;
-  std::vector<int> tags_;
+  ein::GraphBuilder b_;    ///< builds the graph; tells us of each node for tags_
+  int tag_ = -1;           ///< the tag nodes get now
+  std::vector<int> tags_;  ///< per node: its tag
 };
 
 /// numpy's broadcast of two shapes, or nullopt when they do not broadcast.

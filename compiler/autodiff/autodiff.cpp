@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "compiler/autodiff/scalar_grad.h"
+#include "compiler/graph/graph_builder.h"
 
 namespace ein {
 namespace {
@@ -26,69 +27,41 @@ std::vector<int> iota(size_t n) {
   return v;
 }
 
-/// Appends nodes to the backward graph, each tagged with the VJP it serves.
-class Builder {
+/// The shared GraphBuilder appending to the backward graph, each node tagged (in
+/// Backward::origin) with the VJP it serves, plus the few shapes VJP rules share.
+class Builder : public GraphBuilder {
  public:
-  explicit Builder(Backward& b) : b_(b), g_(b.graph) {}
+  Builder(Backward& b, std::string origin) : GraphBuilder(std::move(origin)) {
+    observe([&b, this](int) { b.origin.push_back(at); });
+  }
+  Builder(const Builder&) = delete;
+  Builder& operator=(const Builder&) = delete;
 
   GradOrigin at;  ///< the origin given to nodes added now
-
-  const GraphNode& node(int id) const { return g_.nodes[id]; }
-
-  int add(GraphOp op, std::vector<int> inputs, Shape shape, DType dtype,
-          decltype(GraphNode::attr) attr = {}) {
-    GraphNode n;
-    n.op = op;
-    n.inputs = std::move(inputs);
-    n.shape = std::move(shape);
-    n.dtype = dtype;
-    n.attr = std::move(attr);
-    b_.origin.push_back(at);
-    return g_.add(std::move(n));
-  }
 
   /// A map node: `body(k)` builds the scalar DAG (loads read `inputs` in order); input i's
   /// dim d is output dim axes[i][d].
   template <class F>
   int map(std::vector<int> inputs, std::vector<std::vector<int>> axes, Shape shape, DType dtype,
           const char* name, F&& body) {
-    auto k = std::make_shared<Kernel>();
-    k->name = name;
-    k->origin = g_.origin;
+    auto k = map_kernel(name);
     k->body = k->result = body(*k);
-    return add(GraphOp::map, std::move(inputs), std::move(shape), dtype,
-               MapAttr{std::move(k), std::move(axes)});
+    return GraphBuilder::map(std::move(inputs), std::move(axes), std::move(shape), dtype,
+                             std::move(k));
   }
 
-  /// Sums x over the dims flagged in `reduced` (kept dims stay in order).
+  /// Sums x over the dims flagged in `reduced` (kept dims stay in order); x when none is.
   int reduce_sum(int x, const std::vector<bool>& reduced) {
     if (std::none_of(reduced.begin(), reduced.end(), [](bool r) { return r; })) return x;
-    Shape kept;
-    std::vector<int> order;
-    for (size_t d = 0; d < reduced.size(); ++d)
-      if (!reduced[d]) {
-        order.push_back(static_cast<int>(kept.size()));
-        kept.push_back(node(x).shape[d]);
-      }
-    return add(GraphOp::reduce, {x}, kept, node(x).dtype,
-               ReduceAttr{Reduction::sum, std::nullopt, reduced, order});
+    return reduce(x, Reduction::sum, reduced);
   }
 
-  /// x's dim j becomes dim positions[j] of `shape`; the other dims broadcast (a view).
-  int broadcast(int x, const std::vector<int>& positions, const Shape& shape) {
-    ViewAttr v;
-    for (int64_t s : node(x).shape)
-      v.split.push_back({s});
-    v.dims.assign(shape.size(), {});
-    for (size_t j = 0; j < positions.size(); ++j)
-      v.dims[positions[j]] = {static_cast<int>(j)};
-    return add(GraphOp::view, {x}, shape, node(x).dtype, std::move(v));
-  }
-
+  /// A tensor of zeros (the gradient of an input no output depends on).
   int zeros(const Shape& shape, DType dtype) {
     return map({}, {}, shape, dtype, "zeros", [](Kernel& k) { return k.constant(0); });
   }
 
+  /// a + b elementwise: two contributions to one value's gradient.
   int sum(int a, int b) {
     const Shape& s = node(a).shape;
     return map({a, b}, {iota(s.size()), iota(s.size())}, s, node(a).dtype, "accumulate",
@@ -97,14 +70,10 @@ class Builder {
 
   /// x (dtype and shape of node `like`): reshaped and cast when they differ.
   int conform(int x, const GraphNode& like) {
-    if (node(x).dtype != like.dtype) x = add(GraphOp::cast, {x}, node(x).shape, like.dtype);
-    if (node(x).shape != like.shape) x = add(GraphOp::reshape, {x}, like.shape, like.dtype);
+    if (node(x).dtype != like.dtype) x = cast(x, like.dtype);
+    if (node(x).shape != like.shape) x = reshape(x, like.shape);
     return x;
   }
-
- private:
-  Backward& b_;
-  Graph& g_;
 };
 
 /// What a VJP rule sees: the forward node (replicated at the same id in the backward graph),
@@ -158,7 +127,7 @@ void vjp_permute(Vjp& v) {
   std::vector<int64_t> inverse(order.size());
   for (size_t i = 0; i < order.size(); ++i)
     inverse[order[i]] = static_cast<int64_t>(i);
-  v.set(0, v.b.add(GraphOp::permute, {v.g}, v.in(0).shape, v.in(0).dtype, PermuteAttr{inverse}));
+  v.set(0, v.b.permute(v.g, inverse));
 }
 
 void vjp_reduce(Vjp& v) {
@@ -318,14 +287,11 @@ void vjp_map(Vjp& v) {
     std::sort(by_input.begin(), by_input.end(),
               [&](size_t p, size_t q) { return kept[p].second < kept[q].second; });
     bool identity = true;
-    Shape permuted;
     for (size_t j = 0; j < by_input.size(); ++j) {
       order[j] = static_cast<int64_t>(by_input[j]);
       identity = identity && by_input[j] == j;
-      permuted.push_back(v.b.node(grad).shape[by_input[j]]);
     }
-    if (!identity)
-      grad = v.b.add(GraphOp::permute, {grad}, permuted, v.b.node(grad).dtype, PermuteAttr{order});
+    if (!identity) grad = v.b.permute(grad, order);
     v.set(i, v.b.conform(grad, x));
   }
 }
@@ -340,9 +306,7 @@ void vjp_concat(Vjp& v) {
     for (int64_t d = a.dim; d < a.dim + a.spans[i]; ++d)
       len *= x.shape[d];
     if (v.needed[i]) {
-      Shape s = v.n.shape;
-      s[a.dim] = len;
-      const int part = v.b.add(GraphOp::slice, {v.g}, s, v.n.dtype, SliceAttr{a.dim, at, at + len});
+      const int part = v.b.slice(v.g, a.dim, at, at + len);
       v.set(i, v.b.add(GraphOp::reshape, {part}, x.shape, x.dtype));
     }
     at += len;
@@ -354,25 +318,20 @@ void vjp_slice(Vjp& v) {
   const auto& a = std::get<SliceAttr>(v.n.attr);
   const GraphNode& x = v.in(0);
   std::vector<int> parts;
-  std::vector<int64_t> spans;
   auto pad = [&](int64_t len) {
     if (len <= 0) return;
     Shape s = x.shape;
     s[a.dim] = len;
     parts.push_back(v.b.zeros(s, x.dtype));
-    spans.push_back(1);
   };
   pad(a.start);
   parts.push_back(v.g);
-  spans.push_back(1);
   pad(x.shape[a.dim] - a.stop);
-  v.set(0, parts.size() == 1
-               ? v.g
-               : v.b.add(GraphOp::concat, parts, x.shape, x.dtype, ConcatAttr{a.dim, spans}));
+  v.set(0, parts.size() == 1 ? v.g : v.b.concat(parts, a.dim));
 }
 
 void vjp_cast(Vjp& v) {
-  v.set(0, v.b.add(GraphOp::cast, {v.g}, v.in(0).shape, v.in(0).dtype));
+  v.set(0, v.b.cast(v.g, v.in(0).dtype));
 }
 
 // gather and scatter_add are each other's adjoints (the indices get no gradient).
@@ -460,8 +419,7 @@ Backward differentiate(const Graph& forward, const std::vector<bool>& needs_grad
   }
 
   Backward b;
-  b.graph.origin = forward.origin;
-  Builder builder(b);
+  Builder builder(b, forward.origin);
   for (const GraphNode& n : forward.nodes)
     builder.add(n.op, n.inputs, n.shape, n.dtype, n.attr);
   const int n_inputs = static_cast<int>(needs_grad.size());
@@ -474,8 +432,7 @@ Backward differentiate(const Graph& forward, const std::vector<bool>& needs_grad
   for (size_t k = 0; k < forward.outputs.size(); ++k) {
     const GraphNode& out = forward.nodes[forward.outputs[k]];
     builder.at = {};
-    const int cotangent = builder.add(GraphOp::input, {}, out.shape, out.dtype,
-                                      InputAttr{n_inputs + static_cast<int>(k)});
+    const int cotangent = builder.input(out.shape, out.dtype, n_inputs + static_cast<int>(k));
     if (active[forward.outputs[k]]) accumulate(forward.outputs[k], cotangent);
   }
   for (int i = n_fwd; i-- > 0;) {
@@ -501,8 +458,9 @@ Backward differentiate(const Graph& forward, const std::vector<bool>& needs_grad
     int g = grad[node];
     if (g < 0) g = builder.zeros(forward.nodes[node].shape, forward.nodes[node].dtype);
     b.wrt.push_back(i);
-    b.graph.outputs.push_back(g);
+    builder.output(g);
   }
+  b.graph = builder.take();
   remove_dead(b, n_fwd);
   verify(b.graph);
   return b;

@@ -14,29 +14,10 @@
 #include <numeric>
 
 #include "compiler/graph/contraction_plan.h"
+#include "compiler/graph/graph_builder.h"
 
 namespace ein {
 namespace {
-
-int add_input(Graph& g, const TensorType& t, int index) {
-  GraphNode n;
-  n.op = GraphOp::input;
-  n.shape = t.shape;
-  n.dtype = t.dtype;
-  n.attr = InputAttr{index};
-  return g.add(std::move(n));
-}
-
-int add_node(Graph& g, GraphOp op, std::vector<int> inputs, Shape shape, DType dtype,
-             decltype(GraphNode::attr) attr = std::monostate{}) {
-  GraphNode n;
-  n.op = op;
-  n.inputs = std::move(inputs);
-  n.shape = std::move(shape);
-  n.dtype = dtype;
-  n.attr = std::move(attr);
-  return g.add(std::move(n));
-}
 
 /// Elementary axes of input `i`: the split per dim, and the axis id of each elementary axis.
 /// A dim of size 1 where its axes are longer (einsum broadcasting) splits into size-1 axes.
@@ -71,7 +52,7 @@ std::vector<int> output_ids(const Recipe& r) {
   return out;
 }
 
-int lower_layout(Graph& g, const Recipe& r, int x, const Elementary& e, DType dtype) {
+int lower_layout(GraphBuilder& b, const Recipe& r, int x, const Elementary& e, DType dtype) {
   ViewAttr view{e.split, {}};
   Shape sizes;
   for (const auto& group : r.output_groups)
@@ -85,13 +66,13 @@ int lower_layout(Graph& g, const Recipe& r, int x, const Elementary& e, DType dt
         sizes.push_back(r.axes[id].size);
       }
     }
-  const int v = add_node(g, GraphOp::view, {x}, sizes, dtype, std::move(view));
-  return add_node(g, GraphOp::reshape, {v}, r.output_shape(), dtype);
+  const int v = b.add(GraphOp::view, {x}, sizes, dtype, std::move(view));
+  return b.add(GraphOp::reshape, {v}, r.output_shape(), dtype);
 }
 
 /// `t` (labelled `ids`) summed over the ids `keep` lacks, then ordered as `keep`.
-int sum_to(Graph& g, int t, const std::vector<int>& ids, const std::vector<int>& keep, DType dtype,
-           const Recipe& r) {
+int sum_to(GraphBuilder& b, int t, const std::vector<int>& ids, const std::vector<int>& keep,
+           DType dtype, const Recipe& r) {
   std::vector<bool> reduced;
   std::vector<int> kept;
   for (int id : ids) {
@@ -101,23 +82,25 @@ int sum_to(Graph& g, int t, const std::vector<int>& ids, const std::vector<int>&
   }
   std::vector<int64_t> order;
   Shape kept_shape, out_shape;
-  for (int id : kept) kept_shape.push_back(r.axes[id].size);
+  for (int id : kept)
+    kept_shape.push_back(r.axes[id].size);
   for (int id : keep) {
     order.push_back(std::find(kept.begin(), kept.end(), id) - kept.begin());
     out_shape.push_back(r.axes[id].size);
   }
   if (std::find(reduced.begin(), reduced.end(), true) != reduced.end())
-    t = add_node(g, GraphOp::reduce, {t}, kept_shape, dtype,
-                 ReduceAttr{Reduction::sum, {}, reduced, std::vector<int>(order.begin(), order.end())});
-  return add_node(g, GraphOp::permute, {t}, out_shape, dtype, PermuteAttr{order});
+    t = b.add(
+        GraphOp::reduce, {t}, kept_shape, dtype,
+        ReduceAttr{Reduction::sum, {}, reduced, std::vector<int>(order.begin(), order.end())});
+  return b.add(GraphOp::permute, {t}, out_shape, dtype, PermuteAttr{order});
 }
 
-void lower_einsum(Graph& g, const Recipe& r, const std::vector<TensorType>& inputs) {
+void lower_einsum(GraphBuilder& b, const Recipe& r, const std::vector<TensorType>& inputs) {
   const DType dtype = inputs.front().dtype;
   std::vector<int> live;
   std::vector<std::vector<int>> labels;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    const int x = add_input(g, inputs[i], static_cast<int>(i));
+    const int x = b.input(inputs[i].shape, inputs[i].dtype);
     const Elementary e = elementary(r, i, inputs[i].shape);
     ViewAttr view{e.split, {}};
     std::vector<int> ids;
@@ -133,18 +116,20 @@ void lower_einsum(Graph& g, const Recipe& r, const std::vector<TensorType>& inpu
       view.dims.push_back({static_cast<int>(a)});
       sizes.push_back(e.sizes[a]);
     }
-    live.push_back(add_node(g, GraphOp::view, {x}, sizes, dtype, std::move(view)));
+    live.push_back(b.add(GraphOp::view, {x}, sizes, dtype, std::move(view)));
     labels.push_back(std::move(ids));
   }
   const std::vector<int> out = output_ids(r);
   if (live.size() > 1) {
     std::vector<int64_t> sizes;
-    for (const ElementaryAxis& a : r.axes) sizes.push_back(a.size);
+    for (const ElementaryAxis& a : r.axes)
+      sizes.push_back(a.size);
     for (const ContractionStep& step : plan_contraction(labels, out, sizes).steps) {
       Shape shape;
-      for (int id : step.result_axes) shape.push_back(r.axes[id].size);
-      const int c = add_node(g, GraphOp::contract, {live[step.lhs], live[step.rhs]}, shape, dtype,
-                             ContractAttr{labels[step.lhs], labels[step.rhs], step.result_axes});
+      for (int id : step.result_axes)
+        shape.push_back(r.axes[id].size);
+      const int c = b.add(GraphOp::contract, {live[step.lhs], live[step.rhs]}, shape, dtype,
+                          ContractAttr{labels[step.lhs], labels[step.rhs], step.result_axes});
       for (int k : {std::max(step.lhs, step.rhs), std::min(step.lhs, step.rhs)}) {
         live.erase(live.begin() + k);
         labels.erase(labels.begin() + k);
@@ -153,16 +138,15 @@ void lower_einsum(Graph& g, const Recipe& r, const std::vector<TensorType>& inpu
       labels.push_back(step.result_axes);
     }
   }
-  const int t = sum_to(g, live.front(), labels.front(), out, dtype, r);
-  g.outputs.push_back(add_node(g, GraphOp::reshape, {t}, r.output_shape(), dtype));
+  const int t = sum_to(b, live.front(), labels.front(), out, dtype, r);
+  b.output(b.add(GraphOp::reshape, {t}, r.output_shape(), dtype));
 }
 
 }  // namespace
 
 Graph lower_pattern(const Recipe& r, const std::vector<TensorType>& inputs,
                     std::optional<int64_t> ddof, size_t star, const std::string& origin) {
-  Graph g;
-  g.origin = origin;
+  GraphBuilder b(origin);
   const DType dtype = inputs.front().dtype;
   switch (r.op) {
     case PatternOp::rearrange:
@@ -173,7 +157,7 @@ Graph lower_pattern(const Recipe& r, const std::vector<TensorType>& inputs,
       if (inputs.size() > 1 || r.input_groups[0].size() == shape.size() + 1) {  // a list: stack
         std::vector<int> parts;
         for (size_t i = 0; i < inputs.size(); ++i) {
-          const int in = add_input(g, inputs[i], static_cast<int>(i));
+          const int in = b.input(inputs[i].shape, inputs[i].dtype);
           ViewAttr unit{{}, {{}}};
           Shape stacked{1};
           for (size_t d = 0; d < shape.size(); ++d) {
@@ -181,22 +165,23 @@ Graph lower_pattern(const Recipe& r, const std::vector<TensorType>& inputs,
             unit.dims.push_back({static_cast<int>(d)});
             stacked.push_back(shape[d]);
           }
-          parts.push_back(add_node(g, GraphOp::view, {in}, stacked, dtype, std::move(unit)));
+          parts.push_back(b.add(GraphOp::view, {in}, stacked, dtype, std::move(unit)));
         }
         shape.insert(shape.begin(), static_cast<int64_t>(inputs.size()));
-        x = add_node(g, GraphOp::concat, parts, shape, dtype,
-                     ConcatAttr{0, std::vector<int64_t>(inputs.size(), 1)});
+        x = b.add(GraphOp::concat, parts, shape, dtype,
+                  ConcatAttr{0, std::vector<int64_t>(inputs.size(), 1)});
       } else {
-        x = add_input(g, inputs.front(), 0);
+        x = b.input(inputs.front().shape, inputs.front().dtype);
       }
       const Elementary e = elementary(r, 0, shape);
       if (r.op != PatternOp::reduce) {
-        g.outputs.push_back(lower_layout(g, r, x, e, dtype));
+        b.output(lower_layout(b, r, x, e, dtype));
         break;
       }
       ViewAttr split{e.split, {}};
-      for (size_t a = 0; a < e.ids.size(); ++a) split.dims.push_back({static_cast<int>(a)});
-      const int v = add_node(g, GraphOp::view, {x}, e.sizes, dtype, std::move(split));
+      for (size_t a = 0; a < e.ids.size(); ++a)
+        split.dims.push_back({static_cast<int>(a)});
+      const int v = b.add(GraphOp::view, {x}, e.sizes, dtype, std::move(split));
       std::vector<bool> reduced;
       std::vector<int> kept;
       for (int id : e.ids) {
@@ -207,7 +192,8 @@ Graph lower_pattern(const Recipe& r, const std::vector<TensorType>& inputs,
       }
       std::vector<int64_t> order;
       Shape kept_shape, out_shape;
-      for (int id : kept) kept_shape.push_back(r.axes[id].size);
+      for (int id : kept)
+        kept_shape.push_back(r.axes[id].size);
       for (const auto& group : r.output_groups)
         for (int id : group)
           if (auto it = std::find(kept.begin(), kept.end(), id); it != kept.end()) {
@@ -219,27 +205,29 @@ Graph lower_pattern(const Recipe& r, const std::vector<TensorType>& inputs,
       const bool integral = dtype == DType::i64 || dtype == DType::i32 || dtype == DType::i8 ||
                             dtype == DType::u8 || dtype == DType::boolean;
       const DType out = boolean ? DType::boolean : integral ? DType::f32 : dtype;
-      const int red = add_node(g, GraphOp::reduce, {v}, kept_shape, out,
-                               ReduceAttr{r.reduction, ddof, reduced,
-                                          std::vector<int>(order.begin(), order.end())});
-      const int p = add_node(g, GraphOp::permute, {red}, out_shape, out, PermuteAttr{order});
-      g.outputs.push_back(add_node(g, GraphOp::reshape, {p}, r.output_shape(), out));
+      const int red = b.add(
+          GraphOp::reduce, {v}, kept_shape, out,
+          ReduceAttr{r.reduction, ddof, reduced, std::vector<int>(order.begin(), order.end())});
+      const int p = b.add(GraphOp::permute, {red}, out_shape, out, PermuteAttr{order});
+      b.output(b.add(GraphOp::reshape, {p}, r.output_shape(), out));
       break;
     }
-    case PatternOp::einsum: lower_einsum(g, r, inputs); break;
+    case PatternOp::einsum:
+      lower_einsum(b, r, inputs);
+      break;
     case PatternOp::pack: {
       std::vector<int> parts;
       std::vector<int64_t> spans;
       for (size_t i = 0; i < inputs.size(); ++i) {
-        parts.push_back(add_input(g, inputs[i], static_cast<int>(i)));
+        parts.push_back(b.input(inputs[i].shape, inputs[i].dtype));
         spans.push_back(static_cast<int64_t>(r.packed_shapes[i].size()));
       }
-      g.outputs.push_back(add_node(g, GraphOp::concat, parts, r.output_shape(), dtype,
-                                   ConcatAttr{static_cast<int64_t>(star), spans}));
+      b.output(b.add(GraphOp::concat, parts, r.output_shape(), dtype,
+                     ConcatAttr{static_cast<int64_t>(star), spans}));
       break;
     }
     case PatternOp::unpack: {
-      const int x = add_input(g, inputs.front(), 0);
+      const int x = b.input(inputs.front().shape, inputs.front().dtype);
       const Shape& in = inputs.front().shape;
       const size_t after = in.size() - star - 1;
       int64_t at = 0;
@@ -249,30 +237,27 @@ Graph lower_pattern(const Recipe& r, const std::vector<TensorType>& inputs,
                                           std::multiplies<>());
         Shape sliced = in;
         sliced[star] = n;
-        const int s = add_node(g, GraphOp::slice, {x}, sliced, dtype,
-                               SliceAttr{static_cast<int64_t>(star), at, at + n});
-        g.outputs.push_back(add_node(g, GraphOp::reshape, {s}, shape, dtype));
+        const int s = b.add(GraphOp::slice, {x}, sliced, dtype,
+                            SliceAttr{static_cast<int64_t>(star), at, at + n});
+        b.output(b.add(GraphOp::reshape, {s}, shape, dtype));
         at += n;
       }
       break;
     }
-    case PatternOp::parse_shape: break;  // shapes only: nothing to compute
+    case PatternOp::parse_shape:
+      break;  // shapes only: nothing to compute
   }
-  verify(g);
-  return g;
+  return b.finish();
 }
 
 Graph lower_map(std::shared_ptr<const Kernel> body, const std::vector<std::vector<int>>& axes,
                 const std::vector<TensorType>& inputs, const Shape& shape, DType out_dtype,
                 const std::string& origin) {
-  Graph g;
-  g.origin = origin;
+  GraphBuilder b(origin);
   std::vector<int> ins;
-  for (size_t i = 0; i < inputs.size(); ++i) ins.push_back(add_input(g, inputs[i], static_cast<int>(i)));
-  g.outputs.push_back(
-      add_node(g, GraphOp::map, ins, shape, out_dtype, MapAttr{std::move(body), axes}));
-  verify(g);
-  return g;
+  for (const TensorType& t : inputs)
+    ins.push_back(b.input(t.shape, t.dtype));
+  return b.finish({b.map(std::move(ins), axes, shape, out_dtype, std::move(body))});
 }
 
 }  // namespace ein

@@ -2,82 +2,14 @@
 // dim (kept dims in order) and maps that broadcast the row values back by axis position.
 #include "compiler/graph/stdlib_graphs.h"
 
-#include <functional>
 #include <numeric>
 
 #include <fmt/format.h>
 
+#include "compiler/graph/graph_builder.h"
+
 namespace ein {
 namespace {
-
-/// Appends nodes to a graph; map bodies are written as lambdas over the loads of their inputs.
-class Builder {
- public:
-  Builder(std::string origin, DType dtype) : dtype_(dtype) { g_.origin = std::move(origin); }
-
-  int input(Shape shape, DType dtype) {
-    GraphNode n;
-    n.op = GraphOp::input;
-    n.shape = std::move(shape);
-    n.dtype = dtype;
-    n.attr = InputAttr{inputs_++};
-    return g_.add(std::move(n));
-  }
-  int input(Shape shape) { return input(std::move(shape), dtype_); }
-
-  /// `x` reduced with `r` over `dims`, the kept dims in order.
-  int reduce(int x, Reduction r, const std::vector<int>& dims) {
-    const Shape& in = g_.nodes[x].shape;
-    ReduceAttr a{r, {}, std::vector<bool>(in.size(), false), {}};
-    Shape kept;
-    for (int d : dims)
-      a.reduced[d] = true;
-    for (size_t d = 0; d < in.size(); ++d)
-      if (!a.reduced[d]) kept.push_back(in[d]);
-    a.out_order.resize(kept.size());
-    std::iota(a.out_order.begin(), a.out_order.end(), 0);
-    GraphNode n;
-    n.op = GraphOp::reduce;
-    n.inputs = {x};
-    n.shape = std::move(kept);
-    n.dtype = g_.nodes[x].dtype;
-    n.attr = std::move(a);
-    return g_.add(std::move(n));
-  }
-
-  /// A map over `shape`: input i's dim d is output dim axes[i][d]; `body` gets one load per
-  /// input and returns the value.
-  int map(std::string name, const std::vector<int>& ins, const std::vector<std::vector<int>>& axes,
-          Shape shape, const std::function<int(Kernel&, const std::vector<int>&)>& body) {
-    auto k = std::make_shared<Kernel>();
-    k->name = std::move(name);
-    k->origin = g_.origin;
-    std::vector<int> loads;
-    for (size_t i = 0; i < ins.size(); ++i)
-      loads.push_back(k->load(static_cast<int>(i)));
-    k->body = k->result = body(*k, loads);
-    GraphNode n;
-    n.op = GraphOp::map;
-    n.inputs = ins;
-    n.shape = std::move(shape);
-    n.dtype = dtype_;
-    n.attr = MapAttr{std::move(k), axes};
-    return g_.add(std::move(n));
-  }
-
-  const Shape& shape(int node) const { return g_.nodes[node].shape; }
-
-  Graph finish(std::vector<int> outputs) {
-    g_.outputs = std::move(outputs);
-    verify(g_);
-    return std::move(g_);
-  }
-
- private:
-  Graph g_;
-  DType dtype_;
-  int inputs_ = 0;
-};
 
 std::vector<int> iota(size_t n, int from = 0) {
   std::vector<int> v(n);
@@ -105,31 +37,31 @@ using Op = ScalarOp;
 
 Graph softmax_graph(const Shape& shape, DType dtype) {
   need_rank(shape, 1, "softmax");
-  Builder b(origin("softmax", shape), dtype);
-  const int x = b.input(shape);
+  GraphBuilder b(origin("softmax", shape));
+  const int x = b.input(shape, dtype);
   const auto all = iota(shape.size()), rows = iota(shape.size() - 1);
-  const int m = b.reduce(x, Reduction::max, {last(shape)});
-  const int e = b.map("exp_sub", {x, m}, {all, rows}, shape, [](Kernel& k, const auto& in) {
+  const int m = b.reduce_dims(x, Reduction::max, {last(shape)});
+  const int e = b.map({x, m}, {all, rows}, shape, dtype, "exp_sub", [](Kernel& k, const auto& in) {
     return k.apply(Op::exp, k.apply(Op::sub, in[0], in[1]));
   });
-  const int s = b.reduce(e, Reduction::sum, {last(shape)});
-  const int y = b.map("div", {e, s}, {all, rows}, shape,
+  const int s = b.reduce_dims(e, Reduction::sum, {last(shape)});
+  const int y = b.map({e, s}, {all, rows}, shape, dtype, "div",
                       [](Kernel& k, const auto& in) { return k.apply(Op::div, in[0], in[1]); });
   return b.finish({y});
 }
 
 Graph log_softmax_graph(const Shape& shape, DType dtype) {
   need_rank(shape, 1, "log_softmax");
-  Builder b(origin("log_softmax", shape), dtype);
-  const int x = b.input(shape);
+  GraphBuilder b(origin("log_softmax", shape));
+  const int x = b.input(shape, dtype);
   const auto all = iota(shape.size()), rows = iota(shape.size() - 1);
-  const int m = b.reduce(x, Reduction::max, {last(shape)});
-  const int e = b.map("exp_sub", {x, m}, {all, rows}, shape, [](Kernel& k, const auto& in) {
+  const int m = b.reduce_dims(x, Reduction::max, {last(shape)});
+  const int e = b.map({x, m}, {all, rows}, shape, dtype, "exp_sub", [](Kernel& k, const auto& in) {
     return k.apply(Op::exp, k.apply(Op::sub, in[0], in[1]));
   });
-  const int s = b.reduce(e, Reduction::sum, {last(shape)});
+  const int s = b.reduce_dims(e, Reduction::sum, {last(shape)});
   const int y =
-      b.map("sub_log", {x, m, s}, {all, rows, rows}, shape, [](Kernel& k, const auto& in) {
+      b.map({x, m, s}, {all, rows, rows}, shape, dtype, "sub_log", [](Kernel& k, const auto& in) {
         return k.apply(Op::sub, k.apply(Op::sub, in[0], in[1]), k.apply(Op::log, in[2]));
       });
   return b.finish({y});
@@ -137,17 +69,19 @@ Graph log_softmax_graph(const Shape& shape, DType dtype) {
 
 Graph layer_norm_graph(const Shape& shape, DType dtype, double eps) {
   need_rank(shape, 1, "layer_norm");
-  Builder b(origin("layer_norm", shape), dtype);
-  const int x = b.input(shape), w = b.input({shape.back()}), bias = b.input({shape.back()});
+  GraphBuilder b(origin("layer_norm", shape));
+  const int x = b.input(shape, dtype), w = b.input({shape.back()}, dtype),
+            bias = b.input({shape.back()}, dtype);
   const auto all = iota(shape.size()), rows = iota(shape.size() - 1);
   const std::vector<int> col{last(shape)};
-  const int mu = b.reduce(x, Reduction::mean, col);
-  const int sq = b.map("sub_square", {x, mu}, {all, rows}, shape, [](Kernel& k, const auto& in) {
-    return k.apply(Op::square, k.apply(Op::sub, in[0], in[1]));
-  });
-  const int var = b.reduce(sq, Reduction::mean, col);
-  const int y = b.map("normalize_affine", {x, mu, var, w, bias}, {all, rows, rows, col, col}, shape,
-                      [eps](Kernel& k, const auto& in) {
+  const int mu = b.reduce_dims(x, Reduction::mean, col);
+  const int sq =
+      b.map({x, mu}, {all, rows}, shape, dtype, "sub_square", [](Kernel& k, const auto& in) {
+        return k.apply(Op::square, k.apply(Op::sub, in[0], in[1]));
+      });
+  const int var = b.reduce_dims(sq, Reduction::mean, col);
+  const int y = b.map({x, mu, var, w, bias}, {all, rows, rows, col, col}, shape, dtype,
+                      "normalize_affine", [eps](Kernel& k, const auto& in) {
                         const int r = k.apply(Op::rsqrt, k.apply(Op::add, in[2], k.constant(eps)));
                         const int n = k.apply(Op::mul, k.apply(Op::sub, in[0], in[1]), r);
                         return k.apply(Op::add, k.apply(Op::mul, n, in[3]), in[4]);
@@ -157,15 +91,15 @@ Graph layer_norm_graph(const Shape& shape, DType dtype, double eps) {
 
 Graph rms_norm_graph(const Shape& shape, DType dtype, double eps) {
   need_rank(shape, 1, "rms_norm");
-  Builder b(origin("rms_norm", shape), dtype);
-  const int x = b.input(shape), w = b.input({shape.back()});
+  GraphBuilder b(origin("rms_norm", shape));
+  const int x = b.input(shape, dtype), w = b.input({shape.back()}, dtype);
   const auto all = iota(shape.size()), rows = iota(shape.size() - 1);
   const std::vector<int> col{last(shape)};
-  const int sq = b.map("square", {x}, {all}, shape,
+  const int sq = b.map({x}, {all}, shape, dtype, "square",
                        [](Kernel& k, const auto& in) { return k.apply(Op::square, in[0]); });
-  const int ms = b.reduce(sq, Reduction::mean, col);
+  const int ms = b.reduce_dims(sq, Reduction::mean, col);
   const int y =
-      b.map("scale", {x, ms, w}, {all, rows, col}, shape, [eps](Kernel& k, const auto& in) {
+      b.map({x, ms, w}, {all, rows, col}, shape, dtype, "scale", [eps](Kernel& k, const auto& in) {
         const int r = k.apply(Op::rsqrt, k.apply(Op::add, in[1], k.constant(eps)));
         return k.apply(Op::mul, k.apply(Op::mul, in[0], r), in[2]);
       });
@@ -176,42 +110,46 @@ Graph cross_entropy_graph(const Shape& shape, DType dtype) {
   if (shape.size() != 2)
     throw std::invalid_argument(
         fmt::format("cross_entropy takes logits (rows classes), got ({})", fmt::join(shape, ", ")));
-  Builder b(origin("cross_entropy", shape), dtype);
-  const int x = b.input(shape), t = b.input({shape[0]}, DType::i64);
+  GraphBuilder b(origin("cross_entropy", shape));
+  const int x = b.input(shape, dtype), t = b.input({shape[0]}, DType::i64);
   const Shape rows_shape{shape[0]};
   const std::vector<int> all{0, 1}, rows{0};
-  const int m = b.reduce(x, Reduction::max, {1});
-  const int e = b.map("exp_sub", {x, m}, {all, rows}, shape, [](Kernel& k, const auto& in) {
+  const int m = b.reduce_dims(x, Reduction::max, {1});
+  const int e = b.map({x, m}, {all, rows}, shape, dtype, "exp_sub", [](Kernel& k, const auto& in) {
     return k.apply(Op::exp, k.apply(Op::sub, in[0], in[1]));
   });
-  const int s = b.reduce(e, Reduction::sum, {1});
-  const int picked = b.map("at_target", {x, t}, {all, rows}, shape, [](Kernel& k, const auto& in) {
-    const int hit = k.apply(Op::eq, k.index(1), in[1]);
-    return k.apply(Op::where, hit, in[0], k.constant(0));
-  });
-  const int xt = b.reduce(picked, Reduction::sum, {1});
-  const int loss =
-      b.map("nll", {m, s, xt}, {rows, rows, rows}, rows_shape, [](Kernel& k, const auto& in) {
+  const int s = b.reduce_dims(e, Reduction::sum, {1});
+  const int picked =
+      b.map({x, t}, {all, rows}, shape, dtype, "at_target", [](Kernel& k, const auto& in) {
+        const int hit = k.apply(Op::eq, k.index(1), in[1]);
+        return k.apply(Op::where, hit, in[0], k.constant(0));
+      });
+  const int xt = b.reduce_dims(picked, Reduction::sum, {1});
+  const int loss = b.map(
+      {m, s, xt}, {rows, rows, rows}, rows_shape, dtype, "nll", [](Kernel& k, const auto& in) {
         return k.apply(Op::sub, k.apply(Op::add, in[0], k.apply(Op::log, in[1])), in[2]);
       });
-  return b.finish({b.reduce(loss, Reduction::mean, {0})});
+  return b.finish({b.reduce_dims(loss, Reduction::mean, {0})});
 }
 
 Graph mse_loss_graph(const Shape& shape, DType dtype) {
-  Builder b(origin("mse_loss", shape), dtype);
-  const int p = b.input(shape), t = b.input(shape);
+  GraphBuilder b(origin("mse_loss", shape));
+  const int p = b.input(shape, dtype), t = b.input(shape, dtype);
   const auto all = iota(shape.size());
-  const int d = b.map("sub_square", {p, t}, {all, all}, shape, [](Kernel& k, const auto& in) {
-    return k.apply(Op::square, k.apply(Op::sub, in[0], in[1]));
-  });
-  return b.finish({b.reduce(d, Reduction::mean, all)});
+  const int d =
+      b.map({p, t}, {all, all}, shape, dtype, "sub_square", [](Kernel& k, const auto& in) {
+        return k.apply(Op::square, k.apply(Op::sub, in[0], in[1]));
+      });
+  return b.finish({b.reduce_dims(d, Reduction::mean, all)});
 }
 
 Graph adamw_graph(const Shape& shape, DType dtype) {
-  Builder b(origin("adamw", shape), dtype);
-  const int p = b.input(shape), g = b.input(shape), m = b.input(shape), v = b.input(shape);
-  const int lr = b.input({}), beta1 = b.input({}), beta2 = b.input({}), eps = b.input({});
-  const int wd = b.input({}), step = b.input({});
+  GraphBuilder b(origin("adamw", shape));
+  const int p = b.input(shape, dtype), g = b.input(shape, dtype), m = b.input(shape, dtype),
+            v = b.input(shape, dtype);
+  const int lr = b.input({}, dtype), beta1 = b.input({}, dtype), beta2 = b.input({}, dtype),
+            eps = b.input({}, dtype);
+  const int wd = b.input({}, dtype), step = b.input({}, dtype);
   const auto all = iota(shape.size());
   const std::vector<int> scalar;
   // β·a + (1 − β)·c
@@ -219,15 +157,15 @@ Graph adamw_graph(const Shape& shape, DType dtype) {
     const int rest = k.apply(Op::sub, k.constant(1), beta);
     return k.apply(Op::add, k.apply(Op::mul, beta, a), k.apply(Op::mul, rest, c));
   };
-  const int m1 = b.map("exp_avg", {m, g, beta1}, {all, all, scalar}, shape,
+  const int m1 = b.map({m, g, beta1}, {all, all, scalar}, shape, dtype, "exp_avg",
                        [&](Kernel& k, const auto& in) { return mix(k, in[2], in[0], in[1]); });
   const int v1 = b.map(
-      "exp_avg_sq", {v, g, beta2}, {all, all, scalar}, shape,
+      {v, g, beta2}, {all, all, scalar}, shape, dtype, "exp_avg_sq",
       [&](Kernel& k, const auto& in) { return mix(k, in[2], in[0], k.apply(Op::square, in[1])); });
   // in: p, m', v', lr, β1, β2, eps, wd, t
   const int p1 = b.map(
-      "adamw_param", {p, m1, v1, lr, beta1, beta2, eps, wd, step},
-      {all, all, all, scalar, scalar, scalar, scalar, scalar, scalar}, shape,
+      {p, m1, v1, lr, beta1, beta2, eps, wd, step},
+      {all, all, all, scalar, scalar, scalar, scalar, scalar, scalar}, shape, dtype, "adamw_param",
       [](Kernel& k, const auto& in) {
         const int one = k.constant(1);
         const int decayed =

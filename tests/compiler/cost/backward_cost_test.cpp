@@ -43,13 +43,13 @@ struct Lecture {
 
 TEST(BackwardCost, LectureForwardIsTwoBDKPerMatmul) {
   Lecture m;
-  EXPECT_EQ(cost(m.b.graph).total.matmul_flops, 2 * B * D * D + 2 * B * D * K);
+  EXPECT_EQ(cost(m.b.graph()).total.matmul_flops, 2 * B * D * D + 2 * B * D * K);
 }
 
 TEST(BackwardCost, LectureBackwardWithoutXGrad) {
   Lecture m;
   const std::vector<bool> needs{false, true, true}, weights{false, true, true};
-  const BackwardCost c = backward_cost(differentiate(m.b.graph, needs), m.b.graph, weights);
+  const BackwardCost c = backward_cost(differentiate(m.b.graph(), needs), m.b.graph(), weights);
   // w2.grad = h1ᵀ·h2.grad and h1.grad = h2.grad·w2ᵀ: 2·B·D·K each; w1.grad = xᵀ·h1.grad: 2·B·D·D.
   // x needs no gradient, so h1.grad·w1ᵀ is never built (the lecture counts (2+2)·B·D·D).
   EXPECT_EQ(c.weight_grad.matmul_flops, 2 * B * D * K + 2 * B * D * D);
@@ -60,7 +60,7 @@ TEST(BackwardCost, LectureBackwardWithoutXGrad) {
             c.weight_grad.matmul_flops + c.input_grad.matmul_flops + c.recompute.matmul_flops);
   // Saved for backward: x, w2 (inputs) and h1, h2 (activations), f32.
   int h1_contract = 0;  // the node that holds h1's memory (m.h1 may be a view of it)
-  while (m.b.graph.nodes[h1_contract].op != GraphOp::contract)
+  while (m.b.graph().nodes[h1_contract].op != GraphOp::contract)
     ++h1_contract;
   EXPECT_EQ(c.saved_bytes[h1_contract], B * D * 4);
   EXPECT_EQ(c.saved_activations, (B * D + B * K) * 4);
@@ -70,10 +70,10 @@ TEST(BackwardCost, LectureBackwardWithoutXGrad) {
 TEST(BackwardCost, LectureWithXGradIsSixTokensTimesParams) {
   Lecture m;
   const std::vector<bool> needs{true, true, true}, weights{false, true, true};
-  const BackwardCost c = backward_cost(differentiate(m.b.graph, needs), m.b.graph, weights);
+  const BackwardCost c = backward_cost(differentiate(m.b.graph(), needs), m.b.graph(), weights);
   EXPECT_EQ(c.input_grad.matmul_flops, 2 * B * D * K + 2 * B * D * D);  // h1.grad, x.grad
   EXPECT_EQ(c.weight_grad.matmul_flops, 2 * B * D * K + 2 * B * D * D);
-  const int64_t forward = cost(m.b.graph).total.matmul_flops;
+  const int64_t forward = cost(m.b.graph()).total.matmul_flops;
   const int64_t backward = c.input_grad.matmul_flops + c.weight_grad.matmul_flops;
   EXPECT_EQ(backward, 4 * B * D * K + (2 + 2) * B * D * D);  // the lecture's num_backward_flops
   const int64_t params = D * D + D * K, tokens = B;
@@ -82,8 +82,8 @@ TEST(BackwardCost, LectureWithXGradIsSixTokensTimesParams) {
 
 TEST(BackwardCost, PhasesMarkReplicasAndTheVjpsOfWeights) {
   Lecture m;
-  const Backward bw = differentiate(m.b.graph, {false, true, true});
-  const std::vector<CostPhase> phases = backward_phases(bw, m.b.graph, {false, true, true});
+  const Backward bw = differentiate(m.b.graph(), {false, true, true});
+  const std::vector<CostPhase> phases = backward_phases(bw, m.b.graph(), {false, true, true});
   ASSERT_EQ(phases.size(), bw.graph.nodes.size());
   for (int i = 0; i < bw.replicated; ++i)
     EXPECT_EQ(phases[i], CostPhase::recompute) << i;
@@ -103,9 +103,9 @@ TEST(BackwardCost, AccountingRowOnlyNeededGrads) {
   const int e = b.pattern("i k -> n i k", PatternOp::repeat, {t}, {{"n", 7}});
   const int r = b.einsum("n i k, n k j -> n i j", {e, c});
   b.output(b.reduce("n i j ->", Reduction::sum, r));
-  const BackwardCost bc =
-      backward_cost(differentiate(b.graph, {true, false, false}), b.graph, {false, false, false});
-  const int64_t forward = cost(b.graph).total.matmul_flops;
+  const BackwardCost bc = backward_cost(differentiate(b.graph(), {true, false, false}), b.graph(),
+                                        {false, false, false});
+  const int64_t forward = cost(b.graph()).total.matmul_flops;
   EXPECT_EQ(forward, 240 + 2352);
   EXPECT_EQ(bc.input_grad.matmul_flops, 2352 + 240);
   EXPECT_EQ(bc.weight_grad.matmul_flops, 0);
@@ -135,7 +135,7 @@ Graph sdpa(int64_t batch, int64_t heads, int64_t sq, int64_t sk, int64_t d) {
   const int p = b.map({e, z}, {{0, 1, 2, 3}, {0, 1, 2}}, sshape,
                       [](Kernel& kn, auto& in) { return kn.apply(ScalarOp::div, in[0], in[1]); });
   b.output(b.einsum("b h q k, b h k d -> b h q d", {p, v}));
-  return b.graph;
+  return b.graph();
 }
 
 // op_sdpa_*: FlopCounterMode counts 4·B·H·Sq·Sk·D forward (the causal mask not halved) and
@@ -164,10 +164,10 @@ TEST(BackwardCost, AnOperandThatNeedsNoGradientCostsNothing) {
   const int x = b.input({8, 16}), w = b.input({16, 4});
   b.output(b.einsum("b d, d k -> b k", {x, w}));
   const BackwardCost none =
-      backward_cost(differentiate(b.graph, {false, false}), b.graph, {false, true});
+      backward_cost(differentiate(b.graph(), {false, false}), b.graph(), {false, true});
   EXPECT_EQ(none.total, NodeCost{});
   const BackwardCost only_w =
-      backward_cost(differentiate(b.graph, {false, true}), b.graph, {false, true});
+      backward_cost(differentiate(b.graph(), {false, true}), b.graph(), {false, true});
   EXPECT_EQ(only_w.weight_grad.matmul_flops, 2 * 8 * 16 * 4);
   EXPECT_EQ(only_w.input_grad.matmul_flops, 0);
   EXPECT_EQ(only_w.saved_total, 8 * 16 * 4);  // x only: w's gradient does not read w

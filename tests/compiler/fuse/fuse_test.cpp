@@ -14,6 +14,7 @@
 #include "exec/execute.h"
 #include "compiler/fuse/fuse.h"
 #include "compiler/fuse/fusion_report.h"
+#include "compiler/graph/graph_builder.h"
 #include "compiler/graph/stdlib_graphs.h"
 #include "api/ops/ops_test_support.h"
 
@@ -192,35 +193,13 @@ TEST(Fuse, OtherDtypes) {
 
 /// `layers` row functions in a chain, alternating LayerNorm and softmax over (rows, n).
 Graph chain(int layers, const Shape& shape, DType dtype) {
-  Graph g;
-  g.origin = fmt::format("chain of {}", layers);
-  GraphNode in;
-  in.op = GraphOp::input;
-  in.shape = shape;
-  in.dtype = dtype;
-  in.attr = InputAttr{0};
-  int x = g.add(in), next = 1;
+  GraphBuilder b(fmt::format("chain of {}", layers));
+  int x = b.input(shape, dtype);
   const Graph ln = layer_norm_graph(shape, dtype), sm = softmax_graph(shape, dtype);
-  for (int l = 0; l < layers; ++l) {
-    const Graph& f = l % 2 ? sm : ln;
-    std::vector<int> id(f.nodes.size());
-    for (size_t i = 0; i < f.nodes.size(); ++i) {
-      GraphNode n = f.nodes[i];
-      if (n.op == GraphOp::input) {
-        if (std::get<InputAttr>(n.attr).index == 0) {
-          id[i] = x;
-          continue;
-        }
-        n.attr = InputAttr{next++};
-      }
-      for (int& j : n.inputs)
-        j = id[j];
-      id[i] = g.add(std::move(n));
-    }
-    x = id[f.outputs.front()];
-  }
-  g.outputs = {x};
-  return g;
+  for (int l = 0; l < layers; ++l)  // input 0 is x; the weights and biases are new inputs
+    x = b.inline_graph(l % 2 ? sm : ln, {x}).front();
+  b.output(x);
+  return b.take();
 }
 
 TEST(Fuse, ChainsOfRowFunctionsSplitIntoKernelsOfAtMostEightStages) {

@@ -4,6 +4,7 @@
 // its bias + GELU tail becomes one kernel. Values are checked against the unfused graph.
 #include <gtest/gtest.h>
 
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "compiler/graph/expression_graphs.h"
 #include "compiler/fuse/fuse.h"
 #include "compiler/fuse/fusion_report.h"
+#include "compiler/graph/graph_builder.h"
 #include "compiler/graph/lower_patterns.h"
 #include <ein/pattern_parser.h>
 #include "api/ops/ops_test_support.h"
@@ -21,30 +23,6 @@ namespace ein {
 namespace {
 
 using testing::Layout;
-
-int add(Graph& g, GraphOp op, std::vector<int> inputs, Shape shape,
-        decltype(GraphNode::attr) attr = std::monostate{}, DType dtype = DType::f32) {
-  GraphNode n;
-  n.op = op;
-  n.inputs = std::move(inputs);
-  n.shape = std::move(shape);
-  n.dtype = dtype;
-  n.attr = std::move(attr);
-  return g.add(std::move(n));
-}
-
-/// A map node over `shape` whose body `make` builds from one load per input.
-template <class Make>
-int add_map(Graph& g, std::vector<int> inputs, std::vector<std::vector<int>> axes, Shape shape,
-            Make make) {
-  auto k = std::make_shared<Kernel>();
-  std::vector<int> loads;
-  for (size_t i = 0; i < inputs.size(); ++i)
-    loads.push_back(k->load(static_cast<int>(i)));
-  k->name = "map";
-  k->body = k->result = make(*k, loads);
-  return add(g, GraphOp::map, std::move(inputs), std::move(shape), MapAttr{std::move(k), axes});
-}
 
 /// Executes `g` and fuse(g) on the same random inputs (in `layout`); expects equal outputs.
 void expect_same(const Graph& g, Layout layout, uint64_t seed) {
@@ -69,14 +47,13 @@ std::vector<int> members(const Graph& fused) {
 }
 
 TEST(FuseRules, PermuteThenMapIsOneKernelReadingPermutedStrides) {
-  Graph g;
-  g.origin = "permute then exp";
-  const int x = add(g, GraphOp::input, {}, {4, 6, 8}, InputAttr{0});
-  const int p = add(g, GraphOp::permute, {x}, {8, 4, 6}, PermuteAttr{{2, 0, 1}});
-  const int e = add_map(g, {p}, {{0, 1, 2}}, {8, 4, 6}, [](Kernel& k, const std::vector<int>& in) {
-    return k.apply(ScalarOp::exp, in[0]);
-  });
-  g.outputs = {e};
+  GraphBuilder b("permute then exp");
+  const int x = b.input({4, 6, 8});
+  const int p = b.permute(x, {2, 0, 1});
+  const int e =
+      b.map({p}, {{0, 1, 2}}, {8, 4, 6}, DType::f32, "map",
+            [](Kernel& k, const std::vector<int>& in) { return k.apply(ScalarOp::exp, in[0]); });
+  const Graph g = b.finish({e});
   const Graph fused = fuse(g);
   EXPECT_EQ(count_kernels(fused), 1);
   EXPECT_EQ(members(fused), (std::vector<int>{p, e})) << fusion_report(g, fused);
@@ -88,23 +65,20 @@ TEST(FuseRules, PermuteThenMapIsOneKernelReadingPermutedStrides) {
 
 TEST(FuseRules, ElementwiseChainWithBroadcastsInlines) {
   // y = tanh(x · w) + z, with w (b) broadcast over a, then a slice of y's first half.
-  Graph g;
-  g.origin = "chain";
-  const int x = add(g, GraphOp::input, {}, {5, 12}, InputAttr{0});
-  const int w = add(g, GraphOp::input, {}, {12}, InputAttr{1});
-  const int z = add(g, GraphOp::input, {}, {1, 12}, InputAttr{2});
-  const int m = add_map(
-      g, {x, w}, {{0, 1}, {1}}, {5, 12},
+  GraphBuilder b("chain");
+  const int x = b.input({5, 12}), w = b.input({12}), z = b.input({1, 12});
+  const int m = b.map(
+      {x, w}, {{0, 1}, {1}}, {5, 12}, DType::f32, "map",
       [](Kernel& k, const std::vector<int>& in) { return k.apply(ScalarOp::mul, in[0], in[1]); });
-  const int t =
-      add_map(g, {m, z}, {{0, 1}, {0, 1}}, {5, 12}, [](Kernel& k, const std::vector<int>& in) {
-        return k.apply(ScalarOp::add, k.apply(ScalarOp::tanh, in[0]), in[1]);
-      });
-  const int s = add(g, GraphOp::slice, {x}, {5, 6}, SliceAttr{1, 3, 9});
-  const int u = add_map(g, {s}, {{0, 1}}, {5, 6}, [](Kernel& k, const std::vector<int>& in) {
-    return k.apply(ScalarOp::square, in[0]);
-  });
-  g.outputs = {t, u};
+  const int t = b.map({m, z}, {{0, 1}, {0, 1}}, {5, 12}, DType::f32, "map",
+                      [](Kernel& k, const std::vector<int>& in) {
+                        return k.apply(ScalarOp::add, k.apply(ScalarOp::tanh, in[0]), in[1]);
+                      });
+  const int s = b.slice(x, 1, 3, 9);
+  const int u =
+      b.map({s}, {{0, 1}}, {5, 6}, DType::f32, "map",
+            [](Kernel& k, const std::vector<int>& in) { return k.apply(ScalarOp::square, in[0]); });
+  const Graph g = b.finish({t, u});
   const Graph fused = fuse(g);
   EXPECT_EQ(count_kernels(fused), 2) << fusion_report(g, fused);  // two domains: (5 12), (5 6)
   for (Layout layout : {Layout::contiguous, Layout::strided})
@@ -129,14 +103,14 @@ TEST(FuseRules, ContractionStaysBlasAndItsTailFuses) {
   req.op = PatternOp::einsum;
   req.shapes = {{8, 16}, {16, 32}};
   const Recipe r = resolve_pattern(parse_pattern("b d, d f -> b f"), req);
-  Graph g = lower_pattern(r, {{{8, 16}, DType::f32}, {{16, 32}, DType::f32}}, {}, 0, "mlp");
-  const int y = g.outputs.front();
-  const int bias = add(g, GraphOp::input, {}, {32}, InputAttr{2});
-  const int h =
-      add_map(g, {y, bias}, {{0, 1}, {1}}, {8, 32}, [](Kernel& k, const std::vector<int>& in) {
-        return k.apply(ScalarOp::gelu, k.apply(ScalarOp::add, in[0], in[1]));
-      });
-  g.outputs = {h};
+  GraphBuilder b(lower_pattern(r, {{{8, 16}, DType::f32}, {{16, 32}, DType::f32}}, {}, 0, "mlp"));
+  const int y = b.graph().outputs.front();
+  const int bias = b.input({32});
+  const int h = b.map({y, bias}, {{0, 1}, {1}}, {8, 32}, DType::f32, "map",
+                      [](Kernel& k, const std::vector<int>& in) {
+                        return k.apply(ScalarOp::gelu, k.apply(ScalarOp::add, in[0], in[1]));
+                      });
+  const Graph g = b.finish({h});
   const Graph fused = fuse(g);
   EXPECT_EQ(count_kernels(fused), 1);
   bool contract_noted = false;
@@ -147,15 +121,14 @@ TEST(FuseRules, ContractionStaysBlasAndItsTailFuses) {
 }
 
 TEST(FuseRules, WideningCastsInlineNarrowingOnesStay) {
-  Graph g;
-  g.origin = "casts";
-  const int x = add(g, GraphOp::input, {}, {6, 10}, InputAttr{0}, DType::bf16);
-  const int up = add(g, GraphOp::cast, {x}, {6, 10}, std::monostate{}, DType::f32);
-  const int e = add_map(g, {up}, {{0, 1}}, {6, 10}, [](Kernel& k, const std::vector<int>& in) {
-    return k.apply(ScalarOp::exp, in[0]);
-  });
-  const int down = add(g, GraphOp::cast, {e}, {6, 10}, std::monostate{}, DType::bf16);
-  g.outputs = {down};
+  GraphBuilder b("casts");
+  const int x = b.input({6, 10}, DType::bf16);
+  const int up = b.cast(x, DType::f32);
+  const int e =
+      b.map({up}, {{0, 1}}, {6, 10}, DType::f32, "map",
+            [](Kernel& k, const std::vector<int>& in) { return k.apply(ScalarOp::exp, in[0]); });
+  const int down = b.cast(e, DType::bf16);
+  const Graph g = b.finish({down});
   const Graph fused = fuse(g);
   EXPECT_EQ(count_kernels(fused), 1);
   EXPECT_EQ(members(fused), (std::vector<int>{up, e})) << fusion_report(g, fused);
@@ -174,15 +147,14 @@ Graph rearrange_then_exp(const std::string& pattern, const Shape& shape,
   req.shapes = {shape};
   req.sizes = sizes;
   const Recipe r = resolve_pattern(parse_pattern(pattern), req);
-  Graph g = lower_pattern(r, {{shape, DType::f32}}, {}, 0, pattern);
-  const int y = g.outputs.front();
-  std::vector<int> all;
-  for (size_t d = 0; d < g.nodes[y].shape.size(); ++d)
-    all.push_back(static_cast<int>(d));
-  g.outputs = {add_map(g, {y}, {all}, g.nodes[y].shape, [](Kernel& k, const std::vector<int>& in) {
-    return k.apply(ScalarOp::exp, in[0]);
-  })};
-  return g;
+  GraphBuilder b(lower_pattern(r, {{shape, DType::f32}}, {}, 0, pattern));
+  const int y = b.graph().outputs.front();
+  std::vector<int> all(b.node(y).shape.size());
+  std::iota(all.begin(), all.end(), 0);
+  const int e =
+      b.map({y}, {all}, b.node(y).shape, DType::f32, "map",
+            [](Kernel& k, const std::vector<int>& in) { return k.apply(ScalarOp::exp, in[0]); });
+  return b.finish({e});
 }
 
 TEST(FuseRules, SplittingReshapesFoldMergingOnesStay) {

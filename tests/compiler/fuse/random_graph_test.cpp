@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "exec/execute.h"
 #include "compiler/fuse/fuse.h"
 #include "compiler/fuse/fusion_report.h"
+#include "compiler/graph/graph_builder.h"
 #include "api/ops/ops_test_support.h"
 
 namespace ein {
@@ -23,9 +25,15 @@ namespace {
 
 using Axes = std::vector<std::string>;
 
-struct Builder {
+/// The shared GraphBuilder plus a name per dim of every node, so broadcasts line up by name.
+struct RandomGraph {
+  explicit RandomGraph(uint32_t seed)
+      : rng(seed),
+        b(fmt::format("random graph {}", seed)),
+        sizes{{"a", 3}, {"b", 4}, {"c", 5}, {"d", 2}} {}
+
   std::mt19937 rng;
-  Graph g;
+  GraphBuilder b;
   std::vector<Axes> axes;                // per node: its dims' names
   std::map<std::string, int64_t> sizes;  // per axis name
   std::vector<int64_t> size_of(const Axes& a) const {
@@ -36,18 +44,13 @@ struct Builder {
   }
   int pick(int below) { return std::uniform_int_distribution<int>(0, below - 1)(rng); }
 
-  int add(GraphNode n, Axes a) {
-    axes.push_back(std::move(a));
-    return g.add(std::move(n));
+  /// Records the dim names of node `id` (a new node, or x itself when nothing was added).
+  int named(int id, Axes a) {
+    if (id == static_cast<int>(axes.size())) axes.push_back(std::move(a));
+    return id;
   }
 
-  int input(Axes a, int index) {
-    GraphNode n;
-    n.op = GraphOp::input;
-    n.shape = size_of(a);
-    n.attr = InputAttr{index};
-    return add(std::move(n), std::move(a));
-  }
+  int input(Axes a) { return named(b.input(size_of(a)), a); }
 
   int map(const std::vector<int>& ins) {
     Axes out;
@@ -71,35 +74,22 @@ struct Builder {
     }
     v = k->apply(unary[pick(4)], v);
     k->body = k->result = v;
-    GraphNode n;
-    n.op = GraphOp::map;
-    n.inputs = ins;
-    n.shape = size_of(out);
-    n.attr = MapAttr{std::move(k), dims};
-    return add(std::move(n), std::move(out));
+    const int id = b.map(ins, dims, size_of(out), DType::f32, std::move(k));
+    return named(id, std::move(out));
   }
 
   int reduce(int x) {
     const Axes& in = axes[x];
-    ReduceAttr a;
-    a.reduction = std::vector<Reduction>{Reduction::sum, Reduction::max, Reduction::mean,
-                                         Reduction::logsumexp}[pick(4)];
-    a.reduced.assign(in.size(), false);
+    const Reduction r = std::vector<Reduction>{Reduction::sum, Reduction::max, Reduction::mean,
+                                               Reduction::logsumexp}[pick(4)];
+    std::vector<bool> reduced(in.size(), false);
     const int mask = 1 + pick((1 << in.size()) - 1);
     Axes kept;
     for (size_t d = 0; d < in.size(); ++d) {
-      a.reduced[d] = (mask >> d) & 1;
-      if (!a.reduced[d]) kept.push_back(in[d]);
+      reduced[d] = (mask >> d) & 1;
+      if (!reduced[d]) kept.push_back(in[d]);
     }
-    a.out_order.resize(kept.size());
-    for (size_t i = 0; i < kept.size(); ++i)
-      a.out_order[i] = static_cast<int>(i);
-    GraphNode n;
-    n.op = GraphOp::reduce;
-    n.inputs = {x};
-    n.shape = size_of(kept);
-    n.attr = std::move(a);
-    return add(std::move(n), std::move(kept));
+    return named(b.reduce(x, r, std::move(reduced)), std::move(kept));
   }
 
   /// x[1:n-1] along one of its dims of size > 2: a new axis name for the shorter dim.
@@ -108,35 +98,22 @@ struct Builder {
     const int d = pick(static_cast<int>(a.size()));
     const int64_t n = sizes.at(a[d]);
     if (n <= 2) return x;
-    const std::string name = fmt::format("{}{}", a[d], g.nodes.size());
+    const std::string name = fmt::format("{}{}", a[d], b.graph().nodes.size());
     sizes[name] = n - 2;
     a[d] = name;
-    GraphNode node;
-    node.op = GraphOp::slice;
-    node.inputs = {x};
-    node.shape = size_of(a);
-    node.attr = SliceAttr{d, 1, n - 1};
-    return add(std::move(node), std::move(a));
+    return named(b.slice(x, d, 1, n - 1), std::move(a));
   }
 
   /// x with a new leading axis `d` of stride 0 (a broadcast view), when x has no `d`.
   int broadcast(int x) {
     const Axes& in = axes[x];
     if (std::find(in.begin(), in.end(), "d") != in.end()) return x;
-    ViewAttr v;
-    v.dims.push_back({});
-    for (size_t k = 0; k < in.size(); ++k) {
-      v.split.push_back({sizes.at(in[k])});
-      v.dims.push_back({static_cast<int>(k)});
-    }
+    std::vector<int> positions(in.size());
+    std::iota(positions.begin(), positions.end(), 1);
     Axes out{"d"};
     out.insert(out.end(), in.begin(), in.end());
-    GraphNode node;
-    node.op = GraphOp::view;
-    node.inputs = {x};
-    node.shape = size_of(out);
-    node.attr = std::move(v);
-    return add(std::move(node), std::move(out));
+    const int id = b.broadcast(x, positions, size_of(out));
+    return named(id, std::move(out));
   }
 
   int permute(int x) {
@@ -148,53 +125,46 @@ struct Builder {
     Axes out;
     for (int64_t o : order)
       out.push_back(a[o]);
-    GraphNode n;
-    n.op = GraphOp::permute;
-    n.inputs = {x};
-    n.shape = size_of(out);
-    n.attr = PermuteAttr{order};
-    return add(std::move(n), std::move(out));
+    return named(b.permute(x, order), std::move(out));
   }
 };
 
 Graph random_graph(uint32_t seed) {
-  Builder b{std::mt19937(seed), {}, {}, {{"a", 3}, {"b", 4}, {"c", 5}, {"d", 2}}};
-  b.g.origin = fmt::format("random graph {}", seed);
+  RandomGraph r(seed);
   const std::vector<Axes> shapes = {
       {"a", "b", "c"}, {"b", "c"}, {"a", "c"}, {"c"}, {"a", "d", "c"}};
-  const int inputs = 2 + b.pick(2);
+  const int inputs = 2 + r.pick(2);
   for (int i = 0; i < inputs; ++i)
-    b.input(shapes[b.pick(static_cast<int>(shapes.size()))], i);
+    r.input(shapes[r.pick(static_cast<int>(shapes.size()))]);
   for (int step = 0; step < 9; ++step) {
-    const int count = static_cast<int>(b.g.nodes.size());
-    const int x = b.pick(count), y = b.pick(count);
-    switch (b.pick(7)) {
+    const int count = static_cast<int>(r.axes.size());
+    const int x = r.pick(count), y = r.pick(count);
+    switch (r.pick(7)) {
       case 0:
       case 1:
-        b.map({x, y});
+        r.map({x, y});
         break;
       case 2:
-        b.map({x});
+        r.map({x});
         break;
       case 3:
-        if (!b.axes[x].empty()) b.reduce(x);
+        if (!r.axes[x].empty()) r.reduce(x);
         break;
       case 4:
-        if (!b.axes[x].empty()) b.slice(x);
+        if (!r.axes[x].empty()) r.slice(x);
         break;
       case 5:
-        b.broadcast(x);
+        r.broadcast(x);
         break;
       default:
-        if (b.axes[x].size() > 1) b.permute(x);
+        if (r.axes[x].size() > 1) r.permute(x);
     }
   }
-  const int last = static_cast<int>(b.g.nodes.size()) - 1;
-  b.g.outputs = {last};
-  const int other = b.pick(last + 1);
-  if (other != last && b.g.nodes[other].op != GraphOp::input) b.g.outputs.push_back(other);
-  verify(b.g);
-  return b.g;
+  const int last = static_cast<int>(r.axes.size()) - 1;
+  std::vector<int> outputs{last};
+  const int other = r.pick(last + 1);
+  if (other != last && r.b.node(other).op != GraphOp::input) outputs.push_back(other);
+  return r.b.finish(outputs);
 }
 
 TEST(FuseRandomGraphs, FusedEqualsUnfused) {

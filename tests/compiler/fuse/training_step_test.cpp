@@ -13,6 +13,7 @@
 #include "exec/execute.h"
 #include "compiler/fuse/fuse.h"
 #include "compiler/fuse/fusion_report.h"
+#include "compiler/graph/graph_builder.h"
 #include "compiler/graph/lower_patterns.h"
 #include "compiler/graph/stdlib_graphs.h"
 #include <ein/pattern_parser.h>
@@ -20,34 +21,6 @@
 
 namespace ein {
 namespace {
-
-int add_input(Graph& g, Shape shape, DType dtype, int& next) {
-  GraphNode n;
-  n.op = GraphOp::input;
-  n.shape = std::move(shape);
-  n.dtype = dtype;
-  n.attr = InputAttr{next++};
-  return g.add(std::move(n));
-}
-
-/// Appends `f` to `g` with f's input i fed by g's node args[i]; returns f's outputs in g.
-std::vector<int> append(Graph& g, const Graph& f, const std::vector<int>& args) {
-  std::vector<int> id(f.nodes.size());
-  for (size_t i = 0; i < f.nodes.size(); ++i) {
-    GraphNode n = f.nodes[i];
-    if (n.op == GraphOp::input) {
-      id[i] = args.at(std::get<InputAttr>(n.attr).index);
-      continue;
-    }
-    for (int& j : n.inputs)
-      j = id[j];
-    id[i] = g.add(std::move(n));
-  }
-  std::vector<int> out;
-  for (int o : f.outputs)
-    out.push_back(id[o]);
-  return out;
-}
 
 Graph einsum_graph(const std::string& pattern, const std::vector<Shape>& shapes, DType dtype) {
   ResolveRequest req;
@@ -62,28 +35,20 @@ Graph einsum_graph(const std::string& pattern, const std::vector<Shape>& shapes,
 
 /// Forward: inputs x (b d), w1 (d h), b1 (h), w2 (h o), y (b o); output the MSE loss.
 Graph mlp(int64_t b, int64_t d, int64_t h, int64_t o, DType dtype) {
-  Graph g;
-  g.origin = "mlp";
-  int next = 0;
-  const int x = add_input(g, {b, d}, dtype, next), w1 = add_input(g, {d, h}, dtype, next);
-  const int b1 = add_input(g, {h}, dtype, next), w2 = add_input(g, {h, o}, dtype, next);
-  const int y = add_input(g, {b, o}, dtype, next);
-  const int z = append(g, einsum_graph("b d, d h -> b h", {{b, d}, {d, h}}, dtype), {x, w1})[0];
+  GraphBuilder g("mlp");
+  const int x = g.input({b, d}, dtype), w1 = g.input({d, h}, dtype);
+  const int b1 = g.input({h}, dtype), w2 = g.input({h, o}, dtype);
+  const int y = g.input({b, o}, dtype);
+  const int z =
+      g.inline_graph(einsum_graph("b d, d h -> b h", {{b, d}, {d, h}}, dtype), {x, w1})[0];
   auto body = std::make_shared<Kernel>();
   body->name = "bias_gelu";
   body->body = body->result =
       body->apply(ScalarOp::gelu, body->apply(ScalarOp::add, body->load(0), body->load(1)));
-  GraphNode act;
-  act.op = GraphOp::map;
-  act.inputs = {z, b1};
-  act.shape = {b, h};
-  act.dtype = dtype;
-  act.attr = MapAttr{body, {{0, 1}, {1}}};
-  const int a = g.add(std::move(act));
-  const int p = append(g, einsum_graph("b h, h o -> b o", {{b, h}, {h, o}}, dtype), {a, w2})[0];
-  g.outputs = append(g, mse_loss_graph({b, o}, dtype), {p, y});
-  verify(g);
-  return g;
+  const int a = g.map({z, b1}, {{0, 1}, {1}}, {b, h}, dtype, body);
+  const int p =
+      g.inline_graph(einsum_graph("b h, h o -> b o", {{b, h}, {h, o}}, dtype), {a, w2})[0];
+  return g.finish(g.inline_graph(mse_loss_graph({b, o}, dtype), {p, y}));
 }
 
 /// One step: the backward of `forward` for w1, b1, w2 and an AdamW update of each. Inputs:
@@ -91,33 +56,31 @@ Graph mlp(int64_t b, int64_t d, int64_t h, int64_t o, DType dtype) {
 /// AdamW scalars. Outputs: per parameter the new param, exp_avg, exp_avg_sq.
 Graph training_step(const Graph& forward, DType dtype) {
   const Backward bw = differentiate(forward, {false, true, true, true, false});
-  Graph g = bw.graph;
-  g.origin = "mlp training step";
-  int next = 6;  // 5 forward inputs, 1 cotangent
+  Graph start = bw.graph;
+  start.origin = "mlp training step";
+  GraphBuilder g(std::move(start));  // new inputs after the 5 forward inputs and 1 cotangent
   std::vector<int> params;
   for (int p : bw.wrt)
-    for (size_t i = 0; i < g.nodes.size(); ++i)
-      if (g.nodes[i].op == GraphOp::input && std::get<InputAttr>(g.nodes[i].attr).index == p)
-        params.push_back(static_cast<int>(i));
+    for (int i = 0; i < static_cast<int>(bw.graph.nodes.size()); ++i)
+      if (g.node(i).op == GraphOp::input && std::get<InputAttr>(g.node(i).attr).index == p)
+        params.push_back(i);
   std::vector<std::pair<int, int>> moments;
   for (int p : params) {
-    const int m = add_input(g, g.nodes[p].shape, dtype, next);
-    const int v = add_input(g, g.nodes[p].shape, dtype, next);
+    const int m = g.input(g.node(p).shape, dtype);
+    const int v = g.input(g.node(p).shape, dtype);
     moments.push_back({m, v});
   }
   std::vector<int> scalars;
   for (int k = 0; k < 6; ++k)
-    scalars.push_back(add_input(g, {}, dtype, next));
+    scalars.push_back(g.input({}, dtype));
   std::vector<int> outputs;
   for (size_t k = 0; k < params.size(); ++k) {
     std::vector<int> args{params[k], bw.graph.outputs[k], moments[k].first, moments[k].second};
     args.insert(args.end(), scalars.begin(), scalars.end());
-    const std::vector<int> out = append(g, adamw_graph(g.nodes[params[k]].shape, dtype), args);
+    const std::vector<int> out = g.inline_graph(adamw_graph(g.node(params[k]).shape, dtype), args);
     outputs.insert(outputs.end(), out.begin(), out.end());
   }
-  g.outputs = outputs;
-  verify(g);
-  return g;
+  return g.finish(outputs);
 }
 
 TEST(FuseTrainingStep, MlpWithAdamWMatchesUnfused) {
