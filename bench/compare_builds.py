@@ -45,7 +45,7 @@ def bench_ops(build, reps):
     times = {}
     for b in json.loads(out)["benchmarks"]:
         if b.get("aggregate_name") == "median":
-            times[b["run_name"]] = float(b["real_time"])
+            times[f'{b["run_name"]} ({b["time_unit"]})'] = float(b["real_time"])
     return times
 
 
@@ -58,6 +58,7 @@ def main():
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--reps", type=int, default=5)
     a = p.parse_args()
+    a.old, a.new = os.path.abspath(a.old), os.path.abspath(a.new)
     env_note = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OPENBLAS_CORETYPE")}
     per = {}  # name -> {"old": [...], "new": [...]}
     for r in range(a.rounds):
@@ -65,7 +66,7 @@ def main():
         for which in order:
             build = getattr(a, which)
             results = {"gpt train step (ms)": train_ms(build, a.steps + a.warmup, a.warmup)}
-            results.update({k + " (ns)": v for k, v in bench_ops(build, a.reps).items()})
+            results.update(bench_ops(build, a.reps))
             for name, v in results.items():
                 per.setdefault(name, {"old": [], "new": []})[which].append(v)
         print(f"round {r + 1}/{a.rounds} done", file=sys.stderr)

@@ -132,11 +132,22 @@ std::vector<Shape> view_weights(const ViewAttr& a) {
 }
 
 Shape view_output_strides(const ViewAttr& a, const Shape& input_strides) {
-  const std::vector<Shape> weights = view_weights(a);
+  // The same sums as Σ_d input_strides[d] · view_weights(a)[d][j], without the weight matrix:
+  // this runs on every eager view, so it makes two small vectors and nothing else.
+  Shape elementary;  // the stride of each elementary axis
+  for (size_t d = 0; d < a.split.size(); ++d) {
+    const size_t first = elementary.size();
+    elementary.resize(first + a.split[d].size());
+    int64_t stride = input_strides[d];
+    for (size_t k = a.split[d].size(); k-- > 0;) {
+      elementary[first + k] = stride;
+      stride *= a.split[d][k];
+    }
+  }
   Shape strides(a.dims.size(), 0);
-  for (size_t d = 0; d < weights.size(); ++d)
-    for (size_t j = 0; j < strides.size(); ++j)
-      strides[j] += input_strides[d] * weights[d][j];
+  for (size_t j = 0; j < a.dims.size(); ++j)
+    for (int e : a.dims[j])
+      strides[j] += elementary[e];
   return strides;
 }
 

@@ -26,9 +26,9 @@ bool rewrite_total_stores(Kernel& k) {
 }
 
 Kernel prepare_kernel(Kernel kernel) {
-  Kernel general = to_general_form(std::move(kernel));  // a general kernel moves through
-  rewrite_total_stores(general);
-  return coalesce(std::move(general));
+  if (!kernel.general()) kernel = to_general_form(std::move(kernel));
+  rewrite_total_stores(kernel);
+  return coalesce(std::move(kernel));
 }
 
 }  // namespace ein
