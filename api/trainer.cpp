@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <pthread.h>
+
 #include <csignal>
 #include <fstream>
 #include <iostream>
@@ -28,17 +30,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "api/stop_signals.h"
 #include "api/train_data.h"
 #include "api/train_report.h"
 
 namespace ein {
 namespace {
-
-/// Set by SIGINT/SIGTERM while a Trainer with handle_signals is alive.
-volatile std::sig_atomic_t g_interrupted = 0;
-void on_signal(int) { g_interrupted = 1; }
-using SignalHandler = void (*)(int);
-SignalHandler g_previous_int = SIG_DFL, g_previous_term = SIG_DFL;
 
 /// Multiplies every gradient by `factor` in place (unscaling fp16 loss-scaled gradients).
 void scale_grads(const std::vector<Tensor>& params, double factor) {
@@ -134,16 +131,23 @@ Tensor Trainable::logits(const Tensor&) {
 
 Trainer::Trainer(Trainable& model, TrainOptions options) : model_(model), options_(std::move(options)) {}
 
-Trainer::~Trainer() {
-  if (!signals_installed_) return;
-  std::signal(SIGINT, g_previous_int);
-  std::signal(SIGTERM, g_previous_term);
+Trainer::~Trainer() = default;  // signals_ (stop_signals.h) restores what fit() changed
+
+void block_stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
 TrainResult Trainer::fit() {
   const TrainOptions& o = options_;
   std::ostream& out = o.out ? *o.out : std::cerr;
   TrainResult r;
+  // 0. Signals stop after the current step; they go to a watcher thread (stop_signals.h),
+  //    set up before this thread starts any (the data prefetcher, oneTBB, OpenMP).
+  if (o.handle_signals && !signals_) signals_ = std::make_unique<detail::StopSignals>();
   // 1. Precision: activations in bf16/fp16; master weights, gradients and optimizer state
   //    in f32 (fp16 adds dynamic loss scaling, step 7).
   if (o.precision != "fp32" && o.precision != "bf16" && o.precision != "fp16")
@@ -186,14 +190,8 @@ TrainResult Trainer::fit() {
     if (!o.quiet) out << fmt::format("\n{}: wrote {}\n", o.name, path);
   };
 
-  // 4. Signals stop after the current step; the handlers stay until the Trainer goes.
-  if (o.handle_signals && !signals_installed_) {
-    g_interrupted = 0;
-    g_previous_int = std::signal(SIGINT, on_signal);
-    g_previous_term = std::signal(SIGTERM, on_signal);
-    signals_installed_ = true;
-  }
-  auto stopping = [&] { return stop_.load() || (signals_installed_ && g_interrupted); };
+  // 4. Stop at a step boundary: stop() or a signal (step 0).
+  auto stopping = [&] { return stop_.load() || (signals_ && detail::StopSignals::received()); };
   const bool tty = &out == &std::cerr && isatty(STDERR_FILENO) && !o.quiet;
   const HardwareProfile* hw = mfu_hardware(o.device, r.hardware);
   // MFU against the dense peak of the arithmetic the matmuls use: f32 on the CPU; on a GPU
@@ -286,6 +284,7 @@ TrainResult Trainer::fit() {
   r.last = r.start + r.done;
   if (r.done > 0 || r.start == 0) save(r.last);
   r.interrupted = stopping();
+  r.signal = signals_ ? detail::StopSignals::received() : 0;
   for (const auto& s : model_.optimizer_state())
     r.state_bytes += s.tensor.nbytes();
   r.peak_memory = max_memory_allocated(o.device);

@@ -27,6 +27,9 @@ struct TrainFlags {
 };
 
 int run_train(const TrainFlags& f) {
+  // Before anything starts a thread: SIGINT/SIGTERM reach the Trainer's watcher only, never
+  // a compute thread in the middle of a kernel (api/stop_signals.h).
+  block_stop_signals();
   try {
     ScriptTrainOptions load;
     load.device = select_device(f.device);
@@ -54,7 +57,7 @@ int run_train(const TrainFlags& f) {
     if (r.interrupted) {
       std::cerr << fmt::format("ein train: interrupted after step {}{}\n", r.last,
                                o.checkpoint.empty() ? "" : "; the checkpoint above resumes it");
-      return 130;
+      return r.signal ? 128 + r.signal : 130;  // 130 for SIGINT, 143 for SIGTERM
     }
     std::cout << format_summary(r, f.file);
     if (!o.sample.empty() && o.sample_length > 0) {

@@ -38,6 +38,10 @@
 
 namespace ein {
 
+namespace detail {
+class StopSignals;  // api/stop_signals.h
+}  // namespace detail
+
 /// A tensor with its qualified name ("blocks.0.attn.qkv.weight"): checkpoint keys are
 /// "model." + name for parameters and "optim." + name for optimizer state.
 struct NamedTensor {
@@ -135,6 +139,7 @@ struct TrainResult {
   int64_t done = 0;             ///< steps run
   int64_t last = 0;             ///< start + done
   bool interrupted = false;     ///< stopped by stop() or a signal
+  int signal = 0;               ///< the signal that stopped it (SIGINT, SIGTERM); 0 otherwise
   double final_loss = 0;        ///< the last step's loss (NaN when none ran)
   std::vector<double> losses;   ///< every step's loss, in order
   int64_t parameters = 0;       ///< parameter count (elements)
@@ -158,7 +163,7 @@ class Trainer {
  public:
   /// Checks nothing yet: fit() does, and throws UserError for bad options.
   Trainer(Trainable& model, TrainOptions options);
-  /// Restores signal handlers fit() installed.
+  /// Stops the signal watcher fit() started and restores the handlers and signal mask.
   ~Trainer();
   /// Trains to options.steps (resuming, logging and checkpointing as the options say) and
   /// returns what happened. UserError for a bad option, a missing file or a non-finite loss
@@ -180,8 +185,16 @@ class Trainer {
   Trainable& model_;                ///< what fit() trains (not owned)
   TrainOptions options_;            ///< as given to the constructor
   std::atomic<bool> stop_{false};   ///< set by stop(): fit() ends after the current step
-  bool signals_installed_ = false;  ///< fit() installed SIGINT/SIGTERM handlers
+  std::unique_ptr<detail::StopSignals> signals_;  ///< handle_signals: the watcher thread
 };
+
+/// Blocks SIGINT and SIGTERM in the calling thread, so that every thread it starts afterwards
+/// (oneTBB's and OpenMP's workers, data loaders) inherits the block, and a Trainer with
+/// handle_signals receives them on its own watcher thread instead of interrupting a compute
+/// thread. Call it at the start of main(), before anything starts threads; `ein train` does.
+/// A signal that arrives before fit() stays pending until fit() takes it: the run then stops
+/// before its first step (writing the step-0 checkpoint).
+void block_stop_signals();
 
 /// The `ein train` summary of a run on stdout: steps, final loss, parameters, FLOPs, MFU and
 /// peak memory by category (and the fp16 loss-scaling line). `what` names the model.
