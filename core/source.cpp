@@ -72,10 +72,15 @@ std::string printable(std::string_view text) {
   for (size_t i = 0; i < text.size();) {
     const uint32_t n = utf8_char_size(text.substr(i));
     const auto c = static_cast<unsigned char>(text[i]);
-    if ((n == 1 && (c < 0x20 || c == 0x7F || c >= 0x80)))
-      out += fmt::format("\\x{:02x}", c);
-    else
+    // C0 controls, DEL, invalid bytes, and the C1 controls U+0080..U+009F (0xC2 0x80..0x9F),
+    // which some terminals obey as escape sequences even in UTF-8.
+    const bool c1 = n == 2 && c == 0xC2 && static_cast<unsigned char>(text[i + 1]) < 0xA0;
+    if ((n == 1 && (c < 0x20 || c == 0x7F || c >= 0x80)) || c1) {
+      for (uint32_t j = 0; j < n; ++j)
+        out += fmt::format("\\x{:02x}", static_cast<unsigned char>(text[i + j]));
+    } else {
       out.append(text.substr(i, n));
+    }
     i += n;
   }
   return out;

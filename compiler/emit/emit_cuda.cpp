@@ -5,8 +5,9 @@
 //   1. prepare the kernel (compiler/kernel/prepare.h: the general form, total stores as
 //      per-row scratch stores, which is the ABI in emit_cuda.h, coalesced) and verify it;
 //   2. let the strategy write the entry's body and choose the launch;
-//   3. assemble: header comment, includes (cuda_fp16.h, cuda_bf16.h, cuda_fp8.h only when a
-//      buffer needs them), prelude, entry signature, parameter conversions, body.
+//   3. assemble: header comment (user text through comment_text.h), includes (cuda_fp16.h,
+//      cuda_bf16.h, cuda_fp8.h only when a buffer needs them), prelude, entry signature,
+//      parameter conversions, body.
 // The scalar formulas are those of kernel_eval.cpp (the float64 oracle) and emit_mlir.cpp.
 #include "compiler/emit/emit_cuda.h"
 #include "compiler/kernel/prepare.h"
@@ -22,6 +23,7 @@
 
 #include <fmt/format.h>
 
+#include "compiler/emit/comment_text.h"
 #include "compiler/emit/emit_cuda_writer.h"
 
 namespace ein {
@@ -418,11 +420,6 @@ __device__ __forceinline__ bool ein_aligned(const void* p, unsigned bytes) { ret
 // ---- end of prelude -------------------------------------------------------------------
 )";
 
-std::string one_line(std::string text) {
-  std::replace(text.begin(), text.end(), '\n', ' ');
-  return text;
-}
-
 /// "ein_" + the kernel's name with every run of other characters than letters and digits
 /// as one '_' (a C identifier, readable in profiler listings).
 std::string identifier(std::string_view name) {
@@ -511,7 +508,8 @@ CudaKernel emit_cuda(const Kernel& kernel) {
     out.parameters.push_back(fmt::format("double p{}", j));
 
   std::string src = fmt::format("// ein CUDA kernel {} (compiler/emit/emit_cuda.cpp)\n", out.entry);
-  src += fmt::format("// origin:   {}\n", one_line(kernel.origin.empty() ? kernel.name : kernel.origin));
+  src += fmt::format("// origin:   {}\n",
+                     detail::comment_text(kernel.origin.empty() ? kernel.name : kernel.origin));
   src += fmt::format("// domain:   {} (parallel | reduced), compute {}\n",
                      dims_text(k.domain, k.parallel_dims()), dtype_name(k.compute));
   for (size_t b = 0; b < k.buffers.size(); ++b)

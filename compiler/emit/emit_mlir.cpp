@@ -20,6 +20,7 @@
 
 #include <fmt/format.h>
 
+#include "compiler/emit/comment_text.h"
 #include "compiler/emit/emit_mlir_function.h"
 
 namespace ein {
@@ -32,6 +33,29 @@ bool is_float(DType t) {
 
 int bit_width(DType t) {
   return static_cast<int>(element_size(t)) * 8;
+}
+
+/// How `@symbol` is spelled: the bare name when it is an MLIR bare-id ([A-Za-z_][A-Za-z0-9_$.]*),
+/// else a string literal with every byte outside printable ASCII, '"' and '\\' as MLIR's `\XX`
+/// hex escape, so the symbol keeps exactly the bytes the JIT looks up.
+std::string symbol_name(std::string_view symbol) {
+  auto bare_char = [](char c, bool first) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+           (!first && ((c >= '0' && c <= '9') || c == '$' || c == '.'));
+  };
+  bool bare = !symbol.empty();
+  for (size_t i = 0; i < symbol.size() && bare; ++i)
+    bare = bare_char(symbol[i], i == 0);
+  if (bare) return std::string(symbol);
+  std::string out = "\"";
+  for (char ch : symbol) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c >= 0x7F || c == '"' || c == '\\')
+      out += fmt::format("\\{:02X}", c);
+    else
+      out += ch;
+  }
+  return out + '"';
 }
 
 }  // namespace
@@ -65,8 +89,8 @@ FunctionEmitter::FunctionEmitter(const Kernel& k, const CpuSchedule& s) : k_(k),
 }
 
 std::string FunctionEmitter::run(std::string_view symbol) {
-  std::string head =
-      fmt::format("func.func @{}(%buffers: !llvm.ptr, %begin: index, %end: index) {{\n", symbol);
+  std::string head = fmt::format(
+      "func.func @{}(%buffers: !llvm.ptr, %begin: index, %end: index) {{\n", symbol_name(symbol));
   emit_prologue();
   emit_outer_loop();
   line("return");
@@ -503,10 +527,9 @@ std::vector<int64_t> kernel_parameters(const Kernel& k, const CpuSchedule& s) {
 
 std::string emit_mlir(const Kernel& kernel, const CpuSchedule& schedule, std::string_view symbol) {
   const Kernel general = to_general_form(kernel);
-  std::string header = fmt::format("// ein kernel {}: {}\n", kernel.name, kernel.origin);
-  for (char& c : header)
-    if (c == '\n') c = ' ';
-  header.back() = '\n';
+  const std::string header =
+      fmt::format("// ein kernel {}: {}\n", detail::comment_text(kernel.name),
+                  detail::comment_text(kernel.origin));
   detail::FunctionEmitter emitter(general, schedule);
   return header + "module {\n" + emitter.run(symbol) + "}\n";
 }

@@ -1,5 +1,7 @@
-// UserError rendering: the exact compiler-style text, caret placement and width, notes.
+// UserError rendering: the exact compiler-style text, caret placement and width, notes, and
+// control characters in the quoted line, the message and the source name shown as escapes.
 #include <ein/diagnostic.h>
+#include <ein/pattern_parser.h>
 
 #include <gtest/gtest.h>
 
@@ -52,6 +54,58 @@ TEST(Diagnostic, SecondLineOfAFileIsShown) {
   UserError e("unknown dim 'E'", src, {26, 27});
   EXPECT_EQ(std::string(e.what()),
             "m.ein:2:16: error: unknown dim 'E'\n param w: f32[D E]\n                ^");
+}
+
+TEST(Diagnostic, ControlCharactersAreEscapedAndTheCaretStaysUnderThem) {
+  // A NUL would cut what() short, a CR would overwrite the line, an ESC drive the terminal.
+  auto src = make_source("pattern", std::string("a\0b\rc \x1b[31md -> a", 17));
+  UserError nul("bad NUL", src, {1, 2});
+  EXPECT_EQ(std::string(nul.what()),
+            "pattern:1:2: error: bad NUL\n a\\x00b\\x0dc \\x1b[31md -> a\n  ^~~~");
+  UserError cr("bad CR", src, {3, 4});
+  EXPECT_EQ(std::string(cr.what()),
+            "pattern:1:4: error: bad CR\n a\\x00b\\x0dc \\x1b[31md -> a\n       ^~~~");
+  UserError after("after the escapes", src, {11, 12});  // 'd', after three escaped characters
+  EXPECT_EQ(std::string(after.what()),
+            "pattern:1:12: error: after the escapes\n a\\x00b\\x0dc \\x1b[31md -> a\n"
+            "                     ^");
+  // "b\rc \x1b" takes 1 + 4 + 1 + 1 + 4 = 11 columns once shown.
+  UserError span("a span over escapes", src, {2, 7});
+  EXPECT_EQ(std::string(span.what()),
+            "pattern:1:3: error: a span over escapes\n a\\x00b\\x0dc \\x1b[31md -> a\n"
+            "      ^~~~~~~~~~~");
+}
+
+TEST(Diagnostic, MessagesNotesAndSourceNamesNeverCarryRawControls) {
+  UserError e("cannot open 'x\ry\x1b'");
+  e.note("line one\nline two\tand a tab");  // a note's own line breaks and tabs stay
+  EXPECT_EQ(std::string(e.what()),
+            "error: cannot open 'x\\x0dy\\x1b'\nnote: line one\nline two\tand a tab");
+  UserError named("bad", make_source("f\x1b.ein", "ab"), {1, 2});
+  EXPECT_EQ(std::string(named.what()), "f\\x1b.ein:1:2: error: bad\n ab\n  ^");
+}
+
+TEST(Diagnostic, APatternWithControlCharactersPointsAtTheCulprit) {
+  for (const char bad : {'\0', '\r', '\x1b'}) {
+    SCOPED_TRACE(static_cast<int>(bad));
+    const std::string text = std::string("b c") + bad + " d -> b c d";
+    try {
+      parse_pattern(text);
+      FAIL() << "expected a UserError";
+    } catch (const UserError& e) {
+      const std::string what = e.what();
+      const std::string escape = printable(std::string(1, bad));
+      // The whole message is there (a NUL no longer ends it) and holds no raw control.
+      for (char c : what)
+        EXPECT_FALSE(static_cast<unsigned char>(c) < 0x20 && c != '\n') << what;
+      const std::string quoted = " b c" + escape + " d -> b c d\n";
+      const size_t at = what.find(quoted);
+      ASSERT_NE(at, std::string::npos) << what;
+      // The caret line sits under the escape: one space of indent, "b c", then '^'.
+      EXPECT_EQ(what.substr(at + quoted.size(), 5), "    ^") << what;
+      EXPECT_EQ(e.column(), 4u);
+    }
+  }
 }
 
 }  // namespace
