@@ -57,9 +57,17 @@ std::unique_ptr<TokenLoader> open_tokens(const TokenDataOptions& spec,
                                          const std::string& override_path, uint64_t seed) {
   const std::string path = override_path.empty() ? spec.path : override_path;
   std::error_code ec;
-  if (!fs::is_regular_file(path, ec))
-    throw UserError(fmt::format("data file '{}' does not exist{}", path,
-                                override_path.empty() ? " (set by the train block's data; --data overrides it)" : ""));
+  const fs::file_status status = fs::status(path, ec);
+  const std::string where = override_path.empty() ? " (set by the train block's data; --data overrides it)" : "";
+  if (!fs::exists(status)) throw UserError(fmt::format("data file '{}' does not exist{}", path, where));
+  // A FIFO or device would block or never end: only regular files are read.
+  if (!fs::is_regular_file(status))
+    throw UserError(fmt::format("data file '{}' is not a regular file but {}{}", path,
+                                fs::is_directory(status) ? "a directory"
+                                : fs::is_fifo(status)    ? "a FIFO (named pipe)"
+                                : fs::is_character_file(status) ? "a character device"
+                                                                : "a device or socket",
+                                where));
   LoaderOptions o;
   o.batch_size = spec.batch;
   o.context = spec.context;

@@ -8,10 +8,13 @@
 #include <cmath>
 #include <pthread.h>
 
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <random>
+#include <set>
 
 #include <unistd.h>
 
@@ -76,30 +79,80 @@ std::vector<std::pair<std::string, Tensor>> checkpoint_tensors(Trainable& model,
   return t;
 }
 
+/// The metadata key of a checkpoint's layout_signature() (names, dtypes, shapes of its tensors).
+constexpr const char* kLayoutKey = "layout";
+
+/// How the checkpoint's tensors differ from `ours` (names, dtypes, shapes), one line each.
+std::string layout_differences(const Checkpoint& ck,
+                               const std::vector<std::pair<std::string, Tensor>>& ours) {
+  std::string lines;
+  std::set<std::string> names;
+  for (const auto& [name, t] : ours) {
+    names.insert(name);
+    const Tensor* theirs = ck.find(name);
+    if (!theirs)
+      lines += fmt::format("\n  '{}' is missing from the checkpoint", name);
+    else if (theirs->dtype() != t.dtype() || theirs->shape() != t.shape())
+      lines += fmt::format("\n  '{}' is {} {} in the checkpoint but {} {} here", name,
+                           dtype_name(theirs->dtype()), shape_str(theirs->shape()),
+                           dtype_name(t.dtype()), shape_str(t.shape()));
+  }
+  for (const auto& [name, t] : ck.tensors)
+    if (!names.contains(name))
+      lines += fmt::format("\n  '{}' is in the checkpoint but not in this model", name);
+  return lines;
+}
+
 /// Loads the latest good checkpoint of `o.checkpoint` into the model; returns its step (0
-/// when there is none yet). Notes go to `out` even when quiet: they say where the run stands.
+/// when there is none yet). A checkpoint whose data fails its checksums is skipped with a
+/// warning, falling back to the previous good one; one of another model (its layout differs)
+/// is an error. Notes go to `out` even when quiet: they say where the run stands.
 int64_t resume_from_checkpoint(const TrainOptions& o, Trainable& model,
                                const std::vector<NamedTensor>& params, std::ostream& out) {
   if (o.checkpoint.empty()) throw UserError("--resume needs --checkpoint DIR");
-  const auto latest = find_latest_checkpoint(o.checkpoint);
-  if (!latest) {
-    out << fmt::format("{}: no checkpoint in '{}' yet; starting at step 0\n", o.name, o.checkpoint);
+  const LoadedCheckpoint loaded = load_latest_checkpoint(o.checkpoint);
+  for (const std::string& s : loaded.latest.skipped)
+    out << o.name << ": warning: skipped " << s << '\n';
+  if (!loaded.checkpoint) {
+    out << fmt::format("{}: no {} in '{}'{}; starting at step 0\n", o.name,
+                       loaded.latest.skipped.empty() ? "checkpoint" : "good checkpoint",
+                       o.checkpoint, loaded.latest.skipped.empty() ? " yet" : "");
     return 0;
   }
-  for (const std::string& s : latest->skipped)
-    out << o.name << ": skipped " << s << '\n';
+  const std::string& path = loaded.latest.path;
+  const Checkpoint& ck = *loaded.checkpoint;
+  const std::vector<std::pair<std::string, Tensor>> targets = checkpoint_tensors(model, params);
+  if (auto it = ck.metadata.find(kLayoutKey);
+      it != ck.metadata.end() && it->second != layout_signature(targets)) {
+    const auto script = ck.metadata.find("script");
+    throw UserError(fmt::format(
+        "cannot resume from {}: it is a checkpoint of another model{}; its tensors differ from "
+        "this run's:{}\n(use another --checkpoint directory, or --init to start from some of "
+        "its weights)",
+        path,
+        script != ck.metadata.end() ? fmt::format(" (written by {})", script->second) : "",
+        layout_differences(ck, targets)));
+  }
   try {
-    const Checkpoint ck = load_safetensors(latest->path);
     if (auto it = ck.metadata.find("seed"); it != ck.metadata.end() && it->second != std::to_string(o.seed))
       throw UserError(fmt::format("{} was written with --seed {}, this run has --seed {}; "
                                   "resume with the same seed",
-                                  latest->path, it->second, o.seed));
-    copy_into(ck, checkpoint_tensors(model, params));
+                                  path, it->second, o.seed));
+    copy_into(ck, targets);
   } catch (const RuntimeError& e) {
-    throw UserError(fmt::format("cannot resume from {}: {}", latest->path, e.what()));
+    throw UserError(fmt::format("cannot resume from {}: {}", path, e.what()));
   }
-  out << fmt::format("{}: resumed from {} (step {})\n", o.name, latest->path, latest->step);
-  return latest->step;
+  out << fmt::format("{}: resumed from {} (step {})\n", o.name, path, loaded.latest.step);
+  return loaded.latest.step;
+}
+
+/// Checks the log stream after a write or flush: a full disk or a closed pipe must not lose
+/// the log silently. `err` is errno from before the write was checked.
+void check_log(const std::ofstream& log, const std::string& path, int64_t step, int err) {
+  if (log) return;
+  throw UserError(fmt::format("--log {}: writing the line of step {} failed{}; stopping so the "
+                              "log is not lost silently",
+                              path, step, err != 0 ? fmt::format(" ({})", std::strerror(err)) : ""));
 }
 
 /// The hardware MFU is measured against: this CPU, or the GPU's row of the table (nullptr
@@ -167,6 +220,14 @@ TrainResult Trainer::fit() {
     r.parameter_bytes += p.tensor.nbytes();
   }
   model_.init_optimizer_state();
+  // A checkpoint directory that cannot be written fails now, not at the first save.
+  if (!o.checkpoint.empty()) {
+    try {
+      check_checkpoint_directory(o.checkpoint);
+    } catch (const RuntimeError& e) {
+      throw UserError(fmt::format("--checkpoint: {}", e.what()));
+    }
+  }
   if (!o.init.empty()) load_initial_parameters(o.init, params);
   detail::TrainBatches batches(model_, o.data, o.data_path, o.seed, o.device);
 
@@ -178,14 +239,16 @@ TrainResult Trainer::fit() {
   std::ofstream log;
   if (!o.log.empty()) {
     log.open(o.log, o.resume ? std::ios::app : std::ios::trunc);
-    if (!log) throw UserError(fmt::format("--log {}: cannot open for writing", o.log));
+    if (!log) throw UserError(fmt::format("--log {}: cannot open for writing{}", o.log,
+                                          errno != 0 ? fmt::format(" ({})", std::strerror(errno)) : ""));
   }
   auto save = [&](int64_t step) {
     if (o.checkpoint.empty()) return;
     std::map<std::string, std::string> metadata = o.metadata;
     metadata["seed"] = std::to_string(o.seed);
-    const std::string path =
-        save_training_checkpoint(o.checkpoint, step, checkpoint_tensors(model_, params), metadata);
+    const std::vector<std::pair<std::string, Tensor>> tensors = checkpoint_tensors(model_, params);
+    metadata[kLayoutKey] = layout_signature(tensors);
+    const std::string path = save_training_checkpoint(o.checkpoint, step, tensors, metadata);
     prune_checkpoints(o.checkpoint, o.keep);
     if (!o.quiet) out << fmt::format("\n{}: wrote {}\n", o.name, path);
   };
@@ -269,8 +332,10 @@ TrainResult Trainer::fit() {
         j["loss_scale"] = s.loss_scale;  // the scale this step's backward used
         j["skipped"] = s.skipped;
       }
+      errno = 0;
       log << j.dump() << '\n';
       log.flush();
+      check_log(log, o.log, step, errno);
     }
     if (!o.quiet && (tty || step % o.log_every == 0 || step == steps)) {
       const std::string line = detail::progress_line(s, r.seconds / static_cast<double>(r.done));
@@ -280,6 +345,11 @@ TrainResult Trainer::fit() {
     if (o.checkpoint_every > 0 && step % o.checkpoint_every == 0 && step != steps) save(step);
   }
   if (tty) out << '\n';
+  if (log.is_open()) {
+    errno = 0;
+    log.close();
+    check_log(log, o.log, r.start + r.done, errno);
+  }
   // 10. The final checkpoint and the accounting.
   r.last = r.start + r.done;
   if (r.done > 0 || r.start == 0) save(r.last);

@@ -59,6 +59,21 @@ void AtomicFile::write(const void* data, size_t size) {
   }
 }
 
+void AtomicFile::write_at(uint64_t offset, const void* data, size_t size) {
+  if (fd_ < 0) throw RuntimeError("cannot write '" + temp_path_ + "': the file is closed");
+  const auto* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::pwrite(fd_, p, size, static_cast<off_t>(offset));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_errno("write", temp_path_);
+    }
+    p += n;
+    size -= static_cast<size_t>(n);
+    offset += static_cast<uint64_t>(n);
+  }
+}
+
 void AtomicFile::commit() {
   if (fd_ < 0) throw RuntimeError("cannot commit '" + path_ + "': the file is closed");
   if (::fsync(fd_) != 0) throw_errno("fsync", temp_path_);

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -29,6 +30,9 @@ class AtomicFile {
   void write(const void* data, size_t size);
   /// Appends the bytes of `text`.
   void write(std::string_view text) { write(text.data(), text.size()); }
+  /// Overwrites `size` bytes at `offset`, which must lie within what was written (a header
+  /// completed once the data after it is known); the append position does not move.
+  void write_at(uint64_t offset, const void* data, size_t size);
   /// fsyncs and closes the file, renames it over path(), then fsyncs the directory, so both
   /// the bytes and the new name survive a power loss. No write() may follow.
   void commit();

@@ -1,7 +1,10 @@
 // safetensors reading and writing. Loading reads with pread() into fresh tensors rather than
 // mmap(): a file truncated by another process while mapped would kill us with SIGBUS, while a
 // short pread() is an error we can report. Every offset is checked against the file size
-// before it is used, so a corrupt header cannot make us read or allocate out of bounds.
+// before it is used, so a corrupt header cannot make us read or allocate out of bounds. Each
+// tensor's bytes carry an XXH3-64 checksum in the metadata: the header is written with
+// placeholders, the data hashed as it is written, and the header rewritten in place (the
+// checksums have a fixed width, so its length does not change).
 #include <ein/checkpoint.h>
 
 #include <fcntl.h>
@@ -16,6 +19,7 @@
 #include <set>
 
 #include <nlohmann/json.hpp>
+#include <xxhash.h>
 
 #include "runtime/atomic_file.h"
 
@@ -64,8 +68,9 @@ struct Entry {
 /// A parsed and fully checked header.
 struct Header {
   std::vector<Entry> entries;  ///< sorted by begin: the file's order
-  std::map<std::string, std::string> metadata;
-  uint64_t data_start = 0;  ///< 8 + header size
+  std::map<std::string, std::string> metadata;  ///< less the checksums
+  std::map<std::string, uint64_t> checksums;    ///< tensor name -> XXH3-64 of its bytes
+  uint64_t data_start = 0;                      ///< 8 + header size
 };
 
 /// "invalid safetensors file '<path>': <problem>".
@@ -73,15 +78,40 @@ struct Header {
   throw RuntimeError("invalid safetensors file '" + path + "': " + problem);
 }
 
+/// "a directory", "a FIFO (named pipe)", ... for a file that is not a regular file.
+std::string file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a plain file";
+}
+
+/// A checksum as the metadata holds it: 16 lowercase hex digits.
+std::string hex64(uint64_t v) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string s(16, '0');
+  for (int i = 15; i >= 0; --i, v >>= 4)
+    s[static_cast<size_t>(i)] = kDigits[v & 0xf];
+  return s;
+}
+
 /// An open file descriptor, closed on scope exit.
 class ReadFile {
  public:
-  /// Opens `path` for reading; RuntimeError naming it when it cannot.
+  /// Opens `path` for reading; RuntimeError naming it when it cannot or when it is not a
+  /// regular file. O_NONBLOCK: opening a FIFO would otherwise wait for a writer forever.
   explicit ReadFile(const std::string& path) : path_(path) {
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd_ < 0) {
       const int err = errno;
       throw RuntimeError("cannot open safetensors file '" + path + "': " + std::strerror(err));
+    }
+    struct stat st {};
+    if (::fstat(fd_, &st) == 0 && !S_ISREG(st.st_mode)) {
+      ::close(fd_);
+      fail(path, "it is not a regular file but " + file_kind(st.st_mode));
     }
   }
   ~ReadFile() { ::close(fd_); }
@@ -235,6 +265,26 @@ Header read_header(const std::string& path, const ReadFile& file) {
     }
     h.entries.push_back(parse_entry(path, key, value));
   }
+  // Checksums out of the metadata: each must be 16 hex digits and name a tensor of the file.
+  const std::string prefix = kChecksumKeyPrefix;
+  for (auto it = h.metadata.begin(); it != h.metadata.end();) {
+    if (!it->first.starts_with(prefix)) {
+      ++it;
+      continue;
+    }
+    const std::string name = it->first.substr(prefix.size());
+    const std::string& hex = it->second;
+    if (hex.size() != 16 || !std::all_of(hex.begin(), hex.end(), [](char c) {
+          return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+        }))
+      fail(path, "the checksum of tensor '" + name + "' is \"" + hex +
+                     "\", not 16 lowercase hex digits");
+    if (std::none_of(h.entries.begin(), h.entries.end(),
+                     [&](const Entry& e) { return e.name == name; }))
+      fail(path, "the metadata has a checksum for tensor '" + name + "', which the file lacks");
+    h.checksums[name] = std::stoull(hex, nullptr, 16);
+    it = h.metadata.erase(it);
+  }
 
   // Order by begin (then end, so a zero-size tensor at a boundary sorts before its neighbour)
   // and walk: each range must start where the previous one ended.
@@ -298,9 +348,19 @@ const Tensor& Checkpoint::at(const std::string& name) const {
 void save_safetensors(const std::string& path,
                       const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata) {
-  // 1. The header from names, dtypes and shapes alone, so bad input fails before any I/O.
+  // 1. The header from names, dtypes and shapes alone, so bad input fails before any I/O;
+  //    checksums are placeholders of their final width until the data is written.
+  const std::string prefix = kChecksumKeyPrefix;
+  std::map<std::string, std::string> full_metadata = metadata;
+  for (const auto& [key, value] : metadata)
+    if (key.starts_with(prefix))
+      throw RuntimeError("cannot save '" + path + "': metadata key '" + key +
+                         "' is reserved (keys starting with '" + prefix +
+                         "' hold the tensors' checksums)");
+  for (const auto& [name, t] : tensors)
+    full_metadata[prefix + name] = hex64(0);
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  if (!metadata.empty()) header[kMetadataKey] = metadata;
+  if (!full_metadata.empty()) header[kMetadataKey] = full_metadata;
   std::set<std::string> names;
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
@@ -315,14 +375,19 @@ void save_safetensors(const std::string& path,
                     {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
-  std::string text;
-  try {
-    text = header.dump();
-  } catch (const nlohmann::json::exception&) {
-    throw RuntimeError("cannot save '" + path + "': a tensor name or metadata string is not UTF-8");
-  }
-  // Padding to 8 keeps the data 8-byte aligned, as the Rust writer does.
-  text.append((8 - text.size() % 8) % 8, ' ');
+  const auto dump = [&] {
+    std::string text;
+    try {
+      text = header.dump();
+    } catch (const nlohmann::json::exception&) {
+      throw RuntimeError("cannot save '" + path +
+                         "': a tensor name or metadata string is not UTF-8");
+    }
+    // Padding to 8 keeps the data 8-byte aligned, as the Rust writer does.
+    text.append((8 - text.size() % 8) % 8, ' ');
+    return text;
+  };
+  const std::string text = dump();
 
   // 2. The bytes, one tensor at a time (a contiguous CPU copy only where needed).
   AtomicFile file(path);
@@ -337,8 +402,15 @@ void save_safetensors(const std::string& path,
   for (const auto& [name, t] : tensors) {
     // detach(): saving copies values and must not trip autograd's no-silent-copy check.
     const Tensor host = t.detach().to(cpu()).contiguous();
-    if (host.nbytes() > 0) file.write(host.data_ptr(), static_cast<size_t>(host.nbytes()));
+    const auto bytes = static_cast<size_t>(host.nbytes());
+    if (bytes > 0) file.write(host.data_ptr(), bytes);
+    header[kMetadataKey][prefix + name] = hex64(XXH3_64bits(host.data_ptr(), bytes));
   }
+  // 3. The header again with the checksums: same length, so it overwrites the placeholder.
+  const std::string final_text = dump();
+  if (final_text.size() != text.size())
+    throw RuntimeError("cannot save '" + path + "': internal error: the header changed length");
+  file.write_at(8, final_text.data(), final_text.size());
   file.commit();
 }
 
@@ -348,11 +420,22 @@ Checkpoint load_safetensors(const std::string& path) {
   Checkpoint c;
   c.path = path;
   c.metadata = std::move(h.metadata);
+  c.checksummed = h.checksums.size() == h.entries.size();
   c.tensors.reserve(h.entries.size());
   for (Entry& e : h.entries) {
     Tensor t = empty(e.shape, e.dtype, cpu());
     const uint64_t bytes = e.end - e.begin;
     if (bytes > 0) file.read_at(t.data_ptr(), bytes, h.data_start + e.begin);
+    if (const auto it = h.checksums.find(e.name); it != h.checksums.end()) {
+      const uint64_t got = XXH3_64bits(t.data_ptr(), static_cast<size_t>(bytes));
+      if (got != it->second)
+        fail(path, "tensor '" + e.name + "' (" + std::string(safetensors_dtype_name(e.dtype)) +
+                       ", shape " + shape_str(e.shape) + ", data_offsets [" +
+                       std::to_string(e.begin) + ", " + std::to_string(e.end) +
+                       "]) does not match its checksum: its bytes hash to xxh3_64 " + hex64(got) +
+                       ", the header says " + hex64(it->second) +
+                       " (the file was corrupted after it was written)");
+    }
     if (e.dtype == DType::boolean) {
       // Any byte but 0 and 1 would be undefined behaviour once read as a C++ bool.
       const auto* p = static_cast<const unsigned char*>(t.data_ptr());
@@ -364,6 +447,19 @@ Checkpoint load_safetensors(const std::string& path) {
     c.tensors.emplace_back(std::move(e.name), std::move(t));
   }
   return c;
+}
+
+std::string layout_signature(const std::vector<std::pair<std::string, Tensor>>& tensors) {
+  std::vector<std::string> lines;
+  lines.reserve(tensors.size());
+  for (const auto& [name, t] : tensors)
+    lines.push_back(name + "\t" + std::string(safetensors_dtype_name(t.dtype())) + "\t" +
+                    shape_str(t.shape()) + "\n");
+  std::sort(lines.begin(), lines.end());
+  std::string text;
+  for (const std::string& line : lines)
+    text += line;
+  return hex64(XXH3_64bits(text.data(), text.size()));
 }
 
 void copy_into(const Checkpoint& checkpoint,

@@ -1,8 +1,12 @@
 // TokenFile over POSIX open/fstat/mmap, and the writers. Tokens are little-endian on disk;
-// on a big-endian host each is byte-swapped as it is read or written.
+// on a big-endian host each is byte-swapped as it is read or written. Every access to the
+// mapping runs under a SIGBUS guard (token_file.h says why): a fault inside it siglongjmps
+// back to the read, which throws; a fault anywhere else goes to the previous handler.
 #include <ein/token_file.h>
 
 #include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <utility>
 
 #include <ein/errors.h>
@@ -51,16 +56,88 @@ std::string quoted(const std::string& path) {
   throw RuntimeError(msg);
 }
 
-// Converts and checks count tokens of type T; the first bad one throws with its file index.
+/// One read of the mapping: its inputs, and the first token out of the vocabulary (index -1
+/// when none). It does not throw, so nothing needs unwinding when a fault jumps out of it.
+struct ReadJob {
+  const void* data;
+  TokenDType dtype;
+  int64_t start, count;
+  int64_t* out;
+  int64_t vocab_size;
+  int64_t bad_index = -1;
+  int64_t bad_value = 0;
+};
+
+// Converts and checks job.count tokens of type T; stops at the first bad one.
 template <typename T>
-void read_as_int64(const std::string& path, const T* src, int64_t start, int64_t count,
-                   int64_t* out, int64_t vocab_size) {
-  const int64_t limit = vocab_size > 0 ? vocab_size : std::numeric_limits<int64_t>::max();
-  for (int64_t i = 0; i < count; ++i) {
-    const auto v = static_cast<int64_t>(from_little_endian(src[start + i]));
-    if (v < 0 || v >= limit) throw_out_of_vocab(path, start + i, v, vocab_size);
-    if (out != nullptr) out[i] = v;
+void read_as_int64(ReadJob& job) {
+  const T* src = static_cast<const T*>(job.data);
+  const int64_t limit = job.vocab_size > 0 ? job.vocab_size : std::numeric_limits<int64_t>::max();
+  for (int64_t i = 0; i < job.count; ++i) {
+    const auto v = static_cast<int64_t>(from_little_endian(src[job.start + i]));
+    if (v < 0 || v >= limit) {
+      job.bad_index = job.start + i;
+      job.bad_value = v;
+      return;
+    }
+    if (job.out != nullptr) job.out[i] = v;
   }
+}
+
+void run_read_job(ReadJob& job) {
+  if (job.dtype == TokenDType::u16) {
+    read_as_int64<uint16_t>(job);
+  } else {
+    read_as_int64<int32_t>(job);
+  }
+}
+
+// The SIGBUS guard. t_guard is the jump buffer of the read this thread is in (null outside
+// one); the handler only jumps for a thread inside a read, so other faults keep their meaning.
+// The thread-local is touched by the thread before any fault, so the handler's access to it
+// allocates nothing.
+thread_local sigjmp_buf* t_guard = nullptr;
+struct sigaction g_previous_sigbus {};
+
+void on_sigbus(int sig, siginfo_t* info, void* context) {
+  if (sigjmp_buf* env = t_guard) {
+    t_guard = nullptr;
+    siglongjmp(*env, 1);
+  }
+  // Not ours: what would have happened without us.
+  if ((g_previous_sigbus.sa_flags & SA_SIGINFO) != 0 && g_previous_sigbus.sa_sigaction) {
+    g_previous_sigbus.sa_sigaction(sig, info, context);
+  } else if (g_previous_sigbus.sa_handler != SIG_DFL && g_previous_sigbus.sa_handler != SIG_IGN) {
+    g_previous_sigbus.sa_handler(sig);
+  } else {
+    // Default action: restore it and re-raise; the signal is delivered once we return (a
+    // faulting access would also simply fault again).
+    ::signal(SIGBUS, SIG_DFL);
+    ::raise(SIGBUS);
+  }
+}
+
+void install_sigbus_guard() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction action {};
+    action.sa_sigaction = on_sigbus;
+    action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(SIGBUS, &action, &g_previous_sigbus);
+  });
+}
+
+/// Runs `job` with a SIGBUS from the mapping turned into a `false` return. sigsetjmp saves
+/// the signal mask (second argument 1), so the jump also unblocks SIGBUS again. Nothing with
+/// a destructor lives in this frame or in run_read_job's, so the jump skips no cleanup.
+bool run_guarded(ReadJob& job) {
+  sigjmp_buf env;
+  if (sigsetjmp(env, 1) != 0) return false;
+  t_guard = &env;
+  run_read_job(job);
+  t_guard = nullptr;
+  return true;
 }
 
 }  // namespace
@@ -87,7 +164,9 @@ TokenFile::TokenFile(std::string path, std::optional<TokenDType> dtype) : path_(
                        "dtype (uint16 or int32) explicitly");
   }
   dtype_ = *dtype;
-  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  install_sigbus_guard();
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
+  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     throw RuntimeError("cannot open token file " + quoted(path_) + ": " + std::strerror(errno));
   }
@@ -99,8 +178,11 @@ TokenFile::TokenFile(std::string path, std::optional<TokenDType> dtype) : path_(
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    throw RuntimeError("token file " + quoted(path_) + " is not a regular file" +
-                       (S_ISDIR(st.st_mode) ? " but a directory" : ""));
+    throw RuntimeError("token file " + quoted(path_) + " is not a regular file but " +
+                       (S_ISDIR(st.st_mode)    ? "a directory"
+                        : S_ISFIFO(st.st_mode) ? "a FIFO (named pipe)"
+                        : S_ISCHR(st.st_mode)  ? "a character device"
+                                               : "a device or socket"));
   }
   const auto bytes = static_cast<int64_t>(st.st_size);
   if (bytes % token_size(dtype_) != 0) {
@@ -162,25 +244,41 @@ void TokenFile::check_range(int64_t start, int64_t count, const char* op) const 
   }
 }
 
+namespace {
+
+/// The error of a read that faulted: the file is shorter than when it was mapped.
+[[noreturn]] void throw_shrunk(const std::string& path, int64_t mapped_bytes, int64_t start,
+                               int64_t count) {
+  struct stat st {};
+  const std::string now = ::stat(path.c_str(), &st) == 0
+                              ? std::to_string(st.st_size) + " bytes now"
+                              : std::string("it is gone now (") + std::strerror(errno) + ")";
+  throw RuntimeError("token file " + quoted(path) + " shrank while mapped: it had " +
+                     std::to_string(mapped_bytes) + " bytes when opened, " + now +
+                     ", so tokens [" + std::to_string(start) + ", " +
+                     std::to_string(start + count) +
+                     ") cannot be read (was it rewritten in place? write a new file and rename "
+                     "it over the old one instead)");
+}
+
+}  // namespace
+
 int64_t TokenFile::token(int64_t index) const {
   check_range(index, 1, "token");
   int64_t v = 0;
-  if (dtype_ == TokenDType::u16) {
-    v = from_little_endian(static_cast<const uint16_t*>(data_)[index]);
-  } else {
-    v = from_little_endian(static_cast<const int32_t*>(data_)[index]);
-  }
+  ReadJob job{data_, dtype_, index, 1, &v, 0};
+  if (!run_guarded(job)) throw_shrunk(path_, mapped_bytes_, index, 1);
+  // A negative int32 is returned as it is: token() does not check against a vocabulary.
+  if (job.bad_index >= 0) v = job.bad_value;
   return v;
 }
 
 void TokenFile::read(int64_t start, int64_t count, int64_t* out, int64_t vocab_size) const {
   check_range(start, count, "read");
   if (count == 0) return;
-  if (dtype_ == TokenDType::u16) {
-    read_as_int64(path_, static_cast<const uint16_t*>(data_), start, count, out, vocab_size);
-  } else {
-    read_as_int64(path_, static_cast<const int32_t*>(data_), start, count, out, vocab_size);
-  }
+  ReadJob job{data_, dtype_, start, count, out, vocab_size};
+  if (!run_guarded(job)) throw_shrunk(path_, mapped_bytes_, start, count);
+  if (job.bad_index >= 0) throw_out_of_vocab(path_, job.bad_index, job.bad_value, vocab_size);
 }
 
 void TokenFile::check_tokens(int64_t vocab_size, int64_t begin, int64_t end) const {

@@ -5,11 +5,15 @@
 // and 2 leaves `latest` at the previous checkpoint, which is still there and valid.
 #include <ein/training_checkpoint.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cctype>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <system_error>
 
 #include "runtime/atomic_file.h"
@@ -55,17 +59,82 @@ std::string problem_with(const fs::path& file, int64_t step) {
   }
 }
 
-/// The file name `dir/latest` holds (whitespace trimmed), or "" when it cannot be read.
-std::string read_latest(const fs::path& dir) {
-  std::ifstream in(dir / kLatestName);
-  if (!in) return "";
-  std::ostringstream text;
-  text << in.rdbuf();
-  std::string s = text.str();
+/// `latest` holds one file name; anything longer is not a `latest` we wrote.
+constexpr off_t kMaxLatestBytes = 4096;
+
+/// The file name `dir/latest` holds (whitespace trimmed), or "" when it is missing. When it is
+/// not a small regular file (a FIFO would block the read, /dev/zero never end) or cannot be
+/// read, "" with the reason in `problem`.
+std::string read_latest(const fs::path& dir, std::string& problem) {
+  const fs::path path = dir / kLatestName;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno != ENOENT) problem = std::strerror(errno);
+    return "";
+  }
+  if (!S_ISREG(st.st_mode)) {
+    problem = S_ISDIR(st.st_mode)    ? "it is a directory, not a regular file"
+              : S_ISFIFO(st.st_mode) ? "it is a FIFO (named pipe), not a regular file"
+              : S_ISCHR(st.st_mode)  ? "it is a character device, not a regular file"
+                                     : "it is a block device or socket, not a regular file";
+    return "";
+  }
+  if (st.st_size > kMaxLatestBytes) {
+    problem = "it has " + std::to_string(st.st_size) + " bytes, more than a file name (at most " +
+              std::to_string(kMaxLatestBytes) + ")";
+    return "";
+  }
+  // O_NONBLOCK: the file may have been swapped for a FIFO since the stat.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    problem = std::strerror(errno);
+    return "";
+  }
+  std::string s(static_cast<size_t>(kMaxLatestBytes), '\0');
+  const ssize_t n = ::read(fd, s.data(), s.size());
+  const int err = errno;
+  ::close(fd);
+  if (n < 0) {
+    problem = std::strerror(err);
+    return "";
+  }
+  s.resize(static_cast<size_t>(n));
   const auto space = [](unsigned char c) { return std::isspace(c) != 0; };
   s.erase(std::find_if_not(s.rbegin(), s.rend(), space).base(), s.end());
   s.erase(s.begin(), std::find_if_not(s.begin(), s.end(), space));
   return s;
+}
+
+/// The checkpoints a resume tries, in order: what `latest` names, then every other step file,
+/// highest step first. Temp files never qualify. What `latest` cannot offer goes to `skipped`.
+std::vector<std::pair<int64_t, fs::path>> candidates(const fs::path& root,
+                                                     std::vector<std::string>& skipped) {
+  std::vector<std::pair<int64_t, fs::path>> out;
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return out;
+  std::string problem;
+  const std::string named = read_latest(root, problem);
+  if (!problem.empty()) skipped.push_back((root / kLatestName).string() + ": " + problem);
+  std::string named_path;
+  if (!named.empty()) {
+    named_path = (root / named).string();
+    if (const std::optional<int64_t> step = parse_step_file_name(named)) {
+      out.emplace_back(*step, root / named);
+    } else {
+      named_path.clear();
+      skipped.push_back((root / kLatestName).string() + ": names '" + named +
+                        "', not a step_<N>.safetensors file");
+    }
+  }
+  std::vector<std::pair<int64_t, fs::path>> others;
+  for (const fs::directory_entry& entry : fs::directory_iterator(root, ec)) {
+    const std::optional<int64_t> step = parse_step_file_name(entry.path().filename().string());
+    if (step && entry.path().string() != named_path) others.emplace_back(*step, entry.path());
+  }
+  std::sort(others.begin(), others.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
+  out.insert(out.end(), others.begin(), others.end());
+  return out;
 }
 
 }  // namespace
@@ -101,39 +170,8 @@ std::string save_training_checkpoint(const std::string& dir, int64_t step,
 }
 
 std::optional<LatestCheckpoint> find_latest_checkpoint(const std::string& dir) {
-  const fs::path root(dir);
-  std::error_code ec;
-  if (!fs::is_directory(root, ec)) return std::nullopt;
   LatestCheckpoint result;
-
-  // 1. What `latest` names, when it names a step file that checks out.
-  const std::string named = read_latest(root);
-  std::string named_path;
-  if (!named.empty()) {
-    named_path = (root / named).string();
-    if (const std::optional<int64_t> step = parse_step_file_name(named)) {
-      const std::string problem = problem_with(root / named, *step);
-      if (problem.empty()) {
-        result.path = named_path;
-        result.step = *step;
-        return result;
-      }
-      result.skipped.push_back(named_path + ": " + problem);
-    } else {
-      result.skipped.push_back((root / kLatestName).string() + ": names '" + named +
-                               "', not a step_<N>.safetensors file");
-    }
-  }
-
-  // 2. Otherwise the newest step file that checks out.
-  std::vector<std::pair<int64_t, fs::path>> candidates;
-  for (const fs::directory_entry& entry : fs::directory_iterator(root, ec)) {
-    const std::optional<int64_t> step = parse_step_file_name(entry.path().filename().string());
-    if (step && entry.path().string() != named_path) candidates.emplace_back(*step, entry.path());
-  }
-  std::sort(candidates.begin(), candidates.end(),
-            [](const auto& a, const auto& b) { return a.first > b.first; });
-  for (const auto& [step, path] : candidates) {
+  for (const auto& [step, path] : candidates(fs::path(dir), result.skipped)) {
     const std::string problem = problem_with(path, step);
     if (problem.empty()) {
       result.path = path.string();
@@ -143,6 +181,49 @@ std::optional<LatestCheckpoint> find_latest_checkpoint(const std::string& dir) {
     result.skipped.push_back(path.string() + ": " + problem);
   }
   return std::nullopt;
+}
+
+LoadedCheckpoint load_latest_checkpoint(const std::string& dir) {
+  LoadedCheckpoint result;
+  for (const auto& [step, path] : candidates(fs::path(dir), result.latest.skipped)) {
+    std::string problem = problem_with(path, step);
+    if (problem.empty()) {
+      try {
+        result.checkpoint = load_safetensors(path.string());
+        result.latest.path = path.string();
+        result.latest.step = step;
+        return result;
+      } catch (const RuntimeError& e) {
+        problem = e.what();
+      }
+    }
+    result.latest.skipped.push_back(path.string() + ": " + problem);
+  }
+  return result;
+}
+
+void check_checkpoint_directory(const std::string& dir) {
+  const std::string what = "cannot write checkpoints to '" + dir + "': ";
+  std::error_code ec;
+  const fs::path root(dir);
+  const fs::file_status status = fs::status(root, ec);
+  if (fs::exists(status) && !fs::is_directory(status))
+    throw RuntimeError(what + "it exists and is not a directory");
+  if (!fs::exists(status)) {
+    fs::create_directories(root, ec);
+    if (ec) throw RuntimeError(what + "cannot create the directory: " + ec.message());
+    sync_directory(fs::absolute(root).parent_path().string());
+  }
+  // A real file, written and removed: access(W_OK) says yes to root on a read-only mount.
+  const std::string probe = (root / (".write_test.tmp." + std::to_string(::getpid()))).string();
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw RuntimeError(what + "cannot create a file in it: " + std::strerror(errno));
+  const char byte = '\n';
+  const bool wrote = ::write(fd, &byte, 1) == 1;
+  const int err = errno;
+  ::close(fd);
+  ::unlink(probe.c_str());
+  if (!wrote) throw RuntimeError(what + "cannot write a file in it: " + std::strerror(err));
 }
 
 std::vector<std::string> prune_checkpoints(const std::string& dir, int keep) {

@@ -3,6 +3,13 @@
 // mapped read-only with mmap, so a file larger than memory costs only the pages a batch
 // touches. Batching lives in token_data.h; this file only opens, reads and writes tokens.
 //
+// A mapped file that another process truncates would kill the reader with SIGBUS. Reads are
+// therefore guarded: a SIGBUS handler (installed once, chaining to any previous one for
+// faults outside a guarded read) siglongjmps back into the faulting thread's read, which
+// throws a RuntimeError saying the file shrank. This is race-free, unlike re-checking the
+// size with fstat before each read (the file can shrink between the check and the access),
+// and keeps mmap's point, unlike copying the file into memory (files larger than memory).
+//
 //   ein::write_byte_tokens("corpus.u16", text);         // each byte a token, vocab 256
 //   ein::TokenFile f("corpus.u16");                      // dtype from the extension
 //   int64_t first = f.token(0);
@@ -32,12 +39,13 @@ std::optional<TokenDType> token_dtype_from_path(const std::string& path);
 inline constexpr int64_t kByteVocabSize = 256;
 
 /// A read-only memory map of a token file. Move-only; unmaps on destruction. Reads are
-/// const and safe from any number of threads. Every error is a RuntimeError naming the file.
+/// const and safe from any number of threads. Every error is a RuntimeError naming the file,
+/// including a file truncated while mapped (see above).
 class TokenFile {
  public:
   /// Maps `path`. The dtype is `dtype` when given, else the extension's
   /// (token_dtype_from_path); a RuntimeError when the file is missing or unreadable, is not
-  /// a regular file, has a size that is not a multiple of the token size, or has no dtype.
+  /// a regular file (a FIFO is refused without blocking on it), has a size that is not a multiple of the token size, or has no dtype.
   explicit TokenFile(std::string path, std::optional<TokenDType> dtype = std::nullopt);
   ~TokenFile();
   TokenFile(TokenFile&& other) noexcept;

@@ -47,6 +47,23 @@ struct LatestCheckpoint {
 /// `dir` holds no valid checkpoint.
 std::optional<LatestCheckpoint> find_latest_checkpoint(const std::string& dir);
 
+/// What load_latest_checkpoint() found.
+struct LoadedCheckpoint {
+  LatestCheckpoint latest;  ///< path and step (when loaded), and every candidate passed over
+  /// Loaded with load_safetensors() (checksums verified); nullopt when no candidate loads.
+  std::optional<Checkpoint> checkpoint;
+};
+
+/// Like find_latest_checkpoint(), but loads each candidate in turn (newest first) and falls
+/// back past one whose data fails to load (a checksum mismatch, a file shrunk meanwhile),
+/// adding it to `latest.skipped`, which lists every candidate passed over even when none loads.
+LoadedCheckpoint load_latest_checkpoint(const std::string& dir);
+
+/// Checks, before a run does any work, that checkpoints can be written to `dir`: creates it
+/// when missing and creates and removes a temporary file in it. RuntimeError naming `dir` and
+/// the system's reason (read-only, not a directory, no space, ...).
+void check_checkpoint_directory(const std::string& dir);
+
 /// Deletes old step files of `dir`, keeping the one find_latest_checkpoint() picks, every step
 /// file with a higher step, and the `keep` - 1 highest-step files below it; nothing when no
 /// checkpoint is valid. Call it after save_training_checkpoint(). Returns the removed paths.

@@ -4,6 +4,7 @@
 // offsets, trailing bytes) is a RuntimeError naming the file, never a crash.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -148,9 +149,17 @@ TEST_F(SafetensorsTest, HeaderIsPaddedJsonInGivenOrder) {
     n = (n << 8) | static_cast<unsigned char>(file[i]);
   EXPECT_EQ(n % 8, 0u);
   const std::string header = file.substr(8, n);
-  EXPECT_EQ(header.substr(0, header.find_last_not_of(' ') + 1),
-            R"({"__metadata__":{"k":"v"},"b":{"dtype":"F16","shape":[3],"data_offsets":[0,6]},)"
-            R"("a":{"dtype":"U8","shape":[],"data_offsets":[6,7]}})");
+  // The checksums (16 hex digits each) join the caller's metadata, sorted by key.
+  std::string text = header.substr(0, header.find_last_not_of(' ') + 1);
+  for (const std::string name : {"a", "b"}) {
+    const std::string key = "\"xxh3_64:" + name + "\":\"";
+    const size_t at = text.find(key);
+    ASSERT_NE(at, std::string::npos) << text;
+    text.replace(at + key.size(), 16, "H");
+  }
+  EXPECT_EQ(text, R"({"__metadata__":{"k":"v","xxh3_64:a":"H","xxh3_64:b":"H"},)"
+                  R"("b":{"dtype":"F16","shape":[3],"data_offsets":[0,6]},)"
+                  R"("a":{"dtype":"U8","shape":[],"data_offsets":[6,7]}})");
 }
 
 TEST_F(SafetensorsTest, MetadataRoundTrips) {
@@ -374,6 +383,96 @@ TEST(SafetensorsDtypes, NamesMapBothWays) {
   EXPECT_EQ(safetensors_dtype_name(DType::f8e4m3), "F8_E4M3");
   EXPECT_EQ(safetensors_dtype_name(DType::boolean), "BOOL");
   EXPECT_EQ(dtype_from_safetensors_name("I16"), std::nullopt);
+}
+
+
+// Checksums: a flipped data byte fails load_safetensors (not check_safetensors, which reads no
+// data), naming the tensor; a file without checksums (older ein, other writers) still loads.
+TEST_F(SafetensorsTest, ChecksumCatchesAFlippedDataByte) {
+  const Tensor w = random_tensor({4, 5}, DType::f32, 7);
+  save_safetensors(path("c.safetensors"), {{"w", w}, {"b", random_tensor({3}, DType::i32, 8)}},
+                   {{"seed", "1"}});
+  const Checkpoint good = load_safetensors(path("c.safetensors"));
+  EXPECT_TRUE(good.checksummed);
+  EXPECT_EQ(good.metadata, (std::map<std::string, std::string>{{"seed", "1"}}));
+  std::string file = read_file(path("c.safetensors"));
+  file[file.size() - 12 - 40] ^= 0x10;  // the data is w's 80 bytes, then b's 12: inside w
+  write_file(path("c.safetensors"), file);
+  EXPECT_NO_THROW(check_safetensors(path("c.safetensors")));
+  try {
+    load_safetensors(path("c.safetensors"));
+    ADD_FAILURE() << "a flipped byte loaded";
+  } catch (const RuntimeError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("c.safetensors"), std::string::npos) << m;
+    EXPECT_NE(m.find("tensor 'w' (F32, shape [4, 5]"), std::string::npos) << m;
+    EXPECT_NE(m.find("does not match its checksum"), std::string::npos) << m;
+  }
+}
+
+TEST_F(SafetensorsTest, FilesWithoutChecksumsStillLoad) {
+  // As Python's safetensors writes it: no __metadata__ at all.
+  const std::string header = R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}})";
+  std::string file(8, '\0');
+  file[0] = static_cast<char>(header.size());
+  write_file(path("old.safetensors"), file + header + "\x01\x02");
+  const Checkpoint c = load_safetensors(path("old.safetensors"));
+  EXPECT_FALSE(c.checksummed);
+  EXPECT_EQ(c.at("a").to_vector<uint8_t>(), (std::vector<uint8_t>{1, 2}));
+}
+
+TEST_F(SafetensorsTest, ChecksumKeysAreReservedAndChecked) {
+  try {
+    save_safetensors(path("r.safetensors"), {{"x", random_tensor({2}, DType::f32, 1)}},
+                     {{"xxh3_64:x", "0"}});
+    ADD_FAILURE() << "a reserved metadata key was accepted";
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find("reserved"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(path("r.safetensors")));
+  const auto file_with = [](const std::string& metadata) {
+    const std::string header = R"({"__metadata__":{)" + metadata +
+                               R"(},"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})";
+    std::string file(8, '\0');
+    file[0] = static_cast<char>(header.size());
+    return file + header + "\x01";
+  };
+  write_file(path("bad.safetensors"), file_with(R"("xxh3_64:a":"xyz")"));
+  EXPECT_THROW(check_safetensors(path("bad.safetensors")), RuntimeError);
+  write_file(path("other.safetensors"), file_with(R"("xxh3_64:b":"0123456789abcdef")"));
+  try {
+    check_safetensors(path("other.safetensors"));
+    ADD_FAILURE() << "a checksum of a missing tensor was accepted";
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find("checksum for tensor 'b', which the file lacks"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// A FIFO where a file is expected is refused at once (opening it for reading would block).
+TEST_F(SafetensorsTest, AFifoIsNotAFile) {
+  ASSERT_EQ(::mkfifo(path("pipe").c_str(), 0644), 0);
+  for (const auto& read : {+[](const std::string& p) { load_safetensors(p); },
+                           +[](const std::string& p) { check_safetensors(p); }}) {
+    try {
+      read(path("pipe"));
+      ADD_FAILURE() << "a FIFO was read";
+    } catch (const RuntimeError& e) {
+      EXPECT_NE(std::string(e.what()).find("not a regular file but a FIFO"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+TEST_F(SafetensorsTest, LayoutSignatureSeesNamesDtypesAndShapesOnly) {
+  const Tensor a = random_tensor({2, 3}, DType::f32, 1);
+  const std::string sig = layout_signature({{"a", a}, {"b", a}});
+  EXPECT_EQ(sig.size(), 16u);
+  EXPECT_EQ(sig, layout_signature({{"b", random_tensor({2, 3}, DType::f32, 2)}, {"a", a}}));
+  EXPECT_NE(sig, layout_signature({{"a", a}, {"c", a}}));
+  EXPECT_NE(sig, layout_signature({{"a", a}, {"b", a.to(DType::f64)}}));
+  EXPECT_NE(sig, layout_signature({{"a", a}, {"b", random_tensor({3, 2}, DType::f32, 1)}}));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <tbb/global_control.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <algorithm>
 #include <filesystem>
@@ -473,6 +474,37 @@ TEST_F(TokenData, CreateAndDestroyWithPrefetchNeverHangs) {
   std::ifstream maps("/proc/self/maps");
   const std::string mapped((std::istreambuf_iterator<char>(maps)), {});
   EXPECT_EQ(mapped.find(dir_.string()), std::string::npos) << "still mapped: " << p;
+}
+
+
+// A token file truncated while mapped: reading its vanished pages would be SIGBUS; the guard
+// turns it into an error naming the file and both sizes, on the caller's thread and on the
+// prefetch thread alike, and the process carries on.
+TEST_F(TokenData, FileTruncatedWhileMappedIsAnError) {
+  const auto p = write_pattern("t.u16", 100000);
+  TokenLoader direct(p, {.batch_size = 4, .context = 64, .seed = 1, .prefetch = 0});
+  TokenLoader prefetching(p, {.batch_size = 4, .context = 64, .seed = 1, .prefetch = 2});
+  const TokenFile file(p);
+  EXPECT_EQ(direct.next_batch().x.shape(), (Shape{4, 64}));
+  EXPECT_EQ(prefetching.next_batch().x.shape(), (Shape{4, 64}));
+  ASSERT_EQ(::truncate(p.c_str(), 0), 0);
+  const std::vector<std::string> parts = {"token file '" + p + "' shrank while mapped",
+                                          "200000 bytes when opened, 0 bytes now"};
+  expect_error([&] { direct.next_batch(); }, parts);
+  expect_error([&] { file.token(99999); }, parts);
+  expect_error([&] { file.check_tokens(256); }, parts);
+  prefetching.set_position(50);  // drops what was prefetched before the truncation
+  expect_error([&] { prefetching.next_batch(); }, parts);
+  // The file grows back: reads work again (the guard left no state behind).
+  write_pattern("t.u16", 100000);  // a new file renamed over the old: the old mapping is gone
+  EXPECT_EQ(TokenFile(p).token(1), 10);
+}
+
+// A FIFO is refused when opened, without blocking for a writer.
+TEST_F(TokenData, ErrorFifoIsNotARegularFile) {
+  ASSERT_EQ(::mkfifo(path("pipe.u16").c_str(), 0644), 0);
+  expect_error([&] { TokenFile(path("pipe.u16")); },
+               {"token file '" + path("pipe.u16") + "' is not a regular file but a FIFO"});
 }
 
 }  // namespace

@@ -249,5 +249,92 @@ TEST_F(TrainingCheckpointTest, KilledWhileWritingKeepsTheLastGoodCheckpoint) {
             << previous_step << "\n";
 }
 
+
+// A newest checkpoint whose data fails its checksum passes the header checks, so
+// find_latest_checkpoint() still picks it; load_latest_checkpoint() loads it, sees the
+// mismatch and falls back to the one before, saying why.
+TEST_F(TrainingCheckpointTest, LoadFallsBackPastAChecksumMismatch) {
+  save_training_checkpoint(dir(), 1, state_at(1));
+  const std::string newest = save_training_checkpoint(dir(), 2, state_at(2));
+  {
+    std::fstream f(newest, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-10, std::ios::end);  // inside optim.m.w's data
+    f.put('\x7f');
+  }
+  ASSERT_EQ(find_latest_checkpoint(dir())->step, 2);
+  const LoadedCheckpoint loaded = load_latest_checkpoint(dir());
+  ASSERT_TRUE(loaded.checkpoint);
+  EXPECT_EQ(loaded.latest.step, 1);
+  EXPECT_TRUE(loaded.checkpoint->checksummed);
+  EXPECT_EQ(loaded.checkpoint->at("model.w").to_vector<float>(), std::vector<float>(6, 1.0f));
+  ASSERT_EQ(loaded.latest.skipped.size(), 1u);
+  EXPECT_NE(loaded.latest.skipped[0].find("step_2.safetensors"), std::string::npos);
+  EXPECT_NE(loaded.latest.skipped[0].find("does not match its checksum"), std::string::npos)
+      << loaded.latest.skipped[0];
+
+  // Nothing loads: no checkpoint, and every candidate with its reason.
+  fs::remove(path("step_1.safetensors"));
+  const LoadedCheckpoint none = load_latest_checkpoint(dir());
+  EXPECT_FALSE(none.checkpoint);
+  EXPECT_EQ(none.latest.skipped.size(), 1u);
+}
+
+// `latest` as a FIFO (reading would block) or a link to /dev/zero (reading would never end,
+// then std::bad_alloc): passed over with the reason, the newest step file is used.
+TEST_F(TrainingCheckpointTest, LatestThatIsNotARegularFileIsSkipped) {
+  save_training_checkpoint(dir(), 3, state_at(3));
+  fs::remove(path("latest"));
+  ASSERT_EQ(::mkfifo(path("latest").c_str(), 0644), 0);
+  std::optional<LatestCheckpoint> latest = find_latest_checkpoint(dir());
+  ASSERT_TRUE(latest);
+  EXPECT_EQ(latest->step, 3);
+  ASSERT_EQ(latest->skipped.size(), 1u);
+  EXPECT_NE(latest->skipped[0].find("FIFO"), std::string::npos) << latest->skipped[0];
+
+  fs::remove(path("latest"));
+  fs::create_symlink("/dev/zero", path("latest"));
+  latest = find_latest_checkpoint(dir());
+  ASSERT_TRUE(latest);
+  EXPECT_EQ(latest->step, 3);
+  ASSERT_EQ(latest->skipped.size(), 1u);
+  EXPECT_NE(latest->skipped[0].find("not a regular file"), std::string::npos)
+      << latest->skipped[0];
+
+  // A FIFO as a step file is skipped too (check_safetensors opens without blocking).
+  fs::remove(path("latest"));
+  ASSERT_EQ(::mkfifo(path("step_9.safetensors").c_str(), 0644), 0);
+  const LoadedCheckpoint loaded = load_latest_checkpoint(dir());
+  ASSERT_TRUE(loaded.checkpoint);
+  EXPECT_EQ(loaded.latest.step, 3);
+  ASSERT_EQ(loaded.latest.skipped.size(), 1u);
+  EXPECT_NE(loaded.latest.skipped[0].find("not a regular file but a FIFO"), std::string::npos)
+      << loaded.latest.skipped[0];
+}
+
+// check_checkpoint_directory() creates a missing directory and fails, naming the path, where
+// no file can be created (tested through a regular file in the path, which fails for root too).
+TEST_F(TrainingCheckpointTest, DirectoryCheckCreatesOrRefuses) {
+  check_checkpoint_directory(path("a/b"));
+  EXPECT_TRUE(fs::is_directory(path("a/b")));
+  EXPECT_TRUE(fs::is_empty(path("a/b")));  // the probe file is gone
+  std::ofstream(path("file")) << "x";
+  for (const std::string& bad : {path("file"), path("file/ck")}) {
+    try {
+      check_checkpoint_directory(bad);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const RuntimeError& e) {
+      EXPECT_NE(std::string(e.what()).find("cannot write checkpoints to '" + bad + "'"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  if (::geteuid() != 0) {  // root writes into read-only directories
+    fs::create_directories(path("ro"));
+    fs::permissions(path("ro"), fs::perms::owner_read | fs::perms::owner_exec);
+    EXPECT_THROW(check_checkpoint_directory(path("ro")), RuntimeError);
+    fs::permissions(path("ro"), fs::perms::owner_all);
+  }
+}
+
 }  // namespace
 }  // namespace ein
