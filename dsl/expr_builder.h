@@ -14,12 +14,16 @@
 // policy saying how a unary and a binary node are made.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include <ein/diagnostic.h>
 #include <ein/source.h>
 #include "dsl/expr_grammar.h"
+#include "dsl/limits.h"
 
 namespace ein::detail {
 
@@ -34,6 +38,9 @@ struct PendingOp {
 ///   using Ptr = ...;  (a pointer to a node with a `range` member)
 ///   static Ptr unary(std::string_view op, SourceRange op_range, Ptr operand, SourceRange);
 ///   static Ptr binary(std::string_view op, SourceRange op_range, Ptr lhs, Ptr rhs, SourceRange);
+///   static std::string too_deep(uint32_t limit);  (the message when a tree grows too tall)
+/// Every operand carries its tree's height, and no push makes a tree taller than
+/// limits::kMaxExprDepth: the recursive passes after the parser can walk whatever it returns.
 /// A parser's state derives from ExprBuilder and may hide `on_operator` to check each operator
 /// before it is pushed (the script parser bounds the nesting depth there).
 template <typename Nodes>
@@ -43,6 +50,7 @@ struct ExprBuilder {
   SourcePtr source;            ///< the text being parsed
   const char* base = nullptr;  ///< start of the text: offsets are pointer differences
   std::vector<Ptr> operands;   ///< complete subexpressions, innermost last
+  std::vector<uint32_t> heights;  ///< the height of each operand's tree (a leaf is 1)
   std::vector<PendingOp> ops;  ///< operators whose right operand is being parsed
 
   /// The SourceRange of a matched PEGTL input.
@@ -55,22 +63,42 @@ struct ExprBuilder {
   /// Called before each operator is pushed; does nothing unless a parser hides it.
   void on_operator(SourceRange) const {}
 
-  /// Pushes a complete subexpression.
-  void push(Ptr e) { operands.push_back(std::move(e)); }
+  /// Pushes a leaf.
+  void push(Ptr e) { push(std::move(e), 1, {}); }
+
+  /// Pushes a complete subexpression whose tree is `height` tall; a UserError at `at` (the
+  /// node's own range when `at` is empty) when that is more than limits::kMaxExprDepth.
+  void push(Ptr e, uint32_t height, SourceRange at) {
+    if (height > limits::kMaxExprDepth)
+      throw UserError(Nodes::too_deep(limits::kMaxExprDepth), source,
+                      at.begin == at.end ? e->range : at);
+    operands.push_back(std::move(e));
+    heights.push_back(height);
+  }
+
+  /// The height of the innermost complete subexpression's tree.
+  uint32_t top_height() const { return heights.back(); }
 
   /// Pops the innermost complete subexpression.
   Ptr pop() {
     Ptr e = std::move(operands.back());
     operands.pop_back();
+    heights.pop_back();
     return e;
   }
 
-  /// Moves the operands above `depth` (a bracket's or call's contents) into `items`, in order.
+  /// Moves the operands above `depth` (a bracket's or call's contents) into `items`, in order;
+  /// returns the tallest one's height (0 when there are none).
   template <typename Items>
-  void take_items(size_t depth, Items& items) {
-    for (size_t i = depth; i < operands.size(); ++i)
+  uint32_t take_items(size_t depth, Items& items) {
+    uint32_t tallest = 0;
+    for (size_t i = depth; i < operands.size(); ++i) {
       items.push_back(std::move(operands[i]));
+      tallest = std::max(tallest, heights[i]);
+    }
     operands.resize(depth);
+    heights.resize(depth);
+    return tallest;
   }
 
   /// Remembers an operator until its right operand is complete.
@@ -80,9 +108,10 @@ struct ExprBuilder {
   void fold_unary() {
     const PendingOp op = ops.back();
     ops.pop_back();
+    const uint32_t height = top_height() + 1;
     Ptr operand = pop();
     const SourceRange range = op.range.merge(operand->range);
-    push(Nodes::unary(op.text, op.range, std::move(operand), range));
+    push(Nodes::unary(op.text, op.range, std::move(operand), range), height, op.range);
   }
 
   /// Folds the innermost infix operator with the two operands on top of the stack. PEGTL
@@ -90,10 +119,12 @@ struct ExprBuilder {
   void fold_binary() {
     const PendingOp op = ops.back();
     ops.pop_back();
+    const uint32_t height = std::max(heights[heights.size() - 2], heights.back()) + 1;
     Ptr rhs = pop();
     Ptr lhs = pop();
     const SourceRange range = lhs->range.merge(rhs->range);
-    push(Nodes::binary(op.text, op.range, std::move(lhs), std::move(rhs), range));
+    push(Nodes::binary(op.text, op.range, std::move(lhs), std::move(rhs), range), height,
+         op.range);
   }
 };
 

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
+
 #include <string>
 #include <string_view>
 
@@ -15,6 +17,18 @@ namespace ein::messages::map {
 inline std::string found_text(std::string_view found) {
   if (found.empty()) return "the end of the text";
   return fmt::format("'{}'", found);
+}
+
+// ---- limits (dsl/limits.h) -----------------------------------------------------------
+inline std::string too_deep(int limit) {
+  return fmt::format("the map expression nests deeper than {} levels (parentheses, calls, "
+                     "prefix '-' and '**' chains)",
+                     limit);
+}
+inline std::string expression_too_deep(uint32_t limit) {
+  return fmt::format("the map expression nests deeper than {} levels (each operator of a chain "
+                     "such as a + b + c and each call adds one): split it into several maps",
+                     limit);
 }
 
 // ---- inputs --------------------------------------------------------------------------

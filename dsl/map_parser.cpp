@@ -11,6 +11,7 @@
 
 #include <ein/diagnostic.h>
 #include "dsl/expr_builder.h"
+#include "dsl/limits.h"
 #include "dsl/map_grammar.h"
 #include "dsl/map_messages.h"
 
@@ -49,6 +50,7 @@ struct MapNodes {
       if (spelling(op) == text) return op;
     return BinaryOp::add;  // unreachable: the grammar matches only these spellings
   }
+  static std::string too_deep(uint32_t limit) { return msg::expression_too_deep(limit); }
 };
 
 // Parse state: the map so far, the input being read, and the expression stacks.
@@ -61,6 +63,15 @@ struct Builder : detail::ExprBuilder<MapNodes> {
   std::vector<uint32_t> open_parens;  // offsets of the '(' not yet closed, innermost last
 
   void add(auto node, SourceRange range) { push(MapNodes::node(std::move(node), range)); }
+
+  // Bounds what the grammar recurses on (limits::kMaxNesting): parentheses, calls, and the
+  // operators waiting for their right operand (prefix '-', '**' chains).
+  void check_nesting(SourceRange at) const {
+    if (open_parens.size() + ops.size() >= static_cast<size_t>(limits::kMaxNesting))
+      throw UserError(msg::too_deep(limits::kMaxNesting), source, at);
+  }
+  // Hides ExprBuilder's: every operator counts towards the nesting bound.
+  void on_operator(SourceRange at) const { check_nesting(at); }
 
   // The checks that need no meaning: distinct input names, distinct axes per input.
   void check_input() const {
@@ -173,6 +184,7 @@ template <>
 struct action<g::open_paren> {
   template <typename Input>
   static void apply(const Input& in, Builder& b) {
+    b.check_nesting(b.range_of(in));
     b.open_parens.push_back(b.range_of(in).begin);
   }
 };
@@ -195,6 +207,7 @@ struct action<g::call_head> {
     size_t n = 0;
     while (n < text.size() && (std::isalnum(static_cast<unsigned char>(text[n])) || text[n] == '_'))
       ++n;
+    b.check_nesting({r.end - 1, r.end});
     b.calls.push_back({std::string(text.substr(0, n)),
                        {r.begin, r.begin + static_cast<uint32_t>(n)},
                        b.operands.size()});
@@ -210,8 +223,8 @@ struct action<g::call> {
     b.calls.pop_back();
     b.open_parens.pop_back();
     Call call{std::move(frame.name), frame.name_range, {}};
-    b.take_items(frame.depth, call.args);
-    b.add(std::move(call), b.range_of(in));
+    const uint32_t height = b.take_items(frame.depth, call.args) + 1;
+    b.push(MapNodes::node(std::move(call), b.range_of(in)), height, frame.name_range);
   }
 };
 

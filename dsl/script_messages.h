@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
+
 #include <string>
 #include <string_view>
 
@@ -140,6 +142,12 @@ inline std::string keyword_args_first() {
 }
 inline std::string too_deep(int limit) {
   return fmt::format("the script nests deeper than {} levels (brackets, operators, loops)", limit);
+}
+inline std::string expression_too_deep(uint32_t limit) {
+  return fmt::format("the expression nests deeper than {} levels (each operator of a chain such "
+                     "as a + b + c, each call and each subscript adds one): split it with "
+                     "intermediate names",
+                     limit);
 }
 inline std::string unexpected(std::string_view found) {
   return fmt::format("unexpected {}", found_text(found));

@@ -7,12 +7,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <string_view>
 #include <utility>
 
 #include <ein/diagnostic.h>
 #include "dsl/expr_builder.h"
+#include "dsl/limits.h"
 #include "dsl/script_errors.h"
 #include "dsl/script_grammar.h"
 #include "dsl/script_messages.h"
@@ -26,7 +28,7 @@ namespace pegtl = tao::pegtl;
 
 namespace msg = ein::messages::script;
 
-constexpr int kMaxNesting = 100;
+using limits::kMaxNesting;
 
 using MutExpr = std::shared_ptr<Expr>;
 
@@ -42,6 +44,7 @@ struct Frame {
   SourceRange keyword_range;
   std::vector<Arg> args;             // call
   std::vector<IndexItem> indices;    // index
+  uint32_t height = 0;               // call, index: the tallest argument or index tree
   bool colon = false;                // index: the item being parsed has a ':'
   size_t before_colon = 0;           // index: operands of the item before the ':'
 };
@@ -70,6 +73,7 @@ struct ScriptNodes {
     e->items = {std::move(lhs), std::move(rhs)};
     return e;
   }
+  static std::string too_deep(uint32_t limit) { return msg::expression_too_deep(limit); }
 };
 
 // An open '{' and what it opens, for "expected '}' to close ...".
@@ -219,7 +223,7 @@ struct action<g::number> {
     MutExpr e = make(ExprKind::number, b.range_of(in));
     e->value = value;
     e->is_integer = text.find_first_of(".eE") == std::string_view::npos;
-    b.operands.push_back(std::move(e));
+    b.push(std::move(e));
   }
 };
 
@@ -237,7 +241,7 @@ struct action<g::string_lit> {
   static void apply(const Input& in, Builder& b) {
     MutExpr e = make(ExprKind::string, b.range_of(in));
     e->text = unescape(in.string_view());
-    b.operands.push_back(std::move(e));
+    b.push(std::move(e));
   }
 };
 
@@ -247,7 +251,7 @@ struct action<g::name_ref> {
   static void apply(const Input& in, Builder& b) {
     MutExpr e = make(ExprKind::name, b.range_of(in));
     e->text = in.string();
-    b.operands.push_back(std::move(e));
+    b.push(std::move(e));
   }
 };
 
@@ -289,8 +293,8 @@ struct action<g::paren> {
       return;
     }
     MutExpr e = make(ExprKind::tuple, b.range_of(in));
-    b.take_items(f.depth, e->items);
-    b.operands.push_back(std::move(e));
+    const uint32_t height = b.take_items(f.depth, e->items) + 1;
+    b.push(std::move(e), height, b.range_of(in));
   }
 };
 
@@ -320,8 +324,8 @@ struct action<g::list> {
     b.close_bracket();
     MutExpr e = make(f.comprehension ? ExprKind::comprehension : ExprKind::list, b.range_of(in));
     e->text = std::move(f.var);
-    b.take_items(f.depth, e->items);
-    b.operands.push_back(std::move(e));
+    const uint32_t height = b.take_items(f.depth, e->items) + 1;
+    b.push(std::move(e), height, b.range_of(in));
   }
 };
 
@@ -347,6 +351,7 @@ struct action<g::kw_arg> {
   template <typename Input>
   static void apply(const Input& in, Builder& b) {
     Frame& f = b.frames.back();
+    f.height = std::max(f.height, b.top_height());
     f.args.push_back({std::move(f.keyword), b.pop(), b.range_of(in), f.keyword_range});
   }
 };
@@ -358,6 +363,7 @@ struct action<g::pos_arg> {
     Frame& f = b.frames.back();
     if (!f.args.empty() && !f.args.back().name.empty())
       b.fail(msg::keyword_args_first(), b.range_of(in));
+    f.height = std::max(f.height, b.top_height());
     f.args.push_back({"", b.pop(), b.range_of(in), {}});
   }
 };
@@ -369,11 +375,12 @@ struct action<g::call> {
     Frame f = std::move(b.frames.back());
     b.frames.pop_back();
     b.close_bracket();
+    const uint32_t height = std::max(f.height, b.top_height()) + 1;
     MutExpr callee = b.pop();
     MutExpr e = make(ExprKind::call, callee->range.merge(b.range_of(in)));
     e->items = {std::move(callee)};
     e->args = std::move(f.args);
-    b.operands.push_back(std::move(e));
+    b.push(std::move(e), height, b.range_of(in));
   }
 };
 
@@ -402,6 +409,8 @@ struct action<g::index_item> {
     Frame& f = b.frames.back();
     IndexItem item;
     item.range = b.range_of(in);
+    for (size_t i = f.depth; i < b.operands.size(); ++i)
+      f.height = std::max(f.height, b.heights[i]);
     if (in.string_view() == "...") {
       item.kind = IndexItem::Kind::ellipsis;
     } else if (f.colon) {
@@ -425,11 +434,12 @@ struct action<g::index> {
     Frame f = std::move(b.frames.back());
     b.frames.pop_back();
     b.close_bracket();
+    const uint32_t height = std::max(f.height, b.top_height()) + 1;
     MutExpr object = b.pop();
     MutExpr e = make(ExprKind::index, object->range.merge(b.range_of(in)));
     e->items = {std::move(object)};
     e->indices = std::move(f.indices);
-    b.operands.push_back(std::move(e));
+    b.push(std::move(e), height, b.range_of(in));
   }
 };
 
@@ -437,11 +447,12 @@ template <>
 struct action<g::attr_name> {
   template <typename Input>
   static void apply(const Input& in, Builder& b) {
+    const uint32_t height = b.top_height() + 1;
     MutExpr object = b.pop();
     MutExpr e = make(ExprKind::attribute, object->range.merge(b.range_of(in)));
     e->text = in.string();
     e->items = {std::move(object)};
-    b.operands.push_back(std::move(e));
+    b.push(std::move(e), height, b.range_of(in));
   }
 };
 
@@ -531,7 +542,7 @@ struct action<g::return_value> {
       return;
     }
     MutExpr e = make(ExprKind::tuple, b.range_of(in));
-    b.take_items(0, e->items);
+    b.take_items(0, e->items);  // a statement's value: nothing builds on it
     b.stmts.back().value = std::move(e);
   }
 };

@@ -11,13 +11,17 @@
 #include <fstream>
 #include <sstream>
 
+#include <unistd.h>
+
 #include <ein/errors.h>
 #include <ein/init.h>
 #include <fmt/format.h>
 
 #include "script/support.h"
 #include "api/tape.h"
+#include "dsl/limits.h"
 #include "dsl/script_parser.h"
+#include "runtime/cuda/driver.h"
 
 namespace ein::script {
 
@@ -95,6 +99,9 @@ int64_t Interpreter::as_int(const Value& v, const CallSite& site, SourceRange ra
                             const std::string& what) {
   const double x = as_number(v, site, range, what);
   if (!is_integral(x)) fail(site, range, fmt::format("{} must be an integer, got {}", what, format_number(x)));
+  if (!fits_int64(x))
+    fail(site, range, fmt::format("{} must be an integer of magnitude below 2^63, got {}", what,
+                                  format_number(x)));
   return static_cast<int64_t>(x);
 }
 
@@ -164,6 +171,75 @@ Value Interpreter::elementwise(ScalarOp op, const std::vector<Value>& args, cons
 
 uint64_t Interpreter::next_param_seed() { return mix(options_.seed, param_counter_++); }
 
+void Interpreter::count_iteration(SourceRange range, int64_t planned) {
+  if (planned > limits::kMaxLoopIterations - loop_iterations_)
+    fail(range, fmt::format("this loop would run {} times, but loops are unrolled while "
+                            "tracing and may run at most {} iterations in all{}",
+                            planned, limits::kMaxLoopIterations,
+                            loop_iterations_ > 0
+                                ? fmt::format(" ({} already run)", loop_iterations_)
+                                : std::string()));
+  if (++loop_iterations_ > limits::kMaxLoopIterations)
+    fail(range, fmt::format("loops ran more than {} iterations in all (nested loops and loops in "
+                            "called functions count together; loops are unrolled while tracing)",
+                            limits::kMaxLoopIterations));
+}
+
+namespace {
+
+// Bytes as a reader takes them in: "3.6 PiB", "1.9 GiB", "512 B".
+std::string format_bytes(int64_t bytes) {
+  static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double x = static_cast<double>(bytes);
+  int u = 0;
+  while (x >= 1024 && u < 6) {
+    x /= 1024;
+    ++u;
+  }
+  return u == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.1f} {}", x, units[u]);
+}
+
+// The memory of `device` in bytes (0 when unknown): the host's RAM for the CPU, the GPU's
+// for CUDA.
+int64_t device_memory_bytes(Device device) {
+  if (device.kind == DeviceKind::cuda) {
+    try {
+      return cuda_device_properties(device.index).total_memory;
+    } catch (const std::exception&) {
+      return 0;  // no driver: the allocation reports it
+    }
+  }
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return 0;
+  return static_cast<int64_t>(pages) * page;
+}
+
+}  // namespace
+
+void Interpreter::check_tensor_size(const Shape& shape, DType dtype, SourceRange range,
+                                    const std::string& what) {
+  for (int64_t s : shape)
+    if (s == 0) return;
+  const std::string shape_text = fmt::format("{} [{}]", dtype_name(dtype), fmt::join(shape, ", "));
+  int64_t n = 1;
+  for (int64_t s : shape)
+    if (__builtin_mul_overflow(n, s, &n))
+      fail(range, fmt::format("{} is {}: more elements than a 64-bit count holds (2^63 - 1)", what,
+                              shape_text));
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(n, static_cast<int64_t>(element_size(dtype)), &bytes))
+    fail(range, fmt::format("{} is {}: {} elements, more bytes than a 64-bit count holds "
+                            "(2^63 - 1)",
+                            what, shape_text, n));
+  if (!options_.allocate) return;
+  const int64_t memory = device_memory_bytes(options_.device);
+  if (memory > 0 && bytes > memory)
+    fail(range, fmt::format("{} is {}: {} bytes ({}), more than the {} of memory on {}", what,
+                            shape_text, bytes, format_bytes(bytes), format_bytes(memory),
+                            options_.device.str()));
+}
+
 // ---------------------------------------------------------------------------------------
 // Expressions
 
@@ -178,6 +254,9 @@ Value Interpreter::eval(const Expr& e, const EnvPtr& env) {
     const int old = t.b.set_tag(static_cast<int>(t.wheres.size()) - 1);
     try {
       Value v = eval_untagged(e, env);
+      // Refused here, before anything runs, with a caret under the expression that asked.
+      if (v.kind == Value::Kind::tensor)
+        check_tensor_size(v.t.shape, v.t.dtype, e.range, "this tensor");
       t.b.set_tag(old);
       return v;
     } catch (...) {
@@ -217,6 +296,8 @@ Value Interpreter::eval_untagged(const Expr& e, const EnvPtr& env) {
       r.kind = Value::Kind::range;
       r.lo = as_int(eval(*e.items[0], env), here, e.items[0]->range, "a range bound");
       r.hi = as_int(eval(*e.items[1], env), here, e.items[1]->range, "a range bound");
+      if (r.lo < -(int64_t{1} << 62) || r.hi > (int64_t{1} << 62))
+        fail(e.range, fmt::format("a range's bounds must lie within +-2^62, got {}..{}", r.lo, r.hi));
       return r;
     }
     case ExprKind::comprehension: {
@@ -228,11 +309,15 @@ Value Interpreter::eval_untagged(const Expr& e, const EnvPtr& env) {
         out.push_back(eval(*e.items[0], scope));
       };
       if (it.kind == Value::Kind::range) {
-        for (int64_t i = it.lo; i < it.hi; ++i)
+        for (int64_t i = it.lo; i < it.hi; ++i) {
+          count_iteration(e.items[1]->range, it.hi - i);
           each(Value::number(static_cast<double>(i), true));
+        }
       } else if (it.kind == Value::Kind::list || it.kind == Value::Kind::tuple) {
-        for (const Value& x : *it.items)
+        for (const Value& x : *it.items) {
+          count_iteration(e.items[1]->range);
           each(x);
+        }
       } else {
         fail(e.items[1]->range, fmt::format("cannot iterate over {}", describe(it)));
       }
@@ -265,6 +350,9 @@ Value Interpreter::eval_binary(const Expr& e, const EnvPtr& env) {
     r.kind = Value::Kind::range;
     r.lo = as_int(a, here, e.items[0]->range, "a range bound");
     r.hi = as_int(b, here, e.items[1]->range, "a range bound");
+    // hi - lo must not overflow where loops count their iterations.
+    if (r.lo < -(int64_t{1} << 62) || r.hi > (int64_t{1} << 62))
+      fail(e.range, fmt::format("a range's bounds must lie within +-2^62, got {}..{}", r.lo, r.hi));
     return r;
   }
   if (a.kind == Value::Kind::number && b.kind == Value::Kind::number) {
@@ -276,6 +364,13 @@ Value Interpreter::eval_binary(const Expr& e, const EnvPtr& env) {
     if (op == "/" && b.num == 0) fail(e.range, "division by zero");
   }
   if (op == "+" && a.kind == b.kind && (a.kind == Value::Kind::string || a.kind == Value::Kind::list)) {
+    const size_t n = a.kind == Value::Kind::string ? a.str.size() + b.str.size()
+                                                   : a.items->size() + b.items->size();
+    if (n > static_cast<size_t>(limits::kMaxListLength))
+      fail(e.range, fmt::format("'+' would make a {} of {} {}, more than the {} a script may build",
+                                a.kind == Value::Kind::string ? "string" : "list", n,
+                                a.kind == Value::Kind::string ? "characters" : "items",
+                                limits::kMaxListLength));
     if (a.kind == Value::Kind::string) return Value::string(a.str + b.str);
     std::vector<Value> items = *a.items;
     items.insert(items.end(), b.items->begin(), b.items->end());
@@ -501,7 +596,8 @@ void Interpreter::check_type(const ShapeSpec& spec, const Value& v, DimMemo& mem
   // Dims named like a number in scope (a module's `in`, a script's `dim D`) must equal it.
   for (const std::string& name : spec_names(spec)) {
     if (memo.single(name)) continue;
-    if (Value* x = scope->find(name); x && x->kind == Value::Kind::number && is_integral(x->num))
+    if (Value* x = scope->find(name);
+        x && x->kind == Value::Kind::number && is_integral(x->num) && fits_int64(x->num))
       memo.bind_single(name, static_cast<int64_t>(x->num));
   }
   try {
@@ -522,9 +618,10 @@ void Interpreter::check_type(const ShapeSpec& spec, const Value& v, DimMemo& mem
 }
 
 Value Interpreter::call_closure(const Closure& c, std::vector<CallArg> args, const CallSite& site) {
-  if (++depth_ > 256) {
+  if (++depth_ > limits::kMaxCallDepth) {
     depth_ = 0;
-    fail(site, site.range, fmt::format("calls nest deeper than 256 (recursion in {}?)", c.qualname));
+    fail(site, site.range, fmt::format("calls nest deeper than {} (recursion in {}?)",
+                                       limits::kMaxCallDepth, c.qualname));
   }
   struct Depth {
     int& d;
@@ -578,6 +675,18 @@ Value Interpreter::call_closure(const Closure& c, std::vector<CallArg> args, con
 Value Interpreter::construct(const std::shared_ptr<const ClassDef>& cls, std::vector<CallArg> args,
                              const CallSite& site) {
   const Decl& d = *cls->decl;
+  if (++depth_ > limits::kMaxCallDepth) {
+    depth_ = 0;
+    fail(site, site.range,
+         fmt::format("{} constructions nest deeper than {} (does {} construct itself, directly or "
+                     "through another module?)",
+                     d.kind == Decl::Kind::module ? "module" : "optimizer", limits::kMaxCallDepth,
+                     d.name));
+  }
+  struct Depth {
+    int& d;
+    ~Depth() { --d; }
+  } guard{depth_};
   auto obj = std::make_shared<Object>();
   obj->cls = cls;
   obj->env = Env::child(cls->env);
@@ -591,12 +700,15 @@ Value Interpreter::construct(const std::shared_ptr<const ClassDef>& cls, std::ve
         DimMemo memo;
         for (const std::string& name : spec_names(*c.type))
           if (Value* x = obj->env->find(name)) {
-            if (x->kind != Value::Kind::number || !is_integral(x->num) || x->num < 0)
+            if (x->kind != Value::Kind::number || !is_integral(x->num) || x->num < 0 ||
+                !fits_int64(x->num))
               fail(c.type->range, fmt::format("the size '{}' of parameter '{}' is {}, not a size",
                                               name, c.name, describe(*x)));
             if (!memo.single(name)) memo.bind_single(name, static_cast<int64_t>(x->num));
           }
         const Shape shape = resolve_shape(*c.type, memo);
+        check_tensor_size(shape, spec_dtype(*c.type), c.type->range,
+                          fmt::format("parameter '{}'", c.name));
         Value init;
         if (c.value) init = eval(*c.value, obj->env);
         auto slot = std::make_shared<ParamSlot>();
@@ -723,18 +835,21 @@ bool Interpreter::exec(const std::vector<Stmt>& body, const EnvPtr& env, Value& 
         break;
       case Stmt::Kind::for_loop: {
         const Value it = eval(*s.value, env);
-        std::vector<Value> items;
         if (it.kind == Value::Kind::range) {
-          for (int64_t i = it.lo; i < it.hi; ++i)
-            items.push_back(Value::number(static_cast<double>(i), true));
+          for (int64_t i = it.lo; i < it.hi; ++i) {
+            count_iteration(s.value->range, it.hi - i);
+            env->vars[s.targets[0]] = Value::number(static_cast<double>(i), true);
+            if (exec(s.body, env, result)) return true;
+          }
         } else if (it.kind == Value::Kind::list || it.kind == Value::Kind::tuple) {
-          items = *it.items;
+          const std::vector<Value> items = *it.items;  // the body may rebind the list
+          for (const Value& x : items) {
+            count_iteration(s.value->range);
+            env->vars[s.targets[0]] = x;
+            if (exec(s.body, env, result)) return true;
+          }
         } else {
           fail(s.value->range, fmt::format("cannot iterate over {}", describe(it)));
-        }
-        for (const Value& x : items) {
-          env->vars[s.targets[0]] = x;
-          if (exec(s.body, env, result)) return true;
         }
         break;
       }

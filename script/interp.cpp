@@ -50,6 +50,7 @@ Traced Interpreter::trace(const std::shared_ptr<Closure>& fn, const std::vector<
   Trace tr(fn->qualname);
   tr.training = training;
   tr.compute = compute_;
+  loop_iterations_ = 0;  // the loop budget (limits::kMaxLoopIterations) is per trace
   std::vector<CallArg> call_args;
   for (size_t i = 0; i < args.size(); ++i) {
     Feed f;
@@ -57,6 +58,13 @@ Traced Interpreter::trace(const std::shared_ptr<Closure>& fn, const std::vector<
     f.index = static_cast<int>(i);
     tr.feeds.push_back(f);
     const SourceRange r = i < fn->decl->params.size() ? fn->decl->params[i].name_range : fn->decl->name_range;
+    if (args[i].shape.size() > 0) {
+      const Unit* outer = cur_;
+      cur_ = fn->unit;
+      check_tensor_size(args[i].shape, args[i].dtype, r,
+                        fmt::format("argument {} of {}", i + 1, fn->qualname));
+      cur_ = outer;
+    }
     TensorVal in = tr.b.input(args[i].shape, args[i].dtype);
     if (compute_ != DType::f32 && in.dtype == DType::f32) in = tr.b.cast(in, compute_);
     call_args.push_back({"", Value::tensor(in), r});
@@ -130,6 +138,7 @@ std::vector<Tensor> Interpreter::feed(const Traced& t, const std::vector<Tensor>
 }
 
 Traced Interpreter::trace_update(const Shape& shape, DType dtype, std::vector<std::string>& states) {
+  loop_iterations_ = 0;
   if (!optimizer_) throw UserError("the train block has no optimizer (write optimizer = AdamW(lr = 1e-3))");
   const ClassDef& cls = *optimizer_->cls;
   auto it = optimizer_->env->vars.find("update");
@@ -204,6 +213,14 @@ std::vector<TensorType> Interpreter::example_types(const std::shared_ptr<Closure
   DimMemo memo;
   const Unit* saved = cur_;
   cur_ = fn->unit;
+  // A number named in a type is its size: a non-negative integer that fits int64.
+  auto check_size_value = [&](const Value* x, const std::string& name, SourceRange at) {
+    if (x && x->kind == Value::Kind::number &&
+        !(is_integral(x->num) && x->num >= 0 && fits_int64(x->num)))
+      fail(at, fmt::format("the size '{}' in an input of {} is {}, not a size (a non-negative "
+                           "integer below 2^63)",
+                           name, fn->qualname, format_number(x->num)));
+  };
   for (const Param& p : fn->decl->params) {
     if (!p.type)
       fail(p.name_range, fmt::format("parameter '{}' of {} has no type annotation, so ein cannot "
@@ -212,6 +229,7 @@ std::vector<TensorType> Interpreter::example_types(const std::shared_ptr<Closure
     for (const Dim& d : p.type->dims) {
       if (d.kind == DimKind::named && !memo.single(d.name)) {
         Value* x = fn->env->find(d.name);
+        check_size_value(x, d.name, d.range);
         memo.bind_single(d.name, x && x->kind == Value::Kind::number ? static_cast<int64_t>(x->num)
                                                                       : free_size);
       }
@@ -223,10 +241,13 @@ std::vector<TensorType> Interpreter::example_types(const std::shared_ptr<Closure
     for (const std::string& name : spec_names(*p.type))
       if (!memo.single(name)) {
         Value* x = fn->env->find(name);
+        check_size_value(x, name, p.type->range);
         memo.bind_single(name, x && x->kind == Value::Kind::number ? static_cast<int64_t>(x->num)
                                                                     : free_size);
       }
     out.push_back({resolve_shape(*p.type, memo), spec_dtype(*p.type)});
+    check_tensor_size(out.back().shape, out.back().dtype, p.type->range,
+                      fmt::format("the example input '{}'", p.name));
   }
   cur_ = saved;
   return out;

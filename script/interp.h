@@ -133,6 +133,15 @@ class Interpreter {
   Value call(const Value& callee, std::vector<CallArg> args, const CallSite& site);
   /// Seeds for parameter initialisation: one per parameter, in creation order.
   uint64_t next_param_seed();
+  /// A UserError at `range` when a tensor of `shape` and `dtype` cannot exist: its element
+  /// count or byte size overflows int64, or (when the script allocates) its bytes exceed the
+  /// memory of the device it would live on. `what` names it ("parameter 'w'", "this tensor").
+  void check_tensor_size(const Shape& shape, DType dtype, SourceRange range,
+                         const std::string& what);
+  /// Counts one iteration of a loop or comprehension at `range` against
+  /// limits::kMaxLoopIterations (nested loops count together); `planned` is how many the
+  /// loop will run when known up front (a range), so a huge one fails before its first.
+  void count_iteration(SourceRange range, int64_t planned = 0);
 
  private:
   friend class Program;
@@ -181,6 +190,8 @@ class Interpreter {
   std::vector<std::string> train_roots_;  ///< train members holding modules, in order
   uint64_t param_counter_ = 0;
   int depth_ = 0;
+  int loops_ = 0;                 ///< loops and comprehensions running, nested
+  int64_t loop_iterations_ = 0;   ///< iterations run since the outermost loop began
   std::string scope_;  ///< the module whose fn is running (Object::path)
   DType compute_ = DType::f32;
   EnvPtr last_scope_;  ///< the body scope of the call_closure that finished last

@@ -148,6 +148,10 @@ void Interpreter::eval_top(Unit& unit, bool is_main) {
           if (is_dim && (!is_integral(x) || x < 1))
             throw UserError(fmt::format("--set {}={}: the dim {} needs a positive integer", set->name,
                                         set->value, set->name));
+          if (is_dim && !fits_int64(x))
+            throw UserError(fmt::format("--set {}={}: the dim {} needs a positive integer below "
+                                        "2^63 (9223372036854775808), got {}",
+                                        set->name, set->value, set->name, format_number(x)));
           v = Value::number(x, is_integral(x) && set->value.find_first_of(".eE") == std::string::npos);
         } else {
           v = eval(*d.value, g);
@@ -156,6 +160,11 @@ void Interpreter::eval_top(Unit& unit, bool is_main) {
           if (v.kind != Value::Kind::number || !is_integral(v.num) || v.num < 1)
             fail(d.value ? d.value->range : d.name_range,
                  fmt::format("dim {} must be a positive integer, got {}", d.name, describe(v)));
+          if (!fits_int64(v.num))
+            fail(d.value ? d.value->range : d.name_range,
+                 fmt::format("dim {} must be a positive integer below 2^63 (9223372036854775808), "
+                             "got {}",
+                             d.name, describe(v)));
           v.is_int = true;
         }
         g->vars[d.name] = v;
@@ -261,7 +270,8 @@ void Interpreter::build_train(Unit& unit, const Decl& d) {
     const Decl* decl = nullptr;
     for (const Decl& c : d.children)
       if (c.name == key) decl = &c;
-    if (v->kind != Value::Kind::number || (integer && !is_integral(v->num)) || v->num < min)
+    if (v->kind != Value::Kind::number || (integer && !is_integral(v->num)) || v->num < min ||
+        (integer && !fits_int64(v->num)))
       fail(decl->value->range, fmt::format("train setting '{}' must be {} >= {}, got {}", key,
                                            integer ? "an integer" : "a number", format_number(min),
                                            describe(*v)));

@@ -19,6 +19,10 @@ namespace ein::script {
 /// Whether a number is a finite integer (a size, an index).
 inline bool is_integral(double v) { return std::isfinite(v) && v == std::floor(v); }
 
+/// Whether an integral number converts to int64_t exactly: |v| < 2^63 (a cast of anything
+/// larger is undefined, and wraps to INT64_MIN on x86).
+inline bool fits_int64(double v) { return v > -0x1p63 && v < 0x1p63; }
+
 /// A number as scripts write it: integers without a fraction.
 inline std::string format_number(double v) {
   if (is_integral(v) && std::fabs(v) < 1e15) return fmt::format("{}", static_cast<int64_t>(v));

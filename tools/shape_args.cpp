@@ -44,6 +44,11 @@ class Scanner {
       ++pos_;
     int64_t v = 0;
     const auto [ptr, ec] = std::from_chars(text().data() + begin, text().data() + pos_, v);
+    if (ec == std::errc::result_out_of_range)
+      fail(fmt::format("the size {} is too large: a size is at most 2^63 - 1 "
+                       "(9223372036854775807)",
+                       text().substr(begin, pos_ - begin)),
+           begin, pos_);
     if (ec != std::errc() || ptr != text().data() + pos_ || begin == pos_)
       fail("expected a non-negative integer", begin, std::max(pos_, begin + 1));
     if (v < 0 && !(allow_minus_one && v == -1))
@@ -111,7 +116,9 @@ AxisSize parse_axis_size(const std::string& text, const std::string& label) {
   if (value.at_end()) s.fail("missing size after '='", eq, eq + 1);
   try {
     const int64_t v = value.integer(false);
-    if (!value.at_end()) value.fail("unexpected text after the size");
+    if (!value.at_end())
+      value.fail("unexpected text after the size: a size is a whole number written in digits "
+                 "(12, not 1.2e1)");
     return {name, v};
   } catch (const UserError& e) {  // re-anchor the caret in the whole argument
     s.fail(e.message(), eq + 1 + e.range().begin, eq + 1 + e.range().end);

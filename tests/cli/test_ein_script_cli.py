@@ -332,6 +332,88 @@ class Errors(Case):
         self.assertLess(err.index(":11:"), err.index(":4:"))
 
 
+class Limits(Case):
+    """Bad input ends in a located error (exit 1), never a crash: the limits of dsl/limits.h
+    and the size checks of the interpreter."""
+
+    def write(self, name, text):
+        path = self.path(name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def test_long_chain_is_refused_by_the_parser(self):
+        src = self.write("chain.ein", "let c = " + " + ".join(["1"] * 3600) + "\n")
+        self.fails(["check", src], src + ":1:4007: error: the expression nests deeper than 1000 "
+                   "levels (each operator of a chain such as a + b + c, each call and each "
+                   "subscript adds one): split it with intermediate names")
+        # A chain at the limit is evaluated and traced.
+        ok = self.write("ok.ein", "let c = " + " + ".join(["1"] * 1000) + "\n"
+                        "fn f(x: f32[4]) -> f32[4] = " + " + ".join(["x"] * 1000) + "\n")
+        self.ok("check", ok)
+        self.ok("run", ok)
+
+    def test_recursive_modules_are_refused(self):
+        src = self.write("rec.ein", "module R(d) {\n  inner = R(d)\n}\nlet m = R(4)\n")
+        self.fails(["check", src], src + ":2:11: error: module constructions nest deeper than "
+                   "256 (does R construct itself, directly or through another module?)")
+        src = self.write("mutual.ein", "module A(d) {\n  b = B(d)\n}\nmodule B(d) {\n"
+                         "  a = A(d)\n}\ntrain {\n  model = A(4)\n}\n")
+        self.fails(["check", src], src + ":5:7: error: module constructions nest deeper than 256")
+        src = self.write("fn.ein", "fn f(x) = f(x)\nlet y = f(1)\n")
+        self.fails(["check", src], src + ":1:11: error: calls nest deeper than 256 "
+                   "(recursion in f?)")
+        a = self.write("a.ein", 'import "b.ein"\n')
+        b = self.write("b.ein", 'import "a.ein"\n')
+        self.fails(["check", a], b + ":1:8: error: import cycle: '" + a + "' imports itself")
+
+    def test_trace_time_loops_are_bounded(self):
+        body = ("import optim\nmodule M() {\n  param w: f32[4] = zeros()\n"
+                "  fn forward(x: f32[4]) -> f32[4] {\n    y = x\n%s    return y\n  }\n}\n"
+                "train {\n  model = M()\n  optimizer = SGD(lr = 0.1)\n  steps = 1\n"
+                "  fn batch() = randn(4)\n  fn loss(x: f32[4]) -> f32[] = sum(model(x))\n}\n")
+        src = self.write("loop.ein", body % "    for i in 0..1000000000 {\n      y = y + w\n    }\n")
+        self.fails(["check", src], src + ":6:14: error: this loop would run 1000000000 times, "
+                   "but loops are unrolled while tracing and may run at most 10000 iterations "
+                   "in all")
+        src = self.write("nested.ein", body % ("    for i in 0..1000 {\n      for j in 0..1000 {\n"
+                                               "        y = y + w\n      }\n    }\n"))
+        self.fails(["check", src], src + ":7:16: error: this loop would run 1000 times, but "
+                   "loops are unrolled while tracing and may run at most 10000 iterations in "
+                   "all (9010 already run)")  # the 10 outer iterations count too
+        src = self.write("list.ein", body % ("    l = [1]\n    for i in 0..40 {\n      l = l + l\n"
+                                             "    }\n"))
+        self.fails(["check", src], src + ":8:11: error: '+' would make a list of 1048576 items, "
+                   "more than the 1000000 a script may build")
+
+    def test_sizes_beyond_int64(self):
+        src = self.write("dim.ein", "dim N = 1e19\n")
+        self.fails(["check", src], src + ":1:9: error: dim N must be a positive integer below "
+                   "2^63 (9223372036854775808), got 1e+19")
+        src = self.write("set.ein", "dim N = 4\n")
+        self.fails(["check", src, "--set", "N=1e19"], "--set N=1e19: the dim N needs a positive "
+                   "integer below 2^63 (9223372036854775808), got 1e+19")
+        src = self.write("param.ein", "import optim\ndim A = 1e7\nmodule M() {\n"
+                         "  param w: f32[A A A A] = zeros()\n}\ntrain {\n  model = M()\n}\n")
+        self.fails(["check", src], src + ":4:12: error: parameter 'w' is f32 [10000000, 10000000, "
+                   "10000000, 10000000]: more elements than a 64-bit count holds (2^63 - 1)")
+        src = self.write("input.ein", "dim A = 1e7\nfn f(x: f32[A A A A]) -> f32[] = sum(x)\n")
+        self.fails(["check", src], src + ":2:9: error: the example input 'x' is f32 [10000000, "
+                   "10000000, 10000000, 10000000]: more elements than a 64-bit count holds")
+        src = self.write("ones.ein", "fn f() -> f32[] = sum(ones(1e7, 1e7, 1e7))\n")
+        self.fails(["check", src], src + ":1:23: error: this tensor is f32 [10000000, 10000000, "
+                   "10000000]: more elements than a 64-bit count holds (2^63 - 1)")
+
+    def test_allocation_beyond_memory_is_refused_before_running(self):
+        src = self.write("big.ein", "fn f() -> f32[] = sum(ones(1e5, 1e5, 1e5))\n")
+        start = time.monotonic()
+        err = self.fails(["run", src], src + ":1:23: error: this tensor is f32 [100000, 100000, "
+                         "100000]: 4000000000000000 bytes (3.6 PiB), more than the ",
+                         " of memory on cpu")
+        self.assertLess(time.monotonic() - start, 20, err)
+        self.assertIn(" sum(ones(1e5, 1e5, 1e5))", err)
+
+
 class Run(Case):
     def test_bf16_tracks_f32(self):
         # Mixed precision: bf16 activations, f32 master weights, gradients and AdamW state.
@@ -551,6 +633,80 @@ class Llama(Case):
         self.assertIn("output 0: f32[2 5 7]", out)
         out, _ = self.ok("run", src, "--fn", "mixer")
         self.assertIn("output 0: f32[2 9 6]", out)
+
+
+
+class Files(Case):
+    """Files where ein expects regular files, checkpoints' checksums and identity, and write
+    errors: each fails at once with a message naming the path, never hangs or loses data."""
+
+    LR = "linear_regression.ein"
+
+    def lr(self):
+        return script("scripts", self.LR)
+
+    def test_fifo_as_init_is_refused_without_hanging(self):
+        os.mkfifo(self.path("f"))
+        self.fails(["train", self.lr(), "--steps", "1", "--init", self.path("f")],
+                   "--init", self.path("f"), "not a regular file but a FIFO")
+
+    def test_latest_as_fifo_or_dev_zero_is_skipped(self):
+        ck = self.path("ck")
+        self.ok("train", self.lr(), "--steps", "2", "--checkpoint", ck, "--quiet")
+        os.remove(os.path.join(ck, "latest"))
+        os.mkfifo(os.path.join(ck, "latest"))
+        _, err = self.ok("train", self.lr(), "--steps", "3", "--checkpoint", ck, "--resume",
+                         "--quiet")
+        self.assertIn("latest: it is a FIFO", err)
+        self.assertIn("(step 2)", err)
+        os.remove(os.path.join(ck, "latest"))
+        os.symlink("/dev/zero", os.path.join(ck, "latest"))
+        _, err = self.ok("train", self.lr(), "--steps", "4", "--checkpoint", ck, "--resume",
+                         "--quiet")
+        self.assertIn("latest: it is a character device", err)
+        self.assertIn("(step 3)", err)
+        for leak in LEAKS:
+            self.assertNotIn(leak, err)
+
+    def test_flipped_byte_falls_back_on_resume_and_fails_init(self):
+        ck = self.path("ck")
+        self.ok("train", self.lr(), "--steps", "2", "--checkpoint", ck, "--quiet")
+        self.ok("train", self.lr(), "--steps", "4", "--checkpoint", ck, "--resume", "--quiet")
+        newest = os.path.join(ck, "step_4.safetensors")
+        with open(newest, "r+b") as f:
+            f.seek(-3, os.SEEK_END)
+            b = f.read(1)
+            f.seek(-3, os.SEEK_END)
+            f.write(bytes([b[0] ^ 0x40]))
+        _, err = self.ok("train", self.lr(), "--steps", "5", "--checkpoint", ck, "--resume",
+                         "--quiet")
+        self.assertIn("warning: skipped " + newest, err)
+        self.assertIn("does not match its checksum", err)
+        self.assertIn("resumed from " + os.path.join(ck, "step_2.safetensors"), err)
+        self.fails(["train", self.lr(), "--steps", "1", "--init", newest],
+                   "--init", newest, "does not match its checksum")
+
+    def test_checkpoint_of_another_script_is_refused(self):
+        ck = self.path("ck")
+        self.ok("train", self.lr(), "--steps", "2", "--checkpoint", ck, "--quiet")
+        self.fails(["train", script("scripts", "cruncher.ein"), "--steps", "3", "--checkpoint",
+                    ck, "--resume", "--quiet"],
+                   "checkpoint of another model", self.LR,
+                   "'model.layers.0.weight' is missing from the checkpoint")
+
+    def test_unwritable_checkpoint_dir_fails_before_training(self):
+        with open(self.path("file"), "w") as f:
+            f.write("x")
+        log = self.path("log.jsonl")
+        self.fails(["train", self.lr(), "--steps", "2", "--checkpoint", self.path("file", "ck"),
+                    "--log", log, "--quiet"],
+                   "cannot write checkpoints to '" + self.path("file", "ck") + "'")
+        self.assertFalse(os.path.exists(log) and os.path.getsize(log) > 0)  # no step ran
+
+    @unittest.skipUnless(os.path.exists("/dev/full"), "no /dev/full")
+    def test_log_write_error_is_an_error(self):
+        self.fails(["train", self.lr(), "--steps", "2", "--log", "/dev/full", "--quiet"],
+                   "--log /dev/full", "No space left on device")
 
 
 def main():

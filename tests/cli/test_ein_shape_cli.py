@@ -238,6 +238,31 @@ DIAGNOSTICS = {
         "argument 4:1:3: error: expected a non-negative integer\n"
         " h=x\n"
         "   ^\n"),
+    "size_argument_in_exponent_notation": (
+        ["rearrange", "b (h w) -> b h w", "(2,12)", "h=1e30"],
+        "argument 4:1:4: error: unexpected text after the size: a size is a whole number written "
+        "in digits (12, not 1.2e1)\n"
+        " h=1e30\n"
+        "    ^\n"),
+    "size_argument_beyond_int64": (
+        ["rearrange", "b (h w) -> b h w", "(2,12)", "h=99999999999999999999"],
+        "argument 4:1:3: error: the size 99999999999999999999 is too large: a size is at most "
+        "2^63 - 1 (9223372036854775807)\n"
+        " h=99999999999999999999\n"
+        "   ^~~~~~~~~~~~~~~~~~~~\n"),
+    "shape_argument_beyond_int64": (
+        ["rearrange", "b (h w) -> b h w", "(2,9223372036854775808)", "h=2"],
+        "argument 3:1:4: error: the size 9223372036854775808 is too large: a size is at most "
+        "2^63 - 1 (9223372036854775807)\n"
+        " (2,9223372036854775808)\n"
+        "    ^~~~~~~~~~~~~~~~~~~\n"),
+    "sizes_multiply_beyond_int64": (
+        ["rearrange", "b h w -> b (h w)", "(4611686018427387904,4,2)"],
+        "pattern:1:10: error: the sizes multiply beyond the largest tensor size (2^63 - 1 elements)\n"
+        " b h w -> b (h w)\n"
+        "          ^~~~~~~\n"
+        "note: input shape: (4611686018427387904,4,2)\n"
+        "note: sizes bound so far: b=4611686018427387904, h=4, w=2\n"),
     "repeat_new_axis_without_size": (
         ["repeat", "h w -> h w c", "(3,4)"],
         "pattern:1:12: error: new axis 'c' needs a size: give it as c=N\n"

@@ -335,5 +335,50 @@ TEST(MapAst, SameStructureSeesDifferences) {
   EXPECT_FALSE(same_structure(parse_map("x[i] -> -x"), parse_map("x[i] -> x")));
 }
 
+// ---- depth limits (dsl/limits.h): deep nests and long chains are refused, not a stack overflow
+
+// "x[n] -> " and `body`; the error parse_map raises, or a failure.
+UserError map_error(const std::string& body) {
+  try {
+    parse_map("x[n] -> " + body);
+  } catch (const UserError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "parsed without an error";
+  return UserError("");
+}
+
+TEST(MapParserLimits, DeepParenthesesAndCallsAreRefusedAtTheHundredthLevel) {
+  const std::string nest = "the map expression nests deeper than 100 levels (parentheses, calls, "
+                           "prefix '-' and '**' chains)";
+  UserError e = map_error(std::string(7000, '(') + "x" + std::string(7000, ')'));
+  EXPECT_EQ(e.message(), nest);
+  EXPECT_EQ(e.column(), 9u + 100u);  // the 101st '('
+  std::string calls;
+  for (int i = 0; i < 7000; ++i)
+    calls += "exp(";
+  e = map_error(calls + "x" + std::string(7000, ')'));
+  EXPECT_EQ(e.message(), nest);
+  EXPECT_EQ(e.column(), 9u + 4u * 100u + 3u);  // the '(' of the 101st call
+  e = map_error(std::string(20000, '-') + "x");
+  EXPECT_EQ(e.message(), nest);
+  // 99 levels parse.
+  EXPECT_NO_THROW(parse_map("x[n] -> " + std::string(99, '(') + "x" + std::string(99, ')')));
+}
+
+TEST(MapParserLimits, LongChainsAreRefusedAtTheOperatorPastTheLimit) {
+  std::string body = "x";
+  for (int i = 1; i < 20000; ++i)
+    body += " + x";
+  const UserError e = map_error(body);
+  EXPECT_EQ(e.message(),
+            "the map expression nests deeper than 1000 levels (each operator of a chain such as "
+            "a + b + c and each call adds one): split it into several maps");
+  EXPECT_EQ(e.column(), 9u + 2u + 4u * 999u);  // the 1000th '+'
+  EXPECT_EQ(e.range().size(), 1u);
+  // 1000 operands make a tree exactly 1000 tall: accepted.
+  EXPECT_NO_THROW(parse_map("x[n] -> " + body.substr(0, 4 * 999 + 1)));
+}
+
 }  // namespace
 }  // namespace ein

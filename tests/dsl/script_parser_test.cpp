@@ -8,6 +8,7 @@
 #include <string>
 
 #include <ein/diagnostic.h>
+#include "dsl/limits.h"
 #include "dsl/script_parser.h"
 
 namespace ein::script {
@@ -405,3 +406,79 @@ TEST(ScriptParser, DeepNestingIsAnErrorNotACrash) {
 
 }  // namespace
 }  // namespace ein::script
+
+// ---- depth limits (dsl/limits.h): a long chain or call nest is refused, not a stack overflow
+
+namespace {
+
+// "a OP a OP ... a" with `n` operands.
+std::string chain(const std::string& a, const std::string& op, int n) {
+  std::string s = a;
+  for (int i = 1; i < n; ++i)
+    s += " " + op + " " + a;
+  return s;
+}
+
+// The error parse_script raises for `text`, or a failure.
+ein::UserError script_error(const std::string& text) {
+  try {
+    ein::script::parse_script(ein::make_source("deep.ein", text));
+  } catch (const ein::UserError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "parsed without an error";
+  return ein::UserError("");
+}
+
+}  // namespace
+
+TEST(ScriptParserLimits, ChainAtTheLimitParses) {
+  // 1000 operands: 999 operators, a tree 1000 tall.
+  const auto script = ein::script::parse_script(
+      ein::make_source("ok.ein", "let c = " + chain("1", "+", ein::limits::kMaxExprDepth) + "\n"));
+  ASSERT_EQ(script.decls.size(), 1u);
+}
+
+TEST(ScriptParserLimits, LongChainIsRefusedAtTheOperatorPastTheLimit) {
+  const std::string text = "let c = " + chain("1", "+", 3600) + "\n";
+  const ein::UserError e = script_error(text);
+  EXPECT_EQ(e.message(),
+            "the expression nests deeper than 1000 levels (each operator of a chain such as "
+            "a + b + c, each call and each subscript adds one): split it with intermediate names");
+  // The 1000th '+': "let c = " is 8 columns, each "1 + " 4 more.
+  EXPECT_EQ(e.column(), 8u + 4u * 999u + 3u);
+  EXPECT_EQ(e.range().size(), 1u);
+}
+
+TEST(ScriptParserLimits, EveryChainKindCounts) {
+  const std::string msg = "the expression nests deeper than 1000 levels";
+  EXPECT_NE(script_error("let c = " + chain("x", "*", 2000) + "\n").message().find(msg),
+            std::string::npos);
+  EXPECT_NE(script_error("let c = " + chain("x", "-", 2000) + "\n").message().find(msg),
+            std::string::npos);
+  std::string calls = "let c = f";
+  for (int i = 0; i < 2000; ++i)
+    calls += "(1)";
+  EXPECT_NE(script_error(calls + "\n").message().find(msg), std::string::npos);
+  std::string subscripts = "let c = x";
+  for (int i = 0; i < 2000; ++i)
+    subscripts += "[0]";
+  EXPECT_NE(script_error(subscripts + "\n").message().find(msg), std::string::npos);
+  std::string attributes = "let c = x";
+  for (int i = 0; i < 2000; ++i)
+    attributes += ".a";
+  EXPECT_NE(script_error(attributes + "\n").message().find(msg), std::string::npos);
+  // A chain inside the arguments of a call counts towards the call's height.
+  EXPECT_NE(script_error("let c = f(g(" + chain("1", "+", 1000) + "))\n").message().find(msg),
+            std::string::npos);
+  // A tall subscript index too.
+  EXPECT_NE(script_error("let c = x[" + chain("1", "+", 1000) + "]\n").message().find(msg),
+            std::string::npos);
+}
+
+TEST(ScriptParserLimits, DeepBracketsKeepTheNestingBound) {
+  const ein::UserError e = script_error("let c = " + std::string(7000, '(') + "1" +
+                                        std::string(7000, ')') + "\n");
+  EXPECT_EQ(e.message(), "the script nests deeper than 100 levels (brackets, operators, loops)");
+  EXPECT_EQ(e.column(), 110u);  // as the existing row: the '(' past 101 open ones
+}
