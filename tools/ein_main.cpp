@@ -2,9 +2,11 @@
 // from their own files; this file only dispatches and maps failures to exit codes
 // (0 ok, 1 a diagnostic about the user's input, 2 a usage error).
 #include <CLI/CLI.hpp>
+#include <ein/trainer.h>
 
 #include <iostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tools/cli_errors.h"
@@ -15,6 +17,10 @@
 #include "tools/shape_command.h"
 
 int main(int argc, char** argv) {
+  // `ein train`: SIGINT/SIGTERM are blocked before anything can start a thread, so only the
+  // Trainer's watcher ever takes them (api/stop_signals.h); a signal that comes before training
+  // starts waits for it and stops the run before its first step.
+  if (argc > 1 && std::string_view(argv[1]) == "train") ein::block_stop_signals();
   CLI::App app{"ein: einops-style tensor patterns, checked statically, compiled to kernels"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("ein 0.1.0"));
