@@ -33,18 +33,30 @@ void need_rank(const Shape& x, size_t rank, std::string_view name) {
 
 using Op = ScalarOp;
 
+/// The start softmax and log_softmax share, over the last dim: the input x, its row max m,
+/// e = exp(x − m) and the row sums s of e, with the axes of a full and a row value.
+struct ExpSums {
+  int x, m, e, s;
+  std::vector<int> all, rows;
+};
+ExpSums exp_sums(GraphBuilder& b, const Shape& shape, DType dtype) {
+  ExpSums r{};
+  r.x = b.input(shape, dtype);
+  r.all = iota(shape.size());
+  r.rows = iota(shape.size() - 1);
+  r.m = b.reduce_dims(r.x, Reduction::max, {last(shape)});
+  r.e = b.map({r.x, r.m}, {r.all, r.rows}, shape, dtype, "exp_sub",
+              [](Kernel& k, const auto& in) { return k.apply(Op::exp, k.apply(Op::sub, in[0], in[1])); });
+  r.s = b.reduce_dims(r.e, Reduction::sum, {last(shape)});
+  return r;
+}
+
 }  // namespace
 
 Graph softmax_graph(const Shape& shape, DType dtype) {
   need_rank(shape, 1, "softmax");
   GraphBuilder b(origin("softmax", shape));
-  const int x = b.input(shape, dtype);
-  const auto all = iota(shape.size()), rows = iota(shape.size() - 1);
-  const int m = b.reduce_dims(x, Reduction::max, {last(shape)});
-  const int e = b.map({x, m}, {all, rows}, shape, dtype, "exp_sub", [](Kernel& k, const auto& in) {
-    return k.apply(Op::exp, k.apply(Op::sub, in[0], in[1]));
-  });
-  const int s = b.reduce_dims(e, Reduction::sum, {last(shape)});
+  const auto [x, m, e, s, all, rows] = exp_sums(b, shape, dtype);
   const int y = b.map({e, s}, {all, rows}, shape, dtype, "div",
                       [](Kernel& k, const auto& in) { return k.apply(Op::div, in[0], in[1]); });
   return b.finish({y});
@@ -53,13 +65,8 @@ Graph softmax_graph(const Shape& shape, DType dtype) {
 Graph log_softmax_graph(const Shape& shape, DType dtype) {
   need_rank(shape, 1, "log_softmax");
   GraphBuilder b(origin("log_softmax", shape));
-  const int x = b.input(shape, dtype);
-  const auto all = iota(shape.size()), rows = iota(shape.size() - 1);
-  const int m = b.reduce_dims(x, Reduction::max, {last(shape)});
-  const int e = b.map({x, m}, {all, rows}, shape, dtype, "exp_sub", [](Kernel& k, const auto& in) {
-    return k.apply(Op::exp, k.apply(Op::sub, in[0], in[1]));
-  });
-  const int s = b.reduce_dims(e, Reduction::sum, {last(shape)});
+  const auto [x, m, e, s, all, rows] = exp_sums(b, shape, dtype);
+  (void)e;
   const int y =
       b.map({x, m, s}, {all, rows, rows}, shape, dtype, "sub_log", [](Kernel& k, const auto& in) {
         return k.apply(Op::sub, k.apply(Op::sub, in[0], in[1]), k.apply(Op::log, in[2]));
