@@ -13,6 +13,7 @@
 #include <ein/ops.h>
 #include <fmt/format.h>
 
+#include "dsl/pattern_messages.h"
 #include "exec/execute.h"
 #include "compiler/graph/graph_builder.h"
 #include "compiler/graph/lower_patterns.h"
@@ -132,10 +133,9 @@ Tensor reduce(const Tensor& x, std::string_view pattern, std::string_view reduct
               const Sizes& sizes, std::optional<int64_t> ddof) {
   const std::optional<Reduction> r = parse_reduction(reduction);
   if (!r || *r == Reduction::none)
-    throw RuntimeError(
-        fmt::format("reduce: unknown reduction '{}'; expected one of min, max, sum, "
-                    "mean, prod, any, all, logsumexp, var, std",
-                    reduction));
+    throw UserError(messages::unknown_reduction(reduction),
+                    make_source("reduction", std::string(reduction)),
+                    {0, static_cast<uint32_t>(reduction.size())});
   ResolveRequest req = request(PatternOp::reduce, sizes);
   req.reduction = *r;
   req.ddof = ddof;

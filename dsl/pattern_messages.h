@@ -66,6 +66,11 @@ inline std::string ellipsis_in_group(std::string_view op) {
 inline std::string star_not_allowed(std::string_view op) {
   return fmt::format("'*' belongs to pack and unpack patterns, not to {}", op);
 }
+inline std::string star_not_alone(std::string_view op) {
+  return fmt::format("'*' stands alone in a {} pattern, with spaces around it (einops: "
+                     "'*b' is not an axis name)",
+                     op);
+}
 inline std::string star_count() {
   return "a pack/unpack pattern holds exactly one '*'";
 }

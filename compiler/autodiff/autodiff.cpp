@@ -167,11 +167,32 @@ void vjp_reduce(Vjp& v) {
           }));
       return;
     }
-    case Reduction::prod:  // g · y / x (undefined where x == 0)
-      v.set(0, b.map({g, y, xi}, {kept, kept, all}, shape, x.dtype, "prod_grad", [](Kernel& k) {
-        return k.apply(ScalarOp::div, k.apply(ScalarOp::mul, k.load(0), k.load(1)), k.load(2));
-      }));
+    case Reduction::prod: {
+      // torch's rule: g · y / x where the reduced elements have no zero; at a zero, g times the
+      // product of the others when it is the only zero, else 0 (y / x would be 0/0).
+      const int is_zero = b.map({xi}, {all}, shape, x.dtype, "prod_zero", [](Kernel& k) {
+        return k.apply(ScalarOp::eq, k.load(0), k.constant(0));
+      });
+      const int zeros = b.reduce(is_zero, Reduction::sum, a.reduced);
+      const int nonzero = b.map({xi}, {all}, shape, x.dtype, "prod_nonzero", [](Kernel& k) {
+        return k.apply(ScalarOp::where, k.apply(ScalarOp::eq, k.load(0), k.constant(0)),
+                       k.constant(1), k.load(0));
+      });
+      const int others = b.reduce(nonzero, Reduction::prod, a.reduced);
+      v.set(0, b.map({g, y, xi, zeros, others}, {kept, kept, all, kept, kept}, shape, x.dtype,
+                     "prod_grad", [](Kernel& k) {
+                       const int xv = k.load(2);
+                       const int only_zero = k.apply(ScalarOp::mul, k.load(0), k.load(4));
+                       const int at_zero =
+                           k.apply(ScalarOp::where, k.apply(ScalarOp::eq, k.load(3), k.constant(1)),
+                                   only_zero, k.constant(0));
+                       const int elsewhere =
+                           k.apply(ScalarOp::div, k.apply(ScalarOp::mul, k.load(0), k.load(1)), xv);
+                       return k.apply(ScalarOp::where, k.apply(ScalarOp::eq, xv, k.constant(0)),
+                                      at_zero, elsewhere);
+                     }));
       return;
+    }
     case Reduction::logsumexp:  // g · exp(x - y)
       v.set(0,
             b.map({g, xi, y}, {kept, all, kept}, shape, x.dtype, "logsumexp_grad", [](Kernel& k) {
@@ -180,7 +201,7 @@ void vjp_reduce(Vjp& v) {
             }));
       return;
     case Reduction::var:
-    case Reduction::std: {  // var: 2 g (x - m) / (N - ddof); std: g (x - m) / ((N - ddof) y)
+    case Reduction::std: {  // var: 2 g (x - m) / (N - ddof); std: g (x - m) / ((N - ddof) y), 0 at y = 0
       const int mean =
           b.add(GraphOp::reduce, {xi}, v.n.shape, x.dtype,
                 ReduceAttr{Reduction::mean, std::nullopt, a.reduced, iota(kept.size())});
@@ -191,8 +212,12 @@ void vjp_reduce(Vjp& v) {
                        const int centered = k.apply(ScalarOp::sub, k.load(1), k.load(2));
                        const int scaled = k.apply(ScalarOp::mul, k.load(0), centered);
                        if (is_var) return k.apply(ScalarOp::mul, scaled, k.constant(2 / dof));
-                       return k.apply(ScalarOp::div, scaled,
-                                      k.apply(ScalarOp::mul, k.constant(dof), k.load(3)));
+                       // std at zero deviation: 0, as torch (not 0/0)
+                       return k.apply(
+                           ScalarOp::where, k.apply(ScalarOp::eq, k.load(3), k.constant(0)),
+                           k.constant(0),
+                           k.apply(ScalarOp::div, scaled,
+                                   k.apply(ScalarOp::mul, k.constant(dof), k.load(3))));
                      }));
       return;
     }

@@ -181,11 +181,23 @@ int d_pow(Deriv& d, int self, const ScalarNode& n) {  // b a^(b-1) da + y log(a)
   if (db != kZero) out = d.add(out, d.mul(d.op(ScalarOp::mul, self, d.op(ScalarOp::log, n.a)), db));
   return out;
 }
+// maximum/minimum: the winner takes the derivative; a tie splits it evenly between the two
+// (torch.maximum's rule: where(a == b, g/2, g), masked where the operand lost).
+int d_extremum(Deriv& d, const ScalarNode& n, ScalarOp a_loses, ScalarOp b_loses) {
+  const int da = d.of(n.a), db = d.of(n.b);
+  if (da == kZero && db == kZero) return kZero;
+  const int tie = d.op(ScalarOp::eq, n.a, n.b);
+  auto share = [&](int dx, ScalarOp loses) {
+    if (dx == kZero) return kZero;
+    return d.where(d.op(loses, n.a, n.b), kZero, d.where(tie, d.mul(dx, d.c(0.5)), dx));
+  };
+  return d.add(share(da, a_loses), share(db, b_loses));
+}
 int d_maximum(Deriv& d, int, const ScalarNode& n) {
-  return d.where(d.op(ScalarOp::ge, n.a, n.b), d.of(n.a), d.of(n.b));
+  return d_extremum(d, n, ScalarOp::lt, ScalarOp::gt);
 }
 int d_minimum(Deriv& d, int, const ScalarNode& n) {
-  return d.where(d.op(ScalarOp::le, n.a, n.b), d.of(n.a), d.of(n.b));
+  return d_extremum(d, n, ScalarOp::gt, ScalarOp::lt);
 }
 int d_where(Deriv& d, int, const ScalarNode& n) {
   return d.where(n.a, d.of(n.b), d.of(n.c));

@@ -330,7 +330,7 @@ std::string CudaWriter::value(int i, const Point& at, Memo& memo) {
     case ScalarOp::reciprocal:
       e = fmt::format("{} / {}", one(), arg(n.a));
       break;
-    case ScalarOp::sign:  // 1, -1, or x itself for ±0 and NaN (torch.sign)
+    case ScalarOp::sign:
       e = fmt::format("ein_sign({})", arg(n.a));
       break;
     case ScalarOp::add:
@@ -382,15 +382,16 @@ std::string CudaWriter::value(int i, const Point& at, Memo& memo) {
 
 namespace {
 
-// Helpers every kernel may use. Max and min propagate NaN like torch.amax and Kernel IR's
-// combine_values(); the reductions are the textbook shuffle trees (CUDA Programming Guide,
+// Helpers every kernel may use, with the semantics of apply_scalar_op() (kernel/scalar_math.h):
+// max and min propagate NaN like torch.amax and order -0 below +0 (IEEE 754-2019 maximum);
+// relu keeps -0 and NaN (torch.relu); sign is 0 for ±0 and NaN (torch.sign). The reductions are the textbook shuffle trees (CUDA Programming Guide,
 // "Warp Shuffle Functions"); ein_vec is PyTorch's aligned_vector: alignas makes the
 // compiler issue one 16-byte ld/st.global.v4 per vector.
 constexpr const char* kPrelude = R"(// ---- ein prelude ----------------------------------------------------------------------
-template <class T> __device__ __forceinline__ T ein_max(T a, T b) { return (a != a || b != b) ? a + b : (a > b ? a : b); }
-template <class T> __device__ __forceinline__ T ein_min(T a, T b) { return (a != a || b != b) ? a + b : (a < b ? a : b); }
-template <class T> __device__ __forceinline__ T ein_relu(T x) { return x > T(0) ? x : (x != x ? x : T(0)); }
-template <class T> __device__ __forceinline__ T ein_sign(T x) { return x > T(0) ? T(1) : (x < T(0) ? T(-1) : x); }
+template <class T> __device__ __forceinline__ T ein_max(T a, T b) { return (a != a || b != b) ? a + b : (a > b ? a : (b > a ? b : (signbit(a) ? b : a))); }
+template <class T> __device__ __forceinline__ T ein_min(T a, T b) { return (a != a || b != b) ? a + b : (a < b ? a : (b < a ? b : (signbit(a) ? a : b))); }
+template <class T> __device__ __forceinline__ T ein_relu(T x) { return x < T(0) ? T(0) : x; }
+template <class T> __device__ __forceinline__ T ein_sign(T x) { return T(x > T(0) ? 1 : 0) - T(x < T(0) ? 1 : 0); }
 struct EinSum { template <class T> __device__ __forceinline__ T operator()(T a, T b) const { return a + b; } };
 struct EinProd { template <class T> __device__ __forceinline__ T operator()(T a, T b) const { return a * b; } };
 struct EinMax { template <class T> __device__ __forceinline__ T operator()(T a, T b) const { return ein_max(a, b); } };

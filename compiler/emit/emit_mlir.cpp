@@ -361,9 +361,11 @@ std::string FunctionEmitter::value(int i, const Point& at, int w, int vdim, Memo
     case ScalarOp::sigmoid:
       r = sigmoid(arg(n.a), w);
       break;
-    case ScalarOp::relu:
-      r = binary("arith.maximumf", arg(n.a), literal(0, w), w);
+    case ScalarOp::relu: {  // x < 0 ? 0 : x, keeping -0 and NaN (torch.relu)
+      std::string x = arg(n.a);
+      r = select(compare("olt", x, literal(0, w), w), literal(0, w), x, w);
       break;
+    }
     case ScalarOp::gelu: {  // x/2 · (1 + erf(x/√2)), PyTorch's exact GELU
       std::string x = arg(n.a);
       std::string e =
@@ -396,10 +398,10 @@ std::string FunctionEmitter::value(int i, const Point& at, int w, int vdim, Memo
     case ScalarOp::reciprocal:
       r = binary("arith.divf", literal(1, w), arg(n.a), w);
       break;
-    case ScalarOp::sign: {  // 1, -1, or x itself for ±0 and NaN (torch.sign)
+    case ScalarOp::sign: {  // (x > 0) - (x < 0): 0 for ±0 and NaN (torch.sign)
       std::string x = arg(n.a);
-      std::string neg = select(compare("olt", x, literal(0, w), w), literal(-1, w), x, w);
-      r = select(compare("ogt", x, literal(0, w), w), literal(1, w), neg, w);
+      r = binary("arith.subf", compare("ogt", x, literal(0, w), w),
+                 compare("olt", x, literal(0, w), w), w);
       break;
     }
     case ScalarOp::add:

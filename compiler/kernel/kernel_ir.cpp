@@ -2,6 +2,8 @@
 // coalescing), verification and dumps. The float64 semantics live in kernel_eval.cpp.
 #include "compiler/kernel/kernel_ir.h"
 
+#include "compiler/kernel/scalar_math.h"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -80,12 +82,10 @@ double combine_values(Combine c, double a, double b) {
       return a + b;
     case Combine::prod:
       return a * b;
-    case Combine::max:
-      return std::isnan(a) || std::isnan(b) ? std::numeric_limits<double>::quiet_NaN()
-                                            : std::max(a, b);
+    case Combine::max:  // IEEE 754-2019 maximum and minimum: NaN propagates, -0 < +0
+      return apply_scalar_op(ScalarOp::maximum, a, b);
     case Combine::min:
-      return std::isnan(a) || std::isnan(b) ? std::numeric_limits<double>::quiet_NaN()
-                                            : std::min(a, b);
+      return apply_scalar_op(ScalarOp::minimum, a, b);
     case Combine::none:
       break;
   }

@@ -39,8 +39,8 @@ double apply_scalar_op(ScalarOp op, double x, double y, double z) {
       return std::cos(x);
     case ScalarOp::sigmoid:
       return 1.0 / (1.0 + std::exp(-x));
-    case ScalarOp::relu:
-      return std::isnan(x) ? x : std::max(x, 0.0);
+    case ScalarOp::relu:  // keeps -0 and NaN (torch.relu)
+      return x < 0 ? 0.0 : x;
     case ScalarOp::gelu:
       return 0.5 * x * (1.0 + std::erf(x / std::numbers::sqrt2));
     case ScalarOp::gelu_tanh: {
@@ -53,8 +53,8 @@ double apply_scalar_op(ScalarOp op, double x, double y, double z) {
       return x * x;
     case ScalarOp::reciprocal:
       return 1.0 / x;
-    case ScalarOp::sign:
-      return x > 0 ? 1.0 : x < 0 ? -1.0 : x;
+    case ScalarOp::sign:  // 0 for ±0 and NaN (torch.sign)
+      return (x > 0 ? 1.0 : 0.0) - (x < 0 ? 1.0 : 0.0);
     case ScalarOp::add:
       return x + y;
     case ScalarOp::sub:
@@ -65,10 +65,14 @@ double apply_scalar_op(ScalarOp op, double x, double y, double z) {
       return x / y;
     case ScalarOp::pow:
       return std::pow(x, y);
-    case ScalarOp::maximum:
-      return std::isnan(x) || std::isnan(y) ? NAN : std::max(x, y);
+    case ScalarOp::maximum:  // IEEE 754-2019 maximum: NaN wins, -0 < +0
+      if (std::isnan(x) || std::isnan(y)) return x + y;
+      if (x == y) return std::signbit(x) ? y : x;
+      return x > y ? x : y;
     case ScalarOp::minimum:
-      return std::isnan(x) || std::isnan(y) ? NAN : std::min(x, y);
+      if (std::isnan(x) || std::isnan(y)) return x + y;
+      if (x == y) return std::signbit(x) ? x : y;
+      return x < y ? x : y;
     case ScalarOp::eq:
       return x == y ? 1 : 0;
     case ScalarOp::ne:

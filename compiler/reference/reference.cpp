@@ -111,10 +111,10 @@ double reduce_values(Reduction r, const std::vector<double>& v, std::optional<in
   const double n = static_cast<double>(v.size());
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const double inf = std::numeric_limits<double>::infinity();
-  auto maximum = [&] {  // NaN propagates, as in torch.max and numpy.max
+  auto maximum = [&] {  // NaN propagates, as in torch.max and numpy.max; -0 < +0
     double m = -inf;
     for (double x : v)
-      m = std::isnan(x) || std::isnan(m) ? nan : std::max(m, x);
+      m = std::isnan(x) || std::isnan(m) ? nan : (x > m || (x == m && !std::signbit(x)) ? x : m);
     return m;
   };
   auto sum = [&] {

@@ -35,8 +35,8 @@ double apply(UnaryOp op, double x) {
       return std::tanh(x);
     case UnaryOp::sigmoid:
       return 1.0 / (1.0 + std::exp(-x));
-    case UnaryOp::relu:  // NaN stays NaN, as torch.relu
-      return std::isnan(x) ? x : std::max(x, 0.0);
+    case UnaryOp::relu:  // NaN and -0 stay, as torch.relu
+      return x < 0 ? 0.0 : x;
     case UnaryOp::gelu:  // x * Phi(x) (Hendrycks & Gimpel 2016; torch.nn.GELU())
       return 0.5 * x * (1.0 + std::erf(x / std::numbers::sqrt2));
     case UnaryOp::gelu_tanh: {  // torch.nn.GELU(approximate='tanh')
@@ -53,8 +53,8 @@ double apply(UnaryOp op, double x) {
       return x * x;
     case UnaryOp::reciprocal:
       return 1.0 / x;
-    case UnaryOp::sign:  // NaN stays NaN, as numpy.sign; sign(0) = 0
-      return std::isnan(x) ? x : (x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0));
+    case UnaryOp::sign:  // torch.sign: 0 for ±0 and NaN
+      return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0);
   }
   throw RuntimeError("reference: unknown unary op");
 }
@@ -71,10 +71,12 @@ double apply(BinaryOp op, double a, double b) {
       return a / b;
     case BinaryOp::pow:
       return std::pow(a, b);
-    case BinaryOp::maximum:  // NaN propagates, as torch.maximum and numpy.maximum
-      return std::isnan(a) || std::isnan(b) ? kNaN : std::max(a, b);
+    case BinaryOp::maximum:  // IEEE 754-2019: NaN propagates, -0 < +0
+      if (std::isnan(a) || std::isnan(b)) return kNaN;
+      return a > b || (a == b && !std::signbit(a)) ? a : b;
     case BinaryOp::minimum:
-      return std::isnan(a) || std::isnan(b) ? kNaN : std::min(a, b);
+      if (std::isnan(a) || std::isnan(b)) return kNaN;
+      return a < b || (a == b && std::signbit(a)) ? a : b;
     case BinaryOp::eq:
       return a == b ? 1 : 0;
     case BinaryOp::ne:

@@ -340,7 +340,7 @@ void validate_side(const Pattern& pattern, const PatternSide& side, const SideRu
           break;
         case AxisToken::Kind::named:
           if (tok.name == "_" && rules.lone_underscore) break;
-          if (!rules.any_name && !valid_identifier(tok.name)) {
+          if (!valid_identifier(tok.name) && !(tok.name == "_" && rules.underscore_name)) {
             if (tok.name == "_")
               fail_at(pattern, messages::underscore_not_allowed(rules.op), tok.range);
             fail_at(pattern, messages::bad_identifier(tok.name), tok.range);

@@ -79,7 +79,7 @@ struct SideRules {
   bool groups = true;              ///< compositions allowed
   bool trivial_groups = false;     ///< `()` and `(b)` allowed even when compositions are not
   bool duplicates = false;         ///< a name may repeat (einsum diagonals)
-  bool any_name = false;           ///< skip einops' identifier rule (einsum)
+  bool underscore_name = false;    ///< a lone `_` is an ordinary name (einops.einsum)
   bool lone_underscore = false;    ///< `_` allowed and means "skip" (parse_shape)
 };
 

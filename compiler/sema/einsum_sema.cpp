@@ -68,10 +68,10 @@ Recipe resolve_einsum(const Pattern& p, const ResolveRequest& req) {
     fail_at(p, messages::operand_count(kOp, p.inputs.size(), req.shapes.size()),
             p.inputs.back().range);
   for (const PatternSide& side : p.inputs) {
-    validate_side(p, side, {.op = kOp, .duplicates = true, .any_name = true});
+    validate_side(p, side, {.op = kOp, .duplicates = true, .underscore_name = true});
   }
   const PatternSide& out_side = *p.output;
-  validate_side(p, out_side, {.op = kOp, .ellipsis_in_group = true, .any_name = true});
+  validate_side(p, out_side, {.op = kOp, .ellipsis_in_group = true, .underscore_name = true});
   // '...' on the right with none on the left stands for no dimensions, as in numpy.
 
   AxisTable table(p, req);

@@ -26,6 +26,15 @@ size_t check_pack_pattern(const Pattern& p, std::string_view op) {
     if (tok.kind == AxisToken::Kind::ellipsis)
       fail_at(p, messages::ellipsis_in_pack(op), tok.range);
   }
+  // einops splits pack patterns at spaces, so '*b' or 'a*' is one (invalid) axis name there.
+  const SourceRange at = side.terms[star].range;
+  const bool touches_before = star > 0 && side.terms[star - 1].range.end == at.begin;
+  const bool touches_after = star + 1 < side.terms.size() && side.terms[star + 1].range.begin == at.end;
+  if (touches_before || touches_after) {
+    const SourceRange word = at.merge(touches_before ? side.terms[star - 1].range : at)
+                                 .merge(touches_after ? side.terms[star + 1].range : at);
+    fail_at(p, messages::star_not_alone(op), word);
+  }
   return star;
 }
 

@@ -131,7 +131,7 @@ void check_reduction(const Pattern& p, const ResolveRequest& req, const AxisTabl
   }
   if (r == Reduction::var || r == Reduction::std) {
     if (!req.ddof) detail::fail_at(p, messages::needs_ddof(rname), p.arrow);
-    if (*req.ddof < 0 || (*req.ddof > 0 && count <= *req.ddof))
+    if (*req.ddof < 0 || count <= *req.ddof)  // ddof 0 over zero elements too: 0/0
       detail::fail_at(p, messages::ddof_too_large(rname, *req.ddof, count), p.arrow);
   }
 }

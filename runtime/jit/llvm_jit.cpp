@@ -3,7 +3,9 @@
 //
 // compile_mlir_to_object:
 //   1. parse the text with the kernel dialects registered (verification included);
-//   2. replace f32 math by polynomial approximations, so vector exp/log/tanh/erf stay vectors;
+//   2. replace f32 exp/log/sin/cos/tanh/erf by calls into SLEEF's vector functions (1-ulp,
+//      full range reduction, subnormals and IEEE special values handled; the library
+//      PyTorch's CPU kernels call), in the host's widest SIMD width, so they stay vectors;
 //   3. lower to the LLVM dialect (kLoweringPipeline below) and translate to LLVM IR;
 //   4. run LLVM's O3 pipeline for the host CPU and emit an object file into memory.
 // load_object adds the object to a fresh JITDylib of the one process-wide LLJIT, whose link
@@ -12,6 +14,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include <ein/errors.h>
@@ -36,7 +39,6 @@
 #include "mlir/Dialect/Index/IR/IndexDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
-#include "mlir/Dialect/Math/Transforms/Approximation.h"
 #include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
@@ -51,7 +53,19 @@
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
-#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+// SLEEF's 1-ulp f32 functions: scalar, 4 lanes (SSE2/SSE4.1) and 8 lanes (AVX/AVX2), the
+// 4- and 8-lane ones dispatching on the CPU at their first call. They are declared here only
+// for their addresses (sleef.h declares the vector ones only when the including file is
+// compiled for AVX); the JIT defines each name as an absolute symbol.
+#define EIN_SLEEF_FUNCTIONS(X) X(exp) X(log) X(sin) X(cos) X(tanh) X(erf)
+#define EIN_SLEEF_DECLARE(fn) \
+  void Sleef_##fn##f_u10();   \
+  void Sleef_##fn##f4_u10();  \
+  void Sleef_##fn##f8_u10();
+extern "C" {
+EIN_SLEEF_FUNCTIONS(EIN_SLEEF_DECLARE)
+}
 
 namespace ein::detail {
 namespace {
@@ -60,6 +74,7 @@ namespace {
 struct HostTarget {
   llvm::orc::JITTargetMachineBuilder builder{llvm::Triple()};
   std::string description;
+  int sleef_lanes = 4;  ///< the widest SLEEF f32 vector the host runs: 8 with AVX, else 4 (SSE2)
 };
 
 const HostTarget& host() {
@@ -73,8 +88,10 @@ const HostTarget& host() {
                         llvm::toString(detected.takeError()));
     t.builder = std::move(*detected);
     std::vector<std::string> features;
-    for (const auto& feature : llvm::sys::getHostCPUFeatures())
+    for (const auto& feature : llvm::sys::getHostCPUFeatures()) {
       features.push_back((feature.second ? "+" : "-") + feature.first().str());
+      if (feature.first() == "avx" && feature.second) t.sleef_lanes = 8;
+    }
     std::sort(features.begin(), features.end());
     llvm::SubtargetFeatures subtarget;
     std::string list;
@@ -136,6 +153,74 @@ class DiagnosticCollector {
   mlir::ScopedDiagnosticHandler handler_;
 };
 
+/// The SLEEF function for a math op on f32 (scalar or vector), or "" for any other op.
+std::string_view sleef_function(mlir::Operation* op) {
+  if (op->getNumResults() != 1 || !mlir::getElementTypeOrSelf(op->getResult(0).getType()).isF32())
+    return {};
+  if (mlir::isa<mlir::math::ExpOp>(op)) return "exp";
+  if (mlir::isa<mlir::math::LogOp>(op)) return "log";
+  if (mlir::isa<mlir::math::SinOp>(op)) return "sin";
+  if (mlir::isa<mlir::math::CosOp>(op)) return "cos";
+  if (mlir::isa<mlir::math::TanhOp>(op)) return "tanh";
+  if (mlir::isa<mlir::math::ErfOp>(op)) return "erf";
+  return {};
+}
+
+/// Replaces every f32 exp/log/sin/cos/tanh/erf by calls to SLEEF's 1-ulp functions: a
+/// vector<N x f32> is cut into `lanes`-wide slices (then 4-wide, then single lanes), each
+/// passed to Sleef_<fn>f<lanes>_u10 in one register, and put back together.
+void call_sleef(mlir::ModuleOp module, int lanes) {
+  std::vector<mlir::Operation*> ops;
+  module.walk([&](mlir::Operation* op) {
+    if (!sleef_function(op).empty()) ops.push_back(op);
+  });
+  mlir::OpBuilder b(module.getContext());
+  auto call = [&](std::string_view fn, int width, mlir::Value x, mlir::Location loc) {
+    const std::string name =
+        "Sleef_" + std::string(fn) + "f" + (width > 1 ? std::to_string(width) : "") + "_u10";
+    mlir::Type type = x.getType();
+    if (!module.lookupSymbol<mlir::func::FuncOp>(name)) {
+      mlir::OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(module.getBody());
+      auto f = b.create<mlir::func::FuncOp>(loc, name, b.getFunctionType({type}, {type}));
+      f.setPrivate();
+    }
+    return b.create<mlir::func::CallOp>(loc, name, mlir::TypeRange{type}, mlir::ValueRange{x})
+        .getResult(0);
+  };
+  for (mlir::Operation* op : ops) {
+    b.setInsertionPoint(op);
+    const std::string_view fn = sleef_function(op);
+    const mlir::Location loc = op->getLoc();
+    mlir::Value x = op->getOperand(0);
+    mlir::Value result;
+    auto vector = mlir::dyn_cast<mlir::VectorType>(x.getType());
+    if (!vector) {
+      result = call(fn, 1, x, loc);
+    } else {
+      const int64_t n = vector.getNumElements();
+      result = b.create<mlir::arith::ConstantOp>(loc, vector, b.getZeroAttr(vector));
+      for (int64_t at = 0; at < n;) {
+        const int width = n - at >= lanes ? lanes : n - at >= 4 ? 4 : 1;
+        if (width == 1) {
+          mlir::Value lane = b.create<mlir::vector::ExtractOp>(loc, x, at);
+          result = b.create<mlir::vector::InsertOp>(loc, call(fn, 1, lane, loc), result, at);
+        } else {
+          mlir::Value slice = b.create<mlir::vector::ExtractStridedSliceOp>(
+              loc, x, llvm::ArrayRef<int64_t>{at}, llvm::ArrayRef<int64_t>{width},
+              llvm::ArrayRef<int64_t>{1});
+          result = b.create<mlir::vector::InsertStridedSliceOp>(
+              loc, call(fn, width, slice, loc), result, llvm::ArrayRef<int64_t>{at},
+              llvm::ArrayRef<int64_t>{1});
+        }
+        at += width;
+      }
+    }
+    op->getResult(0).replaceAllUsesWith(result);
+    op->erase();
+  }
+}
+
 // Lowering to the LLVM dialect, in order (mlir-opt spelling; see add_lowering_passes):
 // convert-math-to-llvm, convert-math-to-libm, convert-vector-to-scf, convert-scf-to-cf,
 // expand-strided-metadata, convert-vector-to-llvm{reassociate-fp-reductions},
@@ -196,7 +281,22 @@ llvm::orc::LLJIT& lljit() {
     auto created = builder.create();
     if (!created)
       throw DeviceError("CPU JIT: cannot create the LLJIT: " + llvm::toString(created.takeError()));
-    return created->release();
+    llvm::orc::LLJIT* made = created->release();
+    llvm::orc::SymbolMap sleef;
+    auto define = [&](const char* name, void (*address)()) {
+      sleef[made->mangleAndIntern(name)] = {llvm::orc::ExecutorAddr::fromPtr(address),
+                                            llvm::JITSymbolFlags::Exported};
+    };
+#define EIN_SLEEF_DEFINE(fn)                         \
+  define("Sleef_" #fn "f_u10", &Sleef_##fn##f_u10);   \
+  define("Sleef_" #fn "f4_u10", &Sleef_##fn##f4_u10); \
+  define("Sleef_" #fn "f8_u10", &Sleef_##fn##f8_u10);
+    EIN_SLEEF_FUNCTIONS(EIN_SLEEF_DEFINE)
+#undef EIN_SLEEF_DEFINE
+    if (llvm::Error err = made->getMainJITDylib().define(llvm::orc::absoluteSymbols(sleef)))
+      throw DeviceError("CPU JIT: cannot define SLEEF's functions: " +
+                        llvm::toString(std::move(err)));
+    return made;
   }();
   return *jit;
 }
@@ -223,12 +323,7 @@ std::string compile_mlir_to_object(std::string_view source, std::string_view sym
   if (!module->lookupSymbol<mlir::func::FuncOp>(name))
     fail("no func.func @" + name + " in the module", symbol, diagnostics.text(), source);
 
-  mlir::RewritePatternSet approximations(&context);
-  mlir::populateMathPolynomialApproximationPatterns(approximations,
-                                                    mlir::MathPolynomialApproximationOptions{});
-  if (mlir::failed(
-          mlir::applyPatternsAndFoldGreedily(module->getOperation(), std::move(approximations))))
-    fail("math approximation did not converge", symbol, diagnostics.text(), source);
+  call_sleef(*module, host().sleef_lanes);
 
   mlir::PassManager pm(&context);
   add_lowering_passes(pm);

@@ -2,6 +2,7 @@
 #include "support/fake_cuda.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
@@ -114,7 +115,9 @@ class EmulatedExecution final : public CudaExecution {
   /// for its kernels; so every kernel a fake run prepares is also checked to compile cleanly.
   /// Exception: kernels computing in f64 (a CPU dtype; no GPU training runs in it), whose rows
   /// kept in registers spill a few bytes on sm_90 (softmax over 100 f64 values: 24 bytes);
-  /// those are counted (FakeCudaDevice::f64_kernels_spilling) instead.
+  /// those are counted (FakeCudaDevice::f64_kernels_spilling) instead. Also exempt: a stack
+  /// frame without spills in a kernel calling sin or cos, whose accurate range reduction
+  /// (Payne-Hanek, taken only for |x| beyond ~1e5) keeps its 2/pi digits in local memory.
   void check_with_nvrtc(const std::string& source, const std::string& entry) {
     if (!nvrtc_info().available) return;
     for (int arch : {80, 90}) {
@@ -123,6 +126,13 @@ class EmulatedExecution final : public CudaExecution {
       if (!usage)
         throw std::logic_error("fake cuda: no ptxas report for " + entry + ":\n" + binary->log);
       if (!usage->stack_frame && !usage->spill_stores && !usage->spill_loads) continue;
+      bool calls_sin_or_cos = false;
+      for (const char* fn : {"sinf(", "cosf(", "sin(", "cos("})
+        for (size_t at = source.find(fn); at != std::string::npos; at = source.find(fn, at + 1))
+          if (at > 0 && !std::isalnum(static_cast<unsigned char>(source[at - 1])) &&
+              source[at - 1] != '_')
+            calls_sin_or_cos = true;
+      if (calls_sin_or_cos && !usage->spill_stores && !usage->spill_loads) continue;
       if (source.find(", compute f64\n") != std::string::npos) {
         ++state_->f64_spilling;
         return;

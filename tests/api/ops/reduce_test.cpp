@@ -218,15 +218,16 @@ TEST(Reduce, LogsumexpWithInfiniteRows) {
 }
 
 // Reductions over zero elements follow torch: sum 0, prod 1, mean NaN, any false, all true,
-// logsumexp -inf, var/std (ddof 0) NaN; max/min are refused with a caret on the empty axis.
+// logsumexp -inf; max/min are refused with a caret on the empty axis, and var/std (any ddof,
+// 0 included: 0/0) as a division by zero, as docs/patterns.md says.
 TEST(Reduce, OverZeroElements) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   struct Want {
     const char* name;
     double value;
   };
-  const Want wants[] = {{"sum", 0}, {"prod", 1},          {"mean", nan}, {"any", 0},
-                        {"all", 1}, {"logsumexp", -kInf}, {"var", nan},  {"std", nan}};
+  const Want wants[] = {{"sum", 0}, {"prod", 1}, {"mean", nan},
+                        {"any", 0}, {"all", 1}, {"logsumexp", -kInf}};
   struct Empty {
     Shape shape;
     const char* pattern;
@@ -242,14 +243,10 @@ TEST(Reduce, OverZeroElements) {
       for (const Want& w : wants) {
         const std::string context = fmt::format("{} over '{}' {} {}", w.name, e.pattern,
                                                 shape_str(e.shape), dtype_name(dtype));
-        const std::optional<int64_t> ddof =
-            std::string(w.name) == "var" || std::string(w.name) == "std" ? std::optional<int64_t>(0)
-                                                                         : std::nullopt;
         Tensor got;
-        ASSERT_NO_THROW(got = reduce(x, e.pattern, w.name, {}, ddof)) << context;
+        ASSERT_NO_THROW(got = reduce(x, e.pattern, w.name)) << context;
         EXPECT_EQ(got.shape(), e.out) << context;
-        const auto want =
-            reference::reduce(to_array(x), e.pattern, *parse_reduction(w.name), {}, ddof);
+        const auto want = reference::reduce(to_array(x), e.pattern, *parse_reduction(w.name), {});
         expect_close(got, want, {0, 0}, context);
         for (double g : got.to_vector<double>()) {
           if (std::isnan(w.value))
@@ -273,8 +270,21 @@ TEST(Reduce, OverZeroElements) {
           ADD_FAILURE() << name << " over zero elements threw a non-UserError: " << err.what();
         }
       }
-      // ddof=1 over zero elements divides by a negative count: refused like numpy's warning.
-      EXPECT_THROW((void)reduce(x, e.pattern, "var", {}, 1), UserError);
+      // var/std over zero elements divide by 0 - ddof: refused where numpy warns.
+      for (const char* name : {"var", "std"})
+        for (int64_t ddof : {0, 1}) {
+          try {
+            (void)reduce(x, e.pattern, name, {}, ddof);
+            ADD_FAILURE() << name << " ddof " << ddof << " over zero elements did not throw";
+          } catch (const UserError& err) {
+            const std::string what = err.what();
+            EXPECT_NE(what.find(fmt::format("{} with ddof={} over 0 elements divides by zero", name,
+                                            ddof)),
+                      std::string::npos)
+                << what;
+            EXPECT_NE(what.find('^'), std::string::npos) << what;
+          }
+        }
     }
 }
 

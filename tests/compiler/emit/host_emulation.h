@@ -83,6 +83,7 @@ inline double __longlong_as_double(long long i) {
   std::memcpy(&d, &i, sizeof d);
   return d;
 }
+using std::signbit;  // CUDA's math API has it unqualified; <cmath> keeps it in std
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
 

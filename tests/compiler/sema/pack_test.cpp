@@ -41,6 +41,15 @@ TEST(Pack, Errors) {
   EXPECT_TRUE(error_of("h * w *", request(Op::pack, {{1, 2}})));
   EXPECT_TRUE(error_of("h (w *)", request(Op::pack, {{1, 2}})));
   EXPECT_TRUE(error_of("h w * -> h", request(Op::pack, {{1, 2}})));
+  // einops splits pack patterns at spaces: '*b' and 'a*' are (invalid) axis names there.
+  for (const char* glued : {"a *b", "a* b", "a*b"}) {
+    e = error_of(glued, request(Op::pack, {{2, 3}}));
+    ASSERT_TRUE(e) << glued;
+    EXPECT_NE(e->message().find("'*' stands alone"), std::string::npos) << e->what();
+  }
+  e = error_of("a *b", request(Op::pack, {{2, 3}}));
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->column(), 3u);
 }
 
 TEST(Unpack, SplitsAndInfersOneMinusOne) {

@@ -170,6 +170,19 @@ TEST(EinsumSema, SizeOneAxesBroadcastAcrossOperandsAsInNumpy) {
   EXPECT_EQ(resolve("i j -> ... i", request(Op::einsum, {{2, 3}})).output_shape(), (Shape{2}));
 }
 
+// einops.einsum's identifier rule: a lone '_' is a name, but no name starts or ends with one.
+TEST(EinsumSema, IdentifierRulesAreEinops) {
+  EXPECT_EQ(resolve("_ j, j k -> _ k", request(Op::einsum, {{2, 3}, {3, 4}})).output_shape(),
+            (Shape{2, 4}));
+  EXPECT_EQ(resolve("a_b j -> j a_b", request(Op::einsum, {{2, 3}})).output_shape(),
+            (Shape{3, 2}));
+  for (const char* bad : {"a_ j -> j", "_a j -> j", "i j -> j_"}) {
+    const auto e = testing::error_of(bad, request(Op::einsum, {{2, 3}}));
+    ASSERT_TRUE(e) << bad;
+    EXPECT_NE(e->message().find("not start or end with '_'"), std::string::npos) << e->what();
+  }
+}
+
 TEST(EinsumSema, GivenSizesAreVerified) {
   EXPECT_EQ(resolve("i j -> j", request(Op::einsum, {{2, 3}}, {{"j", 3}})).output_shape(),
             (Shape{3}));
