@@ -69,9 +69,9 @@
 // Rules: the function must stay public (private ones get internal linkage and cannot be looked
 // up); the prologue names are `%buf_*` (emitters must not use that prefix) and `%b<i>`; with
 // the large size, memref.dim is meaningless and vector.transfer_read must be in_bounds (or masked
-// by the emitter), because a transfer's bounds check compares against that size. Math on f32 is
-// replaced by polynomial approximations (exp, log, tanh, erf, ... stay vectorized, within a few
-// ulp); f64 math calls libm. Kernels may be parsed with the dialects func, arith, math, memref,
+// by the emitter), because a transfer's bounds check compares against that size. f32 exp, log,
+// sin, cos, tanh and erf call SLEEF's 1-ulp vector functions (they stay vectorized; see
+// docs/numerics.md); f64 math calls libm. Kernels may be parsed with the dialects func, arith, math, memref,
 // vector, scf, cf, llvm, index and ub; the lowering pipeline is listed in llvm_jit.cpp.
 //
 // ## Caching and symbols

@@ -8,8 +8,8 @@
 //
 // Tolerances: the reference reads the values stored in the input dtype, and ein fuses the
 // whole expression in float32 (float64 for f64 inputs) and rounds once to the output dtype.
-// One op therefore costs a few float32 ulps (the JIT's exp/log/tanh/erf/sin/cos are polynomial
-// approximations accurate to a few ulps) plus the output rounding, which tolerance_for(dtype)
+// One op therefore costs a float32 ulp or two (the JIT's exp/log/tanh/erf/sin/cos are SLEEF's
+// 1-ulp functions) plus the output rounding, which tolerance_for(dtype)
 // covers for f16/bf16; for f32 and f64 a case may ask for `slack` x tolerance_for(dtype) where
 // the formula amplifies rounding (pow: the error of y*log(x) is multiplied by |y log x| <= ~10;
 // chains of several ops: one rounding each). Comparisons, where, maximum/minimum, abs, sign,
@@ -315,7 +315,7 @@ TEST(Map, EveryOperator) {
 // dialect for op: vector.extract". LLVM has no intrinsic for them, so convert-math-to-libm
 // scalarises math.tanh/math.erf on vector<8xf64> into vector.extract + call @tanh/@erf +
 // vector.insert; but that pass runs after convert-vector-to-llvm, so the new vector ops are
-// never lowered. f32 tanh/erf are replaced by polynomials before lowering and work; strided f64
+// never lowered. f32 tanh/erf call SLEEF's vector functions and work; strided f64
 // inputs (scalar loops) work. Every f64 function runs here on a contiguous input, so the list of
 // affected functions is visible in one place.
 TEST(Map, EveryFunctionInFloat64OnContiguousInputs) {

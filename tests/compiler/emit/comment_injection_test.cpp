@@ -155,7 +155,7 @@ TEST(CommentInjection, MlirWithHostileTextCompilesAndRuns) {
     x[i] = 0.05f * static_cast<float>(i) - 1.3f;  // not zeros or ones: every lane differs
   void* buffers[] = {x.data(), y.data(), params.data()};
   fn(buffers, 0, schedule.outer_iterations);
-  // 2e-6 relative (~16 f32 ulps): MLIR's polynomial exp approximation, not libm's.
+  // 2e-6 relative (~16 f32 ulps): SLEEF's expf is within 1 ulp, the rest is slack.
   for (size_t i = 0; i < x.size(); ++i)
     EXPECT_NEAR(y[i], std::exp(x[i]), 2e-6f * std::exp(x[i])) << i;
 }

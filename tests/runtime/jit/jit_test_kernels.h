@@ -91,7 +91,7 @@ inline std::string row_sum_of_squares_kernel(std::string_view symbol, std::strin
 }
 
 /// f32, 8 lanes, [begin, end) a multiple of 8: buffers 1..4 = exp(x), log(x), tanh(x - 2),
-/// erf(x - 2) of buffer 0 (the polynomial approximations).
+/// erf(x - 2) of buffer 0 (SLEEF's vector functions).
 inline std::string f32_math_kernel(std::string_view symbol) {
   return kernel_head(symbol, {"f32", "f32", "f32", "f32", "f32"}, "") + R"(
   %c8 = arith.constant 8 : index
