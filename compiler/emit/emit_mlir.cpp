@@ -349,9 +349,11 @@ std::string FunctionEmitter::value(int i, const Point& at, int w, int vdim, Memo
     case ScalarOp::tanh:
       r = unary("math.tanh", arg(n.a), w);
       break;
-    case ScalarOp::erf:
-      r = unary("math.erf", arg(n.a), w);
+    case ScalarOp::erf: {  // odd: the sign put back keeps erf(-0) = -0 in the f32 approximation
+      std::string x = arg(n.a);
+      r = binary("math.copysign", unary("math.erf", x, w), x, w);
       break;
+    }
     case ScalarOp::sin:
       r = unary("math.sin", arg(n.a), w);
       break;

@@ -12,7 +12,7 @@
 namespace ein::detail {
 
 /// Version of the cache file format; part of every key, so a new format never reads old files.
-inline constexpr uint32_t kJitCacheFormatVersion = 2;  // 2: f32 math calls SLEEF
+inline constexpr uint32_t kJitCacheFormatVersion = 4;  // 4: f32 exp/log/sin/cos call SLEEF
 
 /// XXH3-128 of everything that determines a kernel's object code.
 struct JitCacheKey {

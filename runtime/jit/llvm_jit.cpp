@@ -49,20 +49,22 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
 
-// SLEEF's 1-ulp f32 functions: scalar, 4 lanes (SSE2/SSE4.1) and 8 lanes (AVX/AVX2), the
-// 4- and 8-lane ones dispatching on the CPU at their first call. They are declared here only
+// SLEEF's 1-ulp f32 functions: scalar, 4 lanes (SSE2/SSE4.1), 8 lanes (AVX/AVX2) and 16 lanes
+// (AVX-512F), the 4- and 8-lane ones dispatching on the CPU at their first call. They are declared here only
 // for their addresses (sleef.h declares the vector ones only when the including file is
 // compiled for AVX); the JIT defines each name as an absolute symbol.
 #define EIN_SLEEF_FUNCTIONS(X) X(exp) X(log) X(sin) X(cos) X(tanh) X(erf)
 #define EIN_SLEEF_DECLARE(fn) \
   void Sleef_##fn##f_u10();   \
   void Sleef_##fn##f4_u10();  \
-  void Sleef_##fn##f8_u10();
+  void Sleef_##fn##f8_u10();  \
+  void Sleef_##fn##f16_u10();
 extern "C" {
 EIN_SLEEF_FUNCTIONS(EIN_SLEEF_DECLARE)
 }
@@ -74,7 +76,8 @@ namespace {
 struct HostTarget {
   llvm::orc::JITTargetMachineBuilder builder{llvm::Triple()};
   std::string description;
-  int sleef_lanes = 4;  ///< the widest SLEEF f32 vector the host runs: 8 with AVX, else 4 (SSE2)
+  /// The widest SLEEF f32 vector the host runs: 16 with AVX-512F, 8 with AVX, else 4 (SSE2).
+  int sleef_lanes = 4;
 };
 
 const HostTarget& host() {
@@ -90,7 +93,8 @@ const HostTarget& host() {
     std::vector<std::string> features;
     for (const auto& feature : llvm::sys::getHostCPUFeatures()) {
       features.push_back((feature.second ? "+" : "-") + feature.first().str());
-      if (feature.first() == "avx" && feature.second) t.sleef_lanes = 8;
+      if (feature.first() == "avx" && feature.second) t.sleef_lanes = std::max(t.sleef_lanes, 8);
+      if (feature.first() == "avx512f" && feature.second) t.sleef_lanes = 16;
     }
     std::sort(features.begin(), features.end());
     llvm::SubtargetFeatures subtarget;
@@ -167,8 +171,9 @@ std::string_view sleef_function(mlir::Operation* op) {
 }
 
 /// Replaces every f32 exp/log/sin/cos/tanh/erf by calls to SLEEF's 1-ulp functions: a
-/// vector<N x f32> is cut into `lanes`-wide slices (then 4-wide, then single lanes), each
-/// passed to Sleef_<fn>f<lanes>_u10 in one register, and put back together.
+/// vector<N x f32> is cut into the widest slices the host runs (16, 8 or 4 lanes, at most
+/// `lanes`), then single lanes; each slice is passed to Sleef_<fn>f<width>_u10 in one register,
+/// and the results are put back together.
 void call_sleef(mlir::ModuleOp module, int lanes) {
   std::vector<mlir::Operation*> ops;
   module.walk([&](mlir::Operation* op) {
@@ -201,7 +206,12 @@ void call_sleef(mlir::ModuleOp module, int lanes) {
       const int64_t n = vector.getNumElements();
       result = b.create<mlir::arith::ConstantOp>(loc, vector, b.getZeroAttr(vector));
       for (int64_t at = 0; at < n;) {
-        const int width = n - at >= lanes ? lanes : n - at >= 4 ? 4 : 1;
+        int width = 1;
+        for (int w : {16, 8, 4})
+          if (w <= lanes && n - at >= w) {
+            width = w;
+            break;
+          }
         if (width == 1) {
           mlir::Value lane = b.create<mlir::vector::ExtractOp>(loc, x, at);
           result = b.create<mlir::vector::InsertOp>(loc, call(fn, 1, lane, loc), result, at);
@@ -290,7 +300,8 @@ llvm::orc::LLJIT& lljit() {
 #define EIN_SLEEF_DEFINE(fn)                         \
   define("Sleef_" #fn "f_u10", &Sleef_##fn##f_u10);   \
   define("Sleef_" #fn "f4_u10", &Sleef_##fn##f4_u10); \
-  define("Sleef_" #fn "f8_u10", &Sleef_##fn##f8_u10);
+  define("Sleef_" #fn "f8_u10", &Sleef_##fn##f8_u10);   \
+  define("Sleef_" #fn "f16_u10", &Sleef_##fn##f16_u10);
     EIN_SLEEF_FUNCTIONS(EIN_SLEEF_DEFINE)
 #undef EIN_SLEEF_DEFINE
     if (llvm::Error err = made->getMainJITDylib().define(llvm::orc::absoluteSymbols(sleef)))
@@ -323,6 +334,15 @@ std::string compile_mlir_to_object(std::string_view source, std::string_view sym
   if (!module->lookupSymbol<mlir::func::FuncOp>(name))
     fail("no func.func @" + name + " in the module", symbol, diagnostics.text(), source);
 
+  // f32 tanh and erf first: MLIR's rational approximations are within 2 ulps at every value
+  // (tests/api/ops/special_values_test.cpp) and several times faster than SLEEF's tanhf/erff
+  // in a GELU; exp, log, sin and cos go to SLEEF.
+  mlir::RewritePatternSet approximations(&context);
+  mlir::populatePolynomialApproximateTanhPattern(approximations);
+  mlir::populatePolynomialApproximateErfPattern(approximations);
+  if (mlir::failed(
+          mlir::applyPatternsAndFoldGreedily(module->getOperation(), std::move(approximations))))
+    fail("math approximation did not converge", symbol, diagnostics.text(), source);
   call_sleef(*module, host().sleef_lanes);
 
   mlir::PassManager pm(&context);
@@ -338,6 +358,12 @@ std::string compile_mlir_to_object(std::string_view source, std::string_view sym
   auto machine = builder.createTargetMachine();
   if (!machine)
     throw DeviceError("CPU JIT: no target machine: " + llvm::toString(machine.takeError()));
+  // 512-bit vectors are legal values in every kernel function, so a vector<16xf32> reaches
+  // Sleef_<fn>f16_u10 in one zmm register as its C ABI expects, also on CPUs whose tuning
+  // prefers 256-bit vectors (which would otherwise split it into two ymm halves).
+  if (host().sleef_lanes == 16)
+    for (llvm::Function& f : *llvm_module)
+      if (!f.isDeclaration()) f.addFnAttr("min-legal-vector-width", "512");
   llvm_module->setDataLayout((*machine)->createDataLayout());
   llvm_module->setTargetTriple((*machine)->getTargetTriple().str());
   optimize(*llvm_module, **machine);
