@@ -241,7 +241,7 @@ Header read_header(const std::string& path, const ReadFile& file) {
   nlohmann::json json;
   try {
     json = nlohmann::json::parse(text, on_event);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for 1e400
     std::string msg = e.what();
     // "[json.exception.parse_error.101] parse error at ..." -> "parse error at ...".
     if (const size_t p = msg.find("] "); p != std::string::npos) msg = msg.substr(p + 2);

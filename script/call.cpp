@@ -195,6 +195,7 @@ Value Interpreter::construct(const std::shared_ptr<const ClassDef>& cls, std::ve
   auto obj = std::make_shared<Object>();
   obj->cls = cls;
   obj->env = Env::child(cls->env);
+  cycles_.scopes.push_back(obj->env);
   bind_params(d.params, args, obj->env, obj->env, cls->unit, site,
               fmt::format("{} {}", d.kind == Decl::Kind::module ? "module" : "optimizer", d.name));
   const Unit* saved = cur_;

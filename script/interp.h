@@ -195,6 +195,7 @@ class Interpreter {
   std::string scope_;  ///< the module whose fn is running (Object::path)
   DType compute_ = DType::f32;
   EnvPtr last_scope_;  ///< the body scope of the call_closure that finished last
+  ScopeCycles cycles_;  ///< last: cut first, also when the constructor throws
 };
 
 /// The builtin table (name → function), filled once.

@@ -81,6 +81,7 @@ Unit* Interpreter::load_unit(const std::string& path, SourcePtr from, SourceRang
   const Unit* saved = cur_;
   cur_ = u;
   u->globals = Env::child(builtins_);
+  cycles_.scopes.push_back(u->globals);
   eval_top(*u, units_.size() == 1);
   u->loading = false;
   cur_ = saved;
@@ -216,6 +217,7 @@ void Interpreter::eval_top(Unit& unit, bool is_main) {
 
 void Interpreter::build_train(Unit& unit, const Decl& d) {
   train_env_ = Env::child(unit.globals);
+  cycles_.scopes.push_back(train_env_);
   for (const Decl& c : d.children) {
     if (c.kind == Decl::Kind::function) {
       auto cl = std::make_shared<Closure>();

@@ -124,6 +124,21 @@ struct Env {
   }
 };
 
+/// The scopes that hold closures or classes over themselves (a file's globals, the train
+/// block's scope, a module instance's scope) are shared_ptr cycles: the interpreter registers
+/// each here, and destroying the ScopeCycles empties them, so that they and all they hold
+/// are freed.
+struct ScopeCycles {
+  std::vector<std::weak_ptr<Env>> scopes;
+  ScopeCycles() = default;
+  ScopeCycles(const ScopeCycles&) = delete;
+  ScopeCycles& operator=(const ScopeCycles&) = delete;
+  ~ScopeCycles() {
+    for (const std::weak_ptr<Env>& scope : scopes)
+      if (EnvPtr e = scope.lock()) e->vars.clear();
+  }
+};
+
 /// One parsed file and its top-level scope.
 struct Unit {
   Script script;

@@ -11,6 +11,7 @@ packages=(
   libopenblas-dev libdnnl-dev libtbb-dev         # CPU GEMM (f64; f32 through oneDNN), threads
   libsleef-dev                                   # the JIT's vectorized f32 exp/log/sin/cos/tanh/erf
   libcli11-dev nlohmann-json3-dev libfmt-dev libxxhash-dev
+  clang-19 libclang-rt-19-dev                    # scripts/fuzz.sh: libFuzzer, ASan, UBSan
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   python3-torch python3-numpy                    # tests/models: the GPT against PyTorch
   chromium                                       # tests/cli: ein report's HTML rendered headless

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every test on a fresh machine: install dependencies, build (warnings are errors), run
-# ctest (GoogleTest suites, conformance tables, the CLI end to end).
+# ctest (GoogleTest suites, conformance tables, the CLI end to end), then the fuzz targets.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
@@ -9,3 +9,6 @@ scripts/build.sh
 build/bin/ein_conformance_tests --gtest_brief=1 | grep -E "conformance|agree|DISAGREE|design notes" || true
 cd build
 ctest --output-on-failure -j "$(nproc)"
+cd ..
+# The libFuzzer targets (tests/fuzz/, docs/fuzzing.md): every input reader for 20 s.
+scripts/fuzz.sh
