@@ -18,6 +18,11 @@ target_include_directories(ein_library PUBLIC
   $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
   $<INSTALL_INTERFACE:${EIN_INSTALL_INCLUDEDIR}>)
 target_compile_features(ein_library PUBLIC cxx_std_20)
+# A sanitized libein.so needs the sanitizer runtime first in the executable's library list:
+# consumers link with the same -fsanitize (without it, a plain executable crashes at startup).
+if(EIN_SANITIZE)
+  target_link_options(ein_library INTERFACE -fsanitize=${EIN_SANITIZE})
+endif()
 # INSTALL_RPATH_USE_LINK_PATH keeps /usr/lib/llvm-19/lib (libMLIR, libLLVM) on the installed
 # library's runpath, so consumers neither need nor see LLVM's directory.
 set_target_properties(ein_library PROPERTIES OUTPUT_NAME ein EXPORT_NAME ein

@@ -5,7 +5,7 @@
 #   scripts/build.sh --sanitize address,undefined   # ASan + UBSan into build-asan/
 #   scripts/build.sh --sanitize thread              # TSan into build-tsan/
 # A sanitized build is RelWithDebInfo (line numbers in reports) in a folder of its own, so it
-# never replaces build/; run its tests with `cd build-asan && ctest`.
+# never replaces build/; run its tests with `cd build-asan && ctest` (docs/sanitizers.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=build

@@ -91,7 +91,7 @@ std::string context(const char* op, DType dtype, RowLayout layout, int64_t b, in
 std::vector<double> softmax_ref(const std::vector<double>& x, int64_t b, int64_t n, bool log) {
   std::vector<double> y(x.size());
   for (int64_t i = 0; i < b; ++i) {
-    const double* row = &x[i * n];
+    const double* row = x.data() + i * n;  // not &x[i * n]: x is empty when n is 0
     double m = -std::numeric_limits<double>::infinity(), s = 0;
     for (int64_t j = 0; j < n; ++j)
       m = std::max(m, row[j]);

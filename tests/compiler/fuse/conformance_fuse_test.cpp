@@ -4,6 +4,7 @@
 // any dims become one kernel, contractions stay BLAS calls).
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <set>
 #include <string>
 #include <vector>
@@ -94,9 +95,12 @@ TEST(FuseConformance, EveryEinopsRowFusedEqualsUnfused) {
       try {
         const std::vector<Tensor> want = execute(*g, xs), got = execute(fused, xs);
         ASSERT_EQ(got.size(), want.size()) << context;
+        // Saturates: the product of every input's size overflows int64 on the big rows.
         int64_t terms = 1;
         for (const Tensor& x : xs)
-          terms *= std::max<int64_t>(x.numel(), 1);
+          terms = x.numel() > std::numeric_limits<int64_t>::max() / terms
+                      ? std::numeric_limits<int64_t>::max()
+                      : terms * std::max<int64_t>(x.numel(), 1);
         for (size_t i = 0; i < got.size(); ++i)
           testing::expect_close(got[i], testing::to_array(want[i]),
                                 testing::tolerance_for(DType::f32, terms), context);
