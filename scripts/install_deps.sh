@@ -9,7 +9,7 @@ packages=(
   tao-pegtl-dev                                  # grammars
   llvm-19-dev libmlir-19-dev mlir-19-tools       # CPU code generation + JIT
   libopenblas-dev libdnnl-dev libtbb-dev         # CPU GEMM (f64; f32 through oneDNN), threads
-  libsleef-dev                                   # the JIT's vectorized f32 exp/log/sin/cos/tanh/erf
+  libsleef-dev                                   # the JIT's vectorized f32 exp/log/sin/cos
   libcli11-dev nlohmann-json3-dev libfmt-dev libxxhash-dev
   clang-19 libclang-rt-19-dev                    # scripts/fuzz.sh: libFuzzer, ASan, UBSan
   googletest libgtest-dev libgmock-dev libbenchmark-dev

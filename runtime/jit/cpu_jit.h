@@ -70,9 +70,10 @@
 // up); the prologue names are `%buf_*` (emitters must not use that prefix) and `%b<i>`; with
 // the large size, memref.dim is meaningless and vector.transfer_read must be in_bounds (or masked
 // by the emitter), because a transfer's bounds check compares against that size. f32 exp, log,
-// sin, cos, tanh and erf call SLEEF's 1-ulp vector functions (they stay vectorized; see
-// docs/numerics.md); f64 math calls libm. Kernels may be parsed with the dialects func, arith, math, memref,
-// vector, scf, cf, llvm, index and ub; the lowering pipeline is listed in llvm_jit.cpp.
+// sin and cos call SLEEF's 1-ulp vector functions, f32 tanh and erf become MLIR's rational
+// approximations (all stay vectorized; docs/numerics.md); f64 math calls libm. Kernels may be
+// parsed with the dialects func, arith, math, memref, vector, scf, cf, llvm, index and ub; the
+// lowering pipeline is listed in llvm_jit.cpp.
 //
 // ## Caching and symbols
 //

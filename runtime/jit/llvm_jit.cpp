@@ -3,9 +3,10 @@
 //
 // compile_mlir_to_object:
 //   1. parse the text with the kernel dialects registered (verification included);
-//   2. replace f32 exp/log/sin/cos/tanh/erf by calls into SLEEF's vector functions (1-ulp,
-//      full range reduction, subnormals and IEEE special values handled; the library
-//      PyTorch's CPU kernels call), in the host's widest SIMD width, so they stay vectors;
+//   2. replace f32 tanh and erf by MLIR's rational approximations (within 4 ulps), and f32
+//      exp/log/sin/cos by calls into SLEEF's 1-ulp vector functions (full range reduction,
+//      subnormals and IEEE special values; the library PyTorch's CPU kernels call) in the
+//      host's widest SIMD width, so all of them stay vectors (docs/numerics.md);
 //   3. lower to the LLVM dialect (kLoweringPipeline below) and translate to LLVM IR;
 //   4. run LLVM's O3 pipeline for the host CPU and emit an object file into memory.
 // load_object adds the object to a fresh JITDylib of the one process-wide LLJIT, whose link
@@ -49,17 +50,17 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
-#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
-// SLEEF's 1-ulp f32 functions: scalar, 4 lanes (SSE2/SSE4.1), 8 lanes (AVX/AVX2) and 16 lanes
-// (AVX-512F), the 4- and 8-lane ones dispatching on the CPU at their first call. They are declared here only
-// for their addresses (sleef.h declares the vector ones only when the including file is
-// compiled for AVX); the JIT defines each name as an absolute symbol.
-#define EIN_SLEEF_FUNCTIONS(X) X(exp) X(log) X(sin) X(cos) X(tanh) X(erf)
+// SLEEF's 1-ulp f32 functions: scalar, 4 lanes (SSE2/SSE4.1), 8 lanes (AVX/AVX2) and 16
+// lanes (AVX-512F), the 4- and 8-lane ones dispatching on the CPU at their first call. They
+// are declared here only for their addresses (sleef.h declares the vector ones only when the
+// including file is compiled for AVX); the JIT defines each name as an absolute symbol.
+#define EIN_SLEEF_FUNCTIONS(X) X(exp) X(log) X(sin) X(cos)
 #define EIN_SLEEF_DECLARE(fn) \
   void Sleef_##fn##f_u10();   \
   void Sleef_##fn##f4_u10();  \
@@ -165,12 +166,10 @@ std::string_view sleef_function(mlir::Operation* op) {
   if (mlir::isa<mlir::math::LogOp>(op)) return "log";
   if (mlir::isa<mlir::math::SinOp>(op)) return "sin";
   if (mlir::isa<mlir::math::CosOp>(op)) return "cos";
-  if (mlir::isa<mlir::math::TanhOp>(op)) return "tanh";
-  if (mlir::isa<mlir::math::ErfOp>(op)) return "erf";
   return {};
 }
 
-/// Replaces every f32 exp/log/sin/cos/tanh/erf by calls to SLEEF's 1-ulp functions: a
+/// Replaces every f32 exp/log/sin/cos by calls to SLEEF's 1-ulp functions: a
 /// vector<N x f32> is cut into the widest slices the host runs (16, 8 or 4 lanes, at most
 /// `lanes`), then single lanes; each slice is passed to Sleef_<fn>f<width>_u10 in one register,
 /// and the results are put back together.
@@ -334,9 +333,9 @@ std::string compile_mlir_to_object(std::string_view source, std::string_view sym
   if (!module->lookupSymbol<mlir::func::FuncOp>(name))
     fail("no func.func @" + name + " in the module", symbol, diagnostics.text(), source);
 
-  // f32 tanh and erf first: MLIR's rational approximations are within 2 ulps at every value
-  // (tests/api/ops/special_values_test.cpp) and several times faster than SLEEF's tanhf/erff
-  // in a GELU; exp, log, sin and cos go to SLEEF.
+  // f32 tanh and erf: MLIR's rational approximations, within 4 ulps at every value tested
+  // (tests/api/ops/special_values_test.cpp) and about three times faster than SLEEF's 1-ulp
+  // tanhf/erff in a GELU; exp, log, sin and cos go to SLEEF.
   mlir::RewritePatternSet approximations(&context);
   mlir::populatePolynomialApproximateTanhPattern(approximations);
   mlir::populatePolynomialApproximateErfPattern(approximations);
