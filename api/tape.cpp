@@ -1,15 +1,19 @@
-// Recording compiled ops on the autograd tape. A recorded node keeps the forward graph, the
-// inputs (detached: the tape must not keep autograd records alive through them) and which
-// inputs need gradients; its apply() runs the cached, fused backward graph on the inputs and the
-// output gradients.
+// Recording compiled ops on the autograd tape. Before a forward runs with inputs that need
+// gradients, its backward is planned (cached per graph): the recompute policy
+// (include/ein/autograd.h) picks the forward values the backward reads as saved inputs, and the
+// forward runs with those as extra outputs. A recorded node keeps the inputs (detached: the tape
+// must not keep autograd records alive through them) and the saved values; its apply() runs
+// the fused backward graph on the inputs, the output gradients and the saved values.
 #include "api/tape.h"
 
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <numeric>
 #include <tuple>
 #include <utility>
 
+#include <ein/errors.h>
 #include <fmt/format.h>
 
 #include "compiler/autodiff/autodiff.h"
@@ -23,13 +27,15 @@
 namespace ein {
 namespace {
 
-/// A forward graph's backward and the cost phase of each of its nodes.
-/// A forward graph's backward, fused (compiler/fuse/fuse.h), and the cost phase of each node of
-/// the fused graph (a kernel takes the phase of the work it holds).
+/// A forward graph's backward plan: the backward fused (compiler/fuse/fuse.h) with the cost
+/// phase of each fused node (a kernel takes the phase of the work it holds), and, when the
+/// backward reads saved forward values, the forward fused once more with those values as extra
+/// outputs.
 struct CachedBackward {
   Backward backward;
   Graph fused;
   std::vector<CostPhase> phases;
+  Graph forward_with_saved;        ///< the forward's outputs, then Backward::saved (when any)
 };
 
 /// The phase of each node of `fused` from the phases of the unfused backward's nodes: a copied
@@ -58,25 +64,37 @@ std::vector<CostPhase> fused_phases(const Graph& fused, const std::vector<int>& 
   return out;
 }
 
-/// Backward graphs by (forward graph, needs-grad mask, which inputs are weights); entries hold
-/// the forward graph so its address is never reused while cached.
+/// Backward plans by (forward graph, needs-grad mask, which inputs are weights, recompute
+/// policy); entries hold the forward graph so its address is never reused while cached.
 std::shared_ptr<const CachedBackward> backward_of(const std::shared_ptr<const Graph>& graph,
                                                   const std::vector<bool>& needs_grad,
-                                                  const std::vector<bool>& weights) {
+                                                  const std::vector<bool>& weights,
+                                                  Recompute recompute,
+                                                  const std::vector<int>& blocks) {
   static std::mutex mutex;
-  using Key = std::tuple<const Graph*, std::vector<bool>, std::vector<bool>>;
+  using Key = std::tuple<const Graph*, std::vector<bool>, std::vector<bool>, Recompute>;
   static std::map<Key,
                   std::pair<std::shared_ptr<const Graph>, std::shared_ptr<const CachedBackward>>>
       cache;
+  // Without blocks, Recompute::blocks plans as automatic (and shares its cache entry); the
+  // blocks are the graph's own (its tracer's), so the graph's address keys them too.
+  if (recompute == Recompute::blocks && blocks.empty()) recompute = Recompute::automatic;
   std::lock_guard lock(mutex);
-  Key key{graph.get(), needs_grad, weights};
+  Key key{graph.get(), needs_grad, weights, recompute};
   if (auto it = cache.find(key); it != cache.end()) return it->second.second;
   auto entry = std::make_shared<CachedBackward>();
-  CompiledGraph c = compile_graph(*graph, {.differentiate = needs_grad});
+  CompiledGraph c = compile_graph(
+      *graph, {.differentiate = needs_grad, .recompute = recompute, .blocks = blocks});
   entry->backward = std::move(*c.backward);
   entry->fused = std::move(c.fused);
   entry->phases = fused_phases(entry->fused, c.fused_source,
                                backward_phases(entry->backward, *graph, weights));
+  if (!entry->backward.saved.empty()) {
+    Graph with_saved = *graph;
+    with_saved.outputs.insert(with_saved.outputs.end(), entry->backward.saved.begin(),
+                              entry->backward.saved.end());
+    entry->forward_with_saved = compile_graph(std::move(with_saved), {}).fused;
+  }
   std::shared_ptr<const CachedBackward> b = entry;
   cache.emplace(std::move(key), std::make_pair(graph, b));
   return b;
@@ -84,29 +102,38 @@ std::shared_ptr<const CachedBackward> backward_of(const std::shared_ptr<const Gr
 
 class GraphGradNode final : public GradNode {
  public:
-  /// `weights` flags the inputs that are leaves (parameters): their gradients count as
-  /// weight-gradient work, the others' as input-gradient work.
-  GraphGradNode(std::shared_ptr<const Graph> graph, std::vector<Tensor> saved,
-                std::vector<bool> needs_grad, std::vector<bool> weights)
+  /// `op_inputs` are the op's inputs (detached), `saved` the forward values its plan saves
+  /// (Backward::saved, in order).
+  GraphGradNode(std::shared_ptr<const Graph> graph, std::shared_ptr<const CachedBackward> plan,
+                std::vector<Tensor> op_inputs, std::vector<Tensor> saved)
       : graph_(std::move(graph)),
-        saved_(std::move(saved)),
-        needs_grad_(std::move(needs_grad)),
-        weights_(std::move(weights)) {}
+        plan_(std::move(plan)),
+        inputs_(std::move(op_inputs)),
+        saved_(std::move(saved)) {}
 
   std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) override {
-    const auto cached = backward_of(graph_, needs_grad_, weights_);
-    const Backward& backward = cached->backward;
-    std::vector<Tensor> args = saved_;
+    const Backward& backward = plan_->backward;
+    // The saved values go to the backward graph, which frees each after its last reader (as
+    // PyTorch frees saved tensors): a second backward through this node has nothing to read.
+    if (released_)
+      throw RuntimeError(
+          "backward through a recorded op a second time: the forward values it saved were "
+          "freed by the first backward (run the forward again)");
+    std::vector<Tensor> args = inputs_;
     for (size_t k = 0; k < graph_->outputs.size(); ++k) {
       const GraphNode& out = graph_->nodes[graph_->outputs[k]];
       const Tensor& g = k < grad_outputs.size() ? grad_outputs[k] : Tensor();
       args.push_back(g.defined() ? g.detach()
-                                 : zeros(out.shape, out.dtype, saved_.empty()
+                                 : zeros(out.shape, out.dtype, inputs_.empty()
                                                                   ? cpu()
-                                                                  : saved_.front().device()));
+                                                                  : inputs_.front().device()));
     }
-    const std::vector<Tensor> grads = execute(cached->fused, args, cached->phases);
-    std::vector<Tensor> per_input(saved_.size());
+    args.insert(args.end(), std::make_move_iterator(saved_.begin()),
+                std::make_move_iterator(saved_.end()));
+    released_ = !saved_.empty();
+    saved_.clear();
+    const std::vector<Tensor> grads = execute(plan_->fused, std::move(args), plan_->phases);
+    std::vector<Tensor> per_input(inputs_.size());
     for (size_t i = 0; i < backward.wrt.size(); ++i)
       per_input[backward.wrt[i]] = grads[i];
     return per_input;
@@ -118,8 +145,9 @@ class GraphGradNode final : public GradNode {
 
  private:
   std::shared_ptr<const Graph> graph_;
-  std::vector<Tensor> saved_;
-  std::vector<bool> needs_grad_, weights_;
+  std::shared_ptr<const CachedBackward> plan_;
+  std::vector<Tensor> inputs_, saved_;
+  bool released_ = false;  ///< saved_ went to a backward
 };
 
 class FunctionGradNode final : public GradNode {
@@ -173,7 +201,8 @@ std::vector<Tensor> run_recorded(const std::shared_ptr<const Graph>& graph,
 }
 
 std::vector<Tensor> run_recorded(const std::shared_ptr<const Graph>& graph, const Graph& fused,
-                                 const std::vector<Tensor>& inputs) {
+                                 const std::vector<Tensor>& inputs,
+                                 const std::vector<int>& blocks) {
   std::vector<Tensor> detached;
   std::vector<bool> needs_grad;
   bool any = false;
@@ -182,13 +211,25 @@ std::vector<Tensor> run_recorded(const std::shared_ptr<const Graph>& graph, cons
     needs_grad.push_back(x.requires_grad() && kFloatDTypes.contains(x.dtype()));
     any = any || needs_grad.back();
   }
-  std::vector<Tensor> outputs = execute(fused, detached);
-  if (!any || !grad_enabled()) return outputs;
+  if (!any || !grad_enabled()) return execute(fused, detached);
   std::vector<bool> weights;
   for (const Tensor& x : inputs)
     weights.push_back(x.requires_grad() && x.is_leaf());
-  attach(std::make_shared<GraphGradNode>(graph, detached, needs_grad, std::move(weights)), inputs,
-         outputs);
+  // The backward is planned before the forward runs: the plan says which forward values the
+  // forward must hand over besides its outputs (the recompute policy's saved set).
+  auto plan = backward_of(graph, needs_grad, weights, recompute_policy(), blocks);
+  std::vector<Tensor> outputs, saved;
+  if (plan->backward.saved.empty()) {
+    outputs = execute(fused, detached);
+  } else {
+    outputs = execute(plan->forward_with_saved, detached);
+    saved.assign(outputs.begin() + static_cast<std::ptrdiff_t>(graph->outputs.size()),
+                 outputs.end());
+    outputs.resize(graph->outputs.size());
+  }
+  attach(std::make_shared<GraphGradNode>(graph, std::move(plan), std::move(detached),
+                                         std::move(saved)),
+         inputs, outputs);
   return outputs;
 }
 

@@ -21,9 +21,11 @@ namespace ein {
 std::vector<Tensor> run_recorded(const std::shared_ptr<const Graph>& graph,
                                  const std::vector<Tensor>& inputs);
 /// The same, computing the outputs with `fused` (fuse(*graph), cached by the caller) while the
-/// backward is still derived from `graph`.
+/// backward is still derived from `graph`. `blocks` (per node of `graph`, the module of a list
+/// it belongs to, -1 none; empty: no blocks) is what Recompute::blocks checkpoints.
 std::vector<Tensor> run_recorded(const std::shared_ptr<const Graph>& graph, const Graph& fused,
-                                 const std::vector<Tensor>& inputs);
+                                 const std::vector<Tensor>& inputs,
+                                 const std::vector<int>& blocks = {});
 
 /// A hand-written backward: the gradients of the op's inputs (one per input; undefined: none)
 /// from its outputs' gradients (one per output; undefined: zero). Runs under NoGrad.

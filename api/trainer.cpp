@@ -207,6 +207,11 @@ TrainResult Trainer::fit() {
     throw UserError(fmt::format("--precision {}: expected fp32, bf16 or fp16", o.precision));
   if (o.precision == "bf16") model_.set_compute_dtype(DType::bf16);
   if (o.precision == "fp16") model_.set_compute_dtype(DType::f16);
+  const std::optional<Recompute> policy = parse_recompute(o.recompute);
+  if (!policy)
+    throw UserError(
+        fmt::format("--recompute {}: expected none, auto, blocks or full", o.recompute));
+  const RecomputeScope recompute(*policy);  // the ops this thread records from now on
   const int64_t steps = o.steps;
   if (steps < 0) throw UserError("--steps must be >= 0");
   if (o.accumulate < 1) throw UserError("accumulate must be >= 1");
@@ -270,6 +275,7 @@ TrainResult Trainer::fit() {
   // 5. The loop.
   for (int64_t step = r.start + 1; step <= steps && !stopping(); ++step) {
     FlopCounter counter;
+    reset_peak_memory_stats(o.device);
     const auto t0 = std::chrono::steady_clock::now();
     StepStats s;
     s.step = step;
@@ -314,6 +320,8 @@ TrainResult Trainer::fit() {
     zero_grad(param_tensors);
     synchronize();  // a GPU's launches are asynchronous: the step ends when its work does
     s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    s.peak_memory = max_memory_allocated(o.device);
+    r.peak_memory = std::max(r.peak_memory, s.peak_memory);
     r.seconds += s.seconds;
     ++r.done;
     r.final_loss = s.loss;
@@ -327,7 +335,8 @@ TrainResult Trainer::fit() {
       nlohmann::json j = {{"step", step},       {"loss", s.loss},
                           {"lr", s.lr},         {"tokens_per_s", static_cast<double>(s.tokens) / s.seconds},
                           {"flops", s.flops},   {"flops_per_s", s.flops / s.seconds},
-                          {"mfu", s.mfu},       {"ms", s.seconds * 1e3}};
+                          {"mfu", s.mfu},       {"ms", s.seconds * 1e3},
+                          {"peak_memory", s.peak_memory}};
       if (r.fp16) {
         j["loss_scale"] = s.loss_scale;  // the scale this step's backward used
         j["skipped"] = s.skipped;
@@ -357,7 +366,6 @@ TrainResult Trainer::fit() {
   r.signal = signals_ ? detail::StopSignals::received() : 0;
   for (const auto& s : model_.optimizer_state())
     r.state_bytes += s.tensor.nbytes();
-  r.peak_memory = max_memory_allocated(o.device);
   r.mfu = hw ? utilization(r.flops, r.seconds, *hw, mfu_dtype) : 0.0;
   r.peak_flops = hw ? hw->peak(math_mode_of(mfu_dtype)) : 0;
   r.math_mode = std::string(math_mode_name(math_mode_of(mfu_dtype)));

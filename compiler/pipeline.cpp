@@ -80,7 +80,7 @@ CompiledGraph compile_graph(Graph graph, const GraphStages& stages) {
   CompiledGraph c;
   dump_stage(Stage::ir, graph.origin, [&] { return dump(graph); });
   if (!stages.differentiate.empty()) {
-    c.backward = differentiate(graph, stages.differentiate);
+    c.backward = differentiate(graph, stages.differentiate, stages.recompute, stages.blocks);
     dump_stage(Stage::backward, graph.origin, [&] { return dump(c.backward->graph); });
     c.graph = c.backward->graph;
   } else {

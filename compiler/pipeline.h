@@ -53,6 +53,10 @@ Graph compile_pattern(const Recipe& recipe, std::string_view pattern,
 /// What compile_graph() does after the front end.
 struct GraphStages {
   std::vector<bool> differentiate;  ///< per graph input; empty: no autodiff (the forward graph)
+  /// What the backward saves or rebuilds (autodiff.h); `full` makes a backward graph that needs
+  /// nothing of the forward but its inputs.
+  Recompute recompute = Recompute::full;
+  std::vector<int> blocks = {};  ///< per graph node, its block under Recompute::blocks (-1: none)
   bool cost = false;                ///< cost every node of the graph the later stages take
   bool fuse = true;                 ///< fuse that graph into kernels
 };

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <stdexcept>
 
 #include <ein/errors.h>
 #include <fmt/format.h>
@@ -25,27 +26,35 @@ using Tensors = std::vector<Tensor>;
 /// Per node, its results: one tensor, several for a multi-output fused node.
 using Values = std::vector<Tensors>;
 
-/// Where a node without inputs (a constant) runs: where the graph's inputs live.
-Device graph_device(const Tensors& inputs) {
-  return inputs.empty() ? cpu() : inputs.front().device();
-}
+/// What every rule sees besides the node and the values so far: the graph's inputs, which
+/// execute() owns (an input node takes its tensor over, see run_input), and where a node
+/// without inputs (a constant) runs: where the graph's inputs live.
+struct Context {
+  Tensors& inputs;
+  std::vector<int> taker;  ///< per input index, the last input node of that index
+  int node = 0;            ///< the node running
+  Device device;
+};
 
 /// A node reading another reads its first result (`result` nodes pick the others).
 const Tensor& arg(const Values& v, const GraphNode& n, size_t i) {
   return v[n.inputs[i]].front();
 }
 
-Tensor run_input(const GraphNode& n, const Values&, const Tensors& inputs) {
-  return inputs[std::get<InputAttr>(n.attr).index];
+Tensor run_input(const GraphNode& n, const Values&, Context& c) {
+  // The last input node of an index takes the tensor over, so execute() holds no reference of
+  // its own once that node's value dies.
+  const int index = std::get<InputAttr>(n.attr).index;
+  return c.taker[index] == c.node ? std::move(c.inputs[index]) : Tensor(c.inputs[index]);
 }
 
-Tensor run_view(const GraphNode& n, const Values& v, const Tensors&) {
+Tensor run_view(const GraphNode& n, const Values& v, Context&) {
   const Tensor& x = arg(v, n, 0);
   const Shape strides = view_output_strides(std::get<ViewAttr>(n.attr), x.strides());
   return x.as_strided(n.shape, strides, x.offset());
 }
 
-Tensor run_reshape(const GraphNode& n, const Values& v, const Tensors&) {
+Tensor run_reshape(const GraphNode& n, const Values& v, Context&) {
   const Tensor& x = arg(v, n, 0);
   if (std::optional<Shape> s = view_strides(x.shape(), x.strides(), n.shape))
     return x.as_strided(n.shape, *s, x.offset());
@@ -54,21 +63,21 @@ Tensor run_reshape(const GraphNode& n, const Values& v, const Tensors&) {
   return out;
 }
 
-Tensor run_permute(const GraphNode& n, const Values& v, const Tensors&) {
+Tensor run_permute(const GraphNode& n, const Values& v, Context&) {
   return arg(v, n, 0).permute(std::get<PermuteAttr>(n.attr).order);
 }
 
-Tensor run_reduce(const GraphNode& n, const Values& v, const Tensors&) {
+Tensor run_reduce(const GraphNode& n, const Values& v, Context&) {
   const auto& a = std::get<ReduceAttr>(n.attr);
   return reduce_dims(arg(v, n, 0), a.reduced, a.reduction, a.ddof, a.out_order);
 }
 
-Tensor run_contract(const GraphNode& n, const Values& v, const Tensors&) {
+Tensor run_contract(const GraphNode& n, const Values& v, Context&) {
   const auto& a = std::get<ContractAttr>(n.attr);
   return contract(arg(v, n, 0), a.a_axes, arg(v, n, 1), a.b_axes, a.out_axes);
 }
 
-Tensor run_map_node(const GraphNode& n, const Values& v, const Tensors& inputs) {
+Tensor run_map_node(const GraphNode& n, const Values& v, Context& c) {
   const auto& a = std::get<MapAttr>(n.attr);
   Kernel k = *a.body;
   k.domain = n.shape;
@@ -87,10 +96,10 @@ Tensor run_map_node(const GraphNode& n, const Values& v, const Tensors& inputs) 
     ins.push_back(std::move(x));
   }
   k.compute = compute_type(dtypes);
-  return run_map(std::move(k), ins, n.dtype, graph_device(inputs));
+  return run_map(std::move(k), ins, n.dtype, c.device);
 }
 
-Tensor run_concat(const GraphNode& n, const Values& v, const Tensors&) {
+Tensor run_concat(const GraphNode& n, const Values& v, Context&) {
   const auto& a = std::get<ConcatAttr>(n.attr);
   Tensor out = empty(n.shape, n.dtype, arg(v, n, 0).device());
   int64_t at = 0;
@@ -106,39 +115,39 @@ Tensor run_concat(const GraphNode& n, const Values& v, const Tensors&) {
   return out;
 }
 
-Tensor run_slice(const GraphNode& n, const Values& v, const Tensors&) {
+Tensor run_slice(const GraphNode& n, const Values& v, Context&) {
   const auto& a = std::get<SliceAttr>(n.attr);
   return arg(v, n, 0).slice(a.dim, a.start, a.stop);
 }
 
-Tensor run_gather(const GraphNode& n, const Values& v, const Tensors&) {
+Tensor run_gather(const GraphNode& n, const Values& v, Context&) {
   return gather_rows(arg(v, n, 0), arg(v, n, 1));
 }
 
-Tensor run_scatter_add(const GraphNode& n, const Values& v, const Tensors&) {
+Tensor run_scatter_add(const GraphNode& n, const Values& v, Context&) {
   return scatter_add_rows(arg(v, n, 0), arg(v, n, 1), n.shape.front());
 }
 
-Tensor run_cast(const GraphNode& n, const Values& v, const Tensors&) {
+Tensor run_cast(const GraphNode& n, const Values& v, Context&) {
   return arg(v, n, 0).to(n.dtype);
 }
 
-Tensors run_fused_node(const GraphNode& n, const Values& v, const Tensors& inputs) {
+Tensors run_fused_node(const GraphNode& n, const Values& v, Context& c) {
   Tensors ins;
   for (size_t i = 0; i < n.inputs.size(); ++i)
     ins.push_back(arg(v, n, i));
-  return run_fused(std::get<FusedAttr>(n.attr), ins, graph_device(inputs));
+  return run_fused(std::get<FusedAttr>(n.attr), ins, c.device);
 }
 
-Tensors run_result(const GraphNode& n, const Values& v, const Tensors&) {
+Tensors run_result(const GraphNode& n, const Values& v, Context&) {
   return {v[n.inputs[0]][std::get<ResultAttr>(n.attr).index]};
 }
 
-using Rule = Tensors (*)(const GraphNode&, const Values&, const Tensors&);
+using Rule = Tensors (*)(const GraphNode&, const Values&, Context&);
 /// A rule for an op with one result.
-template <Tensor (*F)(const GraphNode&, const Values&, const Tensors&)>
-Tensors one(const GraphNode& n, const Values& v, const Tensors& inputs) {
-  return {F(n, v, inputs)};
+template <Tensor (*F)(const GraphNode&, const Values&, Context&)>
+Tensors one(const GraphNode& n, const Values& v, Context& c) {
+  return {F(n, v, c)};
 }
 
 // One rule per op, in ops.def order.
@@ -175,17 +184,52 @@ NodeProfile* profile() {
   return p;
 }
 
+/// Per node, the last node that reads it (the graph's size for an output: it lives to the end;
+/// -1 for a node nobody reads).
+std::vector<int> last_readers(const Graph& g) {
+  const int n = static_cast<int>(g.nodes.size());
+  std::vector<int> last(n, -1);
+  for (int i = 0; i < n; ++i)
+    for (int in : g.nodes[i].inputs)
+      last[in] = i;
+  for (int o : g.outputs)
+    last[o] = n;
+  return last;
+}
+
 }  // namespace
 
-std::vector<Tensor> execute(const Graph& g, const std::vector<Tensor>& inputs,
+std::vector<Tensor> execute(const Graph& g, std::vector<Tensor> inputs,
                             std::span<const CostPhase> phases) {
+  Context c{inputs, std::vector<int>(inputs.size(), -1), 0,
+            inputs.empty() ? cpu() : inputs.front().device()};
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (g.nodes[i].op == GraphOp::input) {
+      const int index = std::get<InputAttr>(g.nodes[i].attr).index;
+      if (index < 0 || index >= static_cast<int>(inputs.size()))
+        throw std::logic_error(fmt::format("execute: graph input {} of {} given", index,
+                                           inputs.size()));
+      c.taker[index] = static_cast<int>(i);
+    }
   Values values(g.nodes.size());
   NodeProfile* prof = profile();
+  // A node's results are dropped after its last reader ran, so an intermediate's memory goes
+  // back to the allocator as soon as the graph is done with it (views hold their base's
+  // storage, so a base read only through a view lives as long as the view).
+  const std::vector<int> last = last_readers(g);
+  std::vector<std::vector<int>> dies_at(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (last[i] < static_cast<int>(g.nodes.size()))
+      dies_at[last[i] < 0 ? i : last[i]].push_back(static_cast<int>(i));
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const GraphNode& n = g.nodes[i];
+    if (i > 0)
+      for (int dead : dies_at[i - 1])
+        values[dead].clear();
+    c.node = static_cast<int>(i);
     if (prof) {
       const auto t0 = std::chrono::steady_clock::now();
-      values[i] = kRules[static_cast<int>(n.op)](n, values, inputs);
+      values[i] = kRules[static_cast<int>(n.op)](n, values, c);
       std::string name(graph_op_name(n.op));
       if (n.op == GraphOp::fused) name += " " + std::get<FusedAttr>(n.attr).kernel->name;
       std::string key = fmt::format("{} [{}]", name, fmt::join(n.shape, ","));
@@ -197,12 +241,12 @@ std::vector<Tensor> execute(const Graph& g, const std::vector<Tensor>& inputs,
       continue;
     }
     if (!detail::counting()) {  // no FlopCounter alive: one thread-local load per node
-      values[i] = kRules[static_cast<int>(n.op)](n, values, inputs);
+      values[i] = kRules[static_cast<int>(n.op)](n, values, c);
       continue;
     }
     const CostPhase phase = i < phases.size() ? phases[i] : detail::current_phase();
     const detail::CountingNode at(g.origin, phase);  // launches inside are this node's
-    values[i] = kRules[static_cast<int>(n.op)](n, values, inputs);
+    values[i] = kRules[static_cast<int>(n.op)](n, values, c);
     count_executed_node(g, static_cast<int>(i), phase, values[i].front(),
                         n.inputs.empty() ? Tensor() : values[n.inputs[0]].front());
   }

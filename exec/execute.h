@@ -18,7 +18,10 @@ namespace ein {
 /// shapes and dtypes must be those the graph was lowered for). While a FlopCounter is alive on
 /// this thread each node is charged to it under `phases[node]` (default, or past the end: the
 /// current detail::CountingPhase, else forward); the tape may pass backward_phases().
-std::vector<Tensor> execute(const Graph& graph, const std::vector<Tensor>& inputs,
+/// Every value, inputs included, is released after its last reader: an input handed over with
+/// std::move is freed as soon as the graph is done with it (the liveness that
+/// compiler/cost/step_memory.h predicts), not when the graph ends.
+std::vector<Tensor> execute(const Graph& graph, std::vector<Tensor> inputs,
                             std::span<const CostPhase> phases = {});
 
 }  // namespace ein

@@ -11,6 +11,7 @@ namespace ein {
 namespace {
 
 thread_local bool grad_mode = true;
+thread_local Recompute recompute_mode = Recompute::automatic;
 
 /// A gradient we may keep as a tensor's grad(): one nobody else holds, else a copy (so later
 /// in-place zeroing or optimizer steps never write through an alias).
@@ -35,6 +36,38 @@ NoGrad::NoGrad() : previous_(grad_mode) {
 }
 NoGrad::~NoGrad() {
   grad_mode = previous_;
+}
+
+Recompute recompute_policy() {
+  return recompute_mode;
+}
+
+const char* recompute_name(Recompute policy) {
+  switch (policy) {
+    case Recompute::none:
+      return "none";
+    case Recompute::automatic:
+      return "auto";
+    case Recompute::blocks:
+      return "blocks";
+    case Recompute::full:
+      return "full";
+  }
+  return "?";
+}
+
+std::optional<Recompute> parse_recompute(std::string_view name) {
+  for (const Recompute p :
+       {Recompute::none, Recompute::automatic, Recompute::blocks, Recompute::full})
+    if (name == recompute_name(p)) return p;
+  return std::nullopt;
+}
+
+RecomputeScope::RecomputeScope(Recompute policy) : previous_(recompute_mode) {
+  recompute_mode = policy;
+}
+RecomputeScope::~RecomputeScope() {
+  recompute_mode = previous_;
 }
 
 void zero_grad(const std::vector<Tensor>& params, bool set_to_none) {

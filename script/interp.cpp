@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <ein/errors.h>
@@ -102,12 +103,39 @@ Traced Interpreter::trace(const std::shared_ptr<Closure>& fn, const std::vector<
   out.feeds = std::move(tr.feeds);
   out.tags = tr.b.tags();
   out.wheres = std::move(tr.wheres);
+  out.blocks = blocks_of(out);
   return out;
+}
+
+std::string block_of_scope(const std::string& scope) {
+  // A module path is dot-separated names, list items by position ("blocks.3.attn"): the block
+  // is the path through its first list item ("blocks.3").
+  size_t begin = 0;
+  while (begin < scope.size()) {
+    size_t end = scope.find('.', begin);
+    if (end == std::string::npos) end = scope.size();
+    const std::string_view part(scope.data() + begin, end - begin);
+    if (!part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return scope.substr(0, end);
+    begin = end + 1;
+  }
+  return {};
+}
+
+std::vector<int> blocks_of(const Traced& t) {
+  std::map<std::string, int> ids;
+  std::vector<int> blocks(t.graph->nodes.size(), -1);
+  for (size_t i = 0; i < blocks.size() && i < t.tags.size(); ++i) {
+    if (t.tags[i] < 0) continue;
+    const std::string block = block_of_scope(t.wheres[t.tags[i]].scope);
+    if (!block.empty()) blocks[i] = ids.emplace(block, static_cast<int>(ids.size())).first->second;
+  }
+  return blocks;
 }
 
 std::vector<Tensor> Interpreter::run(const Traced& t, const std::vector<Tensor>& args,
                                      uint64_t stream) {
-  return run_recorded(t.graph, t.fused ? *t.fused : *t.graph, feed(t, args, stream));
+  return run_recorded(t.graph, t.fused ? *t.fused : *t.graph, feed(t, args, stream), t.blocks);
 }
 
 std::vector<Tensor> Interpreter::feed(const Traced& t, const std::vector<Tensor>& args,

@@ -59,7 +59,17 @@ struct Traced {
   std::vector<Where> wheres;
   std::shared_ptr<const Graph> fused;  ///< fuse(*graph): what runs forward (null: graph)
   std::vector<Feed> feeds;
+  std::vector<int> blocks;  ///< per node: its block (blocks_of), -1 outside every block
 };
+
+/// The block a module path belongs to: the path through its first list item ("blocks.3" for
+/// "blocks.3.attn"); empty when the path crosses no list.
+std::string block_of_scope(const std::string& scope);
+
+/// Per node of `t.graph`, the block (a module of a list: a GPT's blocks[i]) whose code made it,
+/// numbered in order of first appearance; -1 for nodes made outside every block. What
+/// Recompute::blocks checkpoints.
+std::vector<int> blocks_of(const Traced& t);
 
 /// One evaluated call argument.
 struct CallArg {

@@ -114,6 +114,7 @@ TraceInfo Program::trace_info(const std::string& fn, const std::vector<TensorTyp
   const Traced t = impl_->trace(impl_->function(fn), args, training);
   TraceInfo info;
   info.graph = *t.graph;
+  info.blocks = t.blocks;
   for (size_t i = 0; i < t.graph->nodes.size(); ++i) {
     NodeSource src;
     const int tag = i < t.tags.size() ? t.tags[i] : -1;

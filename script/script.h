@@ -68,6 +68,9 @@ struct TraceInfo {
   /// One per graph input, in InputAttr order: "param:NAME" (its ParamInfo name), "arg:I" (the
   /// function's argument I), "constant" (ones, arange, ...) or "random" (randn, dropout).
   std::vector<std::string> inputs;
+  /// Per node: the module of a list (a GPT's blocks.3) whose code made it, numbered in order of
+  /// first use, -1 outside every list: what Recompute::blocks checkpoints.
+  std::vector<int> blocks;
 };
 
 /// A `dim` of the main script with its value (after `--set`).

@@ -264,7 +264,11 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
   GraphCost bnodes;
   std::vector<int> owner;  // per backward node: the forward node it serves, -1 none
   try {
-    CompiledGraph c = compile_graph(g, {.differentiate = needs, .cost = true, .fuse = false});
+    CompiledGraph c = compile_graph(g, {.differentiate = needs,
+                                        .recompute = o.recompute,
+                                        .blocks = trace.blocks,
+                                        .cost = true,
+                                        .fuse = false});
     back = std::move(c.backward);
     bcost = backward_cost(*back, g, weights);
     bnodes = std::move(*c.cost);
@@ -278,17 +282,20 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
     // 4. Attribution: origin, else a producer's (forward order), else a consumer's (reverse).
     const int n = static_cast<int>(bg.nodes.size());
     owner.assign(n, -1);
-    for (int i = back->replicated; i < n; ++i) {
+    const auto forward_side = [&](int i) { return back->forward_of[i] >= 0; };
+    for (int i = 0; i < n; ++i) {
+      if (forward_side(i)) continue;
       owner[i] = back->origin[i].forward;
       if (owner[i] >= 0 || bg.nodes[i].op == GraphOp::input) continue;
       for (int in : bg.nodes[i].inputs)
-        if (in >= back->replicated && owner[in] >= 0) {
+        if (!forward_side(in) && owner[in] >= 0) {
           owner[i] = owner[in];
           break;
         }
     }
     std::vector<int> consumer_owner(n, -1);
-    for (int i = n - 1; i >= back->replicated; --i) {
+    for (int i = n - 1; i >= 0; --i) {
+      if (forward_side(i)) continue;
       if (owner[i] < 0) owner[i] = consumer_owner[i];
       if (owner[i] >= 0)
         for (int in : bg.nodes[i].inputs)
@@ -378,7 +385,8 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
   }
   if (back) {
     int64_t unattributed_flops = 0, unattributed = 0;
-    for (int i = back->replicated; i < static_cast<int>(back->graph.nodes.size()); ++i) {
+    for (int i = 0; i < static_cast<int>(back->graph.nodes.size()); ++i) {
+      if (back->forward_of[i] >= 0) continue;  // recomputation has a line of its own
       const NodeCost& c = bnodes.nodes[i];
       const bool weight = bcost->phases[i] == CostPhase::weight_grad;
       (weight ? r.bwd_weight_flops : r.bwd_input_flops) += c.flops;
@@ -466,41 +474,38 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
   r.ledger.push_back({"temporaries at the liveness peak", r.temporaries});
   r.total_bytes = r.state_bytes + r.activation_peak;
 
-  // What-if: checkpoint each element of the model's module list. Its saved values are replaced
-  // by its inputs, and one element's saved values come back during its recomputation.
-  if (bcost) {
-    std::map<std::string, int64_t> saved_in, inputs_of;
-    std::map<std::string, std::set<int>> read_from_outside;
-    int64_t saved_outside = 0;
+  // The plans of every policy, built and measured as for the chosen one (the chosen one's are
+  // the numbers above); the blocks plan is the activation-checkpointing what-if.
+  if (back) {
+    for (const Recompute policy : {Recompute::none, Recompute::automatic, Recompute::blocks}) {
+      const Backward b =
+          compile_graph(g, {.differentiate = needs, .recompute = policy, .blocks = trace.blocks,
+                            .fuse = false})
+              .backward.value();
+      const BackwardCost bc = backward_cost(b, g, weights);
+      RecomputePlan plan;
+      plan.policy = policy;
+      plan.saved_activations = bc.saved_activations;
+      plan.recompute_flops = bc.recompute.flops;
+      plan.recompute_matmul_flops = bc.recompute.matmul_flops;
+      plan.peak = std::max(step_memory(g, b).peak, bc.saved_activations);
+      if (policy == o.recompute) r.chosen = static_cast<int>(r.plans.size());
+      r.plans.push_back(plan);
+    }
     std::vector<std::string> lists;  // the module lists, in order of first use
+    std::set<std::string> elements;
     for (int i = 0; i < static_cast<int>(g.nodes.size()); ++i) {
-      const GraphNode& node = g.nodes[i];
-      const std::string element = i < static_cast<int>(trace.sources.size()) ? list_element(trace.sources[i].scope) : "";
-      const int64_t saved = node.op == GraphOp::input ? 0 : bcost->saved_bytes[i];
-      if (element.empty()) {
-        saved_outside += saved;
-        continue;
-      }
+      if (i >= static_cast<int>(trace.blocks.size()) || trace.blocks[i] < 0) continue;
+      const std::string element = list_element(trace.sources[i].scope);
       const std::string list = element.substr(0, element.rfind('.'));
       if (std::find(lists.begin(), lists.end(), list) == lists.end()) lists.push_back(list);
-      saved_in[element] += saved;
-      r.checkpoint_recompute_flops += fwd.nodes[i].flops;
-      for (int in : node.inputs) {
-        const int root = storage_root(g, in);
-        const std::string& from = root < static_cast<int>(trace.sources.size()) ? trace.sources[root].scope : "";
-        if (g.nodes[root].op != GraphOp::input && list_element(from) != element &&
-            read_from_outside[element].insert(root).second)
-          inputs_of[element] += checked_numel(g.nodes[root].shape) * static_cast<int64_t>(element_size(g.nodes[root].dtype));
-      }
+      elements.insert(element);
     }
     r.checkpoint_scope = fmt::format("{}", fmt::join(lists, ", "));
-    r.checkpoint_modules = static_cast<int>(saved_in.size());
-    int64_t largest = 0, kept = 0;
-    for (const auto& [element, bytes] : saved_in) {
-      largest = std::max(largest, bytes);
-      kept += inputs_of[element];
-    }
-    r.checkpoint_activations = static_cast<double>(saved_outside + kept + largest);
+    r.checkpoint_modules = static_cast<int>(elements.size());
+    const RecomputePlan& blocks = r.plans.back();
+    r.checkpoint_activations = static_cast<double>(blocks.peak);
+    r.checkpoint_recompute_flops = blocks.recompute_flops;
   }
   return r;
 }

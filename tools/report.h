@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "script/script.h"
+#include <ein/autograd.h>
 #include <ein/hardware.h>
 #include "tools/estimate.h"
 
@@ -29,6 +30,16 @@ struct ReportOptions {
   std::optional<napkin::Optimizer> optimizer;
   std::optional<napkin::Precision> precision;  ///< default: from the train block's precision
   int depth = -1;                  ///< module depth rows are merged to (-1: no merging)
+  Recompute recompute = Recompute::automatic;  ///< the plan the numbers are for (ein train's)
+};
+
+/// One save/recompute plan of the step (autodiff's, as `ein train --recompute` runs it).
+struct RecomputePlan {
+  Recompute policy = Recompute::automatic;
+  int64_t saved_activations = 0;  ///< forward values saved for the backward (inputs excluded)
+  int64_t recompute_flops = 0;    ///< forward work the backward repeats
+  int64_t recompute_matmul_flops = 0;  ///< of which contractions
+  int64_t peak = 0;               ///< the liveness peak of the step (compiler/cost/step_memory.h)
 };
 
 /// One source expression within one module scope (or merged scopes, with --depth).
@@ -106,12 +117,15 @@ struct Report {
   double activation_peak = 0;       ///< the liveness peak: activation_bytes + temporaries
   std::string peak_at;              ///< where the peak happens: "backward of file:line:col (text)"
   double total_bytes = 0;           ///< state + activation_peak
-  // activation checkpointing what-if: each module of a list (blocks.0, blocks.1, ...) keeps
-  // only its input and recomputes its internals in the backward
+  // The save/recompute plans (none, auto, blocks; `plans[chosen]` gives the numbers above).
+  std::vector<RecomputePlan> plans;
+  int chosen = 0;
+  // activation checkpointing what-if: the blocks plan, each module of a list (blocks.0,
+  // blocks.1, ...) keeping only the values it hands on and recomputed in its backward
   std::string checkpoint_scope;     ///< "blocks" (lists joined by ", "; "" when there is none)
   int checkpoint_modules = 0;
-  double checkpoint_activations = 0;  ///< saved bytes with checkpointing
-  int64_t checkpoint_recompute_flops = 0;  ///< the extra forward work per step
+  double checkpoint_activations = 0;  ///< the blocks plan's liveness peak
+  int64_t checkpoint_recompute_flops = 0;  ///< the blocks plan's recomputed forward work
   double gpus = 1, mfu = 0;
   std::optional<double> tokens;
 

@@ -25,7 +25,7 @@ namespace {
 
 struct ReportFlags {
   std::string file, fn = "train.loss", hw = "h100", math = "bf16", gpus = "1", mfu = "0.4";
-  std::string tokens, optimizer, precision, format = "text", output;
+  std::string tokens, optimizer, precision, recompute = "auto", format = "text", output;
   std::vector<std::string> sets;
   int depth = -1;
 };
@@ -54,6 +54,10 @@ int run_report(const ReportFlags& f) {
         throw RuntimeError(fmt::format("--precision {}: expected fp32, mixed, mixed-bf16-grads or bf16", f.precision));
     }
     o.depth = f.depth;
+    const std::optional<Recompute> recompute = parse_recompute(f.recompute);
+    if (!recompute || *recompute == Recompute::full)
+      throw RuntimeError(fmt::format("--recompute {}: expected none, auto or blocks", f.recompute));
+    o.recompute = *recompute;
     const report::Report r = report::make_report(f.file, parse_settings(f.sets), o);
     const report::Summary s = report::summarize(r);
     std::string out;
@@ -91,6 +95,9 @@ void add_report_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--tokens", f->tokens, "training tokens (300e9, 300B): the time section");
   cmd->add_option("--optimizer", f->optimizer, "count this optimizer's state instead of the script's: sgd momentum adagrad lion adam adamw");
   cmd->add_option("--precision", f->precision, "fp32 mixed mixed-bf16-grads bf16 (default from the train block)");
+  cmd->add_option("--recompute", f->recompute,
+                  "the save/recompute plan of the step, as ein train --recompute: auto (default), "
+                  "none or blocks");
   cmd->add_option("--depth", f->depth, "merge modules below this depth (blocks.0.attn has depth 3)");
   cmd->add_option("--format", f->format, "text, md, json or html (default text)");
   cmd->add_option("-o,--output", f->output, "write to this file instead of stdout");

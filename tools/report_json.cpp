@@ -80,6 +80,17 @@ std::string render_json(const Report& r, const Summary& s) {
   if (s.korthikanti)
     j["memory"]["korthikanti"] = {{"none", s.korthikanti->none}, {"selective", s.korthikanti->selective},
                                   {"full", s.korthikanti->full}};
+  json plans = json::array();
+  for (size_t k = 0; k < r.plans.size(); ++k) {
+    const report::RecomputePlan& p = r.plans[k];
+    plans.push_back({{"policy", recompute_name(p.policy)},
+                     {"chosen", static_cast<int>(k) == r.chosen},
+                     {"saved_activations", p.saved_activations},
+                     {"recompute_flops", p.recompute_flops},
+                     {"recompute_matmul_flops", p.recompute_matmul_flops},
+                     {"peak", p.peak}});
+  }
+  j["memory"]["recompute_plans"] = plans;
   if (r.checkpoint_modules > 0)
     j["memory"]["checkpointing"] = {{"scope", r.checkpoint_scope},
                                     {"modules", r.checkpoint_modules},

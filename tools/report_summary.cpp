@@ -28,8 +28,9 @@ Summary summarize(const Report& r) {
           ? "Backward FLOPs are the graph autodiff builds for the float parameters (data needs no "
             "gradient), split into input-gradient and weight-gradient work; not an assumed 2x."
           : "No backward: autodiff refused the graph (" + r.backward_error + "); forward only.",
-      fmt::format("Recomputation (forward values replicated into the backward graph, {} FLOPs) is "
-                  "excluded from model FLOPs.",
+      fmt::format("Recomputation (forward values the backward rebuilds instead of saving, under "
+                  "the --recompute {} plan: {} FLOPs) is excluded from model FLOPs.",
+                  r.plans.empty() ? "auto" : recompute_name(r.plans[r.chosen].policy),
                   grouped(static_cast<double>(r.recompute_flops))),
       r.causal_flops > 0
           ? fmt::format("Causal attention: ein's graph computes the full masked score matrix, so "
@@ -97,7 +98,7 @@ Summary summarize(const Report& r) {
     }
   }
   if (r.checkpoint_modules > 0) {
-    s.checkpoint_activations = (r.checkpoint_activations + r.temporaries) / r.gpus;
+    s.checkpoint_activations = r.checkpoint_activations / r.gpus;
     s.checkpoint_total = r.state_bytes + s.checkpoint_activations;
     s.checkpoint_fits = s.checkpoint_total <= r.device_memory;
     s.checkpoint_flops_ratio = (step + static_cast<double>(r.checkpoint_recompute_flops)) / step;

@@ -91,11 +91,30 @@ std::string render_text(const Report& r, const Summary& s, bool md) {
                             grouped(m.micro), grouped(m.accumulation), si(m.activations, "B"), si(m.total, "B"),
                             fits_text(m.fits));
 
-  h("What if: activation checkpointing");
+  h("What if: save or recompute (ein train --recompute; * marks the plan above)");
+  if (md && !r.plans.empty())
+    out += "| plan | saved for backward | recomputed FLOPs | of which contractions | liveness peak |\n"
+           "|---|---:|---:|---:|---:|\n";
+  for (size_t k = 0; k < r.plans.size(); ++k) {
+    const report::RecomputePlan& p = r.plans[k];
+    const std::string name =
+        fmt::format("{}{}", recompute_name(p.policy), static_cast<int>(k) == r.chosen ? " *" : "");
+    out += md ? fmt::format("| {} | {} | {} | {} | {} |\n", name, si(static_cast<double>(p.saved_activations), "B"),
+                            si(static_cast<double>(p.recompute_flops)),
+                            si(static_cast<double>(p.recompute_matmul_flops)), si(static_cast<double>(p.peak), "B"))
+              : fmt::format("  {:<9} saved {:>10}  recomputed {:>10} FLOPs ({:>10} in contractions)  "
+                            "liveness peak {:>10}\n",
+                            name, si(static_cast<double>(p.saved_activations), "B"),
+                            si(static_cast<double>(p.recompute_flops)),
+                            si(static_cast<double>(p.recompute_matmul_flops)), si(static_cast<double>(p.peak), "B"));
+  }
+  line("none saves every forward value a gradient reads; auto (the default) rebuilds elementwise "
+       "values from saved ones when that saves nothing new; blocks checkpoints each module of a "
+       "list (its values other code reads are saved, the rest recomputed in its backward).");
   if (r.checkpoint_modules > 0)
-    line(fmt::format("checkpointing each of the {} modules of {} (keep its inputs, recompute it in the "
-                     "backward): activations {} per device instead of {}; total {}: {}; {:.3g}x the model "
-                     "FLOPs per step ({} recomputed)",
+    line(fmt::format("checkpointing each of the {} modules of {} (--recompute blocks): activations {} per "
+                     "device instead of {}; total {}: {}; {:.3g}x the model FLOPs per step ({} "
+                     "recomputed)",
                      r.checkpoint_modules, r.checkpoint_scope, si(s.checkpoint_activations, "B"),
                      si(r.activation_peak / r.gpus, "B"), si(s.checkpoint_total, "B"), fits_text(s.checkpoint_fits),
                      s.checkpoint_flops_ratio, si(static_cast<double>(r.checkpoint_recompute_flops))));

@@ -18,7 +18,7 @@ namespace {
 
 /// The flags of `ein train`.
 struct TrainFlags {
-  std::string file, device = "auto", precision, checkpoint, data, log, init;
+  std::string file, device = "auto", precision, recompute, checkpoint, data, log, init;
   std::vector<std::string> sets;
   std::optional<int64_t> steps;
   uint64_t seed = 0;
@@ -41,6 +41,7 @@ int run_train(const TrainFlags& f) {
     TrainScript script = load_train_script(f.file, load);
     TrainOptions& o = script.options;
     if (!f.precision.empty()) o.precision = f.precision;
+    if (!f.recompute.empty()) o.recompute = f.recompute;
     if (f.steps) o.steps = *f.steps;
     o.data_path = f.data;
     o.checkpoint = f.checkpoint;
@@ -81,6 +82,11 @@ void add_train_command(CLI::App& app, int& exit_code) {
   c->add_option("--device", o->device,
                  "auto (default: cuda when a GPU is there, else cpu), cpu, cuda or cuda:N");
   c->add_option("--precision", o->precision, "fp32 (default), bf16 or fp16");
+  c->add_option("--recompute", o->recompute,
+                "what the backward recomputes instead of saving: auto (default: cheap "
+                "elementwise values whose inputs are saved anyway), none, blocks (activation "
+                "checkpointing of each module of a list, e.g. a GPT's blocks) or full (the "
+                "whole forward; saves only inputs)");
   c->add_option("--checkpoint", o->checkpoint, "directory for step_N.safetensors checkpoints");
   c->add_flag("--resume", o->resume, "continue from the latest good checkpoint in --checkpoint");
   c->add_option("--keep", o->keep, "checkpoints kept (default 3)");

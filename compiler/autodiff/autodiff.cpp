@@ -2,7 +2,9 @@
 // graph (so VJPs can read any forward value), gains one cotangent input per forward output, and
 // then, walking the forward nodes in reverse, each node's cotangent goes through its op's VJP
 // rule (the kRules table, one rule per op of ops.def). Contributions to one value are summed.
-// Finally dead replica nodes are dropped: only forward values some VJP reads are recomputed.
+// Then the recompute policy turns the replicas the forward should save into inputs
+// (save_forward_values), and dead replica nodes are dropped: only the forward values some VJP
+// reads stay, saved or rebuilt.
 #include "compiler/autodiff/autodiff.h"
 
 #include <algorithm>
@@ -389,6 +391,185 @@ Rule rule_for(GraphOp op) {
   return kRules[i];
 }
 
+/// Per forward node: whether it is a block's checkpoint, a value of block k (`blocks[i] == k`,
+/// k >= 0) that a node outside block k reads or the graph returns. A view or reshape that is a
+/// checkpoint makes its operand one too (the memory is the operand's).
+std::vector<char> block_checkpoints(const Graph& forward, const std::vector<int>& blocks) {
+  const int nf = static_cast<int>(forward.nodes.size());
+  const auto block = [&](int i) { return i < static_cast<int>(blocks.size()) ? blocks[i] : -1; };
+  std::vector<char> checkpoint(nf, 0);
+  for (int o : forward.outputs)
+    checkpoint[o] = 1;
+  for (int i = nf; i-- > 0;) {  // a node's readers come after it: its flag is final here
+    const GraphNode& n = forward.nodes[i];
+    const bool alias = n.op == GraphOp::view || n.op == GraphOp::reshape ||
+                       n.op == GraphOp::permute || n.op == GraphOp::slice;
+    for (int in : n.inputs)
+      if (block(in) >= 0 && (block(in) != block(i) || (alias && checkpoint[i])))
+        checkpoint[in] = 1;
+  }
+  return checkpoint;
+}
+
+bool rebuilt_free(const GraphNode& n) {
+  // Views cost nothing, and a map of no input is a constant (zeros, a mask from indices).
+  return n.op == GraphOp::view || n.op == GraphOp::reshape || n.op == GraphOp::permute ||
+         n.op == GraphOp::slice || (n.op == GraphOp::map && n.inputs.empty());
+}
+
+/// Decides, for each forward value the VJPs read, whether the forward saves it or the backward
+/// rebuilds it, and turns each saved replica into an input of the backward graph (in forward
+/// order, so Backward::saved is sorted). The replicas nobody reads any more die in remove_dead.
+///  1. Demand, in reverse: a replica read by a live VJP node is demanded; a demanded input is
+///     kept (it is an input anyway), a demanded view or constant is rebuilt and demands its
+///     operand, anything else is saved.
+///     Under Recompute::blocks a demanded value of a block (`blocks[i] >= 0`) that no other
+///     block and no code outside the blocks reads is rebuilt too, whatever its op: each block
+///     keeps only the values it hands on (its checkpoints, as torch.utils.checkpoint keeps a
+///     block's inputs) and is recomputed from them when its backward runs.
+///  2. Recompute::automatic and blocks, in forward order: a saved map or cast whose operands
+///     are all available (inputs, saved, or rebuilt from those through views) is rebuilt
+///     instead. That drops its bytes from the saved set and saves nothing new, so the saved
+///     bytes and the step's peak can only go down; the price is its elementwise work, which
+///     the fusion pass folds into the gradient kernels that read it.
+void save_forward_values(Backward& b, const Graph& forward, int n_inputs, Recompute policy,
+                         const std::vector<int>& blocks) {
+  Graph& g = b.graph;
+  const int nf = static_cast<int>(forward.nodes.size());
+  std::vector<char> live(g.nodes.size(), 0);
+  for (int o : g.outputs)
+    live[o] = 1;
+  for (size_t i = g.nodes.size(); i-- > 0;)
+    if (live[i])
+      for (int in : g.nodes[i].inputs)
+        live[in] = 1;
+  enum Fate : uint8_t { unused, kept, saved, rebuilt };
+  std::vector<Fate> fate(nf, unused);
+  std::vector<char> demanded(nf, 0);
+  for (size_t i = nf; i < g.nodes.size(); ++i)
+    if (live[i])
+      for (int in : g.nodes[i].inputs)
+        if (in < nf) demanded[in] = 1;
+  const std::vector<char> checkpoint = block_checkpoints(forward, blocks);
+  const auto inside_block = [&](int i) {
+    return policy == Recompute::blocks && i < static_cast<int>(blocks.size()) && blocks[i] >= 0 &&
+           !checkpoint[i];
+  };
+  for (int i = nf; i-- > 0;) {
+    if (!demanded[i]) continue;
+    const GraphNode& n = g.nodes[i];
+    if (n.op == GraphOp::input) {
+      fate[i] = kept;
+    } else if (rebuilt_free(n) || inside_block(i)) {
+      fate[i] = rebuilt;
+      for (int in : n.inputs)
+        demanded[in] = 1;
+    } else {
+      fate[i] = saved;
+    }
+  }
+  if (policy == Recompute::automatic || policy == Recompute::blocks) {
+    // Whether node x is there in the backward without saving anything new; a view chain down
+    // to an available node is rebuilt on the way.
+    const auto available = [&](int x) {
+      std::vector<int> chain;
+      while (fate[x] == unused && rebuilt_free(g.nodes[x]) && !g.nodes[x].inputs.empty()) {
+        chain.push_back(x);
+        x = g.nodes[x].inputs[0];
+      }
+      const bool ok = fate[x] != unused || (g.nodes[x].op == GraphOp::input) ||
+                      (g.nodes[x].op == GraphOp::map && g.nodes[x].inputs.empty());
+      if (ok) {
+        if (fate[x] == unused) fate[x] = g.nodes[x].op == GraphOp::input ? kept : rebuilt;
+        for (int c : chain)
+          fate[c] = rebuilt;
+      }
+      return ok;
+    };
+    // An operand the backward reads as the forward did: a graph input, a constant, or a saved
+    // value of at least 32 bits. A 16-bit saved value may have been an f32 value inside a
+    // forward kernel, rounded only for saving: rebuilding from it would not reproduce the
+    // forward (LayerNorm's variance E[x²] - E[x]² from f16 moments cancels to 0 or below).
+    const auto exact = [&](int x) {
+      if (!available(x)) return false;
+      while (rebuilt_free(g.nodes[x]) && !g.nodes[x].inputs.empty())
+        x = g.nodes[x].inputs[0];
+      return fate[x] != saved || element_size(g.nodes[x].dtype) >= 4 ||
+             !kFloatDTypes.contains(g.nodes[x].dtype);
+    };
+    for (int i = 0; i < nf; ++i) {
+      const GraphNode& n = g.nodes[i];
+      if (fate[i] != saved || (n.op != GraphOp::map && n.op != GraphOp::cast)) continue;
+      if (std::all_of(n.inputs.begin(), n.inputs.end(), exact)) fate[i] = rebuilt;
+    }
+  }
+  b.recompute = policy;
+  b.saved_base = n_inputs + static_cast<int>(forward.outputs.size());
+  for (int i = 0; i < nf; ++i) {
+    if (fate[i] != saved) continue;
+    GraphNode n;
+    n.op = GraphOp::input;
+    n.shape = g.nodes[i].shape;
+    n.dtype = g.nodes[i].dtype;
+    n.attr = InputAttr{b.saved_base + static_cast<int>(b.saved.size())};
+    g.nodes[i] = std::move(n);
+    b.saved.push_back(i);
+  }
+}
+
+/// Renumbers `b`'s nodes into the order `order` (new position -> old id).
+void reorder(Backward& b, const std::vector<int>& order) {
+  std::vector<int> id(b.graph.nodes.size(), -1);
+  for (size_t k = 0; k < order.size(); ++k)
+    id[order[k]] = static_cast<int>(k);
+  Graph out;
+  out.origin = b.graph.origin;
+  std::vector<GradOrigin> origin;
+  std::vector<int> forward_of;
+  for (int old : order) {
+    GraphNode n = std::move(b.graph.nodes[old]);
+    for (int& in : n.inputs)
+      in = id[in];
+    out.add(std::move(n));
+    origin.push_back(b.origin[old]);
+    forward_of.push_back(b.forward_of[old]);
+  }
+  for (int o : b.graph.outputs)
+    out.outputs.push_back(id[o]);
+  b.graph = std::move(out);
+  b.origin = std::move(origin);
+  b.forward_of = std::move(forward_of);
+}
+
+/// Moves each rebuilt forward value to just before its first reader (inputs stay in front):
+/// the executor runs nodes in order, so a value rebuilt at the start of the backward would
+/// live through all of it. Order: by (anchor, old id), where a node's anchor is its own id
+/// for VJP nodes and inputs, and the least anchor of its readers for a rebuilt value; inputs
+/// of a node have smaller anchors or equal anchors and smaller ids, so the order stays
+/// topological.
+void sink_rebuilt(Backward& b) {
+  const Graph& g = b.graph;
+  const int n = static_cast<int>(g.nodes.size());
+  std::vector<std::vector<int>> readers(n);
+  for (int j = 0; j < n; ++j)
+    for (int in : g.nodes[j].inputs)
+      readers[in].push_back(j);
+  std::vector<int> anchor(n);
+  std::iota(anchor.begin(), anchor.end(), 0);
+  for (int i = n; i-- > 0;) {
+    if (b.forward_of[i] < 0 || g.nodes[i].op == GraphOp::input) continue;
+    int first = n;
+    for (int j : readers[i])
+      first = std::min(first, anchor[j]);
+    if (first < n) anchor[i] = first;
+  }
+  std::vector<int> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int x, int y) { return anchor[x] < anchor[y]; });
+  reorder(b, order);
+}
+
 /// Drops nodes no output needs and renumbers the rest (origins follow).
 void remove_dead(Backward& b, int forward_nodes) {
   Graph& g = b.graph;
@@ -404,6 +585,7 @@ void remove_dead(Backward& b, int forward_nodes) {
   out.origin = g.origin;
   std::vector<GradOrigin> origin;
   b.replicated = 0;
+  b.forward_of.clear();
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     if (!live[i]) continue;
     GraphNode n = std::move(g.nodes[i]);
@@ -411,7 +593,9 @@ void remove_dead(Backward& b, int forward_nodes) {
       in = id[in];
     id[i] = out.add(std::move(n));
     origin.push_back(b.origin[i]);
-    if (static_cast<int>(i) < forward_nodes) ++b.replicated;
+    const bool forward_side = static_cast<int>(i) < forward_nodes;
+    b.forward_of.push_back(forward_side ? static_cast<int>(i) : -1);
+    if (forward_side) ++b.replicated;
   }
   for (int o : g.outputs)
     out.outputs.push_back(id[o]);
@@ -421,7 +605,8 @@ void remove_dead(Backward& b, int forward_nodes) {
 
 }  // namespace
 
-Backward differentiate(const Graph& forward, const std::vector<bool>& needs_grad) {
+Backward differentiate(const Graph& forward, const std::vector<bool>& needs_grad,
+                       Recompute recompute, const std::vector<int>& blocks) {
   const int n_fwd = static_cast<int>(forward.nodes.size());
   // Inputs: the node of each forward input.
   std::vector<int> input_node(needs_grad.size(), -1);
@@ -486,7 +671,9 @@ Backward differentiate(const Graph& forward, const std::vector<bool>& needs_grad
     builder.output(g);
   }
   b.graph = builder.take();
+  if (recompute != Recompute::full) save_forward_values(b, forward, n_inputs, recompute, blocks);
   remove_dead(b, n_fwd);
+  sink_rebuilt(b);
   verify(b.graph);
   return b;
 }

@@ -6,6 +6,8 @@
 
 #include <vector>
 
+#include <ein/autograd.h>
+
 #include "compiler/graph/graph.h"
 
 namespace ein {
@@ -20,19 +22,35 @@ struct GradOrigin {
 ///  - inputs: the forward graph's inputs (same indices), then one cotangent per forward output
 ///    (index `forward inputs + k` for output k; same shape and dtype as that output);
 ///  - outputs: one gradient per entry of `wrt`, shaped and typed like that forward input.
-/// Nodes [0, replicated) recompute the forward values the VJPs read (dead ones removed);
-/// later nodes are the VJPs, with `origin` telling which forward node and operand each serves.
+///  - then, unless the policy is Recompute::full, one input per saved forward value (index
+///    `saved_base + k` for saved[k]): the forward returns these besides its outputs.
+/// The forward side of the graph (`forward_of[j] >= 0`) is the inputs the VJPs read, the saved
+/// values, and the forward values rebuilt from them (views, constants, and under
+/// Recompute::automatic cheap elementwise maps; under Recompute::full every forward value the
+/// VJPs read). Inputs come first; each rebuilt value sits just before its first reader, so it
+/// lives only while the VJPs that need it run. The other nodes are the VJPs, with `origin`
+/// telling which forward node and operand each serves.
 struct Backward {
   Graph graph;
   std::vector<int> wrt;            ///< forward input indices, in output order
   std::vector<GradOrigin> origin;  ///< one per node of `graph`
-  int replicated = 0;
+  std::vector<int> forward_of;     ///< per node: the forward node it keeps or rebuilds, or -1
+  int replicated = 0;              ///< how many nodes have forward_of >= 0
+  Recompute recompute = Recompute::full;  ///< the policy that chose `saved`
+  std::vector<int> saved;  ///< forward node ids the backward reads as inputs, in forward order
+  int saved_base = 0;      ///< the input index of saved[0]: forward inputs + forward outputs
 };
 
 /// The backward graph of `forward` for the inputs flagged in `needs_grad` (one flag per forward
 /// input). Inputs that need no gradient cost nothing: no VJP is built for an operand whose
 /// gradient nobody needs. Integer and bool inputs get no gradient. Throws RuntimeError for an op
-/// that has no derivative (e.g. reduce[any]).
-Backward differentiate(const Graph& forward, const std::vector<bool>& needs_grad);
+/// that has no derivative (e.g. reduce[any]). `recompute` decides which forward values become
+/// saved inputs (include/ein/autograd.h's Recompute); contractions, reductions, gathers and
+/// concats are saved under `none` and `automatic`. Under `blocks`, `blocks` gives per forward
+/// node the block (a module of a list, e.g. a GPT's `blocks[i]`) it belongs to, -1 for none:
+/// a block saves only the values other code reads and is recomputed in its backward.
+Backward differentiate(const Graph& forward, const std::vector<bool>& needs_grad,
+                       Recompute recompute = Recompute::full,
+                       const std::vector<int>& blocks = {});
 
 }  // namespace ein

@@ -1,6 +1,5 @@
-// backward_phases() and backward_cost(). The replicas at the start of a backward graph keep
-// the forward order (autodiff only drops dead ones), so each is matched to its forward node by
-// walking both graphs together and comparing op, inputs, shape and dtype.
+// backward_phases() and backward_cost(). Backward::forward_of names the forward node of each
+// node of the backward's forward side (inputs, saved values, rebuilt values).
 #include "compiler/cost/backward_cost.h"
 
 #include <algorithm>
@@ -59,7 +58,8 @@ std::vector<uint64_t> operand_masks(const Backward& b, const Graph& forward) {
     return bits;
   };
   std::vector<uint64_t> mask(n, 0);
-  for (size_t i = n; i-- > static_cast<size_t>(b.replicated);) {
+  for (size_t i = n; i-- > 0;) {
+    if (i < b.forward_of.size() && b.forward_of[i] >= 0) continue;  // the forward side
     const GradOrigin o = origin(i);
     if (o.forward < 0) continue;
     if (o.operand >= 0) {
@@ -88,26 +88,17 @@ std::vector<uint64_t> operand_masks(const Backward& b, const Graph& forward) {
 }  // namespace
 
 std::vector<int> replica_sources(const Backward& b, const Graph& forward) {
-  std::vector<int> fwd_of(b.replicated, -1);
-  size_t f = 0;
-  for (int j = 0; j < b.replicated; ++j) {
-    const GraphNode& r = b.graph.nodes[j];
-    const auto same = [&](const GraphNode& n) {
-      if (n.op != r.op || n.shape != r.shape || n.dtype != r.dtype ||
-          n.inputs.size() != r.inputs.size())
-        return false;
-      for (size_t k = 0; k < n.inputs.size(); ++k)
-        if (fwd_of[r.inputs[k]] != n.inputs[k]) return false;
-      return n.op != GraphOp::input ||
-             std::get<InputAttr>(n.attr).index == std::get<InputAttr>(r.attr).index;
-    };
-    while (f < forward.nodes.size() && !same(forward.nodes[f]))
-      ++f;
-    if (f == forward.nodes.size())
+  std::vector<int> fwd_of(b.graph.nodes.size(), -1);
+  for (size_t j = 0; j < b.graph.nodes.size() && j < b.forward_of.size(); ++j) {
+    const int f = b.forward_of[j];
+    if (f < 0) continue;
+    if (f >= static_cast<int>(forward.nodes.size()) || forward.nodes[f].shape != b.graph.nodes[j].shape ||
+        forward.nodes[f].dtype != b.graph.nodes[j].dtype)
       throw std::logic_error(fmt::format(
-          "backward_cost: backward node %{} matches no forward node (not a Backward of this graph)",
-          j));
-    fwd_of[j] = static_cast<int>(f++);
+          "backward_cost: backward node %{} does not match forward node %{} (not a Backward of "
+          "this graph)",
+          j, f));
+    fwd_of[j] = f;
   }
   return fwd_of;
 }
@@ -132,7 +123,7 @@ std::vector<CostPhase> backward_phases(const Backward& b, const Graph& forward,
   std::vector<CostPhase> phases(n, CostPhase::input_grad);
   for (size_t i = 0; i < n; ++i) {
     const GradOrigin o = i < b.origin.size() ? b.origin[i] : GradOrigin{};
-    if (static_cast<int>(i) < b.replicated) {
+    if (i < b.forward_of.size() && b.forward_of[i] >= 0) {
       phases[i] = CostPhase::recompute;
     } else if (o.forward >= 0 && masks[i] != 0) {
       bool weight = true;
@@ -167,12 +158,13 @@ BackwardCost backward_cost(const Backward& b, const Graph& forward,
     }
     c.total += nc;
   }
-  // Saved for backward: the forward values VJP nodes read, at the node that owns the memory.
+  // Saved for backward: what the backward reads of the forward without rebuilding it (the
+  // forward inputs it reads and the saved values), at the node that owns the memory.
   const std::vector<int> fwd_of = replica_sources(b, forward);
   std::vector<bool> saved(forward.nodes.size(), false);
-  for (size_t i = b.replicated; i < b.graph.nodes.size(); ++i)
-    for (int in : b.graph.nodes[i].inputs)
-      if (in < b.replicated) saved[source(forward, fwd_of[in], false)] = true;
+  for (size_t j = 0; j < fwd_of.size(); ++j)
+    if (fwd_of[j] >= 0 && b.graph.nodes[j].op == GraphOp::input)
+      saved[source(forward, fwd_of[j], false)] = true;
   c.saved_bytes.assign(forward.nodes.size(), 0);
   for (size_t f = 0; f < forward.nodes.size(); ++f) {
     if (!saved[f]) continue;

@@ -19,7 +19,7 @@ namespace ein {
 struct BackwardCost {
   NodeCost input_grad;   ///< VJP work for operands that are not weights (activations, inputs)
   NodeCost weight_grad;  ///< VJP work for operands that trace back to a weight input
-  NodeCost recompute;    ///< replicated forward nodes (the values the VJPs read, recomputed)
+  NodeCost recompute;    ///< forward values the backward rebuilds (Backward's replicas)
   NodeCost total;        ///< the sum of the three
   std::vector<CostPhase> phases;     ///< per backward node (for execute()'s phase vector)
   std::vector<int64_t> saved_bytes;  ///< per forward node: bytes of its value the VJPs read
@@ -29,7 +29,8 @@ struct BackwardCost {
 
 /// The phase of every node of `backward` (a Backward of `forward`; `weight_inputs` flags the
 /// forward inputs that are weights). Steps:
-///   1. nodes [0, replicated) are recompute (forward values replicated for the VJPs);
+///   1. the forward side (Backward::forward_of >= 0) is recompute (forward values rebuilt for
+///      the VJPs; the inputs and saved values among them cost nothing);
 ///   2. a VJP node of forward node f is weight_grad when every operand of f whose gradient it
 ///      helps compute (origin.operand; for untagged nodes, found by following the node
 ///      downstream to the VJP or graph output of an operand), followed through
@@ -39,12 +40,14 @@ struct BackwardCost {
 std::vector<CostPhase> backward_phases(const Backward& backward, const Graph& forward,
                                        const std::vector<bool>& weight_inputs);
 
-/// The forward node each replica of `backward` (its nodes [0, replicated)) recomputes.
+/// Per node of `backward`: the forward node it keeps or rebuilds (Backward::forward_of), or -1
+/// for VJP work; checked against `forward` (shape and dtype).
 std::vector<int> replica_sources(const Backward& backward, const Graph& forward);
 
 /// The cost of `backward` split by backward_phases(), and the saved-for-backward bytes: each
-/// forward value a VJP node reads, followed through views (view/permute/slice/reshape) to the
-/// forward node that holds the memory, counted once at that node's size.
+/// forward value the backward reads as an input (a forward input or a saved value; rebuilt
+/// values are recompute, not saved), at the forward node that holds the memory, counted once
+/// at that node's size.
 BackwardCost backward_cost(const Backward& backward, const Graph& forward,
                            const std::vector<bool>& weight_inputs);
 

@@ -27,8 +27,10 @@ StepMemory step_memory(const Graph& forward, const Backward& backward) {
   const int nb = static_cast<int>(bg.nodes.size());
   const std::vector<int> fwd_of = replica_sources(backward, forward);
 
-  // Buffers: forward node f is buffer f, backward node j (not a replica) is buffer nf + j.
-  // buffer_of follows aliases to the node that holds the memory.
+  // Buffers: forward node f is buffer f, backward node j is buffer nf + j; an input of the
+  // backward that is a forward value (a forward input or a saved value) is that value's
+  // buffer. buffer_of follows aliases to the node that holds the memory. Backward node j runs
+  // at time nf + j: a rebuilt value is allocated where autodiff put it, before its first reader.
   std::vector<int> fbuf(nf), bbuf(nb);
   for (int f = 0; f < nf; ++f) {
     const GraphNode& n = forward.nodes[f];
@@ -36,7 +38,9 @@ StepMemory step_memory(const Graph& forward, const Backward& backward) {
   }
   for (int j = 0; j < nb; ++j) {
     const GraphNode& n = bg.nodes[j];
-    bbuf[j] = j < backward.replicated ? fbuf[fwd_of[j]] : is_alias(n.op) ? bbuf[n.inputs[0]] : nf + j;
+    bbuf[j] = n.op == GraphOp::input && fwd_of[j] >= 0 ? fbuf[fwd_of[j]]
+              : is_alias(n.op)                         ? bbuf[n.inputs[0]]
+                                                       : nf + j;
   }
   const int buffers = nf + nb;
   std::vector<int64_t> size(buffers, 0);
@@ -49,11 +53,11 @@ StepMemory step_memory(const Graph& forward, const Backward& backward) {
     size[f] = m.forward_bytes[f] = node_bytes(n);
     born[f] = last[f] = f;
   }
-  for (int j = backward.replicated; j < nb; ++j) {
+  for (int j = 0; j < nb; ++j) {
     const GraphNode& n = bg.nodes[j];
     if (n.op == GraphOp::input || is_alias(n.op)) continue;
     size[nf + j] = node_bytes(n);
-    born[nf + j] = last[nf + j] = nf + (j - backward.replicated);
+    born[nf + j] = last[nf + j] = nf + j;
   }
   // Last readers; the forward's outputs live to its end, the backward's results (gradients)
   // belong to the ledger's gradient line.
@@ -64,14 +68,14 @@ StepMemory step_memory(const Graph& forward, const Backward& backward) {
     last[fbuf[out]] = std::max(last[fbuf[out]], nf - 1);
     forward_output[fbuf[out]] = true;
   }
-  for (int j = backward.replicated; j < nb; ++j)
+  for (int j = 0; j < nb; ++j)
     for (int in : bg.nodes[j].inputs)
-      last[bbuf[in]] = std::max(last[bbuf[in]], nf + (j - backward.replicated));
+      last[bbuf[in]] = std::max(last[bbuf[in]], nf + j);
   for (int out : bg.outputs)
     if (bbuf[out] >= nf) size[bbuf[out]] = 0;
 
   // Sweep over the timeline.
-  const int steps = nf + (nb - backward.replicated);
+  const int steps = nf + nb;
   std::vector<int64_t> delta(static_cast<size_t>(steps) + 1, 0);
   for (int b = 0; b < buffers; ++b) {
     if (born[b] < 0 || size[b] == 0) continue;
@@ -85,7 +89,7 @@ StepMemory step_memory(const Graph& forward, const Backward& backward) {
     if (live > m.peak) {
       m.peak = live;
       m.peak_in_backward = t >= nf;
-      m.peak_node = t < nf ? t : backward.replicated + (t - nf);
+      m.peak_node = t < nf ? t : t - nf;
     }
   }
   return m;

@@ -1,8 +1,9 @@
 // The activation memory of one training step from liveness: the forward graph and then its
 // backward run node by node, unfused, in graph order; each node that makes memory (everything
 // but inputs and the no-copy view/reshape/permute/slice) allocates its result when it runs, and
-// the result is freed after its last reader. A forward value the backward reads (saved for
-// backward) lives until its last backward reader. Graph inputs (parameters, the batch,
+// the result is freed after its last reader. A forward value the backward reads as an input
+// (saved for backward) lives until its last backward reader; a value the backward rebuilds
+// (include/ein/autograd.h's Recompute) is allocated again where the backward graph rebuilds it. Graph inputs (parameters, the batch,
 // cotangents) and the gradients the backward returns are not activations and are not counted:
 // the memory ledger has lines of their own for those.
 //

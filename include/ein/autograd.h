@@ -10,8 +10,11 @@
 //   loss.backward();             // w.grad() now holds d loss / d w
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <ein/tensor.h>
@@ -60,6 +63,40 @@ class NoGrad {
 
  private:
   bool previous_;
+};
+
+/// What a recorded op keeps for its backward (`ein train --recompute`). Views and constants are
+/// always rebuilt (they cost nothing) and an op's inputs are always kept; contractions and
+/// reductions are recomputed only under `blocks` (inside a block) and `full`.
+enum class Recompute : uint8_t {
+  none,       ///< every other forward value a gradient rule reads is saved by the forward
+  automatic,  ///< as none, but elementwise maps and casts whose inputs are kept anyway are
+              ///< recomputed in the backward: fewer saved bytes, no extra saved value (default)
+  blocks,     ///< activation checkpointing: each module of a list (a GPT's `blocks`) saves
+              ///< only the values it hands on and is recomputed in its backward; elsewhere auto
+  full,       ///< only the inputs are kept; the backward recomputes the forward values it reads
+};
+
+/// The policy ops recorded now use on this thread (Recompute::automatic unless a
+/// RecomputeScope is active).
+Recompute recompute_policy();
+
+/// "none", "auto", "blocks" or "full".
+const char* recompute_name(Recompute policy);
+
+/// The policy recompute_name() spells `name`; nullopt for another word.
+std::optional<Recompute> parse_recompute(std::string_view name);
+
+/// A scope in which ops record with another policy.
+class RecomputeScope {
+ public:
+  explicit RecomputeScope(Recompute policy);
+  ~RecomputeScope();
+  RecomputeScope(const RecomputeScope&) = delete;
+  RecomputeScope& operator=(const RecomputeScope&) = delete;
+
+ private:
+  Recompute previous_;
 };
 
 /// Clears the gradients of `params`: set_to_none drops them (the default, like PyTorch 2),

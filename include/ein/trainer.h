@@ -99,6 +99,9 @@ struct StepStats {
   double mfu = 0;           ///< fraction of the device's dense peak
   double loss_scale = 1;    ///< fp16: the scale this step's backward used
   bool skipped = false;     ///< fp16: gradients overflowed and the update was skipped
+  /// The allocator's peak on the device during the step (max_memory_allocated, reset when the
+  /// step starts): parameters, gradients, optimizer state, activations and temporaries.
+  int64_t peak_memory = 0;
 };
 
 /// Every knob of `ein train`; the names follow its flags and the train block's settings.
@@ -107,6 +110,11 @@ struct TrainOptions {
   uint64_t seed = 0;                 ///< data order, sampling; recorded in checkpoints
   Device device = cpu();             ///< where the model lives (pinned batch copies on a GPU)
   std::string precision = "fp32";    ///< "fp32", "bf16" or "fp16" (dynamic loss scaling)
+  /// What the backward saves and what it recomputes (autograd.h's Recompute): "auto" (saves the
+  /// forward values the gradients read, rebuilding cheap elementwise ones), "none" (saves them
+  /// all), "blocks" (activation checkpointing of each module of a list, e.g. a GPT's blocks)
+  /// or "full" (saves nothing but inputs; the backward recomputes the forward)
+  std::string recompute = "auto";
   double lr = 1e-3;                  ///< the peak learning rate
   std::string schedule = "constant"; ///< "constant" or "cosine" (linear warmup, nanoGPT's)
   int64_t warmup = 0;                ///< cosine: warmup steps

@@ -250,6 +250,38 @@ class Report(unittest.TestCase):
         self.assertLess(c["flops_ratio"], 1.5)
         self.assertAlmostEqual(c["flops_ratio"], 1 + c["recompute_flops"] / j["flops"]["per_step"])
 
+    def test_recompute_plans(self):
+        # The three plans autodiff builds, the chosen one marked and giving the main numbers.
+        two_layers = [a if a != "L=1" else "L=2" for a in TINY]
+        by = {}
+        for policy in ("none", "auto", "blocks"):
+            j = self.json(script("gpt2_small.ein"), *two_layers, "--recompute", policy)
+            plans = j["memory"]["recompute_plans"]
+            self.assertEqual([p["policy"] for p in plans], ["none", "auto", "blocks"])
+            chosen = [p for p in plans if p["chosen"]]
+            self.assertEqual([p["policy"] for p in chosen], [policy])
+            self.assertEqual(chosen[0]["recompute_flops"], j["flops"]["recompute"])
+            self.assertEqual(chosen[0]["saved_activations"], j["memory"]["activations"])
+            self.assertAlmostEqual(chosen[0]["peak"], j["memory"]["activation_peak"])
+            by[policy] = chosen[0]
+            # Every plan does the same model work: only the recomputation differs.
+            if policy != "none":
+                self.assertEqual(j["flops"]["per_step"], previous["flops"]["per_step"])
+            previous = j
+        # none recomputes nothing; auto no contraction, saving less; blocks saves least and
+        # recomputes the blocks' contractions.
+        self.assertEqual(by["none"]["recompute_flops"], 0)
+        self.assertEqual(by["auto"]["recompute_matmul_flops"], 0)
+        self.assertLess(by["auto"]["saved_activations"], by["none"]["saved_activations"])
+        self.assertLessEqual(by["auto"]["peak"], by["none"]["peak"])
+        self.assertLess(by["blocks"]["saved_activations"], by["auto"]["saved_activations"])
+        self.assertLess(by["blocks"]["peak"], by["auto"]["peak"])
+        self.assertGreater(by["blocks"]["recompute_matmul_flops"], 0)
+        out = self.ok("report", script("gpt2_small.ein"), *TINY, "--recompute", "blocks")
+        self.assertIn("blocks *", out)
+        self.fails(["report", script("gpt2_small.ein"), *TINY, "--recompute", "some"],
+                   "--recompute some: expected none, auto or blocks")
+
     def test_text_and_markdown(self):
         out = self.ok("report", script("gpt2_small.ein"), *TINY, "--tokens", "1e9")
         self.assertTrue(out.splitlines()[2] == "Conventions", out[:300])

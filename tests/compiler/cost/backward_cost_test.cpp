@@ -49,15 +49,27 @@ TEST(BackwardCost, LectureForwardIsTwoBDKPerMatmul) {
 TEST(BackwardCost, LectureBackwardWithoutXGrad) {
   Lecture m;
   const std::vector<bool> needs{false, true, true}, weights{false, true, true};
-  const BackwardCost c = backward_cost(differentiate(m.b.graph(), needs), m.b.graph(), weights);
+  const BackwardCost c =
+      backward_cost(differentiate(m.b.graph(), needs, Recompute::none), m.b.graph(), weights);
   // w2.grad = h1ᵀ·h2.grad and h1.grad = h2.grad·w2ᵀ: 2·B·D·K each; w1.grad = xᵀ·h1.grad: 2·B·D·D.
   // x needs no gradient, so h1.grad·w1ᵀ is never built (the lecture counts (2+2)·B·D·D).
   EXPECT_EQ(c.weight_grad.matmul_flops, 2 * B * D * K + 2 * B * D * D);
   EXPECT_EQ(c.input_grad.matmul_flops, 2 * B * D * K);
-  // The backward graph recomputes h1 and h2, which the VJPs read.
-  EXPECT_EQ(c.recompute.matmul_flops, 2 * B * D * D + 2 * B * D * K);
-  EXPECT_EQ(c.total.matmul_flops,
-            c.weight_grad.matmul_flops + c.input_grad.matmul_flops + c.recompute.matmul_flops);
+  // Saved, not recomputed: the forward hands h1 and h2 over.
+  EXPECT_EQ(c.recompute.flops, 0);
+  EXPECT_EQ(c.total.matmul_flops, c.weight_grad.matmul_flops + c.input_grad.matmul_flops);
+  // Under Recompute::full the backward recomputes h1 and h2, which the VJPs read, and saves
+  // nothing but the inputs; the gradient work is the same.
+  const BackwardCost full =
+      backward_cost(differentiate(m.b.graph(), needs, Recompute::full), m.b.graph(), weights);
+  EXPECT_EQ(full.recompute.matmul_flops, 2 * B * D * D + 2 * B * D * K);
+  EXPECT_EQ(full.total.matmul_flops, full.weight_grad.matmul_flops +
+                                         full.input_grad.matmul_flops +
+                                         full.recompute.matmul_flops);
+  EXPECT_EQ(full.weight_grad.matmul_flops, c.weight_grad.matmul_flops);
+  EXPECT_EQ(full.input_grad.matmul_flops, c.input_grad.matmul_flops);
+  EXPECT_EQ(full.saved_activations, 0);
+  EXPECT_EQ(full.saved_total, (B * D + D * D + D * K) * 4);  // x, w1 and w2: h1 is rebuilt
   // Saved for backward: x, w2 (inputs) and h1, h2 (activations), f32.
   int h1_contract = 0;  // the node that holds h1's memory (m.h1 may be a view of it)
   while (m.b.graph().nodes[h1_contract].op != GraphOp::contract)
@@ -82,16 +94,23 @@ TEST(BackwardCost, LectureWithXGradIsSixTokensTimesParams) {
 
 TEST(BackwardCost, PhasesMarkReplicasAndTheVjpsOfWeights) {
   Lecture m;
-  const Backward bw = differentiate(m.b.graph(), {false, true, true});
-  const std::vector<CostPhase> phases = backward_phases(bw, m.b.graph(), {false, true, true});
-  ASSERT_EQ(phases.size(), bw.graph.nodes.size());
-  for (int i = 0; i < bw.replicated; ++i)
-    EXPECT_EQ(phases[i], CostPhase::recompute) << i;
-  int weight_contracts = 0;
-  for (size_t i = bw.replicated; i < phases.size(); ++i)
-    weight_contracts +=
-        bw.graph.nodes[i].op == GraphOp::contract && phases[i] == CostPhase::weight_grad;
-  EXPECT_EQ(weight_contracts, 2);  // w1.grad and w2.grad
+  for (Recompute policy : {Recompute::full, Recompute::none}) {
+    const Backward bw = differentiate(m.b.graph(), {false, true, true}, policy);
+    const std::vector<CostPhase> phases = backward_phases(bw, m.b.graph(), {false, true, true});
+    ASSERT_EQ(phases.size(), bw.graph.nodes.size());
+    int replicas = 0, weight_contracts = 0;
+    for (size_t i = 0; i < phases.size(); ++i) {
+      if (bw.forward_of[i] >= 0) {
+        EXPECT_EQ(phases[i], CostPhase::recompute) << i;
+        ++replicas;
+        continue;
+      }
+      weight_contracts +=
+          bw.graph.nodes[i].op == GraphOp::contract && phases[i] == CostPhase::weight_grad;
+    }
+    EXPECT_EQ(replicas, bw.replicated);
+    EXPECT_EQ(weight_contracts, 2) << recompute_name(policy);  // w1.grad and w2.grad
+  }
 }
 
 // op_backward_only_needed_grads: a[4,5] requires grad; a@W (W no grad); expand to [7,4,6];

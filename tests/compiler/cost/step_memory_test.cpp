@@ -33,7 +33,7 @@ struct Lecture {
 // gradients (the ledger's), not activations. The peak is at dh1: h1, dh2 and dh1 live.
 TEST(StepMemory, LectureModelByHand) {
   Lecture m;
-  const Backward back = differentiate(m.b.graph(), {false, true, true});
+  const Backward back = differentiate(m.b.graph(), {false, true, true}, Recompute::none);
   const StepMemory s = step_memory(m.b.graph(), back);
   EXPECT_EQ(s.at_boundary, (B * D + B * K) * 4 + 4);
   EXPECT_EQ(s.peak, (B * D + B * K + B * D) * 4);
@@ -53,11 +53,13 @@ TEST(StepMemory, BoundaryIsSavedActivationsPlusOutputs) {
   Lecture m;
   for (const std::vector<bool>& needs : {std::vector<bool>{false, true, true}, std::vector<bool>{true, true, true},
                                          std::vector<bool>{false, false, true}}) {
-    const Backward back = differentiate(m.b.graph(), needs);
-    const BackwardCost c = backward_cost(back, m.b.graph(), {false, true, true});
-    const StepMemory s = step_memory(m.b.graph(), back);
-    EXPECT_EQ(s.at_boundary, c.saved_activations + 4);
-    EXPECT_GE(s.peak, s.at_boundary);
+    for (Recompute policy : {Recompute::none, Recompute::automatic, Recompute::full}) {
+      const Backward back = differentiate(m.b.graph(), needs, policy);
+      const BackwardCost c = backward_cost(back, m.b.graph(), {false, true, true});
+      const StepMemory s = step_memory(m.b.graph(), back);
+      EXPECT_EQ(s.at_boundary, c.saved_activations + 4) << recompute_name(policy);
+      EXPECT_GE(s.peak, s.at_boundary);
+    }
   }
 }
 

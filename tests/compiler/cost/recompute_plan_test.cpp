@@ -1,0 +1,214 @@
+// The save/recompute plans of autodiff (compiler/autodiff/autodiff.h, include/ein/autograd.h's
+// Recompute) on small models whose plans can be followed by hand: what each policy saves, what
+// it rebuilds, that no default plan recomputes a contraction, that checkpointing blocks keeps
+// only the values a block hands on, and that the liveness peak follows the policy.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "compiler/autodiff/autodiff.h"
+#include "compiler/cost/backward_cost.h"
+#include "compiler/cost/graph_builder.h"
+#include "compiler/cost/step_memory.h"
+
+namespace ein {
+namespace {
+
+using testing::GraphBuilder;
+
+constexpr int64_t B = 64, D = 32, F = 128;
+
+int gelu(GraphBuilder& b, int x, Shape shape) {
+  return b.map({x}, {{0, 1}}, std::move(shape),
+               [](Kernel& k, auto& in) { return k.apply(ScalarOp::gelu_tanh, in[0]); });
+}
+
+/// x --w1--> h --gelu--> g --w2--> y, loss = mean(y²); inputs x, w1, w2.
+struct Mlp {
+  GraphBuilder b;
+  int h = -1, g = -1, y = -1;
+  explicit Mlp(DType dtype = DType::f32) {
+    const int x = b.input({B, D}, dtype), w1 = b.input({D, F}, dtype), w2 = b.input({F, D}, dtype);
+    h = b.einsum("b d, d f -> b f", {x, w1});
+    g = gelu(b, h, {B, F});
+    y = b.einsum("b f, f d -> b d", {g, w2});
+    const int sq = b.map({y}, {{0, 1}}, {B, D},
+                         [](Kernel& k, auto& in) { return k.apply(ScalarOp::square, in[0]); });
+    b.output(b.reduce("b d ->", Reduction::mean, sq));
+  }
+};
+
+/// The node that holds the memory of `id` (views followed to their operand).
+int storage(const Graph& g, int id) {
+  while (g.nodes[id].op == GraphOp::view || g.nodes[id].op == GraphOp::reshape ||
+         g.nodes[id].op == GraphOp::permute || g.nodes[id].op == GraphOp::slice)
+    id = g.nodes[id].inputs[0];
+  return id;
+}
+
+/// The forward nodes a plan saves, by the node that holds their memory.
+std::vector<int> saved_storage(const Backward& b, const Graph& forward) {
+  std::vector<int> out;
+  for (int f : b.saved)
+    out.push_back(storage(forward, f));
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+const std::vector<bool> kWeights{false, true, true};
+
+TEST(RecomputePlan, NoneSavesWhatTheGradientsReadAndRecomputesNothing) {
+  Mlp m;
+  const Graph& g = m.b.graph();
+  const Backward b = differentiate(g, kWeights, Recompute::none);
+  // w2.grad reads g, gelu's VJP reads h, the square's VJP reads y.
+  EXPECT_EQ(saved_storage(b, g),
+            (std::vector<int>{storage(g, m.h), storage(g, m.g), storage(g, m.y)}));
+  const BackwardCost c = backward_cost(b, g, kWeights);
+  EXPECT_EQ(c.recompute.flops, 0);
+  EXPECT_EQ(c.saved_activations, (B * F + B * F + B * D) * 4);
+  // The saved inputs follow the cotangent inputs, in forward order.
+  EXPECT_EQ(b.saved_base, 3 + 1);
+  EXPECT_TRUE(std::is_sorted(b.saved.begin(), b.saved.end()));
+  for (size_t k = 0; k < b.saved.size(); ++k) {
+    bool found = false;
+    for (const GraphNode& n : b.graph.nodes)
+      found = found || (n.op == GraphOp::input &&
+                        std::get<InputAttr>(n.attr).index == b.saved_base + static_cast<int>(k));
+    EXPECT_TRUE(found) << "saved value " << k << " has no input node";
+  }
+}
+
+TEST(RecomputePlan, AutoRebuildsTheGeluFromTheSavedMatmulNeverAContraction) {
+  Mlp m;
+  const Graph& g = m.b.graph();
+  const Backward b = differentiate(g, kWeights, Recompute::automatic);
+  // g = gelu(h) is rebuilt from h, which gelu's VJP needs anyway: one B·F tensor fewer.
+  EXPECT_EQ(saved_storage(b, g), (std::vector<int>{storage(g, m.h), storage(g, m.y)}));
+  const BackwardCost c = backward_cost(b, g, kWeights);
+  EXPECT_EQ(c.recompute.matmul_flops, 0);
+  EXPECT_GT(c.recompute.flops, 0);  // the gelu, B·F elements
+  EXPECT_EQ(c.saved_activations, (B * F + B * D) * 4);
+  const BackwardCost none = backward_cost(differentiate(g, kWeights, Recompute::none), g, kWeights);
+  EXPECT_LT(c.saved_activations, none.saved_activations);
+  EXPECT_LE(step_memory(g, b).peak, step_memory(g, differentiate(g, kWeights, Recompute::none)).peak);
+}
+
+// A 16-bit saved value may have been an f32 value inside a forward kernel, rounded only to be
+// saved: a map rebuilt from it would differ from the forward's (fp16 training skipped 16 of 60
+// steps for overflow when LayerNorm's variance was rebuilt from f16 moments, 1 when saved).
+TEST(RecomputePlan, AutoRebuildsNothingFromA16BitSavedValue) {
+  for (DType dtype : {DType::f16, DType::bf16}) {
+    Mlp m(dtype);
+    const Graph& g = m.b.graph();
+    const Backward b = differentiate(g, kWeights, Recompute::automatic);
+    EXPECT_EQ(saved_storage(b, g),
+              (std::vector<int>{storage(g, m.h), storage(g, m.g), storage(g, m.y)}))
+        << dtype_name(dtype);
+    EXPECT_EQ(backward_cost(b, g, kWeights).recompute.flops, 0);
+  }
+}
+
+TEST(RecomputePlan, FullRecomputesTheForwardAndSavesNothing) {
+  Mlp m;
+  const Graph& g = m.b.graph();
+  const Backward b = differentiate(g, kWeights, Recompute::full);
+  EXPECT_TRUE(b.saved.empty());
+  const BackwardCost c = backward_cost(b, g, kWeights);
+  EXPECT_EQ(c.saved_activations, 0);
+  EXPECT_EQ(c.recompute.matmul_flops, cost(g).total.matmul_flops);  // both matmuls again
+}
+
+/// Two blocks x ← x + gelu(x·u_k)·v_k, then loss = mean(x²); `blocks` labels each node.
+struct Blocks {
+  GraphBuilder b;
+  std::vector<int> blocks;
+  std::vector<int> outputs;  // each block's result x_k
+  Blocks() {
+    int x = b.input({B, D});
+    std::vector<int> weights;
+    for (int k = 0; k < 2; ++k) {
+      weights.push_back(b.input({D, F}));
+      weights.push_back(b.input({F, D}));
+    }
+    label(-1);
+    for (int k = 0; k < 2; ++k) {
+      const int h = b.einsum("b d, d f -> b f", {x, weights[2 * k]});
+      const int y = b.einsum("b f, f d -> b d", {gelu(b, h, {B, F}), weights[2 * k + 1]});
+      x = b.map({x, y}, {{0, 1}, {0, 1}}, {B, D},
+                [](Kernel& kn, auto& in) { return kn.apply(ScalarOp::add, in[0], in[1]); });
+      outputs.push_back(x);
+      label(k);
+    }
+    const int sq = b.map({x}, {{0, 1}}, {B, D},
+                         [](Kernel& k, auto& in) { return k.apply(ScalarOp::square, in[0]); });
+    b.output(b.reduce("b d ->", Reduction::mean, sq));
+    label(-1);
+  }
+  /// Labels the nodes made since the last call.
+  void label(int block) { blocks.resize(b.graph().nodes.size(), block); }
+};
+
+const std::vector<bool> kBlockWeights{false, true, true, true, true};
+
+TEST(RecomputePlan, BlocksSaveOnlyWhatEachBlockHandsOn) {
+  Blocks m;
+  const Graph& g = m.b.graph();
+  const Backward b = differentiate(g, kBlockWeights, Recompute::blocks, m.blocks);
+  // Block 0's result is read by block 1, block 1's by the loss: those are the checkpoints.
+  // Inside the blocks nothing is saved: both blocks are recomputed from their inputs.
+  EXPECT_EQ(saved_storage(b, g), (std::vector<int>{storage(g, m.outputs[0]), storage(g, m.outputs[1])}));
+  const BackwardCost c = backward_cost(b, g, kBlockWeights);
+  EXPECT_EQ(c.saved_activations, 2 * B * D * 4);
+  // Each block's first matmul is recomputed (its VJPs read h and gelu(h)); the second one's
+  // result y is read by no VJP (the add passes its gradient through), so it is not.
+  EXPECT_EQ(c.recompute.matmul_flops, 2 * (2 * B * D * F));
+  // Without blocks the policy is auto: no contraction is recomputed.
+  const Backward plain = differentiate(g, kBlockWeights, Recompute::blocks, {});
+  EXPECT_EQ(backward_cost(plain, g, kBlockWeights).recompute.matmul_flops, 0);
+}
+
+TEST(RecomputePlan, BlocksLowerThePeakBelowAuto) {
+  Blocks m;
+  const Graph& g = m.b.graph();
+  const Backward blocks = differentiate(g, kBlockWeights, Recompute::blocks, m.blocks);
+  const Backward automatic = differentiate(g, kBlockWeights, Recompute::automatic, m.blocks);
+  const Backward none = differentiate(g, kBlockWeights, Recompute::none, m.blocks);
+  const int64_t p_blocks = step_memory(g, blocks).peak, p_auto = step_memory(g, automatic).peak,
+                p_none = step_memory(g, none).peak;
+  EXPECT_LT(p_blocks, p_auto);
+  EXPECT_LE(p_auto, p_none);
+  // A rebuilt value sits just before its first reader: block 1's recomputation comes before
+  // block 0's (the backward walks the blocks in reverse), so only one block's internals live
+  // at a time. Block 1's rebuilt matmul precedes block 0's.
+  std::vector<int> rebuilt_contracts;
+  for (size_t j = 0; j < blocks.graph.nodes.size(); ++j)
+    if (blocks.forward_of[j] >= 0 && blocks.graph.nodes[j].op == GraphOp::contract)
+      rebuilt_contracts.push_back(blocks.forward_of[j]);
+  ASSERT_EQ(rebuilt_contracts.size(), 2u);
+  EXPECT_EQ(m.blocks[rebuilt_contracts[0]], 1);
+  EXPECT_EQ(m.blocks[rebuilt_contracts[1]], 0);
+}
+
+TEST(RecomputePlan, EveryPolicyCostsTheSameGradientWork) {
+  Blocks m;
+  const Graph& g = m.b.graph();
+  const auto vjp = [&](Recompute p) {
+    const BackwardCost c = backward_cost(differentiate(g, kBlockWeights, p, m.blocks), g, kBlockWeights);
+    return std::pair(c.input_grad.matmul_flops, c.weight_grad.matmul_flops);
+  };
+  const auto reference = vjp(Recompute::full);
+  for (Recompute p : {Recompute::none, Recompute::automatic, Recompute::blocks})
+    EXPECT_EQ(vjp(p), reference) << recompute_name(p);
+}
+
+TEST(RecomputePlan, NamesRoundTrip) {
+  for (Recompute p : {Recompute::none, Recompute::automatic, Recompute::blocks, Recompute::full})
+    EXPECT_EQ(parse_recompute(recompute_name(p)), p);
+  EXPECT_EQ(parse_recompute("selective"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace ein
