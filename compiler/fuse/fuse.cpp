@@ -11,8 +11,9 @@
 //      input's dims with the reduced ones moved last. A row kernel takes at most kMaxStages
 //      stages.
 //   3. Siblings: groups over the same domain that read a common value, or reduce the same
-//      row, merge; a pointwise group over the same points in another dim order is first
-//      moved onto the other's domain (matched through the reads of a common value).
+//      row with no other work between them in graph order, merge; a pointwise group over the same
+//      points in another dim order is first moved onto the other's domain (matched through
+//      the reads of a common value).
 //   Steps 4-6 are fuse_emit.cpp's:
 //   4. Layout nodes fold into the reads of the kernels reading through them; they are kept as
 //      nodes only for unfused readers, outputs, and reshapes that merge dims (not affine).
@@ -425,61 +426,52 @@ class Pass {
     from.dead = true;
   }
 
-  /// Whether the kernels and the nodes left as is still depend on each other acyclically,
-  /// looking at nodes [lo, hi] only: a cycle through a group leaves it from a member and comes
-  /// back to a member, so every node on it lies between the group's first and last members.
-  bool acyclic(int lo, int hi) {
-    std::unordered_map<size_t, int> local;  // super node -> index in `edges`
-    std::vector<std::vector<int>> edges;
-    auto id = [&](int node) {
-      const size_t key = group_of_[node] >= 0 ? n_ + group_of_[node] : static_cast<size_t>(node);
-      auto [it, fresh] = local.try_emplace(key, static_cast<int>(edges.size()));
-      if (fresh) edges.emplace_back();
-      return it->second;
-    };
-    auto edge = [&](int from, int to) {
-      if (from < lo) return;
-      const int a = id(from), b = id(to);
-      if (a != b) edges[a].push_back(b);
-    };
-    for (int i = lo; i <= hi; ++i) {
-      if (!live_[i]) continue;
-      if (group_of_[i] >= 0) {
-        for (const Operand& op : operands(i))
-          edge(op.source, i);
-      } else {
+  /// Whether the kernels and the nodes left as is still depend on each other acyclically after
+  /// group `gid` changed. The graph was acyclic before, so a new cycle passes through the
+  /// group: a search along readers from its members (entering a kernel at one member, leaving
+  /// it from any) must not come back to it. (A search over the group's own id span misses a
+  /// cycle through a second kernel whose members lie on both sides of that span.)
+  bool acyclic(int gid) {
+    // The edges emit_fused() orders by: a kernel member reads its operands' sources (through
+    // folded layout nodes), a node left as is reads its inputs.
+    if (raw_readers_.empty()) {
+      raw_readers_.resize(n_);
+      operand_readers_.resize(n_);
+      for (size_t i = 0; i < n_; ++i) {
+        if (!live_[i]) continue;
         for (int in : g_.nodes[i].inputs)
-          edge(in, i);
+          raw_readers_[in].push_back(static_cast<int>(i));
+        if (g_.nodes[i].op != GraphOp::input && !detail::is_layout(g_.nodes[i].op))
+          for (const Operand& op : operands(static_cast<int>(i)))
+            operand_readers_[op.source].push_back(static_cast<int>(i));
       }
     }
-    // Iterative three-colour depth-first search.
-    std::vector<int> color(edges.size(), 0);
-    std::vector<std::pair<int, size_t>> stack;
-    for (int root = 0; root < static_cast<int>(edges.size()); ++root) {
-      if (color[root]) continue;
-      stack.push_back({root, 0});
-      color[root] = 1;
-      while (!stack.empty()) {
-        auto& [v, next] = stack.back();
-        if (next == edges[v].size()) {
-          color[v] = 2;
-          stack.pop_back();
-          continue;
-        }
-        const int w = edges[v][next++];
-        if (color[w] == 1) return false;
-        if (color[w] == 0) {
-          color[w] = 1;
-          stack.push_back({w, 0});
-        }
-      }
+    const size_t supers = n_ + groups_.size();
+    if (visited_.size() < supers) visited_.resize(supers, 0);
+    ++stamp_;
+    std::vector<int> stack(groups_[gid].members.begin(), groups_[gid].members.end());
+    visited_[n_ + gid] = stamp_;
+    const auto visit = [&](int x, int r) {
+      if (group_of_[r] == gid) return group_of_[x] == gid;  // else: left the kernel, came back
+      const size_t v = group_of_[r] >= 0 ? n_ + group_of_[r] : static_cast<size_t>(r);
+      if (visited_[v] == stamp_) return true;
+      visited_[v] = stamp_;
+      if (group_of_[r] >= 0)
+        stack.insert(stack.end(), groups_[group_of_[r]].members.begin(),
+                     groups_[group_of_[r]].members.end());
+      else
+        stack.push_back(r);
+      return true;
+    };
+    while (!stack.empty()) {
+      const int x = stack.back();
+      stack.pop_back();
+      for (const int r : raw_readers_[x])
+        if (group_of_[r] < 0 && !visit(x, r)) return false;
+      for (const int r : operand_readers_[x])
+        if (group_of_[r] >= 0 && !visit(x, r)) return false;
     }
     return true;
-  }
-  /// acyclic() over the span of `grp`'s members.
-  bool acyclic(const Group& grp) {
-    const auto [lo, hi] = std::minmax_element(grp.members.begin(), grp.members.end());
-    return acyclic(*lo, *hi);
   }
 
   /// Copies of some groups, to undo a tentative merge or join.
@@ -513,6 +505,11 @@ class Pass {
   std::vector<Group>& groups_ = s_.groups;
   std::vector<std::string>& unfused_ = s_.unfused;
   std::vector<std::string>& split_ = s_.split;
+  /// Per node, its live readers by input and the kernel-member candidates that read it as an
+  /// operand's source (built on first use, for acyclic()).
+  std::vector<std::vector<int>> raw_readers_, operand_readers_;
+  std::vector<uint32_t> visited_;          ///< per super node, the search that last saw it
+  uint32_t stamp_ = 0;
 };
 
 void Pass::group_node(int n) {
@@ -535,13 +532,13 @@ void Pass::group_node(int n) {
       for (int m : groups_[other].members)
         group_of_[m] = gid;
       merge(groups_[gid], groups_[other]);
-      if (!consistent(groups_[gid]) || !acyclic(groups_[gid])) restore(before);
+      if (!consistent(groups_[gid]) || !acyclic(gid)) restore(before);
     }
     std::string reason;
     if (auto pl = place(groups_[gid], n, reason)) {
       add_member(groups_[gid], n, *pl);
       group_of_[n] = gid;
-      if (acyclic(groups_[gid])) return;
+      if (acyclic(gid)) return;
       reason = "joining would make kernels depend on each other in a cycle";
     }
     restore(saved);
@@ -574,9 +571,24 @@ Graph Pass::run(std::vector<int>* source) {
 }
 
 void Pass::merge_siblings() {
-  // Kernels over the same domain that read a common value, or that both reduce the same row,
-  // run as one when neither needs the other's results (LayerNorm's backward: the weight and
-  // bias gradients are two column sums over the same rows).
+  // Kernels over the same domain that read a common value, or that both reduce the same row
+  // and are neighbours in graph order, run as one when neither needs the other's results
+  // (LayerNorm's backward: the weight and bias gradients are two column sums over the same
+  // rows). Row kernels that share no value and have other work between them stay apart:
+  // merged, the later one's work would run when the earlier one's does (a checkpointed
+  // block's recomputation hoisted to the start of the backward, every block's activations
+  // alive at once).
+  const auto neighbours = [&](int a, int b) {
+    const auto [alo, ahi] = std::minmax_element(groups_[a].members.begin(), groups_[a].members.end());
+    const auto [blo, bhi] = std::minmax_element(groups_[b].members.begin(), groups_[b].members.end());
+    for (int i = std::min(*ahi, *bhi) + 1; i < std::max(*alo, *blo); ++i) {
+      const GraphNode& n = g_.nodes[i];
+      if (live_[i] && n.op != GraphOp::input && !detail::is_layout(n.op) && group_of_[i] != a &&
+          group_of_[i] != b)
+        return false;
+    }
+    return true;
+  };
   auto sources = [&](const Group& grp) {
     std::vector<int> out;
     for (int m : grp.members)
@@ -618,13 +630,14 @@ void Pass::merge_siblings() {
               if (d >= 0) d = (*to)[d];
         moved.domain = onto.domain;
         moved.reduced = onto.reduced;
-      } else if (common.empty() && ga.reduced == 0) {
+      } else if (common.empty() && (ga.reduced == 0 || !neighbours(static_cast<int>(a),
+                                                                  static_cast<int>(b)))) {
         continue;
       }
       for (int m : gb.members)
         group_of_[m] = static_cast<int>(a);
       merge(ga, gb);
-      if (!consistent(groups_[a]) || !acyclic(groups_[a]))
+      if (!consistent(groups_[a]) || !acyclic(static_cast<int>(a)))
         restore(before);
       else
         src[a] = sources(groups_[a]);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <unistd.h>
@@ -209,6 +210,58 @@ TEST(Trainer, ByteGptFromTokenDataAndSample) {
   const std::string text = trainer.sample();
   EXPECT_EQ(text.rfind("The ", 0), 0u) << text;
   EXPECT_GE(text.size(), 9u);
+}
+
+// The save/recompute plans (include/ein/autograd.h's Recompute) change what the backward
+// keeps, never what it computes: a byte GPT of three blocks (enough for the blocks plan to
+// recompute each one between the others' backward) trains to the same losses and parameters
+// under each, up to the rounding of differently fused kernels.
+TEST(Trainer, EveryRecomputePolicyTrainsTheSameModel) {
+  std::map<std::string, std::vector<double>> losses;
+  std::map<std::string, std::vector<double>> params;
+  for (const std::string policy : {"full", "none", "auto", "blocks"}) {
+    std::ostringstream out;
+    ScriptTrainOptions load;
+    load.sets = {{"D", "32"}, {"L", "3"}, {"H", "2"}, {"T", "16"}, {"B", "4"}};
+    TrainScript s = load_train_script(example("gpt/byte_gpt.ein"), load);
+    s.options.steps = 4;
+    s.options.quiet = true;
+    s.options.out = &out;
+    s.options.sample_length = 0;
+    s.options.recompute = policy;
+    Trainer trainer(*s.model, s.options);
+    losses[policy] = trainer.fit().losses;
+    for (const NamedTensor& p : s.model->parameters())
+      for (double v : p.tensor.detach().to(DType::f64).to_vector<double>())
+        params[policy].push_back(v);
+  }
+  for (const std::string policy : {"none", "auto", "blocks"}) {
+    ASSERT_EQ(losses[policy].size(), 4u) << policy;
+    for (size_t k = 0; k < 4; ++k)
+      EXPECT_NEAR(losses[policy][k], losses["full"][k], 1e-5) << policy << " step " << k + 1;
+    ASSERT_EQ(params[policy].size(), params["full"].size());
+    double worst = 0;
+    for (size_t i = 0; i < params[policy].size(); ++i)
+      worst = std::max(worst, std::abs(params[policy][i] - params["full"][i]));
+    EXPECT_LT(worst, 1e-5) << policy;  // four AdamW steps of lr 3e-3 move weights by ~1e-2
+  }
+  std::ostringstream out;
+  TrainScript s = load_train_script(example("gpt/byte_gpt.ein"));
+  s.options.recompute = "selective";
+  s.options.out = &out;
+  Trainer trainer(*s.model, s.options);
+  EXPECT_THROW(
+      {
+        try {
+          trainer.fit();
+        } catch (const UserError& e) {
+          EXPECT_NE(std::string(e.what()).find("--recompute selective: expected none, auto, blocks or full"),
+                    std::string::npos)
+              << e.what();
+          throw;
+        }
+      },
+      UserError);
 }
 
 TEST(Trainer, StopEndsAfterTheCurrentStep) {
