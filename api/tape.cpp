@@ -27,42 +27,17 @@
 namespace ein {
 namespace {
 
-/// A forward graph's backward plan: the backward fused (compiler/fuse/fuse.h) with the cost
-/// phase of each fused node (a kernel takes the phase of the work it holds), and, when the
-/// backward reads saved forward values, the forward fused once more with those values as extra
-/// outputs.
+/// A forward graph's backward plan: the backward fused (compiler/fuse/fuse.h), and the forward
+/// fused once more with the values the backward reads (Backward::saved) as extra outputs; each
+/// with the charges that make a FlopCounter count their unfused graphs (compiler/cost/
+/// charges.h), the numbers ein report gives, under the phases of backward_phases().
 struct CachedBackward {
   Backward backward;
   Graph fused;
-  std::vector<CostPhase> phases;
-  Graph forward_with_saved;        ///< the forward's outputs, then Backward::saved (when any)
+  GraphCharges charges;
+  Graph forward;  ///< the forward's outputs, then Backward::saved
+  GraphCharges forward_charges;
 };
-
-/// The phase of each node of `fused` from the phases of the unfused backward's nodes: a copied
-/// node keeps its own; a kernel is input-gradient work if it holds any, else weight-gradient
-/// work if it holds any, else recompute; a result node takes its kernel's.
-std::vector<CostPhase> fused_phases(const Graph& fused, const std::vector<int>& source,
-                                    const std::vector<CostPhase>& unfused) {
-  std::vector<CostPhase> out(fused.nodes.size(), CostPhase::forward);
-  for (size_t i = 0; i < fused.nodes.size(); ++i) {
-    const GraphNode& n = fused.nodes[i];
-    if (source[i] >= 0) {
-      out[i] = unfused[source[i]];
-    } else if (const auto* f = std::get_if<FusedAttr>(&n.attr)) {
-      bool input = false, weight = false;
-      for (int m : f->members) {
-        input = input || unfused[m] == CostPhase::input_grad;
-        weight = weight || unfused[m] == CostPhase::weight_grad;
-      }
-      out[i] = input    ? CostPhase::input_grad
-               : weight ? CostPhase::weight_grad
-                        : CostPhase::recompute;
-    } else if (n.op == GraphOp::result) {
-      out[i] = out[n.inputs[0]];
-    }
-  }
-  return out;
-}
 
 /// Backward plans by (forward graph, needs-grad mask, which inputs are weights, recompute
 /// policy); entries hold the forward graph so its address is never reused while cached.
@@ -87,14 +62,14 @@ std::shared_ptr<const CachedBackward> backward_of(const std::shared_ptr<const Gr
       *graph, {.differentiate = needs_grad, .recompute = recompute, .blocks = blocks});
   entry->backward = std::move(*c.backward);
   entry->fused = std::move(c.fused);
-  entry->phases = fused_phases(entry->fused, c.fused_source,
-                               backward_phases(entry->backward, *graph, weights));
-  if (!entry->backward.saved.empty()) {
-    Graph with_saved = *graph;
-    with_saved.outputs.insert(with_saved.outputs.end(), entry->backward.saved.begin(),
-                              entry->backward.saved.end());
-    entry->forward_with_saved = compile_graph(std::move(with_saved), {}).fused;
-  }
+  entry->charges = fused_charges(entry->fused, c.graph, c.fused_source,
+                                 backward_phases(entry->backward, *graph, weights));
+  Graph with_saved = *graph;
+  with_saved.outputs.insert(with_saved.outputs.end(), entry->backward.saved.begin(),
+                            entry->backward.saved.end());
+  CompiledGraph f = compile_graph(std::move(with_saved), {});
+  entry->forward = std::move(f.fused);
+  entry->forward_charges = fused_charges(entry->forward, f.graph, f.fused_source);
   std::shared_ptr<const CachedBackward> b = entry;
   cache.emplace(std::move(key), std::make_pair(graph, b));
   return b;
@@ -132,7 +107,7 @@ class GraphGradNode final : public GradNode {
                 std::make_move_iterator(saved_.end()));
     released_ = !saved_.empty();
     saved_.clear();
-    const std::vector<Tensor> grads = execute(plan_->fused, std::move(args), plan_->phases);
+    const std::vector<Tensor> grads = execute(plan_->fused, std::move(args), plan_->charges);
     std::vector<Tensor> per_input(inputs_.size());
     for (size_t i = 0; i < backward.wrt.size(); ++i)
       per_input[backward.wrt[i]] = grads[i];
@@ -218,15 +193,10 @@ std::vector<Tensor> run_recorded(const std::shared_ptr<const Graph>& graph, cons
   // The backward is planned before the forward runs: the plan says which forward values the
   // forward must hand over besides its outputs (the recompute policy's saved set).
   auto plan = backward_of(graph, needs_grad, weights, recompute_policy(), blocks);
-  std::vector<Tensor> outputs, saved;
-  if (plan->backward.saved.empty()) {
-    outputs = execute(fused, detached);
-  } else {
-    outputs = execute(plan->forward_with_saved, detached);
-    saved.assign(outputs.begin() + static_cast<std::ptrdiff_t>(graph->outputs.size()),
-                 outputs.end());
-    outputs.resize(graph->outputs.size());
-  }
+  std::vector<Tensor> outputs = execute(plan->forward, detached, plan->forward_charges);
+  std::vector<Tensor> saved(outputs.begin() + static_cast<std::ptrdiff_t>(graph->outputs.size()),
+                            outputs.end());
+  outputs.resize(graph->outputs.size());
   attach(std::make_shared<GraphGradNode>(graph, std::move(plan), std::move(detached),
                                          std::move(saved)),
          inputs, outputs);

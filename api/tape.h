@@ -20,8 +20,9 @@ namespace ein {
 /// the record holds it.
 std::vector<Tensor> run_recorded(const std::shared_ptr<const Graph>& graph,
                                  const std::vector<Tensor>& inputs);
-/// The same, computing the outputs with `fused` (fuse(*graph), cached by the caller) while the
-/// backward is still derived from `graph`. `blocks` (per node of `graph`, the module of a list
+/// The same, computing the outputs with `fused` (fuse(*graph), cached by the caller) when
+/// nothing is recorded; when something is, with the backward plan's own fusion of `graph`
+/// (which also returns the values the backward reads). `blocks` (per node of `graph`, the module of a list
 /// it belongs to, -1 none; empty: no blocks) is what Recompute::blocks checkpoints.
 std::vector<Tensor> run_recorded(const std::shared_ptr<const Graph>& graph, const Graph& fused,
                                  const std::vector<Tensor>& inputs,

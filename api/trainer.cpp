@@ -282,15 +282,27 @@ TrainResult Trainer::fit() {
     s.steps = steps;
     double loss_sum = 0;
     // 6. Micro-batches: each backward adds its gradients scaled by loss_scale / accumulate.
+    //    Model FLOPs are the forward and backward of the loss (what ein report counts); the
+    //    batch function's work, recomputation and the update are counted on their own.
+    const auto counted = [&] { return static_cast<double>(counter.totals().flops); };
+    const auto recomputed = [&] {
+      return static_cast<double>(counter.phase(CostPhase::recompute).flops);
+    };
     for (int64_t micro = 0; micro < o.accumulate; ++micro) {
       const int64_t k = (step - 1) * o.accumulate + micro;
+      const double before_batch = counted();
       const std::vector<Tensor> batch = batches.next(k);
       s.tokens += batch.empty() ? 0 : batch.front().numel();
       const double scale = r.loss_scale / static_cast<double>(o.accumulate);
+      const double before = counted(), recomputed_before = recomputed();
+      s.data_flops += before - before_batch;
       const Tensor loss = model_.loss(batch, k);
       loss_sum += loss.item();
       loss.backward(full({}, scale, loss.dtype(), loss.device()));
+      s.recompute_flops += recomputed() - recomputed_before;
+      s.flops += counted() - before - (recomputed() - recomputed_before);
     }
+    const double before_update = counted();
     s.loss = loss_sum / static_cast<double>(o.accumulate);
     if (!std::isfinite(s.loss))
       throw UserError(fmt::format("the loss is {} at step {}; the last checkpoint (if any) is "
@@ -327,7 +339,7 @@ TrainResult Trainer::fit() {
     r.final_loss = s.loss;
     r.losses.push_back(s.loss);
     r.tokens_per_step = s.tokens;
-    s.flops = static_cast<double>(counter.totals().flops - counter.phase(CostPhase::recompute).flops);
+    s.optimizer_flops = counted() - before_update;  // unscaling, clipping and the update
     r.flops += s.flops;
     s.mfu = hw ? utilization(s.flops, s.seconds, *hw, mfu_dtype) : 0;
     // 9. Report: the JSON line, the progress line, the callback, the periodic checkpoint.
@@ -336,7 +348,10 @@ TrainResult Trainer::fit() {
                           {"lr", s.lr},         {"tokens_per_s", static_cast<double>(s.tokens) / s.seconds},
                           {"flops", s.flops},   {"flops_per_s", s.flops / s.seconds},
                           {"mfu", s.mfu},       {"ms", s.seconds * 1e3},
-                          {"peak_memory", s.peak_memory}};
+                          {"peak_memory", s.peak_memory},
+                          {"recompute_flops", s.recompute_flops},
+                          {"optimizer_flops", s.optimizer_flops},
+                          {"data_flops", s.data_flops}};
       if (r.fp16) {
         j["loss_scale"] = s.loss_scale;  // the scale this step's backward used
         j["skipped"] = s.skipped;

@@ -197,10 +197,8 @@ std::vector<int> last_readers(const Graph& g) {
   return last;
 }
 
-}  // namespace
-
-std::vector<Tensor> execute(const Graph& g, std::vector<Tensor> inputs,
-                            std::span<const CostPhase> phases) {
+std::vector<Tensor> run_graph(const Graph& g, std::vector<Tensor> inputs,
+                              std::span<const CostPhase> phases, const GraphCharges* charges) {
   Context c{inputs, std::vector<int>(inputs.size(), -1), 0,
             inputs.empty() ? cpu() : inputs.front().device()};
   for (size_t i = 0; i < g.nodes.size(); ++i)
@@ -223,9 +221,17 @@ std::vector<Tensor> execute(const Graph& g, std::vector<Tensor> inputs,
       dies_at[last[i] < 0 ? i : last[i]].push_back(static_cast<int>(i));
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const GraphNode& n = g.nodes[i];
-    if (i > 0)
+    if (i > 0) {
       for (int dead : dies_at[i - 1])
         values[dead].clear();
+      // A result node took its output of a multi-output kernel: the kernel's entry keeps only
+      // output 0 (its own readers'), so each output is freed after its own last reader.
+      const GraphNode& prev = g.nodes[i - 1];
+      if (prev.op == GraphOp::result && !values[prev.inputs[0]].empty()) {
+        const int k = std::get<ResultAttr>(prev.attr).index;
+        if (k > 0) values[prev.inputs[0]][k] = Tensor();
+      }
+    }
     c.node = static_cast<int>(i);
     if (prof) {
       const auto t0 = std::chrono::steady_clock::now();
@@ -244,6 +250,17 @@ std::vector<Tensor> execute(const Graph& g, std::vector<Tensor> inputs,
       values[i] = kRules[static_cast<int>(n.op)](n, values, c);
       continue;
     }
+    if (charges) {
+      const std::vector<NodeCharge>& owed = (*charges)[i];
+      const CostPhase phase = !owed.empty() && owed.front().phase ? *owed.front().phase
+                                                                  : detail::current_phase();
+      const detail::CountingNode at(g.origin, phase);  // launches inside are this node's
+      values[i] = kRules[static_cast<int>(n.op)](n, values, c);
+      for (const NodeCharge& charge : owed)
+        detail::count_cost(g.origin, charge.phase ? *charge.phase : detail::current_phase(),
+                           charge.cost);
+      continue;
+    }
     const CostPhase phase = i < phases.size() ? phases[i] : detail::current_phase();
     const detail::CountingNode at(g.origin, phase);  // launches inside are this node's
     values[i] = kRules[static_cast<int>(n.op)](n, values, c);
@@ -254,6 +271,20 @@ std::vector<Tensor> execute(const Graph& g, std::vector<Tensor> inputs,
   for (int o : g.outputs)
     out.push_back(values[o].front());
   return out;
+}
+
+}  // namespace
+
+std::vector<Tensor> execute(const Graph& g, std::vector<Tensor> inputs,
+                            std::span<const CostPhase> phases) {
+  return run_graph(g, std::move(inputs), phases, nullptr);
+}
+
+std::vector<Tensor> execute(const Graph& g, std::vector<Tensor> inputs,
+                            const GraphCharges& charges) {
+  if (charges.size() != g.nodes.size())
+    throw std::logic_error("execute: the charges do not match the graph");
+  return run_graph(g, std::move(inputs), {}, &charges);
 }
 
 }  // namespace ein

@@ -9,6 +9,7 @@
 
 #include <ein/flop_counter.h>
 
+#include "compiler/cost/charges.h"
 #include "compiler/graph/graph.h"
 #include <ein/tensor.h>
 
@@ -23,5 +24,11 @@ namespace ein {
 /// compiler/cost/step_memory.h predicts), not when the graph ends.
 std::vector<Tensor> execute(const Graph& graph, std::vector<Tensor> inputs,
                             std::span<const CostPhase> phases = {});
+
+/// The same, charging a FlopCounter `charges[node]` (compiler/cost/charges.h: the unfused work
+/// a fused node stands for) instead of each node's own cost, so the counts are the unfused
+/// graph's, the numbers ein report gives.
+std::vector<Tensor> execute(const Graph& graph, std::vector<Tensor> inputs,
+                            const GraphCharges& charges);
 
 }  // namespace ein

@@ -118,6 +118,31 @@ std::string list_element(const std::string& scope) {
   return "";
 }
 
+/// A save/recompute plan of the step as ein train runs it (api/tape.cpp): the backward under
+/// `policy`, fused, after the forward fused with the values the backward reads as extra
+/// outputs; its liveness as the executor frees values (compiler/cost/step_memory.h).
+RecomputePlan recompute_plan(const Graph& g, const std::vector<bool>& needs,
+                             const std::vector<bool>& weights, const std::vector<int>& blocks,
+                             Recompute policy) {
+  CompiledGraph c = compile_graph(
+      g, {.differentiate = needs, .recompute = policy, .blocks = blocks, .fuse = true});
+  const Backward& b = *c.backward;
+  const BackwardCost bc = backward_cost(b, g, weights);
+  Graph with_saved = g;
+  with_saved.outputs.insert(with_saved.outputs.end(), b.saved.begin(), b.saved.end());
+  const Graph forward = compile_graph(std::move(with_saved), {}).fused;
+  RecomputePlan plan;
+  plan.policy = policy;
+  plan.saved_activations = bc.saved_activations;
+  plan.recompute_flops = bc.recompute.flops;
+  plan.recompute_matmul_flops = bc.recompute.matmul_flops;
+  const StepMemory m =
+      fused_step_memory(forward, static_cast<int>(g.outputs.size()), c.fused, b.saved_base);
+  plan.peak = m.peak;
+  plan.peak_with_gradients = m.peak_with_gradients;
+  return plan;
+}
+
 std::string shape_text(const GraphNode& n) {
   return fmt::format("{}[{}]", dtype_name(n.dtype), fmt::join(n.shape, " "));
 }
@@ -478,18 +503,17 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
   // the numbers above); the blocks plan is the activation-checkpointing what-if.
   if (back) {
     for (const Recompute policy : {Recompute::none, Recompute::automatic, Recompute::blocks}) {
-      const Backward b =
-          compile_graph(g, {.differentiate = needs, .recompute = policy, .blocks = trace.blocks,
-                            .fuse = false})
-              .backward.value();
-      const BackwardCost bc = backward_cost(b, g, weights);
-      RecomputePlan plan;
-      plan.policy = policy;
-      plan.saved_activations = bc.saved_activations;
-      plan.recompute_flops = bc.recompute.flops;
-      plan.recompute_matmul_flops = bc.recompute.matmul_flops;
-      plan.peak = std::max(step_memory(g, b).peak, bc.saved_activations);
-      if (policy == o.recompute) r.chosen = static_cast<int>(r.plans.size());
+      RecomputePlan plan = recompute_plan(g, needs, weights, trace.blocks, policy);
+      if (policy == o.recompute) {
+        r.chosen = static_cast<int>(r.plans.size());
+        r.activation_peak = static_cast<double>(plan.peak);
+        r.temporaries = r.activation_peak - r.activation_bytes;
+        r.total_bytes = r.state_bytes + r.activation_peak;
+        r.step_peak = r.state_bytes - r.bytes_of(napkin::StatePart::grads) +
+                      static_cast<double>(plan.peak_with_gradients);
+        for (LedgerItem& item : r.ledger)
+          if (item.what == "temporaries at the liveness peak") item.bytes = r.temporaries;
+      }
       r.plans.push_back(plan);
     }
     std::vector<std::string> lists;  // the module lists, in order of first use

@@ -39,7 +39,8 @@ struct RecomputePlan {
   int64_t saved_activations = 0;  ///< forward values saved for the backward (inputs excluded)
   int64_t recompute_flops = 0;    ///< forward work the backward repeats
   int64_t recompute_matmul_flops = 0;  ///< of which contractions
-  int64_t peak = 0;               ///< the liveness peak of the step (compiler/cost/step_memory.h)
+  int64_t peak = 0;               ///< the activations' liveness peak as the step runs fused
+  int64_t peak_with_gradients = 0;  ///< the same with the gradients as they are made
 };
 
 /// One source expression within one module scope (or merged scopes, with --depth).
@@ -117,6 +118,10 @@ struct Report {
   double activation_peak = 0;       ///< the liveness peak: activation_bytes + temporaries
   std::string peak_at;              ///< where the peak happens: "backward of file:line:col (text)"
   double total_bytes = 0;           ///< state + activation_peak
+  /// The allocator's peak in a training step: parameters and optimizer state, with the
+  /// activations and the gradients made so far at their joint liveness peak (what ein train
+  /// logs as peak_memory).
+  double step_peak = 0;
   // The save/recompute plans (none, auto, blocks; `plans[chosen]` gives the numbers above).
   std::vector<RecomputePlan> plans;
   int chosen = 0;

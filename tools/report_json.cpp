@@ -54,6 +54,7 @@ std::string render_json(const Report& r, const Summary& s) {
                  {"activations", r.activation_bytes},
                  {"temporaries", r.temporaries},
                  {"activation_peak", r.activation_peak},
+                 {"step_peak", r.step_peak},
                  {"peak_at", r.peak_at},
                  {"saved_total", r.saved_total},
                  {"total", r.total_bytes},
@@ -88,7 +89,8 @@ std::string render_json(const Report& r, const Summary& s) {
                      {"saved_activations", p.saved_activations},
                      {"recompute_flops", p.recompute_flops},
                      {"recompute_matmul_flops", p.recompute_matmul_flops},
-                     {"peak", p.peak}});
+                     {"peak", p.peak},
+                     {"peak_with_gradients", p.peak_with_gradients}});
   }
   j["memory"]["recompute_plans"] = plans;
   if (r.checkpoint_modules > 0)

@@ -62,9 +62,14 @@ std::string render_text(const Report& r, const Summary& s, bool md) {
               : fmt::format("  {:<48} {:>12}\n", item.what, si(item.bytes, "B"));
   out += md ? fmt::format("| **total** | **{}** |\n\n", si(r.total_bytes, "B"))
             : fmt::format("  {:<48} {:>12}\n", "total", si(r.total_bytes, "B"));
-  line(fmt::format("activations: the liveness peak of the step executed node by node is {} ({} "
-                   "saved for backward + {} temporaries), at {}",
+  line(fmt::format("activations: the liveness peak of the step as it runs (fused kernels, each "
+                   "value freed after its last reader) is {} ({} saved for backward + {} "
+                   "temporaries), near {}",
                    si(r.activation_peak, "B"), si(r.activation_bytes, "B"), si(r.temporaries, "B"), r.peak_at));
+  line(fmt::format("a training step's allocator peak (ein train's peak_memory: parameters, optimizer "
+                   "state, and the activations with the gradients made so far at their joint "
+                   "peak): {}",
+                   si(r.step_peak, "B")));
   line(fmt::format("per device, data parallel over {} (state replicated, batch split): {} of {}: {}",
                    grouped(r.gpus), si(s.per_device, "B"), si(r.device_memory, "B"), fits_text(s.fits)));
   line(fmt::format("largest batch per device (activations scale with batch): {}; with ZeRO-3: {}",

@@ -95,4 +95,84 @@ StepMemory step_memory(const Graph& forward, const Backward& backward) {
   return m;
 }
 
+StepMemory fused_step_memory(const Graph& forward, int outputs, const Graph& backward,
+                             int saved_base) {
+  // One timeline: forward node f at time f, backward node j at nf + j. Buffers as in
+  // step_memory(); a result node's buffer is allocated when its kernel runs.
+  const int nf = static_cast<int>(forward.nodes.size());
+  const int nb = static_cast<int>(backward.nodes.size());
+  const int buffers = nf + nb;
+  std::vector<int> buf(buffers);
+  std::vector<int64_t> size(buffers, 0);
+  std::vector<int> born(buffers, -1), last(buffers, -1);
+  StepMemory m;
+  m.forward_bytes.assign(nf, 0);
+  const auto place = [&](const Graph& g, int offset, int i) {
+    const GraphNode& n = g.nodes[i];
+    const int id = offset + i;
+    buf[id] = id;
+    if (is_alias(n.op)) {
+      buf[id] = buf[offset + n.inputs[0]];
+    } else if (n.op != GraphOp::input) {
+      size[id] = node_bytes(n);
+      born[id] = last[id] = n.op == GraphOp::result ? offset + n.inputs[0] : id;
+    }
+  };
+  for (int f = 0; f < nf; ++f) {
+    place(forward, 0, f);
+    m.forward_bytes[f] = size[f];
+  }
+  // The backward's inputs from saved_base on are the forward's outputs from `outputs` on.
+  for (int j = 0; j < nb; ++j) {
+    const GraphNode& n = backward.nodes[j];
+    const int index = n.op == GraphOp::input ? std::get<InputAttr>(n.attr).index : -1;
+    const int k = index - saved_base + outputs;
+    if (index >= saved_base && k < static_cast<int>(forward.outputs.size()))
+      buf[nf + j] = buf[forward.outputs[k]];
+    else
+      place(backward, nf, j);
+  }
+  for (int f = 0; f < nf; ++f)
+    for (int in : forward.nodes[f].inputs) last[buf[in]] = std::max(last[buf[in]], f);
+  std::vector<bool> returned(buffers, false);
+  for (size_t k = 0; k < forward.outputs.size(); ++k) {
+    const int b = buf[forward.outputs[k]];
+    last[b] = std::max(last[b], nf - 1);
+    returned[b] = static_cast<int>(k) < outputs;
+  }
+  for (int j = 0; j < nb; ++j)
+    for (int in : backward.nodes[j].inputs)
+      last[buf[nf + in]] = std::max(last[buf[nf + in]], nf + j);
+  const int steps = nf + nb;
+  // Gradients are the ledger's line, not activations; they count only in peak_with_gradients,
+  // from when they are made to the end of the step.
+  std::vector<bool> gradient(buffers, false);
+  std::vector<int64_t> grown(static_cast<size_t>(steps) + 1, 0);
+  for (int out : backward.outputs) {
+    const int b = buf[nf + out];
+    if (b < nf || gradient[b] || born[b] < 0) continue;
+    gradient[b] = true;
+    grown[born[b]] += size[b];
+  }
+  std::vector<int64_t> delta(static_cast<size_t>(steps) + 1, 0);
+  for (int b = 0; b < buffers; ++b) {
+    if (born[b] < 0 || size[b] == 0 || gradient[b]) continue;
+    delta[born[b]] += size[b];
+    delta[last[b] + 1] -= size[b];
+    if (b < nf && (last[b] >= nf || returned[b])) m.at_boundary += size[b];
+  }
+  int64_t live = 0, gradients = 0;
+  for (int t = 0; t < steps; ++t) {
+    live += delta[t];
+    gradients += grown[t];
+    m.peak_with_gradients = std::max(m.peak_with_gradients, live + gradients);
+    if (live > m.peak) {
+      m.peak = live;
+      m.peak_in_backward = t >= nf;
+      m.peak_node = t < nf ? t : t - nf;
+    }
+  }
+  return m;
+}
+
 }  // namespace ein

@@ -25,6 +25,10 @@ struct StepMemory {
   bool peak_in_backward = false;
   int peak_node = -1;        ///< the node running at the peak (a forward id, or a backward id)
   int64_t at_boundary = 0;   ///< live when the forward ends: saved values and the outputs
+  /// fused_step_memory() only: the peak when the gradients the backward returns count too,
+  /// each from when it is made to the end of the step (they become the parameters' .grad):
+  /// with the parameters and optimizer state, the allocator's peak in a training step.
+  int64_t peak_with_gradients = 0;
   /// Per forward node: the bytes it allocates (0 for inputs and views), for callers that
   /// regroup the step (activation checkpointing what-ifs).
   std::vector<int64_t> forward_bytes;
@@ -32,5 +36,14 @@ struct StepMemory {
 
 /// The liveness of `forward` followed by `backward` (a Backward of it).
 StepMemory step_memory(const Graph& forward, const Backward& backward);
+
+/// The liveness of the step as the executor runs it (exec/execute.h): `forward` and `backward`
+/// are fused graphs (fuse.h), `forward` returning the step's `outputs` outputs and then the
+/// values the backward reads, `backward` reading those as its inputs `saved_base`, ... (the
+/// tape's plan, api/tape.cpp). Every node allocates its results when it runs (a fused kernel
+/// all its outputs, which its result nodes hand on) and frees each after its last reader.
+/// What the kernels allocate inside (BLAS packing) is not seen.
+StepMemory fused_step_memory(const Graph& forward, int outputs, const Graph& backward,
+                             int saved_base);
 
 }  // namespace ein

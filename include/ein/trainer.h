@@ -95,7 +95,10 @@ struct StepStats {
   double lr = 0;            ///< the learning rate the optimizer used
   double seconds = 0;       ///< the step's wall time, tracing and compilation included
   int64_t tokens = 0;       ///< batch elements (x.numel() summed over micro-batches)
-  double flops = 0;         ///< model FLOPs, forward and backward (recomputation not counted)
+  double flops = 0;         ///< model FLOPs: the loss's forward and backward, as ein report's
+  double recompute_flops = 0;  ///< forward work the backward repeated (not model FLOPs)
+  double optimizer_flops = 0;  ///< gradient unscaling, clipping and the optimizer update
+  double data_flops = 0;       ///< the batch function's work (fn batch)
   double mfu = 0;           ///< fraction of the device's dense peak
   double loss_scale = 1;    ///< fp16: the scale this step's backward used
   bool skipped = false;     ///< fp16: gradients overflowed and the update was skipped
