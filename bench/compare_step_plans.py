@@ -13,8 +13,8 @@ and takes the median `ms` of the log's lines after the warm-up steps. Prints per
 run: the median over rounds, the per-round ratios old/new (above 1: the new plan is faster),
 their median, the FLOPs per step the run counted, and for the new build the largest
 `peak_memory` of the log (the allocator's peak in a step: parameters, gradients, optimizer
-state, activations) against `ein report --recompute P --format json`'s memory total (state +
-the liveness peak of activations).
+state, activations) against `ein report --recompute P --format json`'s memory.step_peak (the
+same, from the liveness of the fused graphs the step runs).
 """
 import argparse
 import json
@@ -37,7 +37,7 @@ def sets(config):
 
 
 def train(build, config, plan, steps, warmup):
-    """(median ms after warm-up, FLOPs per step, largest peak_memory or None)."""
+    """(median ms after warm-up, FLOPs per step, largest peak_memory after warm-up or None)."""
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "log.jsonl")
         cmd = [os.path.join(build, "bin", "ein"), "train", SCRIPT, *sets(config),
@@ -57,7 +57,7 @@ def predicted(build, config, plan):
     out = subprocess.run([os.path.join(build, "bin", "ein"), "report", SCRIPT, *sets(config),
                           "--recompute", plan, "--format", "json"],
                          check=True, capture_output=True, text=True).stdout
-    return json.loads(out)["memory"]["total"]
+    return json.loads(out)["memory"]["step_peak"]
 
 
 def main():
@@ -70,6 +70,7 @@ def main():
     p.add_argument("--config", action="append", help='"T L H D B" (repeatable)')
     p.add_argument("--plans", nargs="+", default=["none", "auto", "blocks"])
     a = p.parse_args()
+    a.old, a.new = os.path.abspath(a.old), os.path.abspath(a.new)
     runs = [("old", None)] + [("new", plan) for plan in a.plans]
     for config in a.config or CONFIGS:
         ms = {r: [] for r in runs}
