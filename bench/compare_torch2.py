@@ -36,7 +36,7 @@ def ein_run(a, config, tmp):
     log = os.path.join(tmp, "ein.jsonl")
     cmd = [a.ein, "train", SCRIPT, *sets(config), "--steps", str(a.warmup + a.steps), "--log", log,
            "--quiet", "--precision", a.precision]
-    r = subprocess.run(["/usr/bin/time", "-f", "%M", *cmd], capture_output=True, text=True, cwd=tmp)
+    r = subprocess.run(["/usr/bin/time", "-f", "%M", *cmd], capture_output=True, text=True, errors="replace", cwd=tmp)
     if r.returncode != 0:
         sys.exit(f"ein failed: {' '.join(cmd)}\n{r.stderr}")
     rss = int(r.stderr.strip().splitlines()[-1]) * 1024
@@ -48,7 +48,7 @@ def ein_run(a, config, tmp):
 
 def ein_idle(a, config, tmp):
     cmd = [a.ein, "train", SCRIPT, *sets(config), "--steps", "0", "--quiet"]
-    r = subprocess.run(["/usr/bin/time", "-f", "%M", *cmd], capture_output=True, text=True, cwd=tmp)
+    r = subprocess.run(["/usr/bin/time", "-f", "%M", *cmd], capture_output=True, text=True, errors="replace", cwd=tmp)
     if r.returncode != 0:
         sys.exit(f"ein failed: {' '.join(cmd)}\n{r.stderr}")
     return int(r.stderr.strip().splitlines()[-1]) * 1024
