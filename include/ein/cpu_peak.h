@@ -1,6 +1,7 @@
 // The peak FLOP/s of the CPU this process runs on, for MFU on CPUs: computed from the core
 // count, SIMD width, FMA units and clock (the CPU's "datasheet" number, like the GPU rows of
-// include/ein/hardware.h), and measured with a short FMA micro-benchmark to check the assumptions.
+// include/ein/hardware.h), and measured with a short FMA micro-benchmark on every core, cached per
+// machine; MFU uses the larger (this_cpu()).
 // It reads /proc/cpuinfo and sysfs; it does not pin threads or change clocks.
 #pragma once
 
@@ -35,9 +36,16 @@ const CpuInfo& cpu_info();
 /// ein computes them in f32 on CPUs; integer dtypes get the f32 figure as a stand-in.
 double cpu_peak(DType dtype);
 
-/// A hardware profile for this CPU ("this CPU"; key "cpu"), with cpu_peak()'s figures per
-/// math mode (no tf32 or fp8: 0), the machine's memory and no bandwidth figure (0).
+/// A hardware profile for this CPU ("this CPU"; key "cpu"): per math mode (no tf32 or fp8: 0)
+/// the larger of cpu_peak() and measured_cpu_peak(), so an MFU against it stays at or below
+/// 100% when the cores run above the nominal clock; $EIN_CPU_PEAK (f32 FLOP/s; f64 half)
+/// replaces both. The machine's memory; no bandwidth figure (0).
 const HardwareProfile& this_cpu();
+
+/// The sustained FMA rate of every core for `dtype` (f64, else f32): the better of two
+/// measure_cpu_peak() runs, measured once per machine and kept in the cache folder
+/// (runtime/cache_dir.h: cpu_peak/<model>-<cores>c-<simd>b); 0 where no SIMD FMA is known.
+double measured_cpu_peak(DType dtype);
 
 /// Measures FMA throughput: `threads` threads (0: cpu_info().cores) each run independent FMA
 /// chains on the widest SIMD for about `seconds`; returns FLOP/s summed over the threads.

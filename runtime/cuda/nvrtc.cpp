@@ -18,6 +18,7 @@
 #include <unordered_map>
 
 #include "runtime/dynamic_library.h"
+#include "runtime/cache_dir.h"
 #include "runtime/jit/disk_cache.h"
 
 namespace ein {
@@ -69,13 +70,8 @@ std::string find_include_dir(const std::string& library) {
 }
 
 std::filesystem::path default_disk_cache_dir() {
-  if (const char* dir = std::getenv("EIN_CACHE_DIR"); dir && *dir)
-    return std::filesystem::path(dir) / "cuda";
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
-    return std::filesystem::path(xdg) / "ein" / "cuda";
-  if (const char* home = std::getenv("HOME"); home && *home)
-    return std::filesystem::path(home) / ".cache" / "ein" / "cuda";
-  return {};
+  const std::filesystem::path root = cache_root();
+  return root.empty() ? root : root / "cuda";
 }
 
 // The disk entry's payload: u8 ptx, u32 arch, u64 log size, the log, the image (little-endian).

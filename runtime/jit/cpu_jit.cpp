@@ -13,6 +13,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "runtime/cache_dir.h"
 #include "runtime/jit/disk_cache.h"
 #include "runtime/jit/llvm_jit.h"
 
@@ -31,12 +32,8 @@ double ms_since(std::chrono::steady_clock::time_point start) {
 }
 
 std::filesystem::path default_disk_cache_dir() {
-  if (const char* dir = std::getenv("EIN_CACHE_DIR"); dir && *dir) return dir;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
-    return std::filesystem::path(xdg) / "ein" / "cpu";
-  if (const char* home = std::getenv("HOME"); home && *home)
-    return std::filesystem::path(home) / ".cache" / "ein" / "cpu";
-  return {};
+  const std::filesystem::path root = cache_root();
+  return root.empty() || cache_root_is_explicit() ? root : root / "cpu";
 }
 
 }  // namespace

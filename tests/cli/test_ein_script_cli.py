@@ -366,6 +366,25 @@ class Accounting(Case):
                 self.assertGreater(flops["recompute"], 0)
 
 
+class Peak(Case):
+    # MFU on a CPU is against the larger of the computed and the measured peak, or against
+    # EIN_CPU_PEAK when the user gives one; a bad value is a clear error.
+    def test_user_peak_and_its_errors(self):
+        gpt = script("gpt", "byte_gpt.ein")
+        log = self.path("log.jsonl")
+        env = dict(os.environ, EIN_CPU_PEAK="1e12")
+        r = subprocess.run([EIN, "train", gpt, *TINY, "--steps", "2", "--log", log, "--quiet"],
+                           capture_output=True, text=True, errors="replace", env=env, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for line in read_log(log):
+            self.assertAlmostEqual(line["mfu"], line["flops_per_s"] / 1e12, delta=1e-9)
+        env["EIN_CPU_PEAK"] = "fast"
+        r = subprocess.run([EIN, "train", gpt, *TINY, "--steps", "1", "--quiet"],
+                           capture_output=True, text=True, errors="replace", env=env, timeout=120)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("EIN_CPU_PEAK=fast: expected a positive number of FLOP/s", r.stderr)
+
+
 class Limits(Case):
     """Bad input ends in a located error (exit 1), never a crash: the limits of dsl/limits.h
     and the size checks of the interpreter."""

@@ -2,6 +2,9 @@
 // hardware profile carries it, and the FMA micro-benchmark lands in a plausible band of it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
+
 #include <fstream>
 #include <string>
 
@@ -41,8 +44,14 @@ TEST(CpuPeak, ComputedPeakIsCoresTimesLanesTimesUnitsTimesTwoTimesClock) {
 TEST(CpuPeak, ThisCpuIsAHardwareProfile) {
   const HardwareProfile& p = this_cpu();
   EXPECT_EQ(p.key, "cpu");
-  EXPECT_DOUBLE_EQ(p.peak(MathMode::fp32), cpu_peak(DType::f32));
-  EXPECT_DOUBLE_EQ(p.peak(MathMode::fp64), cpu_peak(DType::f64));
+  if (std::getenv("EIN_CPU_PEAK")) GTEST_SKIP() << "EIN_CPU_PEAK replaces the peak";
+  // The larger of the datasheet number and the measured sustained rate: never below either,
+  // so an MFU above 100% means the measurement, not the clock, was off.
+  EXPECT_DOUBLE_EQ(p.peak(MathMode::fp32),
+                   std::max(cpu_peak(DType::f32), measured_cpu_peak(DType::f32)));
+  EXPECT_DOUBLE_EQ(p.peak(MathMode::fp64),
+                   std::max(cpu_peak(DType::f64), measured_cpu_peak(DType::f64)));
+  EXPECT_DOUBLE_EQ(p.peak(MathMode::bf16), p.peak(MathMode::fp32));  // computed in f32
   EXPECT_EQ(p.peak(MathMode::tf32), 0);
   EXPECT_GT(p.memory_bytes, 0);
 }
@@ -56,6 +65,16 @@ TEST(CpuPeak, MeasuredFmaThroughputIsInTheComputedBand) {
   const double measured = measure_cpu_peak(DType::f32, 0.1, 1);
   EXPECT_GT(measured, 0.1 * per_core) << "measured " << measured << " FLOP/s";
   EXPECT_LT(measured, 2.0 * per_core) << "measured " << measured << " FLOP/s";
+}
+
+// The measured rate is cached: a second call gives the same number without measuring.
+TEST(CpuPeak, MeasuredPeakIsCachedAndPlausible) {
+  if (!cpu_info().fma || cpu_info().simd_bits < 256) GTEST_SKIP() << "no AVX2/AVX-512 FMA here";
+  const double first = measured_cpu_peak(DType::f32);
+  EXPECT_GT(first, 0.1 * cpu_peak(DType::f32));
+  EXPECT_LT(first, 2.0 * cpu_peak(DType::f32));
+  EXPECT_EQ(measured_cpu_peak(DType::f32), first);
+  EXPECT_GT(measured_cpu_peak(DType::f64), 0.0);
 }
 
 }  // namespace
