@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -29,6 +31,46 @@ void convert_run(char* dst, int64_t dst_step, const char* src, int64_t src_step,
   for (int64_t i = 0; i < n; ++i)
     *reinterpret_cast<D*>(dst + i * dst_step) =
         convert<D>(*reinterpret_cast<const S*>(src + i * src_step));
+}
+
+// f32 <-> bf16, the conversions of every bf16 training step (weight casts, GEMM operands and
+// results): inline bit arithmetic the compiler vectorises when both sides are contiguous,
+// bit-identical to the generic encoder, which NaNs still take (round to nearest, ties to even:
+// add 0x7fff plus the lowest kept bit, keep the upper half; overflow rounds to ±inf).
+inline uint16_t bf16_bits(float x) {
+  const uint32_t u = std::bit_cast<uint32_t>(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return round_to<BFloat16>(x).bits;
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+template <>
+void convert_run<BFloat16, float>(char* dst, int64_t dst_step, const char* src, int64_t src_step,
+                                  int64_t n) {
+  if (dst_step == sizeof(BFloat16) && src_step == sizeof(float)) {
+    auto* d = reinterpret_cast<uint16_t*>(dst);
+    const auto* x = reinterpret_cast<const float*>(src);
+    for (int64_t i = 0; i < n; ++i)
+      d[i] = bf16_bits(x[i]);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i)
+    reinterpret_cast<BFloat16*>(dst + i * dst_step)->bits =
+        bf16_bits(*reinterpret_cast<const float*>(src + i * src_step));
+}
+
+template <>
+void convert_run<float, BFloat16>(char* dst, int64_t dst_step, const char* src, int64_t src_step,
+                                  int64_t n) {
+  if (dst_step == sizeof(float) && src_step == sizeof(BFloat16)) {
+    auto* d = reinterpret_cast<float*>(dst);
+    const auto* x = reinterpret_cast<const uint16_t*>(src);
+    for (int64_t i = 0; i < n; ++i)
+      d[i] = std::bit_cast<float>(static_cast<uint32_t>(x[i]) << 16);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i)
+    *reinterpret_cast<float*>(dst + i * dst_step) = std::bit_cast<float>(
+        static_cast<uint32_t>(reinterpret_cast<const BFloat16*>(src + i * src_step)->bits) << 16);
 }
 
 template <size_t... D, size_t... S>

@@ -3,11 +3,13 @@
 // are compared as raw bytes, so no library conversion is used to make the expectations.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 
 #include <tbb/global_control.h>
 
+#include <ein/scalar_convert.h>
 #include <ein/tensor.h>
 
 namespace ein {
@@ -144,6 +146,41 @@ TEST(CopyConvert, FractionsRoundToNearestEvenThroughTensors) {
   EXPECT_EQ(f8[1], -2.5);
   EXPECT_EQ(f8[2], 0.0);
   EXPECT_TRUE(std::isnan(f8[3]));
+}
+
+// f32 -> bf16 has an inline fast path (runtime/copy.cpp): bit-identical to the generic encoder
+// over a sweep of bit patterns (every 257th one: all exponents, signs and many mantissas), the
+// round-to-even halfway points of every exponent, the limits, ±0, ±inf, NaNs and subnormals;
+// contiguous and strided. bf16 -> f32 is exact: every one of the 65536 patterns round-trips.
+TEST(CopyConvert, Bf16FastPathIsBitIdenticalToTheEncoder) {
+  std::vector<float> values;
+  for (uint64_t u = 0; u < (uint64_t{1} << 32); u += 257)
+    values.push_back(std::bit_cast<float>(static_cast<uint32_t>(u)));
+  for (uint32_t e = 0; e < 256; ++e)
+    for (uint32_t low : {0x7fffu, 0x8000u, 0x8001u, 0x18000u, 0xffffu})
+      for (uint32_t sign : {0u, 0x80000000u})
+        values.push_back(std::bit_cast<float>(sign | (e << 23) | low));
+  for (float v : {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, 3.4028235e38f, -3.4028235e38f,
+                  1.17549435e-38f, 1e-45f, -1e-45f, std::bit_cast<float>(0x7fa00001u)})
+    values.push_back(v);
+  const int64_t n = static_cast<int64_t>(values.size());
+  const Tensor x = from_data<float>(values, {n});
+  const Tensor contiguous = x.to(DType::bf16);
+  const Tensor strided = x.as_strided({n / 2}, {2}, 0).to(DType::bf16);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint16_t want = round_to<BFloat16>(values[i]).bits;
+    ASSERT_EQ(contiguous.data<BFloat16>()[i].bits, want) << "f32 bits " << std::hex
+                                                          << std::bit_cast<uint32_t>(values[i]);
+    if (i % 2 == 0 && i / 2 < n / 2) {
+      ASSERT_EQ(strided.data<BFloat16>()[i / 2].bits, want) << i;
+    }
+  }
+  Tensor all = empty({65536}, DType::bf16);
+  for (uint32_t b = 0; b < 65536; ++b)
+    all.data<BFloat16>()[b].bits = static_cast<uint16_t>(b);
+  const Tensor widened = all.to(DType::f32);
+  for (uint32_t b = 0; b < 65536; ++b)
+    ASSERT_EQ(std::bit_cast<uint32_t>(widened.data<float>()[b]), b << 16) << b;
 }
 
 // A large permuted copy (parallel path) against a serial index computation.
