@@ -23,12 +23,12 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def train_ms(build, steps, warmup):
+def train_ms(build, steps, warmup, extra=()):
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "log.jsonl")
         subprocess.run([os.path.join(build, "bin", "ein"), "train",
                         os.path.join(ROOT, "examples/gpt/byte_gpt.ein"),
-                        "--steps", str(steps), "--log", log],
+                        "--steps", str(steps), "--log", log, *extra],
                        check=True, stdout=subprocess.DEVNULL, cwd=tmp)
         rows = [json.loads(line) for line in open(log) if line.strip()]
         ms = [float(r["ms"]) for r in rows if "ms" in r][warmup:]
@@ -57,6 +57,10 @@ def main():
     p.add_argument("--steps", type=int, default=25)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--train-arg", action="append", default=[],
+                   help="an extra `ein train` argument, e.g. --train-arg=--precision=bf16 "
+                        "(repeatable; each is also timed as its own row)")
+    p.add_argument("--no-ops", action="store_true", help="skip bench_ops")
     a = p.parse_args()
     a.old, a.new = os.path.abspath(a.old), os.path.abspath(a.new)
     env_note = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OPENBLAS_CORETYPE")}
@@ -66,7 +70,11 @@ def main():
         for which in order:
             build = getattr(a, which)
             results = {"gpt train step (ms)": train_ms(build, a.steps + a.warmup, a.warmup)}
-            results.update(bench_ops(build, a.reps))
+            for arg in a.train_arg:
+                results[f"gpt train step {arg} (ms)"] = train_ms(build, a.steps + a.warmup,
+                                                                 a.warmup, arg.split("="))
+            if not a.no_ops:
+                results.update(bench_ops(build, a.reps))
             for name, v in results.items():
                 per.setdefault(name, {"old": [], "new": []})[which].append(v)
         print(f"round {r + 1}/{a.rounds} done", file=sys.stderr)
