@@ -104,7 +104,7 @@ def main():
                         ms[run].append(step)
                         mem[run] = f"{above / 1e6:.0f} MB"
         print(f"\n## T L H D B = {config}, {a.precision}: {flops / 1e9:.2f} GFLOPs per step "
-              f"(ein report), peak {peak / 1e9:.1f} GFLOP/s (measured by ein train)")
+              f"(ein report), peak {peak / 1e9:.1f} GFLOP/s (the one ein train's MFU uses)")
         print("| run | ms/step | tokens/s | model FLOP/s | MFU | peak memory above idle | "
               "ein/this tokens/s per round | median |")
         print("|---|---:|---:|---:|---:|---:|---|---:|")
