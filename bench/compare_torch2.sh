@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # ein train against PyTorch 2 from PyPI (eager and torch.compile) on the byte GPT at the
-# training-at-scale issue's sizes. Makes build-torch2/venv with torch==2.15.0 from PyPI (not
-# CI's business: only this script installs it), builds the Release ein in build-bench/, and
-# runs bench/compare_torch2.py. Extra arguments go to it.
+# training-at-scale issue's sizes. Makes a virtual environment with torch==2.15.0 from PyPI
+# (not CI's business: only this script installs it) outside the source tree, in
+# $EIN_TORCH2_VENV (default ~/.cache/ein/torch2-venv: several GB that tree-walking tools should
+# not see), builds the Release ein in build-bench/, and runs bench/compare_torch2.py. Extra
+# arguments go to it.
 #   bash bench/compare_torch2.sh [--rounds 3] [--config "128 4 8 256 16"] [--precision bf16]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-venv=build-torch2/venv
+venv="${EIN_TORCH2_VENV:-$HOME/.cache/ein/torch2-venv}"
 if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import torch' 2>/dev/null; then
   python3 -m venv "$venv"
-  "$venv/bin/pip" install -q torch==2.15.0 numpy
+  "$venv/bin/python" -m pip install -q torch==2.15.0 numpy
 fi
 command -v /usr/bin/time >/dev/null || { apt-get update -qq && apt-get install -y -qq time; }
 cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DEIN_BUILD_TESTS=OFF >/dev/null

@@ -215,15 +215,14 @@ std::vector<Tensor> run_graph(const Graph& g, std::vector<Tensor> inputs,
   // back to the allocator as soon as the graph is done with it (views hold their base's
   // storage, so a base read only through a view lives as long as the view).
   const std::vector<int> last = last_readers(g);
-  std::vector<std::vector<int>> dies_at(g.nodes.size());
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (last[i] < static_cast<int>(g.nodes.size()))
-      dies_at[last[i] < 0 ? i : last[i]].push_back(static_cast<int>(i));
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const GraphNode& n = g.nodes[i];
     if (i > 0) {
-      for (int dead : dies_at[i - 1])
-        values[dead].clear();
+      // What died with the previous node: the inputs it read last, and itself if unread.
+      const int p = static_cast<int>(i) - 1;
+      for (int in : g.nodes[p].inputs)
+        if (last[in] == p) values[in].clear();
+      if (last[p] < 0) values[p].clear();
       // A result node took its output of a multi-output kernel: the kernel's entry keeps only
       // output 0 (its own readers'), so each output is freed after its own last reader.
       const GraphNode& prev = g.nodes[i - 1];

@@ -1,6 +1,7 @@
 // fused_charges(): node_cost() of every unfused node, handed to the fused node that runs it.
 #include "compiler/cost/charges.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "compiler/cost/cost_model.h"
@@ -26,8 +27,16 @@ GraphCharges fused_charges(const Graph& fused, const Graph& unfused, const std::
   for (size_t i = 0; i < fused.nodes.size(); ++i) {
     const GraphNode& n = fused.nodes[i];
     if (n.op == GraphOp::fused) {
-      for (int m : std::get<FusedAttr>(n.attr).members)
-        out[i].push_back(charge(m));
+      // One charge per phase: a kernel of hundreds of members costs a few counter updates.
+      for (int m : std::get<FusedAttr>(n.attr).members) {
+        const NodeCharge c = charge(m);
+        auto same = std::find_if(out[i].begin(), out[i].end(),
+                                 [&](const NodeCharge& o) { return o.phase == c.phase; });
+        if (same == out[i].end())
+          out[i].push_back(c);
+        else
+          same->cost += c.cost;
+      }
     } else if (source[i] >= 0) {
       out[i].push_back(charge(source[i]));
     }

@@ -24,8 +24,8 @@ struct NodeCharge {
 using GraphCharges = std::vector<std::vector<NodeCharge>>;
 
 /// The charges of `fused` (fuse(unfused), with `source` its fuse source map: per fused node the
-/// unfused node it copies, -1 for a kernel or a result node): a kernel is charged each of its
-/// members, a copied node itself, a result node nothing. `phases` gives each unfused node's
+/// unfused node it copies, -1 for a kernel or a result node): a kernel is charged its members'
+/// costs summed per phase, a copied node itself, a result node nothing. `phases` gives each unfused node's
 /// phase; empty: the phase current at run time for all.
 GraphCharges fused_charges(const Graph& fused, const Graph& unfused, const std::vector<int>& source,
                            std::span<const CostPhase> phases = {});
