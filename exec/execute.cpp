@@ -12,6 +12,7 @@
 #include <ein/errors.h>
 #include <fmt/format.h>
 
+#include "exec/attention.h"
 #include "exec/executed_cost.h"
 #include "exec/indexing.h"
 #include "exec/run_fused.h"
@@ -128,6 +129,20 @@ Tensor run_scatter_add(const GraphNode& n, const Values& v, Context&) {
   return scatter_add_rows(arg(v, n, 0), arg(v, n, 1), n.shape.front());
 }
 
+Tensor run_attention(const GraphNode& n, const Values& v, Context&) {
+  const auto& a = std::get<AttentionAttr>(n.attr);
+  return attention_forward(arg(v, n, 0), arg(v, n, 1), arg(v, n, 2),
+                           a.bias ? arg(v, n, 3) : Tensor(), a.scale, n.dtype);
+}
+
+Tensor run_attention_grad(const GraphNode& n, const Values& v, Context&) {
+  const auto& a = std::get<AttentionAttr>(n.attr);
+  const size_t at = a.bias ? 4 : 3;
+  return attention_backward(arg(v, n, 0), arg(v, n, 1), arg(v, n, 2),
+                            a.bias ? arg(v, n, 3) : Tensor(), arg(v, n, at), arg(v, n, at + 1),
+                            a.scale, n.dtype);
+}
+
 Tensor run_cast(const GraphNode& n, const Values& v, Context&) {
   return arg(v, n, 0).to(n.dtype);
 }
@@ -151,10 +166,11 @@ Tensors one(const GraphNode& n, const Values& v, Context& c) {
 }
 
 // One rule per op, in ops.def order.
-constexpr std::array<Rule, 14> kRules = {
-    one<run_input>,    one<run_view>,        one<run_reshape>, one<run_permute>, one<run_reduce>,
-    one<run_contract>, one<run_map_node>,    one<run_concat>,  one<run_slice>,   one<run_cast>,
-    one<run_gather>,   one<run_scatter_add>, run_fused_node,   run_result,
+constexpr std::array<Rule, 16> kRules = {
+    one<run_input>,     one<run_view>,           one<run_reshape>,   one<run_permute>,
+    one<run_reduce>,    one<run_contract>,       one<run_map_node>,  one<run_concat>,
+    one<run_slice>,     one<run_cast>,           one<run_gather>,    one<run_scatter_add>,
+    one<run_attention>, one<run_attention_grad>, run_fused_node,     run_result,
 };
 static_assert(static_cast<int>(GraphOp::result) + 1 == kRules.size(), "a rule per op in ops.def");
 

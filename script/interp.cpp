@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -16,6 +17,7 @@
 
 #include "script/support.h"
 #include "api/tape.h"
+#include "compiler/fuse/attention.h"
 #include "dsl/script_parser.h"
 
 namespace ein::script {
@@ -99,12 +101,31 @@ Traced Interpreter::trace(const std::shared_ptr<Closure>& fn, const std::vector<
     outputs.push_back(t.node);
   }
   Traced out;
-  out.graph = std::make_shared<const Graph>(tr.b.finish(outputs));
+  Graph graph = tr.b.finish(outputs);
+  std::vector<int> tags = tr.b.tags();
+  if (fused_attention()) {
+    AttentionFusion f = fuse_attention(graph);
+    if (f.fused > 0) {
+      std::vector<int> remapped;
+      for (int old : f.source) remapped.push_back(old >= 0 && old < static_cast<int>(tags.size()) ? tags[old] : -1);
+      graph = std::move(f.graph);
+      tags = std::move(remapped);
+    }
+  }
+  out.graph = std::make_shared<const Graph>(std::move(graph));
   out.feeds = std::move(tr.feeds);
-  out.tags = tr.b.tags();
+  out.tags = std::move(tags);
   out.wheres = std::move(tr.wheres);
   out.blocks = blocks_of(out);
   return out;
+}
+
+bool Interpreter::fused_attention() const {
+  static const bool unfused = [] {
+    const char* v = std::getenv("EIN_ATTENTION");
+    return v != nullptr && std::string(v) == "unfused";
+  }();
+  return options_.fused_attention && !unfused;
 }
 
 std::string block_of_scope(const std::string& scope) {

@@ -121,6 +121,8 @@ class Interpreter {
   /// The optimizer object of the train block (may be null).
   std::shared_ptr<Object> optimizer() const { return optimizer_; }
   uint64_t seed() const { return options_.seed; }
+  /// Whether traces replace attention by the fused kernel (LoadOptions, EIN_ATTENTION).
+  bool fused_attention() const;
   /// Mixed precision: traces read f32 parameters and inputs as `dtype` and return f32.
   void set_compute_dtype(DType dtype) { compute_ = dtype; }
   const Unit* main_unit() const { return main_; }

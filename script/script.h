@@ -40,6 +40,10 @@ struct LoadOptions {
   /// traced function runs (initial values are drawn on the host, then moved: a seed gives the
   /// same parameters on every device).
   Device device = cpu();
+  /// Replace attention written with einsum and softmax by one FlashAttention kernel
+  /// (compiler/fuse/attention.h) in every traced function. EIN_ATTENTION=unfused in the
+  /// environment turns it off too (for comparisons).
+  bool fused_attention = true;
 };
 
 /// A parameter's name, shape and dtype (what exists without allocating).

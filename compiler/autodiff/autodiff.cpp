@@ -370,16 +370,58 @@ void vjp_scatter_add(Vjp& v) {
   v.set(0, v.b.add(GraphOp::gather, {v.g, v.n.inputs[1]}, v.in(0).shape, v.in(0).dtype));
 }
 
+// attention (graph.h): one attention_grad node reads q, k, v, the bias, the forward's packed
+// result (o and the row logsumexp: the values FlashAttention-2's backward keeps) and the
+// cotangent; dq, dk and dv are views of its packed result. The bias gets no gradient: the
+// recogniser (compiler/fuse/attention.h) fuses only biases built from masks, integers and
+// constants.
+void vjp_attention(Vjp& v) {
+  if (!v.needed[0] && !v.needed[1] && !v.needed[2]) return;
+  const auto& a = std::get<AttentionAttr>(v.n.attr);
+  std::vector<int> inputs(v.n.inputs.begin(), v.n.inputs.end());
+  inputs.push_back(v.id);
+  inputs.push_back(v.g);
+  const Shape &qs = v.in(0).shape, &ks = v.in(1).shape, &vs = v.in(2).shape;
+  const size_t r = qs.size();
+  const int64_t t = qs[r - 2], e = qs[r - 1], s = ks[r - 2], f = vs[r - 1];
+  Shape shape(qs.begin(), qs.end() - 2);
+  shape.push_back(t * e + s * e + s * f);
+  const int grads = v.b.add(GraphOp::attention_grad, inputs, shape, v.n.dtype, a);
+  int64_t at = 0;
+  for (size_t operand = 0; operand < 3; ++operand) {
+    const int64_t rows = operand == 0 ? t : s, cols = operand == 2 ? f : e;
+    const int64_t start = at;
+    at += rows * cols;
+    if (!v.needed[operand]) continue;
+    const int part = v.b.slice(grads, static_cast<int64_t>(r) - 2, start, start + rows * cols);
+    ViewAttr split;
+    for (size_t d = 0; d + 2 < r; ++d) split.split.push_back({qs[d]});
+    split.split.push_back({rows, cols});
+    for (size_t d = 0; d < r; ++d) split.dims.push_back({static_cast<int>(d)});
+    Shape part_shape(qs.begin(), qs.end() - 2);
+    part_shape.push_back(rows);
+    part_shape.push_back(cols);
+    const int viewed = v.b.add(GraphOp::view, {part}, part_shape, v.n.dtype, std::move(split));
+    v.set(operand, v.b.conform(viewed, v.in(operand)));
+  }
+}
+
+void vjp_attention_grad(Vjp&) {
+  throw RuntimeError("the gradient of a fused attention's backward (a second derivative) is not "
+                     "supported");
+}
+
 // One rule per op, in ops.def order.
 constexpr Rule kRules[] = {
     vjp_none,  // input: its cotangent is the result
     vjp_view,   vjp_reshape, vjp_permute, vjp_reduce, vjp_contract,    vjp_map,
     vjp_concat, vjp_slice,   vjp_cast,    vjp_gather, vjp_scatter_add,
+    vjp_attention, vjp_attention_grad,
 };
-// Ops after scatter_add in ops.def come from the fusion pass, which runs after autodiff: the
-// pipeline differentiates unfused graphs only.
-static_assert(std::size(kRules) == static_cast<size_t>(GraphOp::scatter_add) + 1,
-              "a VJP rule per op in ops.def, up to scatter_add");
+// Ops after attention_grad in ops.def come from the fusion pass, which runs after autodiff:
+// the pipeline differentiates unfused graphs only.
+static_assert(std::size(kRules) == static_cast<size_t>(GraphOp::attention_grad) + 1,
+              "a VJP rule per op in ops.def, up to attention_grad");
 
 Rule rule_for(GraphOp op) {
   const auto i = static_cast<size_t>(op);

@@ -131,6 +131,43 @@ NodeCost cost_scatter_add(const Graph& g, const GraphNode& n) {
   return c;
 }
 
+/// The sizes of an attention node: N batch rows (batch dims multiplied), T queries, S keys, E
+/// per q/k row, F per v row.
+struct AttentionSizes {
+  int64_t n = 1, t = 0, s = 0, e = 0, f = 0;
+};
+AttentionSizes attention_sizes(const Graph& g, const GraphNode& n) {
+  const Shape& q = g.nodes[n.inputs[0]].shape;
+  const Shape& k = g.nodes[n.inputs[1]].shape;
+  const Shape& v = g.nodes[n.inputs[2]].shape;
+  AttentionSizes a;
+  for (size_t d = 0; d + 2 < q.size(); ++d) a.n *= q[d];
+  a.t = q[q.size() - 2];
+  a.e = q.back();
+  a.s = k[k.size() - 2];
+  a.f = v.back();
+  return a;
+}
+
+/// attention: what the unfused chain costs, the (T × S) logits never stored: q kᵀ and p v
+/// (2·T·S·(E + F) per batch row), ~5 FLOPs per logit (scale and bias, max, exp of the
+/// difference, sum) and the division of each output. Masked tiles the kernel skips count too
+/// (the dense figure, as the unfused graph counted).
+NodeCost cost_attention(const Graph& g, const GraphNode& n) {
+  const AttentionSizes a = attention_sizes(g, n);
+  const int64_t logits = a.n * a.t * a.s, matmul = 2 * logits * (a.e + a.f);
+  return {matmul + 5 * logits + a.n * a.t * a.f, matmul, input_bytes(g, n), bytes_of(n)};
+}
+
+/// attention_grad (FlashAttention-2's backward): the logits once more (2·T·S·E), dV = pᵀ dO,
+/// dP = dO vᵀ (2·T·S·F each), dQ = dS k and dK = dSᵀ q (2·T·S·E each); per logit the exp
+/// and dS = p ∘ (dP − δ) (4 FLOPs); δ = Σ dO ∘ O per row.
+NodeCost cost_attention_grad(const Graph& g, const GraphNode& n) {
+  const AttentionSizes a = attention_sizes(g, n);
+  const int64_t logits = a.n * a.t * a.s, matmul = 2 * logits * (3 * a.e + 2 * a.f);
+  return {matmul + 4 * logits + 2 * a.n * a.t * a.f, matmul, input_bytes(g, n), bytes_of(n)};
+}
+
 NodeCost cost_contract(const Graph& g, const GraphNode& n) {
   const auto& a = std::get<ContractAttr>(n.attr);
   std::map<int, int64_t> sizes;  // axis label → size, over both operands

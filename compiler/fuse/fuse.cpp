@@ -121,6 +121,9 @@ class Pass {
         return "gather: rows picked by run-time indices (Kernel IR has no indirect loads)";
       case GraphOp::scatter_add:
         return "scatter_add: rows summed at run-time indices (Kernel IR has no indirect stores)";
+      case GraphOp::attention:
+      case GraphOp::attention_grad:
+        return "attention: one FlashAttention-2 kernel of its own (exec/attention.h)";
       case GraphOp::map:
         if (is_fp8(node.dtype)) return "map to fp8: the runtime's converter writes fp8";
         return "";

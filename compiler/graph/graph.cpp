@@ -62,6 +62,9 @@ std::string attributes(const GraphNode& n) {
                          fmt::join(members, " "), n, n == 1 ? "" : "s");
     }
     std::string operator()(const ResultAttr& a) const { return fmt::format("[{}]", a.index); }
+    std::string operator()(const AttentionAttr& a) const {
+      return fmt::format("[scale {:g}{}]", a.scale, a.bias ? ", bias" : "");
+    }
   };
   return std::visit(Visitor{}, n.attr);
 }
@@ -209,6 +212,9 @@ void verify(const Graph& g) {
           return std::holds_alternative<FusedAttr>(n.attr);
         case GraphOp::result:
           return std::holds_alternative<ResultAttr>(n.attr);
+        case GraphOp::attention:
+        case GraphOp::attention_grad:
+          return std::holds_alternative<AttentionAttr>(n.attr);
         case GraphOp::reshape:
         case GraphOp::cast:
         case GraphOp::gather:
@@ -219,6 +225,11 @@ void verify(const Graph& g) {
     }();
     if (!attr_ok) fail(i, "wrong attributes for the op");
     if (const auto* f = std::get_if<FusedAttr>(&n.attr)) verify_fused(g, i, *f, fail);
+    if (const auto* a = std::get_if<AttentionAttr>(&n.attr)) {
+      const size_t want = (n.op == GraphOp::attention ? 3 : 5) + (a->bias ? 1 : 0);
+      if (n.inputs.size() != want)
+        fail(i, fmt::format("{} takes {} inputs, has {}", graph_op_name(n.op), want, n.inputs.size()));
+    }
     if (const auto* r = std::get_if<ResultAttr>(&n.attr)) {
       const GraphNode& of = g.nodes[n.inputs[0]];
       const auto* f = std::get_if<FusedAttr>(&of.attr);

@@ -112,6 +112,17 @@ struct FusedAttr {
   std::vector<int> members;  ///< ids, in the unfused graph, of the nodes it holds
   std::vector<int> stored;   ///< per output: the id, in the unfused graph, of the node it is
 };
+/// attention (compiler/fuse/attention.h): inputs q [B..., T, E], k [B..., S, E], v [B..., S, F]
+/// and, when `bias`, a bias [B..., T, S] (a broadcasting view where it repeats; -inf masks);
+/// the result [B..., T, F + 1] holds o = softmax(scale · q kᵀ + bias) v in its first F columns
+/// and each row's logsumexp of the logits (what the backward reads) in the last. A row whose
+/// logits are all -inf gives o = 0 and lse = -inf. attention_grad: inputs q, k, v[, bias], the
+/// attention's result and its cotangent (the lse column's is ignored); the result
+/// [B..., T·E + S·E + S·F] holds dq, dk and dv flattened one after another.
+struct AttentionAttr {
+  double scale = 1;
+  bool bias = false;
+};
 /// result: output `index` of the fused node that is its input.
 struct ResultAttr {
   int index = 0;
@@ -124,7 +135,7 @@ struct GraphNode {
   Shape shape;
   DType dtype = DType::f32;
   std::variant<std::monostate, InputAttr, ViewAttr, ReduceAttr, PermuteAttr, ContractAttr, MapAttr,
-               ConcatAttr, SliceAttr, FusedAttr, ResultAttr>
+               ConcatAttr, SliceAttr, FusedAttr, ResultAttr, AttentionAttr>
       attr;
   std::string note;  ///< set by fuse() on a node it left unfused: why (empty elsewhere)
 };

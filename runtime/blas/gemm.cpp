@@ -189,6 +189,17 @@ void run(const GemmBatch& g) {
   openblas_set_num_threads(saved);
 }
 
+/// The sizes and leading dimensions fit OpenBLAS's integers and the matrices.
+void check_sizes(const GemmBatch& g) {
+  to_blas(g.m, "m"), to_blas(g.n, "n"), to_blas(g.k, "k");
+  to_blas(g.lda, "lda"), to_blas(g.ldb, "ldb"), to_blas(g.ldc, "ldc");
+  if (g.k > 0) {  // with k = 0 neither A nor B is read
+    check_ld(g.lda, g.trans_a ? g.m : g.k, "lda");
+    check_ld(g.ldb, g.trans_b ? g.k : g.n, "ldb");
+  }
+  check_ld(g.ldc, g.n, "ldc");
+}
+
 }  // namespace
 
 void gemm_batched(const GemmBatch& g) {
@@ -200,13 +211,7 @@ void gemm_batched(const GemmBatch& g) {
     throw RuntimeError("gemm_batched: negative size");
   }
   if (g.batch == 0 || g.m == 0 || g.n == 0) return;
-  to_blas(g.m, "m"), to_blas(g.n, "n"), to_blas(g.k, "k");
-  to_blas(g.lda, "lda"), to_blas(g.ldb, "ldb"), to_blas(g.ldc, "ldc");
-  if (g.k > 0) {  // with k = 0 neither A nor B is read
-    check_ld(g.lda, g.trans_a ? g.m : g.k, "lda");
-    check_ld(g.ldb, g.trans_b ? g.k : g.n, "ldb");
-  }
-  check_ld(g.ldc, g.n, "ldc");
+  check_sizes(g);
   if (g.batch > 1 && g.stride_c == 0) {
     throw RuntimeError("gemm_batched: stride_c = 0 would make the " + std::to_string(g.batch) +
                        " results overwrite each other");
@@ -217,6 +222,24 @@ void gemm_batched(const GemmBatch& g) {
   } else {
     run<double>(g);
   }
+}
+
+void gemm_on_this_thread(const GemmBatch& g) {
+  if (g.dtype != DType::f32 && g.dtype != DType::f64)
+    throw RuntimeError("gemm_on_this_thread: dtype " + std::string(dtype_name(g.dtype)) +
+                       " is not f32 or f64");
+  if (g.m < 0 || g.n < 0 || g.k < 0) throw RuntimeError("gemm_on_this_thread: negative size");
+  if (g.m == 0 || g.n == 0) return;
+  check_sizes(g);
+  if (g.dtype == DType::f32) {
+    if (g.k == 0) return scale_c<float>(g);
+#if EIN_HAVE_ONEDNN
+    if (use_onednn()) return onednn_tile(g, 0, 0, g.m, 0, g.n);
+#endif
+    return run_one<float>(g, 0);
+  }
+  if (g.k == 0) return scale_c<double>(g);
+  run_one<double>(g, 0);
 }
 
 }  // namespace ein

@@ -41,4 +41,8 @@ struct GemmBatch {
 /// size beyond OpenBLAS's 32-bit integers.
 void gemm_batched(const GemmBatch& g);
 
+/// The first GEMM of `g` (its batch ignored) on the calling thread only: for callers that
+/// split work over threads themselves (the fused attention's tiles). Same checks and errors.
+void gemm_on_this_thread(const GemmBatch& g);
+
 }  // namespace ein

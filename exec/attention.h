@@ -1,0 +1,28 @@
+// The fused attention kernels behind graph.h's `attention` and `attention_grad` nodes
+// (compiler/fuse/attention.h finds them): FlashAttention-2's algorithm on the CPU. The forward
+// walks key blocks per query block with an online softmax (running max and sum), so only a
+// (query block × key block) tile of logits exists at a time, and keeps each row's logsumexp;
+// the backward recomputes the probabilities tile by tile from it. Tile products are GEMMs on
+// the calling thread (runtime/blas/gemm.h); work is split over batch × query blocks (forward)
+// and batch (backward) on oneTBB. Tiles whose bias is -inf everywhere (above a causal
+// diagonal) are skipped.
+#pragma once
+
+#include <ein/tensor.h>
+
+namespace ein {
+
+/// [B..., T, F + 1]: o = softmax(scale · q kᵀ + bias) v in the first F columns, each row's
+/// logsumexp in the last (o = 0 and -inf for a row whose logits are all -inf). q [B..., T, E],
+/// k [B..., S, E], v [B..., S, F], bias [B..., T, S] or undefined (any strides: broadcast views
+/// are read in place). Computes in f64 when `dtype` is f64, else in f32; returns `dtype`.
+Tensor attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias,
+                         double scale, DType dtype);
+
+/// [B..., T·E + S·E + S·F]: dq, dk and dv flattened one after another, for the attention whose
+/// packed result (attention_forward's) is `out` and whose cotangent is `d_out` (the lse
+/// column's ignored).
+Tensor attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias,
+                          const Tensor& out, const Tensor& d_out, double scale, DType dtype);
+
+}  // namespace ein

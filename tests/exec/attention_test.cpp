@@ -1,0 +1,434 @@
+// The fused attention (compiler/fuse/attention.h, exec/attention.h):
+//  - Kernel.*: attention_forward/backward against a float64 evaluation of the definition
+//    (softmax(scale q kᵀ + bias) v and its gradients), on odd sizes that are no multiple of the
+//    tiles, masks with fully masked rows, causal masks (skipped tiles), broadcast and permuted
+//    operands, zero sizes, f64/f32/bf16; the f64 kernel's gradients against finite differences.
+//  - Recogniser.*: a table of attention spellings in `.ein` (positive: fused, same values and
+//    gradients as the unfused trace; negative: left unfused, with the reason).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <ein/autograd.h>
+#include <fmt/format.h>
+
+#include "compiler/fuse/attention.h"
+#include "exec/attention.h"
+#include "script/script.h"
+
+namespace ein {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+/// Row-major [n, rows, cols] doubles.
+struct Mat {
+  int64_t n = 0, rows = 0, cols = 0;
+  std::vector<double> v;
+  double& at(int64_t b, int64_t i, int64_t j) { return v[(b * rows + i) * cols + j]; }
+  double at(int64_t b, int64_t i, int64_t j) const { return v[(b * rows + i) * cols + j]; }
+};
+
+Mat random_mat(int64_t n, int64_t rows, int64_t cols, std::mt19937& rng) {
+  std::normal_distribution<double> d;
+  Mat m{n, rows, cols, std::vector<double>(n * rows * cols)};
+  for (double& x : m.v) x = d(rng);
+  return m;
+}
+
+Tensor tensor_of(const Mat& m, DType dtype) {
+  return from_data(m.v, {m.n, m.rows, m.cols}).to(dtype);
+}
+
+Mat mat_of(const Tensor& t) {
+  const Shape& s = t.shape();
+  Mat m{s[0], s[1], s[2], t.to(DType::f64).contiguous().to_vector<double>()};
+  return m;
+}
+
+/// The definition in float64: o [n, t, f], lse [n, t], and the gradients for cotangent d_o.
+struct Reference {
+  Mat o, dq, dk, dv;
+  std::vector<double> lse;
+};
+
+Reference reference(const Mat& q, const Mat& k, const Mat& v, const Mat* bias, double scale,
+                    const Mat& d_o) {
+  const int64_t n = q.n, t = q.rows, e = q.cols, s = k.rows, f = v.cols;
+  Reference r;
+  r.o = {n, t, f, std::vector<double>(n * t * f)};
+  r.dq = {n, t, e, std::vector<double>(n * t * e)};
+  r.dk = {n, s, e, std::vector<double>(n * s * e)};
+  r.dv = {n, s, f, std::vector<double>(n * s * f)};
+  r.lse.assign(n * t, -kInf);
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t i = 0; i < t; ++i) {
+      std::vector<double> logit(s), p(s, 0.0);
+      double mx = -kInf;
+      for (int64_t j = 0; j < s; ++j) {
+        double dot = 0;
+        for (int64_t c = 0; c < e; ++c) dot += q.at(b, i, c) * k.at(b, j, c);
+        const double bb = bias ? bias->at(b, i, j) : 0;
+        logit[j] = std::isinf(bb) && bb < 0 ? bb : scale * dot + bb;
+        mx = std::max(mx, logit[j]);
+      }
+      if (std::isinf(mx)) continue;  // a fully masked row: o = 0, lse = -inf, no gradient
+      double sum = 0;
+      for (int64_t j = 0; j < s; ++j) sum += (p[j] = std::exp(logit[j] - mx));
+      for (int64_t j = 0; j < s; ++j) p[j] /= sum;
+      r.lse[b * t + i] = mx + std::log(sum);
+      for (int64_t c = 0; c < f; ++c) {
+        double acc = 0;
+        for (int64_t j = 0; j < s; ++j) acc += p[j] * v.at(b, j, c);
+        r.o.at(b, i, c) = acc;
+      }
+      // dP_j = dO · v_j;  dS_j = p_j (dP_j − Σ_k p_k dP_k);  dlogit = dS, d(scores) = scale·dS.
+      std::vector<double> dp(s);
+      double mean = 0;
+      for (int64_t j = 0; j < s; ++j) {
+        double acc = 0;
+        for (int64_t c = 0; c < f; ++c) acc += d_o.at(b, i, c) * v.at(b, j, c);
+        dp[j] = acc;
+        mean += p[j] * acc;
+      }
+      for (int64_t j = 0; j < s; ++j) {
+        const double ds = p[j] * (dp[j] - mean) * scale;
+        for (int64_t c = 0; c < e; ++c) {
+          r.dq.at(b, i, c) += ds * k.at(b, j, c);
+          r.dk.at(b, j, c) += ds * q.at(b, i, c);
+        }
+        for (int64_t c = 0; c < f; ++c) r.dv.at(b, j, c) += p[j] * d_o.at(b, i, c);
+      }
+    }
+  return r;
+}
+
+void expect_near(const std::vector<double>& got, const std::vector<double>& want, double tol,
+                 const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  int bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const bool same_inf = std::isinf(want[i]) && got[i] == want[i];
+    if (!same_inf && !(std::abs(got[i] - want[i]) <= tol * (1 + std::abs(want[i]))))
+      if (bad++ < 5) ADD_FAILURE() << what << "[" << i << "] = " << got[i] << ", want " << want[i];
+  }
+  EXPECT_EQ(bad, 0) << what;
+}
+
+enum class Mask { none, causal, random_rows, additive };
+
+struct Case {
+  int64_t n, t, s, e, f;
+  Mask mask;
+  DType dtype;
+  double tol;
+};
+
+Mat make_bias(const Case& c, std::mt19937& rng) {
+  Mat b{c.n, c.t, c.s, std::vector<double>(c.n * c.t * c.s, 0.0)};
+  std::uniform_real_distribution<double> u;
+  for (int64_t n = 0; n < c.n; ++n)
+    for (int64_t i = 0; i < c.t; ++i)
+      for (int64_t j = 0; j < c.s; ++j) {
+        double& x = b.at(n, i, j);
+        switch (c.mask) {
+          case Mask::causal: x = j > i ? -kInf : 0; break;
+          case Mask::random_rows: x = (i % 5 == 3 || u(rng) < 0.3) ? -kInf : 0; break;  // rows 3, 8, ...: all masked
+          case Mask::additive: x = u(rng) < 0.2 ? -kInf : u(rng) - 0.5; break;
+          case Mask::none: break;
+        }
+      }
+  return b;
+}
+
+void run_case(const Case& c) {
+  SCOPED_TRACE(fmt::format("n {} t {} s {} e {} f {} mask {} {}", c.n, c.t, c.s, c.e, c.f,
+                           static_cast<int>(c.mask), dtype_name(c.dtype)));
+  std::mt19937 rng(static_cast<unsigned>(c.n * 131 + c.t * 17 + c.s * 7 + c.e + static_cast<int>(c.mask)));
+  const Mat q = random_mat(c.n, c.t, c.e, rng), k = random_mat(c.n, c.s, c.e, rng),
+            v = random_mat(c.n, c.s, c.f, rng), d_o = random_mat(c.n, c.t, c.f, rng);
+  const Mat bias = make_bias(c, rng);
+  const bool has_bias = c.mask != Mask::none;
+  const double scale = 1 / std::sqrt(static_cast<double>(std::max<int64_t>(c.e, 1)));
+  // The inputs rounded to the dtype first, so the reference sees what the kernel sees.
+  const Tensor tq = tensor_of(q, c.dtype), tk = tensor_of(k, c.dtype), tv = tensor_of(v, c.dtype);
+  const Reference want = reference(mat_of(tq), mat_of(tk), mat_of(tv), has_bias ? &bias : nullptr,
+                                   scale, d_o);
+  const DType out_dtype = c.dtype == DType::f64 ? DType::f64 : DType::f32;
+  const Tensor tb = has_bias ? tensor_of(bias, out_dtype) : Tensor();
+  const Tensor packed = attention_forward(tq, tk, tv, tb, scale, out_dtype);
+  ASSERT_EQ(packed.shape(), (Shape{c.n, c.t, c.f + 1}));
+  const std::vector<double> got = packed.to(DType::f64).to_vector<double>();
+  std::vector<double> o, lse;
+  for (int64_t r = 0; r < c.n * c.t; ++r) {
+    for (int64_t col = 0; col < c.f; ++col) o.push_back(got[r * (c.f + 1) + col]);
+    lse.push_back(got[r * (c.f + 1) + c.f]);
+  }
+  expect_near(o, want.o.v, c.tol, "o");
+  expect_near(lse, want.lse, c.tol, "lse");
+  // The cotangent packed like the result; its lse column must be ignored (fill it with junk).
+  std::vector<double> d_packed;
+  for (int64_t r = 0; r < c.n * c.t; ++r) {
+    for (int64_t col = 0; col < c.f; ++col) d_packed.push_back(d_o.v[r * c.f + col]);
+    d_packed.push_back(1e6);
+  }
+  const Tensor td = from_data(d_packed, {c.n, c.t, c.f + 1}).to(out_dtype);
+  const Tensor grads = attention_backward(tq, tk, tv, tb, packed, td, scale, out_dtype);
+  ASSERT_EQ(grads.shape(), (Shape{c.n, c.t * c.e + c.s * c.e + c.s * c.f}));
+  const std::vector<double> g = grads.to(DType::f64).to_vector<double>();
+  const int64_t width = c.t * c.e + c.s * c.e + c.s * c.f;
+  std::vector<double> dq, dk, dv;
+  for (int64_t b = 0; b < c.n; ++b) {
+    const double* row = g.data() + b * width;
+    dq.insert(dq.end(), row, row + c.t * c.e);
+    dk.insert(dk.end(), row + c.t * c.e, row + c.t * c.e + c.s * c.e);
+    dv.insert(dv.end(), row + c.t * c.e + c.s * c.e, row + width);
+  }
+  expect_near(dq, want.dq.v, c.tol, "dq");
+  expect_near(dk, want.dk.v, c.tol, "dk");
+  expect_near(dv, want.dv.v, c.tol, "dv");
+}
+
+TEST(AttentionKernel, MatchesTheDefinitionInFloat64) {
+  for (Mask m : {Mask::none, Mask::causal, Mask::random_rows, Mask::additive}) {
+    run_case({3, 37, 53, 7, 5, m, DType::f64, 1e-10});   // odd sizes, one partial tile
+    run_case({2, 130, 261, 16, 9, m, DType::f64, 1e-10}); // several tiles, partial last ones
+    run_case({2, 130, 261, 16, 9, m, DType::f32, 2e-4});
+  }
+  run_case({2, 70, 70, 8, 8, Mask::causal, DType::bf16, 2e-4});  // bf16 in, f32 compute
+}
+
+TEST(AttentionKernel, ZeroSizes) {
+  run_case({0, 5, 5, 4, 4, Mask::none, DType::f64, 1e-12});
+  run_case({2, 0, 5, 4, 4, Mask::causal, DType::f64, 1e-12});
+  run_case({2, 5, 0, 4, 4, Mask::none, DType::f64, 1e-12});  // no keys: o = 0, lse = -inf
+  run_case({2, 5, 6, 0, 4, Mask::none, DType::f64, 1e-12});  // logits 0: a uniform average
+  run_case({2, 5, 6, 4, 0, Mask::additive, DType::f64, 1e-12});
+}
+
+TEST(AttentionKernel, SpecialValuesPropagateLikeTheUnfusedSoftmax) {
+  // A NaN in q spoils its row only; an inf in k makes the rows that see it NaN or one-hot,
+  // as exp(x - max) does; a masked position ignores whatever q·k is there.
+  Mat q{1, 3, 2, {1, 2, NAN, 0, 0.5, -0.5}}, k{1, 4, 2, {1, 0, 0, 1, 1, 1, -1, 0}};
+  Mat v{1, 4, 1, {1, 2, 3, 4}}, d{1, 3, 1, {1, 1, 1}};
+  const Reference want = reference(q, k, v, nullptr, 1.0, d);
+  const Tensor out = attention_forward(tensor_of(q, DType::f32), tensor_of(k, DType::f32),
+                                       tensor_of(v, DType::f32), Tensor(), 1.0, DType::f32);
+  const std::vector<double> got = out.to(DType::f64).to_vector<double>();
+  EXPECT_NEAR(got[0], want.o.v[0], 1e-5);
+  EXPECT_TRUE(std::isnan(got[2])) << "row 1 has a NaN query";
+  EXPECT_NEAR(got[4], want.o.v[2], 1e-5);
+  // An infinite logit under a -inf mask stays masked.
+  Mat kinf{1, 2, 1, {kInf, 1}}, q1{1, 1, 1, {1}}, v2{1, 2, 1, {10, 20}}, mask{1, 1, 2, {-kInf, 0}};
+  const Tensor masked = attention_forward(tensor_of(q1, DType::f32), tensor_of(kinf, DType::f32),
+                                          tensor_of(v2, DType::f32), tensor_of(mask, DType::f32),
+                                          1.0, DType::f32);
+  EXPECT_EQ(masked.to(DType::f64).to_vector<double>()[0], 20.0);
+}
+
+TEST(AttentionKernel, BroadcastAndPermutedOperandsAreReadInPlace) {
+  // q given as a permuted view ([t, n, e] storage), the bias a stride-0 broadcast of one
+  // causal [t, s] matrix over the batch.
+  std::mt19937 rng(5);
+  const int64_t n = 3, t = 20, s = 20, e = 6, f = 4;
+  const Mat q = random_mat(n, t, e, rng), k = random_mat(n, s, e, rng), v = random_mat(n, s, f, rng);
+  const Tensor tq = tensor_of(q, DType::f32).permute({1, 0, 2}).contiguous().permute({1, 0, 2});
+  ASSERT_FALSE(tq.is_contiguous());
+  std::vector<double> causal(t * s);
+  for (int64_t i = 0; i < t; ++i)
+    for (int64_t j = 0; j < s; ++j) causal[i * s + j] = j > i ? -kInf : 0;
+  const Tensor one = from_data(causal, {1, t, s}).to(DType::f32);
+  const Tensor broadcast = one.as_strided({n, t, s}, {0, s, 1}, 0);
+  Mat full{n, t, s, {}};
+  for (int64_t b = 0; b < n; ++b) full.v.insert(full.v.end(), causal.begin(), causal.end());
+  const Mat d_o = random_mat(n, t, f, rng);
+  const Reference want = reference(q, k, v, &full, 0.5, d_o);
+  const Tensor out = attention_forward(tq, tensor_of(k, DType::f32), tensor_of(v, DType::f32),
+                                       broadcast, 0.5, DType::f32);
+  std::vector<double> o;
+  const std::vector<double> got = out.to(DType::f64).to_vector<double>();
+  for (int64_t r = 0; r < n * t; ++r)
+    for (int64_t c = 0; c < f; ++c) o.push_back(got[r * (f + 1) + c]);
+  expect_near(o, want.o.v, 2e-5, "o");
+}
+
+TEST(AttentionKernel, GradientsMatchFiniteDifferences) {
+  // The f64 kernel's backward against central differences of its own forward.
+  std::mt19937 rng(11);
+  const int64_t n = 1, t = 9, s = 11, e = 3, f = 2;
+  Mat q = random_mat(n, t, e, rng), k = random_mat(n, s, e, rng), v = random_mat(n, s, f, rng);
+  const Mat w = random_mat(n, t, f, rng);  // loss = Σ w ∘ o
+  Case c{n, t, s, e, f, Mask::causal, DType::f64, 0};
+  const Mat bias = make_bias(c, rng);
+  auto loss = [&](const Mat& qq, const Mat& kk, const Mat& vv) {
+    const Tensor out = attention_forward(tensor_of(qq, DType::f64), tensor_of(kk, DType::f64),
+                                         tensor_of(vv, DType::f64), tensor_of(bias, DType::f64),
+                                         0.7, DType::f64);
+    const std::vector<double> o = out.to_vector<double>();
+    double sum = 0;
+    for (int64_t r = 0; r < t; ++r)
+      for (int64_t col = 0; col < f; ++col) sum += w.v[r * f + col] * o[r * (f + 1) + col];
+    return sum;
+  };
+  std::vector<double> d_packed;
+  for (int64_t r = 0; r < t; ++r) {
+    for (int64_t col = 0; col < f; ++col) d_packed.push_back(w.v[r * f + col]);
+    d_packed.push_back(0);
+  }
+  const Tensor packed = attention_forward(tensor_of(q, DType::f64), tensor_of(k, DType::f64),
+                                          tensor_of(v, DType::f64), tensor_of(bias, DType::f64),
+                                          0.7, DType::f64);
+  const std::vector<double> g =
+      attention_backward(tensor_of(q, DType::f64), tensor_of(k, DType::f64),
+                         tensor_of(v, DType::f64), tensor_of(bias, DType::f64), packed,
+                         from_data(d_packed, {n, t, f + 1}), 0.7, DType::f64)
+          .to_vector<double>();
+  const double h = 1e-6;
+  int64_t offset = 0;
+  for (Mat* m : {&q, &k, &v}) {
+    for (size_t i = 0; i < m->v.size(); ++i) {
+      const double x = m->v[i];
+      m->v[i] = x + h;
+      const double up = loss(q, k, v);
+      m->v[i] = x - h;
+      const double down = loss(q, k, v);
+      m->v[i] = x;
+      EXPECT_NEAR(g[offset + i], (up - down) / (2 * h), 1e-7) << "element " << offset + i;
+    }
+    offset += static_cast<int64_t>(m->v.size());
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The recogniser, through `.ein` traces.
+
+struct Spelling {
+  const char* name;
+  const char* body;  ///< the fn's body; q [b h t e] (or per `layout`), k, v [b h s e]
+  bool fused;
+  const char* why = "";  ///< negative cases: a phrase of the reason
+  const char* layout = "b h t e";
+};
+
+const Spelling kSpellings[] = {
+    {"gpt", R"(scores = einsum(q, k, "b h t e, b h s e -> b h t s") / sqrt(e)
+  future = triu(ones(t, s), diagonal = 1)
+  return einsum(softmax(where(future > 0, -inf, scores)), v, "b h t s, b h s e -> b h t e"))",
+     true},
+    {"scale_first_keep_branch", R"(scores = einsum(q * 0.125, k, "b h t e, b h s e -> b h t s")
+  keep = tril(ones(t, s))
+  return einsum(softmax(where(keep > 0, scores * 2.0, -inf)), v, "b h t s, b h s e -> b h t e"))",
+     true},
+    {"no_mask_multiply", R"(att = softmax(0.5 * einsum(q, k, "b h t e, b h s e -> b h t s"))
+  return einsum(att, v, "b h t s, b h s e -> b h t e"))",
+     true},
+    {"keys_first_value_first", R"(scores = einsum(k, q, "b h s e, b h t e -> b h t s") / 3
+  return einsum(v, softmax(scores), "b h s e, b h t s -> b h t e"))",
+     true},
+    {"sequence_major_layout", R"(scores = einsum(q, k, "b t h e, b s h e -> b h t s") / sqrt(e)
+  future = triu(ones(t, s), diagonal = 1)
+  att = softmax(where(future > 0, -inf, scores))
+  return einsum(att, v, "b h t s, b s h e -> b t h e"))",
+     true, "", "b t h e"},
+    {"mask_then_scale", R"(scores = einsum(q, k, "b h t e, b h s e -> b h t s")
+  future = triu(ones(t, s), diagonal = 1)
+  return einsum(softmax(where(future > 0, -inf, scores) / sqrt(e)), v, "b h t s, b h s e -> b h t e"))",
+     true},
+    // Negative cases.
+    {"finite_fill", R"(scores = einsum(q, k, "b h t e, b h s e -> b h t s")
+  future = triu(ones(t, s), diagonal = 1)
+  return einsum(softmax(where(future > 0, -1e9, scores)), v, "b h t s, b h s e -> b h t e"))",
+     false, "not -inf"},
+    {"float_bias", R"(scores = einsum(q, k, "b h t e, b h s e -> b h t s")
+  return einsum(softmax(scores + einsum(k, "b h s e -> s")), v, "b h t s, b h s e -> b h t e"))",
+     false, "float tensors"},
+    {"softmax_over_queries", R"(scores = einsum(q, k, "b h t e, b h s e -> b h s t")
+  return einsum(softmax(scores), v, "b h s t, b h s e -> b h t e"))",
+     false, ""},
+    {"squared_scores", R"(scores = einsum(q, k, "b h t e, b h s e -> b h t s")
+  return einsum(softmax(scores * scores), v, "b h t s, b h s e -> b h t e"))",
+     false, "twice"},
+    {"probabilities_reused", R"(att = softmax(einsum(q, k, "b h t e, b h s e -> b h t s"))
+  return einsum(att, v, "b h t s, b h s e -> b h t e") + einsum(att, v * 2.0, "b h t s, b h s e -> b h t e"))",
+     false, "read elsewhere"},
+};
+
+std::filesystem::path write_script(const Spelling& sp) {
+  const auto dir = std::filesystem::temp_directory_path() / "ein_attention_test";
+  std::filesystem::create_directories(dir);
+  const auto path = dir / (std::string(sp.name) + ".ein");
+  const std::string kv = std::string(sp.layout) == "b t h e" ? "b s h e" : "b h s e";
+  std::ofstream(path) << fmt::format(
+      "import nn\nfn attend(q: f32[{}], k: f32[{}], v: f32[{}]) -> f32[{}] {{\n  {}\n}}\n",
+      sp.layout, kv, kv, sp.layout, sp.body);
+  return path;
+}
+
+int count_attention(const Graph& g) {
+  int n = 0;
+  for (const GraphNode& node : g.nodes) n += node.op == GraphOp::attention;
+  return n;
+}
+
+TEST(AttentionRecogniser, SpellingsTable) {
+  for (const Spelling& sp : kSpellings) {
+    SCOPED_TRACE(sp.name);
+    const auto path = write_script(sp);
+    const bool seq_major = std::string(sp.layout) == "b t h e";
+    const Shape qs = seq_major ? Shape{2, 19, 3, 8} : Shape{2, 3, 19, 8};
+    const Shape ks = seq_major ? Shape{2, 23, 3, 8} : Shape{2, 3, 23, 8};
+    // t = s for the causal spellings whose mask is square; else 19 queries over 23 keys.
+    const bool square = std::string(sp.body).find("ones(t, s)") != std::string::npos;
+    const Shape ks2 = square ? qs : ks;
+    std::vector<TensorType> types{{qs, DType::f32}, {ks2, DType::f32}, {ks2, DType::f32}};
+    script::LoadOptions on, off;
+    on.stdlib = off.stdlib = {EIN_STDLIB_DIR};
+    off.fused_attention = false;
+    auto fused = script::Program::load(path.string(), on);
+    auto plain = script::Program::load(path.string(), off);
+    const Graph g = fused->trace("attend", types);
+    ASSERT_EQ(count_attention(g), sp.fused ? 1 : 0) << dump(g);
+    ASSERT_EQ(count_attention(plain->trace("attend", types)), 0);
+    if (!sp.fused) {
+      // The reason names the failed condition.
+      const AttentionFusion f = fuse_attention(plain->trace("attend", types));
+      ASSERT_FALSE(f.misses.empty());
+      EXPECT_NE(f.misses[0].why.find(sp.why), std::string::npos) << f.misses[0].why;
+      continue;
+    }
+    // Same values and gradients as the unfused trace.
+    std::mt19937 rng(3);
+    auto random = [&](const Shape& s) {
+      std::normal_distribution<double> d;
+      int64_t count = 1;
+      for (int64_t x : s) count *= x;
+      std::vector<double> v(count);
+      for (double& x : v) x = d(rng);
+      return from_data(v, s).to(DType::f32);
+    };
+    const Tensor q = random(qs), k = random(ks2), v = random(ks2), w = random(qs);
+    std::vector<std::vector<double>> results;
+    for (script::Program* p : {fused.get(), plain.get()}) {
+      Tensor qq = q.detach().requires_grad_(), kk = k.detach().requires_grad_(),
+             vv = v.detach().requires_grad_();
+      const Tensor y = p->call("attend", {qq, kk, vv})[0];
+      y.backward(w);
+      std::vector<double> r = y.detach().to(DType::f64).to_vector<double>();
+      for (const Tensor& x : {qq, kk, vv}) {
+        const std::vector<double> gx = x.grad().to(DType::f64).to_vector<double>();
+        r.insert(r.end(), gx.begin(), gx.end());
+      }
+      results.push_back(std::move(r));
+    }
+    expect_near(results[0], results[1], 2e-5, "fused against unfused");
+  }
+}
+
+}  // namespace
+}  // namespace ein
