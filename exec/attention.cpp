@@ -26,17 +26,18 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 /// x[i] = exp(x[i] - shift) for i < n; returns the sum. Cephes' expf range reduction
 /// (x = k·ln2 + r, |r| ≤ ln2/2) and a degree-6 polynomial: under 2 ulps over the range softmax
-/// uses (arguments ≤ 0); exp(-inf) = 0, NaN stays NaN. Branch-free so that it vectorises.
+/// uses (arguments ≤ 0); exp(-inf) = 0, NaN stays NaN. Branch-free, and the sum kept in 16
+/// independent lanes, so that both loops vectorise (no -ffast-math needed).
 __attribute__((target_clones("avx512f", "avx2", "default"))) float exp_shift_sum(float* x,
                                                                                   int64_t n,
                                                                                   float shift) {
-  float sum = 0;
   for (int64_t i = 0; i < n; ++i) {
-    float a = x[i] - shift;
-    const bool under = a < -87.33654f;  // below: exp underflows (subnormals flushed to 0)
-    a = under ? -87.33654f : a;
+    const float in = x[i] - shift;
+    const bool under = in < -87.33654f;  // below: exp underflows (subnormals flushed to 0)
+    float a = under ? -87.33654f : in;
     a = a > 88.72283f ? 88.72283f : a;
-    const float kf = __builtin_floorf(a * 1.44269504088896341f + 0.5f);
+    // k = round(a / ln2) by the 1.5·2^23 trick (|a / ln2| < 128): floorf would not vectorise.
+    const float kf = (a * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
     float r = a - kf * 0.693359375f;
     r = r - kf * -2.12194440e-4f;
     float p = 1.9875691500e-4f;
@@ -46,17 +47,70 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) float exp_shift_sum
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * r * r + r + 1.0f;
-    const int k = static_cast<int>(kf);
-    uint32_t bits = static_cast<uint32_t>(k + 127) << 23;
+    const int32_t bits = (static_cast<int32_t>(kf) + 127) << 23;
     float scale;
     __builtin_memcpy(&scale, &bits, sizeof scale);
     float e = p * scale;
     e = under ? 0.0f : e;
-    e = a != a ? a : e;  // NaN
-    x[i] = e;
-    sum += e;
+    x[i] = in != in ? in : e;  // NaN
   }
+  float lanes[16] = {};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int l = 0; l < 16; ++l) lanes[l] += x[i + l];
+  float sum = 0;
+  for (; i < n; ++i) sum += x[i];
+  for (float l : lanes) sum += l;
   return sum;
+}
+
+/// The largest of x[0..n) and `start`; NaN when any is NaN (as the unfused max reduction).
+__attribute__((target_clones("avx512f", "avx2", "default"))) float row_max(const float* x,
+                                                                            int64_t n,
+                                                                            float start) {
+  float lanes[16], nan[16] = {};
+  for (float& l : lanes) l = start;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int l = 0; l < 16; ++l) {
+      const float v = x[i + l];
+      lanes[l] = v > lanes[l] ? v : lanes[l];
+      nan[l] += v != v ? 1.0f : 0.0f;
+    }
+  float m = start, bad = start != start ? 1.0f : 0.0f;
+  for (; i < n; ++i) {
+    m = x[i] > m ? x[i] : m;
+    bad += x[i] != x[i] ? 1.0f : 0.0f;
+  }
+  for (int l = 0; l < 16; ++l) {
+    m = lanes[l] > m ? lanes[l] : m;
+    bad += nan[l];
+  }
+  if (bad != 0) {  // a NaN somewhere: the first one, as the unfused reduction gives
+    m = start;
+    for (int64_t j = 0; j < n; ++j) m = x[j] > m || x[j] != x[j] ? x[j] : m;
+  }
+  return m;
+}
+
+double row_max(const double* x, int64_t n, double start) {
+  double m = start;
+  for (int64_t j = 0; j < n; ++j) m = x[j] > m || x[j] != x[j] ? x[j] : m;
+  return m;
+}
+
+/// row[j] += bias[j] (stride `bs`), -inf masking whatever row[j] is.
+template <class T>
+void add_bias(T* row, const T* bias, int64_t n, int64_t bs) {
+  constexpr T minus_inf = -std::numeric_limits<T>::infinity();
+  if (bs == 1) {
+    for (int64_t j = 0; j < n; ++j) row[j] = bias[j] == minus_inf ? minus_inf : row[j] + bias[j];
+    return;
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    const T b = bias[j * bs];
+    row[j] = b == minus_inf ? minus_inf : row[j] + b;
+  }
 }
 
 double exp_shift_sum(double* x, int64_t n, double shift) {
@@ -100,86 +154,154 @@ Tensor dense(const Tensor& x, DType dt) {
   return y.is_contiguous() ? y : y.contiguous();
 }
 
-/// The operands as contiguous CPU arrays of T, batch dims flattened, and the bias's strides.
+/// What a tile of the bias asks for: nothing (every logit masked: skip the tile), no bias
+/// (all zeros), or adding it.
+enum class Tile : uint8_t { skip, plain, biased };
+
+template <class T>
+Tile tile_kind(const T* bias, int64_t bt, int64_t bs, int64_t i0, int64_t i1, int64_t j0,
+               int64_t j1) {
+  if (bias == nullptr) return Tile::plain;
+  constexpr T minus_inf = -std::numeric_limits<T>::infinity();
+  bool masked = true, zero = true;
+  for (int64_t i = i0; i < i1; ++i)
+    for (int64_t j = j0; j < j1; ++j) {
+      const T b = bias[i * bt + j * bs];
+      masked = masked && b == minus_inf;
+      zero = zero && b == 0;
+      if (!masked && !zero) return Tile::biased;
+    }
+  return masked ? Tile::skip : Tile::plain;
+}
+
+/// The kinds of the tiles of one batch row's bias, row-major over (query block, key block).
+template <class T>
+std::vector<Tile> tile_kinds(const T* bias, int64_t bt, int64_t bs, int64_t t, int64_t s) {
+  std::vector<Tile> kinds;
+  for (int64_t i0 = 0; i0 < t; i0 += kQueryBlock)
+    for (int64_t j0 = 0; j0 < s; j0 += kKeyBlock)
+      kinds.push_back(tile_kind(bias, bt, bs, i0, std::min(t, i0 + kQueryBlock), j0,
+                                std::min(s, j0 + kKeyBlock)));
+  return kinds;
+}
+
+/// One operand as batch × row-major matrices: read in place when it is a CPU tensor of T with
+/// unit column stride (a permuted or sliced view of a projection's output is), else copied.
+template <class T>
+struct Matrices {
+  Tensor held;                      ///< keeps the memory alive
+  const T* base = nullptr;
+  std::vector<int64_t> batch_shape, batch_strides;
+  int64_t ld = 0;                   ///< row stride
+
+  Matrices() = default;
+  explicit Matrices(const Tensor& x) {
+    const DType dt = std::is_same_v<T, float> ? DType::f32 : DType::f64;
+    held = x.device().kind == DeviceKind::cpu ? x : x.to(cpu());
+    if (held.dtype() != dt) held = held.to(dt);
+    const int64_t r = held.dim();
+    if (held.size(r - 1) > 1 && held.stride(r - 1) != 1) held = held.contiguous();
+    for (int64_t d = 0; d + 2 < r; ++d) {
+      batch_shape.push_back(held.size(d));
+      batch_strides.push_back(held.stride(d));
+    }
+    ld = held.size(r - 2) > 1 ? held.stride(r - 2) : std::max<int64_t>(held.size(r - 1), 1);
+    if (ld < held.size(r - 1)) {  // rows overlap (a broadcast row): copy
+      held = held.contiguous();
+      ld = std::max<int64_t>(held.size(r - 1), 1);
+      for (int64_t d = 0; d + 2 < r; ++d) batch_strides[d] = held.stride(d);
+    }
+    base = held.numel() > 0 ? held.template data<T>() : nullptr;
+  }
+
+  /// Batch index n's matrix (null when the operand is empty).
+  const T* at(int64_t index) const {
+    if (base == nullptr) return nullptr;
+    int64_t offset = 0;
+    for (size_t d = batch_shape.size(); d-- > 0;) {
+      offset += (index % batch_shape[d]) * batch_strides[d];
+      index /= batch_shape[d];
+    }
+    return base + offset;
+  }
+};
+
+/// The operands and their sizes: n batch rows, t queries, s keys, e per q/k row, f per v row.
 template <class T>
 struct Operands {
-  Tensor q, k, v, bias;
+  Matrices<T> q, k, v, bias;
+  bool has_bias = false;
   int64_t n = 1, t = 0, s = 0, e = 0, f = 0;
-  std::vector<int64_t> batch_shape, bias_batch_strides;
-  int64_t bias_t = 0, bias_s = 0;  ///< the bias's strides along t and s
+  int64_t bias_s = 1;  ///< the bias's stride along s (its ld is the stride along t)
 
   Operands(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& bias_in) {
-    const DType dt = dtype_of<T>();
-    q = dense(q_in, dt);
-    k = dense(k_in, dt);
-    v = dense(v_in, dt);
-    const size_t r = q.shape().size();
-    if (r < 2 || k.shape().size() != r || v.shape().size() != r)
+    const int64_t r = q_in.dim();
+    if (r < 2 || k_in.dim() != r || v_in.dim() != r)
       throw std::logic_error("internal error: attention operands of different ranks");
-    for (size_t d = 0; d + 2 < r; ++d) {
-      batch_shape.push_back(q.shape()[d]);
-      n *= q.shape()[d];
+    for (int64_t d = 0; d + 2 < r; ++d) n *= q_in.size(d);
+    t = q_in.size(r - 2);
+    e = q_in.size(r - 1);
+    s = k_in.size(r - 2);
+    f = v_in.size(r - 1);
+    if (n == 0 || t == 0) return;
+    q = Matrices<T>(q_in);
+    if (s > 0) {
+      k = Matrices<T>(k_in);
+      v = Matrices<T>(v_in);
     }
-    t = q.shape()[r - 2];
-    e = q.shape()[r - 1];
-    s = k.shape()[r - 2];
-    f = v.shape()[r - 1];
-    if (bias_in.defined()) {
-      bias = bias_in.device().kind == DeviceKind::cpu && bias_in.dtype() == dt
-                 ? bias_in
-                 : bias_in.to(cpu()).to(dt);
-      for (size_t d = 0; d + 2 < r; ++d) bias_batch_strides.push_back(bias.stride(static_cast<int64_t>(d)));
-      bias_t = bias.stride(static_cast<int64_t>(r) - 2);
-      bias_s = bias.stride(static_cast<int64_t>(r) - 1);
+    if (bias_in.defined() && s > 0) {
+      // The bias is read element by element: any strides, broadcasts included.
+      has_bias = true;
+      Tensor b = bias_in.device().kind == DeviceKind::cpu ? bias_in : bias_in.to(cpu());
+      const DType dt = std::is_same_v<T, float> ? DType::f32 : DType::f64;
+      if (b.dtype() != dt) b = b.to(dt);
+      bias.held = b;
+      bias.base = b.template data<T>();
+      for (int64_t d = 0; d + 2 < r; ++d) {
+        bias.batch_shape.push_back(b.size(d));
+        bias.batch_strides.push_back(b.stride(d));
+      }
+      bias.ld = b.stride(r - 2);
+      bias_s = b.stride(r - 1);
     }
   }
 
   /// Batch n's bias (null without one).
-  const T* bias_at(int64_t index) const {
-    if (!bias.defined()) return nullptr;
-    int64_t offset = 0;
-    for (size_t d = batch_shape.size(); d-- > 0;) {
-      offset += (index % batch_shape[d]) * bias_batch_strides[d];
-      index /= batch_shape[d];
-    }
-    return bias.data<T>() + offset;
+  const T* bias_at(int64_t index) const { return has_bias ? bias.at(index) : nullptr; }
+
+  /// The tile kinds every batch row shares when the bias does not vary over the batch (a
+  /// causal mask broadcast to every head): classified once per call, not once per row.
+  std::vector<Tile> shared_kinds;
+  bool shared = false;
+  void classify_shared() {
+    shared = !has_bias || std::all_of(bias.batch_strides.begin(), bias.batch_strides.end(),
+                                      [](int64_t x) { return x == 0; });
+    if (shared && n > 0 && t > 0) shared_kinds = tile_kinds(bias_at(0), bias.ld, bias_s, t, s);
+  }
+  /// Batch row n's tile kinds: the shared ones, or its own in `scratch`.
+  const std::vector<Tile>& kinds(int64_t index, std::vector<Tile>& scratch) const {
+    if (shared) return shared_kinds;
+    scratch = tile_kinds(bias_at(index), bias.ld, bias_s, t, s);
+    return scratch;
   }
 };
-
-/// Whether the bias is -inf over the whole tile [i0, i1) × [j0, j1).
-template <class T>
-bool masked_tile(const T* bias, int64_t bt, int64_t bs, int64_t i0, int64_t i1, int64_t j0,
-                 int64_t j1) {
-  if (bias == nullptr) return false;
-  for (int64_t i = i0; i < i1; ++i)
-    for (int64_t j = j0; j < j1; ++j) {
-      const T b = bias[i * bt + j * bs];
-      if (!(std::isinf(b) && b < 0)) return false;
-    }
-  return true;
-}
 
 /// The logits tile: scale · q[i0:i1] k[j0:j1]ᵀ + bias, into `tile` (row stride bk).
 template <class T>
 void logits_tile(const T* q, const T* k, const T* bias, const Operands<T>& o, double scale,
-                 int64_t i0, int64_t i1, int64_t j0, int64_t j1, T* tile, int64_t bk) {
-  gemm<T>(false, true, i1 - i0, j1 - j0, o.e, scale, q + i0 * o.e, o.e, k + j0 * o.e, o.e, 0,
-          tile, bk);
-  if (bias == nullptr) return;
-  for (int64_t i = i0; i < i1; ++i) {
-    T* row = tile + (i - i0) * bk;
-    const T* b = bias + i * o.bias_t;
-    for (int64_t j = j0; j < j1; ++j) {
-      const T x = b[j * o.bias_s];
-      row[j - j0] = std::isinf(x) && x < 0 ? x : row[j - j0] + x;  // masked whatever q·k is
-    }
-  }
+                 int64_t i0, int64_t i1, int64_t j0, int64_t j1, T* tile, int64_t bk, Tile kind) {
+  gemm<T>(false, true, i1 - i0, j1 - j0, o.e, scale, q + i0 * o.q.ld, o.q.ld, k + j0 * o.k.ld,
+          o.k.ld, 0, tile, bk);
+  if (kind != Tile::biased) return;
+  for (int64_t i = i0; i < i1; ++i)
+    add_bias(tile + (i - i0) * bk, bias + i * o.bias.ld + j0 * o.bias_s, j1 - j0, o.bias_s);
 }
 
 template <class T>
 Tensor forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& bias_in,
                double scale) {
-  const Operands<T> o(q_in, k_in, v_in, bias_in);
+  Operands<T> o(q_in, k_in, v_in, bias_in);
+  o.classify_shared();
   Shape out_shape = q_in.shape();
   out_shape.back() = o.f + 1;
   Tensor out = empty(out_shape, dtype_of<T>(), cpu());
@@ -189,24 +311,27 @@ Tensor forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const
   parallel_for(0, o.n * q_blocks, 1, [&](int64_t lo, int64_t hi) {
     std::vector<T> tile(kQueryBlock * kKeyBlock), acc(kQueryBlock * std::max<int64_t>(o.f, 1)),
         m(kQueryBlock), l(kQueryBlock);
+    std::vector<Tile> scratch;
     for (int64_t task = lo; task < hi; ++task) {
       const int64_t n = task / q_blocks, i0 = (task % q_blocks) * kQueryBlock,
                     i1 = std::min(o.t, i0 + kQueryBlock), bq = i1 - i0;
-      const T* q = o.q.template data<T>() + n * o.t * o.e;
-      const T* k = o.k.template data<T>() + n * o.s * o.e;
-      const T* v = o.v.template data<T>() + n * o.s * o.f;
+      const T* q = o.q.at(n);
+      const T* k = o.s > 0 ? o.k.at(n) : nullptr;
+      const T* v = o.s > 0 ? o.v.at(n) : nullptr;
       const T* bias = o.bias_at(n);
+      const std::vector<Tile>& kinds = o.kinds(n, scratch);
+      const int64_t k_blocks = (o.s + kKeyBlock - 1) / kKeyBlock;
       std::fill(m.begin(), m.end(), static_cast<T>(-kInf));
       std::fill(l.begin(), l.end(), T(0));
       std::fill(acc.begin(), acc.end(), T(0));
       for (int64_t j0 = 0; j0 < o.s; j0 += kKeyBlock) {
         const int64_t j1 = std::min(o.s, j0 + kKeyBlock), bk = j1 - j0;
-        if (masked_tile(bias, o.bias_t, o.bias_s, i0, i1, j0, j1)) continue;
-        logits_tile(q, k, bias, o, scale, i0, i1, j0, j1, tile.data(), kKeyBlock);
+        const Tile kind = kinds[(i0 / kQueryBlock) * k_blocks + j0 / kKeyBlock];
+        if (kind == Tile::skip) continue;
+        logits_tile(q, k, bias, o, scale, i0, i1, j0, j1, tile.data(), kKeyBlock, kind);
         for (int64_t i = 0; i < bq; ++i) {
           T* row = tile.data() + i * kKeyBlock;
-          T mx = m[i];
-          for (int64_t j = 0; j < bk; ++j) mx = row[j] > mx || std::isnan(row[j]) ? row[j] : mx;
+          const T mx = row_max(row, bk, m[i]);
           const T shift = std::isinf(mx) && mx < 0 ? T(0) : mx;
           const T sum = exp_shift_sum(row, bk, shift);
           const T correction = std::exp(m[i] - shift);
@@ -215,7 +340,7 @@ Tensor forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const
           if (correction != T(1))
             for (int64_t c = 0; c < o.f; ++c) acc[i * o.f + c] *= correction;
         }
-        gemm<T>(false, false, bq, o.f, bk, 1, tile.data(), kKeyBlock, v + j0 * o.f, o.f, 1,
+        gemm<T>(false, false, bq, o.f, bk, 1, tile.data(), kKeyBlock, v + j0 * o.v.ld, o.v.ld, 1,
                 acc.data(), o.f);
       }
       for (int64_t i = 0; i < bq; ++i) {
@@ -232,7 +357,8 @@ Tensor forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const
 template <class T>
 Tensor backward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& bias_in,
                 const Tensor& out_in, const Tensor& d_in, double scale) {
-  const Operands<T> o(q_in, k_in, v_in, bias_in);
+  Operands<T> o(q_in, k_in, v_in, bias_in);
+  o.classify_shared();
   const Tensor out = dense(out_in, dtype_of<T>());
   const Tensor d_out = dense(d_in, dtype_of<T>());
   const int64_t width = o.f + 1, te = o.t * o.e, se = o.s * o.e, sf = o.s * o.f;
@@ -243,11 +369,14 @@ Tensor backward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, cons
   parallel_for(0, o.n, 1, [&](int64_t lo, int64_t hi) {
     std::vector<T> p(kQueryBlock * kKeyBlock), dp(kQueryBlock * kKeyBlock),
         d_o(kQueryBlock * std::max<int64_t>(o.f, 1)), delta(kQueryBlock), lse(kQueryBlock);
+    std::vector<Tile> scratch;
     for (int64_t n = lo; n < hi; ++n) {
-      const T* q = o.q.template data<T>() + n * te;
-      const T* k = o.k.template data<T>() + n * se;
-      const T* v = o.v.template data<T>() + n * sf;
+      const T* q = o.q.at(n);
+      const T* k = o.s > 0 ? o.k.at(n) : nullptr;
+      const T* v = o.s > 0 ? o.v.at(n) : nullptr;
       const T* bias = o.bias_at(n);
+      const std::vector<Tile>& kinds = o.kinds(n, scratch);
+      const int64_t k_blocks = (o.s + kKeyBlock - 1) / kKeyBlock;
       T* dq = g_data + n * (te + se + sf);
       T* dk = dq + te;
       T* dv = dk + se;
@@ -267,8 +396,9 @@ Tensor backward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, cons
         }
         for (int64_t j0 = 0; j0 < o.s; j0 += kKeyBlock) {
           const int64_t j1 = std::min(o.s, j0 + kKeyBlock), bk = j1 - j0;
-          if (masked_tile(bias, o.bias_t, o.bias_s, i0, i1, j0, j1)) continue;
-          logits_tile(q, k, bias, o, scale, i0, i1, j0, j1, p.data(), kKeyBlock);
+          const Tile kind = kinds[(i0 / kQueryBlock) * k_blocks + j0 / kKeyBlock];
+          if (kind == Tile::skip) continue;
+          logits_tile(q, k, bias, o, scale, i0, i1, j0, j1, p.data(), kKeyBlock, kind);
           for (int64_t i = 0; i < bq; ++i) {
             const T shift = std::isinf(lse[i]) && lse[i] < 0 ? T(0) : lse[i];
             exp_shift_sum(p.data() + i * kKeyBlock, bk, shift);
@@ -277,17 +407,17 @@ Tensor backward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, cons
           // dK_j += s·dSᵀ Q_i.
           gemm<T>(true, false, bk, o.f, bq, 1, p.data(), kKeyBlock, d_o.data(), o.f, 1,
                   dv + j0 * o.f, o.f);
-          gemm<T>(false, true, bq, bk, o.f, 1, d_o.data(), o.f, v + j0 * o.f, o.f, 0, dp.data(),
-                  kKeyBlock);
+          gemm<T>(false, true, bq, bk, o.f, 1, d_o.data(), o.f, v + j0 * o.v.ld, o.v.ld, 0,
+                  dp.data(), kKeyBlock);
           for (int64_t i = 0; i < bq; ++i)
             for (int64_t j = 0; j < bk; ++j) {
               const int64_t at = i * kKeyBlock + j;
               dp[at] = p[at] * (dp[at] - delta[i]);
             }
-          gemm<T>(false, false, bq, o.e, bk, scale, dp.data(), kKeyBlock, k + j0 * o.e, o.e, 1,
-                  dq + i0 * o.e, o.e);
-          gemm<T>(true, false, bk, o.e, bq, scale, dp.data(), kKeyBlock, q + i0 * o.e, o.e, 1,
-                  dk + j0 * o.e, o.e);
+          gemm<T>(false, false, bq, o.e, bk, scale, dp.data(), kKeyBlock, k + j0 * o.k.ld, o.k.ld,
+                  1, dq + i0 * o.e, o.e);
+          gemm<T>(true, false, bk, o.e, bq, scale, dp.data(), kKeyBlock, q + i0 * o.q.ld, o.q.ld,
+                  1, dk + j0 * o.e, o.e);
         }
       }
     }

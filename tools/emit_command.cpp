@@ -18,6 +18,7 @@
 #include "compiler/autodiff/autodiff.h"
 #include "compiler/cost/backward_cost.h"
 #include "compiler/cost/cost_model.h"
+#include "compiler/fuse/attention.h"
 #include "compiler/pipeline.h"
 #include "exec/cpu_executor.h"
 #include "compiler/emit/emit_cuda.h"
@@ -97,9 +98,31 @@ Shape parse_dims(const std::string& text) {
   return parse_shape_arg(single ? "(" + text + ",)" : text, "--shape");
 }
 
-/// A .ein script's function traced for its annotated sizes (or --shape per input).
-Graph build_script(const EmitOptions& o) {
-  auto program = script::Program::load(o.what, {parse_settings(o.sets), 0, {}});
+/// What the attention recogniser made of a script's trace, for `--stage fused`.
+std::string attention_notes(const AttentionFusion& f) {
+  std::string out;
+  for (size_t i = 0; i < f.graph.nodes.size(); ++i) {
+    const GraphNode& n = f.graph.nodes[i];
+    if (n.op != GraphOp::attention) continue;
+    const Shape& k = f.graph.nodes[n.inputs[1]].shape;
+    out += fmt::format(
+        "attention fused: %{} is one FlashAttention-2 kernel (exec/attention.h) over {} queries "
+        "x {} keys{}; the matrix of their logits is never stored\n",
+        i, n.shape[n.shape.size() - 2], k[k.size() - 2],
+        std::get<AttentionAttr>(n.attr).bias ? " with a bias (mask)" : "");
+  }
+  for (const AttentionMiss& m : f.misses)
+    out += fmt::format("attention not fused at contraction %{} (unfused trace): {}\n", m.node,
+                       m.why);
+  return out;
+}
+
+/// A .ein script's function traced for its annotated sizes (or --shape per input); the trace
+/// without the attention recogniser goes through it here, so `notes` can say what it did.
+Graph build_script(const EmitOptions& o, std::string* notes) {
+  script::LoadOptions load{parse_settings(o.sets), 0, {}};
+  load.fused_attention = false;
+  auto program = script::Program::load(o.what, load);
   std::string fn = o.fn;
   if (fn.empty()) {
     const auto fns = program->functions();
@@ -109,11 +132,13 @@ Graph build_script(const EmitOptions& o) {
   std::vector<TensorType> types = program->example_types(fn);
   for (size_t i = 0; i < o.shapes.size() && i < types.size(); ++i)
     types[i].shape = parse_dims(o.shapes[i]);
-  return program->trace(fn, types);
+  AttentionFusion f = fuse_attention(program->trace(fn, types));
+  if (notes) *notes = attention_notes(f);
+  return std::move(f.graph);
 }
 
-Graph build(const EmitOptions& o) {
-  if (o.what.size() > 4 && o.what.ends_with(".ein")) return build_script(o);
+Graph build(const EmitOptions& o, std::string* notes = nullptr) {
+  if (o.what.size() > 4 && o.what.ends_with(".ein")) return build_script(o, notes);
   if (o.shapes.empty()) throw UsageError("--shape is required (except for a .ein script)");
   const DType dtype = parse_dtype(o.dtype);
   std::vector<Shape> shapes;
@@ -227,7 +252,8 @@ int run_emit(EmitOptions o, bool stage_given) {
         o.stage != "cuda" && o.stage != "cost")
       throw UsageError(
           fmt::format("--stage {}: expected ir, fused, kernels, mlir, cuda or cost", o.stage));
-    Graph g = build(o);
+    std::string notes;
+    Graph g = build(o, &notes);
     if (o.stage == "cost") {
       std::cout << cost_listing(g, o);
       return 0;
@@ -245,7 +271,7 @@ int run_emit(EmitOptions o, bool stage_given) {
     if (o.stage == "ir")
       std::cout << dump(c.graph);
     else if (o.stage == "fused")
-      std::cout << fusion_report(c.graph, c.fused) << '\n' << dump(c.fused);
+      std::cout << notes << fusion_report(c.graph, c.fused) << '\n' << dump(c.fused);
     else
       std::cout << kernels_of(c.fused, o.stage);
     return 0;

@@ -103,6 +103,34 @@ std::optional<Monomial> contract_monomial(const Graph& g, const GraphNode& n, in
   return ok ? std::optional<Monomial>(m) : std::nullopt;
 }
 
+/// A fused attention's two products (q kᵀ and p v) as factors: 2 · batch · T · S · (E, then F).
+std::string attention_formula(const Graph& g, const GraphNode& n) {
+  const Shape &q = g.nodes[n.inputs[0]].shape, &k = g.nodes[n.inputs[1]].shape,
+              &v = g.nodes[n.inputs[2]].shape;
+  std::vector<int64_t> factors(q.begin(), q.end() - 1);
+  factors.push_back(k[k.size() - 2]);
+  std::erase(factors, 1);
+  return fmt::format("2·{}·{} + 2·{}·{}", fmt::join(factors, "·"), q.back(), fmt::join(factors, "·"),
+                     v.back());
+}
+
+/// The same as monomials of the script's dims (nullopt if one overflows int64).
+std::optional<std::vector<Monomial>> attention_monomials(const Graph& g, const GraphNode& n,
+                                                         const DimSymbols& syms) {
+  const int q = n.inputs[0], k = n.inputs[1], v = n.inputs[2];
+  const int rank = static_cast<int>(g.nodes[q].shape.size());
+  std::vector<Monomial> out;
+  for (const auto& [node, dim] : {std::pair{q, rank - 1}, std::pair{v, rank - 1}}) {
+    Monomial m{2, 1, std::vector<int>(syms.dims().size(), 0)};
+    bool ok = true;
+    for (int d = 0; d + 1 < rank; ++d) ok = ok && m.multiply(syms.axis(q, d));
+    ok = ok && m.multiply(syms.axis(k, rank - 2)) && m.multiply(syms.axis(node, dim));
+    if (!ok) return std::nullopt;
+    out.push_back(m);
+  }
+  return out;
+}
+
 /// The module-list element a scope lies in: "blocks.3" for "blocks.3.attn" (the scope up to
 /// its first numeric component), "" outside lists.
 std::string list_element(const std::string& scope) {
@@ -151,7 +179,7 @@ std::string shape_text(const GraphNode& n) {
 /// contraction reads, through elementwise ops only, an earlier scores contraction (the
 /// probabilities); a scores contraction is one with a square t x t tail that does not (q·kᵀ).
 /// Sizes alone cannot tell them apart when the head dim equals the sequence length.
-enum class Attention { none, scores, values };
+enum class Attention { none, scores, values, fused };
 std::vector<Attention> find_attention(const script::TraceInfo& t) {
   const Graph& g = t.graph;
   std::vector<Attention> kind(g.nodes.size(), Attention::none);
@@ -161,6 +189,10 @@ std::vector<Attention> find_attention(const script::TraceInfo& t) {
   std::vector<int> seen(g.nodes.size(), -1);
   for (int id = 0; id < static_cast<int>(g.nodes.size()); ++id) {
     const GraphNode& n = g.nodes[id];
+    if (n.op == GraphOp::attention) {  // fused (compiler/fuse/attention.h): both products
+      kind[id] = Attention::fused;
+      continue;
+    }
     if (n.op != GraphOp::contract || from_param(t, n.inputs[0]) || from_param(t, n.inputs[1]))
       continue;
     bool reads_scores = false;
@@ -373,6 +405,12 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
         row_terms[it->second].push_back(*m);
       else
         row_overflow[it->second] = true;
+    } else if (n.op == GraphOp::attention) {
+      row.formula_numeric += (row.formula_numeric.empty() ? "" : " + ") + attention_formula(g, n);
+      if (const auto m = attention_monomials(g, n, syms))
+        row_terms[it->second].insert(row_terms[it->second].end(), m->begin(), m->end());
+      else
+        row_overflow[it->second] = true;
     }
     row.fwd_flops += fwd.nodes[i].flops;
     row.fwd_matmul_flops += fwd.nodes[i].matmul_flops;
@@ -390,7 +428,17 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
   for (int i = 0; i < static_cast<int>(g.nodes.size()); ++i) {
     if (kinds[i] == Attention::none) continue;
     attention[i] = true;
-    if (kinds[i] == Attention::scores) {
+    if (kinds[i] == Attention::fused) {
+      // q [batch... (b h), t, e]: one layer's attention in one node.
+      const GraphNode& n = g.nodes[i];
+      const Shape& q = g.nodes[n.inputs[0]].shape;
+      int64_t heads = 1;
+      for (size_t k = 0; k + 2 < q.size(); ++k) heads *= q[k];
+      ++r.layers;
+      r.seq = g.nodes[n.inputs[1]].shape[q.size() - 2];
+      r.heads = r.batch > 0 && heads % r.batch == 0 ? heads / r.batch : heads;
+      r.head_dim = q.back();
+    } else if (kinds[i] == Attention::scores) {
       // scores: (b h) t s, summed over the head dim e.
       const GraphNode& n = g.nodes[i];
       const auto& c = std::get<ContractAttr>(n.attr);
