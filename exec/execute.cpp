@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "exec/attention.h"
+#include "exec/cross_entropy.h"
 #include "exec/executed_cost.h"
 #include "exec/indexing.h"
 #include "exec/run_fused.h"
@@ -143,6 +144,15 @@ Tensor run_attention_grad(const GraphNode& n, const Values& v, Context&) {
                             a.scale, n.dtype);
 }
 
+Tensor run_linear_cross_entropy(const GraphNode& n, const Values& v, Context&) {
+  return linear_cross_entropy_forward(arg(v, n, 0), arg(v, n, 1), arg(v, n, 2), n.dtype);
+}
+
+Tensor run_linear_cross_entropy_grad(const GraphNode& n, const Values& v, Context&) {
+  return linear_cross_entropy_backward(arg(v, n, 0), arg(v, n, 1), arg(v, n, 2), arg(v, n, 3),
+                                       arg(v, n, 4), n.dtype);
+}
+
 Tensor run_cast(const GraphNode& n, const Values& v, Context&) {
   return arg(v, n, 0).to(n.dtype);
 }
@@ -166,11 +176,12 @@ Tensors one(const GraphNode& n, const Values& v, Context& c) {
 }
 
 // One rule per op, in ops.def order.
-constexpr std::array<Rule, 16> kRules = {
+constexpr std::array<Rule, 18> kRules = {
     one<run_input>,     one<run_view>,           one<run_reshape>,   one<run_permute>,
     one<run_reduce>,    one<run_contract>,       one<run_map_node>,  one<run_concat>,
     one<run_slice>,     one<run_cast>,           one<run_gather>,    one<run_scatter_add>,
-    one<run_attention>, one<run_attention_grad>, run_fused_node,     run_result,
+    one<run_attention>, one<run_attention_grad>, one<run_linear_cross_entropy>,
+    one<run_linear_cross_entropy_grad>,          run_fused_node,     run_result,
 };
 static_assert(static_cast<int>(GraphOp::result) + 1 == kRules.size(), "a rule per op in ops.def");
 

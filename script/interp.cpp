@@ -18,6 +18,7 @@
 #include "script/support.h"
 #include "api/tape.h"
 #include "compiler/fuse/attention.h"
+#include "compiler/fuse/cross_entropy.h"
 #include "dsl/script_parser.h"
 
 namespace ein::script {
@@ -103,15 +104,18 @@ Traced Interpreter::trace(const std::shared_ptr<Closure>& fn, const std::vector<
   Traced out;
   Graph graph = tr.b.finish(outputs);
   std::vector<int> tags = tr.b.tags();
-  if (fused_attention()) {
-    AttentionFusion f = fuse_attention(graph);
-    if (f.fused > 0) {
-      std::vector<int> remapped;
-      for (int old : f.source) remapped.push_back(old >= 0 && old < static_cast<int>(tags.size()) ? tags[old] : -1);
-      graph = std::move(f.graph);
-      tags = std::move(remapped);
-    }
-  }
+  // The pattern-replacing passes (compiler/fuse/attention.h, cross_entropy.h); each node they
+  // make keeps the source tag of the node it stands for.
+  const auto replace = [&](auto&& fusion) {
+    if (fusion.fused == 0) return;
+    std::vector<int> remapped;
+    for (int old : fusion.source)
+      remapped.push_back(old >= 0 && old < static_cast<int>(tags.size()) ? tags[old] : -1);
+    graph = std::move(fusion.graph);
+    tags = std::move(remapped);
+  };
+  if (fused_attention()) replace(fuse_attention(graph));
+  if (fused_cross_entropy()) replace(fuse_linear_cross_entropy(graph));
   out.graph = std::make_shared<const Graph>(std::move(graph));
   out.feeds = std::move(tr.feeds);
   out.tags = std::move(tags);
@@ -126,6 +130,14 @@ bool Interpreter::fused_attention() const {
     return v != nullptr && std::string(v) == "unfused";
   }();
   return options_.fused_attention && !unfused;
+}
+
+bool Interpreter::fused_cross_entropy() const {
+  static const bool unfused = [] {
+    const char* v = std::getenv("EIN_CROSS_ENTROPY");
+    return v != nullptr && std::string(v) == "unfused";
+  }();
+  return options_.fused_cross_entropy && !unfused;
 }
 
 std::string block_of_scope(const std::string& scope) {

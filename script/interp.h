@@ -123,6 +123,9 @@ class Interpreter {
   uint64_t seed() const { return options_.seed; }
   /// Whether traces replace attention by the fused kernel (LoadOptions, EIN_ATTENTION).
   bool fused_attention() const;
+  /// Whether traces replace an LM head's logits + cross_entropy by the fused kernel
+  /// (LoadOptions, EIN_CROSS_ENTROPY).
+  bool fused_cross_entropy() const;
   /// Mixed precision: traces read f32 parameters and inputs as `dtype` and return f32.
   void set_compute_dtype(DType dtype) { compute_ = dtype; }
   const Unit* main_unit() const { return main_; }

@@ -44,6 +44,10 @@ struct LoadOptions {
   /// (compiler/fuse/attention.h) in every traced function. EIN_ATTENTION=unfused in the
   /// environment turns it off too (for comparisons).
   bool fused_attention = true;
+  /// Replace a contraction read only by cross_entropy (an LM head) by one tiled kernel that
+  /// never holds the logits (compiler/fuse/cross_entropy.h). EIN_CROSS_ENTROPY=unfused turns
+  /// it off too.
+  bool fused_cross_entropy = true;
 };
 
 /// A parameter's name, shape and dtype (what exists without allocating).

@@ -19,6 +19,7 @@
 #include "compiler/cost/backward_cost.h"
 #include "compiler/cost/cost_model.h"
 #include "compiler/fuse/attention.h"
+#include "compiler/fuse/cross_entropy.h"
 #include "compiler/pipeline.h"
 #include "exec/cpu_executor.h"
 #include "compiler/emit/emit_cuda.h"
@@ -117,11 +118,30 @@ std::string attention_notes(const AttentionFusion& f) {
   return out;
 }
 
+/// What the linear + cross-entropy recogniser made of it.
+std::string cross_entropy_notes(const CrossEntropyFusion& f) {
+  std::string out;
+  for (size_t i = 0; i < f.graph.nodes.size(); ++i) {
+    const GraphNode& n = f.graph.nodes[i];
+    if (n.op != GraphOp::linear_cross_entropy) continue;
+    out += fmt::format(
+        "linear + cross-entropy fused: %{} is one tiled kernel (exec/cross_entropy.h) over {} rows "
+        "x {} classes; the logits are never stored\n",
+        i, n.shape[0], f.graph.nodes[n.inputs[1]].shape[1]);
+  }
+  for (const AttentionMiss& m : f.misses)
+    out += fmt::format("linear + cross-entropy not fused at %{} (after attention): {}\n", m.node,
+                       m.why);
+  return out;
+}
+
 /// A .ein script's function traced for its annotated sizes (or --shape per input); the trace
-/// without the attention recogniser goes through it here, so `notes` can say what it did.
+/// without the pattern-replacing passes goes through them here, so `notes` can say what they
+/// did (and which candidates they left, and why).
 Graph build_script(const EmitOptions& o, std::string* notes) {
   script::LoadOptions load{parse_settings(o.sets), 0, {}};
   load.fused_attention = false;
+  load.fused_cross_entropy = false;
   auto program = script::Program::load(o.what, load);
   std::string fn = o.fn;
   if (fn.empty()) {
@@ -133,8 +153,9 @@ Graph build_script(const EmitOptions& o, std::string* notes) {
   for (size_t i = 0; i < o.shapes.size() && i < types.size(); ++i)
     types[i].shape = parse_dims(o.shapes[i]);
   AttentionFusion f = fuse_attention(program->trace(fn, types));
-  if (notes) *notes = attention_notes(f);
-  return std::move(f.graph);
+  CrossEntropyFusion c = fuse_linear_cross_entropy(f.graph);
+  if (notes) *notes = attention_notes(f) + cross_entropy_notes(c);
+  return std::move(c.graph);
 }
 
 Graph build(const EmitOptions& o, std::string* notes = nullptr) {

@@ -405,6 +405,19 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
         row_terms[it->second].push_back(*m);
       else
         row_overflow[it->second] = true;
+    } else if (n.op == GraphOp::linear_cross_entropy) {
+      // h [N, D] · w [D, V]: the head's product, as the unfused contraction counted it.
+      const Shape &h = g.nodes[n.inputs[0]].shape, &w = g.nodes[n.inputs[1]].shape;
+      std::vector<int64_t> factors{h[0], h[1], w[1]};
+      std::erase(factors, 1);
+      row.formula_numeric += (row.formula_numeric.empty() ? "" : " + ") +
+                             fmt::format("2·{}", fmt::join(factors, "·"));
+      Monomial m{2, 1, std::vector<int>(syms.dims().size(), 0)};
+      if (m.multiply(syms.axis(i, 0)) && m.multiply(syms.axis(n.inputs[0], 1)) &&
+          m.multiply(syms.axis(n.inputs[1], 1)))
+        row_terms[it->second].push_back(m);
+      else
+        row_overflow[it->second] = true;
     } else if (n.op == GraphOp::attention) {
       row.formula_numeric += (row.formula_numeric.empty() ? "" : " + ") + attention_formula(g, n);
       if (const auto m = attention_monomials(g, n, syms))
@@ -460,7 +473,8 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
     int64_t unattributed_flops = 0, unattributed = 0;
     for (int i = 0; i < static_cast<int>(back->graph.nodes.size()); ++i) {
       if (back->forward_of[i] >= 0) continue;  // recomputation has a line of its own
-      const NodeCost& c = bnodes.nodes[i];
+      NodeCost c = bnodes.nodes[i];
+      c.flops -= c.recompute_flops;  // a backward kernel's rebuilt logits: the recompute line
       const bool weight = bcost->phases[i] == CostPhase::weight_grad;
       (weight ? r.bwd_weight_flops : r.bwd_input_flops) += c.flops;
       r.bwd_bytes += c.bytes_read + c.bytes_written;

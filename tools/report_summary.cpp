@@ -33,10 +33,10 @@ Summary summarize(const Report& r) {
                   r.plans.empty() ? "auto" : recompute_name(r.plans[r.chosen].policy),
                   grouped(static_cast<double>(r.recompute_flops))),
       r.causal_flops > 0
-          ? fmt::format("Causal attention: ein's graph computes the full masked score matrix, so "
-                        "every count here is the full one; the attention score and value "
-                        "contractions (two activations: q·kᵀ with a t x t result, and the one reading its "
-                        "probabilities) take {} "
+          ? fmt::format("Causal attention: every count here is the full (dense) one, as the "
+                        "unfused chain computes it; the fused attention kernel (docs/attention.md) "
+                        "skips tiles its mask hides entirely, about half of them. The attention's "
+                        "two products (q·kᵀ and the probabilities times v, fused or not) take {} "
                         "FLOPs per step, and counting only the useful (unmasked) half gives {} "
                         "FLOPs per step instead of {} (the 'causal useful-only' row).",
                         grouped(static_cast<double>(r.causal_flops)), grouped(s.useful_step),

@@ -3,6 +3,7 @@
 // median ms per forward+backward and the allocator's peak above the inputs, one JSON line per
 // variant. Used by bench/attention/compare.sh (BENCHMARKS.md).
 //   ein_attention_timings SCRIPT STDLIB B H T E [rounds] [variants: fused,unfused]
+// A variant with the suffix ":forward" (fused:forward) times the forward alone.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -38,7 +39,7 @@ int main(int argc, char** argv) {
   for (const std::string& v : variants) {
     script::LoadOptions o;
     o.stdlib = {argv[2]};
-    o.fused_attention = v == "fused";
+    o.fused_attention = v.rfind("fused", 0) == 0;  // "fused", "fused:forward"
     programs[v] = script::Program::load(argv[1], o);
   }
   const Shape shape{b, h, t, e};
@@ -48,14 +49,15 @@ int main(int argc, char** argv) {
   std::map<std::string, int64_t> peak;
   for (int r = -1; r < rounds; ++r) {  // round -1: warm-up (traces, JIT compiles)
     for (const std::string& name : variants) {
-      Tensor qq = q.detach().requires_grad_(), kk = k.detach().requires_grad_(),
-             vv = v.detach().requires_grad_();
+      const bool backward = name.find(":forward") == std::string::npos;
+      Tensor qq = q.detach().requires_grad_(backward), kk = k.detach().requires_grad_(backward),
+             vv = v.detach().requires_grad_(backward);
       const int64_t before = memory_allocated(cpu());
       reset_peak_memory_stats(cpu());
       const auto start = std::chrono::steady_clock::now();
       {
         const Tensor y = programs[name]->call("attention", {qq, kk, vv})[0];
-        y.backward(g);
+        if (backward) y.backward(g);
       }
       const double elapsed =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

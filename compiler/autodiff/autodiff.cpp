@@ -406,6 +406,34 @@ void vjp_attention(Vjp& v) {
   }
 }
 
+// linear_cross_entropy (graph.h): one linear_cross_entropy_grad node reads h, w, the targets,
+// the forward's result (each row's logsumexp) and the cotangent; dh and dw are views of its
+// packed result. The targets are integers: no gradient.
+void vjp_linear_cross_entropy(Vjp& v) {
+  if (!v.needed[0] && !v.needed[1]) return;
+  const Shape &hs = v.in(0).shape, &ws = v.in(1).shape;
+  const int64_t n = hs[0], d = hs[1], classes = ws[1];
+  const int grads = v.b.add(GraphOp::linear_cross_entropy_grad,
+                            {v.n.inputs[0], v.n.inputs[1], v.n.inputs[2], v.id, v.g},
+                            {n * d + d * classes}, v.n.dtype);
+  const auto part = [&](size_t operand, int64_t start, int64_t rows, int64_t cols) {
+    if (!v.needed[operand]) return;
+    const int flat = v.b.slice(grads, 0, start, start + rows * cols);
+    ViewAttr split;
+    split.split = {{rows, cols}};
+    split.dims = {{0}, {1}};
+    const int viewed = v.b.add(GraphOp::view, {flat}, {rows, cols}, v.n.dtype, std::move(split));
+    v.set(operand, v.b.conform(viewed, v.in(operand)));
+  };
+  part(0, 0, n, d);
+  part(1, n * d, d, classes);
+}
+
+void vjp_linear_cross_entropy_grad(Vjp&) {
+  throw RuntimeError("the gradient of a fused cross-entropy's backward (a second derivative) is "
+                     "not supported");
+}
+
 void vjp_attention_grad(Vjp&) {
   throw RuntimeError("the gradient of a fused attention's backward (a second derivative) is not "
                      "supported");
@@ -416,12 +444,12 @@ constexpr Rule kRules[] = {
     vjp_none,  // input: its cotangent is the result
     vjp_view,   vjp_reshape, vjp_permute, vjp_reduce, vjp_contract,    vjp_map,
     vjp_concat, vjp_slice,   vjp_cast,    vjp_gather, vjp_scatter_add,
-    vjp_attention, vjp_attention_grad,
+    vjp_attention, vjp_attention_grad, vjp_linear_cross_entropy, vjp_linear_cross_entropy_grad,
 };
-// Ops after attention_grad in ops.def come from the fusion pass, which runs after autodiff:
+// Ops after linear_cross_entropy_grad in ops.def come from the fusion pass, which runs after autodiff:
 // the pipeline differentiates unfused graphs only.
-static_assert(std::size(kRules) == static_cast<size_t>(GraphOp::attention_grad) + 1,
-              "a VJP rule per op in ops.def, up to attention_grad");
+static_assert(std::size(kRules) == static_cast<size_t>(GraphOp::linear_cross_entropy_grad) + 1,
+              "a VJP rule per op in ops.def, up to linear_cross_entropy_grad");
 
 Rule rule_for(GraphOp op) {
   const auto i = static_cast<size_t>(op);

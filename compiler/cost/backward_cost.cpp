@@ -144,7 +144,18 @@ BackwardCost backward_cost(const Backward& b, const Graph& forward,
   c.phases = backward_phases(b, forward, weight_inputs);
   const GraphCost costs = cost(b.graph);
   for (size_t i = 0; i < b.graph.nodes.size(); ++i) {
-    const NodeCost& nc = costs.nodes[i];
+    NodeCost nc = costs.nodes[i];
+    if (nc.recompute_flops > 0 && c.phases[i] != CostPhase::recompute) {
+      // A backward kernel that rebuilds forward values: that part is recomputation.
+      NodeCost rebuilt;
+      rebuilt.flops = rebuilt.recompute_flops = nc.recompute_flops;
+      rebuilt.matmul_flops = rebuilt.recompute_matmul_flops = nc.recompute_matmul_flops;
+      c.recompute += rebuilt;
+      c.total += rebuilt;
+      nc.flops -= nc.recompute_flops;
+      nc.matmul_flops -= nc.recompute_matmul_flops;
+      nc.recompute_flops = nc.recompute_matmul_flops = 0;
+    }
     switch (c.phases[i]) {
       case CostPhase::recompute:
         c.recompute += nc;

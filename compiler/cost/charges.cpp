@@ -13,32 +13,44 @@ GraphCharges fused_charges(const Graph& fused, const Graph& unfused, const std::
   if (source.size() != fused.nodes.size())
     throw std::logic_error("fused_charges: the source map does not match the fused graph");
   const GraphCost costs = cost(unfused);
-  const auto charge = [&](int id) {
+  // Unfused node `id`'s charges, merged by phase into `into`: its cost under its phase, less
+  // the part that rebuilds forward values (cost_model.h's recompute_flops), charged as
+  // recomputation when phases are given.
+  const auto charge = [&](int id, std::vector<NodeCharge>& into) {
     const NodeCost& c = costs.nodes[id];
-    NodeCharge out;
-    if (!phases.empty()) out.phase = phases[id];
-    out.cost.flops = c.flops;
-    out.cost.matmul_flops = c.matmul_flops;
-    out.cost.bytes_read = c.bytes_read;
-    out.cost.bytes_written = c.bytes_written;
-    return out;
+    const auto add = [&](std::optional<CostPhase> phase, const CostTotals& cost) {
+      auto same = std::find_if(into.begin(), into.end(),
+                               [&](const NodeCharge& o) { return o.phase == phase; });
+      if (same == into.end())
+        into.push_back({phase, cost});
+      else
+        same->cost += cost;
+    };
+    std::optional<CostPhase> phase;
+    if (!phases.empty()) phase = phases[id];
+    CostTotals own;
+    own.flops = c.flops;
+    own.matmul_flops = c.matmul_flops;
+    own.bytes_read = c.bytes_read;
+    own.bytes_written = c.bytes_written;
+    if (c.recompute_flops > 0 && phase && *phase != CostPhase::recompute) {
+      CostTotals rebuilt;
+      rebuilt.flops = c.recompute_flops;
+      rebuilt.matmul_flops = c.recompute_matmul_flops;
+      own.flops -= c.recompute_flops;
+      own.matmul_flops -= c.recompute_matmul_flops;
+      add(CostPhase::recompute, rebuilt);
+    }
+    add(phase, own);
   };
   GraphCharges out(fused.nodes.size());
   for (size_t i = 0; i < fused.nodes.size(); ++i) {
     const GraphNode& n = fused.nodes[i];
     if (n.op == GraphOp::fused) {
       // One charge per phase: a kernel of hundreds of members costs a few counter updates.
-      for (int m : std::get<FusedAttr>(n.attr).members) {
-        const NodeCharge c = charge(m);
-        auto same = std::find_if(out[i].begin(), out[i].end(),
-                                 [&](const NodeCharge& o) { return o.phase == c.phase; });
-        if (same == out[i].end())
-          out[i].push_back(c);
-        else
-          same->cost += c.cost;
-      }
+      for (int m : std::get<FusedAttr>(n.attr).members) charge(m, out[i]);
     } else if (source[i] >= 0) {
-      out[i].push_back(charge(source[i]));
+      charge(source[i], out[i]);
     }
   }
   return out;

@@ -159,13 +159,37 @@ NodeCost cost_attention(const Graph& g, const GraphNode& n) {
   return {matmul + 5 * logits + a.n * a.t * a.f, matmul, input_bytes(g, n), bytes_of(n)};
 }
 
-/// attention_grad (FlashAttention-2's backward): the logits once more (2·T·S·E), dV = pᵀ dO,
+/// attention_grad (FlashAttention-2's backward): the logits once more (2·T·S·E, with their
+/// scale and exp: the recompute part), dV = pᵀ dO,
 /// dP = dO vᵀ (2·T·S·F each), dQ = dS k and dK = dSᵀ q (2·T·S·E each); per logit the exp
 /// and dS = p ∘ (dP − δ) (4 FLOPs); δ = Σ dO ∘ O per row.
 NodeCost cost_attention_grad(const Graph& g, const GraphNode& n) {
   const AttentionSizes a = attention_sizes(g, n);
   const int64_t logits = a.n * a.t * a.s, matmul = 2 * logits * (3 * a.e + 2 * a.f);
-  return {matmul + 4 * logits + 2 * a.n * a.t * a.f, matmul, input_bytes(g, n), bytes_of(n)};
+  NodeCost c{matmul + 4 * logits + 2 * a.n * a.t * a.f, matmul, input_bytes(g, n), bytes_of(n)};
+  c.recompute_matmul_flops = 2 * logits * a.e;       // the logits once more
+  c.recompute_flops = c.recompute_matmul_flops + 2 * logits;  // and their scale and exp
+  return c;
+}
+
+/// linear_cross_entropy: the logits' product (2·N·D·V) and ~4 FLOPs per logit (max, exp of
+/// the difference, sum, the pick), as the unfused head and cross-entropy cost; the logits are
+/// never written.
+NodeCost cost_linear_cross_entropy(const Graph& g, const GraphNode& n) {
+  const Shape &h = g.nodes[n.inputs[0]].shape, &w = g.nodes[n.inputs[1]].shape;
+  const int64_t logits = h[0] * w[1], matmul = 2 * logits * h[1];
+  return {matmul + 4 * logits, matmul, input_bytes(g, n), bytes_of(n)};
+}
+
+/// linear_cross_entropy_grad: the logits once more, dh = dL wᵀ and dw = hᵀ dL (2·N·D·V
+/// each), and per logit its exp and the gradient (softmax − one-hot) · cotangent (3 FLOPs).
+NodeCost cost_linear_cross_entropy_grad(const Graph& g, const GraphNode& n) {
+  const Shape &h = g.nodes[n.inputs[0]].shape, &w = g.nodes[n.inputs[1]].shape;
+  const int64_t logits = h[0] * w[1], matmul = 6 * logits * h[1];
+  NodeCost c{matmul + 3 * logits, matmul, input_bytes(g, n), bytes_of(n)};
+  c.recompute_matmul_flops = 2 * logits * h[1];  // the logits once more
+  c.recompute_flops = c.recompute_matmul_flops;
+  return c;
 }
 
 NodeCost cost_contract(const Graph& g, const GraphNode& n) {
@@ -372,6 +396,8 @@ double NodeCost::intensity() const {
 NodeCost& NodeCost::operator+=(const NodeCost& o) {
   flops += o.flops;
   matmul_flops += o.matmul_flops;
+  recompute_flops += o.recompute_flops;
+  recompute_matmul_flops += o.recompute_matmul_flops;
   bytes_read += o.bytes_read;
   bytes_written += o.bytes_written;
   return *this;

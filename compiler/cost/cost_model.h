@@ -21,6 +21,12 @@ struct NodeCost {
   int64_t matmul_flops = 0;   ///< FLOPs of contractions (a subset of flops)
   int64_t bytes_read = 0;     ///< bytes of the inputs the node reads
   int64_t bytes_written = 0;  ///< bytes of the result the node writes (0 for views)
+  /// The part of `flops` (and of `matmul_flops`) that rebuilds forward values inside a backward
+  /// kernel: a fused attention's or cross-entropy's backward recomputes its logits tile by
+  /// tile. Costs by phase (backward_cost.h, charges.h) count it as recomputation, not as
+  /// gradient work, as they count a rebuilt forward node.
+  int64_t recompute_flops = 0;
+  int64_t recompute_matmul_flops = 0;
 
   /// FLOPs per byte moved; 0 when nothing moves.
   double intensity() const;

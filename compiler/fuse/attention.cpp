@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "compiler/fuse/fuse_internal.h"
+#include "compiler/fuse/rewrite.h"
 
 namespace ein {
 namespace {
@@ -581,18 +582,6 @@ bool has_leaf(const Expander& e, int s) {
   return false;
 }
 
-/// Nodes some output reads (inputs always kept: their indices are the graph's signature).
-std::vector<char> live_nodes(const Graph& g) {
-  std::vector<char> live(g.nodes.size(), 0);
-  for (int o : g.outputs) live[o] = 1;
-  for (size_t i = g.nodes.size(); i-- > 0;) {
-    if (g.nodes[i].op == GraphOp::input) live[i] = 1;
-    if (!live[i]) continue;
-    for (int in : g.nodes[i].inputs) live[in] = 1;
-  }
-  return live;
-}
-
 /// The rewrite of one match; `source` maps the result's nodes to `g`'s. Nullopt when an
 /// interior node stays live (something else reads the scores or probabilities).
 std::optional<Graph> rewrite(const Graph& g, const Match& m, const Expander& e,
@@ -727,26 +716,9 @@ std::optional<Graph> rewrite(const Graph& g, const Match& m, const Expander& e,
   }
   for (int o : g.outputs) out.outputs.push_back(id[o]);
   // Drop what nothing reads any more; the interior must be gone.
-  const std::vector<char> live = live_nodes(out);
-  for (int n : m.interior)
-    if (id[n] >= 0 && live[id[n]]) {
-      why = fmt::format("node %{} of the chain (scores, logits or probabilities) is read elsewhere",
-                        n);
-      return std::nullopt;
-    }
-  Graph compact;
-  compact.origin = out.origin;
-  std::vector<int> renum(out.nodes.size(), -1);
-  source.clear();
-  for (size_t i = 0; i < out.nodes.size(); ++i) {
-    if (!live[i]) continue;
-    GraphNode n = std::move(out.nodes[i]);
-    for (int& in : n.inputs) in = renum[in];
-    renum[i] = compact.add(std::move(n));
-    source.push_back(src[i]);
-  }
-  for (int o : out.outputs) compact.outputs.push_back(renum[o]);
-  return compact;
+  std::vector<int> must_die;
+  for (int n : m.interior) must_die.push_back(id[n]);
+  return detail::compact(std::move(out), src, must_die, source, why);
 }
 
 }  // namespace

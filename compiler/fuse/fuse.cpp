@@ -124,6 +124,9 @@ class Pass {
       case GraphOp::attention:
       case GraphOp::attention_grad:
         return "attention: one FlashAttention-2 kernel of its own (exec/attention.h)";
+      case GraphOp::linear_cross_entropy:
+      case GraphOp::linear_cross_entropy_grad:
+        return "linear + cross-entropy: one tiled kernel of its own (exec/cross_entropy.h)";
       case GraphOp::map:
         if (is_fp8(node.dtype)) return "map to fp8: the runtime's converter writes fp8";
         return "";

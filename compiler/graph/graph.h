@@ -123,6 +123,12 @@ struct AttentionAttr {
   double scale = 1;
   bool bias = false;
 };
+/// linear_cross_entropy (compiler/fuse/cross_entropy.h): inputs h [N, D], w [D, V] (any
+/// strides) and integer targets [N]; the result [N, 2] holds each row's cross-entropy
+/// logsumexp(h w) - (h w)[target] and its logsumexp (what the backward reads), the (N × V)
+/// logits never stored. linear_cross_entropy_grad: inputs h, w, targets, that result and its
+/// cotangent (the lse column's ignored); the result [N·D + D·V] holds dh and dw flattened.
+/// Neither has attributes.
 /// result: output `index` of the fused node that is its input.
 struct ResultAttr {
   int index = 0;

@@ -113,13 +113,14 @@ class Report(unittest.TestCase):
         self.assertAlmostEqual(j["flops"]["palm_per_token"], 6 * 124439808 + 12 * 12 * 12 * 64 * 1024)
         self.assertEqual(j["step"], {"batch": 8, "tokens": 8192})
         # The tied head, b t d x v d -> b t v, as a formula and as factors, and its location in
-        # stdlib/gpt.ein.
+        # stdlib/gpt.ein. It runs fused with the cross-entropy (compiler/fuse/cross_entropy.h:
+        # rows (b t) x classes, never storing the logits), so its row holds the fused node.
         head = [r for r in j["rows"] if r["formula"] == "2·B·T·V·D"]
         self.assertEqual(len(head), 1, [r["formula"] for r in j["rows"] if r["formula"]][:5])
-        self.assertEqual(head[0]["formula_numeric"], "2·8·1024·50257·768")
-        self.assertEqual(head[0]["symbolic_shape"], "f32[B T V]")
+        self.assertEqual(head[0]["formula_numeric"], "2·8192·768·50257")
+        self.assertEqual(head[0]["symbolic_shape"], "f32[B·T 2]")  # per row: loss, logsumexp
         self.assertTrue(head[0]["location"].endswith("gpt.ein:47:12"), head[0]["location"])
-        self.assertEqual(head[0]["forward_flops"], 2 * 8 * 1024 * 50257 * 768)
+        self.assertEqual(head[0]["forward_matmul_flops"], 2 * 8 * 1024 * 50257 * 768)
         # The optimizer's state is the script's AdamW: state m, v.
         self.assertEqual(j["memory"]["optimizer_states"], 2)
         self.assertEqual(j["memory"]["optimizer_from"], "the script's train block")
@@ -247,7 +248,9 @@ class Report(unittest.TestCase):
         # Checkpointing the two blocks keeps less and recomputes their forward.
         c = m["checkpointing"]
         self.assertEqual((c["scope"], c["modules"]), ("blocks", 2))
-        self.assertLess(c["activations"], m["activation_peak"] / 2)
+        # (Not below it at this size: the peak is the fused head's backward buffer, dw of the
+        # 50257 x 32 tied embedding, which no checkpointing of the blocks can shrink.)
+        self.assertLessEqual(c["activations"], m["activation_peak"] / 2)
         self.assertGreater(c["flops_ratio"], 1.0)
         self.assertLess(c["flops_ratio"], 1.5)
         self.assertAlmostEqual(c["flops_ratio"], 1 + c["recompute_flops"] / j["flops"]["per_step"])
@@ -270,14 +273,22 @@ class Report(unittest.TestCase):
             if policy != "none":
                 self.assertEqual(j["flops"]["per_step"], previous["flops"]["per_step"])
             previous = j
-        # none recomputes nothing; auto no contraction, saving less; blocks saves least and
-        # recomputes the blocks' contractions.
-        self.assertEqual(by["none"]["recompute_flops"], 0)
-        self.assertEqual(by["auto"]["recompute_matmul_flops"], 0)
+        # none rebuilds no forward node; auto no contraction either, saving less; blocks saves
+        # least and recomputes the blocks' contractions.
+        # (none still recomputes the logits in the fused attention's and the fused head's
+        # backward kernels: q·kᵀ per layer, and h·wᵀ of the head.)
+        a, dims = j["attention"], j["dims"]
+        attention_logits = a["layers"] * j["step"]["batch"] * a["heads"] * a["seq"] ** 2
+        head = 2 * dims["B"] * dims["T"] * dims["D"] * dims["V"]
+        self.assertEqual(by["none"]["recompute_matmul_flops"],
+                         attention_logits * 2 * a["head_dim"] + head)
+        self.assertEqual(by["auto"]["recompute_matmul_flops"], by["none"]["recompute_matmul_flops"])
         self.assertLess(by["auto"]["saved_activations"], by["none"]["saved_activations"])
         self.assertLessEqual(by["auto"]["peak"], by["none"]["peak"])
         self.assertLess(by["blocks"]["saved_activations"], by["auto"]["saved_activations"])
-        self.assertLess(by["blocks"]["peak"], by["auto"]["peak"])
+        # (The peaks tie here: both are the fused head's backward buffer, dw of the tied
+        # 50257 x 32 embedding, larger than every block's activations at this size.)
+        self.assertLessEqual(by["blocks"]["peak"], by["auto"]["peak"])
         self.assertGreater(by["blocks"]["recompute_matmul_flops"], 0)
         out = self.ok("report", script("gpt2_small.ein"), *TINY, "--recompute", "blocks")
         self.assertIn("blocks *", out)

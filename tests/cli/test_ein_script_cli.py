@@ -94,6 +94,48 @@ class Case(unittest.TestCase):
         return err
 
 
+class FusedAttention(Case):
+    # The attention of the GPT and LLaMA scripts runs as one FlashAttention kernel
+    # (docs/attention.md); 20 training steps give the losses of the unfused chain
+    # (EIN_ATTENTION=unfused), within float rounding.
+    def losses(self, path, attention, *args):
+        log = self.path(f"{os.path.basename(path)}-{attention}.jsonl")
+        env = dict(os.environ, EIN_ATTENTION=attention)
+        p = subprocess.run([EIN, "train", path, "--steps", "20", "--log", log, "--quiet", *args],
+                           capture_output=True, env=env, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stderr.decode(errors="replace"))
+        return [line["loss"] for line in read_log(log) if "loss" in line]
+
+    def check(self, path, *args):
+        out, _ = self.ok("emit", path, "--stage", "fused", *args)
+        self.assertIn("attention fused:", out)
+        self.assertNotIn("attention not fused", out)
+        fused, unfused = self.losses(path, "fused", *args), self.losses(path, "unfused", *args)
+        self.assertEqual(len(fused), 20)
+        for step, (a, b) in enumerate(zip(fused, unfused)):
+            self.assertLess(abs(a - b), 1e-4 * abs(b), f"step {step}: {a} against {b}")
+        self.assertLess(fused[-1], fused[0])
+
+    def test_gpt(self):
+        self.check(script("gpt", "byte_gpt.ein"), "--set", "T=48", "--set", "B=4")
+
+    def test_llama(self):
+        self.check(script("scripts", "llama_tiny.ein"))
+
+    def test_llama_grouped_query(self):
+        # kv_heads = 2 of 4: k and v repeated per group (fused after the repeat's copy).
+        with open(script("scripts", "llama_tiny.ein")) as f:
+            text = f.read()
+        corpus = script("gpt", "corpus.txt")
+        text = text.replace('"../gpt/corpus.txt"', json.dumps(corpus))
+        text = text.replace("Llama(V, T, L, H, D, F)", "Llama(V, T, L, H, D, F, kv_heads = 2)")
+        self.assertIn("kv_heads = 2", text)
+        path = self.path("llama_gqa.ein")
+        with open(path, "w") as f:
+            f.write(text)
+        self.check(path)
+
+
 class LinearRegression(Case):
     def test_converges_to_arange(self):
         ck, log = self.path("ck"), self.path("log.jsonl")
@@ -363,7 +405,11 @@ class Accounting(Case):
                 self.assertGreater(line["optimizer_flops"], 0)
                 self.assertEqual(line["data_flops"], 0)  # token windows: no fn batch
             if plan == "none":
-                self.assertEqual(flops["recompute"], 0)
+                # No forward node is rebuilt; the fused attention's backward still recomputes
+                # its logits tile by tile (q·kᵀ, scale, exp: 2·e + 2 FLOPs per logit).
+                a = report["attention"]
+                logits = a["layers"] * 8 * a["heads"] * a["seq"] ** 2  # B = 8
+                self.assertEqual(flops["recompute"], logits * (2 * a["head_dim"] + 2))
             if plan == "blocks":
                 self.assertGreater(flops["recompute"], 0)
 

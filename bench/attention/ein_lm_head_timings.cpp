@@ -1,0 +1,76 @@
+// Forward + backward of bench/attention/lm_head.ein (logits = h @ w, then cross_entropy) through
+// the path `ein train` takes, fused and unfused, rounds alternating: median ms and the
+// allocator's peak above the inputs, one JSON line per variant (bench/attention/
+// compare_lm_head.sh; BENCHMARKS.md).
+//   ein_lm_head_timings SCRIPT STDLIB ROWS D V [rounds] [variants: fused,unfused]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ein/autograd.h>
+#include <ein/storage.h>
+#include <fmt/format.h>
+
+#include "script/script.h"
+
+int main(int argc, char** argv) {
+  using namespace ein;
+  if (argc < 6) {
+    std::fprintf(stderr, "usage: %s SCRIPT STDLIB ROWS D V [rounds] [fused,unfused]\n", argv[0]);
+    return 2;
+  }
+  const int64_t rows = std::atoll(argv[3]), d = std::atoll(argv[4]), v = std::atoll(argv[5]);
+  const int rounds = argc > 6 ? std::atoi(argv[6]) : 3;
+  const std::string which = argc > 7 ? argv[7] : "fused,unfused";
+  std::vector<std::string> variants;
+  for (size_t at = 0; at <= which.size();) {
+    const size_t comma = std::min(which.find(',', at), which.size());
+    variants.push_back(which.substr(at, comma - at));
+    at = comma + 1;
+  }
+  std::map<std::string, std::unique_ptr<script::Program>> programs;
+  for (const std::string& name : variants) {
+    script::LoadOptions o;
+    o.stdlib = {argv[2]};
+    o.fused_cross_entropy = name == "fused";
+    programs[name] = script::Program::load(argv[1], o);
+  }
+  const Tensor h = randn({rows, d}, DType::f32, cpu(), 1);
+  const Tensor w = randn({d, v}, DType::f32, cpu(), 2);
+  std::vector<int64_t> targets(rows);
+  for (int64_t i = 0; i < rows; ++i) targets[i] = (i * 7919) % v;
+  const Tensor y = from_data(targets, {rows});
+  std::map<std::string, std::vector<double>> ms;
+  std::map<std::string, int64_t> peak;
+  std::map<std::string, double> loss;
+  for (int r = -1; r < rounds; ++r) {  // round -1: warm-up
+    for (const std::string& name : variants) {
+      Tensor hh = h.detach().requires_grad_(), ww = w.detach().requires_grad_();
+      const int64_t before = memory_allocated(cpu());
+      reset_peak_memory_stats(cpu());
+      const auto start = std::chrono::steady_clock::now();
+      {
+        const Tensor l = programs[name]->call("head", {hh, ww, y})[0];
+        l.backward(ones({}, DType::f32));
+        loss[name] = l.item();
+      }
+      const double elapsed =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      if (r >= 0) ms[name].push_back(elapsed);
+      peak[name] = std::max(peak[name], max_memory_allocated(cpu()) - before);
+    }
+  }
+  for (const std::string& name : variants) {
+    std::vector<double> x = ms[name];
+    std::sort(x.begin(), x.end());
+    fmt::print("{{\"variant\": \"{}\", \"median_ms\": {:.3f}, \"ms\": [{:.3f}], \"peak_bytes\": {}, "
+               "\"loss\": {:.9g}}}\n",
+               name, x[x.size() / 2], fmt::join(ms[name], ", "), peak[name], loss[name]);
+  }
+  return 0;
+}

@@ -1,0 +1,206 @@
+// Linear + cross-entropy on tiles (cross_entropy.h). A tile is kRows rows × kClasses classes:
+// 64 × 2048 f32 is 512 KB, the logits of one tile staying in L2 between the GEMM that makes
+// them and the pass that reads them. The forward splits rows over threads; the backward splits
+// the classes, so each thread owns its columns of dw, and sums per-thread partial dh at the end.
+#include "exec/cross_entropy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include <ein/errors.h>
+
+#include "exec/vector_math.h"
+#include "runtime/blas/gemm.h"
+#include "runtime/parallel.h"
+
+namespace ein {
+namespace {
+
+constexpr int64_t kRows = 64;
+constexpr int64_t kClasses = 2048;
+
+template <class T>
+constexpr DType dtype_of() {
+  return std::is_same_v<T, float> ? DType::f32 : DType::f64;
+}
+
+/// A matrix as the BLAS sees it: element (i, j) at p[i·rs + j·cs], one of the strides 1.
+template <class T>
+struct View {
+  const T* p = nullptr;
+  int64_t rs = 0, cs = 1;
+  View block(int64_t i, int64_t j) const { return {p + i * rs + j * cs, rs, cs}; }
+  View t() const { return {p, cs, rs}; }
+};
+
+/// C (m × n, row stride ldc) = alpha · A (m × k) · B (k × n) + beta · C, on this thread.
+template <class T>
+void gemm(int64_t m, int64_t n, int64_t k, double alpha, View<T> a, View<T> b, double beta, T* c,
+          int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  GemmBatch g;
+  g.dtype = dtype_of<T>();
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  // A view has one unit stride (matrix() makes sure): along its rows, or along its columns
+  // (then it is the transpose of a row-major matrix).
+  g.trans_a = a.cs != 1;
+  g.a = a.p;
+  g.lda = g.trans_a ? a.cs : a.rs;
+  g.trans_b = b.cs != 1;
+  g.b = b.p;
+  g.ldb = g.trans_b ? b.cs : b.rs;
+  g.c = c;
+  g.ldc = std::max<int64_t>(1, ldc);
+  g.alpha = alpha;
+  g.beta = beta;
+  // A leading dimension below the stored row length means a size-1 dim's stride: use the
+  // minimum the BLAS accepts (nothing is read across it).
+  g.lda = std::max(g.lda, g.trans_a ? m : k);
+  g.ldb = std::max(g.ldb, g.trans_b ? k : n);
+  gemm_on_this_thread(g);
+}
+
+/// A CPU tensor of T with one unit stride (itself when it is one), and its view.
+template <class T>
+std::pair<Tensor, View<T>> matrix(const Tensor& x) {
+  Tensor y = x.device().kind == DeviceKind::cpu ? x : x.to(cpu());
+  if (y.dtype() != dtype_of<T>()) y = y.to(dtype_of<T>());
+  const bool rows = y.size(1) <= 1 || y.stride(1) == 1, cols = y.size(0) <= 1 || y.stride(0) == 1;
+  if (!rows && !cols) y = y.contiguous();
+  View<T> v;
+  v.p = y.numel() > 0 ? y.template data<T>() : nullptr;
+  v.rs = y.stride(0);
+  v.cs = y.stride(1);
+  if (y.size(1) <= 1) v.cs = 1;
+  if (y.size(0) <= 1 && v.cs != 1) v.rs = 1;
+  return {y, v};
+}
+
+std::vector<int64_t> targets_of(const Tensor& t) {
+  return t.to(cpu()).to(DType::i64).contiguous().to_vector<int64_t>();
+}
+
+template <class T>
+Tensor forward(const Tensor& h_in, const Tensor& w_in, const Tensor& t_in) {
+  const auto [h_t, h] = matrix<T>(h_in);
+  const auto [w_t, w] = matrix<T>(w_in);
+  const std::vector<int64_t> target = targets_of(t_in);
+  const int64_t n = h_in.size(0), d = h_in.size(1), v = w_in.size(1);
+  Tensor out = empty({n, 2}, dtype_of<T>(), cpu());
+  T* o = out.template data<T>();
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  parallel_for(0, (n + kRows - 1) / kRows, 1, [&](int64_t lo, int64_t hi) {
+    std::vector<T> tile(kRows * kClasses), m(kRows), l(kRows), picked(kRows);
+    for (int64_t chunk = lo; chunk < hi; ++chunk) {
+      const int64_t r0 = chunk * kRows, r1 = std::min(n, r0 + kRows), rows = r1 - r0;
+      std::fill(m.begin(), m.end(), -inf);
+      std::fill(l.begin(), l.end(), T(0));
+      std::fill(picked.begin(), picked.end(), T(0));
+      for (int64_t c0 = 0; c0 < v; c0 += kClasses) {
+        const int64_t c1 = std::min(v, c0 + kClasses), cols = c1 - c0;
+        gemm<T>(rows, cols, d, 1, h.block(r0, 0), w.block(0, c0), 0, tile.data(), kClasses);
+        for (int64_t r = 0; r < rows; ++r) {
+          T* x = tile.data() + r * kClasses;
+          const int64_t at = target[r0 + r];
+          if (at >= c0 && at < c1) picked[r] = x[at - c0];  // before exp overwrites the row
+          const T mx = row_max(x, cols, m[r]);
+          const T shift = mx == -inf ? T(0) : mx;
+          const T sum = exp_shift_sum(x, cols, shift);
+          l[r] = l[r] * std::exp(m[r] - shift) + sum;
+          m[r] = mx;
+        }
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        const T lse = m[r] + std::log(l[r]);
+        o[(r0 + r) * 2] = lse - picked[r];
+        o[(r0 + r) * 2 + 1] = lse;
+      }
+    }
+  });
+  return out;
+}
+
+template <class T>
+Tensor backward(const Tensor& h_in, const Tensor& w_in, const Tensor& t_in, const Tensor& out_in,
+                const Tensor& d_in) {
+  const auto [h_t, h] = matrix<T>(h_in);
+  const auto [w_t, w] = matrix<T>(w_in);
+  const std::vector<int64_t> target = targets_of(t_in);
+  const int64_t n = h_in.size(0), d = h_in.size(1), v = w_in.size(1);
+  const Tensor out = out_in.to(cpu()).to(dtype_of<T>()).contiguous();
+  const Tensor d_out = d_in.to(cpu()).to(dtype_of<T>()).contiguous();
+  const T* lse = out.template data<T>();
+  const T* g = d_out.template data<T>();
+  Tensor grads = zeros({n * d + d * v}, dtype_of<T>(), cpu());
+  T* dh = grads.template data<T>();
+  T* dw = dh + n * d;
+  // Each part owns a contiguous range of class blocks (its columns of dw) and a partial dh.
+  const int64_t blocks = (v + kClasses - 1) / kClasses;
+  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(num_threads(), blocks));
+  std::vector<std::vector<T>> partial(parts - 1);
+  parallel_for(0, parts, 1, [&](int64_t lo, int64_t hi) {
+    std::vector<T> tile(kRows * kClasses);
+    for (int64_t part = lo; part < hi; ++part) {
+      T* dh_part = dh;
+      if (part > 0) {
+        partial[part - 1].assign(n * d, T(0));
+        dh_part = partial[part - 1].data();
+      }
+      const int64_t b0 = blocks * part / parts, b1 = blocks * (part + 1) / parts;
+      for (int64_t blk = b0; blk < b1; ++blk) {
+        const int64_t c0 = blk * kClasses, c1 = std::min(v, c0 + kClasses), cols = c1 - c0;
+        for (int64_t r0 = 0; r0 < n; r0 += kRows) {
+          const int64_t r1 = std::min(n, r0 + kRows), rows = r1 - r0;
+          gemm<T>(rows, cols, d, 1, h.block(r0, 0), w.block(0, c0), 0, tile.data(), kClasses);
+          for (int64_t r = 0; r < rows; ++r) {
+            T* x = tile.data() + r * kClasses;
+            const T row_lse = lse[(r0 + r) * 2 + 1], gr = g[(r0 + r) * 2];
+            const T shift = row_lse == -std::numeric_limits<T>::infinity() ? T(0) : row_lse;
+            exp_shift_sum(x, cols, shift);
+            for (int64_t j = 0; j < cols; ++j) x[j] *= gr;
+            const int64_t at = target[r0 + r];
+            if (at >= c0 && at < c1) x[at - c0] -= gr;
+          }
+          // dh[r0:r1] += dL · w[:, c0:c1]ᵀ;  dw[:, c0:c1] += h[r0:r1]ᵀ · dL.
+          gemm<T>(rows, d, cols, 1, View<T>{tile.data(), kClasses, 1}, w.block(0, c0).t(), 1,
+                  dh_part + r0 * d, d);
+          gemm<T>(d, cols, rows, 1, h.block(r0, 0).t(), View<T>{tile.data(), kClasses, 1}, 1,
+                  dw + c0, v);
+        }
+      }
+    }
+  });
+  for (const std::vector<T>& p : partial)
+    for (int64_t i = 0; i < n * d; ++i) dh[i] += p[i];
+  return grads;
+}
+
+template <class F>
+Tensor on_device(const Tensor& like, DType dtype, F&& run) {
+  Tensor r = run();
+  if (r.dtype() != dtype) r = r.to(dtype);
+  return like.device().kind == DeviceKind::cpu ? r : r.to(like.device());
+}
+
+}  // namespace
+
+Tensor linear_cross_entropy_forward(const Tensor& h, const Tensor& w, const Tensor& targets,
+                                    DType dtype) {
+  return on_device(h, dtype, [&] {
+    return dtype == DType::f64 ? forward<double>(h, w, targets) : forward<float>(h, w, targets);
+  });
+}
+
+Tensor linear_cross_entropy_backward(const Tensor& h, const Tensor& w, const Tensor& targets,
+                                     const Tensor& out, const Tensor& d_out, DType dtype) {
+  return on_device(h, dtype, [&] {
+    return dtype == DType::f64 ? backward<double>(h, w, targets, out, d_out)
+                               : backward<float>(h, w, targets, out, d_out);
+  });
+}
+
+}  // namespace ein

@@ -1,0 +1,25 @@
+// The fused linear + cross-entropy kernels behind graph.h's `linear_cross_entropy` and
+// `linear_cross_entropy_grad` nodes (compiler/fuse/cross_entropy.h finds them), on the CPU: the
+// (rows × classes) logits exist one tile at a time (a block of rows × a block of classes, sized
+// for the cache), never whole, forward or backward. The forward keeps an online logsumexp per
+// row; the backward recomputes each tile's logits, turns them into the logits' gradient
+// (softmax − one-hot, times the row's cotangent) and accumulates dh and dw from the tile.
+#pragma once
+
+#include <ein/tensor.h>
+
+namespace ein {
+
+/// [N, 2]: per row, logsumexp(h w) − (h w)[target] and the logsumexp. h [N, D], w [D, V] (any
+/// strides with one of them 1; else copied), integer targets [N]; a target outside [0, V)
+/// picks nothing (its row's loss is the logsumexp), as the unfused `pick` does. Computes in f64
+/// when `dtype` is f64, else in f32; returns `dtype`.
+Tensor linear_cross_entropy_forward(const Tensor& h, const Tensor& w, const Tensor& targets,
+                                    DType dtype);
+
+/// [N·D + D·V]: dh and dw flattened, for the result `out` (the forward's) and its cotangent
+/// `d_out` [N, 2] (column 0 the rows' losses'; column 1 ignored).
+Tensor linear_cross_entropy_backward(const Tensor& h, const Tensor& w, const Tensor& targets,
+                                     const Tensor& out, const Tensor& d_out, DType dtype);
+
+}  // namespace ein

@@ -1,0 +1,267 @@
+// The fused linear + cross-entropy (compiler/fuse/cross_entropy.h, exec/cross_entropy.h):
+//  - Kernel.*: forward and backward against a float64 evaluation of the definition on sizes
+//    that are no multiple of the tiles, targets out of range, a transposed (tied) weight,
+//    zero sizes, f64/f32; the f64 backward against finite differences.
+//  - Recogniser.*: `.ein` spellings fused (values and gradients equal to the unfused trace)
+//    or left unfused with the reason.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <ein/autograd.h>
+#include <fmt/format.h>
+
+#include "compiler/fuse/cross_entropy.h"
+#include "exec/cross_entropy.h"
+#include "script/script.h"
+
+namespace ein {
+namespace {
+
+std::vector<double> normal(size_t n, std::mt19937& rng, double scale = 1) {
+  std::normal_distribution<double> d(0, scale);
+  std::vector<double> v(n);
+  for (double& x : v) x = d(rng);
+  return v;
+}
+
+struct Want {
+  std::vector<double> loss, lse, dh, dw;
+};
+
+/// The definition in float64; cotangent g per row. h [n, d], w [d, v] row-major.
+Want reference(const std::vector<double>& h, const std::vector<double>& w,
+               const std::vector<int64_t>& t, const std::vector<double>& g, int64_t n, int64_t d,
+               int64_t v) {
+  Want r;
+  r.dh.assign(n * d, 0);
+  r.dw.assign(d * v, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<double> logit(v);
+    double mx = -INFINITY;
+    for (int64_t c = 0; c < v; ++c) {
+      double acc = 0;
+      for (int64_t k = 0; k < d; ++k) acc += h[i * d + k] * w[k * v + c];
+      logit[c] = acc;
+      mx = std::max(mx, acc);
+    }
+    double sum = 0;
+    for (double x : logit) sum += std::exp(x - mx);
+    const double lse = mx + std::log(sum);
+    const bool hit = t[i] >= 0 && t[i] < v;
+    r.lse.push_back(lse);
+    r.loss.push_back(lse - (hit ? logit[t[i]] : 0));
+    for (int64_t c = 0; c < v; ++c) {
+      const double dl = (std::exp(logit[c] - lse) - (hit && c == t[i] ? 1 : 0)) * g[i];
+      for (int64_t k = 0; k < d; ++k) {
+        r.dh[i * d + k] += dl * w[k * v + c];
+        r.dw[k * v + c] += dl * h[i * d + k];
+      }
+    }
+  }
+  return r;
+}
+
+void expect_near(const std::vector<double>& got, const std::vector<double>& want, double tol,
+                 const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  int bad = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (!(std::abs(got[i] - want[i]) <= tol * (1 + std::abs(want[i]))))
+      if (bad++ < 5) ADD_FAILURE() << what << "[" << i << "] = " << got[i] << ", want " << want[i];
+  EXPECT_EQ(bad, 0) << what;
+}
+
+void run_case(int64_t n, int64_t d, int64_t v, DType dtype, bool tied, double tol) {
+  SCOPED_TRACE(fmt::format("n {} d {} v {} {} {}", n, d, v, dtype_name(dtype), tied ? "tied" : ""));
+  std::mt19937 rng(static_cast<unsigned>(n * 7 + d * 3 + v));
+  const std::vector<double> h = normal(n * d, rng), w = normal(d * v, rng, 0.3),
+                            g = normal(n, rng);
+  std::vector<int64_t> t(n);
+  std::uniform_int_distribution<int64_t> pick(0, v - 1);
+  for (int64_t i = 0; i < n; ++i) t[i] = i % 11 == 5 ? -1 : i % 13 == 7 ? v + 3 : pick(rng);
+  const Tensor th = from_data(h, {n, d}).to(dtype);
+  // A tied weight is the embedding table [v, d] seen transposed: column-major [d, v].
+  Tensor tw = from_data(w, {d, v}).to(dtype);
+  if (tied) {
+    tw = tw.permute({1, 0}).contiguous().permute({1, 0});
+    ASSERT_FALSE(tw.is_contiguous());
+  }
+  const Tensor tt = from_data(t, {n});
+  const DType out = dtype == DType::f64 ? DType::f64 : DType::f32;
+  const Want want = reference(th.to(DType::f64).to_vector<double>(),
+                              tw.to(DType::f64).contiguous().to_vector<double>(), t, g, n, d, v);
+  const Tensor packed = linear_cross_entropy_forward(th, tw, tt, out);
+  ASSERT_EQ(packed.shape(), (Shape{n, 2}));
+  const std::vector<double> p = packed.to(DType::f64).to_vector<double>();
+  std::vector<double> loss, lse;
+  for (int64_t i = 0; i < n; ++i) {
+    loss.push_back(p[2 * i]);
+    lse.push_back(p[2 * i + 1]);
+  }
+  expect_near(loss, want.loss, tol, "loss");
+  expect_near(lse, want.lse, tol, "lse");
+  std::vector<double> dp;
+  for (int64_t i = 0; i < n; ++i) {
+    dp.push_back(g[i]);
+    dp.push_back(1e6);  // the lse column's cotangent: ignored
+  }
+  const Tensor grads =
+      linear_cross_entropy_backward(th, tw, tt, packed, from_data(dp, {n, 2}).to(out), out);
+  ASSERT_EQ(grads.shape(), (Shape{n * d + d * v}));
+  const std::vector<double> gr = grads.to(DType::f64).to_vector<double>();
+  expect_near(std::vector<double>(gr.begin(), gr.begin() + n * d), want.dh, tol, "dh");
+  expect_near(std::vector<double>(gr.begin() + n * d, gr.end()), want.dw, tol, "dw");
+}
+
+TEST(LinearCrossEntropyKernel, MatchesTheDefinitionInFloat64) {
+  run_case(70, 13, 2500, DType::f64, false, 1e-10);  // partial row chunk and class tile
+  run_case(70, 13, 2500, DType::f64, true, 1e-10);
+  run_case(130, 24, 4100, DType::f32, false, 2e-4);
+  run_case(130, 24, 4100, DType::f32, true, 2e-4);
+  run_case(3, 5, 7, DType::f64, false, 1e-10);       // smaller than one tile
+}
+
+TEST(LinearCrossEntropyKernel, ZeroSizes) {
+  run_case(0, 5, 9, DType::f64, false, 1e-12);
+  run_case(4, 0, 9, DType::f64, false, 1e-12);  // logits 0: every row's lse is log(v)
+}
+
+TEST(LinearCrossEntropyKernel, GradientsMatchFiniteDifferences) {
+  std::mt19937 rng(2);
+  const int64_t n = 5, d = 3, v = 9;
+  std::vector<double> h = normal(n * d, rng), w = normal(d * v, rng);
+  const std::vector<double> g = normal(n, rng);
+  const std::vector<int64_t> t{0, 8, 3, -1, 4};
+  const Tensor tt = from_data(t, {n});
+  auto loss = [&] {
+    const std::vector<double> p =
+        linear_cross_entropy_forward(from_data(h, {n, d}), from_data(w, {d, v}), tt, DType::f64)
+            .to_vector<double>();
+    double s = 0;
+    for (int64_t i = 0; i < n; ++i) s += g[i] * p[2 * i];
+    return s;
+  };
+  const Tensor packed =
+      linear_cross_entropy_forward(from_data(h, {n, d}), from_data(w, {d, v}), tt, DType::f64);
+  std::vector<double> dp;
+  for (int64_t i = 0; i < n; ++i) dp.insert(dp.end(), {g[i], 0.0});
+  const std::vector<double> grads =
+      linear_cross_entropy_backward(from_data(h, {n, d}), from_data(w, {d, v}), tt, packed,
+                                    from_data(dp, {n, 2}), DType::f64)
+          .to_vector<double>();
+  size_t at = 0;
+  for (std::vector<double>* x : {&h, &w})
+    for (size_t i = 0; i < x->size(); ++i, ++at) {
+      const double keep = (*x)[i], step = 1e-6;
+      (*x)[i] = keep + step;
+      const double up = loss();
+      (*x)[i] = keep - step;
+      const double down = loss();
+      (*x)[i] = keep;
+      EXPECT_NEAR(grads[at], (up - down) / (2 * step), 1e-7) << "element " << at;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+struct Spelling {
+  const char* name;
+  const char* text;  ///< a fn `head(h: f32[n d], w: ..., y: i64[n]) -> f32[]`
+  bool fused;
+  const char* why = "";
+};
+
+const Spelling kSpellings[] = {
+    {"head", "fn head(h: f32[n d], w: f32[d v], y: i64[n]) -> f32[] = cross_entropy(h @ w, y)",
+     true},
+    {"tied", R"(fn head(h: f32[n d], w: f32[v d], y: i64[n]) -> f32[] = cross_entropy(einsum(h, w, "n d, v d -> n v"), y))",
+     true},
+    {"rows_of_a_batch", R"(fn head(h: f32[b t d], w: f32[d v], y: i64[b t]) -> f32[] = cross_entropy(h @ w, y))",
+     true},
+    {"logits_reused", R"(fn head(h: f32[n d], w: f32[d v], y: i64[n]) -> f32[] {
+  logits = h @ w
+  return cross_entropy(logits, y) + mean(logits)
+})",
+     false, "read elsewhere"},
+    {"scaled_logits", R"(fn head(h: f32[n d], w: f32[d v], y: i64[n]) -> f32[] = cross_entropy((h @ w) * 0.5, y))",
+     false, "not a contraction"},
+};
+
+TEST(LinearCrossEntropyRecogniser, SpellingsTable) {
+  const auto dir = std::filesystem::temp_directory_path() / "ein_cross_entropy_test";
+  std::filesystem::create_directories(dir);
+  const int64_t v = 2100;  // two class tiles, the second partial; above kMinFusedClasses
+  for (const Spelling& sp : kSpellings) {
+    SCOPED_TRACE(sp.name);
+    const auto path = dir / (std::string(sp.name) + ".ein");
+    std::ofstream(path) << "import nn\n" << sp.text << "\n";
+    const bool batch = std::string(sp.name) == "rows_of_a_batch";
+    const bool tied = std::string(sp.name) == "tied";
+    const Shape hs = batch ? Shape{3, 7, 16} : Shape{21, 16};
+    const Shape ws = tied ? Shape{v, 16} : Shape{16, v};
+    const Shape ys = batch ? Shape{3, 7} : Shape{21};
+    const std::vector<TensorType> types{{hs, DType::f32}, {ws, DType::f32}, {ys, DType::i64}};
+    script::LoadOptions on, off;
+    on.stdlib = off.stdlib = {EIN_STDLIB_DIR};
+    off.fused_cross_entropy = false;
+    auto fused = script::Program::load(path.string(), on);
+    auto plain = script::Program::load(path.string(), off);
+    int count = 0;
+    for (const GraphNode& n : fused->trace("head", types).nodes)
+      count += n.op == GraphOp::linear_cross_entropy;
+    ASSERT_EQ(count, sp.fused ? 1 : 0);
+    if (!sp.fused) {
+      const CrossEntropyFusion f = fuse_linear_cross_entropy(plain->trace("head", types));
+      ASSERT_FALSE(f.misses.empty());
+      EXPECT_NE(f.misses[0].why.find(sp.why), std::string::npos) << f.misses[0].why;
+      continue;
+    }
+    std::mt19937 rng(4);
+    auto random = [&](const Shape& s) {
+      int64_t c = 1;
+      for (int64_t x : s) c *= x;
+      return from_data(normal(c, rng), s).to(DType::f32);
+    };
+    std::vector<int64_t> targets;
+    for (int64_t i = 0; i < ys[0] * (batch ? ys[1] : 1); ++i) targets.push_back((i * 97) % v);
+    const Tensor h = random(hs), w = random(ws), y = from_data(targets, ys);
+    std::vector<std::vector<double>> results;
+    for (script::Program* p : {fused.get(), plain.get()}) {
+      Tensor hh = h.detach().requires_grad_(), ww = w.detach().requires_grad_();
+      const Tensor loss = p->call("head", {hh, ww, y})[0];
+      loss.backward(ones({}, DType::f32));
+      std::vector<double> r = loss.detach().to(DType::f64).to_vector<double>();
+      for (const Tensor& x : {hh, ww}) {
+        const std::vector<double> gx = x.grad().to(DType::f64).to_vector<double>();
+        r.insert(r.end(), gx.begin(), gx.end());
+      }
+      results.push_back(std::move(r));
+    }
+    expect_near(results[0], results[1], 2e-5, "fused against unfused");
+  }
+}
+
+TEST(LinearCrossEntropyRecogniser, SmallVocabulariesStayUnfused) {
+  const auto dir = std::filesystem::temp_directory_path() / "ein_cross_entropy_test";
+  std::filesystem::create_directories(dir);
+  const auto path = dir / "small.ein";
+  std::ofstream(path) << "import nn\n" << kSpellings[0].text << "\n";
+  script::LoadOptions o;
+  o.stdlib = {EIN_STDLIB_DIR};
+  o.fused_cross_entropy = false;
+  auto p = script::Program::load(path.string(), o);
+  const CrossEntropyFusion f = fuse_linear_cross_entropy(
+      p->trace("head", {{{8, 4}, DType::f32}, {{4, 256}, DType::f32}, {{8}, DType::i64}}));
+  EXPECT_EQ(f.fused, 0);
+  ASSERT_EQ(f.misses.size(), 1u);
+  EXPECT_NE(f.misses[0].why.find("256 classes"), std::string::npos) << f.misses[0].why;
+}
+
+}  // namespace
+}  // namespace ein
