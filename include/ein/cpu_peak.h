@@ -42,10 +42,17 @@ double cpu_peak(DType dtype);
 /// replaces both. The machine's memory; no bandwidth figure (0).
 const HardwareProfile& this_cpu();
 
-/// The sustained FMA rate of every core for `dtype` (f64, else f32): the better of two
-/// measure_cpu_peak() runs, measured once per machine and kept in the cache folder
-/// (runtime/cache_dir.h: cpu_peak/<model>-<cores>c-<simd>b); 0 where no SIMD FMA is known.
+/// The measured peak for `dtype` (f64, else f32): the larger of the sustained FMA rate of
+/// every core (the better of two measure_cpu_peak() runs) and the best rate of a large GEMM
+/// through the BLAS ein uses (measure_gemm_rate(): a tuned GEMM can beat a plain FMA loop,
+/// and a peak below what a GEMM reaches would put an MFU above 100%). Measured once per
+/// machine and kept in the cache folder (runtime/cache_dir.h: cpu_peak/<model>-<cores>c-
+/// <simd>b); 0 where neither runs.
 double measured_cpu_peak(DType dtype);
+
+/// FLOP/s of one size × size × size GEMM of `dtype` (f64, else f32) through the BLAS every
+/// contraction uses, threaded as ein threads it: the best of three timed calls after one.
+double measure_gemm_rate(DType dtype, int64_t size = 1536);
 
 /// Measures FMA throughput: `threads` threads (0: cpu_info().cores) each run independent FMA
 /// chains on the widest SIMD for about `seconds`; returns FLOP/s summed over the threads.

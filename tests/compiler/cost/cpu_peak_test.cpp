@@ -78,4 +78,14 @@ TEST(CpuPeak, MeasuredPeakIsCachedAndPlausible) {
 }
 
 }  // namespace
+// The GEMM rate measured_cpu_peak() takes the larger of with the FMA loops (a tuned GEMM can
+// beat the FMA loop: an MFU against a peak below it would read above 100%) is plausible:
+// above a tenth of one core's computed peak, below twice the machine's.
+TEST(CpuPeak, GemmRateIsPlausible) {
+  const double gemm = measure_gemm_rate(DType::f32, 512);
+  EXPECT_GT(gemm, 0.1 * cpu_peak(DType::f32) / cpu_info().cores) << gemm << " FLOP/s";
+  EXPECT_LT(gemm, 2.0 * cpu_peak(DType::f32)) << gemm << " FLOP/s";
+  EXPECT_GT(measure_gemm_rate(DType::f64, 256), 0.0);
+}
+
 }  // namespace ein
