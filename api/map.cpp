@@ -22,7 +22,9 @@ namespace {
 /// graphs by graph, so one graph per program and types keeps that cache small).
 std::shared_ptr<const Graph> graph(const MapProgram& p, const std::vector<TensorType>& types,
                                    const Shape& sizes, DType out) {
-  std::string key = fmt::format("{}|{}|{}", fmt::ptr(&p), fmt::join(sizes, ","), dtype_name(out));
+  // Keyed by the program's text, not its address: map_program()'s bounded cache may free a
+  // program, and a new one at the same address must not find the old graph.
+  std::string key = fmt::format("{}|{}|{}", p.kernel.origin, fmt::join(sizes, ","), dtype_name(out));
   for (const TensorType& t : types)
     key += fmt::format("|{}:{}", dtype_name(t.dtype), fmt::join(t.shape, ","));
   static std::shared_mutex mutex;
@@ -34,6 +36,7 @@ std::shared_ptr<const Graph> graph(const MapProgram& p, const std::vector<Tensor
   auto g =
       std::make_shared<const Graph>(lower_map(p.body, p.axes, types, sizes, out, p.kernel.origin));
   std::unique_lock lock(mutex);
+  if (cache.size() >= kMapProgramCapacity && !cache.contains(key)) cache.clear();  // bounded
   return cache.emplace(std::move(key), std::move(g)).first->second;
 }
 

@@ -80,6 +80,8 @@ class GraphCache {
     auto graph = std::make_shared<const Graph>(
         compile_pattern(*recipe, pattern, types, ddof, starred ? star_position(pattern) : 0));
     std::unique_lock lock(mutex_);
+    // Bounded like the recipe cache it follows (entries hold their recipes: no address reuse).
+    if (graphs_.size() >= PatternCache::kCapacity && !graphs_.contains(recipe.get())) graphs_.clear();
     return graphs_.try_emplace(recipe.get(), recipe, graph).first->second.second;
   }
 

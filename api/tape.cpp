@@ -57,6 +57,9 @@ std::shared_ptr<const CachedBackward> backward_of(const std::shared_ptr<const Gr
   std::lock_guard lock(mutex);
   Key key{graph.get(), needs_grad, weights, recompute};
   if (auto it = cache.find(key); it != cache.end()) return it->second.second;
+  // Bounded: a program tracing graphs on the fly must not grow; plans in use stay alive
+  // (their GradNodes hold them).
+  if (cache.size() >= 4096) cache.clear();
   auto entry = std::make_shared<CachedBackward>();
   CompiledGraph c = compile_graph(
       *graph, {.differentiate = needs_grad, .recompute = recompute, .blocks = blocks});

@@ -184,7 +184,9 @@ Entry parse_entry(const std::string& path, const std::string& name, const nlohma
     if (!s.is_number_unsigned())
       fail(path, what + ": shape entries must be integers >= 0, got " + quote(shape));
     const auto n = s.get<uint64_t>();
-    if (n != 0 && bytes > kMaxBytes / n)
+    // Each size on its own too: after a 0 the product stays 0, and a size of 2^63 or more
+    // would wrap negative as a Tensor size.
+    if (n > kMaxBytes || (n != 0 && bytes > kMaxBytes / n))
       fail(path, what + ": shape " + quote(shape) + " is too large");
     bytes *= n;
     e.shape.push_back(static_cast<int64_t>(n));

@@ -150,17 +150,39 @@ std::shared_ptr<const MapProgram> build(std::string_view text) {
 
 }  // namespace
 
+namespace {
+
+struct ProgramCache {
+  std::shared_mutex mutex;
+  std::unordered_map<std::string, std::shared_ptr<const MapProgram>> programs;
+};
+
+ProgramCache& program_cache() {
+  static ProgramCache cache;
+  return cache;
+}
+
+}  // namespace
+
 std::shared_ptr<const MapProgram> map_program(std::string_view text) {
-  static std::shared_mutex mutex;
-  static std::unordered_map<std::string, std::shared_ptr<const MapProgram>> cache;
+  ProgramCache& c = program_cache();
   {
-    std::shared_lock lock(mutex);
-    if (auto it = cache.find(std::string(text)); it != cache.end()) return it->second;
+    std::shared_lock lock(c.mutex);
+    if (auto it = c.programs.find(std::string(text)); it != c.programs.end()) return it->second;
   }
   auto p = build(text);
-  std::unique_lock lock(mutex);
-  return cache.emplace(std::string(text), p).first->second;
+  std::unique_lock lock(c.mutex);
+  if (c.programs.size() >= kMapProgramCapacity && !c.programs.contains(std::string(text)))
+    c.programs.clear();
+  return c.programs.emplace(std::string(text), p).first->second;
 }
+
+size_t map_program_cache_size() {
+  ProgramCache& c = program_cache();
+  std::shared_lock lock(c.mutex);
+  return c.programs.size();
+}
+
 
 Shape bind_map_sizes(const MapProgram& p, const std::vector<Shape>& shapes) {
   const MapExpr& e = p.expr;

@@ -29,6 +29,12 @@ struct MapProgram {
 /// text (cached). Throws UserError with a caret at the mistake.
 std::shared_ptr<const MapProgram> map_program(std::string_view text);
 
+/// The most programs map_program() keeps: at this many, the next new text empties its cache
+/// first (programs handed out stay valid), so map texts made on the fly do not grow a process.
+inline constexpr size_t kMapProgramCapacity = 4096;
+/// How many programs map_program() holds now.
+size_t map_program_cache_size();
+
 /// The size of each of p.out_axes for inputs of these shapes: sizes bind by name, 1 broadcasts.
 /// Throws UserError at the input or axis that disagrees.
 Shape bind_map_sizes(const MapProgram& p, const std::vector<Shape>& shapes);

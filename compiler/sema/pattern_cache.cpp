@@ -67,6 +67,7 @@ std::shared_ptr<const Recipe> PatternCache::resolve(std::string_view pattern,
   auto recipe = std::make_shared<const Recipe>(resolve_pattern(parse_pattern(pattern), request));
   std::unique_lock lock(mutex_);
   ++stats_.misses;
+  if (recipes_.size() >= kCapacity && !recipes_.contains(key)) recipes_.clear();
   return recipes_.try_emplace(key, std::move(recipe)).first->second;
 }
 

@@ -13,9 +13,14 @@
 
 namespace ein {
 
-/// Pattern text + request → resolved Recipe, memoised. Errors are not cached.
+/// Pattern text + request → resolved Recipe, memoised. Errors are not cached. Bounded: at
+/// kCapacity recipes the next new one empties the cache first (recipes already handed out stay
+/// valid: callers hold them), so a program that makes pattern texts on the fly does not grow.
 class PatternCache {
  public:
+  /// The most recipes kept (einops keeps 256 per function; ein's key includes the shapes).
+  static constexpr size_t kCapacity = 16384;
+
   /// Counters since construction or clear().
   struct Stats {
     uint64_t hits = 0;    ///< lookups answered from the cache

@@ -290,6 +290,12 @@ TEST_F(SafetensorsTest, MalformedHeadersGiveSpecificErrors) {
        "shape entries must be integers >= 0"},
       {R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", eight,
        "is too large"},
+      // A size of 2^63 or more after a zero: the product is 0, the size itself too large
+      // (it used to wrap negative and fail later as "sizes must be non-negative").
+      {R"({"a":{"dtype":"F32","shape":[0,9223372036854775808],"data_offsets":[0,0]}})", "",
+       "tensor 'a': shape [0,9223372036854775808] is too large"},
+      {R"({"a":{"dtype":"F32","shape":[0,18446744073709551615],"data_offsets":[0,0]}})", "",
+       "is too large"},
       {R"({"a":{"dtype":"F32","shape":[2]}})", eight, "tensor 'a' has no \"data_offsets\""},
       {R"({"a":{)" + f32x2 + R"(,"data_offsets":[0]}})", eight,
        "data_offsets must be [begin, end] with integers >= 0, got [0]"},

@@ -4,6 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <ein/ops.h>
+#include <fmt/format.h>
+
+#include "compiler/graph/map_program.h"
+
 #include <functional>
 #include <thread>
 
@@ -80,6 +85,32 @@ TEST(PatternCache, ConcurrentLookupsAgree) {
   EXPECT_EQ(wrong.load(), 0);
   EXPECT_EQ(cache.size(), 4u);
   EXPECT_EQ(cache.stats().hits + cache.stats().misses, 2000u);
+}
+
+// Bounded: patterns made on the fly (here one per size) never grow the cache past its
+// capacity, recipes handed out before it emptied stay valid, and lookups stay right after.
+TEST(PatternCache, StaysWithinItsCapacity) {
+  PatternCache cache;
+  const auto first = cache.resolve("b n -> n b", request(Op::rearrange, {{2, 3}}));
+  for (int64_t i = 1; i <= static_cast<int64_t>(PatternCache::kCapacity) + 10; ++i)
+    cache.resolve("b n -> n b", request(Op::rearrange, {{2, i}}));
+  EXPECT_LE(cache.size(), PatternCache::kCapacity);
+  EXPECT_GT(cache.size(), 0u);
+  EXPECT_EQ(first->output_shape(), (Shape{3, 2}));
+  EXPECT_EQ(cache.resolve("b n -> n b", request(Op::rearrange, {{2, 3}}))->output_shape(),
+            (Shape{3, 2}));
+}
+
+// The map-expression cache is bounded too, and ein::map's graphs (keyed by the text, not the
+// program's address) stay right after programs are freed.
+TEST(MapProgramCache, StaysWithinItsCapacityAndKeepsGraphsRight) {
+  const Tensor x = from_data<float>({1, 2, 3}, {3});
+  const std::vector<float> want = map("x[n] -> x * 2 + 1", {x}).to_vector<float>();
+  for (size_t i = 0; i < kMapProgramCapacity + 10; ++i)
+    map_program(fmt::format("x[n] -> x * {} + 1", i + 3));
+  EXPECT_LE(map_program_cache_size(), kMapProgramCapacity);
+  EXPECT_EQ(map("x[n] -> x * 2 + 1", {x}).to_vector<float>(), want);
+  EXPECT_EQ(map("x[n] -> x * 7 + 1", {x}).to_vector<float>(), (std::vector<float>{8, 15, 22}));
 }
 
 }  // namespace
