@@ -153,12 +153,20 @@ struct Operands {
   bool has_bias = false;
   int64_t n = 1, t = 0, s = 0, e = 0, f = 0;
   int64_t bias_s = 1;  ///< the bias's stride along s (its ld is the stride along t)
+  /// Grouped-query heads: q's last batch dim has `heads` heads, k's and v's `groups`;
+  /// query head h reads group h / repeat. n_kv counts k's and v's batch rows.
+  int64_t repeat = 1, heads = 1, groups = 1, n_kv = 1;
 
-  Operands(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& bias_in) {
+  Operands(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& bias_in,
+           int64_t kv_repeat) {
     const int64_t r = q_in.dim();
     if (r < 2 || k_in.dim() != r || v_in.dim() != r)
       throw std::logic_error("internal error: attention operands of different ranks");
     for (int64_t d = 0; d + 2 < r; ++d) n *= q_in.size(d);
+    repeat = std::max<int64_t>(1, kv_repeat);
+    heads = r > 2 ? q_in.size(r - 3) : 1;
+    groups = heads / repeat;
+    n_kv = repeat > 1 ? n / repeat : n;
     t = q_in.size(r - 2);
     e = q_in.size(r - 1);
     s = k_in.size(r - 2);
@@ -188,6 +196,10 @@ struct Operands {
 
   /// Batch n's bias (null without one).
   const T* bias_at(int64_t index) const { return has_bias ? bias.at(index) : nullptr; }
+  /// The k/v batch row query batch row `index` reads.
+  int64_t kv_row(int64_t index) const {
+    return repeat == 1 ? index : (index / heads) * groups + (index % heads) / repeat;
+  }
 
   /// The tile kinds every batch row shares when the bias does not vary over the batch (a
   /// causal mask broadcast to every head): classified once per call, not once per row.
@@ -219,8 +231,8 @@ void logits_tile(const T* q, const T* k, const T* bias, const Operands<T>& o, do
 
 template <class T>
 Tensor forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& bias_in,
-               double scale) {
-  Operands<T> o(q_in, k_in, v_in, bias_in);
+               double scale, int64_t kv_repeat) {
+  Operands<T> o(q_in, k_in, v_in, bias_in, kv_repeat);
   o.classify_shared();
   Shape out_shape = q_in.shape();
   out_shape.back() = o.f + 1;
@@ -236,8 +248,8 @@ Tensor forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const
       const int64_t n = task / q_blocks, i0 = (task % q_blocks) * kQueryBlock,
                     i1 = std::min(o.t, i0 + kQueryBlock), bq = i1 - i0;
       const T* q = o.q.at(n);
-      const T* k = o.s > 0 ? o.k.at(n) : nullptr;
-      const T* v = o.s > 0 ? o.v.at(n) : nullptr;
+      const T* k = o.s > 0 ? o.k.at(o.kv_row(n)) : nullptr;
+      const T* v = o.s > 0 ? o.v.at(o.kv_row(n)) : nullptr;
       const T* bias = o.bias_at(n);
       const std::vector<Tile>& kinds = o.kinds(n, scratch);
       const int64_t k_blocks = (o.s + kKeyBlock - 1) / kKeyBlock;
@@ -276,30 +288,34 @@ Tensor forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const
 
 template <class T>
 Tensor backward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& bias_in,
-                const Tensor& out_in, const Tensor& d_in, double scale) {
-  Operands<T> o(q_in, k_in, v_in, bias_in);
+                const Tensor& out_in, const Tensor& d_in, double scale, int64_t kv_repeat) {
+  Operands<T> o(q_in, k_in, v_in, bias_in, kv_repeat);
   o.classify_shared();
   const Tensor out = dense(out_in, dtype_of<T>());
   const Tensor d_out = dense(d_in, dtype_of<T>());
   const int64_t width = o.f + 1, te = o.t * o.e, se = o.s * o.e, sf = o.s * o.f;
-  Shape grad_shape(q_in.shape().begin(), q_in.shape().end() - 2);
-  grad_shape.push_back(te + se + sf);
-  Tensor grads = zeros(grad_shape, dtype_of<T>(), cpu());
+  // dq of every query row, then dk and dv of every k/v row (graph.h's attention_grad).
+  Tensor grads = zeros({o.n * te + o.n_kv * (se + sf)}, dtype_of<T>(), cpu());
   T* g_data = grads.data<T>();
-  parallel_for(0, o.n, 1, [&](int64_t lo, int64_t hi) {
+  // Parallel over k/v rows: the query heads of a group run on one thread, one after another,
+  // so each dk and dv is written by one thread only.
+  parallel_for(0, o.n_kv, 1, [&](int64_t lo, int64_t hi) {
     std::vector<T> p(kQueryBlock * kKeyBlock), dp(kQueryBlock * kKeyBlock),
         d_o(kQueryBlock * std::max<int64_t>(o.f, 1)), delta(kQueryBlock), lse(kQueryBlock);
     std::vector<Tile> scratch;
-    for (int64_t n = lo; n < hi; ++n) {
+    for (int64_t row = lo; row < hi; ++row)
+    for (int64_t r = 0; r < o.repeat; ++r) {
+      const int64_t n =
+          o.repeat == 1 ? row : (row / o.groups) * o.heads + (row % o.groups) * o.repeat + r;
       const T* q = o.q.at(n);
-      const T* k = o.s > 0 ? o.k.at(n) : nullptr;
-      const T* v = o.s > 0 ? o.v.at(n) : nullptr;
+      const T* k = o.s > 0 ? o.k.at(row) : nullptr;
+      const T* v = o.s > 0 ? o.v.at(row) : nullptr;
       const T* bias = o.bias_at(n);
       const std::vector<Tile>& kinds = o.kinds(n, scratch);
       const int64_t k_blocks = (o.s + kKeyBlock - 1) / kKeyBlock;
-      T* dq = g_data + n * (te + se + sf);
-      T* dk = dq + te;
-      T* dv = dk + se;
+      T* dq = g_data + n * te;
+      T* dk = g_data + o.n * te + row * se;
+      T* dv = g_data + o.n * te + o.n_kv * se + row * sf;
       for (int64_t i0 = 0; i0 < o.t; i0 += kQueryBlock) {
         const int64_t i1 = std::min(o.t, i0 + kQueryBlock), bq = i1 - i0;
         // dO's tile (packed rows hold F values and the lse) and δ_i = Σ_c dO·O.
@@ -353,22 +369,25 @@ Tensor on_cpu(const Tensor& x) {
 }  // namespace
 
 Tensor attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias,
-                         double scale, DType dtype) {
+                         double scale, DType dtype, int64_t kv_repeat) {
   const Device device = q.device();
-  Tensor out = dtype == DType::f64
-                   ? forward<double>(on_cpu(q), on_cpu(k), on_cpu(v), on_cpu(bias), scale)
-                   : forward<float>(on_cpu(q), on_cpu(k), on_cpu(v), on_cpu(bias), scale);
+  Tensor out =
+      dtype == DType::f64
+          ? forward<double>(on_cpu(q), on_cpu(k), on_cpu(v), on_cpu(bias), scale, kv_repeat)
+          : forward<float>(on_cpu(q), on_cpu(k), on_cpu(v), on_cpu(bias), scale, kv_repeat);
   if (out.dtype() != dtype) out = out.to(dtype);
   return device.kind == DeviceKind::cpu ? out : out.to(device);
 }
 
 Tensor attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias,
-                          const Tensor& out, const Tensor& d_out, double scale, DType dtype) {
+                          const Tensor& out, const Tensor& d_out, double scale, DType dtype,
+                          int64_t kv_repeat) {
   const Device device = q.device();
-  Tensor g = dtype == DType::f64 ? backward<double>(on_cpu(q), on_cpu(k), on_cpu(v), on_cpu(bias),
-                                                    on_cpu(out), on_cpu(d_out), scale)
-                                 : backward<float>(on_cpu(q), on_cpu(k), on_cpu(v), on_cpu(bias),
-                                                   on_cpu(out), on_cpu(d_out), scale);
+  Tensor g = dtype == DType::f64
+                 ? backward<double>(on_cpu(q), on_cpu(k), on_cpu(v), on_cpu(bias), on_cpu(out),
+                                    on_cpu(d_out), scale, kv_repeat)
+                 : backward<float>(on_cpu(q), on_cpu(k), on_cpu(v), on_cpu(bias), on_cpu(out),
+                                   on_cpu(d_out), scale, kv_repeat);
   if (g.dtype() != dtype) g = g.to(dtype);
   return device.kind == DeviceKind::cpu ? g : g.to(device);
 }

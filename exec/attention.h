@@ -16,13 +16,16 @@ namespace ein {
 /// logsumexp in the last (o = 0 and -inf for a row whose logits are all -inf). q [B..., T, E],
 /// k [B..., S, E], v [B..., S, F], bias [B..., T, S] or undefined (any strides: broadcast views
 /// are read in place). Computes in f64 when `dtype` is f64, else in f32; returns `dtype`.
+/// kv_repeat > 1: grouped-query heads, k and v with q's last batch dim divided by it (query
+/// head h reads k/v head h / kv_repeat).
 Tensor attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias,
-                         double scale, DType dtype);
+                         double scale, DType dtype, int64_t kv_repeat = 1);
 
-/// [B..., T·E + S·E + S·F]: dq, dk and dv flattened one after another, for the attention whose
-/// packed result (attention_forward's) is `out` and whose cotangent is `d_out` (the lse
-/// column's ignored).
+/// One dim: dq, dk and dv flattened one after another (q's, k's and v's element counts), for
+/// the attention whose packed result (attention_forward's) is `out` and whose cotangent is
+/// `d_out` (the lse column's ignored). With kv_repeat > 1, dk and dv sum over each group.
 Tensor attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias,
-                          const Tensor& out, const Tensor& d_out, double scale, DType dtype);
+                          const Tensor& out, const Tensor& d_out, double scale, DType dtype,
+                          int64_t kv_repeat = 1);
 
 }  // namespace ein

@@ -133,7 +133,7 @@ Tensor run_scatter_add(const GraphNode& n, const Values& v, Context&) {
 Tensor run_attention(const GraphNode& n, const Values& v, Context&) {
   const auto& a = std::get<AttentionAttr>(n.attr);
   return attention_forward(arg(v, n, 0), arg(v, n, 1), arg(v, n, 2),
-                           a.bias ? arg(v, n, 3) : Tensor(), a.scale, n.dtype);
+                           a.bias ? arg(v, n, 3) : Tensor(), a.scale, n.dtype, a.kv_repeat);
 }
 
 Tensor run_attention_grad(const GraphNode& n, const Values& v, Context&) {
@@ -141,7 +141,7 @@ Tensor run_attention_grad(const GraphNode& n, const Values& v, Context&) {
   const size_t at = a.bias ? 4 : 3;
   return attention_backward(arg(v, n, 0), arg(v, n, 1), arg(v, n, 2),
                             a.bias ? arg(v, n, 3) : Tensor(), arg(v, n, at), arg(v, n, at + 1),
-                            a.scale, n.dtype);
+                            a.scale, n.dtype, a.kv_repeat);
 }
 
 Tensor run_linear_cross_entropy(const GraphNode& n, const Values& v, Context&) {

@@ -381,27 +381,24 @@ void vjp_attention(Vjp& v) {
   std::vector<int> inputs(v.n.inputs.begin(), v.n.inputs.end());
   inputs.push_back(v.id);
   inputs.push_back(v.g);
-  const Shape &qs = v.in(0).shape, &ks = v.in(1).shape, &vs = v.in(2).shape;
-  const size_t r = qs.size();
-  const int64_t t = qs[r - 2], e = qs[r - 1], s = ks[r - 2], f = vs[r - 1];
-  Shape shape(qs.begin(), qs.end() - 2);
-  shape.push_back(t * e + s * e + s * f);
-  const int grads = v.b.add(GraphOp::attention_grad, inputs, shape, v.n.dtype, a);
+  const auto count = [](const Shape& s) {
+    int64_t n = 1;
+    for (int64_t d : s) n *= d;
+    return n;
+  };
+  const int64_t total = count(v.in(0).shape) + count(v.in(1).shape) + count(v.in(2).shape);
+  const int grads = v.b.add(GraphOp::attention_grad, inputs, {total}, v.n.dtype, a);
   int64_t at = 0;
   for (size_t operand = 0; operand < 3; ++operand) {
-    const int64_t rows = operand == 0 ? t : s, cols = operand == 2 ? f : e;
+    const Shape& shape = v.in(operand).shape;
     const int64_t start = at;
-    at += rows * cols;
+    at += count(shape);
     if (!v.needed[operand]) continue;
-    const int part = v.b.slice(grads, static_cast<int64_t>(r) - 2, start, start + rows * cols);
+    const int part = v.b.slice(grads, 0, start, at);
     ViewAttr split;
-    for (size_t d = 0; d + 2 < r; ++d) split.split.push_back({qs[d]});
-    split.split.push_back({rows, cols});
-    for (size_t d = 0; d < r; ++d) split.dims.push_back({static_cast<int>(d)});
-    Shape part_shape(qs.begin(), qs.end() - 2);
-    part_shape.push_back(rows);
-    part_shape.push_back(cols);
-    const int viewed = v.b.add(GraphOp::view, {part}, part_shape, v.n.dtype, std::move(split));
+    split.split = {shape};
+    for (size_t d = 0; d < shape.size(); ++d) split.dims.push_back({static_cast<int>(d)});
+    const int viewed = v.b.add(GraphOp::view, {part}, shape, v.n.dtype, std::move(split));
     v.set(operand, v.b.conform(viewed, v.in(operand)));
   }
 }

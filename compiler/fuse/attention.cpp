@@ -582,6 +582,45 @@ bool has_leaf(const Expander& e, int s) {
   return false;
 }
 
+/// Grouped-query attention's k or v: node `id` (walked back through identity views) a
+/// `repeat(x, "... g s e -> ... (g r) s e")` — a reshape merging the group dim with a broadcast
+/// one right after it — at batch dim `head` (the last batch dim). Returns x and sets `repeat`
+/// to r; -1 when `id` is not such a repeat.
+int ungrouped(const Graph& g, int id, int head, int64_t& repeat) {
+  const auto identity_view = [&](const GraphNode& n) {
+    const auto* v = std::get_if<ViewAttr>(&n.attr);
+    if (!v || v->split.size() != v->dims.size()) return false;
+    for (size_t d = 0; d < v->dims.size(); ++d)
+      if (v->split[d].size() != 1 || v->dims[d] != std::vector<int>{static_cast<int>(d)})
+        return false;
+    return true;
+  };
+  int cur = id;
+  while (g.nodes[cur].op == GraphOp::view && identity_view(g.nodes[cur])) cur = g.nodes[cur].inputs[0];
+  const GraphNode& merged = g.nodes[cur];
+  if (merged.op != GraphOp::reshape) return -1;
+  const GraphNode& spread = g.nodes[merged.inputs[0]];
+  const auto* v = std::get_if<ViewAttr>(&spread.attr);
+  if (spread.op != GraphOp::view || !v || spread.shape.size() != merged.shape.size() + 1) return -1;
+  // The view: input dims in order, one broadcast dim inserted at head + 1.
+  const size_t r = static_cast<size_t>(head) + 1;
+  if (v->dims.size() != spread.shape.size() || !v->dims[r].empty()) return -1;
+  for (size_t d = 0, in = 0; d < v->dims.size(); ++d) {
+    if (d == r) continue;
+    if (v->split[in].size() != 1 || v->dims[d] != std::vector<int>{static_cast<int>(in)}) return -1;
+    ++in;
+  }
+  // The reshape merges (g, r) at `head`; every other dim stays.
+  for (size_t d = 0; d < merged.shape.size(); ++d) {
+    const int64_t want = d < static_cast<size_t>(head) ? spread.shape[d]
+                         : d == static_cast<size_t>(head) ? spread.shape[d] * spread.shape[d + 1]
+                                                          : spread.shape[d + 1];
+    if (merged.shape[d] != want) return -1;
+  }
+  repeat = spread.shape[r];
+  return spread.inputs[0];
+}
+
 /// The rewrite of one match; `source` maps the result's nodes to `g`'s. Nullopt when an
 /// interior node stays live (something else reads the scores or probabilities).
 std::optional<Graph> rewrite(const Graph& g, const Match& m, const Expander& e,
@@ -613,8 +652,21 @@ std::optional<Graph> rewrite(const Graph& g, const Match& m, const Expander& e,
       p.attr = PermuteAttr{order};
       return add(std::move(p), m.y);
     };
-    const int q = permuted(m.q, m.q_order), k = permuted(m.k, m.k_order),
-              v = permuted(m.v, m.v_order);
+    const int q = permuted(m.q, m.q_order);
+    int k = permuted(m.k, m.k_order), v = permuted(m.v, m.v_order);
+    // Grouped-query heads: k and v repeated per group are read from their groups, not copied
+    // (the kernel maps each query head to its group; the backward sums dk, dv over it).
+    int64_t kv_repeat = 1;
+    if (!m.batch_x.empty() && identity(m.k_order) && identity(m.v_order)) {
+      const int head = static_cast<int>(m.batch_x.size()) - 1;
+      int64_t rk = 0, rv = 0;
+      const int gk = ungrouped(g, m.k, head, rk), gv = ungrouped(g, m.v, head, rv);
+      if (gk >= 0 && gv >= 0 && rk == rv && rk > 1) {
+        k = id[gk];
+        v = id[gv];
+        kv_repeat = rk;
+      }
+    }
     const Shape qs = out.nodes[q].shape, ks = out.nodes[k].shape, vs = out.nodes[v].shape;
     const size_t nb = m.batch_x.size();
     // The bias over the X dims it varies along, then broadcast to [batch..., t, s].
@@ -686,7 +738,7 @@ std::optional<Graph> rewrite(const Graph& g, const Match& m, const Expander& e,
     a.shape = Shape(qs.begin(), qs.end() - 1);
     a.shape.push_back(vs.back() + 1);
     a.dtype = dtype;
-    a.attr = AttentionAttr{m.scale, inputs.size() == 4};
+    a.attr = AttentionAttr{m.scale, inputs.size() == 4, kv_repeat};
     const int att = add(std::move(a), m.y);
     GraphNode sl;
     sl.op = GraphOp::slice;

@@ -63,7 +63,8 @@ std::string attributes(const GraphNode& n) {
     }
     std::string operator()(const ResultAttr& a) const { return fmt::format("[{}]", a.index); }
     std::string operator()(const AttentionAttr& a) const {
-      return fmt::format("[scale {:g}{}]", a.scale, a.bias ? ", bias" : "");
+      return fmt::format("[scale {:g}{}{}]", a.scale, a.bias ? ", bias" : "",
+                         a.kv_repeat > 1 ? fmt::format(", kv groups of {}", a.kv_repeat) : "");
     }
   };
   return std::visit(Visitor{}, n.attr);

@@ -117,11 +117,14 @@ struct FusedAttr {
 /// the result [B..., T, F + 1] holds o = softmax(scale · q kᵀ + bias) v in its first F columns
 /// and each row's logsumexp of the logits (what the backward reads) in the last. A row whose
 /// logits are all -inf gives o = 0 and lse = -inf. attention_grad: inputs q, k, v[, bias], the
-/// attention's result and its cotangent (the lse column's is ignored); the result
-/// [B..., T·E + S·E + S·F] holds dq, dk and dv flattened one after another.
+/// attention's result and its cotangent (the lse column's is ignored); the result, one dim,
+/// holds dq, dk and dv flattened one after another (q's, k's and v's sizes).
 struct AttentionAttr {
   double scale = 1;
   bool bias = false;
+  /// Grouped-query heads: k and v have 1/kv_repeat of q's heads (the last batch dim), query
+  /// head h reading k/v head h / kv_repeat.
+  int64_t kv_repeat = 1;
 };
 /// linear_cross_entropy (compiler/fuse/cross_entropy.h): inputs h [N, D], w [D, V] (any
 /// strides) and integer targets [N]; the result [N, 2] holds each row's cross-entropy

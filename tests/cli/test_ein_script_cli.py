@@ -123,7 +123,7 @@ class FusedAttention(Case):
         self.check(script("scripts", "llama_tiny.ein"))
 
     def test_llama_grouped_query(self):
-        # kv_heads = 2 of 4: k and v repeated per group (fused after the repeat's copy).
+        # kv_heads = 2 of 4: k and v read per group by the fused kernel (no repeat copies).
         with open(script("scripts", "llama_tiny.ein")) as f:
             text = f.read()
         corpus = script("gpt", "corpus.txt")

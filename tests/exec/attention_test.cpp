@@ -180,16 +180,11 @@ void run_case(const Case& c) {
   }
   const Tensor td = from_data(d_packed, {c.n, c.t, c.f + 1}).to(out_dtype);
   const Tensor grads = attention_backward(tq, tk, tv, tb, packed, td, scale, out_dtype);
-  ASSERT_EQ(grads.shape(), (Shape{c.n, c.t * c.e + c.s * c.e + c.s * c.f}));
+  ASSERT_EQ(grads.shape(), (Shape{c.n * (c.t * c.e + c.s * c.e + c.s * c.f)}));
   const std::vector<double> g = grads.to(DType::f64).to_vector<double>();
-  const int64_t width = c.t * c.e + c.s * c.e + c.s * c.f;
-  std::vector<double> dq, dk, dv;
-  for (int64_t b = 0; b < c.n; ++b) {
-    const double* row = g.data() + b * width;
-    dq.insert(dq.end(), row, row + c.t * c.e);
-    dk.insert(dk.end(), row + c.t * c.e, row + c.t * c.e + c.s * c.e);
-    dv.insert(dv.end(), row + c.t * c.e + c.s * c.e, row + width);
-  }
+  const auto at = g.begin();
+  const int64_t nq = c.n * c.t * c.e, nk = c.n * c.s * c.e;
+  const std::vector<double> dq(at, at + nq), dk(at + nq, at + nq + nk), dv(at + nq + nk, g.end());
   expect_near(dq, want.dq.v, c.tol, "dq");
   expect_near(dk, want.dk.v, c.tol, "dk");
   expect_near(dv, want.dv.v, c.tol, "dv");
@@ -256,6 +251,60 @@ TEST(AttentionKernel, BroadcastAndPermutedOperandsAreReadInPlace) {
   for (int64_t r = 0; r < n * t; ++r)
     for (int64_t c = 0; c < f; ++c) o.push_back(got[r * (f + 1) + c]);
   expect_near(o, want.o.v, 2e-5, "o");
+}
+
+TEST(AttentionKernel, GroupedQueryHeadsReadTheirGroup) {
+  // q [b, h, t, e] with h = g·r heads; k, v [b, g, s, e]: the same as k, v repeated per group
+  // (repeat(k, "b g s e -> b (g r) s e")), and dk, dv the repeated ones' gradients summed over
+  // each group.
+  std::mt19937 rng(9);
+  const int64_t b = 2, g = 2, r = 3, h = g * r, t = 19, s = 19, e = 5;
+  auto random = [&](Shape shape) {
+    int64_t n = 1;
+    for (int64_t x : shape) n *= x;
+    std::normal_distribution<double> d;
+    std::vector<double> v(n);
+    for (double& x : v) x = d(rng);
+    return from_data(v, shape);
+  };
+  const Tensor q = random({b, h, t, e}), k = random({b, g, s, e}), v = random({b, g, s, e}),
+               d = random({b, h, t, e + 1});
+  // The repeat, spelt out: head j of the repeated tensor is group j / r.
+  auto repeated = [&](const Tensor& x) {
+    const std::vector<double> src = x.to_vector<double>();
+    std::vector<double> out;
+    for (int64_t bi = 0; bi < b; ++bi)
+      for (int64_t j = 0; j < h; ++j) {
+        const double* at = src.data() + ((bi * g + j / r) * s) * e;
+        out.insert(out.end(), at, at + s * e);
+      }
+    return from_data(out, {b, h, s, e});
+  };
+  std::vector<double> causal(t * s);
+  for (int64_t i = 0; i < t; ++i)
+    for (int64_t j = 0; j < s; ++j) causal[i * s + j] = j > i ? -kInf : 0;
+  const Tensor mask = from_data(causal, {1, 1, t, s}).as_strided({b, h, t, s}, {0, 0, s, 1}, 0);
+  const Tensor grouped = attention_forward(q, k, v, mask, 0.4, DType::f64, r);
+  const Tensor plain = attention_forward(q, repeated(k), repeated(v), mask, 0.4, DType::f64);
+  expect_near(grouped.to_vector<double>(), plain.to_vector<double>(), 1e-12, "o | lse");
+  const std::vector<double> gg =
+      attention_backward(q, k, v, mask, grouped, d, 0.4, DType::f64, r).to_vector<double>();
+  const std::vector<double> gp =
+      attention_backward(q, repeated(k), repeated(v), mask, plain, d, 0.4, DType::f64)
+          .to_vector<double>();
+  const int64_t nq = b * h * t * e, nkg = b * g * s * e, nkp = b * h * s * e;
+  ASSERT_EQ(gg.size(), static_cast<size_t>(nq + 2 * nkg));
+  expect_near(std::vector<double>(gg.begin(), gg.begin() + nq),
+              std::vector<double>(gp.begin(), gp.begin() + nq), 1e-12, "dq");
+  for (int part = 0; part < 2; ++part) {  // dk, then dv: summed over each group's heads
+    std::vector<double> want(nkg, 0.0);
+    for (int64_t bi = 0; bi < b; ++bi)
+      for (int64_t j = 0; j < h; ++j)
+        for (int64_t x = 0; x < s * e; ++x)
+          want[(bi * g + j / r) * s * e + x] += gp[nq + part * nkp + (bi * h + j) * s * e + x];
+    expect_near(std::vector<double>(gg.begin() + nq + part * nkg, gg.begin() + nq + (part + 1) * nkg),
+                want, 1e-12, part == 0 ? "dk" : "dv");
+  }
 }
 
 TEST(AttentionKernel, GradientsMatchFiniteDifferences) {
@@ -428,6 +477,58 @@ TEST(AttentionRecogniser, SpellingsTable) {
     }
     expect_near(results[0], results[1], 2e-5, "fused against unfused");
   }
+}
+
+TEST(AttentionRecogniser, GroupedQueryHeadsAreNotCopied) {
+  // stdlib/llama.ein's spelling: k and v repeated per group with einops' repeat. The fused
+  // node reads the groups (kv groups of 2), and values and gradients equal the unfused trace.
+  const auto dir = std::filesystem::temp_directory_path() / "ein_attention_test";
+  std::filesystem::create_directories(dir);
+  const auto path = dir / "gqa.ein";
+  std::ofstream(path) << R"(import nn
+fn attend(q: f32[b h t e], k: f32[b g t e], v: f32[b g t e]) -> f32[b h t e] {
+  kk = repeat(k, "b g t e -> b (g r) t e", r = h // g)
+  vv = repeat(v, "b g t e -> b (g r) t e", r = h // g)
+  scores = einsum(q, kk, "b h t e, b h s e -> b h t s") / sqrt(e)
+  future = triu(ones(t, t), diagonal = 1)
+  return einsum(softmax(where(future > 0, -inf, scores)), vv, "b h t s, b h s e -> b h t e")
+}
+)";
+  const Shape qs{2, 4, 21, 8}, ks{2, 2, 21, 8};
+  const std::vector<TensorType> types{{qs, DType::f32}, {ks, DType::f32}, {ks, DType::f32}};
+  script::LoadOptions on, off;
+  on.stdlib = off.stdlib = {EIN_STDLIB_DIR};
+  off.fused_attention = false;
+  auto fused = script::Program::load(path.string(), on);
+  auto plain = script::Program::load(path.string(), off);
+  int groups = 0;
+  for (const GraphNode& n : fused->trace("attend", types).nodes)
+    if (n.op == GraphOp::attention) groups = static_cast<int>(std::get<AttentionAttr>(n.attr).kv_repeat);
+  ASSERT_EQ(groups, 2);
+  std::mt19937 rng(8);
+  auto random = [&](const Shape& shape) {
+    std::normal_distribution<double> d;
+    int64_t n = 1;
+    for (int64_t x : shape) n *= x;
+    std::vector<double> v(n);
+    for (double& x : v) x = d(rng);
+    return from_data(v, shape).to(DType::f32);
+  };
+  const Tensor q = random(qs), k = random(ks), v = random(ks), w = random(qs);
+  std::vector<std::vector<double>> results;
+  for (script::Program* p : {fused.get(), plain.get()}) {
+    Tensor qq = q.detach().requires_grad_(), kk = k.detach().requires_grad_(),
+           vv = v.detach().requires_grad_();
+    const Tensor y = p->call("attend", {qq, kk, vv})[0];
+    y.backward(w);
+    std::vector<double> r = y.detach().to(DType::f64).to_vector<double>();
+    for (const Tensor& x : {qq, kk, vv}) {
+      const std::vector<double> gx = x.grad().to(DType::f64).to_vector<double>();
+      r.insert(r.end(), gx.begin(), gx.end());
+    }
+    results.push_back(std::move(r));
+  }
+  expect_near(results[0], results[1], 2e-5, "fused against unfused");
 }
 
 }  // namespace
