@@ -255,6 +255,25 @@ class Report(unittest.TestCase):
         self.assertLess(c["flops_ratio"], 1.5)
         self.assertAlmostEqual(c["flops_ratio"], 1 + c["recompute_flops"] / j["flops"]["per_step"])
 
+    def test_attention_memory_is_linear_in_the_sequence(self):
+        # The fused attention saves q, k, v, its output and the row logsumexp: no t x t term,
+        # so doubling T doubles the saved activations of the byte GPT (B, D fixed); the
+        # unfused chain (EIN_ATTENTION=unfused) saves the (b h t t) probabilities and grows
+        # faster. The sequence lengths divide every tile evenly or not: 48 and 96.
+        gpt = os.path.join(os.path.dirname(script("gpt2_small.ein")), "..", "gpt", "byte_gpt.ein")
+        sizes = ["--set", "D=64", "--set", "L=2", "--set", "H=4", "--set", "B=4"]
+        saved = {}
+        for mode in ("fused", "unfused"):
+            env = dict(os.environ, EIN_ATTENTION=mode)
+            for t in (48, 96):
+                p = subprocess.run([EIN, "report", gpt, *sizes, "--set", f"T={t}", "--format", "json"],
+                                   capture_output=True, text=True, env=env, timeout=120)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                saved[mode, t] = json.loads(p.stdout)["memory"]["activations"]
+        self.assertAlmostEqual(saved["fused", 96] / saved["fused", 48], 2.0, delta=0.02)
+        self.assertGreater(saved["unfused", 96] / saved["unfused", 48], 2.2)
+        self.assertLess(saved["fused", 96], saved["unfused", 96])
+
     def test_recompute_plans(self):
         # The three plans autodiff builds, the chosen one marked and giving the main numbers.
         two_layers = [a if a != "L=1" else "L=2" for a in TINY]
