@@ -48,23 +48,7 @@ DType dtype_of() {
 template <class T>
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const T* a, int64_t lda,
           const T* b, int64_t ldb, double beta, T* c, int64_t ldc) {
-  if (m == 0 || n == 0) return;
-  GemmBatch g;
-  g.dtype = dtype_of<T>();
-  g.m = m;
-  g.n = n;
-  g.k = k;
-  g.trans_a = ta;
-  g.trans_b = tb;
-  g.a = a;
-  g.lda = std::max<int64_t>(1, lda);
-  g.b = b;
-  g.ldb = std::max<int64_t>(1, ldb);
-  g.c = c;
-  g.ldc = std::max<int64_t>(1, ldc);
-  g.alpha = alpha;
-  g.beta = beta;
-  gemm_on_this_thread(g);
+  gemm_tile(dtype_of<T>(), ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 /// x as a contiguous CPU tensor of dtype `dt` (x itself when it is one).

@@ -35,33 +35,14 @@ struct View {
   View t() const { return {p, cs, rs}; }
 };
 
-/// C (m × n, row stride ldc) = alpha · A (m × k) · B (k × n) + beta · C, on this thread.
+/// C (m × n, row stride ldc) = alpha · A (m × k) · B (k × n) + beta · C, on this thread. A
+/// view has one unit stride (matrix() makes sure): along its rows, or along its columns (then
+/// it is the transpose of a row-major matrix).
 template <class T>
 void gemm(int64_t m, int64_t n, int64_t k, double alpha, View<T> a, View<T> b, double beta, T* c,
           int64_t ldc) {
-  if (m == 0 || n == 0) return;
-  GemmBatch g;
-  g.dtype = dtype_of<T>();
-  g.m = m;
-  g.n = n;
-  g.k = k;
-  // A view has one unit stride (matrix() makes sure): along its rows, or along its columns
-  // (then it is the transpose of a row-major matrix).
-  g.trans_a = a.cs != 1;
-  g.a = a.p;
-  g.lda = g.trans_a ? a.cs : a.rs;
-  g.trans_b = b.cs != 1;
-  g.b = b.p;
-  g.ldb = g.trans_b ? b.cs : b.rs;
-  g.c = c;
-  g.ldc = std::max<int64_t>(1, ldc);
-  g.alpha = alpha;
-  g.beta = beta;
-  // A leading dimension below the stored row length means a size-1 dim's stride: use the
-  // minimum the BLAS accepts (nothing is read across it).
-  g.lda = std::max(g.lda, g.trans_a ? m : k);
-  g.ldb = std::max(g.ldb, g.trans_b ? k : n);
-  gemm_on_this_thread(g);
+  gemm_tile(dtype_of<T>(), a.cs != 1, b.cs != 1, m, n, k, alpha, a.p, a.cs != 1 ? a.cs : a.rs,
+            b.p, b.cs != 1 ? b.cs : b.rs, beta, c, ldc);
 }
 
 /// A CPU tensor of T with one unit stride (itself when it is one), and its view.

@@ -776,51 +776,37 @@ std::optional<Graph> rewrite(const Graph& g, const Match& m, const Expander& e,
 }  // namespace
 
 AttentionFusion fuse_attention(const Graph& graph) {
-  AttentionFusion r;
-  r.graph = graph;
-  r.source.resize(graph.nodes.size());
-  std::iota(r.source.begin(), r.source.end(), 0);
-  std::set<int> tried;  // second contractions already tried, as nodes of `graph`
-  for (bool again = true; again;) {
-    again = false;
-    const Graph& g = r.graph;
-    for (size_t y = 0; y < g.nodes.size(); ++y) {
-      if (g.nodes[y].op != GraphOp::contract || tried.count(r.source[y])) continue;
-      // Only contractions with a softmax-like operand are candidates worth a note.
-      bool softmax_operand = false;
-      for (size_t side = 0; side < 2; ++side) {
-        const Operand o = resolve_operand(g, static_cast<int>(y), side);
-        const GraphNode& pn = g.nodes[o.source];
-        if (pn.op != GraphOp::map) continue;
-        for (int in : pn.inputs) {
-          int at = in;
-          while (detail::is_layout(g.nodes[at].op)) at = g.nodes[at].inputs[0];
-          if (g.nodes[at].op == GraphOp::reduce) softmax_operand = true;
-        }
+  // Candidates: contractions with an operand that is a map over a reduction (a softmax's
+  // division, perhaps): the only ones worth a note when they do not match.
+  const auto candidate = [](const Graph& g, int y) {
+    if (g.nodes[y].op != GraphOp::contract) return false;
+    for (size_t side = 0; side < 2; ++side) {
+      const GraphNode& pn = g.nodes[resolve_operand(g, y, side).source];
+      if (pn.op != GraphOp::map) continue;
+      for (int in : pn.inputs) {
+        int at = in;
+        while (detail::is_layout(g.nodes[at].op)) at = g.nodes[at].inputs[0];
+        if (g.nodes[at].op == GraphOp::reduce) return true;
       }
-      if (!softmax_operand) continue;
-      tried.insert(r.source[y]);
+    }
+    return false;
+  };
+  const auto attempt = [](const Graph& g, int y, std::vector<int>& source,
+                          std::string& why) -> std::optional<Graph> {
+    try {
       std::vector<std::unique_ptr<Expander>> owned;
       Expander* e = nullptr;
-      std::string why;
-      try {
-        const Match m = match_at(g, static_cast<int>(y), e, owned);
-        std::vector<int> source;
-        if (auto out = rewrite(g, m, *e, source, why)) {
-          for (int& s : source) s = r.source[s];
-          r.graph = std::move(*out);
-          r.source = std::move(source);
-          ++r.fused;
-          again = true;
-          break;
-        }
-      } catch (const Fail& f) {
-        why = f.why;
-      }
-      r.misses.push_back({r.source[y], why});
+      const Match m = match_at(g, y, e, owned);
+      return rewrite(g, m, *e, source, why);
+    } catch (const Fail& f) {
+      why = f.why;
+      return std::nullopt;
     }
-  }
-  return r;
+  };
+  detail::Replacements r = detail::replace_all(graph, candidate, attempt);
+  AttentionFusion out{std::move(r.graph), std::move(r.source), r.replaced, {}};
+  for (auto& [node, why] : r.misses) out.misses.push_back({node, std::move(why)});
+  return out;
 }
 
 }  // namespace ein

@@ -222,41 +222,24 @@ std::optional<Graph> rewrite(const Graph& g, const Match& m, std::vector<int>& s
 }  // namespace
 
 CrossEntropyFusion fuse_linear_cross_entropy(const Graph& graph) {
-  CrossEntropyFusion r;
-  r.graph = graph;
-  r.source.resize(graph.nodes.size());
-  std::iota(r.source.begin(), r.source.end(), 0);
-  std::set<int> tried;
-  for (bool again = true; again;) {
-    again = false;
-    const Graph& g = r.graph;
-    for (size_t i = 0; i < g.nodes.size(); ++i) {
-      if (g.nodes[i].op != GraphOp::map || !binary_body(g, static_cast<int>(i), ScalarOp::sub) ||
-          tried.count(r.source[i]))
-        continue;
-      // Candidates: a - b with a a logsumexp over the last dim (a cross-entropy's rows).
-      const Operand a = resolve_operand(g, static_cast<int>(i), 0);
-      if (!last_dim_reduce(g.nodes[a.source], g, Reduction::logsumexp)) continue;
-      tried.insert(r.source[i]);
-      std::string why;
-      try {
-        const Match m = match_at(g, static_cast<int>(i));
-        std::vector<int> source;
-        if (auto out = rewrite(g, m, source, why)) {
-          for (int& s : source) s = r.source[s];
-          r.graph = std::move(*out);
-          r.source = std::move(source);
-          ++r.fused;
-          again = true;
-          break;
-        }
-      } catch (const Fail& f) {
-        why = f.why;
-      }
-      r.misses.push_back({r.source[i], why});
+  // Candidates: a - b with a a logsumexp over the last dim (a cross-entropy's rows).
+  const auto candidate = [](const Graph& g, int i) {
+    return g.nodes[i].op == GraphOp::map && binary_body(g, i, ScalarOp::sub) &&
+           last_dim_reduce(g.nodes[resolve_operand(g, i, 0).source], g, Reduction::logsumexp);
+  };
+  const auto attempt = [](const Graph& g, int i, std::vector<int>& source,
+                          std::string& why) -> std::optional<Graph> {
+    try {
+      return rewrite(g, match_at(g, i), source, why);
+    } catch (const Fail& f) {
+      why = f.why;
+      return std::nullopt;
     }
-  }
-  return r;
+  };
+  detail::Replacements r = detail::replace_all(graph, candidate, attempt);
+  CrossEntropyFusion out{std::move(r.graph), std::move(r.source), r.replaced, {}};
+  for (auto& [node, why] : r.misses) out.misses.push_back({node, std::move(why)});
+  return out;
 }
 
 }  // namespace ein

@@ -1,5 +1,8 @@
 #include "compiler/fuse/rewrite.h"
 
+#include <numeric>
+#include <set>
+
 #include <fmt/format.h>
 
 namespace ein::detail {
@@ -32,6 +35,37 @@ std::optional<Graph> compact(Graph out, const std::vector<int>& src,
   }
   for (int o : out.outputs) compacted.outputs.push_back(renumbered[o]);
   return compacted;
+}
+
+Replacements replace_all(
+    const Graph& graph, const std::function<bool(const Graph&, int)>& candidate,
+    const std::function<std::optional<Graph>(const Graph&, int, std::vector<int>& source,
+                                             std::string& why)>& attempt) {
+  Replacements r;
+  r.graph = graph;
+  r.source.resize(graph.nodes.size());
+  std::iota(r.source.begin(), r.source.end(), 0);
+  std::set<int> tried;  // input-graph nodes already attempted
+  for (bool again = true; again;) {
+    again = false;
+    for (size_t i = 0; i < r.graph.nodes.size(); ++i) {
+      const int id = static_cast<int>(i);
+      if (tried.count(r.source[i]) || !candidate(r.graph, id)) continue;
+      tried.insert(r.source[i]);
+      std::string why;
+      std::vector<int> source;
+      if (std::optional<Graph> out = attempt(r.graph, id, source, why)) {
+        for (int& s : source) s = s >= 0 ? r.source[s] : -1;
+        r.graph = std::move(*out);
+        r.source = std::move(source);
+        ++r.replaced;
+        again = true;
+        break;
+      }
+      r.misses.emplace_back(r.source[i], std::move(why));
+    }
+  }
+  return r;
 }
 
 }  // namespace ein::detail

@@ -242,4 +242,26 @@ void gemm_on_this_thread(const GemmBatch& g) {
   run_one<double>(g, 0);
 }
 
+void gemm_tile(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+               double alpha, const void* a, int64_t lda, const void* b, int64_t ldb, double beta,
+               void* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  GemmBatch g;
+  g.dtype = dtype;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.trans_a = trans_a;
+  g.trans_b = trans_b;
+  g.a = a;
+  g.lda = std::max({int64_t{1}, lda, trans_a ? m : k});
+  g.b = b;
+  g.ldb = std::max({int64_t{1}, ldb, trans_b ? k : n});
+  g.c = c;
+  g.ldc = std::max({int64_t{1}, ldc, n});
+  g.alpha = alpha;
+  g.beta = beta;
+  gemm_on_this_thread(g);
+}
+
 }  // namespace ein

@@ -45,4 +45,12 @@ void gemm_batched(const GemmBatch& g);
 /// split work over threads themselves (the fused attention's tiles). Same checks and errors.
 void gemm_on_this_thread(const GemmBatch& g);
 
+/// One GEMM on the calling thread, every argument spelt out (a tile of a fused kernel):
+/// C (m × n, row stride ldc) = alpha·op(A)·op(B) + beta·C, op(A) m × k stored as in GemmBatch
+/// (k × m when trans_a). Leading dimensions below the stored row length (a size-1 dim's
+/// stride) are raised to it: nothing is read across them. Nothing happens when m or n is 0.
+void gemm_tile(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+               double alpha, const void* a, int64_t lda, const void* b, int64_t ldb, double beta,
+               void* c, int64_t ldc);
+
 }  // namespace ein

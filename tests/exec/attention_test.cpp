@@ -425,6 +425,36 @@ int count_attention(const Graph& g) {
   return n;
 }
 
+/// `attend(q, k, v)` of two loads of one script (fused and not): equal values and gradients on
+/// random inputs, q [qs], k and v [ks].
+void expect_same_attention(script::Program& fused, script::Program& plain, const Shape& qs,
+                           const Shape& ks) {
+  std::mt19937 rng(3);
+  auto random = [&](const Shape& shape) {
+    std::normal_distribution<double> d;
+    int64_t count = 1;
+    for (int64_t x : shape) count *= x;
+    std::vector<double> v(count);
+    for (double& x : v) x = d(rng);
+    return from_data(v, shape).to(DType::f32);
+  };
+  const Tensor q = random(qs), k = random(ks), v = random(ks), w = random(qs);
+  std::vector<std::vector<double>> results;
+  for (script::Program* p : {&fused, &plain}) {
+    Tensor qq = q.detach().requires_grad_(), kk = k.detach().requires_grad_(),
+           vv = v.detach().requires_grad_();
+    const Tensor y = p->call("attend", {qq, kk, vv})[0];
+    y.backward(w);
+    std::vector<double> r = y.detach().to(DType::f64).to_vector<double>();
+    for (const Tensor& x : {qq, kk, vv}) {
+      const std::vector<double> gx = x.grad().to(DType::f64).to_vector<double>();
+      r.insert(r.end(), gx.begin(), gx.end());
+    }
+    results.push_back(std::move(r));
+  }
+  expect_near(results[0], results[1], 2e-5, "fused against unfused");
+}
+
 TEST(AttentionRecogniser, SpellingsTable) {
   for (const Spelling& sp : kSpellings) {
     SCOPED_TRACE(sp.name);
@@ -452,30 +482,7 @@ TEST(AttentionRecogniser, SpellingsTable) {
       continue;
     }
     // Same values and gradients as the unfused trace.
-    std::mt19937 rng(3);
-    auto random = [&](const Shape& s) {
-      std::normal_distribution<double> d;
-      int64_t count = 1;
-      for (int64_t x : s) count *= x;
-      std::vector<double> v(count);
-      for (double& x : v) x = d(rng);
-      return from_data(v, s).to(DType::f32);
-    };
-    const Tensor q = random(qs), k = random(ks2), v = random(ks2), w = random(qs);
-    std::vector<std::vector<double>> results;
-    for (script::Program* p : {fused.get(), plain.get()}) {
-      Tensor qq = q.detach().requires_grad_(), kk = k.detach().requires_grad_(),
-             vv = v.detach().requires_grad_();
-      const Tensor y = p->call("attend", {qq, kk, vv})[0];
-      y.backward(w);
-      std::vector<double> r = y.detach().to(DType::f64).to_vector<double>();
-      for (const Tensor& x : {qq, kk, vv}) {
-        const std::vector<double> gx = x.grad().to(DType::f64).to_vector<double>();
-        r.insert(r.end(), gx.begin(), gx.end());
-      }
-      results.push_back(std::move(r));
-    }
-    expect_near(results[0], results[1], 2e-5, "fused against unfused");
+    expect_same_attention(*fused, *plain, qs, ks2);
   }
 }
 
@@ -505,30 +512,7 @@ fn attend(q: f32[b h t e], k: f32[b g t e], v: f32[b g t e]) -> f32[b h t e] {
   for (const GraphNode& n : fused->trace("attend", types).nodes)
     if (n.op == GraphOp::attention) groups = static_cast<int>(std::get<AttentionAttr>(n.attr).kv_repeat);
   ASSERT_EQ(groups, 2);
-  std::mt19937 rng(8);
-  auto random = [&](const Shape& shape) {
-    std::normal_distribution<double> d;
-    int64_t n = 1;
-    for (int64_t x : shape) n *= x;
-    std::vector<double> v(n);
-    for (double& x : v) x = d(rng);
-    return from_data(v, shape).to(DType::f32);
-  };
-  const Tensor q = random(qs), k = random(ks), v = random(ks), w = random(qs);
-  std::vector<std::vector<double>> results;
-  for (script::Program* p : {fused.get(), plain.get()}) {
-    Tensor qq = q.detach().requires_grad_(), kk = k.detach().requires_grad_(),
-           vv = v.detach().requires_grad_();
-    const Tensor y = p->call("attend", {qq, kk, vv})[0];
-    y.backward(w);
-    std::vector<double> r = y.detach().to(DType::f64).to_vector<double>();
-    for (const Tensor& x : {qq, kk, vv}) {
-      const std::vector<double> gx = x.grad().to(DType::f64).to_vector<double>();
-      r.insert(r.end(), gx.begin(), gx.end());
-    }
-    results.push_back(std::move(r));
-  }
-  expect_near(results[0], results[1], 2e-5, "fused against unfused");
+  expect_same_attention(*fused, *plain, qs, ks);
 }
 
 }  // namespace
