@@ -243,7 +243,8 @@ MatrixBatch gemm_operand(Operand& x, const std::vector<int>& batch, const std::v
 //    (batch, m, n) or (batch, n, m), allocate (batch, m, n) and return a permuted view.
 // 5. Fold a into (batch, m, k) and b into (batch, k, n), copying whichever cannot be.
 // 6. If the result folds with unit stride along m, compute Cᵀ = Bᵀ·Aᵀ instead.
-// 7. One gemm_batched; round back to f16/bf16 when that was the input dtype.
+// 7. One gemm_batched (bf16 operands as they are where oneDNN's matmul takes them, else f32
+//    copies); round back to f16/bf16 when that was the input dtype.
 Tensor contract(const Tensor& a_in, const std::vector<int>& a_axes, const Tensor& b_in,
                 const std::vector<int>& b_axes, const std::vector<int>& out_axes) {
   if (!a_in.defined() || !b_in.defined()) throw RuntimeError("contract: undefined operand");
@@ -261,9 +262,16 @@ Tensor contract(const Tensor& a_in, const std::vector<int>& a_axes, const Tensor
     throw RuntimeError("contract: dtype " + std::string(dtype_name(dtype)) +
                        " is not f64, f32, f16 or bf16");
   }
-  // cuBLASLt multiplies 16-bit operands as they are (f32 accumulation); BLAS needs f32 copies.
+  // cuBLASLt multiplies 16-bit operands as they are (f32 accumulation); on CPUs oneDNN's
+  // matmul takes bf16 operands into an f32 result (bf16_gemm_available()); other BLAS calls
+  // need f32 copies. `compute` is the result's dtype before rounding back, `operands` what A
+  // and B are given to the GEMM as.
   const bool native_16bit = device.kind == DeviceKind::cuda;
   const DType compute = dtype == DType::f64 ? DType::f64 : native_16bit ? dtype : DType::f32;
+  const DType operands = device.kind == DeviceKind::cpu && dtype == DType::bf16 &&
+                                 bf16_gemm_available()
+                             ? DType::bf16
+                             : compute;
   Operand a = take_diagonals(a_in, a_axes, "a");
   Operand b = take_diagonals(b_in, b_axes, "b");
   for (int axis : a.axes) {
@@ -341,8 +349,8 @@ Tensor contract(const Tensor& a_in, const std::vector<int>& a_axes, const Tensor
     ++g_permuted_outputs;
   }
 
-  MatrixBatch am = gemm_operand(a, batch, m_axes, k_axes, compute);
-  MatrixBatch bm = gemm_operand(b, batch, k_axes, n_axes, compute);
+  MatrixBatch am = gemm_operand(a, batch, m_axes, k_axes, operands);
+  MatrixBatch bm = gemm_operand(b, batch, k_axes, n_axes, operands);
   // BLAS writes C row-major; a C with unit stride along m is Cᵀ = Bᵀ·Aᵀ written row-major.
   if (const BlasLayout l = blas_layout(cm); !l.ok || l.trans) {
     std::swap(am, bm);
@@ -357,7 +365,7 @@ Tensor contract(const Tensor& a_in, const std::vector<int>& a_axes, const Tensor
     batch_size *= a.size_of(axis);
 
   GemmBatch g;
-  g.dtype = compute;
+  g.dtype = operands;
   g.batch = batch_size, g.m = cm.rows, g.n = cm.cols, g.k = k_size;
   g.a = am.data, g.trans_a = la.trans, g.lda = la.ld, g.stride_a = am.batch_stride;
   g.b = bm.data, g.trans_b = lb.trans, g.ldb = lb.ld, g.stride_b = bm.batch_stride;

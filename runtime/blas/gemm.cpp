@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #if __has_include(<cblas-openblas.h>)
 #include <cblas-openblas.h>
@@ -97,6 +99,132 @@ void onednn_tile(const GemmBatch& g, int64_t i, int64_t r0, int64_t r1, int64_t 
                  static_cast<float>(g.alpha), a, g.lda, b, g.ldb, static_cast<float>(g.beta), c, g.ldc);
   if (status != dnnl_success)
     throw RuntimeError("gemm_batched: oneDNN's sgemm failed with status " + std::to_string(status));
+}
+
+/// bf16 GEMMs: oneDNN's matmul primitive (bf16 operands, f32 accumulation and result), on
+/// AVX512_BF16/AMX where the CPU has them (about twice the f32 rate on Zen 4). Primitives are
+/// made once per tile shape and layout; a tile runs on the calling thread (OpenMP held to one
+/// thread, as for sgemm).
+struct Bf16Key {
+  int64_t m, n, k, lda, ldb, ldc;
+  bool ta, tb;
+  auto operator<=>(const Bf16Key&) const = default;
+};
+
+dnnl_engine_t bf16_engine() {
+  static dnnl_engine_t engine = [] {
+    dnnl_engine_t e = nullptr;
+    if (dnnl_engine_create(&e, dnnl_cpu, 0) != dnnl_success)
+      throw RuntimeError("gemm_batched: oneDNN's CPU engine could not be created");
+    return e;
+  }();
+  return engine;
+}
+
+/// The matmul primitive of one tile shape (made once, kept for the process).
+dnnl_primitive_t bf16_primitive(const Bf16Key& key) {
+  static std::mutex mutex;
+  static std::map<Bf16Key, dnnl_primitive_t> cache;
+  std::lock_guard lock(mutex);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  const auto check = [](dnnl_status_t s, const char* what) {
+    if (s != dnnl_success)
+      throw RuntimeError(std::string("gemm_batched: oneDNN's bf16 matmul failed in ") + what +
+                         " (status " + std::to_string(s) + ")");
+  };
+  dnnl_memory_desc_t a, b, c;
+  const dnnl_dims_t ad{key.m, key.k}, bd{key.k, key.n}, cd{key.m, key.n};
+  const dnnl_dims_t as{key.ta ? 1 : key.lda, key.ta ? key.lda : 1};
+  const dnnl_dims_t bs{key.tb ? 1 : key.ldb, key.tb ? key.ldb : 1};
+  const dnnl_dims_t cs{key.ldc, 1};
+  check(dnnl_memory_desc_init_by_strides(&a, 2, ad, dnnl_bf16, as), "the A descriptor");
+  check(dnnl_memory_desc_init_by_strides(&b, 2, bd, dnnl_bf16, bs), "the B descriptor");
+  check(dnnl_memory_desc_init_by_strides(&c, 2, cd, dnnl_f32, cs), "the C descriptor");
+  dnnl_matmul_desc_t desc;
+  check(dnnl_matmul_desc_init(&desc, &a, &b, nullptr, &c), "the matmul descriptor");
+  // The scratchpad is the caller's (one per call): oneDNN's own is shared by every thread
+  // unless the library was built for concurrent execution, and tiles run concurrently.
+  dnnl_primitive_attr_t attr = nullptr;
+  check(dnnl_primitive_attr_create(&attr), "the attributes");
+  check(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), "the scratchpad");
+  dnnl_primitive_desc_t pd = nullptr;
+  const dnnl_status_t described = dnnl_primitive_desc_create(&pd, &desc, attr, bf16_engine(), nullptr);
+  dnnl_primitive_attr_destroy(attr);
+  check(described, "the primitive descriptor");
+  dnnl_primitive_t prim = nullptr;
+  const dnnl_status_t made = dnnl_primitive_create(&prim, pd);
+  dnnl_primitive_desc_destroy(pd);
+  check(made, "the primitive");
+  return cache.emplace(key, prim).first->second;
+}
+
+/// Rows [r0, r1) of GEMM i of a bf16 batch on the calling thread: C = op(A)·op(B).
+void bf16_tile(const GemmBatch& g, int64_t i, int64_t r0, int64_t r1) {
+  struct OneOpenMPThread {
+    int saved = omp_get_max_threads();
+    OneOpenMPThread() { omp_set_num_threads(1); }
+    ~OneOpenMPThread() { omp_set_num_threads(saved); }
+  } one_thread;
+  const int64_t m = r1 - r0;
+  const Bf16Key key{m, g.n, g.k, g.lda, g.ldb, g.ldc, g.trans_a, g.trans_b};
+  dnnl_primitive_t prim = bf16_primitive(key);
+  const auto* a = static_cast<const uint16_t*>(g.a) + i * g.stride_a + (g.trans_a ? r0 : r0 * g.lda);
+  const auto* b = static_cast<const uint16_t*>(g.b) + i * g.stride_b;
+  float* c = static_cast<float*>(g.c) + i * g.stride_c + r0 * g.ldc;
+  const_dnnl_primitive_desc_t pd = nullptr;
+  dnnl_primitive_get_primitive_desc(prim, &pd);
+  const dnnl_memory_desc_t* ad = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+  const dnnl_memory_desc_t* bd = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+  const dnnl_memory_desc_t* cd = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+  const dnnl_memory_desc_t* sd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+  thread_local std::vector<unsigned char> scratch;
+  const size_t scratch_bytes = sd ? dnnl_memory_desc_get_size(sd) : 0;
+  if (scratch.size() < scratch_bytes) scratch.resize(scratch_bytes);
+  dnnl_memory_t ma = nullptr, mb = nullptr, mc = nullptr, ms = nullptr;
+  dnnl_stream_t stream = nullptr;
+  dnnl_status_t s = dnnl_memory_create(&ma, ad, bf16_engine(), const_cast<uint16_t*>(a));
+  if (s == dnnl_success) s = dnnl_memory_create(&mb, bd, bf16_engine(), const_cast<uint16_t*>(b));
+  if (s == dnnl_success) s = dnnl_memory_create(&mc, cd, bf16_engine(), c);
+  if (s == dnnl_success && scratch_bytes > 0)
+    s = dnnl_memory_create(&ms, sd, bf16_engine(), scratch.data());
+  if (s == dnnl_success) s = dnnl_stream_create(&stream, bf16_engine(), dnnl_stream_default_flags);
+  if (s == dnnl_success) {
+    const dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc},
+                                    {DNNL_ARG_SCRATCHPAD, ms}};
+    s = dnnl_primitive_execute(prim, stream, ms ? 4 : 3, args);
+    if (s == dnnl_success) s = dnnl_stream_wait(stream);
+  }
+  if (stream) dnnl_stream_destroy(stream);
+  for (dnnl_memory_t mem : {ma, mb, mc, ms})
+    if (mem) dnnl_memory_destroy(mem);
+  if (s != dnnl_success)
+    throw RuntimeError("gemm_batched: oneDNN's bf16 matmul failed (status " + std::to_string(s) + ")");
+}
+
+/// A bf16 batch: small GEMMs in parallel over the batch, larger ones split by rows over the
+/// threads, one after another.
+void run_bf16(const GemmBatch& g) {
+  const double flops = 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k);
+  const int threads = num_threads();
+  if (g.batch > 1 && threads > 1 && (flops < kSmallGemmFlops || (g.batch >= threads && flops < kBatchParallelFlops))) {
+    const auto grain = static_cast<int64_t>(std::max(1.0, kSmallGemmFlops / flops));
+    parallel_for(0, g.batch, grain, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) bf16_tile(g, i, 0, g.m);
+    });
+    return;
+  }
+  for (int64_t i = 0; i < g.batch; ++i) {
+    if (threads == 1 || flops < kSmallGemmFlops || g.m < 32) {
+      bf16_tile(g, i, 0, g.m);
+      continue;
+    }
+    // At most two tile heights per GEMM (threads equal blocks, the last one shorter), so
+    // the primitive cache stays small.
+    const int64_t block = std::max<int64_t>(16, (g.m / threads + 15) / 16 * 16);
+    parallel_for(0, (g.m + block - 1) / block, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t t = lo; t < hi; ++t) bf16_tile(g, i, t * block, std::min(g.m, (t + 1) * block));
+    });
+  }
 }
 
 /// The batch on oneDNN: small GEMMs in parallel over the batch, larger ones one after another,
@@ -202,11 +330,24 @@ void check_sizes(const GemmBatch& g) {
 
 }  // namespace
 
+bool bf16_gemm_available() {
+#if EIN_HAVE_ONEDNN
+  return use_onednn();
+#else
+  return false;
+#endif
+}
+
 void gemm_batched(const GemmBatch& g) {
-  if (g.dtype != DType::f32 && g.dtype != DType::f64) {
+  const bool bf16 = g.dtype == DType::bf16 && bf16_gemm_available();
+  if (g.dtype != DType::f32 && g.dtype != DType::f64 && !bf16) {
     throw RuntimeError("gemm_batched: dtype " + std::string(dtype_name(g.dtype)) +
-                       " is not f32 or f64 (convert narrower floats to f32 first)");
+                       " is not f32 or f64" +
+                       (g.dtype == DType::bf16 ? " (bf16 needs oneDNN, not built in here)"
+                                               : " (convert narrower floats to f32 first)"));
   }
+  if (bf16 && (g.alpha != 1 || g.beta != 0))
+    throw std::logic_error("gemm_batched: bf16 GEMMs take alpha = 1 and beta = 0");
   if (g.batch < 0 || g.m < 0 || g.n < 0 || g.k < 0) {
     throw RuntimeError("gemm_batched: negative size");
   }
@@ -217,6 +358,17 @@ void gemm_batched(const GemmBatch& g) {
                        " results overwrite each other");
   }
   detail::count_gemm(g.batch, g.m, g.n, g.k, element_size(g.dtype));  // one launch per batch
+#if EIN_HAVE_ONEDNN
+  if (bf16) {
+    if (g.k == 0) {  // C = 0 (f32)
+      for (int64_t i = 0; i < g.batch; ++i)
+        for (int64_t r = 0; r < g.m; ++r)
+          std::fill_n(static_cast<float*>(g.c) + i * g.stride_c + r * g.ldc, g.n, 0.0f);
+      return;
+    }
+    return run_bf16(g);
+  }
+#endif
   if (g.dtype == DType::f32) {
     run<float>(g);
   } else {

@@ -136,6 +136,21 @@ class FusedAttention(Case):
         self.check(path)
 
 
+class Bf16Steps(Case):
+    # bf16 GEMMs go to oneDNN's matmul with bf16 operands (runtime/blas/gemm.h), split over
+    # the threads: two runs give the same losses, bit for bit, close to f32's.
+    def test_bf16_training_is_deterministic_and_close_to_f32(self):
+        gpt = script("gpt", "byte_gpt.ein")
+        runs = {}
+        for name, precision in (("a", "bf16"), ("b", "bf16"), ("f32", "fp32")):
+            log = self.path(f"{name}.jsonl")
+            self.ok("train", gpt, "--steps", "6", "--precision", precision, "--log", log, "--quiet")
+            runs[name] = [line["loss"] for line in read_log(log)]
+        self.assertEqual(runs["a"], runs["b"])
+        for bf, f in zip(runs["a"], runs["f32"]):
+            self.assertLess(abs(bf - f), 0.05 * f)
+
+
 class LinearRegression(Case):
     def test_converges_to_arange(self):
         ck, log = self.path("ck"), self.path("log.jsonl")

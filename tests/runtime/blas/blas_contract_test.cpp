@@ -250,6 +250,40 @@ TEST(BlasContract, Dtypes) {
   }
 }
 
+TEST(BlasContract, Bf16GemmsTakeBf16OperandsAsTheyAre) {
+  // Where oneDNN's matmul takes bf16 (bf16_gemm_available()), bf16 operands are multiplied
+  // as they are, f32 accumulation, no f32 copies: checked against the float64 reference on a
+  // GEMM split by rows over threads (odd rows), a transposed and a sliced operand (leading
+  // dimension above the row), a batch with a broadcast operand (batch stride 0), many small
+  // GEMMs, and k = 0.
+  if (!bf16_gemm_available()) GTEST_SKIP() << "no bf16 GEMM here (oneDNN not built in)";
+  const Tensor a = random({301, 96}, DType::bf16), b = random({96, 130}, DType::bf16);
+  EXPECT_EQ(copies_during([&] { check_contract(a, {0, 1}, b, {1, 2}, {0, 2}); }), 0);
+  EXPECT_EQ(copies_during([&] {
+              check_contract(a.transpose(0, 1).contiguous().transpose(0, 1), {0, 1}, b, {1, 2}, {0, 2});
+            }),
+            0);
+  const Tensor wide = random({96, 200}, DType::bf16);
+  EXPECT_EQ(copies_during([&] {
+              check_contract(a, {0, 1}, wide.slice(1, 10, 140), {1, 2}, {0, 2});
+            }),
+            0);
+  // A GEMM of a transformer's size, split over the threads: oneDNN's matmul keeps a scratchpad
+  // per call here (its own is shared by every thread in Debian's build: concurrent tiles
+  // wrote each other's, and bf16 training lost its determinism).
+  check_contract(random({256, 768}, DType::bf16), {0, 1}, random({768, 1024}, DType::bf16),
+                 {1, 2}, {0, 2});
+  // One b for every batch entry: a (4, 33, 40) times b (40, 17), batch stride 0.
+  const Tensor batched = random({4, 33, 40}, DType::bf16), shared = random({40, 17}, DType::bf16);
+  check_contract(batched, {0, 1, 2}, shared.as_strided({4, 40, 17}, {0, 17, 1}, 0), {0, 2, 3},
+                 {0, 1, 3});
+  check_contract(random({64, 8, 8}, DType::bf16), {0, 1, 2}, random({64, 8, 8}, DType::bf16),
+                 {0, 2, 3}, {0, 1, 3});
+  const Tensor empty_k = contract(random({5, 0}, DType::bf16), {0, 1}, random({0, 3}, DType::bf16),
+                                  {1, 2}, {0, 2});
+  EXPECT_EQ(empty_k.to_vector<double>(), std::vector<double>(15, 0.0));
+}
+
 TEST(BlasContract, ManySmallAndOneLargeGemm) {
   // 256 GEMMs of 8×8×8 run across the batch; one 128×112×96 GEMM (2.75 MFLOP, above
   // gemm.cpp's 1 MFLOP threshold) is left to OpenBLAS's threads.
