@@ -262,11 +262,13 @@ TrainResult Trainer::fit() {
   auto stopping = [&] { return stop_.load() || (signals_ && detail::StopSignals::received()); };
   const bool tty = &out == &std::cerr && isatty(STDERR_FILENO) && !o.quiet;
   const HardwareProfile* hw = mfu_hardware(o.device, r.hardware);
-  // MFU against the dense peak of the arithmetic the matmuls use: f32 on the CPU; on a GPU
-  // the activations' dtype (bf16/fp16 tensor cores), or f32 (TF32 when EIN_CUDA_TF32=1).
-  const DType mfu_dtype = o.device.kind == DeviceKind::cpu || o.precision == "fp32" ? DType::f32
-                          : o.precision == "bf16"                                  ? DType::bf16
-                                                                                   : DType::f16;
+  // MFU against the dense peak of the arithmetic the matmuls use: the activations' dtype
+  // (bf16/fp16 tensor cores on a GPU; bf16 matmuls on a CPU that has them, this_cpu()'s bf16
+  // figure), or f32 (TF32 when EIN_CUDA_TF32=1; a CPU's fp16, computed in f32).
+  const bool cpu_f32 = o.device.kind == DeviceKind::cpu && o.precision != "bf16";
+  const DType mfu_dtype = cpu_f32 || o.precision == "fp32" ? DType::f32
+                          : o.precision == "bf16"          ? DType::bf16
+                                                           : DType::f16;
   r.fp16 = o.precision == "fp16";
   r.loss_scale = r.fp16 ? 65536.0 : 1.0;
   r.final_loss = NAN;

@@ -232,41 +232,48 @@ double cpu_peak(DType dtype) {
 
 double measured_cpu_peak(DType dtype) {
   // Cached per machine: one file per (model, cores, SIMD width), two numbers (f32, f64).
-  static const std::pair<double, double> rates = [] {
+  struct Rates {
+    double f32 = 0, f64 = 0, bf16 = 0;
+  };
+  static const Rates rates = [] {
     const CpuInfo& info = cpu_info();
     std::string key = fmt::format("{}-{}c-{}b", info.model, info.cores, info.simd_bits);
     for (char& c : key)
       if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-') c = '_';
     const std::filesystem::path root = cache_root();
     const std::filesystem::path file = root.empty() ? root : root / "cpu_peak" / key;
-    double f32 = 0, f64 = 0, gemm32 = 0, gemm64 = 0;
+    double f32 = 0, f64 = 0, gemm32 = 0, gemm64 = 0, gemm16 = 0;
     if (!file.empty()) {
       std::ifstream in(file);
-      // Four numbers: the FMA loops' rates, then the GEMMs' (f32, f64). A file of an older
-      // build (two numbers) is measured again.
-      if (in >> f32 >> f64 >> gemm32 >> gemm64 && f32 > 0 && f64 > 0 && gemm32 > 0 && gemm64 > 0)
-        return std::pair(std::max(f32, gemm32), std::max(f64, gemm64));
+      // Five numbers: the FMA loops' rates, then the GEMMs' (f32, f64, bf16; bf16 0 where
+      // there is no bf16 GEMM). A file of an older build (fewer numbers) is measured again.
+      if (in >> f32 >> f64 >> gemm32 >> gemm64 >> gemm16 && f32 > 0 && f64 > 0 && gemm32 > 0 &&
+          gemm64 > 0 && gemm16 >= 0)
+        return Rates{std::max(f32, gemm32), std::max(f64, gemm64), gemm16};
     }
     // The better of two runs: a neighbour on a shared machine only ever lowers a run.
-    f32 = f64 = 0;
+    f32 = f64 = gemm32 = gemm64 = gemm16 = 0;
     for (int run = 0; run < 2; ++run) {
       f32 = std::max(f32, measure_cpu_peak(DType::f32, 0.15));
       f64 = std::max(f64, measure_cpu_peak(DType::f64, 0.15));
       gemm32 = std::max(gemm32, measure_gemm_rate(DType::f32));
       gemm64 = std::max(gemm64, measure_gemm_rate(DType::f64));
+      if (bf16_gemm_available()) gemm16 = std::max(gemm16, measure_gemm_rate(DType::bf16));
     }
     if (!file.empty() && f32 > 0 && f64 > 0 && gemm32 > 0 && gemm64 > 0) {
       try {  // best effort: a read-only home only means measuring again next time
         std::filesystem::create_directories(file.parent_path());
         AtomicFile out(file.string());
-        out.write(fmt::format("{:.6e} {:.6e} {:.6e} {:.6e}\n", f32, f64, gemm32, gemm64));
+        out.write(fmt::format("{:.6e} {:.6e} {:.6e} {:.6e} {:.6e}\n", f32, f64, gemm32, gemm64,
+                              gemm16));
         out.commit();
       } catch (const std::exception&) {
       }
     }
-    return std::pair(std::max(f32, gemm32), std::max(f64, gemm64));
+    return Rates{std::max(f32, gemm32), std::max(f64, gemm64), gemm16};
   }();
-  return dtype == DType::f64 ? rates.second : rates.first;
+  if (dtype == DType::bf16) return std::max(rates.f32, rates.bf16);
+  return dtype == DType::f64 ? rates.f64 : rates.f32;
 }
 
 const HardwareProfile& this_cpu() {
@@ -276,7 +283,7 @@ const HardwareProfile& this_cpu() {
     // EIN_CPU_PEAK (f32 FLOP/s) is the user's word; else the larger of the datasheet number
     // and the measured rate (FMA loops on every core, a large GEMM), so that no MFU exceeds
     // 100% when the clock runs above the nominal one or a GEMM beats the FMA loop.
-    double f32 = 0, f64 = 0;
+    double f32 = 0, f64 = 0, bf16 = 0;
     std::string source;
     if (const char* env = std::getenv("EIN_CPU_PEAK"); env && *env) {
       char* end = nullptr;
@@ -286,10 +293,12 @@ const HardwareProfile& this_cpu() {
                                     "(e.g. 2.5e11)",
                                     env));
       f64 = f32 / 2;
-      source = "EIN_CPU_PEAK (f32; f64 half)";
+      bf16 = f32;
+      source = "EIN_CPU_PEAK (f32; f64 half; bf16 the same)";
     } else {
       f32 = std::max(cpu_peak(DType::f32), measured_cpu_peak(DType::f32));
       f64 = std::max(cpu_peak(DType::f64), measured_cpu_peak(DType::f64));
+      bf16 = std::max(f32, measured_cpu_peak(DType::bf16));
       source = fmt::format(
           "the larger of the computed peak (cores x SIMD lanes x FMA units x 2 x clock: {:.4g} "
           "FLOP/s f32) and the measured rate (FMA loops on every core, or a large GEMM, the "
@@ -297,8 +306,9 @@ const HardwareProfile& this_cpu() {
           "include/ein/cpu_peak.h",
           cpu_peak(DType::f32), measured_cpu_peak(DType::f32));
     }
-    // bf16 and f16 are computed in f32 on CPUs.
-    return HardwareProfile{name, "cpu", {f64, f32, 0, f32, f32, 0},
+    // bf16 contractions run as bf16 where oneDNN's matmul takes them (the measured bf16
+    // GEMM rate, when above f32's); f16 is computed in f32 on CPUs.
+    return HardwareProfile{name, "cpu", {f64, f32, 0, bf16, f32, 0},
                            static_cast<double>(memory_bytes()), 0, source};
   }();
   return profile;
@@ -307,10 +317,13 @@ const HardwareProfile& this_cpu() {
 double measure_gemm_rate(DType dtype, int64_t size) {
   // One square GEMM through the BLAS every contraction uses (oneDNN for f32 where built in),
   // threaded as ein threads it; the best of three after a warm-up call.
-  const DType dt = dtype == DType::f64 ? DType::f64 : DType::f32;
+  const DType dt = dtype == DType::f64                             ? DType::f64
+                   : dtype == DType::bf16 && bf16_gemm_available() ? DType::bf16
+                                                                   : DType::f32;
   const size_t elements = static_cast<size_t>(size * size);
   std::vector<double> a64, b64, c64;
   std::vector<float> a32, b32, c32;
+  std::vector<uint16_t> a16, b16;
   GemmBatch g;
   g.dtype = dt;
   g.m = g.n = g.k = size;
@@ -318,6 +331,9 @@ double measure_gemm_rate(DType dtype, int64_t size) {
   if (dt == DType::f64) {
     a64.assign(elements, 0.5), b64.assign(elements, 0.25), c64.assign(elements, 0);
     g.a = a64.data(), g.b = b64.data(), g.c = c64.data();
+  } else if (dt == DType::bf16) {  // bf16 operands (0.5 and 0.25 exactly), an f32 result
+    a16.assign(elements, 0x3f00), b16.assign(elements, 0x3e80), c32.assign(elements, 0);
+    g.a = a16.data(), g.b = b16.data(), g.c = c32.data();
   } else {
     a32.assign(elements, 0.5f), b32.assign(elements, 0.25f), c32.assign(elements, 0);
     g.a = a32.data(), g.b = b32.data(), g.c = c32.data();

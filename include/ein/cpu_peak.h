@@ -37,12 +37,14 @@ const CpuInfo& cpu_info();
 double cpu_peak(DType dtype);
 
 /// A hardware profile for this CPU ("this CPU"; key "cpu"): per math mode (no tf32 or fp8: 0)
-/// the larger of cpu_peak() and measured_cpu_peak(), so an MFU against it stays at or below
+/// the larger of cpu_peak() and measured_cpu_peak() (bf16: measured_cpu_peak(bf16), at least
+/// f32's figure), so an MFU against it stays at or below
 /// 100% when the cores run above the nominal clock; $EIN_CPU_PEAK (f32 FLOP/s; f64 half)
 /// replaces both. The machine's memory; no bandwidth figure (0).
 const HardwareProfile& this_cpu();
 
-/// The measured peak for `dtype` (f64, else f32): the larger of the sustained FMA rate of
+/// The measured peak for `dtype` (f64, bf16, else f32; bf16: the larger of f32's and a bf16
+/// GEMM's, where bf16_gemm_available()): the larger of the sustained FMA rate of
 /// every core (the better of two measure_cpu_peak() runs) and the best rate of a large GEMM
 /// through the BLAS ein uses (measure_gemm_rate(): a tuned GEMM can beat a plain FMA loop,
 /// and a peak below what a GEMM reaches would put an MFU above 100%). Measured once per
@@ -50,7 +52,8 @@ const HardwareProfile& this_cpu();
 /// <simd>b); 0 where neither runs.
 double measured_cpu_peak(DType dtype);
 
-/// FLOP/s of one size × size × size GEMM of `dtype` (f64, else f32) through the BLAS every
+/// FLOP/s of one size × size × size GEMM of `dtype` (f64; bf16 operands with an f32 result,
+/// where the BLAS takes them; else f32) through the BLAS every
 /// contraction uses, threaded as ein threads it: the best of three timed calls after one.
 double measure_gemm_rate(DType dtype, int64_t size = 1536);
 
