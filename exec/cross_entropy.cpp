@@ -106,8 +106,8 @@ Tensor forward(const Tensor& h_in, const Tensor& w_in, const Tensor& t_in) {
 }
 
 template <class T>
-Tensor backward(const Tensor& h_in, const Tensor& w_in, const Tensor& t_in, const Tensor& out_in,
-                const Tensor& d_in) {
+std::pair<Tensor, Tensor> backward(const Tensor& h_in, const Tensor& w_in, const Tensor& t_in,
+                                   const Tensor& out_in, const Tensor& d_in) {
   const auto [h_t, h] = matrix<T>(h_in);
   const auto [w_t, w] = matrix<T>(w_in);
   const std::vector<int64_t> target = targets_of(t_in);
@@ -116,9 +116,9 @@ Tensor backward(const Tensor& h_in, const Tensor& w_in, const Tensor& t_in, cons
   const Tensor d_out = d_in.to(cpu()).to(dtype_of<T>()).contiguous();
   const T* lse = out.template data<T>();
   const T* g = d_out.template data<T>();
-  Tensor grads = zeros({n * d + d * v}, dtype_of<T>(), cpu());
-  T* dh = grads.template data<T>();
-  T* dw = dh + n * d;
+  Tensor dh_t = zeros({n, d}, dtype_of<T>(), cpu()), dw_t = zeros({d, v}, dtype_of<T>(), cpu());
+  T* dh = dh_t.numel() > 0 ? dh_t.template data<T>() : nullptr;
+  T* dw = dw_t.numel() > 0 ? dw_t.template data<T>() : nullptr;
   // Each part owns a contiguous range of class blocks (its columns of dw) and a partial dh.
   const int64_t blocks = (v + kClasses - 1) / kClasses;
   const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(num_threads(), blocks));
@@ -157,12 +157,11 @@ Tensor backward(const Tensor& h_in, const Tensor& w_in, const Tensor& t_in, cons
   });
   for (const std::vector<T>& p : partial)
     for (int64_t i = 0; i < n * d; ++i) dh[i] += p[i];
-  return grads;
+  return {dh_t, dw_t};
 }
 
-template <class F>
-Tensor on_device(const Tensor& like, DType dtype, F&& run) {
-  Tensor r = run();
+/// `r` as `dtype` on `like`'s device.
+Tensor placed(Tensor r, const Tensor& like, DType dtype) {
   if (r.dtype() != dtype) r = r.to(dtype);
   return like.device().kind == DeviceKind::cpu ? r : r.to(like.device());
 }
@@ -171,17 +170,16 @@ Tensor on_device(const Tensor& like, DType dtype, F&& run) {
 
 Tensor linear_cross_entropy_forward(const Tensor& h, const Tensor& w, const Tensor& targets,
                                     DType dtype) {
-  return on_device(h, dtype, [&] {
-    return dtype == DType::f64 ? forward<double>(h, w, targets) : forward<float>(h, w, targets);
-  });
+  return placed(dtype == DType::f64 ? forward<double>(h, w, targets) : forward<float>(h, w, targets),
+                h, dtype);
 }
 
-Tensor linear_cross_entropy_backward(const Tensor& h, const Tensor& w, const Tensor& targets,
-                                     const Tensor& out, const Tensor& d_out, DType dtype) {
-  return on_device(h, dtype, [&] {
-    return dtype == DType::f64 ? backward<double>(h, w, targets, out, d_out)
-                               : backward<float>(h, w, targets, out, d_out);
-  });
+std::pair<Tensor, Tensor> linear_cross_entropy_backward(const Tensor& h, const Tensor& w,
+                                                        const Tensor& targets, const Tensor& out,
+                                                        const Tensor& d_out, DType dtype) {
+  auto [dh, dw] = dtype == DType::f64 ? backward<double>(h, w, targets, out, d_out)
+                                      : backward<float>(h, w, targets, out, d_out);
+  return {placed(std::move(dh), h, dtype), placed(std::move(dw), h, dtype)};
 }
 
 }  // namespace ein

@@ -6,6 +6,8 @@
 // (softmax − one-hot, times the row's cotangent) and accumulates dh and dw from the tile.
 #pragma once
 
+#include <utility>
+
 #include <ein/tensor.h>
 
 namespace ein {
@@ -17,9 +19,10 @@ namespace ein {
 Tensor linear_cross_entropy_forward(const Tensor& h, const Tensor& w, const Tensor& targets,
                                     DType dtype);
 
-/// [N·D + D·V]: dh and dw flattened, for the result `out` (the forward's) and its cotangent
-/// `d_out` [N, 2] (column 0 the rows' losses'; column 1 ignored).
-Tensor linear_cross_entropy_backward(const Tensor& h, const Tensor& w, const Tensor& targets,
-                                     const Tensor& out, const Tensor& d_out, DType dtype);
+/// dh [N, D] and dw [D, V], each in a buffer of its own, for the result `out` (the forward's)
+/// and its cotangent `d_out` [N, 2] (column 0 the rows' losses'; column 1 ignored).
+std::pair<Tensor, Tensor> linear_cross_entropy_backward(const Tensor& h, const Tensor& w,
+                                                        const Tensor& targets, const Tensor& out,
+                                                        const Tensor& d_out, DType dtype);
 
 }  // namespace ein

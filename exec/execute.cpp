@@ -148,9 +148,10 @@ Tensor run_linear_cross_entropy(const GraphNode& n, const Values& v, Context&) {
   return linear_cross_entropy_forward(arg(v, n, 0), arg(v, n, 1), arg(v, n, 2), n.dtype);
 }
 
-Tensor run_linear_cross_entropy_grad(const GraphNode& n, const Values& v, Context&) {
-  return linear_cross_entropy_backward(arg(v, n, 0), arg(v, n, 1), arg(v, n, 2), arg(v, n, 3),
-                                       arg(v, n, 4), n.dtype);
+Tensors run_linear_cross_entropy_grad(const GraphNode& n, const Values& v, Context&) {
+  auto [dh, dw] = linear_cross_entropy_backward(arg(v, n, 0), arg(v, n, 1), arg(v, n, 2),
+                                                arg(v, n, 3), arg(v, n, 4), n.dtype);
+  return {std::move(dh), std::move(dw)};
 }
 
 Tensor run_cast(const GraphNode& n, const Values& v, Context&) {
@@ -181,7 +182,7 @@ constexpr std::array<Rule, 18> kRules = {
     one<run_reduce>,    one<run_contract>,       one<run_map_node>,  one<run_concat>,
     one<run_slice>,     one<run_cast>,           one<run_gather>,    one<run_scatter_add>,
     one<run_attention>, one<run_attention_grad>, one<run_linear_cross_entropy>,
-    one<run_linear_cross_entropy_grad>,          run_fused_node,     run_result,
+    run_linear_cross_entropy_grad,               run_fused_node,     run_result,
 };
 static_assert(static_cast<int>(GraphOp::result) + 1 == kRules.size(), "a rule per op in ops.def");
 

@@ -404,26 +404,16 @@ void vjp_attention(Vjp& v) {
 }
 
 // linear_cross_entropy (graph.h): one linear_cross_entropy_grad node reads h, w, the targets,
-// the forward's result (each row's logsumexp) and the cotangent; dh and dw are views of its
-// packed result. The targets are integers: no gradient.
+// the forward's result (each row's logsumexp) and the cotangent; it is dh, and its result 1 is
+// dw, each a buffer of its own. The targets are integers: no gradient.
 void vjp_linear_cross_entropy(Vjp& v) {
   if (!v.needed[0] && !v.needed[1]) return;
   const Shape &hs = v.in(0).shape, &ws = v.in(1).shape;
-  const int64_t n = hs[0], d = hs[1], classes = ws[1];
-  const int grads = v.b.add(GraphOp::linear_cross_entropy_grad,
-                            {v.n.inputs[0], v.n.inputs[1], v.n.inputs[2], v.id, v.g},
-                            {n * d + d * classes}, v.n.dtype);
-  const auto part = [&](size_t operand, int64_t start, int64_t rows, int64_t cols) {
-    if (!v.needed[operand]) return;
-    const int flat = v.b.slice(grads, 0, start, start + rows * cols);
-    ViewAttr split;
-    split.split = {{rows, cols}};
-    split.dims = {{0}, {1}};
-    const int viewed = v.b.add(GraphOp::view, {flat}, {rows, cols}, v.n.dtype, std::move(split));
-    v.set(operand, v.b.conform(viewed, v.in(operand)));
-  };
-  part(0, 0, n, d);
-  part(1, n * d, d, classes);
+  const int dh = v.b.add(GraphOp::linear_cross_entropy_grad,
+                         {v.n.inputs[0], v.n.inputs[1], v.n.inputs[2], v.id, v.g}, hs, v.n.dtype);
+  if (v.needed[0]) v.set(0, v.b.conform(dh, v.in(0)));
+  if (v.needed[1])
+    v.set(1, v.b.conform(v.b.add(GraphOp::result, {dh}, ws, v.n.dtype, ResultAttr{1}), v.in(1)));
 }
 
 void vjp_linear_cross_entropy_grad(Vjp&) {

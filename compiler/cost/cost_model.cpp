@@ -181,12 +181,14 @@ NodeCost cost_linear_cross_entropy(const Graph& g, const GraphNode& n) {
   return {matmul + 4 * logits, matmul, input_bytes(g, n), bytes_of(n)};
 }
 
-/// linear_cross_entropy_grad: the logits once more, dh = dL wᵀ and dw = hᵀ dL (2·N·D·V
+/// linear_cross_entropy_grad (writes dh, and dw as its result 1): the logits once more,
+/// dh = dL wᵀ and dw = hᵀ dL (2·N·D·V
 /// each), and per logit its exp and the gradient (softmax − one-hot) · cotangent (3 FLOPs).
 NodeCost cost_linear_cross_entropy_grad(const Graph& g, const GraphNode& n) {
   const Shape &h = g.nodes[n.inputs[0]].shape, &w = g.nodes[n.inputs[1]].shape;
   const int64_t logits = h[0] * w[1], matmul = 6 * logits * h[1];
-  NodeCost c{matmul + 3 * logits, matmul, input_bytes(g, n), bytes_of(n)};
+  const auto written = (h[0] * h[1] + h[1] * w[1]) * static_cast<int64_t>(element_size(n.dtype));
+  NodeCost c{matmul + 3 * logits, matmul, input_bytes(g, n), written};  // dh and its result dw
   c.recompute_matmul_flops = 2 * logits * h[1];  // the logits once more
   c.recompute_flops = c.recompute_matmul_flops;
   return c;

@@ -115,8 +115,11 @@ class Pass {
             dtype_name(from), dtype_name(to));
       }
       case GraphOp::fused:
-      case GraphOp::result:
         return "already fused";
+      case GraphOp::result:
+        return g_.nodes[node.inputs[0]].op == GraphOp::fused
+                   ? "already fused"
+                   : "another result of a node with two (linear_cross_entropy_grad's dw)";
       case GraphOp::gather:
         return "gather: rows picked by run-time indices (Kernel IR has no indirect loads)";
       case GraphOp::scatter_add:

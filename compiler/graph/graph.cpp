@@ -235,11 +235,18 @@ void verify(const Graph& g) {
     }
     if (const auto* r = std::get_if<ResultAttr>(&n.attr)) {
       const GraphNode& of = g.nodes[n.inputs[0]];
-      const auto* f = std::get_if<FusedAttr>(&of.attr);
-      if (!f || r->index < 0 || r->index >= static_cast<int>(f->outputs.size()))
-        fail(i, "result must name an output of a fused node");
-      else if (f->outputs[r->index].shape != n.shape || f->outputs[r->index].dtype != n.dtype)
-        fail(i, "result's type differs from the fused output's");
+      if (of.op == GraphOp::linear_cross_entropy_grad) {
+        // dw [D, V]: h's columns by w's.
+        const Shape want{g.nodes[of.inputs[0]].shape.back(), g.nodes[of.inputs[1]].shape.back()};
+        if (r->index != 1 || n.shape != want || n.dtype != of.dtype)
+          fail(i, "result of linear_cross_entropy_grad must be its dw (1) of [D, V]");
+      } else {
+        const auto* f = std::get_if<FusedAttr>(&of.attr);
+        if (!f || r->index < 0 || r->index >= static_cast<int>(f->outputs.size()))
+          fail(i, "result must name an output of a fused node");
+        else if (f->outputs[r->index].shape != n.shape || f->outputs[r->index].dtype != n.dtype)
+          fail(i, "result's type differs from the fused output's");
+      }
     }
   }
   for (int o : g.outputs)

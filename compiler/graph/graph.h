@@ -130,8 +130,9 @@ struct AttentionAttr {
 /// strides) and integer targets [N]; the result [N, 2] holds each row's cross-entropy
 /// logsumexp(h w) - (h w)[target] and its logsumexp (what the backward reads), the (N × V)
 /// logits never stored. linear_cross_entropy_grad: inputs h, w, targets, that result and its
-/// cotangent (the lse column's ignored); the result [N·D + D·V] holds dh and dw flattened.
-/// Neither has attributes.
+/// cotangent (the lse column's ignored); two results, each in a buffer of its own (so a
+/// weight's gradient is kept without a copy): dh [N, D] is the node's, dw [D, V] is `result`
+/// 1 of it. Neither has attributes.
 /// result: output `index` of the fused node that is its input.
 struct ResultAttr {
   int index = 0;
