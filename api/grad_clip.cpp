@@ -43,9 +43,14 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm,
         "clip_grad_norm_: the total norm of the gradients of {} parameters is {}, so they "
         "cannot be clipped; skip this step, or pass error_if_nonfinite = false",
         params.size(), total));
+  clip_grads_with_norm_(params, max_norm, total);
+  return total;
+}
+
+void clip_grads_with_norm_(const std::vector<Tensor>& params, double max_norm, double total) {
   // torch: clip_coef = max_norm / (total + 1e-6), clamped to at most 1 (NaN stays NaN).
   const double coef = max_norm / (total + 1e-6);
-  if (coef >= 1.0) return total;
+  if (coef >= 1.0) return;
   NoGrad no_grad;
   for (const Tensor& p : params) {
     const Tensor g = p.defined() ? p.grad() : Tensor();
@@ -53,7 +58,6 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm,
     const Tensor c = full({}, coef, compute_dtype(g), g.device());
     g.copy_(map("g[n], c[] -> g * c", {g.reshape({-1}), c}).view(g.shape()));
   }
-  return total;
 }
 
 }  // namespace ein::optim

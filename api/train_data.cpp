@@ -54,7 +54,8 @@ std::string byte_token_file(const std::string& text) {
 
 /// The loader of `spec`, the file at `override_path` when that is not empty.
 std::unique_ptr<TokenLoader> open_tokens(const TokenDataOptions& spec,
-                                         const std::string& override_path, uint64_t seed) {
+                                         const std::string& override_path, uint64_t seed,
+                                         int rank, int ranks) {
   const std::string path = override_path.empty() ? spec.path : override_path;
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
@@ -72,6 +73,8 @@ std::unique_ptr<TokenLoader> open_tokens(const TokenDataOptions& spec,
   o.batch_size = spec.batch;
   o.context = spec.context;
   o.seed = seed;
+  o.shard = rank;
+  o.shards = ranks;
   o.order = spec.order == "sequential" ? BatchOrder::sequential : BatchOrder::random;
   o.prefetch = 2;
   o.drop_last = true;
@@ -127,10 +130,11 @@ class PinnedFeeder {
 };
 
 TrainBatches::TrainBatches(Trainable& model, const std::optional<TokenDataOptions>& data,
-                           const std::string& override_path, uint64_t seed, Device device)
-    : model_(model) {
+                           const std::string& override_path, uint64_t seed, Device device,
+                           int rank, int ranks)
+    : model_(model), rank_(rank), ranks_(ranks) {
   if (device.kind == DeviceKind::cuda) feeder_ = std::make_unique<PinnedFeeder>(device);
-  if (data) loader_ = open_tokens(*data, override_path, seed);
+  if (data) loader_ = open_tokens(*data, override_path, seed, rank, ranks);
   else if (!override_path.empty())
     throw UserError("--data: the train block has no data setting (its batches come from fn batch())");
 }
@@ -142,7 +146,7 @@ void TrainBatches::seek(int64_t k) {
 }
 
 std::vector<Tensor> TrainBatches::next(int64_t k) {
-  if (!loader_) return model_.batch(k);
+  if (!loader_) return model_.batch(k * ranks_ + rank_);
   if (!loader_->has_next()) loader_->set_position(0);  // sequential: another pass
   Batch b = loader_->next_batch();
   if (!feeder_) return {b.x, b.y};

@@ -25,8 +25,11 @@ class TrainBatches {
   /// Opens `data` (with `override_path` replacing its path when not empty) for `device`;
   /// without `data`, batches come from `model.batch()`. UserError for a missing or unreadable
   /// file, or an override without data.
+  /// Data parallel: this rank reads shard `rank` of `ranks` (token windows: its rows of each
+  /// global batch; batch(): micro-steps k·ranks + rank).
   TrainBatches(Trainable& model, const std::optional<TokenDataOptions>& data,
-               const std::string& override_path, uint64_t seed, Device device);
+               const std::string& override_path, uint64_t seed, Device device, int rank = 0,
+               int ranks = 1);
   ~TrainBatches();
   /// Continues at micro-batch k (a token loader's position; batch() is a function of k).
   void seek(int64_t k);
@@ -38,6 +41,7 @@ class TrainBatches {
 
  private:
   Trainable& model_;                      ///< batch() when there is no loader
+  int rank_ = 0, ranks_ = 1;               ///< the data-parallel shard
   std::unique_ptr<TokenLoader> loader_;    ///< token windows (null: the model's batches)
   std::unique_ptr<PinnedFeeder> feeder_;   ///< staging onto a GPU (null on the CPU)
 };

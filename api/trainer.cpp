@@ -35,7 +35,10 @@
 
 #include "api/stop_signals.h"
 #include "api/train_data.h"
+#include "api/train_dist.h"
 #include "api/train_report.h"
+#include "runtime/dist/communicator.h"
+#include "runtime/dist/gradient_sync.h"
 
 namespace ein {
 namespace {
@@ -84,7 +87,8 @@ constexpr const char* kLayoutKey = "layout";
 
 /// How the checkpoint's tensors differ from `ours` (names, dtypes, shapes), one line each.
 std::string layout_differences(const Checkpoint& ck,
-                               const std::vector<std::pair<std::string, Tensor>>& ours) {
+                               const std::vector<std::pair<std::string, Tensor>>& ours,
+                               bool sharded_state = false) {
   std::string lines;
   std::set<std::string> names;
   for (const auto& [name, t] : ours) {
@@ -98,7 +102,7 @@ std::string layout_differences(const Checkpoint& ck,
                            dtype_name(t.dtype()), shape_str(t.shape()));
   }
   for (const auto& [name, t] : ck.tensors)
-    if (!names.contains(name))
+    if (!names.contains(name) && !(sharded_state && name.starts_with("optim.")))
       lines += fmt::format("\n  '{}' is in the checkpoint but not in this model", name);
   return lines;
 }
@@ -106,9 +110,12 @@ std::string layout_differences(const Checkpoint& ck,
 /// Loads the latest good checkpoint of `o.checkpoint` into the model; returns its step (0
 /// when there is none yet). A checkpoint whose data fails its checksums is skipped with a
 /// warning, falling back to the previous good one; one of another model (its layout differs)
-/// is an error. Notes go to `out` even when quiet: they say where the run stands.
+/// is an error. Notes go to `out` even when quiet: they say where the run stands. Under ZeRO
+/// (`sharded_state`) the rank loads only its parameters' optimizer state, so the checkpoint's
+/// other "optim." tensors are expected.
 int64_t resume_from_checkpoint(const TrainOptions& o, Trainable& model,
-                               const std::vector<NamedTensor>& params, std::ostream& out) {
+                               const std::vector<NamedTensor>& params, std::ostream& out,
+                               bool sharded_state) {
   if (o.checkpoint.empty()) throw UserError("--resume needs --checkpoint DIR");
   const LoadedCheckpoint loaded = load_latest_checkpoint(o.checkpoint);
   for (const std::string& s : loaded.latest.skipped)
@@ -122,8 +129,10 @@ int64_t resume_from_checkpoint(const TrainOptions& o, Trainable& model,
   const std::string& path = loaded.latest.path;
   const Checkpoint& ck = *loaded.checkpoint;
   const std::vector<std::pair<std::string, Tensor>> targets = checkpoint_tensors(model, params);
+  const std::string differences = layout_differences(ck, targets, sharded_state);
   if (auto it = ck.metadata.find(kLayoutKey);
-      it != ck.metadata.end() && it->second != layout_signature(targets)) {
+      it != ck.metadata.end() && (sharded_state ? !differences.empty()
+                                                : it->second != layout_signature(targets))) {
     const auto script = ck.metadata.find("script");
     throw UserError(fmt::format(
         "cannot resume from {}: it is a checkpoint of another model{}; its tensors differ from "
@@ -131,7 +140,7 @@ int64_t resume_from_checkpoint(const TrainOptions& o, Trainable& model,
         "its weights)",
         path,
         script != ck.metadata.end() ? fmt::format(" (written by {})", script->second) : "",
-        layout_differences(ck, targets)));
+        differences));
   }
   try {
     if (auto it = ck.metadata.find("seed"); it != ck.metadata.end() && it->second != std::to_string(o.seed))
@@ -182,6 +191,10 @@ Tensor Trainable::logits(const Tensor&) {
   throw UserError("this model has no logits() to sample from");
 }
 
+void Trainable::init_optimizer_state_of(const std::vector<bool>&) {
+  init_optimizer_state();
+}
+
 Trainer::Trainer(Trainable& model, TrainOptions options) : model_(model), options_(std::move(options)) {}
 
 Trainer::~Trainer() = default;  // signals_ (stop_signals.h) restores what fit() changed
@@ -196,8 +209,14 @@ void block_stop_signals() {
 
 TrainResult Trainer::fit() {
   const TrainOptions& o = options_;
-  std::ostream& out = o.out ? *o.out : std::cerr;
+  // 0. The processes of the run (mpirun -np N: MPI's world; else one). Rank 0 speaks, logs
+  //    and writes checkpoints; every rank computes.
+  dist::Communicator& comm = dist::world();
+  const int rank = comm.rank(), ranks = comm.size();
+  std::ostream silent(nullptr);
+  std::ostream& out = rank != 0 ? silent : o.out ? *o.out : std::cerr;
   TrainResult r;
+  r.world_size = ranks;
   // 0. Signals stop after the current step; they go to a watcher thread (stop_signals.h),
   //    set up before this thread starts any (the data prefetcher, oneTBB, OpenMP).
   if (o.handle_signals && !signals_) signals_ = std::make_unique<detail::StopSignals>();
@@ -215,6 +234,12 @@ TrainResult Trainer::fit() {
   const int64_t steps = o.steps;
   if (steps < 0) throw UserError("--steps must be >= 0");
   if (o.accumulate < 1) throw UserError("accumulate must be >= 1");
+  if (o.zero == 3)
+    throw UserError("--zero 3 (parameters sharded and gathered before each use) is not "
+                    "implemented yet; --zero 1 shards the optimizer state, --zero 2 also the "
+                    "gradients");
+  if (o.zero < 0 || o.zero > 3) throw UserError(fmt::format("--zero {}: expected 0, 1 or 2", o.zero));
+  if (o.bucket_mb < 1) throw UserError("--bucket-mb must be >= 1");
   // 2. Parameters, optimizer state, initial values.
   const std::vector<NamedTensor> params = model_.parameters();
   if (params.empty()) throw UserError("the train block's modules have no parameters to train");
@@ -224,7 +249,26 @@ TrainResult Trainer::fit() {
     r.parameters += p.tensor.numel();
     r.parameter_bytes += p.tensor.nbytes();
   }
-  model_.init_optimizer_state();
+  // Data parallel: every rank checks that the others run the same model and settings, then
+  // averages gradients through `sync` (runtime/dist/gradient_sync.h), which also decides, under
+  // ZeRO, which parameters (and so which optimizer state) this rank owns.
+  std::unique_ptr<dist::GradientSync> sync;
+  if (ranks > 1) {
+    detail::check_same_run(comm, o, params);
+    sync = std::make_unique<dist::GradientSync>(comm, param_tensors,
+                                                dist::SyncOptions{o.zero, o.bucket_mb << 20});
+    r.zero = o.zero;
+    r.comm_bytes_per_step = sync->bytes_per_step();
+  }
+  const bool sharded_state = sync && sync->zero() > 0;
+  if (sharded_state) {
+    std::vector<bool> owned;
+    for (size_t i = 0; i < params.size(); ++i)
+      owned.push_back(sync->owns(i));
+    model_.init_optimizer_state_of(owned);
+  } else {
+    model_.init_optimizer_state();
+  }
   // A checkpoint directory that cannot be written fails now, not at the first save.
   if (!o.checkpoint.empty()) {
     try {
@@ -234,15 +278,15 @@ TrainResult Trainer::fit() {
     }
   }
   if (!o.init.empty()) load_initial_parameters(o.init, params);
-  detail::TrainBatches batches(model_, o.data, o.data_path, o.seed, o.device);
+  detail::TrainBatches batches(model_, o.data, o.data_path, o.seed, o.device, rank, ranks);
 
   // 3. Resume: parameters, optimizer state, step; the data position and every random draw are
   //    functions of (seed, step), so the run continues exactly.
-  if (o.resume) r.start = resume_from_checkpoint(o, model_, params, out);
+  if (o.resume) r.start = resume_from_checkpoint(o, model_, params, out, sharded_state);
   batches.seek(r.start * o.accumulate);
 
   std::ofstream log;
-  if (!o.log.empty()) {
+  if (!o.log.empty() && rank == 0) {
     log.open(o.log, o.resume ? std::ios::app : std::ios::trunc);
     if (!log) throw UserError(fmt::format("--log {}: cannot open for writing{}", o.log,
                                           errno != 0 ? fmt::format(" ({})", std::strerror(errno)) : ""));
@@ -251,17 +295,40 @@ TrainResult Trainer::fit() {
     if (o.checkpoint.empty()) return;
     std::map<std::string, std::string> metadata = o.metadata;
     metadata["seed"] = std::to_string(o.seed);
-    const std::vector<std::pair<std::string, Tensor>> tensors = checkpoint_tensors(model_, params);
-    metadata[kLayoutKey] = layout_signature(tensors);
-    const std::string path = save_training_checkpoint(o.checkpoint, step, tensors, metadata);
-    prune_checkpoints(o.checkpoint, o.keep);
-    if (!o.quiet) out << fmt::format("\n{}: wrote {}\n", o.name, path);
+    // ZeRO: the optimizer state is spread over the ranks; rank 0 gathers it and writes one
+    // checkpoint like a single process's, which resumes at any world size and stage.
+    std::vector<std::pair<std::string, Tensor>> tensors;
+    if (sharded_state) {
+      for (const auto& p : params)
+        tensors.emplace_back("model." + p.name, p.tensor);
+      for (auto& t : detail::gather_state(comm, model_.optimizer_state()))
+        tensors.push_back(std::move(t));
+    } else {
+      tensors = checkpoint_tensors(model_, params);
+    }
+    if (rank == 0) {
+      metadata[kLayoutKey] = layout_signature(tensors);
+      const std::string path = save_training_checkpoint(o.checkpoint, step, tensors, metadata);
+      prune_checkpoints(o.checkpoint, o.keep);
+      if (!o.quiet) out << fmt::format("\n{}: wrote {}\n", o.name, path);
+    }
+    if (ranks > 1) comm.barrier("the checkpoint write");  // no rank runs ahead of a save
   };
 
-  // 4. Stop at a step boundary: stop() or a signal (step 0).
-  auto stopping = [&] { return stop_.load() || (signals_ && detail::StopSignals::received()); };
+  // 4. Stop at a step boundary: stop() or a signal (step 0). In a distributed run every rank
+  //    stops at the same step: at the first one where any rank was asked to.
+  auto stop_here = [&] { return stop_.load() || (signals_ && detail::StopSignals::received()); };
+  auto stopping = [&] {
+    const bool here = stop_here();
+    return ranks > 1 ? comm.sum(here ? 1.0 : 0.0, "the stop check") > 0 : here;
+  };
+  const int64_t comm_before = comm.stats.sent_bytes;
   const bool tty = &out == &std::cerr && isatty(STDERR_FILENO) && !o.quiet;
+  // MFU: a distributed run's FLOPs (summed over ranks) against the sum of the ranks' peaks
+  // (a GPU each; on CPUs, the cores each rank was given, which this_cpu() measures).
+  const int devices = ranks;
   const HardwareProfile* hw = mfu_hardware(o.device, r.hardware);
+  if (ranks > 1) r.hardware = fmt::format("{} ranks × {}", ranks, r.hardware);
   // MFU against the dense peak of the arithmetic the matmuls use: the activations' dtype
   // (bf16/fp16 tensor cores on a GPU; bf16 matmuls on a CPU that has them, this_cpu()'s bf16
   // figure), or f32 (TF32 when EIN_CUDA_TF32=1; a CPU's fp16, computed in f32).
@@ -291,7 +358,7 @@ TrainResult Trainer::fit() {
       return static_cast<double>(counter.phase(CostPhase::recompute).flops);
     };
     for (int64_t micro = 0; micro < o.accumulate; ++micro) {
-      const int64_t k = (step - 1) * o.accumulate + micro;
+      const int64_t k = (step - 1) * o.accumulate + micro;  // this rank's micro-batch
       const double before_batch = counted();
       const std::vector<Tensor> batch = batches.next(k);
       s.tokens += batch.empty() ? 0 : batch.front().numel();
@@ -306,6 +373,16 @@ TrainResult Trainer::fit() {
     }
     const double before_update = counted();
     s.loss = loss_sum / static_cast<double>(o.accumulate);
+    // Data parallel: the gradients averaged over ranks (ZeRO: each rank keeps its own); the
+    // step's loss, tokens and FLOPs are the whole run's.
+    int64_t step_comm = 0;
+    if (sync) {
+      const int64_t sent = comm.stats.sent_bytes;
+      sync->reduce_gradients();
+      step_comm += comm.stats.sent_bytes - sent;
+      s.loss = comm.sum(s.loss, "the loss") / ranks;
+      s.tokens *= ranks;
+    }
     if (!std::isfinite(s.loss))
       throw UserError(fmt::format("the loss is {} at step {}; the last checkpoint (if any) is "
                                   "kept; lower the learning rate or clip gradients (clip = 1.0)",
@@ -315,7 +392,7 @@ TrainResult Trainer::fit() {
       // 7. Dynamic loss scaling (torch.cuda.amp.GradScaler's rule): gradients of the scaled
       //    loss that overflowed skip the step and halve the scale; otherwise they are unscaled,
       //    and every 2000 good steps the scale doubles.
-      if (!std::isfinite(optim::grad_norm(param_tensors))) {
+      if (!std::isfinite(sync ? sync->grad_norm() : optim::grad_norm(param_tensors))) {
         s.skipped = true;
         r.loss_scale /= 2;
         good_steps = 0;
@@ -326,11 +403,19 @@ TrainResult Trainer::fit() {
       }
     }
     // 8. Clip, schedule, update, zero.
-    if (o.clip > 0 && !s.skipped) optim::clip_grad_norm_(param_tensors, o.clip);
+    if (o.clip > 0 && !s.skipped) {
+      if (sync) optim::clip_grads_with_norm_(param_tensors, o.clip, sync->grad_norm());
+      else optim::clip_grad_norm_(param_tensors, o.clip);
+    }
     s.lr = o.lr;
     if (o.schedule == "cosine")
       s.lr = optim::cosine_lr(step - 1, {o.lr, o.lr * o.min_lr_ratio, o.warmup, std::max(steps, o.warmup)});
-    if (!s.skipped) model_.optimizer_step(step, s.lr);
+    if (!s.skipped) model_.optimizer_step(step, s.lr);  // ZeRO: the parameters with gradients
+    if (sync && sync->zero() > 0 && !s.skipped) {
+      const int64_t sent = comm.stats.sent_bytes;
+      sync->gather_parameters();
+      step_comm += comm.stats.sent_bytes - sent;
+    }
     zero_grad(param_tensors);
     synchronize();  // a GPU's launches are asynchronous: the step ends when its work does
     s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -342,8 +427,10 @@ TrainResult Trainer::fit() {
     r.losses.push_back(s.loss);
     r.tokens_per_step = s.tokens;
     s.optimizer_flops = counted() - before_update;  // unscaling, clipping and the update
+    if (ranks > 1) s.flops = comm.sum(s.flops, "the FLOP count");
+    s.comm_bytes = step_comm;
     r.flops += s.flops;
-    s.mfu = hw ? utilization(s.flops, s.seconds, *hw, mfu_dtype) : 0;
+    s.mfu = hw ? utilization(s.flops, s.seconds, *hw, mfu_dtype) / devices : 0;
     // 9. Report: the JSON line, the progress line, the callback, the periodic checkpoint.
     if (log.is_open()) {
       nlohmann::json j = {{"step", step},       {"loss", s.loss},
@@ -354,6 +441,7 @@ TrainResult Trainer::fit() {
                           {"recompute_flops", s.recompute_flops},
                           {"optimizer_flops", s.optimizer_flops},
                           {"data_flops", s.data_flops}};
+      if (ranks > 1) j["comm_bytes"] = s.comm_bytes;  // this rank's gradient/parameter traffic
       if (r.fp16) {
         j["loss_scale"] = s.loss_scale;  // the scale this step's backward used
         j["skipped"] = s.skipped;
@@ -383,8 +471,9 @@ TrainResult Trainer::fit() {
   r.signal = signals_ ? detail::StopSignals::received() : 0;
   for (const auto& s : model_.optimizer_state())
     r.state_bytes += s.tensor.nbytes();
-  r.mfu = hw ? utilization(r.flops, r.seconds, *hw, mfu_dtype) : 0.0;
-  r.peak_flops = hw ? hw->peak(math_mode_of(mfu_dtype)) : 0;
+  r.mfu = hw ? utilization(r.flops, r.seconds, *hw, mfu_dtype) / devices : 0.0;
+  r.comm_bytes = comm.stats.sent_bytes - comm_before;
+  r.peak_flops = hw ? hw->peak(math_mode_of(mfu_dtype)) * devices : 0;
   r.math_mode = std::string(math_mode_name(math_mode_of(mfu_dtype)));
   return r;
 }

@@ -57,6 +57,12 @@ uint32_t utf8_char_size(std::string_view text) {
   if (n == 0 || n > text.size()) return 1;  // a stray continuation byte, or truncated
   for (uint32_t i = 1; i < n; ++i)
     if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) return 1;
+  // Well-formed only (Unicode's table 3-7): no overlong forms (C0, C1, E0 80..9F, F0 80..8F),
+  // no surrogates (ED A0..BF) and nothing above U+10FFFF (F4 90.., F5..).
+  const auto c1 = static_cast<unsigned char>(text[1 % text.size()]);
+  if (c == 0xC0 || c == 0xC1 || c > 0xF4 || (c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 >= 0xA0) ||
+      (c == 0xF0 && c1 < 0x90) || (c == 0xF4 && c1 >= 0x90))
+    return 1;
   return n;
 }
 

@@ -40,6 +40,9 @@ int64_t check_options(const TokenFile& file, const LoaderOptions& o) {
   if (o.context < 1) fail("context must be >= 1, got " + std::to_string(o.context));
   if (o.vocab_size < 0) fail("vocab_size must be >= 0, got " + std::to_string(o.vocab_size));
   if (o.prefetch < 0) fail("prefetch must be >= 0, got " + std::to_string(o.prefetch));
+  if (o.shards < 1 || o.shard < 0 || o.shard >= o.shards)
+    fail("shard " + std::to_string(o.shard) + " of " + std::to_string(o.shards) +
+         " is not one of [0, shards)");
   const int64_t end = o.token_end < 0 ? file.size() : o.token_end;
   if (o.token_begin < 0 || o.token_begin > end || end > file.size()) {
     fail("the token range [" + std::to_string(o.token_begin) + ", " + std::to_string(o.token_end) +
@@ -179,7 +182,7 @@ int64_t TokenLoader::num_windows() const {
 
 int64_t TokenLoader::num_batches() const {
   if (options_.order == BatchOrder::random) return -1;
-  const int64_t b = options_.batch_size;
+  const int64_t b = options_.batch_size * options_.shards;  // global batches
   return options_.drop_last ? num_windows() / b : (num_windows() + b - 1) / b;
 }
 
@@ -195,9 +198,12 @@ Batch TokenLoader::batch_at(int64_t k) const {
                                                              : std::to_string(num_batches())) +
                        ") for token file '" + file_->path() + "'");
   }
-  // Sequential: window w = k * B + r starts at w * T; the last batch may hold fewer rows.
-  const int64_t rows =
-      options_.order == BatchOrder::random ? B : std::min(B, num_windows() - k * B);
+  // Sequential: window w = k * G + s * B + r starts at w * T (G = shards * B rows in a global
+  // batch, s the shard); the last batch may hold fewer rows.
+  const int64_t G = B * options_.shards, first = options_.shard * B;
+  const int64_t rows = options_.order == BatchOrder::random
+                           ? B
+                           : std::clamp<int64_t>(num_windows() - k * G - first, 0, B);
   // Random: starts in [0, n - T - 1], as torch.randint(len(data) - T) in the lecture.
   const int64_t num_starts = num_tokens() - T;
   Batch batch{empty({rows, T}, DType::i64), empty({rows, T}, DType::i64), k};
@@ -206,8 +212,8 @@ Batch TokenLoader::batch_at(int64_t k) const {
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t start =
         options_.token_begin + (options_.order == BatchOrder::random
-                                    ? random_window_start(options_.seed, k, r, num_starts)
-                                    : (k * B + r) * T);
+                                    ? random_window_start(options_.seed, k, first + r, num_starts)
+                                    : (k * G + first + r) * T);
     file_->read(start, T, x + r * T, options_.vocab_size);
     file_->read(start + 1, T, y + r * T, options_.vocab_size);
   }

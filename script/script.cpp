@@ -189,9 +189,14 @@ Tensor Program::loss(const std::vector<Tensor>& batch, int64_t step) {
 }
 
 void Program::init_optimizer_state() {
+  init_optimizer_state_of({});
+}
+
+void Program::init_optimizer_state_of(const std::vector<bool>& owned) {
   NoGrad no_grad;
-  for (const NamedTensor& p : parameters())
-    state_for(p.tensor);
+  const std::vector<NamedTensor> params = parameters();
+  for (size_t i = 0; i < params.size(); ++i)
+    if (owned.empty() || (i < owned.size() && owned[i])) state_for(params[i].tensor);
 }
 
 std::vector<Tensor>& Program::state_for(const Tensor& param) {

@@ -182,6 +182,9 @@ class Program {
   /// Creates the optimizer state now (each `state` at its initial value, 0 by default), so
   /// that a checkpoint can be loaded into it.
   void init_optimizer_state();
+  /// The same for the parameters flagged in `owned` (one per parameters() entry; empty: all):
+  /// a ZeRO rank keeps state only for the parameters it updates.
+  void init_optimizer_state_of(const std::vector<bool>& owned);
   /// Mixed precision for traces made from now on: f32 parameters and inputs are read as
   /// `dtype` (bf16 or f16), results come back as f32; the master weights, gradients and
   /// optimizer state stay f32.

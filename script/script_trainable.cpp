@@ -34,6 +34,9 @@ class ScriptTrainable final : public Trainable {
   std::vector<Tensor> batch(int64_t micro_step) override { return program_->make_batch(micro_step); }
   std::vector<NamedTensor> optimizer_state() override { return to_public(program_->optimizer_state()); }
   void init_optimizer_state() override { program_->init_optimizer_state(); }
+  void init_optimizer_state_of(const std::vector<bool>& owned) override {
+    program_->init_optimizer_state_of(owned);
+  }
   void set_compute_dtype(DType dtype) override { program_->set_compute_dtype(dtype); }
   Tensor logits(const Tensor& tokens) override { return program_->logits(tokens); }
 

@@ -10,6 +10,7 @@ packages=(
   llvm-19-dev libmlir-19-dev mlir-19-tools       # CPU code generation + JIT
   libopenblas-dev libdnnl-dev libtbb-dev         # CPU GEMM (f64; f32 through oneDNN), threads
   libsleef-dev                                   # the JIT's vectorized f32 exp/log/sin/cos
+  openmpi-bin libopenmpi-dev                     # mpirun -np N ein train: data parallel, ZeRO
   libcli11-dev nlohmann-json3-dev libfmt-dev libxxhash-dev
   clang-19 libclang-rt-19-dev                    # scripts/fuzz.sh: libFuzzer, ASan, UBSan
   googletest libgtest-dev libgmock-dev libbenchmark-dev

@@ -11,6 +11,7 @@
 #include <ein/trainer.h>
 #include <fmt/format.h>
 
+#include "runtime/dist/communicator.h"
 #include "tools/script_command.h"
 
 namespace ein::cli {
@@ -23,7 +24,8 @@ struct TrainFlags {
   std::optional<int64_t> steps;
   uint64_t seed = 0;
   bool resume = false, quiet = false;
-  int keep = 3;
+  int keep = 3, zero = 0;
+  int64_t bucket_mb = 25;
 };
 
 int run_train(const TrainFlags& f) {
@@ -33,6 +35,11 @@ int run_train(const TrainFlags& f) {
   try {
     ScriptTrainOptions load;
     load.device = select_device(f.device);
+    // mpirun -np N with GPUs: each rank takes the GPU of its rank on the machine, unless the
+    // flag named one (cuda:N).
+    if (load.device.kind == DeviceKind::cuda && f.device.find(':') == std::string::npos &&
+        dist::launched_by_mpi())
+      load.device = select_device(fmt::format("cuda:{}", dist::world().local_rank()));
     if (load.device.kind == DeviceKind::cuda && !f.quiet)
       std::cerr << fmt::format("ein train: on {} ({})\n", load.device.str(), device_name(load.device));
     for (const script::Setting& s : parse_settings(f.sets))
@@ -50,16 +57,21 @@ int run_train(const TrainFlags& f) {
     o.init = f.init;
     o.log = f.log;
     o.quiet = f.quiet;
+    o.zero = f.zero;
+    o.bucket_mb = f.bucket_mb;
     o.name = "ein train";
     o.handle_signals = true;  // Ctrl-C and SIGTERM keep the last good checkpoint
 
     Trainer trainer(*script.model, o);
     const TrainResult r = trainer.fit();
+    const bool speaks = r.world_size == 1 || dist::world().rank() == 0;  // rank 0 for the run
     if (r.interrupted) {
-      std::cerr << fmt::format("ein train: interrupted after step {}{}\n", r.last,
+      if (speaks)
+        std::cerr << fmt::format("ein train: interrupted after step {}{}\n", r.last,
                                o.checkpoint.empty() ? "" : "; the checkpoint above resumes it");
       return r.signal ? 128 + r.signal : 130;  // 130 for SIGINT, 143 for SIGTERM
     }
+    if (!speaks) return 0;
     std::cout << format_summary(r, f.file);
     if (!o.sample.empty() && o.sample_length > 0) {
       const std::string text = trainer.sample();
@@ -95,6 +107,11 @@ void add_train_command(CLI::App& app, int& exit_code) {
   c->add_option("--log", o->log, "write one JSON line per step: step, loss, tokens_per_s, flops, mfu, ...");
   c->add_option("--init", o->init, "initial parameters from a safetensors file (names as in the checkpoint, without 'model.')");
   c->add_flag("--quiet", o->quiet, "no progress line");
+  c->add_option("--zero", o->zero,
+                "under mpirun -np N: 0 (default) plain data parallel, 1 shards the optimizer "
+                "state across ranks, 2 also the gradients (ZeRO stages)");
+  c->add_option("--bucket-mb", o->bucket_mb,
+                "under mpirun: gradient bytes per exchange, in MiB (default 25, as PyTorch DDP)");
   c->callback([o, &exit_code] { exit_code = run_train(*o); });
 }
 

@@ -27,4 +27,8 @@ double grad_norm(const std::vector<Tensor>& params);
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm,
                        bool error_if_nonfinite = false);
 
+/// torch.nn.utils.clip_grads_with_norm_: the scaling of clip_grad_norm_() with a total norm
+/// computed elsewhere (a distributed run's global norm over every rank's shard).
+void clip_grads_with_norm_(const std::vector<Tensor>& params, double max_norm, double total_norm);
+
 }  // namespace ein::optim

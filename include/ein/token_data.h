@@ -50,6 +50,11 @@ struct LoaderOptions {
   /// their starts below are relative to this range.
   int64_t token_begin = 0;
   int64_t token_end = -1;  ///< exclusive; -1: the file's size
+  /// Data parallel: this loader is shard `shard` of `shards` (a rank of a distributed run).
+  /// Batch k holds rows [shard·B, (shard + 1)·B) of the global batch k of shards·B rows, so
+  /// the shards' streams are disjoint and together equal one loader with batch shards·B.
+  int64_t shard = 0;
+  int64_t shards = 1;
 };
 
 /// One batch: inputs and next-token targets. x[r][t] = file[s_r + t], y[r][t] = file[s_r + t

@@ -70,6 +70,9 @@ class Trainable {
   virtual std::vector<NamedTensor> optimizer_state() { return {}; }
   /// Creates the optimizer state at its initial values, so a checkpoint can load into it.
   virtual void init_optimizer_state() {}
+  /// ZeRO: the same for the parameters marked in `owned` only (one flag per parameters()
+  /// entry); this rank updates only those, so it keeps state only for them. Default: all.
+  virtual void init_optimizer_state_of(const std::vector<bool>& owned);
   /// Mixed precision: computes activations in `dtype` (bf16 or f16) from now on, keeping
   /// f32 master weights. Default: UserError (the model has only fp32).
   virtual void set_compute_dtype(DType dtype);
@@ -94,7 +97,7 @@ struct StepStats {
   double loss = 0;          ///< mean loss over the step's micro-batches
   double lr = 0;            ///< the learning rate the optimizer used
   double seconds = 0;       ///< the step's wall time, tracing and compilation included
-  int64_t tokens = 0;       ///< batch elements (x.numel() summed over micro-batches)
+  int64_t tokens = 0;       ///< batch elements (x.numel() summed over micro-batches and ranks)
   double flops = 0;         ///< model FLOPs: the loss's forward and backward, as ein report's
   double recompute_flops = 0;  ///< forward work the backward repeated (not model FLOPs)
   double optimizer_flops = 0;  ///< gradient unscaling, clipping and the optimizer update
@@ -105,6 +108,7 @@ struct StepStats {
   /// The allocator's peak on the device during the step (max_memory_allocated, reset when the
   /// step starts): parameters, gradients, optimizer state, activations and temporaries.
   int64_t peak_memory = 0;
+  int64_t comm_bytes = 0;   ///< distributed: gradient and parameter bytes this rank sent
 };
 
 /// Every knob of `ein train`; the names follow its flags and the train block's settings.
@@ -142,6 +146,12 @@ struct TrainOptions {
   std::map<std::string, std::string> metadata;  ///< added to every checkpoint's metadata
   bool handle_signals = false;       ///< SIGINT/SIGTERM stop after the current step
   std::function<void(const StepStats&)> on_step;  ///< called after every step
+  /// Distributed runs (a process of `mpirun -np N`; see docs/distributed.md): each rank reads
+  /// its own rows of every global batch, and gradients are averaged across ranks in a fixed
+  /// order. `zero` 1 shards the optimizer state (each rank updates the parameters it owns,
+  /// then all gather them), 2 also the gradients. One process: no effect.
+  int zero = 0;
+  int64_t bucket_mb = 25;            ///< gradient bytes per exchange, in MiB (DDP's default)
 };
 
 /// What fit() did.
@@ -167,6 +177,10 @@ struct TrainResult {
   bool fp16 = false;            ///< dynamic loss scaling was on
   int64_t skipped_steps = 0;    ///< fp16: steps skipped for overflowing gradients
   double loss_scale = 1;        ///< fp16: the final scale
+  int world_size = 1;           ///< processes the run was spread over (mpirun -np)
+  int zero = 0;                 ///< the ZeRO stage used
+  int64_t comm_bytes = 0;       ///< bytes this rank sent to other ranks over the run
+  int64_t comm_bytes_per_step = 0;  ///< the plan's bytes a step sends (gradients, parameters)
 };
 
 /// Runs the training loop over a Trainable (which must outlive it).

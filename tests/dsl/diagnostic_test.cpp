@@ -2,6 +2,7 @@
 // control characters in the quoted line, the message and the source name shown as escapes.
 #include <ein/diagnostic.h>
 #include <ein/pattern_parser.h>
+#include <ein/source.h>
 
 #include <gtest/gtest.h>
 
@@ -110,3 +111,18 @@ TEST(Diagnostic, APatternWithControlCharactersPointsAtTheCulprit) {
 
 }  // namespace
 }  // namespace ein
+
+// Only well-formed UTF-8 counts as one character: overlong forms, surrogates and code points
+// above U+10FFFF are single invalid bytes (a sample of byte-level model output once printed
+// "\xED\xA0\x80", which Python and terminals reject).
+TEST(Diagnostic, Utf8CharSizeAcceptsOnlyWellFormedSequences) {
+  EXPECT_EQ(ein::utf8_char_size("\xC3\xA9"), 2u);          // é
+  EXPECT_EQ(ein::utf8_char_size("\xED\x9F\xBF"), 3u);      // U+D7FF
+  EXPECT_EQ(ein::utf8_char_size("\xF4\x8F\xBF\xBF"), 4u);  // U+10FFFF
+  EXPECT_EQ(ein::utf8_char_size("\xED\xA0\x80"), 1u);      // a surrogate
+  EXPECT_EQ(ein::utf8_char_size("\xC0\xAF"), 1u);          // overlong '/'
+  EXPECT_EQ(ein::utf8_char_size("\xE0\x80\xAF"), 1u);      // overlong
+  EXPECT_EQ(ein::utf8_char_size("\xF0\x80\x80\xAF"), 1u);  // overlong
+  EXPECT_EQ(ein::utf8_char_size("\xF4\x90\x80\x80"), 1u);  // above U+10FFFF
+  EXPECT_EQ(ein::utf8_char_size("\xF5\x80\x80\x80"), 1u);
+}

@@ -509,3 +509,40 @@ TEST_F(TokenData, ErrorFifoIsNotARegularFile) {
 
 }  // namespace
 }  // namespace ein
+
+namespace ein {
+namespace {
+
+// Data parallel: shard s of S with batch B reads rows [s·B, (s+1)·B) of the global batch that
+// one loader with batch S·B reads, in random and in sequential order (so np=S reproduces np=1).
+TEST_F(TokenData, ShardsSplitTheGlobalBatchByRows) {
+  const auto p = write_pattern("s.i32", 5000);
+  for (const BatchOrder order : {BatchOrder::random, BatchOrder::sequential}) {
+    TokenLoader whole(p, {.batch_size = 6, .context = 7, .seed = 5, .order = order, .drop_last = true, .prefetch = 0});
+    for (int64_t s = 0; s < 3; ++s) {
+      LoaderOptions o{.batch_size = 2, .context = 7, .seed = 5, .order = order, .drop_last = true, .prefetch = 0};
+      o.shard = s;
+      o.shards = 3;
+      TokenLoader shard(p, o);
+      if (order == BatchOrder::sequential) {
+        EXPECT_EQ(shard.num_batches(), whole.num_batches());
+      }
+      for (int64_t k : {0, 1, 17}) {
+        const Batch g = whole.batch_at(k), b = shard.batch_at(k);
+        const auto rows = [&](const Tensor& t) {  // rows 2s, 2s + 1 of a (6, 7) batch
+          const std::vector<int64_t> v = t.to_vector<int64_t>();
+          return std::vector<int64_t>(v.begin() + 14 * s, v.begin() + 14 * (s + 1));
+        };
+        EXPECT_EQ(b.x.to_vector<int64_t>(), rows(g.x)) << "shard " << s << " batch " << k;
+        EXPECT_EQ(b.y.to_vector<int64_t>(), rows(g.y)) << "shard " << s << " batch " << k;
+      }
+    }
+  }
+  LoaderOptions bad{.batch_size = 2, .context = 7};
+  bad.shard = 3;
+  bad.shards = 3;
+  expect_error([&] { TokenLoader(p, bad); }, {"shard 3 of 3"});
+}
+
+}  // namespace
+}  // namespace ein

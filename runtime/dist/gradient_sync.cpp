@@ -1,0 +1,205 @@
+// Data parallel and ZeRO 1/2 gradient averaging (gradient_sync.h).
+#include "runtime/dist/gradient_sync.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include <ein/autograd.h>
+#include <ein/errors.h>
+#include <fmt/format.h>
+
+namespace ein::dist {
+namespace {
+
+/// The tensor's elements as contiguous host bytes appended at `to`.
+void read_bytes(const Tensor& t, char* to) {
+  const Tensor host = t.device().kind == DeviceKind::cpu ? t.contiguous() : t.to(cpu()).contiguous();
+  std::memcpy(to, host.data_ptr(), static_cast<size_t>(host.nbytes()));
+}
+
+/// Writes `from` (t's elements, contiguous) into `t` in place.
+void write_bytes(const Tensor& t, const char* from) {
+  if (t.device().kind == DeviceKind::cpu && t.is_contiguous()) {
+    std::memcpy(t.data_ptr(), from, static_cast<size_t>(t.nbytes()));
+    return;
+  }
+  Tensor host = empty(t.shape(), t.dtype(), cpu());
+  std::memcpy(host.data_ptr(), from, static_cast<size_t>(host.nbytes()));
+  t.copy_(host);
+}
+
+/// to[i] = (parts[0][i] + parts[1][i] + ... ) / n, added in that order.
+template <class T>
+void average(char* to, const char* first, int64_t stride_bytes, int n, int64_t count) {
+  auto* out = reinterpret_cast<T*>(to);
+  for (int64_t i = 0; i < count; ++i) {
+    T acc = reinterpret_cast<const T*>(first)[i];
+    for (int r = 1; r < n; ++r)
+      acc += reinterpret_cast<const T*>(first + r * stride_bytes)[i];
+    out[i] = acc / static_cast<T>(n);
+  }
+}
+
+template <class T>
+double sum_of_squares(const Tensor& g) {
+  const Tensor host = g.device().kind == DeviceKind::cpu ? g.contiguous() : g.to(cpu()).contiguous();
+  const T* x = host.data<T>();
+  double s = 0;
+  for (int64_t i = 0; i < host.numel(); ++i)
+    s += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+  return s;
+}
+
+}  // namespace
+
+std::vector<int> partition_parameters(const std::vector<int64_t>& numels, int ranks) {
+  const int64_t total = std::accumulate(numels.begin(), numels.end(), int64_t{0});
+  std::vector<int> owner(numels.size(), 0);
+  // Parameter i goes to the rank whose equal share of the elements holds its middle element.
+  int64_t before = 0;
+  for (size_t i = 0; i < numels.size(); ++i) {
+    const int64_t middle = before + numels[i] / 2;
+    owner[i] = total == 0 ? 0
+                          : static_cast<int>(std::min<int64_t>(ranks - 1, middle * ranks / total));
+    if (i > 0) owner[i] = std::max(owner[i], owner[i - 1]);  // runs stay consecutive
+    before += numels[i];
+  }
+  return owner;
+}
+
+GradientSync::GradientSync(Communicator& comm, std::vector<Tensor> params, SyncOptions options)
+    : comm_(comm), params_(std::move(params)), options_(options) {
+  if (options_.zero < 0 || options_.zero > 2)
+    throw RuntimeError(fmt::format("ZeRO stage {}: expected 0, 1 or 2", options_.zero));
+  if (options_.bucket_bytes <= 0) throw RuntimeError("the gradient bucket size must be positive");
+  std::vector<int64_t> numels;
+  for (const Tensor& p : params_) {
+    if (p.dtype() != DType::f32 && p.dtype() != DType::f64)
+      throw RuntimeError(fmt::format(
+          "data-parallel training averages f32 or f64 parameters; one is {} (train bf16 and "
+          "fp16 with --precision, which keeps f32 master weights)",
+          dtype_name(p.dtype())));
+    numels.push_back(p.numel());
+  }
+  owner_ = partition_parameters(numels, comm_.size());
+  grad_buckets_ = make_buckets(true);
+  param_buckets_ = make_buckets(false);
+}
+
+std::vector<GradientSync::Bucket> GradientSync::make_buckets(bool reverse) const {
+  std::vector<size_t> order(params_.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  if (reverse) std::reverse(order.begin(), order.end());
+  std::vector<Bucket> buckets;
+  for (size_t i : order) {
+    const int64_t bytes = params_[i].nbytes();
+    if (buckets.empty() || (buckets.back().bytes > 0 && buckets.back().bytes + bytes > options_.bucket_bytes))
+      buckets.emplace_back();
+    Bucket& b = buckets.back();
+    b.params.push_back(i);
+    b.offset.push_back(b.bytes);
+    b.bytes += bytes;
+  }
+  const auto n = static_cast<size_t>(comm_.size());
+  for (Bucket& b : buckets) {
+    b.rank_bytes.assign(n, 0);
+    b.rank_offset.assign(n, -1);
+    for (size_t k = 0; k < b.params.size(); ++k) {
+      const auto r = static_cast<size_t>(owner_[b.params[k]]);
+      if (b.rank_offset[r] < 0) b.rank_offset[r] = b.offset[k];
+      b.rank_bytes[r] += params_[b.params[k]].nbytes();
+    }
+    // Ranks that own nothing here get an empty run at a valid offset.
+    for (size_t r = 0; r < n; ++r)
+      if (b.rank_offset[r] < 0) b.rank_offset[r] = 0;
+  }
+  return buckets;
+}
+
+void GradientSync::reduce_gradients() {
+  NoGrad no_grad;
+  const int n = comm_.size();
+  const auto me = static_cast<size_t>(comm_.rank());
+  std::vector<char> send, recv;
+  for (const Bucket& b : grad_buckets_) {
+    send.assign(static_cast<size_t>(b.bytes), 0);
+    for (size_t k = 0; k < b.params.size(); ++k) {
+      const Tensor g = params_[b.params[k]].grad();
+      if (g.defined()) read_bytes(g, send.data() + b.offset[k]);
+    }
+    const int64_t mine = b.rank_bytes[me];
+    recv.resize(static_cast<size_t>(mine * n));
+    std::vector<int64_t> recv_counts(static_cast<size_t>(n), mine), recv_offsets(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i)
+      recv_offsets[static_cast<size_t>(i)] = i * mine;
+    comm_.all_to_all_v(send.data(), b.rank_bytes, b.rank_offset, recv.data(), recv_counts,
+                       recv_offsets, "the gradient exchange");
+    // This rank's run, averaged in rank order, back into its place in `send`.
+    for (size_t k = 0; k < b.params.size(); ++k) {
+      const Tensor& p = params_[b.params[k]];
+      if (static_cast<size_t>(owner_[b.params[k]]) != me) continue;
+      const char* first = recv.data() + (b.offset[k] - b.rank_offset[me]);
+      char* to = send.data() + b.offset[k];
+      if (p.dtype() == DType::f64) average<double>(to, first, mine, n, p.numel());
+      else average<float>(to, first, mine, n, p.numel());
+    }
+    if (options_.zero == 0)
+      comm_.all_gather_v(send.data() + b.rank_offset[me], send.data(), b.rank_bytes, b.rank_offset,
+                         "the gradient gather");
+    for (size_t k = 0; k < b.params.size(); ++k) {
+      const Tensor& p = params_[b.params[k]];
+      auto& meta = p.autograd();
+      if (!meta) continue;
+      if (options_.zero > 0 && static_cast<size_t>(owner_[b.params[k]]) != me) {
+        meta->grad = Tensor();  // another rank updates this parameter
+        continue;
+      }
+      if (!meta->grad.defined()) meta->grad = zeros(p.shape(), p.dtype(), p.device());
+      write_bytes(meta->grad, send.data() + b.offset[k]);
+    }
+  }
+}
+
+double GradientSync::grad_norm() {
+  double squares = 0;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!owns(i)) continue;
+    const Tensor g = params_[i].grad();
+    if (!g.defined()) continue;
+    squares += g.dtype() == DType::f64 ? sum_of_squares<double>(g) : sum_of_squares<float>(g);
+  }
+  return std::sqrt(comm_.sum(squares, "the gradient norm"));
+}
+
+void GradientSync::gather_parameters() {
+  if (options_.zero == 0) return;
+  NoGrad no_grad;
+  const auto me = static_cast<size_t>(comm_.rank());
+  std::vector<char> buffer;
+  for (const Bucket& b : param_buckets_) {
+    buffer.assign(static_cast<size_t>(b.bytes), 0);
+    for (size_t k = 0; k < b.params.size(); ++k)
+      if (owns(b.params[k])) read_bytes(params_[b.params[k]].detach(), buffer.data() + b.offset[k]);
+    comm_.all_gather_v(buffer.data() + b.rank_offset[me], buffer.data(), b.rank_bytes,
+                       b.rank_offset, "the parameter gather");
+    for (size_t k = 0; k < b.params.size(); ++k)
+      if (!owns(b.params[k])) write_bytes(params_[b.params[k]].detach(), buffer.data() + b.offset[k]);
+  }
+}
+
+int64_t GradientSync::bytes_per_step() const {
+  const int n = comm_.size();
+  const auto me = static_cast<size_t>(comm_.rank());
+  int64_t bytes = 0;
+  for (const Bucket& b : grad_buckets_) {
+    bytes += b.bytes - b.rank_bytes[me];                         // the exchange
+    if (options_.zero == 0) bytes += b.rank_bytes[me] * (n - 1);  // the gather
+  }
+  if (options_.zero > 0)
+    for (const Bucket& b : param_buckets_)
+      bytes += b.rank_bytes[me] * (n - 1);
+  return bytes;
+}
+
+}  // namespace ein::dist

@@ -1,0 +1,218 @@
+// Communicator over MPI (communicator.h). Only the main thread calls MPI (MPI_THREAD_FUNNELED);
+// a watchdog thread ends the process when a collective outlives the timeout, and the launcher
+// (mpirun) then ends the other ranks: Open MPI aborts a job one of whose processes exits
+// without MPI_Finalize.
+#include "runtime/dist/mpi_communicator.h"
+
+#ifdef EIN_HAVE_MPI
+
+#include <mpi.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <ein/errors.h>
+#include <fmt/format.h>
+
+namespace ein::dist {
+namespace {
+
+/// Ends this process when the collective it watches outlives the timeout.
+class Watchdog {
+ public:
+  Watchdog(int rank, const double& timeout) : rank_(rank), timeout_(timeout) {
+    thread_ = std::thread([this] { watch(); });
+  }
+  ~Watchdog() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+
+  /// Watches the collective `what` while it lives.
+  class Scope {
+   public:
+    Scope(Watchdog& w, std::string_view what) : w_(w) {
+      std::lock_guard lock(w_.mutex_);
+      w_.what_ = std::string(what);
+      w_.since_ = std::chrono::steady_clock::now();
+      w_.active_ = true;
+    }
+    ~Scope() {
+      std::lock_guard lock(w_.mutex_);
+      w_.active_ = false;
+    }
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    Watchdog& w_;
+  };
+
+ private:
+  void watch() {
+    std::unique_lock lock(mutex_);
+    while (!stop_) {
+      wake_.wait_for(lock, std::chrono::milliseconds(100));
+      if (!active_) continue;
+      const double waited =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - since_).count();
+      if (waited <= timeout_) continue;
+      std::fprintf(stderr,
+                   "ein: rank %d: '%s' waited %.0f s for the other ranks (the limit is %.0f s, "
+                   "EIN_DIST_TIMEOUT): a rank died, hangs, or is running a different step; "
+                   "stopping the job (the last checkpoint written is kept)\n",
+                   rank_, what_.c_str(), waited, timeout_);
+      std::fflush(stderr);
+      std::_Exit(1);  // no MPI call from this thread; mpirun ends the other ranks
+    }
+  }
+
+  int rank_;
+  const double& timeout_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false, active_ = false;
+  std::string what_;
+  std::chrono::steady_clock::time_point since_;
+  std::thread thread_;
+};
+
+/// MPI counts are int: a larger message is refused rather than truncated.
+int count_of(int64_t bytes, std::string_view what) {
+  if (bytes < 0 || bytes > std::numeric_limits<int>::max())
+    throw RuntimeError(fmt::format("{}: {} bytes in one MPI message is more than MPI's int count "
+                                   "allows; use smaller buckets",
+                                   what, bytes));
+  return static_cast<int>(bytes);
+}
+
+std::vector<int> counts_of(const std::vector<int64_t>& v, std::string_view what) {
+  std::vector<int> out;
+  out.reserve(v.size());
+  for (int64_t x : v)
+    out.push_back(count_of(x, what));
+  return out;
+}
+
+void check(int rc, std::string_view call) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(rc, text, &length);
+  throw RuntimeError(fmt::format("{}: {}", call, std::string(text, static_cast<size_t>(length))));
+}
+
+class MpiCommunicator final : public Communicator {
+ public:
+  MpiCommunicator() {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      int provided = 0;
+      check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+      owns_ = true;
+    }
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    MPI_Comm local;
+    check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local),
+          "MPI_Comm_split_type");
+    MPI_Comm_rank(local, &local_rank_);
+    MPI_Comm_free(&local);
+    watchdog_ = std::make_unique<Watchdog>(rank_, timeout_seconds);
+  }
+  ~MpiCommunicator() override {
+    watchdog_.reset();
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (owns_ && !finalized) MPI_Finalize();
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  int local_rank() const override { return local_rank_; }
+  std::string_view backend() const override { return "mpi"; }
+
+  void all_to_all_v(const void* send, const std::vector<int64_t>& send_counts,
+                    const std::vector<int64_t>& send_offsets, void* recv,
+                    const std::vector<int64_t>& recv_counts,
+                    const std::vector<int64_t>& recv_offsets, std::string_view what) override {
+    Watchdog::Scope scope(*watchdog_, what);
+    ++stats.collectives;
+    for (int j = 0; j < size_; ++j)
+      if (j != rank_) stats.sent_bytes += send_counts.at(static_cast<size_t>(j));
+    const auto sc = counts_of(send_counts, what), so = counts_of(send_offsets, what);
+    const auto rc = counts_of(recv_counts, what), ro = counts_of(recv_offsets, what);
+    check(MPI_Alltoallv(send, sc.data(), so.data(), MPI_BYTE, recv, rc.data(), ro.data(), MPI_BYTE,
+                        MPI_COMM_WORLD),
+          what);
+  }
+
+  void all_gather_v(const void* send, void* recv, const std::vector<int64_t>& counts,
+                    const std::vector<int64_t>& offsets, std::string_view what) override {
+    Watchdog::Scope scope(*watchdog_, what);
+    ++stats.collectives;
+    stats.sent_bytes += counts.at(static_cast<size_t>(rank_)) * (size_ - 1);
+    const auto c = counts_of(counts, what), o = counts_of(offsets, what);
+    // A rank's part already in place in `recv` is MPI_IN_PLACE (MPI forbids aliasing buffers).
+    const bool in_place = send == static_cast<const char*>(recv) + o[static_cast<size_t>(rank_)];
+    check(MPI_Allgatherv(in_place ? MPI_IN_PLACE : send, c[static_cast<size_t>(rank_)], MPI_BYTE,
+                         recv, c.data(), o.data(), MPI_BYTE, MPI_COMM_WORLD),
+          what);
+  }
+
+  void broadcast(void* data, int64_t bytes, int root, std::string_view what) override {
+    Watchdog::Scope scope(*watchdog_, what);
+    ++stats.collectives;
+    if (rank_ == root) stats.sent_bytes += bytes * (size_ - 1);
+    check(MPI_Bcast(data, count_of(bytes, what), MPI_BYTE, root, MPI_COMM_WORLD), what);
+  }
+
+  void barrier(std::string_view what) override {
+    Watchdog::Scope scope(*watchdog_, what);
+    check(MPI_Barrier(MPI_COMM_WORLD), what);
+  }
+
+  [[noreturn]] void abort(const std::string& why) override {
+    std::fprintf(stderr, "ein: rank %d: %s\n", rank_, why.c_str());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    std::_Exit(1);
+  }
+
+ private:
+  int rank_ = 0, size_ = 1, local_rank_ = 0;
+  bool owns_ = false;
+  std::unique_ptr<Watchdog> watchdog_;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_mpi_communicator() {
+  return std::make_unique<MpiCommunicator>();
+}
+
+}  // namespace ein::dist
+
+#else  // built without MPI
+
+namespace ein::dist {
+
+std::unique_ptr<Communicator> make_mpi_communicator() {
+  return nullptr;
+}
+
+}  // namespace ein::dist
+
+#endif
