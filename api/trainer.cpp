@@ -328,7 +328,7 @@ TrainResult Trainer::fit() {
   // (a GPU each; on CPUs, the cores each rank was given, which this_cpu() measures).
   const int devices = ranks;
   const HardwareProfile* hw = mfu_hardware(o.device, r.hardware);
-  if (ranks > 1) r.hardware = fmt::format("{} ranks × {}", ranks, r.hardware);
+  if (ranks > 1) r.hardware = fmt::format("the {} ranks' ({})", ranks, r.hardware);
   // MFU against the dense peak of the arithmetic the matmuls use: the activations' dtype
   // (bf16/fp16 tensor cores on a GPU; bf16 matmuls on a CPU that has them, this_cpu()'s bf16
   // figure), or f32 (TF32 when EIN_CUDA_TF32=1; a CPU's fp16, computed in f32).

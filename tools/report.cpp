@@ -12,6 +12,7 @@
 #include "tools/report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -24,6 +25,7 @@
 #include "compiler/cost/cost_model.h"
 #include "compiler/cost/step_memory.h"
 #include "compiler/pipeline.h"
+#include "runtime/dist/gradient_sync.h"
 #include <ein/diagnostic.h>
 #include "ein/errors.h"
 #include <ein/tensor.h>
@@ -285,8 +287,13 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
       if (kind.starts_with("param:") && embedding.contains(kind.substr(6))) reused.insert(kind.substr(6));
     }
   }
+  std::vector<int64_t> trained_numels, trained_bytes;  // what data parallel exchanges
   for (const script::ParamInfo& p : params) {
     const int64_t count = checked_numel(p.shape);
+    if (kFloatDTypes.contains(p.dtype)) {
+      trained_numels.push_back(count);
+      trained_bytes.push_back(count * static_cast<int64_t>(element_size(p.dtype)));
+    }
     r.params_total += count;
     r.param_bytes += count * static_cast<int64_t>(element_size(p.dtype));
     if (kFloatDTypes.contains(p.dtype)) r.params_trainable += count;
@@ -299,6 +306,18 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
     else if (reused.contains(p.name))
       r.tied.push_back(fmt::format("{} (embedding table, also read by another op: an output head)", p.name));
   }
+  // Data parallel: what each rank sends per step (the plan runtime/dist follows).
+  if (r.gpus >= 2 && r.gpus <= 65536 && r.gpus == std::floor(r.gpus))
+    for (int rank = 0; rank < static_cast<int>(r.gpus); ++rank) {
+      r.comm_bytes.push_back(dist::step_bytes(trained_numels, trained_bytes, static_cast<int>(r.gpus), rank));
+      const std::vector<int> owner = dist::partition_parameters(trained_numels, static_cast<int>(r.gpus));
+      double own = 0, all = 0;
+      for (size_t i = 0; i < owner.size(); ++i) {
+        all += static_cast<double>(trained_numels[i]);
+        if (owner[i] == rank) own += static_cast<double>(trained_numels[i]);
+      }
+      r.owned_fraction.push_back(all > 0 ? own / all : 0);
+    }
 
   // 2. Forward costs.
   const GraphCost fwd = cost(g);
@@ -575,6 +594,9 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
                       static_cast<double>(plan.peak_with_gradients);
         for (LedgerItem& item : r.ledger)
           if (item.what == "temporaries at the liveness peak") item.bytes = r.temporaries;
+        r.zero_rank_peak.clear();
+        for (double own : r.owned_fraction)
+          r.zero_rank_peak.push_back(r.step_peak - r.bytes_of(napkin::StatePart::optimizer) * (1 - own));
       }
       r.plans.push_back(plan);
     }

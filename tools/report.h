@@ -133,6 +133,16 @@ struct Report {
   int64_t checkpoint_recompute_flops = 0;  ///< the blocks plan's recomputed forward work
   double gpus = 1, mfu = 0;
   std::optional<double> tokens;
+  /// Data parallel over `gpus` ranks (mpirun -np N ein train): the bytes each rank sends per
+  /// training step, the same at ZeRO 0, 1 and 2 (runtime/dist/gradient_sync.h's step_bytes;
+  /// the run logs what it sent as comm_bytes). Empty for one device.
+  std::vector<int64_t> comm_bytes;
+  /// The same run's allocator peak per rank at ZeRO 1 and 2 (B per rank): step_peak less the
+  /// optimizer state of the parameters other ranks own. (ein's backward hands back all the
+  /// gradients at once, so stage 2 frees none before the peak; docs/distributed.md.) At ZeRO 0
+  /// every rank's peak is step_peak.
+  std::vector<double> zero_rank_peak;
+  std::vector<double> owned_fraction;  ///< per rank: its share of the parameters' elements
 
   /// Backward FLOPs (input and weight gradients, recomputation excluded).
   int64_t bwd_flops() const { return bwd_input_flops + bwd_weight_flops; }

@@ -77,6 +77,8 @@ std::string render_json(const Report& r, const Summary& s) {
     micro.push_back({{"micro_batch", m.micro}, {"accumulation", m.accumulation}, {"activations", m.activations},
                      {"total", m.total}, {"fits", m.fits}});
   j["memory"]["zero"] = zero;
+  j["communication"] = {{"bytes_per_step_per_rank", r.comm_bytes},
+                        {"zero_peak_per_rank", r.zero_rank_peak}};
   j["memory"]["micro_batches"] = micro;
   if (s.korthikanti)
     j["memory"]["korthikanti"] = {{"none", s.korthikanti->none}, {"selective", s.korthikanti->selective},

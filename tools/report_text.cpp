@@ -1,6 +1,8 @@
 // `ein report --format text|md` (tools/report_summary.h): the Summary and the per-expression
 // rows as aligned plain text or as markdown tables. Both share one walk so that they never
 // disagree on what is printed.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include <string>
@@ -85,6 +87,18 @@ std::string render_text(const Report& r, const Summary& s, bool md) {
                             si(z.activations, "B"), si(z.total, "B"), fits_text(z.fits));
   line("stage 0 is plain data parallel; 1 shards the optimizer state (with any fp32 master), 2 also "
        "the gradients, 3 also the parameters (Rajbhandari et al. 2020).");
+  if (!r.comm_bytes.empty()) {
+    const auto [lo, hi] = std::minmax_element(r.comm_bytes.begin(), r.comm_bytes.end());
+    line(fmt::format("communication (mpirun -np {} ein train, ZeRO 0, 1 or 2): each step every rank sends "
+                     "{} to {} (rank 0: {} bytes): the gradient exchange and the gather; see docs/distributed.md.",
+                     grouped(r.gpus), si(static_cast<double>(*lo), "B"), si(static_cast<double>(*hi), "B"),
+                     r.comm_bytes.front()));
+    if (!r.zero_rank_peak.empty())
+      line(fmt::format("per rank of that run, with B per rank (a global batch of {} x B): peak {} at ZeRO 0; "
+                       "rank 0 {} at ZeRO 1 and 2 (its share of the optimizer state; ein's backward frees "
+                       "no gradients before the peak).",
+                       grouped(r.gpus), si(r.step_peak, "B"), si(r.zero_rank_peak.front(), "B")));
+  }
 
   h("What if: micro-batches with gradient accumulation (per device, plain data parallel)");
   if (s.micro.empty()) line(fmt::format("the batch {} does not split evenly over {} devices.", r.batch, grouped(r.gpus)));

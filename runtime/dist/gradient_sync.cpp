@@ -188,18 +188,24 @@ void GradientSync::gather_parameters() {
   }
 }
 
-int64_t GradientSync::bytes_per_step() const {
-  const int n = comm_.size();
-  const auto me = static_cast<size_t>(comm_.rank());
-  int64_t bytes = 0;
-  for (const Bucket& b : grad_buckets_) {
-    bytes += b.bytes - b.rank_bytes[me];                         // the exchange
-    if (options_.zero == 0) bytes += b.rank_bytes[me] * (n - 1);  // the gather
+int64_t step_bytes(const std::vector<int64_t>& numels, const std::vector<int64_t>& bytes,
+                   int ranks, int rank) {
+  const std::vector<int> owner = partition_parameters(numels, ranks);
+  int64_t total = 0, own = 0;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    total += bytes[i];
+    if (owner[i] == rank) own += bytes[i];
   }
-  if (options_.zero > 0)
-    for (const Bucket& b : param_buckets_)
-      bytes += b.rank_bytes[me] * (n - 1);
-  return bytes;
+  return ranks == 1 ? 0 : total + own * (ranks - 2);
+}
+
+int64_t GradientSync::bytes_per_step() const {
+  std::vector<int64_t> numels, bytes;
+  for (const Tensor& p : params_) {
+    numels.push_back(p.numel());
+    bytes.push_back(p.nbytes());
+  }
+  return step_bytes(numels, bytes, comm_.size(), comm_.rank());
 }
 
 }  // namespace ein::dist

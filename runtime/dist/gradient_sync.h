@@ -35,6 +35,13 @@ struct SyncOptions {
 /// a run (possibly empty when there are fewer parameters than ranks).
 std::vector<int> partition_parameters(const std::vector<int64_t>& numels, int ranks);
 
+/// Bytes rank `rank` of `ranks` sends in one training step for parameters of `numels`
+/// elements and `bytes` bytes each, at any stage: the exchange sends the P − own bytes of the
+/// others' parameters, and the gather (of averages, or under ZeRO of updated parameters) sends
+/// its own to N − 1 ranks: P + own·(N − 2). `ein report --gpus N` prints it; GradientSync sends it.
+int64_t step_bytes(const std::vector<int64_t>& numels, const std::vector<int64_t>& bytes,
+                   int ranks, int rank);
+
 class GradientSync {
  public:
   GradientSync(Communicator& comm, std::vector<Tensor> params, SyncOptions options);

@@ -3,8 +3,8 @@
 
 - data parallel: np=2 with batch B/2 per rank reproduces np=1 with batch B (losses within 1e-6
   relative for 20 steps), and two np=2 runs are bitwise equal (a fixed reduction order);
-- ZeRO 1 and 2 give bitwise the losses of plain data parallel, send the bytes the plan says,
-  and keep less optimizer state per rank;
+- ZeRO 1 and 2 give bitwise the losses of plain data parallel, send the bytes the plan (and
+  `ein report --gpus 2`) says, and keep less optimizer state per rank;
 - a checkpoint written at np=2 under ZeRO 1 resumes at np=2 under ZeRO 2 with bitwise the
   uninterrupted losses, and at np=1 within the data-parallel tolerance;
 - ranks that run different models stop at start-up with a clear error; --zero 3 is refused;
@@ -37,10 +37,10 @@ def main():
                OMPI_MCA_rmaps_base_oversubscribe="1")
     mpi = [mpirun, "-np", "2", "--oversubscribe", "--bind-to", "none"]
 
-    def train(tmp, name, np, batch, *flags, steps=20, expect_ok=True):
+    def train(tmp, name, np, batch, *flags, steps=20, expect_ok=True, file=None):
         log = os.path.join(tmp, name + ".jsonl")
         cmd = ([ein] if np == 1 else mpi + [ein]) + [
-            "train", script, "--steps", str(steps), "--set", f"B={batch}", "--seed", "1",
+            "train", file or script, "--steps", str(steps), "--set", f"B={batch}", "--seed", "1",
             "--log", log, "--quiet", *flags]
         run = subprocess.run(cmd, capture_output=True, text=True, errors="replace", env=env,
                              timeout=300)
@@ -67,8 +67,9 @@ def main():
 
         # 2. ZeRO 1 and 2: the same bits, the planned traffic, less state per rank.
         params_bytes = 437760 * 4  # byte_gpt at its default sizes: f32 parameters
+        zero_rows = {}
         for z in (1, 2):
-            rows = train(tmp, f"zero{z}", 2, 8, "--zero", str(z))
+            rows = zero_rows[z] = train(tmp, f"zero{z}", 2, 8, "--zero", str(z))
             check(losses(rows) == losses(dp), f"--zero {z}: bitwise the losses of data parallel")
             check(bool(rows) and all(r["comm_bytes"] == params_bytes for r in rows),
                   f"--zero {z}: each step sends the parameters' bytes once "
@@ -76,6 +77,42 @@ def main():
             check(bool(rows) and max(r["peak_memory"] for r in rows) < max(r["peak_memory"] for r in dp),
                   f"--zero {z}: rank 0's peak below data parallel's")
         check(all(r["comm_bytes"] == params_bytes for r in dp), "data parallel: the same bytes")
+        report = subprocess.run([ein, "report", script, "--gpus", "2", "--format", "json"],
+                                capture_output=True, text=True, env=env, timeout=120)
+        predicted = json.loads(report.stdout)["communication"]["bytes_per_step_per_rank"] \
+            if report.returncode == 0 else None
+        check(predicted is not None and predicted[0] == dp[0]["comm_bytes"],
+              f"ein report --gpus 2 predicts rank 0's bytes per step exactly ({predicted})")
+        # Memory per rank: the report of the per-rank batch against rank 0's logged peak.
+        report = subprocess.run([ein, "report", script, "--set", "B=8", "--gpus", "2",
+                                 "--precision", "fp32", "--format", "json"],
+                                capture_output=True, text=True, env=env, timeout=120)
+        if report.returncode == 0:
+            j = json.loads(report.stdout)
+            for name, rows, want in (("data parallel", dp, j["memory"]["step_peak"]),
+                                     ("--zero 1", zero_rows[1], j["communication"]["zero_peak_per_rank"][0]),
+                                     ("--zero 2", zero_rows[2], j["communication"]["zero_peak_per_rank"][0])):
+                got = max(r["peak_memory"] for r in rows) if rows else 0
+                check(abs(got - want) <= 0.1 * want,
+                      f"{name}: rank 0's peak {got} against ein report's {want:.0f} "
+                      f"({(got - want) / want:+.1%})")
+        else:
+            check(False, f"ein report --set B=8 --gpus 2: {report.stderr[-400:]}")
+
+        # 2b. Gradient accumulation (np=2 × 2 micro-batches of 4 against np=1 × 2 of 8), and bf16.
+        acc_script = os.path.join(tmp, "byte_gpt_acc.ein")
+        text = open(script).read().replace("steps = 600", "steps = 600\n  accumulate = 2")
+        open(acc_script, "w").write(text.replace('"corpus.txt"', repr(os.path.join(
+            os.path.dirname(script), "corpus.txt")).replace("'", '"')))
+        acc1 = train(tmp, "acc1", 1, 8, steps=10, file=acc_script)
+        acc2 = train(tmp, "acc2", 2, 4, steps=10, file=acc_script)
+        err = worst(losses(acc1), losses(acc2))
+        check(len(acc1) == 10 and err <= 1e-6,
+              f"accumulate = 2: np=2 reproduces np=1: worst relative {err:.2e}")
+        bf16 = train(tmp, "bf16", 2, 8, "--precision", "bf16", steps=10)
+        bf16_z1 = train(tmp, "bf16_z1", 2, 8, "--precision", "bf16", "--zero", "1", steps=10)
+        check(len(bf16) == 10 and losses(bf16) == losses(bf16_z1),
+              "--precision bf16: ZeRO 1 bitwise equal to data parallel")
 
         # 3. Resume at another stage and world size.
         ck = os.path.join(tmp, "ck")
