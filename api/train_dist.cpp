@@ -1,7 +1,6 @@
 // Start-up agreement and ZeRO checkpoint gathering for distributed runs (train_dist.h).
 #include "api/train_dist.h"
 
-#include <cstring>
 #include <functional>
 
 #include <ein/checkpoint.h>
@@ -74,31 +73,16 @@ void check_same_run(dist::Communicator& comm, const TrainOptions& options,
                                 comm.size(), problems));
 }
 
-std::vector<std::pair<std::string, Tensor>> gather_state(dist::Communicator& comm,
-                                                         const std::vector<NamedTensor>& state) {
-  // Each rank's state as a JSON header (names, dtypes, shapes, offsets) and its bytes.
-  nlohmann::json header = nlohmann::json::array();
-  std::string bytes;
-  for (const auto& s : state) {
-    const Tensor host = s.tensor.to(cpu()).contiguous();
-    header.push_back({{"name", s.name},
-                      {"dtype", std::string(dtype_name(host.dtype()))},
-                      {"shape", host.shape()},
-                      {"offset", bytes.size()}});
-    bytes.append(static_cast<const char*>(host.data_ptr()), static_cast<size_t>(host.nbytes()));
-  }
-  const auto headers = all_gather_bytes(comm, header.dump(), "the checkpoint's state gather");
-  const auto blobs = all_gather_bytes(comm, bytes, "the checkpoint's state gather");
-  std::vector<std::pair<std::string, Tensor>> out;
-  if (comm.rank() != 0) return out;
-  for (size_t r = 0; r < headers.size(); ++r)
-    for (const auto& e : nlohmann::json::parse(headers[r])) {
-      const DType dtype = *parse_dtype_name(e.at("dtype").get<std::string>());
-      Tensor t = empty(e.at("shape").get<Shape>(), dtype, cpu());
-      std::memcpy(t.data_ptr(), blobs[r].data() + e.at("offset").get<size_t>(),
-                  static_cast<size_t>(t.nbytes()));
-      out.emplace_back("optim." + e.at("name").get<std::string>(), std::move(t));
-    }
+std::vector<TensorLayout> gather_layouts(dist::Communicator& comm,
+                                         const std::vector<std::pair<std::string, Tensor>>& tensors) {
+  nlohmann::json mine = nlohmann::json::array();
+  for (const auto& [name, t] : tensors)
+    mine.push_back({{"name", name}, {"dtype", std::string(dtype_name(t.dtype()))}, {"shape", t.shape()}});
+  std::vector<TensorLayout> out;
+  for (const std::string& text : all_gather_bytes(comm, mine.dump(), "the checkpoint's shard layouts"))
+    for (const auto& e : nlohmann::json::parse(text))
+      out.push_back({e.at("name").get<std::string>(), *parse_dtype_name(e.at("dtype").get<std::string>()),
+                     e.at("shape").get<Shape>()});
   return out;
 }
 

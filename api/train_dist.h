@@ -1,13 +1,14 @@
 // The Trainer's side of a distributed run (api/trainer.cpp; runtime/dist does the transport and
 // the gradient averaging): the start-up check that every rank runs the same thing, and the
-// ZeRO checkpoint, whose sharded optimizer state is gathered to rank 0 and written as one
-// ordinary checkpoint, so it resumes at any world size and ZeRO stage. Internal to api/.
+// layouts of a ZeRO checkpoint's shards (each rank writes the optimizer state it owns; rank 0's
+// step file records the layout of them all). Internal to api/.
 #pragma once
 
 #include <string>
 #include <utility>
 #include <vector>
 
+#include <ein/checkpoint.h>
 #include <ein/tensor.h>
 #include <ein/trainer.h>
 
@@ -20,9 +21,9 @@ namespace ein::detail {
 void check_same_run(dist::Communicator& comm, const TrainOptions& options,
                     const std::vector<NamedTensor>& params);
 
-/// Every rank's `state` (ZeRO: the optimizer state of the parameters it owns), in rank order,
-/// on rank 0 (as host tensors, "optim." + name); empty on the other ranks. Collective.
-std::vector<std::pair<std::string, Tensor>> gather_state(dist::Communicator& comm,
-                                                         const std::vector<NamedTensor>& state);
+/// The names, dtypes and shapes of every rank's `tensors`, in rank order, on every rank.
+/// Collective.
+std::vector<TensorLayout> gather_layouts(dist::Communicator& comm,
+                                         const std::vector<std::pair<std::string, Tensor>>& tensors);
 
 }  // namespace ein::detail

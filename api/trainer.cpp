@@ -14,6 +14,7 @@
 #include <fstream>
 #include <iostream>
 #include <random>
+#include <cstdlib>
 #include <set>
 
 #include <unistd.h>
@@ -107,6 +108,35 @@ std::string layout_differences(const Checkpoint& ck,
   return lines;
 }
 
+/// A sharded checkpoint (written by a ZeRO run): adds to `ck` the tensors of its other shards
+/// that `targets` names, so one rank holds only what it loads.
+void add_shards(Checkpoint& ck, const std::string& dir, int64_t step,
+                const std::vector<std::pair<std::string, Tensor>>& targets) {
+  const auto it = ck.metadata.find(kShardsMetadataKey);
+  if (it == ck.metadata.end()) return;
+  const int64_t shards = std::strtoll(it->second.c_str(), nullptr, 10);
+  std::set<std::string> wanted;
+  for (const auto& [name, t] : targets)
+    wanted.insert(name);
+  for (int shard = 1; shard < shards; ++shard) {
+    const std::string path = shard_file_path(dir, step, shard);
+    Checkpoint part;
+    try {
+      part = load_safetensors(path);
+    } catch (const RuntimeError& e) {
+      throw UserError(fmt::format("cannot resume from {}: it is shard 0 of {}, and shard {} does "
+                                  "not load: {}",
+                                  ck.path, shards, shard, e.what()));
+    }
+    if (auto s = part.metadata.find(kStepMetadataKey);
+        s == part.metadata.end() || s->second != std::to_string(step))
+      throw UserError(fmt::format("cannot resume from {}: its shard {} is not of step {}", ck.path,
+                                  path, step));
+    for (auto& [name, t] : part.tensors)
+      if (wanted.contains(name)) ck.tensors.emplace_back(name, std::move(t));
+  }
+}
+
 /// Loads the latest good checkpoint of `o.checkpoint` into the model; returns its step (0
 /// when there is none yet). A checkpoint whose data fails its checksums is skipped with a
 /// warning, falling back to the previous good one; one of another model (its layout differs)
@@ -117,7 +147,7 @@ int64_t resume_from_checkpoint(const TrainOptions& o, Trainable& model,
                                const std::vector<NamedTensor>& params, std::ostream& out,
                                bool sharded_state) {
   if (o.checkpoint.empty()) throw UserError("--resume needs --checkpoint DIR");
-  const LoadedCheckpoint loaded = load_latest_checkpoint(o.checkpoint);
+  LoadedCheckpoint loaded = load_latest_checkpoint(o.checkpoint);
   for (const std::string& s : loaded.latest.skipped)
     out << o.name << ": warning: skipped " << s << '\n';
   if (!loaded.checkpoint) {
@@ -127,8 +157,9 @@ int64_t resume_from_checkpoint(const TrainOptions& o, Trainable& model,
     return 0;
   }
   const std::string& path = loaded.latest.path;
-  const Checkpoint& ck = *loaded.checkpoint;
+  Checkpoint& ck = *loaded.checkpoint;
   const std::vector<std::pair<std::string, Tensor>> targets = checkpoint_tensors(model, params);
+  add_shards(ck, o.checkpoint, loaded.latest.step, targets);
   const std::string differences = layout_differences(ck, targets, sharded_state);
   if (auto it = ck.metadata.find(kLayoutKey);
       it != ck.metadata.end() && (sharded_state ? !differences.empty()
@@ -295,19 +326,32 @@ TrainResult Trainer::fit() {
     if (o.checkpoint.empty()) return;
     std::map<std::string, std::string> metadata = o.metadata;
     metadata["seed"] = std::to_string(o.seed);
-    // ZeRO: the optimizer state is spread over the ranks; rank 0 gathers it and writes one
-    // checkpoint like a single process's, which resumes at any world size and stage.
+    // ZeRO: each rank writes the optimizer state it owns as a shard; rank 0's step file (the
+    // parameters, its state and the layout of every shard) comes last and commits the set.
     std::vector<std::pair<std::string, Tensor>> tensors;
     if (sharded_state) {
+      std::vector<std::pair<std::string, Tensor>> own;
+      for (const auto& s : model_.optimizer_state())
+        own.emplace_back("optim." + s.name, s.tensor);
+      if (rank != 0)
+        save_safetensors(shard_file_path(o.checkpoint, step, rank), own,
+                         {{kStepMetadataKey, std::to_string(step)}, {"shard", std::to_string(rank)}});
+      std::vector<TensorLayout> layouts;  // collective: every shard is durable after it
+      for (const auto& p : params)
+        layouts.push_back({"model." + p.name, p.tensor.dtype(), p.tensor.shape()});
+      for (TensorLayout& l : detail::gather_layouts(comm, own))
+        layouts.push_back(std::move(l));
+      metadata[kLayoutKey] = layout_signature(layouts);
+      metadata[kShardsMetadataKey] = std::to_string(ranks);
       for (const auto& p : params)
         tensors.emplace_back("model." + p.name, p.tensor);
-      for (auto& t : detail::gather_state(comm, model_.optimizer_state()))
+      for (auto& t : own)
         tensors.push_back(std::move(t));
     } else {
       tensors = checkpoint_tensors(model_, params);
+      metadata[kLayoutKey] = layout_signature(tensors);
     }
     if (rank == 0) {
-      metadata[kLayoutKey] = layout_signature(tensors);
       const std::string path = save_training_checkpoint(o.checkpoint, step, tensors, metadata);
       prune_checkpoints(o.checkpoint, o.keep);
       if (!o.quiet) out << fmt::format("\n{}: wrote {}\n", o.name, path);

@@ -452,11 +452,19 @@ Checkpoint load_safetensors(const std::string& path) {
 }
 
 std::string layout_signature(const std::vector<std::pair<std::string, Tensor>>& tensors) {
-  std::vector<std::string> lines;
-  lines.reserve(tensors.size());
+  std::vector<TensorLayout> layouts;
+  layouts.reserve(tensors.size());
   for (const auto& [name, t] : tensors)
-    lines.push_back(name + "\t" + std::string(safetensors_dtype_name(t.dtype())) + "\t" +
-                    shape_str(t.shape()) + "\n");
+    layouts.push_back({name, t.dtype(), t.shape()});
+  return layout_signature(layouts);
+}
+
+std::string layout_signature(const std::vector<TensorLayout>& layouts) {
+  std::vector<std::string> lines;
+  lines.reserve(layouts.size());
+  for (const TensorLayout& t : layouts)
+    lines.push_back(t.name + "\t" + std::string(safetensors_dtype_name(t.dtype)) + "\t" +
+                    shape_str(t.shape) + "\n");
   std::sort(lines.begin(), lines.end());
   std::string text;
   for (const std::string& line : lines)

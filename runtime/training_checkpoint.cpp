@@ -14,7 +14,11 @@
 #include <cstring>
 #include <cctype>
 #include <filesystem>
+#include <optional>
+#include <set>
 #include <system_error>
+#include <utility>
+#include <vector>
 
 #include "runtime/atomic_file.h"
 
@@ -45,6 +49,15 @@ std::optional<int64_t> parse_step_file_name(const std::string& name) {
   return std::stoll(digits);
 }
 
+/// (N, r) for a shard file "step_<N>.shard_<r>.safetensors", else nullopt.
+std::optional<std::pair<int64_t, int64_t>> parse_shard_file_name(const std::string& name) {
+  const size_t dot = name.find(".shard_");
+  if (dot == std::string::npos) return std::nullopt;
+  const std::optional<int64_t> step = parse_step_file_name(name.substr(0, dot) + ".safetensors");
+  const std::optional<int64_t> shard = parse_step_file_name("step_" + name.substr(dot + 7));
+  if (!step || !shard) return std::nullopt;
+  return std::pair{*step, *shard};
+}
 /// Why `dir/name` is not a usable checkpoint of `step`, or "" when it is.
 std::string problem_with(const fs::path& file, int64_t step) {
   try {
@@ -169,6 +182,12 @@ std::string save_training_checkpoint(const std::string& dir, int64_t step,
   return path;
 }
 
+std::string shard_file_path(const std::string& dir, int64_t step, int shard) {
+  return (fs::path(dir) / ("step_" + std::to_string(step) + ".shard_" + std::to_string(shard) +
+                           ".safetensors"))
+      .string();
+}
+
 std::optional<LatestCheckpoint> find_latest_checkpoint(const std::string& dir) {
   LatestCheckpoint result;
   for (const auto& [step, path] : candidates(fs::path(dir), result.skipped)) {
@@ -241,12 +260,25 @@ std::vector<std::string> prune_checkpoints(const std::string& dir, int keep) {
   std::sort(older.begin(), older.end(),
             [](const auto& a, const auto& b) { return a.first > b.first; });
   std::vector<std::string> removed;
-  for (size_t i = static_cast<size_t>(keep - 1); i < older.size(); ++i) {
-    if (!fs::remove(older[i].second, ec) && ec)
-      throw RuntimeError("cannot remove old checkpoint '" + older[i].second.string() +
-                         "': " + ec.message());
-    removed.push_back(older[i].second.string());
+  auto remove = [&](const fs::path& path) {
+    if (!fs::remove(path, ec) && ec)
+      throw RuntimeError("cannot remove old checkpoint '" + path.string() + "': " + ec.message());
+    removed.push_back(path.string());
+  };
+  std::set<int64_t> kept{latest->step};
+  for (size_t i = 0; i < older.size(); ++i) {
+    if (i < static_cast<size_t>(keep - 1)) kept.insert(older[i].first);
+    else remove(older[i].second);
   }
+  // Shards go with their step file; below the resume point, a shard whose step file is gone
+  // (pruned, or a save that crashed before committing) is removed too.
+  std::vector<fs::path> orphans;
+  for (const fs::directory_entry& entry : fs::directory_iterator(fs::path(dir), ec)) {
+    const auto shard = parse_shard_file_name(entry.path().filename().string());
+    if (shard && shard->first < latest->step && !kept.contains(shard->first)) orphans.push_back(entry.path());
+  }
+  for (const fs::path& path : orphans)
+    remove(path);
   return removed;
 }
 

@@ -56,6 +56,15 @@ inline constexpr const char* kChecksumKeyPrefix = "xxh3_64:";
 /// 16 hex digits: two tensor lists with the same signature have the same layout.
 std::string layout_signature(const std::vector<std::pair<std::string, Tensor>>& tensors);
 
+/// A tensor's name, dtype and shape without its values (a sharded checkpoint's other shards).
+struct TensorLayout {
+  std::string name;
+  DType dtype = DType::f32;
+  Shape shape;
+};
+/// The same signature from layouts alone.
+std::string layout_signature(const std::vector<TensorLayout>& layouts);
+
 /// Writes `tensors` (any device, dtype and strides; written contiguous) and `metadata` to
 /// `path` atomically, with each tensor's checksum added to the metadata. Names must be unique,
 /// non-empty and not "__metadata__"; metadata keys must not start with kChecksumKeyPrefix. The

@@ -33,6 +33,14 @@ std::string save_training_checkpoint(const std::string& dir, int64_t step,
                                      const std::vector<std::pair<std::string, Tensor>>& tensors,
                                      std::map<std::string, std::string> metadata = {});
 
+/// Sharded checkpoints (a ZeRO run: each rank holds part of the optimizer state): shard r >= 1
+/// is `dir/step_<N>.shard_<r>.safetensors`, written by its rank; shard 0 is the step file,
+/// written last (after every other shard is durable) with kShardsMetadataKey = the shard
+/// count, so its presence commits the set. Resuming loads every shard; prune_checkpoints()
+/// removes a step's shards with it.
+inline constexpr const char* kShardsMetadataKey = "shards";
+std::string shard_file_path(const std::string& dir, int64_t step, int shard);
+
 /// The checkpoint find_latest_checkpoint() chose.
 struct LatestCheckpoint {
   std::string path;                  ///< dir/step_<N>.safetensors

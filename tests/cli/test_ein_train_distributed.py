@@ -5,8 +5,9 @@
   relative for 20 steps), and two np=2 runs are bitwise equal (a fixed reduction order);
 - ZeRO 1 and 2 give bitwise the losses of plain data parallel, send the bytes the plan (and
   `ein report --gpus 2`) says, and keep less optimizer state per rank;
-- a checkpoint written at np=2 under ZeRO 1 resumes at np=2 under ZeRO 2 with bitwise the
-  uninterrupted losses, and at np=1 within the data-parallel tolerance;
+- a ZeRO checkpoint (a step file and one shard per other rank) written at np=2 under ZeRO 1
+  resumes at np=2 under ZeRO 2 with bitwise the uninterrupted losses, past a shard left by a
+  save that never committed, and at np=1 within the data-parallel tolerance;
 - ranks that run different models stop at start-up with a clear error; --zero 3 is refused;
 - kill -9 of one rank mid-run ends the job and leaves the last checkpoint loadable; a rank that
   hangs (SIGSTOP) makes the others stop after EIN_DIST_TIMEOUT with a message naming the wait.
@@ -15,6 +16,7 @@
 """
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -117,7 +119,14 @@ def main():
         # 3. Resume at another stage and world size.
         ck = os.path.join(tmp, "ck")
         train(tmp, "first", 2, 8, "--zero", "1", "--checkpoint", ck, steps=10)
+        check(sorted(os.listdir(ck)) == ["latest", "step_10.safetensors", "step_10.shard_1.safetensors"],
+              f"a ZeRO checkpoint is a step file and a shard per other rank: {sorted(os.listdir(ck))}")
+        # A save that died before rank 0 committed it leaves a shard without its step file.
+        shutil.copy(os.path.join(ck, "step_10.shard_1.safetensors"),
+                    os.path.join(ck, "step_15.shard_1.safetensors"))
         second = train(tmp, "second", 2, 8, "--zero", "2", "--checkpoint", ck, "--resume")
+        check(not os.path.exists(os.path.join(ck, "step_15.shard_1.safetensors")),
+              "the uncommitted shard is pruned once a newer checkpoint is written")
         check(losses(second) == losses(dp)[10:],
               "ZeRO 1 checkpoint resumed under ZeRO 2: bitwise the uninterrupted losses")
         ck1 = os.path.join(tmp, "ck1")

@@ -170,6 +170,35 @@ TEST_F(TrainingCheckpointTest, PruningKeepsTheResumePointAndNewer) {
 
 // Not a test on its own: the child process of the next test. It writes checkpoints of ~8 MB
 // into $EIN_CHECKPOINT_KILL_TARGET_DIR, resuming after the latest one, until it is killed.
+// A sharded checkpoint's shards go with their step file; a shard whose step file never came
+// (a save that crashed before rank 0 committed it) goes once a newer checkpoint is the resume
+// point; shard files are never resume candidates themselves.
+TEST_F(TrainingCheckpointTest, PruningRemovesShardsWithTheirStepAndOrphans) {
+  const auto shard = [&](int64_t step, int r) {
+    save_safetensors(shard_file_path(dir(), step, r), state_at(step),
+                     {{kStepMetadataKey, std::to_string(step)}});
+  };
+  fs::create_directories(dir_);
+  for (int step = 1; step <= 3; ++step) {
+    shard(step * 10, 1);
+    shard(step * 10, 2);
+    save_training_checkpoint(dir(), step * 10, state_at(step * 10), {{kShardsMetadataKey, "3"}});
+  }
+  shard(25, 1);  // an uncommitted save between 20 and 30
+  shard(35, 1);  // one after the resume point: a save that may still be under way
+  EXPECT_EQ(shard_file_path(dir(), 10, 2), path("step_10.shard_2.safetensors"));
+  EXPECT_EQ(find_latest_checkpoint(dir())->step, 30);
+  std::vector<std::string> removed = prune_checkpoints(dir(), 2);
+  std::sort(removed.begin(), removed.end());
+  EXPECT_EQ(removed, (std::vector<std::string>{path("step_10.safetensors"),
+                                               path("step_10.shard_1.safetensors"),
+                                               path("step_10.shard_2.safetensors"),
+                                               path("step_25.shard_1.safetensors")}));
+  for (const char* kept : {"step_20.shard_1.safetensors", "step_20.shard_2.safetensors",
+                           "step_30.shard_2.safetensors", "step_35.shard_1.safetensors"})
+    EXPECT_TRUE(fs::exists(path(kept))) << kept;
+}
+
 TEST(TrainingCheckpointKillTarget, WritesUntilKilled) {
   const char* dir = std::getenv(kChildDirVariable);
   if (dir == nullptr) GTEST_SKIP() << "runs only as the child of the SIGKILL test";
