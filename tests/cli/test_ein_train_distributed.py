@@ -12,7 +12,10 @@
 - kill -9 of one rank mid-run ends the job and leaves the last checkpoint loadable; a rank that
   hangs (SIGSTOP) makes the others stop after EIN_DIST_TIMEOUT with a message naming the wait.
 
-    test_ein_train_distributed.py EIN EXAMPLES_DIR MPIRUN
+- a C++ Trainable (examples/05_data_parallel.cpp) under mpirun ends with the same weights on
+  every rank at ZeRO 0, 1 and 2.
+
+    test_ein_train_distributed.py EIN EXAMPLES_DIR MPIRUN [EXAMPLE_05]
 """
 import json
 import os
@@ -34,6 +37,7 @@ def check(ok, what):
 
 def main():
     ein, examples, mpirun = sys.argv[1:4]
+    example = sys.argv[4] if len(sys.argv) > 4 else None  # examples/05_data_parallel.cpp
     script = os.path.join(examples, "gpt", "byte_gpt.ein")
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_rmaps_base_oversubscribe="1")
@@ -135,6 +139,19 @@ def main():
         err = worst(losses(one)[10:], losses(alone))
         check(len(alone) == 10 and err <= 1e-6,
               f"ZeRO 2 checkpoint at np=2 resumed at np=1: worst relative {err:.2e}")
+
+        # 3b. A C++ Trainable (examples/05_data_parallel.cpp) under mpirun: the Trainer finds
+        #     the ranks itself; every rank ends with the same weights, at every stage.
+        if example:
+            sums = []
+            for z in (0, 1, 2):
+                run = subprocess.run(mpi + [example, str(z), "60"], capture_output=True, text=True,
+                                     errors="replace", env=env, timeout=300)
+                check(run.returncode == 0, f"C++ Trainable, --zero {z}: exit {run.returncode}"
+                                           f"\n{run.stderr[-600:]}")
+                sums += [line.split()[1] for line in run.stdout.splitlines() if line.startswith("weights ")]
+            check(len(sums) == 6 and len(set(sums)) == 1,
+                  f"C++ Trainable: the same weights on both ranks at ZeRO 0, 1 and 2: {sums}")
 
         # 4. Different models on the ranks; an unimplemented stage.
         mismatch = subprocess.run(
