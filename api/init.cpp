@@ -107,12 +107,21 @@ double normal_quantile(double p) {
   return x - u / (1 + x * u / 2);
 }
 
+namespace {
+
+/// The options' seed, or default_generator()'s next draw when they give none.
+uint64_t seed_of(const Options& o) {
+  return o.seed ? *o.seed : default_generator().next_seed();
+}
+
+}  // namespace
+
 Tensor normal(Shape sizes, double mean, double stddev, const Options& o) {
   significand_bits(o.dtype, "normal");
   if (!(stddev >= 0) || !std::isfinite(mean))
     throw RuntimeError(fmt::format(
         "init::normal: needs a finite mean and stddev >= 0, got mean {} stddev {}", mean, stddev));
-  return generate(std::move(sizes), o, [=, seed = o.seed](int64_t i) {
+  return generate(std::move(sizes), o, [=, seed = seed_of(o)](int64_t i) {
     return mean + stddev * normal_at(seed, static_cast<uint64_t>(i));
   });
 }
@@ -147,7 +156,7 @@ Tensor trunc_normal(Shape sizes, double mean, double stddev, double a, double b,
   const double beta = flip ? (mean - a) / stddev : (b - mean) / stddev;
   const double lo = normal_cdf(alpha), hi = normal_cdf(beta);
   const DType dtype = o.dtype;
-  return generate(std::move(sizes), o, [=, seed = o.seed](int64_t i) {
+  return generate(std::move(sizes), o, [=, seed = seed_of(o)](int64_t i) {
     const double u = lo + (hi - lo) * uniform_at(seed, static_cast<uint64_t>(i));
     double z = normal_quantile(std::clamp(u, lo, hi));
     if (flip) z = -z;
@@ -161,7 +170,7 @@ Tensor uniform(Shape sizes, double a, double b, const Options& o) {
   if (!(a <= b) || !std::isfinite(a) || !std::isfinite(b))
     throw RuntimeError(
         fmt::format("init::uniform: needs finite bounds with a <= b, got [{}, {})", a, b));
-  return generate(std::move(sizes), o, [=, seed = o.seed](int64_t i) {
+  return generate(std::move(sizes), o, [=, seed = seed_of(o)](int64_t i) {
     return a + (b - a) * uniform_at(seed, static_cast<uint64_t>(i), bits);
   });
 }

@@ -79,16 +79,47 @@ Tensor arange(double start, double end, double step, DType dtype) {
                   [=](int64_t i) { return start + static_cast<double>(i) * step; });
 }
 
-Tensor rand(Shape sizes, DType dtype, Device device, uint64_t seed) {
+Tensor rand(Shape sizes, DType dtype, Device device, std::optional<uint64_t> seed) {
   const int bits = significand_bits(dtype, "rand");
+  const uint64_t s = seed ? *seed : default_generator().next_seed();
   return generate(std::move(sizes), dtype, device,
-                  [=](int64_t i) { return uniform_at(seed, static_cast<uint64_t>(i), bits); });
+                  [=](int64_t i) { return uniform_at(s, static_cast<uint64_t>(i), bits); });
 }
 
-Tensor randn(Shape sizes, DType dtype, Device device, uint64_t seed) {
+Tensor randn(Shape sizes, DType dtype, Device device, std::optional<uint64_t> seed) {
   significand_bits(dtype, "randn");
+  const uint64_t s = seed ? *seed : default_generator().next_seed();
   return generate(std::move(sizes), dtype, device,
-                  [=](int64_t i) { return normal_at(seed, static_cast<uint64_t>(i)); });
+                  [=](int64_t i) { return normal_at(s, static_cast<uint64_t>(i)); });
+}
+
+Tensor rand(Shape sizes, Generator& generator, DType dtype, Device device) {
+  return rand(std::move(sizes), dtype, device, generator.next_seed());
+}
+
+Tensor randn(Shape sizes, Generator& generator, DType dtype, Device device) {
+  return randn(std::move(sizes), dtype, device, generator.next_seed());
+}
+
+Tensor randint(int64_t low, int64_t high, Shape sizes, DType dtype, Device device,
+               std::optional<uint64_t> seed) {
+  if (!(low < high))
+    throw RuntimeError("randint: low (" + std::to_string(low) + ") must be below high (" +
+                       std::to_string(high) + ")");
+  if (dtype == DType::boolean) throw RuntimeError("randint: bool is no integer dtype");
+  const uint64_t s = seed ? *seed : default_generator().next_seed();
+  const auto span = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
+  // An integer in [0, span) from 64 random bits (a bias of at most span / 2^64 per value);
+  // values pass through a double, so they are exact below 2^53 in magnitude.
+  return generate(std::move(sizes), dtype, device, [=](int64_t i) {
+    const uint64_t k = mul_high(bits_at(s, static_cast<uint64_t>(i)), span);
+    return static_cast<double>(low + static_cast<int64_t>(k));
+  });
+}
+
+Tensor randint(int64_t low, int64_t high, Shape sizes, Generator& generator, DType dtype,
+               Device device) {
+  return randint(low, high, std::move(sizes), dtype, device, generator.next_seed());
 }
 
 }  // namespace ein

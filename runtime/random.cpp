@@ -2,6 +2,8 @@
 // function are those of Random123's philox.h (Salmon et al. 2011).
 #include "runtime/random.h"
 
+#include <ein/random.h>
+
 #include <cmath>
 #include <numbers>
 
@@ -53,6 +55,20 @@ double uniform_at(uint64_t seed, uint64_t index, int bits) {
   return to_unit(out[w], out[w + 1], bits);
 }
 
+uint64_t bits_at(uint64_t seed, uint64_t index) {
+  const PhiloxBlock out = philox4x32(
+      {static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32), 2u, 0u}, key_of(seed));
+  return (static_cast<uint64_t>(out[0]) << 32) | out[1];
+}
+
+uint64_t mul_high(uint64_t a, uint64_t b) {
+  const uint64_t a_lo = a & 0xFFFFFFFFu, a_hi = a >> 32;
+  const uint64_t b_lo = b & 0xFFFFFFFFu, b_hi = b >> 32;
+  const uint64_t lo_lo = a_lo * b_lo, hi_lo = a_hi * b_lo, lo_hi = a_lo * b_hi;
+  const uint64_t cross = (lo_lo >> 32) + (hi_lo & 0xFFFFFFFFu) + lo_hi;
+  return a_hi * b_hi + (hi_lo >> 32) + (cross >> 32);
+}
+
 double normal_at(uint64_t seed, uint64_t index) {
   const PhiloxBlock out = philox4x32(
       {static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32), 1u, 0u}, key_of(seed));
@@ -60,6 +76,54 @@ double normal_at(uint64_t seed, uint64_t index) {
   const double u1 = 1.0 - to_unit(out[0], out[1], 53);
   const double u2 = to_unit(out[2], out[3], 53);
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+}
+
+uint64_t mix_seeds(uint64_t a, uint64_t b) {
+  uint64_t z = a + 0x9e3779b97f4a7c15ULL * (b + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+uint64_t draw_seed(uint64_t seed, uint64_t stream, uint64_t draw) {
+  return mix_seeds(mix_seeds(seed, stream), draw);
+}
+
+Generator& Generator::manual_seed(uint64_t seed) {
+  std::lock_guard lock(mutex_);
+  seed_ = seed;
+  draws_ = 0;
+  return *this;
+}
+
+uint64_t Generator::initial_seed() const {
+  std::lock_guard lock(mutex_);
+  return seed_;
+}
+
+uint64_t Generator::draws() const {
+  std::lock_guard lock(mutex_);
+  return draws_;
+}
+
+void Generator::set_state(uint64_t seed, uint64_t draws) {
+  std::lock_guard lock(mutex_);
+  seed_ = seed;
+  draws_ = draws;
+}
+
+uint64_t Generator::next_seed() {
+  std::lock_guard lock(mutex_);
+  return draw_seed(seed_, 0, draws_++);
+}
+
+Generator& default_generator() {
+  static Generator generator(0);
+  return generator;
+}
+
+void manual_seed(uint64_t seed) {
+  default_generator().manual_seed(seed);
 }
 
 }  // namespace ein

@@ -22,15 +22,6 @@ namespace {
 // "data" in ASCII keeps window starts independent of initialisers drawn with the same seed.
 constexpr uint32_t kDataStream = 0x64617461u;
 
-// High 64 bits of the 128-bit product a * b, from 32-bit halves (no __int128 under -pedantic).
-uint64_t mul_high(uint64_t a, uint64_t b) {
-  const uint64_t a_lo = a & 0xFFFFFFFFu, a_hi = a >> 32;
-  const uint64_t b_lo = b & 0xFFFFFFFFu, b_hi = b >> 32;
-  const uint64_t lo_lo = a_lo * b_lo, hi_lo = a_hi * b_lo, lo_hi = a_lo * b_hi;
-  const uint64_t cross = (lo_lo >> 32) + (hi_lo & 0xFFFFFFFFu) + lo_hi;
-  return a_hi * b_hi + (hi_lo >> 32) + (cross >> 32);
-}
-
 // Checks the options; returns the end of the token range (token_end, -1 resolved).
 int64_t check_options(const TokenFile& file, const LoaderOptions& o) {
   auto fail = [&](const std::string& what) {

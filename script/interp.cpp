@@ -187,11 +187,11 @@ std::vector<Tensor> Interpreter::feed(const Traced& t, const std::vector<Tensor>
         break;
       case Feed::Kind::normal:
         inputs.push_back(
-            randn(f.shape, f.dtype, options_.device, mix(mix(options_.seed, stream), f.draw)));
+            randn(f.shape, f.dtype, options_.device, draw_seed(options_.seed, stream, f.draw)));
         break;
       case Feed::Kind::uniform:
         inputs.push_back(
-            rand(f.shape, f.dtype, options_.device, mix(mix(options_.seed, stream), f.draw)));
+            rand(f.shape, f.dtype, options_.device, draw_seed(options_.seed, stream, f.draw)));
         break;
     }
   }

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "compiler/kernel/kernel_ir.h"
+#include "runtime/random.h"
 #include <ein/shape_spec_ast.h>
 
 namespace ein::script {
@@ -31,10 +32,7 @@ inline std::string format_number(double v) {
 
 /// splitmix64: mixes seeds and counters into independent streams.
 inline uint64_t mix(uint64_t a, uint64_t b) {
-  uint64_t z = a + 0x9e3779b97f4a7c15ULL * (b + 1);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
+  return mix_seeds(a, b);
 }
 
 /// The scalar op of a binary operator's spelling ("+", "**", "<=", ...), if it has one.

@@ -6,6 +6,7 @@
 
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include <ein/errors.h>
 #include <fmt/format.h>
@@ -49,6 +50,8 @@ struct ScriptOptions {
   uint64_t seed = 0;
   int64_t free_size = 8;
   std::string inputs;  ///< a safetensors file with the inputs, by parameter name
+  bool grad = false;   ///< also the gradients of the (scalar) output by each float input
+  int precision = 6;   ///< significant digits printed
 };
 
 int run_check(const ScriptOptions& o) {
@@ -87,17 +90,6 @@ int run_check(const ScriptOptions& o) {
   }
 }
 
-std::string preview(const Tensor& t) {
-  const Tensor c = t.detach().to(DType::f64).contiguous();
-  const double* d = c.data<double>();
-  std::string s;
-  const int64_t n = std::min<int64_t>(c.numel(), 8);
-  for (int64_t i = 0; i < n; ++i)
-    s += fmt::format("{}{:.6g}", i ? ", " : "", d[i]);
-  if (c.numel() > n) s += ", ...";
-  return s;
-}
-
 int run_run(const ScriptOptions& o) {
   try {
     auto p = script::Program::load(o.file, {parse_settings(o.sets), o.seed, {}});
@@ -123,14 +115,37 @@ int run_run(const ScriptOptions& o) {
       else
         args.push_back(zeros(types[i].shape, t.dtype));
     }
-    NoGrad no_grad;
+    // --grad: the float inputs become leaves that require grad, and the one scalar output is
+    // differentiated (torch.autograd.grad of a scalar function).
+    if (o.grad)
+      for (Tensor& a : args)
+        if (kFloatDTypes.contains(a.dtype())) a = a.detach().clone().requires_grad_();
+    std::optional<NoGrad> no_grad;
+    if (!o.grad) no_grad.emplace();
     const std::vector<Tensor> out = p->call(fn, args);
+    // Values as PyTorch prints them: in full up to 1000 elements, else the first and last 3
+    // of each long dimension (runtime/tensor_format.cpp).
     for (size_t i = 0; i < args.size(); ++i)
       std::cout << fmt::format("input {}: {}[{}]\n", i, dtype_name(args[i].dtype()),
                                fmt::join(args[i].shape(), " "));
     for (size_t i = 0; i < out.size(); ++i)
-      std::cout << fmt::format("output {}: {}[{}] = [{}]\n", i, dtype_name(out[i].dtype()),
-                               fmt::join(out[i].shape(), " "), preview(out[i]));
+      std::cout << fmt::format("output {}: {}[{}] = {}\n", i, dtype_name(out[i].dtype()),
+                               fmt::join(out[i].shape(), " "), to_string(out[i].detach(), o.precision));
+    if (o.grad) {
+      if (out.size() != 1 || out.front().numel() != 1 || !out.front().requires_grad())
+        throw UserError(fmt::format(
+            "--grad differentiates a function with one scalar output that depends on a float "
+            "input; fn {} returns {}",
+            fn, out.size() == 1 ? fmt::format("{}[{}]", dtype_name(out.front().dtype()),
+                                              fmt::join(out.front().shape(), " "))
+                                : fmt::format("{} values", out.size())));
+      out.front().backward();
+      for (size_t i = 0; i < args.size(); ++i)
+        if (args[i].requires_grad())
+          std::cout << fmt::format("grad of input {}: {}\n", i,
+                                   args[i].grad().defined() ? to_string(args[i].grad(), o.precision)
+                                                            : "none (the output does not depend on it)");
+    }
     return 0;
   } catch (...) {
     return report_error("run");
@@ -153,6 +168,9 @@ void add_script_commands(CLI::App& app, int& exit_code) {
   r->add_option("--inputs", run->inputs, "a safetensors file whose tensors are the inputs, in order");
   r->add_option("--seed", run->seed, "seed of the random inputs and parameters");
   r->add_option("--free-size", run->free_size, "size of dims no declaration binds (default 8)");
+  r->add_option("--precision", run->precision, "significant digits of printed values (default 6)");
+  r->add_flag("--grad", run->grad,
+              "also print the gradients of the fn's scalar output with respect to its float inputs");
   r->callback([run, &exit_code] { exit_code = run_run(*run); });
 }
 

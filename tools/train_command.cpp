@@ -73,7 +73,7 @@ int run_train(const TrainFlags& f) {
     }
     if (!speaks) return 0;
     std::cout << format_summary(r, f.file);
-    if (!o.sample.empty() && o.sample_length > 0) {
+    if (!o.sample.empty() && o.sample_length > 0 && !o.quiet) {  // --quiet: the summary only
       const std::string text = trainer.sample();
       std::cout << "sample:\n" << text << '\n';
     }

@@ -52,6 +52,7 @@
 #include <ein/pattern_parser.h>
 #include <ein/pattern_printer.h>
 #include <ein/patterns.h>
+#include <ein/random.h>
 #include <ein/schedule.h>
 #include <ein/shape.h>
 #include <ein/shape_check.h>

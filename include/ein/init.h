@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include <ein/tensor.h>
 
@@ -20,7 +21,9 @@ namespace ein::init {
 struct Options {
   DType dtype = DType::f32;    ///< element type of the result
   Device device = cpu();       ///< where the result lives (generated on the CPU, then moved)
-  uint64_t seed = 0;           ///< the one number the values depend on (with shape and dtype)
+  /// The one number the values depend on (with shape and dtype); none: default_generator()'s
+  /// next draw (ein/random.h), so consecutive calls differ, as torch.nn.init's do.
+  std::optional<uint64_t> seed = std::nullopt;
   bool requires_grad = false;  ///< return a leaf that requires grad (a parameter)
 };
 
@@ -47,7 +50,7 @@ Tensor trunc_normal(Shape sizes, double mean, double stddev, double a, double b,
 /// many random bits as the dtype's significand. Rounding may give b itself for f16/bf16.
 Tensor uniform(Shape sizes, double a, double b, const Options& options = {});
 
-/// Zeros (torch.nn.init.zeros_): biases, LayerNorm shifts. The seed is unused.
+/// Zeros (torch.nn.init.zeros_): biases, LayerNorm shifts. The seed is unused (and no draw taken).
 Tensor zeros(Shape sizes, const Options& options = {});
 
 /// Ones (torch.nn.init.ones_): LayerNorm/RMSNorm scales. The seed is unused.

@@ -24,6 +24,7 @@
 #include <ein/shape.h>
 
 #include <ein/device.h>
+#include <ein/random.h>
 #include <ein/scalar_convert.h>
 #include <ein/storage.h>
 
@@ -202,9 +203,14 @@ Tensor arange(int64_t end, DType dtype = DType::i64);
 /// start, start+step, ... < end (ceil((end-start)/step) elements; step != 0).
 Tensor arange(double start, double end, double step, DType dtype = DType::f32);
 /// Uniform numbers in [0, 1); element i depends only on (seed, i). Floating dtypes only.
-Tensor rand(Shape sizes, DType dtype = DType::f32, Device device = cpu(), uint64_t seed = 0);
-/// Standard normal numbers; element i depends only on (seed, i). Floating dtypes only.
-Tensor randn(Shape sizes, DType dtype = DType::f32, Device device = cpu(), uint64_t seed = 0);
+/// Without a seed, the seed is default_generator()'s next draw (ein/random.h), so consecutive
+/// calls give fresh numbers, as torch.rand does.
+Tensor rand(Shape sizes, DType dtype = DType::f32, Device device = cpu(),
+            std::optional<uint64_t> seed = std::nullopt);
+/// Standard normal numbers; element i depends only on (seed, i). Floating dtypes only. The
+/// seed as rand()'s.
+Tensor randn(Shape sizes, DType dtype = DType::f32, Device device = cpu(),
+             std::optional<uint64_t> seed = std::nullopt);
 
 /// A tensor of `sizes` holding a copy of `values` (row-major); dtype from T.
 template <Element T>
@@ -216,8 +222,10 @@ Tensor from_data(const std::vector<T>& values, Shape sizes, Device device = cpu(
 template <Element T>
 Tensor from_data(std::initializer_list<T> values, Shape sizes, Device device = cpu());
 
-/// PyTorch-like text: small tensors in full, large ones with "..." per dimension.
-std::string to_string(const Tensor& tensor);
+/// PyTorch-like text: small tensors in full, large ones (over 1000 elements) with the first and
+/// last 3 entries of each long dimension; floats to `precision` significant digits (whole
+/// numbers as "3.").
+std::string to_string(const Tensor& tensor, int precision = 4);
 /// Writes to_string(tensor).
 std::ostream& operator<<(std::ostream& os, const Tensor& tensor);
 

@@ -151,6 +151,45 @@ class Bf16Steps(Case):
             self.assertLess(abs(bf - f), 0.05 * f)
 
 
+class Quiet(Case):
+    # --quiet leaves the summary only: no progress line and no sample (the sample is printed
+    # without it).
+    def test_quiet_prints_the_summary_and_no_sample(self):
+        gpt = script("gpt", "byte_gpt.ein")
+        out, err = self.ok("train", gpt, "--steps", "2", "--quiet")
+        self.assertIn("trained", out)
+        self.assertNotIn("sample:", out)
+        self.assertNotIn("step 2/2", err)
+        out, _ = self.ok("train", gpt, "--steps", "2")
+        self.assertIn("sample:", out)
+
+
+class RunPrinting(Case):
+    # ein run prints tensors as PyTorch does (every value up to 1000 elements, then the first
+    # and last 3 of each long dimension) and, with --grad, the gradients of a scalar fn.
+    def test_values_in_full_and_gradients(self):
+        src = self.path("f.ein")
+        with open(src, "w") as f:
+            f.write("fn sq(x: f32[3 4]) -> f32[] = sum(x * x)\n"
+                    "fn big(x: f32[40 40]) = x * 2\n"
+                    "fn twice(x: f32[3]) = x * 2\n")
+        x = [0.5 * i - 2 for i in range(12)]
+        inputs = self.path("x.safetensors")
+        write_safetensors(inputs, {"x": ([3, 4], x)})
+        out, _ = self.ok("run", src, "--fn", "sq", "--inputs", inputs, "--grad")
+        self.assertAlmostEqual(outputs(out)[0][1][0], sum(v * v for v in x), places=4)
+        grad = re.search(r"^grad of input 0: tensor\((.*?), shape=\[3, 4\]", out, re.M | re.S)
+        self.assertIsNotNone(grad, out)
+        got = [float(v) for v in re.findall(r"-?\d+\.?\d*(?:e[-+]?\d+)?", grad.group(1))]
+        self.assertEqual(got, [2 * v for v in x])
+        out, _ = self.ok("run", src, "--fn", "big")
+        self.assertIn("...", out)  # 1600 elements: summarised
+        self.assertEqual(len(outputs(out)[0][1]), 36)  # 6 rows of 6 shown
+        out, _ = self.ok("run", src, "--fn", "twice")
+        self.assertEqual(len(outputs(out)[0][1]), 3)
+        self.fails(["run", src, "--fn", "twice", "--grad"], "--grad", "one scalar output", "f32[3]")
+
+
 class LinearRegression(Case):
     def test_converges_to_arange(self):
         ck, log = self.path("ck"), self.path("log.jsonl")
@@ -620,7 +659,7 @@ class Run(Case):
         out, _ = self.ok("run", script("scripts", "llama_7b.ein"), "--fn", "train.loss",
                          "--set", "V=256", "--set", "T=16", "--set", "L=1", "--set", "H=4",
                          "--set", "G=2", "--set", "D=32", "--set", "F=64", "--set", "B=2")
-        loss = float(out.strip().splitlines()[-1].split("[")[-1].rstrip("]"))
+        loss = outputs(out)[0][1][0]
         self.assertAlmostEqual(loss, math.log(256), delta=0.5)  # near-uniform at init
 
     def test_emit_script(self):
@@ -657,11 +696,11 @@ def write_safetensors(path, tensors):
 
 
 def outputs(out):
-    """{i: (shape, [float])} of `ein run`'s "output i: f32[...] = [v, ...]" lines (the preview:
-    at most 8 values, 6 significant digits)."""
+    """{i: (shape, [float])} of `ein run`'s "output i: f32[...] = tensor([...], shape=...)"
+    lines (PyTorch's print rules: every value up to 1000 elements, 6 significant digits)."""
     res = {}
-    for m in re.finditer(r"^output (\d+): \w+\[([\d ]*)\] = \[([^\]]*)\]$", out, re.M):
-        vals = [float(v) for v in m.group(3).split(", ") if v and v != "..."]
+    for m in re.finditer(r"^output (\d+): \w+\[([\d ]*)\] = tensor\((.*?), shape=", out, re.M | re.S):
+        vals = [float(v) for v in re.findall(r"-?(?:inf|nan|\d+\.?\d*(?:e[-+]?\d+)?)", m.group(3))]
         res[int(m.group(1))] = ([int(d) for d in m.group(2).split()], vals)
     return res
 

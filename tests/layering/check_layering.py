@@ -16,6 +16,7 @@ import sys
 RANKS = {
     "include": 0, "core": 1,
     "dsl": 1, "runtime": 1, "runtime/jit": 1, "runtime/blas": 1, "runtime/cuda": 1,
+    "runtime/dist": 1,
     "compiler/kernel": 2,
     "compiler/sema": 3, "compiler/graph": 3, "compiler/emit": 3, "compiler/reference": 3,
     "compiler/autodiff": 4, "compiler/fuse": 4,
@@ -26,12 +27,13 @@ RANKS = {
     "script": 9,
     "tools": 10,
 }
-FAMILIES = {"runtime", "runtime/jit", "runtime/blas", "runtime/cuda"}
+FAMILIES = {"runtime", "runtime/jit", "runtime/blas", "runtime/cuda", "runtime/dist"}
 # Third-party headers that must stay in one place (the build stays fast, the code easy to see).
 CONFINED = [
     (re.compile(r"tao/pegtl"), ("dsl/",), "PEGTL"),
     (re.compile(r"^(mlir|llvm)/"), ("runtime/jit/llvm_jit.cpp",), "MLIR/LLVM"),
     (re.compile(r"^(cuda|cuda_runtime|nvrtc|cublasLt)\.h$"), ("runtime/cuda/",), "the CUDA toolkit"),
+    (re.compile(r"^mpi\.h$"), ("runtime/dist/mpi_communicator.cpp",), "MPI"),
 ]
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^">]+)[">]', re.M)
 LAYERED = ("include", "core", "dsl", "runtime", "compiler", "exec", "api", "script", "tools")

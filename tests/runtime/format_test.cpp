@@ -22,6 +22,12 @@ TEST(Format, SmallTensorsInFull) {
   EXPECT_EQ(os.str(), "tensor([], shape=[0, 2], dtype=f32)");
 }
 
+TEST(Format, PrecisionIsSignificantDigits) {
+  const Tensor t = from_data<double>({3.14159265, -0.000123456789, 2.0}, {3});
+  EXPECT_EQ(to_string(t), "tensor([3.142, -0.0001235, 2.], shape=[3], dtype=f64)");
+  EXPECT_EQ(to_string(t, 6), "tensor([3.14159, -0.000123457, 2.], shape=[3], dtype=f64)");
+}
+
 TEST(Format, LargeTensorsAreSummarised) {
   const std::string s = to_string(arange(2000));
   EXPECT_EQ(s, "tensor([0, 1, 2, ..., 1997, 1998, 1999], shape=[2000], dtype=i64)");
