@@ -314,7 +314,9 @@ std::map<std::string, BuiltinFn> make_table() {
       {"abs", ScalarOp::abs},         {"sin", ScalarOp::sin},
       {"cos", ScalarOp::cos},         {"erf", ScalarOp::erf},
       {"square", ScalarOp::square},   {"sign", ScalarOp::sign},
-      {"reciprocal", ScalarOp::reciprocal}};
+      {"reciprocal", ScalarOp::reciprocal},
+      {"floor", ScalarOp::floor},     {"ceil", ScalarOp::ceil},
+      {"round", ScalarOp::round},     {"trunc", ScalarOp::trunc}};
   for (const auto& [name, op] : unaries) {
     const std::string n = name;
     const ScalarOp o = op;
@@ -479,7 +481,8 @@ std::map<std::string, BuiltinFn> make_table() {
   };
   const std::pair<const char*, DType> casts[] = {{"f32", DType::f32}, {"f64", DType::f64},
                                                  {"bf16", DType::bf16}, {"f16", DType::f16},
-                                                 {"i64", DType::i64}, {"i32", DType::i32}};
+                                                 {"i64", DType::i64}, {"i32", DType::i32},
+                                                 {"i8", DType::i8},   {"u8", DType::u8}};
   for (const auto& [name, dtype] : casts) {
     const std::string n = name;
     const DType d = dtype;

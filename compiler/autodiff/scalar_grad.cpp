@@ -213,6 +213,7 @@ constexpr Rule kRules[] = {
     d_neg,   d_abs,     d_exp,  d_log,  d_sqrt,      d_rsqrt,   d_tanh,    d_erf,        d_sin,
     d_cos,   d_sigmoid, d_relu, d_gelu, d_gelu_tanh, d_silu,    d_square,  d_reciprocal,
     d_leaf,  // sign
+    d_leaf,  d_leaf,    d_leaf, d_leaf,  // floor, ceil, round, trunc: zero almost everywhere
     d_add,   d_sub,     d_mul,  d_div,  d_pow,       d_maximum, d_minimum, d_leaf,       d_leaf,
     d_leaf,  d_leaf,    d_leaf, d_leaf,  // comparisons
     d_where,

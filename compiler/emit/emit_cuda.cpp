@@ -333,6 +333,18 @@ std::string CudaWriter::value(int i, const Point& at, Memo& memo) {
     case ScalarOp::sign:
       e = fmt::format("ein_sign({})", arg(n.a));
       break;
+    case ScalarOp::floor:
+      e = call("floor", n.a);
+      break;
+    case ScalarOp::ceil:
+      e = call("ceil", n.a);
+      break;
+    case ScalarOp::round:  // rint: half to even in the default rounding mode (torch.round)
+      e = call("rint", n.a);
+      break;
+    case ScalarOp::trunc:
+      e = call("trunc", n.a);
+      break;
     case ScalarOp::add:
       e = arg(n.a) + " + " + arg(n.b);
       break;

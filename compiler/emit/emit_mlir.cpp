@@ -406,6 +406,18 @@ std::string FunctionEmitter::value(int i, const Point& at, int w, int vdim, Memo
                  compare("olt", x, literal(0, w), w), w);
       break;
     }
+    case ScalarOp::floor:
+      r = unary("math.floor", arg(n.a), w);
+      break;
+    case ScalarOp::ceil:
+      r = unary("math.ceil", arg(n.a), w);
+      break;
+    case ScalarOp::round:  // half to even (torch.round)
+      r = unary("math.roundeven", arg(n.a), w);
+      break;
+    case ScalarOp::trunc:
+      r = unary("math.trunc", arg(n.a), w);
+      break;
     case ScalarOp::add:
       r = binary("arith.addf", arg(n.a), arg(n.b), w);
       break;

@@ -55,6 +55,14 @@ double apply_scalar_op(ScalarOp op, double x, double y, double z) {
       return 1.0 / x;
     case ScalarOp::sign:  // 0 for ±0 and NaN (torch.sign)
       return (x > 0 ? 1.0 : 0.0) - (x < 0 ? 1.0 : 0.0);
+    case ScalarOp::floor:
+      return std::floor(x);
+    case ScalarOp::ceil:
+      return std::ceil(x);
+    case ScalarOp::round:  // half to even (torch.round): nearbyint in the default rounding mode
+      return std::nearbyint(x);
+    case ScalarOp::trunc:
+      return std::trunc(x);
     case ScalarOp::add:
       return x + y;
     case ScalarOp::sub:

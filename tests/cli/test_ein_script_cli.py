@@ -189,6 +189,21 @@ class RunPrinting(Case):
         self.assertEqual(len(outputs(out)[0][1]), 3)
         self.fails(["run", src, "--fn", "twice", "--grad"], "--grad", "one scalar output", "f32[3]")
 
+    # The lecture's Q8_0 quantization: q = i8(round(x / scale)), half to even, dequantized.
+    def test_q8_0_quantization(self):
+        src = self.path("q.ein")
+        with open(src, "w") as f:
+            f.write("fn quantize(x: f32[8]) -> i8[8] = i8(round(x / 0.5))\n"
+                    "fn roundtrip(x: f32[8]) -> f32[8] = f32(i8(round(x / 0.5))) * 0.5\n")
+        x = [0.25, 0.75, -0.25, -0.75, 1.3, -63.4, 10.0, 0.0]
+        inputs = self.path("x.safetensors")
+        write_safetensors(inputs, {"x": ([8], x)})
+        out, _ = self.ok("run", src, "--fn", "quantize", "--inputs", inputs)
+        self.assertIn("dtype=i8", out)
+        self.assertEqual(outputs(out)[0][1], [0, 2, -0, -2, 3, -127, 20, 0])
+        out, _ = self.ok("run", src, "--fn", "roundtrip", "--inputs", inputs)
+        self.assertEqual(outputs(out)[0][1], [0, 1, 0, -1, 1.5, -63.5, 10, 0])
+
 
 class LinearRegression(Case):
     def test_converges_to_arange(self):

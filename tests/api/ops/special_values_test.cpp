@@ -49,7 +49,8 @@ std::vector<double> specials(DType dtype) {
   using F = std::numeric_limits<float>;
   using D = std::numeric_limits<double>;
   std::vector<double> v = {0.0, -0.0, kInf, -kInf, kNaN, 1, -1, 0.5, -0.5, 2, 3, -3, 10, -10, 20,
-                           -20, 0.7, -0.7, 1e-8, -1e-8, 1e5, -1e5, 7.8e7, 1.6e11, -1.6e11, 1e30};
+                           -20, 0.7, -0.7, 1e-8, -1e-8, 1e5, -1e5, 7.8e7, 1.6e11, -1.6e11, 1e30,
+                           1.5, -1.5, 2.5, -2.5, 4.5};  // halves: round() goes to even
   if (dtype == DType::f32) {
     const double more[] = {F::denorm_min(), -F::denorm_min(), F::min() - F::denorm_min(),
                            F::min(),        -F::min(),        F::max(),
@@ -190,6 +191,10 @@ TEST(SpecialValues, UnaryOps) {
       {"square(x)", ScalarOp::square, Match::exact},
       {"reciprocal(x)", ScalarOp::reciprocal, Match::exact},
       {"sign(x)", ScalarOp::sign, Match::exact},
+      {"floor(x)", ScalarOp::floor, Match::exact},
+      {"ceil(x)", ScalarOp::ceil, Match::exact},
+      {"round(x)", ScalarOp::round, Match::exact},
+      {"trunc(x)", ScalarOp::trunc, Match::exact},
       {"relu(x)", ScalarOp::relu, Match::exact},
       {"exp(x)", ScalarOp::exp, Match::ulps},
       {"log(x)", ScalarOp::log, Match::ulps},
