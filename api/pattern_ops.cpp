@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <shared_mutex>
 #include <tuple>
 #include <unordered_map>
@@ -180,6 +181,52 @@ Tensor cast(const Tensor& x, DType dtype) {
     g = slot;
   }
   return run_recorded(g, {x}).front();
+}
+
+namespace {
+
+/// triu (upper) or tril of the last two dims: one map whose body compares the output's column
+/// and row indices; one graph per (shape, dtype, diagonal, side).
+Tensor triangle(const Tensor& x, int64_t diagonal, bool upper) {
+  const char* name = upper ? "triu" : "tril";
+  if (!x.defined()) throw RuntimeError(fmt::format("{}: the input is undefined", name));
+  if (x.dim() < 2)
+    throw RuntimeError(fmt::format("{}: needs a tensor with at least 2 dims, got shape {}", name,
+                                   shape_str(x.shape())));
+  static std::mutex mutex;
+  static std::map<std::tuple<Shape, DType, int64_t, bool>, std::shared_ptr<const Graph>> graphs;
+  std::shared_ptr<const Graph> g;
+  {
+    std::lock_guard lock(mutex);
+    auto& slot = graphs[{x.shape(), x.dtype(), diagonal, upper}];
+    if (!slot) {
+      GraphBuilder b(name);
+      const int rank = static_cast<int>(x.dim()), rows = rank - 2, cols = rank - 1;
+      std::vector<int> axes(static_cast<size_t>(rank));
+      std::iota(axes.begin(), axes.end(), 0);
+      const int in = b.input(x.shape(), x.dtype());
+      b.output(b.map({in}, {axes}, x.shape(), x.dtype(), name,
+                     [&](Kernel& k, const std::vector<int>& l) {
+                       const int diff = k.apply(ScalarOp::sub, k.index(cols), k.index(rows));
+                       const int keep = k.apply(upper ? ScalarOp::ge : ScalarOp::le, diff,
+                                                k.constant(static_cast<double>(diagonal)));
+                       return k.apply(ScalarOp::where, keep, l[0], k.constant(0));
+                     }));
+      slot = std::make_shared<const Graph>(b.take());
+    }
+    g = slot;
+  }
+  return run_recorded(g, {x}).front();
+}
+
+}  // namespace
+
+Tensor triu(const Tensor& x, int64_t diagonal) {
+  return triangle(x, diagonal, true);
+}
+
+Tensor tril(const Tensor& x, int64_t diagonal) {
+  return triangle(x, diagonal, false);
 }
 
 void synchronize() {

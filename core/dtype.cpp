@@ -3,6 +3,9 @@
 #include <ein/dtype.h>
 
 #include <array>
+#include <limits>
+#include <stdexcept>
+#include <string>
 
 namespace ein {
 namespace {
@@ -123,6 +126,49 @@ std::string describe(DTypeSet dtypes) {
     out += dtype_name(d);
   }
   return out.empty() ? "nothing" : out;
+}
+
+FloatInfo finfo(DType dtype) {
+  // {bits, eps, max, tiny, smallest subnormal, resolution}; min is -max.
+  const auto info = [](int bits, double eps, double max, double tiny, double sub, double res) {
+    return FloatInfo{bits, eps, max, -max, tiny, sub, res};
+  };
+  switch (dtype) {
+    case DType::f64:
+      return info(64, 0x1p-52, std::numeric_limits<double>::max(), 0x1p-1022, 0x1p-1074, 1e-15);
+    case DType::f32:
+      return info(32, 0x1p-23, static_cast<double>(std::numeric_limits<float>::max()), 0x1p-126,
+                  0x1p-149, 1e-6);
+    case DType::f16:
+      return info(16, 0x1p-10, 65504.0, 0x1p-14, 0x1p-24, 1e-3);
+    case DType::bf16:
+      return info(16, 0x1p-7, 0x1.fep127, 0x1p-126, 0x1p-133, 1e-2);
+    case DType::f8e4m3:  // E4M3FN: no infinities
+      return info(8, 0x1p-3, 448.0, 0x1p-6, 0x1p-9, 1.0);
+    case DType::f8e5m2:
+      return info(8, 0x1p-2, 57344.0, 0x1p-14, 0x1p-16, 1.0);
+    default:
+      throw std::invalid_argument("finfo: " + std::string(dtype_name(dtype)) +
+                                  " is not a floating dtype (use iinfo)");
+  }
+}
+
+IntInfo iinfo(DType dtype) {
+  switch (dtype) {
+    case DType::i64:
+      return {64, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()};
+    case DType::i32:
+      return {32, std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()};
+    case DType::i8:
+      return {8, -128, 127};
+    case DType::u8:
+      return {8, 0, 255};
+    case DType::boolean:
+      return {8, 0, 1};
+    default:
+      throw std::invalid_argument("iinfo: " + std::string(dtype_name(dtype)) +
+                                  " is not an integer dtype (use finfo)");
+  }
 }
 
 }  // namespace ein

@@ -38,6 +38,28 @@ int significand_bits(DType dtype);
 /// Parses a short name ("f32", "bool") or a numpy-style one ("float32", "int64", "bool_").
 std::optional<DType> parse_dtype_name(std::string_view name);
 
+/// A floating dtype's limits, as torch.finfo gives them.
+struct FloatInfo {
+  int bits = 0;                    ///< storage bits
+  double eps = 0;                  ///< the gap between 1 and the next larger value
+  double max = 0;                  ///< the largest finite value
+  double min = 0;                  ///< the most negative finite value (-max)
+  double tiny = 0;                 ///< the smallest positive normal value (torch's smallest_normal)
+  double smallest_subnormal = 0;   ///< the smallest positive value
+  double resolution = 0;           ///< 10^-(decimal digits the dtype holds)
+};
+/// finfo(DType::f32).eps == 2^-23. std::invalid_argument for an integer or bool dtype.
+FloatInfo finfo(DType dtype);
+
+/// An integer dtype's range, as torch.iinfo gives it.
+struct IntInfo {
+  int bits = 0;
+  int64_t min = 0;
+  int64_t max = 0;
+};
+/// iinfo(DType::i8) == {8, -128, 127}; u8 and bool too. std::invalid_argument for floats.
+IntInfo iinfo(DType dtype);
+
 /// A set of dtypes (a bitset over DType): what one shape spec's dtype part accepts.
 class DTypeSet {
  public:

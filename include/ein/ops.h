@@ -56,6 +56,12 @@ Tensor gather(const Tensor& table, const Tensor& indices);
 /// indices[i...] (torch.Tensor.index_add_; repeated indices sum). Differentiable in `values`.
 Tensor scatter_add(const Tensor& values, const Tensor& indices, int64_t num_rows);
 
+/// torch.triu: x with the elements below diagonal `diagonal` of its last two dims set to zero
+/// (column − row >= diagonal kept). One map kernel; differentiable (the gradient is triu'd too).
+Tensor triu(const Tensor& x, int64_t diagonal = 0);
+/// torch.tril: the elements with column − row <= diagonal kept, the rest zero.
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
+
 /// x converted to `dtype` (round to nearest even), differentiable: the gradient is cast back
 /// (mixed precision: keep f32 master weights, compute in bf16). x itself when already dtype.
 Tensor cast(const Tensor& x, DType dtype);

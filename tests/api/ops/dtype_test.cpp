@@ -11,11 +11,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
+#include <stdexcept>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
+#include <ein/autograd.h>
 #include <ein/ops.h>
 #include <fmt/format.h>
 
@@ -339,6 +342,68 @@ TEST(Dtypes, IntegerSumIsExactOrClearlyRefused) {
         EXPECT_NE(what.find("to(DType::f64)"), std::string::npos) << what;
       }
     }
+}
+
+}  // namespace
+}  // namespace ein::testing
+
+namespace ein::testing {
+namespace {
+
+// torch.finfo and torch.iinfo's numbers.
+TEST(Dtypes, FinfoAndIinfoAreTorchs) {
+  EXPECT_EQ(finfo(DType::f32).eps, 1.1920928955078125e-07);
+  EXPECT_EQ(finfo(DType::f32).max, 3.4028234663852886e+38);
+  EXPECT_EQ(finfo(DType::f32).tiny, 1.1754943508222875e-38);
+  EXPECT_EQ(finfo(DType::f32).min, -finfo(DType::f32).max);
+  EXPECT_EQ(finfo(DType::f64).eps, 2.220446049250313e-16);
+  EXPECT_EQ(finfo(DType::f16).max, 65504.0);
+  EXPECT_EQ(finfo(DType::f16).eps, 0.0009765625);
+  EXPECT_EQ(finfo(DType::bf16).eps, 0.0078125);
+  EXPECT_EQ(finfo(DType::bf16).max, 3.3895313892515355e+38);
+  EXPECT_EQ(finfo(DType::f8e4m3).max, 448.0);
+  EXPECT_EQ(finfo(DType::f8e5m2).max, 57344.0);
+  EXPECT_EQ(finfo(DType::f32).smallest_subnormal, 1.401298464324817e-45);
+  // Each max survives the round trip through its dtype; eps is the step above 1.
+  for (DType d : {DType::f32, DType::f16, DType::bf16, DType::f8e4m3, DType::f8e5m2}) {
+    const FloatInfo f = finfo(d);
+    EXPECT_EQ(full({}, f.max, d).item(), f.max) << dtype_name(d);
+    EXPECT_EQ(full({}, 1 + f.eps, d).item(), 1 + f.eps) << dtype_name(d);
+    EXPECT_EQ(full({}, 1 + f.eps / 4, d).item(), 1.0) << dtype_name(d);
+  }
+  EXPECT_EQ(iinfo(DType::i8).min, -128);
+  EXPECT_EQ(iinfo(DType::i8).max, 127);
+  EXPECT_EQ(iinfo(DType::u8).max, 255);
+  EXPECT_EQ(iinfo(DType::i64).min, std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(iinfo(DType::i32).bits, 32);
+  EXPECT_THROW(finfo(DType::i32), std::invalid_argument);
+  EXPECT_THROW(iinfo(DType::f32), std::invalid_argument);
+}
+
+// triu/tril against the definition on a batch of matrices (NaN and inf kept where kept, zero
+// where masked), each diagonal offset; the gradient is the same mask.
+TEST(Dtypes, TriuAndTrilMaskTheLastTwoDims) {
+  std::vector<double> v(2 * 3 * 4);
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = i == 5 ? NAN : i == 6 ? INFINITY : static_cast<double>(i) - 7.5;
+  const Tensor x = from_data(v, {2, 3, 4});
+  for (int64_t k : {-2, -1, 0, 1, 3}) {
+    for (bool upper : {true, false}) {
+      const std::vector<double> got = (upper ? triu(x, k) : tril(x, k)).to_vector<double>();
+      for (int64_t b = 0; b < 2; ++b)
+        for (int64_t r = 0; r < 3; ++r)
+          for (int64_t c = 0; c < 4; ++c) {
+            const size_t i = static_cast<size_t>((b * 3 + r) * 4 + c);
+            const bool keep = upper ? c - r >= k : c - r <= k;
+            if (keep && std::isnan(v[i])) EXPECT_TRUE(std::isnan(got[i]));
+            else EXPECT_EQ(got[i], keep ? v[i] : 0.0) << "k " << k << " upper " << upper << " at " << i;
+          }
+    }
+  }
+  Tensor w = from_data<float>({1, 2, 3, 4, 5, 6, 7, 8, 9}, {3, 3}).requires_grad_();
+  reduce(triu(w, 1), "r c ->", "sum").backward();
+  EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{0, 1, 1, 0, 0, 1, 0, 0, 0}));
+  EXPECT_THROW(triu(from_data<float>({1, 2}, {2})), RuntimeError);
 }
 
 }  // namespace
