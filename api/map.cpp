@@ -1,6 +1,7 @@
 // ein::map on tensors (include/ein/ops.h): the checked program of compiler/graph/map_program.h,
 // its sizes bound by name per call, run as a one-node graph through the tape (so maps are
 // differentiable) on the inputs' device.
+#include <cmath>
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
@@ -40,6 +41,29 @@ std::shared_ptr<const Graph> graph(const MapProgram& p, const std::vector<Tensor
   return cache.emplace(std::move(key), std::move(g)).first->second;
 }
 
+/// Whether the program maps integers to integers: every node is a load, an integral constant
+/// or an op closed over the integers (torch keeps i64 + i64 as i64; / and exp give floats).
+bool integer_closed(const Kernel& k) {
+  for (const ScalarNode& n : k.nodes) {
+    switch (n.op) {
+      case ScalarOp::load:
+        break;
+      case ScalarOp::constant:
+        if (n.value != std::trunc(n.value) || !std::isfinite(n.value)) return false;
+        break;
+      case ScalarOp::neg: case ScalarOp::abs: case ScalarOp::square: case ScalarOp::sign:
+      case ScalarOp::floor: case ScalarOp::ceil: case ScalarOp::round: case ScalarOp::trunc:
+      case ScalarOp::add: case ScalarOp::sub: case ScalarOp::mul: case ScalarOp::maximum:
+      case ScalarOp::minimum: case ScalarOp::eq: case ScalarOp::ne: case ScalarOp::lt:
+      case ScalarOp::le: case ScalarOp::gt: case ScalarOp::ge: case ScalarOp::where:
+        break;
+      default:
+        return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 Tensor map(std::string_view expression, const std::vector<Tensor>& given) {
@@ -74,7 +98,11 @@ Tensor map(std::string_view expression, const std::vector<Tensor>& given) {
   DType out = dtypes.front();
   for (DType t : dtypes)
     if (t != out) out = compute;
-  if (out != DType::f64 && out != DType::f32 && out != DType::f16 && out != DType::bf16)
+  // Integers stay integers where the expression keeps them (i64 + i64 is i64, as in torch);
+  // otherwise, and for bool inputs, the result is the compute type.
+  const bool integer = out == DType::i64 || out == DType::i32 || out == DType::i8 || out == DType::u8;
+  if (!(integer && integer_closed(p->kernel)) && out != DType::f64 && out != DType::f32 &&
+      out != DType::f16 && out != DType::bf16)
     out = compute;
   std::vector<TensorType> types;
   for (const Tensor& x : inputs)

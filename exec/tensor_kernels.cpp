@@ -42,9 +42,15 @@ void check_defined(const Tensor& x, const char* op) {
 }  // namespace
 
 DType compute_type(const std::vector<DType>& dtypes) {
-  for (DType t : dtypes)
+  bool wide_int = false, any_float = false;
+  for (DType t : dtypes) {
     if (t == DType::f64) return DType::f64;
-  return DType::f32;
+    wide_int = wide_int || t == DType::i64 || t == DType::i32;
+    any_float = any_float || is_float(t) || is_fp8(t);
+  }
+  // Integer arithmetic (no float involved): f64 holds every integer below 2^53 exactly, where
+  // f32 would round above 2^24 (an i64 x * 10^12 must not come back rounded).
+  return wide_int && !any_float ? DType::f64 : DType::f32;
 }
 
 void copy_into(const Tensor& dst, const Tensor& src_in, const std::string& origin) {
@@ -167,6 +173,56 @@ void reduce_kernel(const char* name, const ReduceShape& s, const Tensor& x,
   run_kernel(k, buffers);
 }
 
+/// sum, prod, max and min of an integer tensor, exactly: on the host in int64 (sum and prod
+/// wrap around on overflow, as torch's do). The result is i64 for sum and prod (torch's rule
+/// for every integer dtype) and the input's dtype for max and min, on the input's device.
+Tensor integer_reduce(const Tensor& x, const std::vector<bool>& reduced, Reduction r) {
+  const Tensor h = x.to(cpu()).to(DType::i64).contiguous();
+  const int64_t* p = h.data<int64_t>();
+  const int64_t rank = h.dim();
+  Shape kept;
+  std::vector<int64_t> out_stride(static_cast<size_t>(rank), 0);
+  int64_t out_n = 1;
+  for (int64_t d = rank - 1; d >= 0; --d)
+    if (!reduced[static_cast<size_t>(d)]) {
+      out_stride[static_cast<size_t>(d)] = out_n;
+      out_n *= h.size(d);
+    }
+  for (int64_t d = 0; d < rank; ++d)
+    if (!reduced[static_cast<size_t>(d)]) kept.push_back(h.size(d));
+  const bool extremum = r == Reduction::max || r == Reduction::min;
+  if (extremum && h.numel() == 0 && out_n > 0)
+    throw RuntimeError(fmt::format("reduce: cannot take the {} over zero elements (input {})",
+                                   reduction_name(r), shape_str(x.shape())));
+  const int64_t init = r == Reduction::sum    ? 0
+                       : r == Reduction::prod ? 1
+                       : r == Reduction::max  ? std::numeric_limits<int64_t>::min()
+                                              : std::numeric_limits<int64_t>::max();
+  std::vector<int64_t> acc(static_cast<size_t>(out_n), init);
+  std::vector<int64_t> index(static_cast<size_t>(rank), 0);
+  int64_t at = 0;  // the output element of `index`
+  for (int64_t i = 0; i < h.numel(); ++i) {
+    int64_t& a = acc[static_cast<size_t>(at)];
+    const int64_t v = p[i];
+    switch (r) {  // unsigned arithmetic: wrap-around without undefined behaviour
+      case Reduction::sum: a = static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(v)); break;
+      case Reduction::prod: a = static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(v)); break;
+      case Reduction::max: a = std::max(a, v); break;
+      default: a = std::min(a, v); break;
+    }
+    for (int64_t d = rank - 1; d >= 0; --d) {  // the next index, row-major
+      const auto u = static_cast<size_t>(d);
+      at += out_stride[u];
+      if (++index[u] < h.size(d)) break;
+      at -= out_stride[u] * index[u];
+      index[u] = 0;
+    }
+  }
+  Tensor out = empty(kept, DType::i64, cpu());
+  std::copy(acc.begin(), acc.end(), out.data<int64_t>());
+  return out.to(extremum ? x.dtype() : DType::i64).to(x.device());
+}
+
 }  // namespace
 
 Tensor reduce_dims(const Tensor& x_in, const std::vector<bool>& reduced, Reduction r,
@@ -174,10 +230,14 @@ Tensor reduce_dims(const Tensor& x_in, const std::vector<bool>& reduced, Reducti
                    const std::string& origin) {
   check_defined(x_in, "reduce");
   const Tensor x = kernel_readable(x_in);
-  if (!is_float(x.dtype()) && x.dtype() != DType::boolean && r != Reduction::any &&
-      r != Reduction::all)
-    throw RuntimeError(fmt::format("reduce: {} over {} tensors is not supported yet; convert with "
-                                   ".to(DType::f64) first",
+  const bool integer = !is_float(x.dtype()) && x.dtype() != DType::boolean;
+  if (integer && (r == Reduction::sum || r == Reduction::prod || r == Reduction::max ||
+                  r == Reduction::min))
+    return integer_reduce(x, reduced, r);
+  if (integer && r != Reduction::any && r != Reduction::all)
+    throw RuntimeError(fmt::format("reduce: the {} of an {} tensor needs a float dtype (as in "
+                                   "torch): convert it first (f32(x) in .ein, cast(x, "
+                                   "DType::f32) in C++)",
                                    reduction_name(r), dtype_name(x.dtype())));
   const bool boolean_result = r == Reduction::any || r == Reduction::all;
   // Results keep a float input's dtype (fp8 included, rounded once at the end); integer and

@@ -31,7 +31,8 @@ Tensor reduce_dims(const Tensor& x, const std::vector<bool>& reduced, Reduction 
 Tensor run_map(Kernel kernel, const std::vector<Tensor>& inputs, DType out_dtype,
                Device device = cpu());
 
-/// The arithmetic type kernels use for these element types: f64 if any is f64, else f32.
+/// The arithmetic type kernels use for these element types: f64 if any is f64 or when i64/i32
+/// values meet no float (integer arithmetic, exact below 2^53), else f32.
 DType compute_type(const std::vector<DType>& dtypes);
 
 }  // namespace ein

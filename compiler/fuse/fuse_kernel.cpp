@@ -28,13 +28,20 @@ class Builder {
     k_.domain = grp.domain;
     k_.reduced = grp.reduced;
     k_.origin = g.origin;
-    bool f64 = false;
+    // f64 if any value is f64, or when i64/i32 values meet no float (integer arithmetic,
+    // exact below 2^53; exec/tensor_kernels.h's compute_type is the same rule).
+    bool f64 = false, wide_int = false, any_float = false;
+    auto see = [&](DType t) {
+      f64 = f64 || t == DType::f64;
+      wide_int = wide_int || t == DType::i64 || t == DType::i32;
+      any_float = any_float || t == DType::f32 || t == DType::f16 || t == DType::bf16 || is_fp8(t);
+    };
     for (int m : grp.members) {
-      f64 = f64 || g.nodes[m].dtype == DType::f64;
+      see(g.nodes[m].dtype);
       for (int in : g.nodes[m].inputs)
-        f64 = f64 || g.nodes[in].dtype == DType::f64;
+        see(g.nodes[in].dtype);
     }
-    k_.compute = f64 ? DType::f64 : DType::f32;
+    k_.compute = f64 || (wide_int && !any_float) ? DType::f64 : DType::f32;
     value_.assign(grp.members.size(), -1);
   }
 

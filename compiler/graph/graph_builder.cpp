@@ -80,7 +80,10 @@ int GraphBuilder::reduce(int x, Reduction r, std::vector<bool> reduced,
     if (!reduced[d]) kept.push_back(in.shape[d]);
   std::vector<int> order(kept.size());
   std::iota(order.begin(), order.end(), 0);
-  const DType dtype = in.dtype;
+  // torch's rule: the sum and product of any integer dtype are i64.
+  const bool integer = in.dtype == DType::i64 || in.dtype == DType::i32 ||
+                       in.dtype == DType::i8 || in.dtype == DType::u8;
+  const DType dtype = integer && (r == Reduction::sum || r == Reduction::prod) ? DType::i64 : in.dtype;
   return add(GraphOp::reduce, {x}, std::move(kept), dtype,
              ReduceAttr{r, ddof, std::move(reduced), std::move(order)});
 }

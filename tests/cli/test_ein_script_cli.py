@@ -189,6 +189,26 @@ class RunPrinting(Case):
         self.assertEqual(len(outputs(out)[0][1]), 3)
         self.fails(["run", src, "--fn", "twice", "--grad"], "--grad", "one scalar output", "f32[3]")
 
+    # Integers: sums and arithmetic stay exact i64 (past f32's 2^24 and f64's 2^53).
+    def test_integer_sum_and_arithmetic(self):
+        src = self.path("i.ein")
+        with open(src, "w") as f:
+            f.write("fn s(x: i64[2 3]) -> i64[2] = sum(x * 1000000000000, 1)\n"
+                    "fn m(x: i64[2 3]) = max(x, 0)\n")
+        inputs = self.path("x.safetensors")
+        vals = [1, -2, 3, 4, 5, -6]
+        blob = struct.pack("<6q", *vals)
+        header = json.dumps({"x": {"dtype": "I64", "shape": [2, 3], "data_offsets": [0, 48]}}).encode()
+        header += b" " * (-len(header) % 8)
+        with open(inputs, "wb") as f:
+            f.write(struct.pack("<Q", len(header)) + header + blob)
+        self.ok("check", src)
+        out, _ = self.ok("run", src, "--fn", "s", "--inputs", inputs)
+        self.assertIn("dtype=i64", out)
+        self.assertEqual(outputs(out)[0][1], [2000000000000, 3000000000000])
+        out, _ = self.ok("run", src, "--fn", "m", "--inputs", inputs)
+        self.assertEqual(outputs(out)[0][1], [4, 5, 3])
+
     # The lecture's Q8_0 quantization: q = i8(round(x / scale)), half to even, dequantized.
     def test_q8_0_quantization(self):
         src = self.path("q.ein")

@@ -437,5 +437,23 @@ TEST(Map, MixedDtypes) {
   }
 }
 
+// Integer maps stay integers where the expression does (torch: i64 + i64 is i64), computed
+// exactly (in f64, exact below 2^53, not f32); a division or a function gives floats.
+TEST(Map, IntegerArithmeticKeepsIntegers) {
+  const int64_t big = 3'000'000'000'000;  // above f32's exact range
+  const Tensor x = from_data<int64_t>({1, -2, big}, {3});
+  const Tensor twice = map("x[i] -> x + x", {x});
+  EXPECT_EQ(twice.dtype(), DType::i64);
+  EXPECT_EQ(twice.to_vector<int64_t>(), (std::vector<int64_t>{2, -4, 2 * big}));
+  EXPECT_EQ(map("x[i] -> maximum(x * 3 - 1, 0)", {x}).to_vector<int64_t>(),
+            (std::vector<int64_t>{2, 0, 3 * big - 1}));
+  const Tensor i32 = from_data<int32_t>({7, -7}, {2});
+  EXPECT_EQ(map("x[i] -> abs(x) * 2", {i32}).dtype(), DType::i32);
+  const Tensor half = map("x[i] -> x / 2", {x});
+  EXPECT_TRUE(half.dtype() == DType::f64 || half.dtype() == DType::f32) << dtype_name(half.dtype());
+  EXPECT_EQ(half.to_vector<double>().front(), 0.5);
+  EXPECT_EQ(map("x[i] -> x * 0.5", {x}).to_vector<double>().back(), 0.5 * static_cast<double>(big));
+}
+
 }  // namespace
 }  // namespace ein::testing

@@ -302,5 +302,34 @@ TEST(Reduce, ZeroSizeOutput) {
     }
 }
 
+// Integers are reduced exactly (int64 on the host): sum and prod are i64 for every integer
+// dtype (torch's rule) and wrap on overflow as torch's do; max and min keep the dtype; mean
+// and friends ask for a float dtype.
+TEST(Reduce, IntegersReduceExactly) {
+  const int64_t big = (int64_t{1} << 53) + 1;  // not a double
+  const Tensor x = from_data<int64_t>({big, 1, -3, 4, big, -big}, {2, 3});
+  EXPECT_EQ(reduce(x, "a b -> a", "sum").to_vector<int64_t>(), (std::vector<int64_t>{big - 2, 4}));
+  EXPECT_EQ(reduce(x, "a b -> b", "max").to_vector<int64_t>(), (std::vector<int64_t>{big, big, -3}));
+  EXPECT_EQ(reduce(x, "a b -> b", "min").to_vector<int64_t>(), (std::vector<int64_t>{4, 1, -big}));
+  EXPECT_EQ(reduce(x, "a b ->", "sum").dtype(), DType::i64);
+  const Tensor small = from_data<int32_t>({2, -3, 4, 5}, {4});
+  const Tensor s = reduce(small, "n ->", "sum"), p = reduce(small, "n ->", "prod");
+  EXPECT_EQ(s.dtype(), DType::i64);
+  EXPECT_EQ(s.item(), 8.0);
+  EXPECT_EQ(p.item(), -120.0);
+  EXPECT_EQ(reduce(small, "n ->", "max").dtype(), DType::i32);
+  const Tensor wrap = from_data<int64_t>({std::numeric_limits<int64_t>::max(), 1}, {2});
+  EXPECT_EQ(reduce(wrap, "n ->", "sum").to_vector<int64_t>().front(), std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(reduce(zeros({0}, DType::i64), "n ->", "sum").item(), 0.0);
+  // The pattern's checks refuse what has no integer answer, with a caret.
+  EXPECT_THROW(reduce(zeros({0}, DType::i64), "n ->", "max"), UserError);
+  try {
+    reduce(small, "n ->", "mean");
+    ADD_FAILURE() << "mean of i32 did not throw";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("needs a floating-point tensor"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace ein::testing
