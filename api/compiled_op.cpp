@@ -2,7 +2,6 @@
 // is chosen from the pattern: a reduction given → reduce; several inputs, or axes that vanish
 // on the right with no reduction → einsum (sum over them, as einops.einsum); axes new on the
 // right → repeat; otherwise rearrange.
-#include <algorithm>
 #include <ein/errors.h>
 #include <ein/ops.h>
 #include <fmt/format.h>
@@ -10,23 +9,9 @@
 #include <ein/diagnostic.h>
 #include <ein/pattern_parser.h>
 
+#include "compiler/graph/expression_graphs.h"
+
 namespace ein {
-namespace {
-
-/// Names on one side, compositions flattened (numbers and `...` excluded).
-std::vector<std::string> names(const PatternSide& side) {
-  std::vector<std::string> out;
-  for (const AxisTerm& term : side.terms)
-    for (const AxisToken& tok : term.tokens)
-      if (tok.kind == AxisToken::Kind::named) out.push_back(tok.name);
-  return out;
-}
-
-bool contains(const std::vector<std::string>& v, const std::string& s) {
-  return std::find(v.begin(), v.end(), s) != v.end();
-}
-
-}  // namespace
 
 Op compile(std::string_view pattern, const Sizes& sizes, std::string_view reduction,
            std::optional<int64_t> ddof) {
@@ -40,18 +25,7 @@ Op compile(std::string_view pattern, const Sizes& sizes, std::string_view reduct
   op.sizes_ = sizes;
   op.reduction_ = std::string(reduction);
   op.ddof_ = ddof;
-  const auto left = names(p.inputs.front()), right = names(*p.output);
-  bool drops = false, adds = false;
-  for (const auto& n : left) drops = drops || !contains(right, n);
-  for (const auto& n : right) adds = adds || !contains(left, n);
-  if (!reduction.empty())
-    op.op_ = PatternOp::reduce;
-  else if (p.inputs.size() > 1 || drops)
-    op.op_ = PatternOp::einsum;
-  else if (adds)
-    op.op_ = PatternOp::repeat;
-  else
-    op.op_ = PatternOp::rearrange;
+  op.op_ = pattern_op_of(p, !reduction.empty());
   return op;
 }
 

@@ -47,6 +47,8 @@ constexpr const char* kDescription =
                         (--shape: the shape of its first input: x, logits, pred or param)
   a map expression      'x[b n], m[b] -> exp(x - m)'  (one --shape per input)
   a reduce pattern      'b n -> b' with --reduction (sum, mean, max, ..., var with --ddof)
+  an einsum             'b s d, d f -> b s f'  (one --shape per input)
+  a rearrange/repeat    'b s (h d) -> b h s d'  (one --shape; sizes as h=8)
                         and --size h=8 (or a trailing h=8) for axis sizes the shape does
                         not give
 Stages:
@@ -73,6 +75,7 @@ Examples:
   ein emit 'a (b c) -> c a' --reduction sum --shape 4,30 --target cuda b=6
   ein emit 'x[b s d], m[b s] -> (x - m)**2' --shape 4,8,16 --shape 4,8
   ein emit 'b s d -> b s' --reduction mean --shape 4,8,16 --stage fused
+  ein emit 'b s d, d f -> b s f' --shape 4,8,16 --shape 16,32 --stage cost
   ein emit rms_norm --shape 32,4096 --backward --stage fused
   ein emit layer_norm --shape 8,1024,768 --backward --weight 1 --weight 2 --stage cost
 )";
@@ -180,23 +183,26 @@ Graph build(const EmitOptions& o, std::string* notes = nullptr) {
     for (const StandardFunction& f : standard_functions())
       names += (names.empty() ? "" : ", ") + std::string(f.name);
     throw UsageError(
-        fmt::format("'{}' is not a standard function ({}), a map expression or a "
-                    "reduce pattern (both contain '->')",
+        fmt::format("'{}' is not a standard function ({}), a map expression or an "
+                    "einops pattern (both contain '->')",
                     o.what, names));
   }
   if (o.what.find('[') != std::string::npos) {
     if (!o.reduction.empty()) throw UsageError("--reduction applies to reduce patterns only");
     return map_expression_graph(o.what, shapes, dtype);
   }
-  if (o.reduction.empty())
-    throw UsageError("a reduce pattern needs --reduction (sum, mean, max, min, prod, ...)");
-  const std::optional<Reduction> r = parse_reduction(o.reduction);
-  if (!r) throw UsageError(fmt::format("--reduction {}: unknown reduction", o.reduction));
-  if (shapes.size() != 1) throw UsageError("a reduce pattern takes one --shape");
+  // An einops pattern: reduce with --reduction, else einsum (several inputs, or axes that
+  // vanish), repeat (axes that appear) or rearrange, as ein::compile chooses.
+  std::optional<Reduction> r;
+  if (!o.reduction.empty()) {
+    r = parse_reduction(o.reduction);
+    if (!r) throw UsageError(fmt::format("--reduction {}: unknown reduction", o.reduction));
+    if (shapes.size() != 1) throw UsageError("a reduce pattern takes one --shape");
+  }
   std::vector<AxisSize> sizes;
   for (const std::string& s : o.sizes)
     sizes.push_back(parse_axis_size(s, "--size"));
-  return reduce_pattern_graph(o.what, *r, o.ddof, shapes.front(), dtype, sizes);
+  return pattern_graph(o.what, shapes, dtype, r, o.ddof, sizes);
 }
 
 /// Each fused kernel, bound for contiguous inputs, as Kernel IR text (stage "kernels"), MLIR

@@ -79,6 +79,20 @@ class Stages(unittest.TestCase):
         self.assertEqual(kernels(out), 1)
         self.assertIn("(folded into the strides)", out)
 
+    def test_einsum_rearrange_and_repeat_patterns(self):
+        # Without --reduction a pattern is what ein::compile makes of it: einsum, rearrange, repeat.
+        rc, out, err = ein("b s d, d f -> b s f", "--shape", "4,8,16", "--shape", "16,32",
+                           "--stage", "cost")
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(out, r"contract +f32\[4, 8, 32\] +32768 +32768")
+        rc, out, err = ein("b s (h d) -> b h s d", "--shape", "2,8,64", "--size", "h=4",
+                           "--stage", "ir")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("f32[2, 4, 8, 16]", out)
+        rc, out, err = ein("b d -> b d r", "--shape", "2,4", "--size", "r=3", "--stage", "ir")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("f32[2, 4, 3]", out)
+
     def test_adamw_is_one_kernel_with_three_stores(self):
         rc, out, _ = ein("adamw", "--shape", "1000")
         self.assertEqual(rc, 0)
@@ -146,7 +160,8 @@ class Errors(unittest.TestCase):
         self.check(["softmax", "--shape", "4,8", "--target", "ptx"], 2, "--target ptx")
         self.check(["softmax", "--shape", "4,8", "--target", "cuda", "--stage", "kernels"], 2,
                    "cannot be combined with --stage")
-        self.check(["b n -> b", "--shape", "4,8"], 2, "needs --reduction")
+        self.check(["b n -> b", "--reduction", "sum", "--shape", "4,8", "--shape", "4"], 2,
+                   "a reduce pattern takes one --shape")
         self.check(["softmax", "--shape", "4,8", "--dtype", "i64"], 2, "--dtype i64")
         self.check(["softmax", "--shape", "4,8", "--backward", "--weight", "3", "--stage", "cost"],
                    2, "--weight 3")
