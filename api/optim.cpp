@@ -3,6 +3,10 @@
 // are copied into the parameter and its state.
 #include <ein/optim.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+
 #include <ein/errors.h>
 #include <ein/ops.h>
 #include <fmt/format.h>
@@ -35,6 +39,84 @@ Tensor hyper(double value, const Tensor& like) {
 Tensor with_l2(const Tensor& g, const Tensor& p, double weight_decay) {
   if (weight_decay == 0) return g;
   return map("g[n], p[n], wd[] -> g + wd * p", {g, p, hyper(weight_decay, p)});
+}
+
+/// The named state of one optimizer: per-parameter tensors and counters, and a shared count
+/// (const for saving, mutable for loading).
+template <class Tensors, class Counters, class Step>
+struct SlotsOf {
+  std::vector<std::pair<std::string, Tensors*>> tensors;
+  std::vector<std::pair<std::string, Counters*>> counters;
+  Step* step = nullptr;
+};
+using ConstSlots = SlotsOf<const std::vector<Tensor>, const std::vector<int64_t>, const int64_t>;
+using Slots = SlotsOf<std::vector<Tensor>, std::vector<int64_t>, int64_t>;
+
+StateDict save_state(const ConstSlots& s) {
+  StateDict out;
+  if (s.step) out.emplace_back("step", full({}, static_cast<double>(*s.step), DType::i64));
+  size_t n = 0;
+  for (const auto& [name, v] : s.tensors) n = std::max(n, v->size());
+  for (const auto& [name, v] : s.counters) n = std::max(n, v->size());
+  for (size_t i = 0; i < n; ++i) {
+    for (const auto& [name, v] : s.counters)
+      if ((*v)[i] != 0)
+        out.emplace_back(fmt::format("state.{}.{}", i, name), full({}, static_cast<double>((*v)[i]), DType::i64));
+    for (const auto& [name, v] : s.tensors)
+      if ((*v)[i].defined()) out.emplace_back(fmt::format("state.{}.{}", i, name), (*v)[i]);
+  }
+  return out;
+}
+
+void load_state(const Slots& s, const StateDict& state, const std::vector<Tensor>& params,
+                const char* who) {
+  // Check everything first, so a bad dict leaves the optimizer as it was.
+  struct Item {
+    const Tensor* value;
+    std::vector<Tensor>* tensors = nullptr;
+    std::vector<int64_t>* counters = nullptr;
+    size_t index = 0;
+  };
+  std::vector<Item> items;
+  std::optional<int64_t> step;
+  for (const auto& [key, t] : state) {
+    if (!t.defined()) throw RuntimeError(fmt::format("{}::load_state_dict: '{}' is undefined", who, key));
+    if (key == "step" && s.step && t.numel() == 1) {
+      step = static_cast<int64_t>(t.item());
+      continue;
+    }
+    size_t i = 0;
+    char name[64] = {};
+    int used = 0;
+    if (std::sscanf(key.c_str(), "state.%zu.%63[a-z_]%n", &i, name, &used) != 2 ||
+        used != static_cast<int>(key.size()) || i >= params.size())
+      throw RuntimeError(fmt::format("{}::load_state_dict: unexpected key '{}' (this optimizer has "
+                                     "{} parameters)",
+                                     who, key, params.size()));
+    Item item{&t, nullptr, nullptr, i};
+    for (const auto& [slot, v] : s.tensors)
+      if (slot == name) item.tensors = v;
+    for (const auto& [slot, v] : s.counters)
+      if (slot == name) item.counters = v;
+    if (!item.tensors && !item.counters)
+      throw RuntimeError(fmt::format("{}::load_state_dict: '{}' is no state of {}", who, key, who));
+    if (item.tensors && (t.numel() != params[i].numel() || t.dtype() != params[i].dtype()))
+      throw RuntimeError(fmt::format("{}::load_state_dict: '{}' is {} {} but parameter {} is {} {}",
+                                     who, key, dtype_name(t.dtype()), shape_str(t.shape()), i,
+                                     dtype_name(params[i].dtype()), shape_str(params[i].shape())));
+    if (item.counters && t.numel() != 1)
+      throw RuntimeError(fmt::format("{}::load_state_dict: '{}' must hold one number", who, key));
+    items.push_back(item);
+  }
+  for (const auto& [name, v] : s.tensors)
+    std::fill(v->begin(), v->end(), Tensor());
+  for (const auto& [name, v] : s.counters)
+    std::fill(v->begin(), v->end(), 0);
+  if (s.step) *s.step = step.value_or(0);
+  for (const Item& item : items) {
+    if (item.counters) (*item.counters)[item.index] = static_cast<int64_t>(item.value->item());
+    else (*item.tensors)[item.index] = item.value->to(params[item.index].device()).clone();
+  }
 }
 
 }  // namespace
@@ -217,6 +299,53 @@ void RMSprop::step() {
 
 void RMSprop::zero_grad(bool set_to_none) {
   ein::zero_grad(params_, set_to_none);
+}
+
+}  // namespace ein::optim
+
+namespace ein::optim {
+
+StateDict AdamW::state_dict() const {
+  return save_state(ConstSlots{{{"exp_avg", &exp_avg_}, {"exp_avg_sq", &exp_avg_sq_}}, {}, &step_});
+}
+void AdamW::load_state_dict(const StateDict& state) {
+  load_state(Slots{{{"exp_avg", &exp_avg_}, {"exp_avg_sq", &exp_avg_sq_}}, {}, &step_}, state, params_, "AdamW");
+}
+
+StateDict SGD::state_dict() const {
+  return save_state(ConstSlots{{{"momentum_buffer", &momentum_}}, {}, nullptr});
+}
+void SGD::load_state_dict(const StateDict& state) {
+  load_state(Slots{{{"momentum_buffer", &momentum_}}, {}, nullptr}, state, params_, "SGD");
+}
+
+StateDict Adam::state_dict() const {
+  return save_state(ConstSlots{{{"exp_avg", &exp_avg_}, {"exp_avg_sq", &exp_avg_sq_}},
+                     {{"step", &steps_}}, nullptr});
+}
+void Adam::load_state_dict(const StateDict& state) {
+  load_state(Slots{{{"exp_avg", &exp_avg_}, {"exp_avg_sq", &exp_avg_sq_}}, {{"step", &steps_}}, nullptr},
+             state, params_, "Adam");
+}
+
+StateDict Adagrad::state_dict() const {
+  return save_state(ConstSlots{{{"sum", &sum_}}, {{"step", &steps_}}, nullptr});
+}
+void Adagrad::load_state_dict(const StateDict& state) {
+  load_state(Slots{{{"sum", &sum_}}, {{"step", &steps_}}, nullptr}, state, params_, "Adagrad");
+}
+
+StateDict RMSprop::state_dict() const {
+  return save_state(ConstSlots{{{"square_avg", &square_avg_}, {"grad_avg", &grad_avg_},
+                      {"momentum_buffer", &momentum_}},
+                     {},
+                     nullptr});
+}
+void RMSprop::load_state_dict(const StateDict& state) {
+  load_state(Slots{{{"square_avg", &square_avg_}, {"grad_avg", &grad_avg_}, {"momentum_buffer", &momentum_}},
+              {},
+              nullptr},
+             state, params_, "RMSprop");
 }
 
 }  // namespace ein::optim

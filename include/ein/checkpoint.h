@@ -52,6 +52,10 @@ std::optional<DType> dtype_from_safetensors_name(std::string_view name);
 /// XXH3-64 (seed 0) of the tensor's bytes as 16 lowercase hex digits.
 inline constexpr const char* kChecksumKeyPrefix = "xxh3_64:";
 
+/// Named tensors in order, like torch's state_dict(): what Module::state_dict() and an
+/// optimizer's state_dict() return and save_safetensors() writes.
+using StateDict = std::vector<std::pair<std::string, Tensor>>;
+
 /// XXH3-64 of the names, dtypes and shapes (not the values) of `tensors`, sorted by name, as
 /// 16 hex digits: two tensor lists with the same signature have the same layout.
 std::string layout_signature(const std::vector<std::pair<std::string, Tensor>>& tensors);

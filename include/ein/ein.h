@@ -45,6 +45,7 @@
 #include <ein/flop_counter.h>
 #include <ein/grad_clip.h>
 #include <ein/init.h>
+#include <ein/module.h>
 #include <ein/nn.h>
 #include <ein/ops.h>
 #include <ein/optim.h>

@@ -7,11 +7,18 @@
 //
 //   ein::optim::AdamW opt(params, {.lr = 3e-4, .weight_decay = 0.1});
 //   for (...) { opt.zero_grad(); loss(batch).backward(); opt.step(); }
+//
+// state_dict() and load_state_dict() save and restore an optimizer exactly, as torch's do: the
+// keys are "state.<i>.<name>" for parameter i's tensors and counters ("exp_avg", "step", ...)
+// and "step" for a shared count; a state not yet created (before a parameter's first update)
+// is absent. Loaded into a fresh optimizer over the same parameters, the next steps are
+// bitwise those of the optimizer that was saved.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include <ein/checkpoint.h>
 #include <ein/tensor.h>
 
 namespace ein::optim {
@@ -42,6 +49,11 @@ class AdamW {
   const Tensor& exp_avg_sq(size_t i) const { return exp_avg_sq_[i]; }
   AdamWOptions& options() { return options_; }
 
+  /// The optimizer's state (see the top of this file); tensors are the live ones, not copies.
+  StateDict state_dict() const;
+  /// Restores a state_dict() of this optimizer type over parameters of the same shapes.
+  /// RuntimeError naming an unknown key or a shape that does not fit.
+  void load_state_dict(const StateDict& state);
  private:
   std::vector<Tensor> params_, exp_avg_, exp_avg_sq_;
   AdamWOptions options_;
@@ -64,6 +76,11 @@ class SGD {
   void zero_grad(bool set_to_none = true);
   const std::vector<Tensor>& params() const { return params_; }
 
+  /// The optimizer's state (see the top of this file); tensors are the live ones, not copies.
+  StateDict state_dict() const;
+  /// Restores a state_dict() of this optimizer type over parameters of the same shapes.
+  /// RuntimeError naming an unknown key or a shape that does not fit.
+  void load_state_dict(const StateDict& state);
  private:
   std::vector<Tensor> params_, momentum_;
   SGDOptions options_;
@@ -100,6 +117,11 @@ class Adam {
   /// The hyper-parameters, writable between steps (a schedule sets lr here).
   AdamOptions& options() { return options_; }
 
+  /// The optimizer's state (see the top of this file); tensors are the live ones, not copies.
+  StateDict state_dict() const;
+  /// Restores a state_dict() of this optimizer type over parameters of the same shapes.
+  /// RuntimeError naming an unknown key or a shape that does not fit.
+  void load_state_dict(const StateDict& state);
  private:
   std::vector<Tensor> params_, exp_avg_, exp_avg_sq_;
   std::vector<int64_t> steps_;
@@ -132,6 +154,11 @@ class Adagrad {
   /// The hyper-parameters, writable between steps.
   AdagradOptions& options() { return options_; }
 
+  /// The optimizer's state (see the top of this file); tensors are the live ones, not copies.
+  StateDict state_dict() const;
+  /// Restores a state_dict() of this optimizer type over parameters of the same shapes.
+  /// RuntimeError naming an unknown key or a shape that does not fit.
+  void load_state_dict(const StateDict& state);
  private:
   std::vector<Tensor> params_, sum_;
   std::vector<int64_t> steps_;
@@ -166,6 +193,11 @@ class RMSprop {
   /// The hyper-parameters, writable between steps.
   RMSpropOptions& options() { return options_; }
 
+  /// The optimizer's state (see the top of this file); tensors are the live ones, not copies.
+  StateDict state_dict() const;
+  /// Restores a state_dict() of this optimizer type over parameters of the same shapes.
+  /// RuntimeError naming an unknown key or a shape that does not fit.
+  void load_state_dict(const StateDict& state);
  private:
   std::vector<Tensor> params_, square_avg_, grad_avg_, momentum_;
   RMSpropOptions options_;

@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include <ein/errors.h>
+#include <ein/module.h>
 #include <ein/nn.h>
 #include <ein/ops.h>
 
@@ -134,6 +136,53 @@ TEST(Nn, OneKernelForwardAtMostTwoBackward) {
       zero_grad({w, b, xs});
       EXPECT_LE(launches([&] { c.forward().backward(g); }) - 1, 2) << c.name << " backward";
     }
+  }
+}
+
+struct TinyLinear : nn::Module {
+  Tensor weight, bias;
+  TinyLinear(int64_t in, int64_t out)
+      : weight(register_parameter("weight", randn({in, out}, DType::f32, cpu(), 7))),
+        bias(register_parameter("bias", zeros({out}))) {}
+};
+
+struct TinyNet : nn::Module {
+  TinyLinear first{3, 4}, second{4, 2};
+  Tensor mask = register_buffer("mask", ones({2}));
+  TinyNet() {
+    register_module("layers.0", first);
+    register_module("layers.1", second);
+  }
+};
+
+// Module: qualified names in registration order, parameters are leaves that require grad,
+// state_dict round trips through safetensors, and a state that does not fit is refused whole.
+TEST(Module, NamesStateDictAndStrictLoading) {
+  TinyNet net;
+  std::vector<std::string> names;
+  for (const auto& [name, t] : net.state_dict()) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"layers.0.weight", "layers.0.bias", "layers.1.weight",
+                                             "layers.1.bias", "mask"}));
+  EXPECT_EQ(net.parameters().size(), 4u);
+  EXPECT_TRUE(net.first.weight.requires_grad() && net.first.weight.is_leaf());
+  const std::string path = ::testing::TempDir() + "ein_module.safetensors";
+  net.save(path);
+  TinyNet other;
+  other.first.weight.detach().fill_(0);
+  other.load(path);
+  EXPECT_EQ(other.first.weight.to_vector<float>(), net.first.weight.to_vector<float>());
+  StateDict bad = net.state_dict();
+  bad[1].second = zeros({5});     // layers.0.bias of the wrong shape
+  bad.pop_back();                 // mask missing
+  bad.emplace_back("extra", zeros({1}));
+  try {
+    other.load_state_dict(bad);
+    ADD_FAILURE() << "no error";
+  } catch (const RuntimeError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("'layers.0.bias' is f32 [4] here but f32 [5]"), std::string::npos) << what;
+    EXPECT_NE(what.find("missing: 'mask'"), std::string::npos) << what;
+    EXPECT_NE(what.find("unexpected: 'extra'"), std::string::npos) << what;
   }
 }
 
