@@ -60,6 +60,7 @@
 #include <ein/shape_spec_parser.h>
 #include <ein/shape_spec_printer.h>
 #include <ein/tensor.h>
+#include <ein/tensor_math.h>
 #include <ein/token_data.h>
 #include <ein/trainer.h>
 #include <ein/training_checkpoint.h>
