@@ -129,6 +129,7 @@ Tensor abs(const Tensor& x) { return elementwise("abs(x)", {x}); }
 Tensor tanh(const Tensor& x) { return elementwise("tanh(x)", {x}); }
 Tensor sigmoid(const Tensor& x) { return elementwise("sigmoid(x)", {x}); }
 Tensor relu(const Tensor& x) { return elementwise("relu(x)", {x}); }
+Tensor gelu(const Tensor& x) { return elementwise("gelu(x)", {x}); }
 Tensor sin(const Tensor& x) { return elementwise("sin(x)", {x}); }
 Tensor cos(const Tensor& x) { return elementwise("cos(x)", {x}); }
 Tensor square(const Tensor& x) { return elementwise("square(x)", {x}); }

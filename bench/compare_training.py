@@ -67,7 +67,8 @@ def main():
     for _ in range(args.rounds):
         out = subprocess.run([args.driver, "--reps", str(args.reps)], check=True,
                              capture_output=True, text=True).stdout
-        row = json.loads(out.strip().splitlines()[-1])
+        rows = [json.loads(line) for line in out.strip().splitlines()]
+        row = next(r for r in rows if r["case"] == "mlp_step")
         kernels = row["kernels"]
         t = torch_mlp_step(args.reps)
         p = torch_mlp_step(args.reps, matmul_plus_bias=True)

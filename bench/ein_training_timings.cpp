@@ -2,11 +2,14 @@
 // ein_cpu_timings: the median and minimum wall time of a step and the kernels it launched.
 // bench/compare_training.py runs PyTorch's eager step on the same case in the same run.
 //
-//   build-bench/bin/ein_training_timings [--reps N] [--warmup N]
+//   build-bench/bin/ein_training_timings [--reps N] [--warmup N] [--rounds N]
 //
 // Cases:
 //   mlp_step: Linear(D, D) → GELU → Linear(D, D), MSE loss against a target, backward, AdamW
 //             step; D = 512, batch B = 256, f32 (the autograd issue's target).
+//   mlp_step_operators: the same step written with the C++ operators of ein/tensor_math.h
+//             (gelu(x @ w1 + b1) as two eager kernels instead of one map string); the two
+//             cases alternate round by round.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -44,7 +47,7 @@ Timing time_steps(F&& f, int reps, int warmup) {
   return {t[t.size() / 2], t.front()};
 }
 
-void mlp_step(int reps, int warmup) {
+void mlp_step(int reps, int warmup, bool operators) {
   const int64_t B = 256, D = 512;
   const Tensor x = randn({B, D}, DType::f32, cpu(), 1);
   const Tensor y = randn({B, D}, DType::f32, cpu(), 2);
@@ -62,8 +65,14 @@ void mlp_step(int reps, int warmup) {
   optim::AdamW opt({w1, b1, w2, b2}, {.lr = 1e-3});
   auto step = [&] {
     opt.zero_grad();
-    const Tensor h = map("h[b f], c[f] -> gelu(h + c)", {einsum("b d, d f -> b f", x, w1), b1});
-    const Tensor out = map("o[b e], c[e] -> o + c", {einsum("b f, f e -> b e", h, w2), b2});
+    Tensor out;
+    if (operators) {
+      const Tensor h = gelu(einsum("b d, d f -> b f", x, w1) + b1);
+      out = einsum("b f, f e -> b e", h, w2) + b2;
+    } else {
+      const Tensor h = map("h[b f], c[f] -> gelu(h + c)", {einsum("b d, d f -> b f", x, w1), b1});
+      out = map("o[b e], c[e] -> o + c", {einsum("b f, f e -> b e", h, w2), b2});
+    }
     const Tensor loss = nn::mse_loss(out, y);
     loss.backward();
     opt.step();
@@ -73,9 +82,10 @@ void mlp_step(int reps, int warmup) {
   step();
   const CostTotals& c = counter.totals();
   fmt::print(
-      "{{\"case\": \"mlp_step\", \"median_s\": {:.6g}, \"min_s\": {:.6g}, \"flops\": {}, "
+      "{{\"case\": \"{}\", \"median_s\": {:.6g}, \"min_s\": {:.6g}, \"flops\": {}, "
       "\"matmul_flops\": {}, \"kernels\": {}}}\n",
-      t.median, t.min, c.flops, c.matmul_flops, c.kernels);
+      operators ? "mlp_step_operators" : "mlp_step", t.median, t.min, c.flops, c.matmul_flops,
+      c.kernels);
 }
 
 }  // namespace
@@ -87,5 +97,11 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--reps") == 0) reps = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--warmup") == 0) warmup = std::atoi(argv[i + 1]);
   }
-  ein::mlp_step(reps, warmup);
+  int rounds = 1;
+  for (int i = 1; i + 1 < argc; i += 2)
+    if (std::strcmp(argv[i], "--rounds") == 0) rounds = std::atoi(argv[i + 1]);
+  for (int r = 0; r < rounds; ++r) {
+    ein::mlp_step(reps, warmup, false);
+    ein::mlp_step(reps, warmup, true);
+  }
 }

@@ -64,6 +64,8 @@ Tensor abs(const Tensor& x);
 Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);
+/// The exact (erf) GELU, torch's F.gelu default.
+Tensor gelu(const Tensor& x);
 Tensor sin(const Tensor& x);
 Tensor cos(const Tensor& x);
 Tensor square(const Tensor& x);
