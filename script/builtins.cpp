@@ -4,6 +4,8 @@
 // trace; on numbers the math builtins compute directly.
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <numeric>
 
 #include <ein/errors.h>
 #include <fmt/format.h>
@@ -384,6 +386,55 @@ std::map<std::string, BuiltinFn> make_table() {
     const auto dtype = parse_dtype_name(dt);
     if (!dtype) a.fail(1, fmt::format("unknown dtype '{}'", dt));
     return Value::tensor(a.trace().constant(ein::arange(n, DType::i64).to(*dtype)));
+  };
+  // transpose(x, dim0, dim1): torch.transpose, a view (negative dims count from the end).
+  tab["transpose"] = [](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
+    Args a(in, args, site, "transpose", {"x", "dim0", "dim1"});
+    const TensorVal x = a.tensor(0);
+    const auto n = static_cast<int64_t>(x.shape.size());
+    int64_t d[2];
+    for (size_t k = 0; k < 2; ++k) {
+      const int64_t v = a.integer(k + 1, n >= 2 ? (k == 0 ? n - 2 : n - 1) : 0);
+      d[k] = v < 0 ? v + n : v;
+      if (d[k] < 0 || d[k] >= n)
+        a.fail(k + 1, fmt::format("transpose(): dim {} is out of range for a tensor of {} dims", v, n));
+    }
+    std::vector<int64_t> order(static_cast<size_t>(n));
+    std::iota(order.begin(), order.end(), 0);
+    std::swap(order[static_cast<size_t>(d[0])], order[static_cast<size_t>(d[1])]);
+    return Value::tensor(a.trace().b.permute(x, order));
+  };
+  // tensor([[1, 2], [3, 4]], dtype = "f32"): a literal (nested lists of numbers, rectangular).
+  tab["tensor"] = [](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
+    Args a(in, args, site, "tensor", {"data", "dtype"});
+    std::vector<double> flat;
+    Shape shape;
+    bool integral = true;
+    std::function<void(const Value&, size_t)> walk = [&](const Value& v, size_t depth) {
+      if (v.kind == Value::Kind::number) {
+        if (depth != shape.size() && !(depth == 0 && shape.empty()))
+          a.fail(0, "tensor(): the nested lists are not rectangular");
+        flat.push_back(v.num);
+        integral = integral && v.is_int;
+        return;
+      }
+      if (v.kind != Value::Kind::list && v.kind != Value::Kind::tuple)
+        a.fail(0, "tensor() takes numbers in nested lists, e.g. tensor([[1, 2], [3, 4]])");
+      const auto n = static_cast<int64_t>(v.items->size());
+      if (depth == shape.size()) {
+        if (!flat.empty()) a.fail(0, "tensor(): the nested lists are not rectangular");
+        shape.push_back(n);
+      } else if (shape[depth] != n) {
+        a.fail(0, "tensor(): the nested lists are not rectangular");
+      }
+      for (const Value& item : *v.items)
+        walk(item, depth + 1);
+    };
+    walk(a.value(0), 0);
+    const std::string dt = a.string(1, std::string(integral ? "i64" : "f32"));
+    const auto dtype = parse_dtype_name(dt);
+    if (!dtype) a.fail(1, fmt::format("unknown dtype '{}'", dt));
+    return Value::tensor(a.trace().constant(from_data(flat, shape).to(*dtype)));
   };
   tab["zeros"] = [](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
     if (args.empty()) return record("zeros");

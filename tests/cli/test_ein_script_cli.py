@@ -209,6 +209,20 @@ class RunPrinting(Case):
         out, _ = self.ok("run", src, "--fn", "m", "--inputs", inputs)
         self.assertEqual(outputs(out)[0][1], [4, 5, 3])
 
+    # Tensor literals and transpose.
+    def test_tensor_literals_and_transpose(self):
+        src = self.path("t.ein")
+        with open(src, "w") as f:
+            f.write("fn lit() = transpose(tensor([[1, 2, 3], [4, 5, 6]]) * 2, 0, 1)\n"
+                    "fn half() = tensor([0.5, 1.5], dtype = \"f64\")\n"
+                    "fn bad() = tensor([[1, 2], [3]])\n")
+        out, _ = self.ok("run", src, "--fn", "lit")
+        self.assertIn("output 0: i64[3 2]", out)
+        self.assertEqual(outputs(out)[0][1], [2, 8, 4, 10, 6, 12])
+        out, _ = self.ok("run", src, "--fn", "half")
+        self.assertIn("dtype=f64", out)
+        self.fails(["run", src, "--fn", "bad"], "t.ein:3:19: error: tensor(): the nested lists are not rectangular")
+
     # The lecture's Q8_0 quantization: q = i8(round(x / scale)), half to even, dequantized.
     def test_q8_0_quantization(self):
         src = self.path("q.ein")
