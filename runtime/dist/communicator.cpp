@@ -86,22 +86,27 @@ Communicator& world() {
   return *w;
 }
 
-std::vector<double> Communicator::all_gather(double value, std::string_view what) {
-  std::vector<double> out(static_cast<size_t>(size()));
-  std::vector<int64_t> counts(out.size(), sizeof(double)), offsets(out.size());
+namespace {
+
+/// One `value` per rank, in rank order (a fixed-size all-gather).
+template <class T>
+std::vector<T> gather_values(Communicator& comm, T value, std::string_view what) {
+  std::vector<T> out(static_cast<size_t>(comm.size()));
+  std::vector<int64_t> counts(out.size(), sizeof(T)), offsets(out.size());
   for (size_t i = 0; i < out.size(); ++i)
-    offsets[i] = static_cast<int64_t>(i * sizeof(double));
-  all_gather_v(&value, out.data(), counts, offsets, what);
+    offsets[i] = static_cast<int64_t>(i * sizeof(T));
+  comm.all_gather_v(&value, out.data(), counts, offsets, what);
   return out;
 }
 
+}  // namespace
+
+std::vector<double> Communicator::all_gather(double value, std::string_view what) {
+  return gather_values(*this, value, what);
+}
+
 std::vector<uint64_t> Communicator::all_gather(uint64_t value, std::string_view what) {
-  std::vector<uint64_t> out(static_cast<size_t>(size()));
-  std::vector<int64_t> counts(out.size(), sizeof(uint64_t)), offsets(out.size());
-  for (size_t i = 0; i < out.size(); ++i)
-    offsets[i] = static_cast<int64_t>(i * sizeof(uint64_t));
-  all_gather_v(&value, out.data(), counts, offsets, what);
-  return out;
+  return gather_values(*this, value, what);
 }
 
 double Communicator::sum(double value, std::string_view what) {

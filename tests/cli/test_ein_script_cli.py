@@ -165,14 +165,19 @@ class Quiet(Case):
 
 
 class RunPrinting(Case):
+    def source(self, name, text):
+        """A script file `name` with `text` in the test's directory."""
+        path = self.path(name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
     # ein run prints tensors as PyTorch does (every value up to 1000 elements, then the first
     # and last 3 of each long dimension) and, with --grad, the gradients of a scalar fn.
     def test_values_in_full_and_gradients(self):
-        src = self.path("f.ein")
-        with open(src, "w") as f:
-            f.write("fn sq(x: f32[3 4]) -> f32[] = sum(x * x)\n"
-                    "fn big(x: f32[40 40]) = x * 2\n"
-                    "fn twice(x: f32[3]) = x * 2\n")
+        src = self.source("f.ein", "fn sq(x: f32[3 4]) -> f32[] = sum(x * x)\n"
+                                   "fn big(x: f32[40 40]) = x * 2\n"
+                                   "fn twice(x: f32[3]) = x * 2\n")
         x = [0.5 * i - 2 for i in range(12)]
         inputs = self.path("x.safetensors")
         write_safetensors(inputs, {"x": ([3, 4], x)})
@@ -191,17 +196,10 @@ class RunPrinting(Case):
 
     # Integers: sums and arithmetic stay exact i64 (past f32's 2^24 and f64's 2^53).
     def test_integer_sum_and_arithmetic(self):
-        src = self.path("i.ein")
-        with open(src, "w") as f:
-            f.write("fn s(x: i64[2 3]) -> i64[2] = sum(x * 1000000000000, 1)\n"
-                    "fn m(x: i64[2 3]) = max(x, 0)\n")
+        src = self.source("i.ein", "fn s(x: i64[2 3]) -> i64[2] = sum(x * 1000000000000, 1)\n"
+                                   "fn m(x: i64[2 3]) = max(x, 0)\n")
         inputs = self.path("x.safetensors")
-        vals = [1, -2, 3, 4, 5, -6]
-        blob = struct.pack("<6q", *vals)
-        header = json.dumps({"x": {"dtype": "I64", "shape": [2, 3], "data_offsets": [0, 48]}}).encode()
-        header += b" " * (-len(header) % 8)
-        with open(inputs, "wb") as f:
-            f.write(struct.pack("<Q", len(header)) + header + blob)
+        write_safetensors(inputs, {"x": ([2, 3], [1, -2, 3, 4, 5, -6])}, dtype="I64")
         self.ok("check", src)
         out, _ = self.ok("run", src, "--fn", "s", "--inputs", inputs)
         self.assertIn("dtype=i64", out)
@@ -211,11 +209,9 @@ class RunPrinting(Case):
 
     # Tensor literals and transpose.
     def test_tensor_literals_and_transpose(self):
-        src = self.path("t.ein")
-        with open(src, "w") as f:
-            f.write("fn lit() = transpose(tensor([[1, 2, 3], [4, 5, 6]]) * 2, 0, 1)\n"
-                    "fn half() = tensor([0.5, 1.5], dtype = \"f64\")\n"
-                    "fn bad() = tensor([[1, 2], [3]])\n")
+        src = self.source("t.ein", "fn lit() = transpose(tensor([[1, 2, 3], [4, 5, 6]]) * 2, 0, 1)\n"
+                                   "fn half() = tensor([0.5, 1.5], dtype = \"f64\")\n"
+                                   "fn bad() = tensor([[1, 2], [3]])\n")
         out, _ = self.ok("run", src, "--fn", "lit")
         self.assertIn("output 0: i64[3 2]", out)
         self.assertEqual(outputs(out)[0][1], [2, 8, 4, 10, 6, 12])
@@ -225,10 +221,8 @@ class RunPrinting(Case):
 
     # The lecture's Q8_0 quantization: q = i8(round(x / scale)), half to even, dequantized.
     def test_q8_0_quantization(self):
-        src = self.path("q.ein")
-        with open(src, "w") as f:
-            f.write("fn quantize(x: f32[8]) -> i8[8] = i8(round(x / 0.5))\n"
-                    "fn roundtrip(x: f32[8]) -> f32[8] = f32(i8(round(x / 0.5))) * 0.5\n")
+        src = self.source("q.ein", "fn quantize(x: f32[8]) -> i8[8] = i8(round(x / 0.5))\n"
+                                   "fn roundtrip(x: f32[8]) -> f32[8] = f32(i8(round(x / 0.5))) * 0.5\n")
         x = [0.25, 0.75, -0.25, -0.75, 1.3, -63.4, 10.0, 0.0]
         inputs = self.path("x.safetensors")
         write_safetensors(inputs, {"x": ([8], x)})
@@ -727,12 +721,14 @@ class Run(Case):
         self.assertIn("output 0: f32[1 8 256]", out)
 
 
-def write_safetensors(path, tensors):
-    """Write {name: (shape, [float])} as F32, in order (the format read_safetensors reads)."""
+def write_safetensors(path, tensors, dtype="F32"):
+    """Write {name: (shape, [value])} as F32 (or I64), in order (the format read_safetensors
+    reads)."""
+    code = {"F32": "f", "I64": "q"}[dtype]
     header, blobs, off = {}, [], 0
     for name, (shape, values) in tensors.items():
-        b = struct.pack(f"<{len(values)}f", *values)
-        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [off, off + len(b)]}
+        b = struct.pack(f"<{len(values)}{code}", *values)
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [off, off + len(b)]}
         blobs.append(b)
         off += len(b)
     h = json.dumps(header, separators=(",", ":")).encode()
