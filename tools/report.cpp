@@ -265,6 +265,19 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
                                   fmt::join(t.shape, " "));
       break;
     }
+  // No token ids: the batch is the leading dim of the first argument that has one, and the
+  // per-unit FLOPs are per sample.
+  if (r.tokens_note.starts_with("no token-id"))
+    for (size_t i = 0; i < types.size(); ++i)
+      if (!types[i].shape.empty()) {
+        r.batch = types[i].shape[0];
+        r.tokens_per_step = r.batch;
+        r.unit = "sample";
+        r.tokens_note = fmt::format("no token-id argument: the batch is the leading dim of argument "
+                                    "{}, {}[{}]",
+                                    i, dtype_name(types[i].dtype), fmt::join(types[i].shape, " "));
+        break;
+      }
 
   // Parameters (tied ones once), embeddings (tables of gathers).
   const std::vector<script::ParamInfo> params = program->parameter_info();

@@ -95,6 +95,9 @@ struct Report {
   // the step
   int64_t batch = 1, tokens_per_step = 1;
   std::string tokens_note;  ///< how tokens_per_step was found
+  /// What tokens_per_step counts: "token" (token ids) or "sample" (the leading dim of the
+  /// first argument, for scripts without token ids).
+  std::string unit = "token";
   int64_t fwd_flops = 0, fwd_matmul_flops = 0, bwd_input_flops = 0, bwd_weight_flops = 0;
   int64_t recompute_flops = 0, fwd_bytes = 0, bwd_bytes = 0;
   int64_t saved_total = 0, saved_activations = 0;

@@ -126,7 +126,7 @@ std::string render_html(const Report& r, const Summary& s) {
   h += fmt::format("<p>parameters: {} total, {} trainable, {} embedding, {} non-embedding. Tied: {}.</p>", grouped(static_cast<double>(r.params_total)),
                    grouped(static_cast<double>(r.params_trainable)), grouped(static_cast<double>(r.params_embedding)),
                    grouped(static_cast<double>(r.params_total - r.params_embedding)), r.tied.empty() ? std::string("none") : escape(fmt::format("{}", fmt::join(r.tied, "; "))));
-  h += fmt::format("<h2>FLOPs ({} tokens per step)</h2><table><tr><th>convention</th><th>per token</th><th>per step</th><th>note</th></tr>", grouped(static_cast<double>(r.tokens_per_step)));
+  h += fmt::format("<h2>FLOPs ({} {}s per step)</h2><table><tr><th>convention</th><th>per {}</th><th>per step</th><th>note</th></tr>", grouped(static_cast<double>(r.tokens_per_step)), r.unit, r.unit);
   for (const Convention& c : s.flops)
     h += fmt::format("<tr><td>{}</td><td class=n>{}</td><td class=n>{}</td><td>{}</td></tr>", escape(c.name), si(c.per_token), si(c.per_step), escape(c.note));
   h += "</table>\n<h2>Roofline</h2>" + roofline_svg(r) + "\n<h2>Memory ledger</h2>" + memory_svg(r);

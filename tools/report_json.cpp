@@ -25,7 +25,7 @@ std::string render_json(const Report& r, const Summary& s) {
                  {"embedding_names", r.embedding_names},
                  {"tied", r.tied},
                  {"bytes", r.param_bytes}};
-  j["step"] = {{"batch", r.batch}, {"tokens", r.tokens_per_step}};
+  j["step"] = {{"batch", r.batch}, {"tokens", r.tokens_per_step}, {"unit", r.unit}};
   json conventions = json::array();
   for (const Convention& c : s.flops)
     conventions.push_back({{"name", c.name}, {"per_token", c.per_token}, {"per_step", c.per_step}, {"note", c.note}});

@@ -48,7 +48,8 @@ Summary summarize(const Report& r) {
                   r.hw_name, r.math, si(r.peak), si(r.bandwidth)),
       "Saved activations are the forward values the backward graph reads, at the traced dtypes, "
       "counted once per tensor that holds the memory.",
-      fmt::format("Tokens per step: {} ({}).", grouped(tokens), r.tokens_note),
+      fmt::format("{} per step: {} ({}).", r.unit == "token" ? "Tokens" : "Samples", grouped(tokens),
+                  r.tokens_note),
   };
   const auto add = [&](std::string name, double per_step, std::string note) {
     s.flops.push_back({std::move(name), std::move(note), per_step / tokens, per_step});
@@ -69,7 +70,11 @@ Summary summarize(const Report& r) {
   // Memory per device: data parallel replicates the state and splits the batch; ZeRO-3 shards
   // the state too.
   const double act_per_sample = r.activation_peak / static_cast<double>(std::max<int64_t>(r.batch, 1));
-  const double activations = r.activation_peak / r.gpus;  // per device: the batch is split
+  // Per device: the batch is split; a batch that does not split evenly leaves some device
+  // ceil(B / N) samples (DistributedSampler pads to that), so every memory line uses that.
+  const double batch = static_cast<double>(std::max<int64_t>(r.batch, 1));
+  s.uneven = std::fmod(batch, r.gpus) != 0;
+  const double activations = s.uneven ? act_per_sample * std::ceil(batch / r.gpus) : r.activation_peak / r.gpus;
   s.per_device = r.state_bytes + activations;
   s.per_device_zero3 = r.state_bytes / r.gpus + activations;
   s.fits = s.per_device <= r.device_memory;

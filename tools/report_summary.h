@@ -25,6 +25,7 @@ struct Summary {
   double useful_step = 0;                ///< exact count with causal attention halved
   double per_device = 0, per_device_zero3 = 0;  ///< bytes per device: replicated, ZeRO-3
   bool fits = false, fits_zero3 = false;        ///< each within the device memory
+  bool uneven = false;  ///< the batch does not split evenly over the devices (ceil(B/N) each)
   double max_batch = 0, max_batch_zero3 = 0;  ///< per device
   /// Per device under each ZeRO stage 0 (plain data parallel) to 3.
   struct Zero {

@@ -2,6 +2,7 @@
 // rows as aligned plain text or as markdown tables. Both share one walk so that they never
 // disagree on what is printed.
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -43,8 +44,9 @@ std::string render_text(const Report& r, const Summary& s, bool md) {
                       : fmt::format("tied weights (counted once): {}", fmt::join(r.tied, "; ")));
   line(fmt::format("graph: {} forward nodes, {} backward nodes", r.forward_nodes, r.backward_nodes));
 
-  h(fmt::format("FLOPs per token and per step ({} tokens per step)", grouped(static_cast<double>(r.tokens_per_step))));
-  if (md) out += "| convention | per token | per step | note |\n|---|---:|---:|---|\n";
+  h(fmt::format("FLOPs per {} and per step ({} {}s per step)", r.unit,
+                grouped(static_cast<double>(r.tokens_per_step)), r.unit));
+  if (md) out += fmt::format("| convention | per {} | per step | note |\n|---|---:|---:|---|\n", r.unit);
   for (const Convention& c : s.flops)
     out += md ? fmt::format("| {} | {} | {} | {} |\n", c.name, si(c.per_token), si(c.per_step), c.note)
               : fmt::format("  {:<44} {:>12} {:>12}  {}\n", c.name, si(c.per_token), si(c.per_step), c.note);
@@ -72,8 +74,14 @@ std::string render_text(const Report& r, const Summary& s, bool md) {
                    "state, and the activations with the gradients made so far at their joint "
                    "peak): {}",
                    si(r.step_peak, "B")));
-  line(fmt::format("per device, data parallel over {} (state replicated, batch split): {} of {}: {}",
-                   grouped(r.gpus), si(s.per_device, "B"), si(r.device_memory, "B"), fits_text(s.fits)));
+  line(fmt::format("per device, data parallel over {} (state replicated, batch split{}): {} of {}: {}",
+                   grouped(r.gpus),
+                   s.uneven ? fmt::format("; the batch {} does not split evenly, so a device holds "
+                                          "ceil({} / {}) = {}, as DistributedSampler pads",
+                                          r.batch, r.batch, grouped(r.gpus),
+                                          std::ceil(static_cast<double>(r.batch) / r.gpus))
+                            : "",
+                   si(s.per_device, "B"), si(r.device_memory, "B"), fits_text(s.fits)));
   line(fmt::format("largest batch per device (activations scale with batch): {}; with ZeRO-3: {}",
                    grouped(s.max_batch), grouped(s.max_batch_zero3)));
 

@@ -111,7 +111,7 @@ class Report(unittest.TestCase):
         self.assertEqual(j["flops"]["forward_matmul"], 8 * 291648307200)
         self.assertEqual(j["attention"], {"layers": 12, "heads": 12, "head_dim": 64, "seq": 1024})
         self.assertAlmostEqual(j["flops"]["palm_per_token"], 6 * 124439808 + 12 * 12 * 12 * 64 * 1024)
-        self.assertEqual(j["step"], {"batch": 8, "tokens": 8192})
+        self.assertEqual(j["step"], {"batch": 8, "tokens": 8192, "unit": "token"})
         # The tied head, b t d x v d -> b t v, as a formula and as factors, and its location in
         # stdlib/gpt.ein. It runs fused with the cross-entropy (compiler/fuse/cross_entropy.h:
         # rows (b t) x classes, never storing the logits), so its row holds the fused node.
@@ -205,7 +205,7 @@ class Report(unittest.TestCase):
         # The form: several settings in one flag.
         j3 = self.json(script("gpt2_small.ein"), "--set", "B=4,T=512")
         self.assertEqual((j3["dims"]["B"], j3["dims"]["T"]), (4, 512))
-        self.assertEqual(j3["step"], {"batch": 4, "tokens": 2048})
+        self.assertEqual(j3["step"], {"batch": 4, "tokens": 2048, "unit": "token"})
 
     def test_optimizer_state_from_the_script(self):
         # Cruncher with AdaGrad: one state per parameter (state s), 4 bytes of fp32.
@@ -220,6 +220,26 @@ class Report(unittest.TestCase):
         self.assertEqual(j["memory"]["optimizer_states"], 2)
         self.assertEqual(j["memory"]["optimizer_from"], "--optimizer")
         self.assertEqual(j["memory"]["bytes_per_param"], 16)
+
+    def test_batch_without_token_ids(self):
+        # No token ids: the batch is the leading dim of the first argument (Cruncher's x: f32[B
+        # D], B = 8), FLOPs are per sample, and activations per sample times the batch.
+        j = self.json(script("cruncher_adagrad.ein"))
+        self.assertEqual(j["step"], {"batch": 8, "tokens": 8, "unit": "sample"})
+        out = self.ok("report", script("cruncher_adagrad.ein"))
+        self.assertIn("Samples per step: 8 (no token-id argument: the batch is the leading dim of "
+                      "argument 0, f32[8 64])", out)
+        self.assertIn("FLOPs per sample and per step (8 samples per step)", out)
+        # A batch that does not split over the devices is said so, and every memory line counts
+        # ceil(B / N) samples per device (3 of 8 over 3 devices), not B / N.
+        three = self.ok("report", script("cruncher_adagrad.ein"), "--gpus", "3")
+        self.assertIn("the batch 8 does not split evenly, so a device holds ceil(8 / 3) = 3", three)
+        self.assertIn("the batch 8 does not split evenly over 3 devices", three)
+        j3 = self.json(script("cruncher_adagrad.ein"), "--gpus", "3")
+        j4 = self.json(script("cruncher_adagrad.ein"), "--gpus", "4")
+        act3 = j3["memory"]["zero"][0]["activations"]
+        act4 = j4["memory"]["zero"][0]["activations"]
+        self.assertAlmostEqual(act3 / act4, 3 / 2)  # 3 samples against 2
 
     def test_liveness_and_what_ifs(self):
         two_layers = [a if a != "L=1" else "L=2" for a in TINY]
