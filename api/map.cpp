@@ -57,6 +57,11 @@ bool integer_closed(const Kernel& k) {
       case ScalarOp::minimum: case ScalarOp::eq: case ScalarOp::ne: case ScalarOp::lt:
       case ScalarOp::le: case ScalarOp::gt: case ScalarOp::ge: case ScalarOp::where:
         break;
+      case ScalarOp::pow: {  // a whole non-negative constant exponent keeps integers
+        const ScalarNode& e = k.nodes[static_cast<size_t>(n.b)];
+        if (e.op != ScalarOp::constant || e.value < 0 || e.value != std::trunc(e.value)) return false;
+        break;
+      }
       default:
         return false;
     }

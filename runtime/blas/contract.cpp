@@ -245,6 +245,70 @@ MatrixBatch gemm_operand(Operand& x, const std::vector<int>& batch, const std::v
 // 6. If the result folds with unit stride along m, compute Cᵀ = Bᵀ·Aᵀ instead.
 // 7. One gemm_batched (bf16 operands as they are where oneDNN's matmul takes them, else f32
 //    copies); round back to f16/bf16 when that was the input dtype.
+namespace {
+
+/// An integer contraction, exactly: int64 loops over every axis on the host (BLAS has no
+/// integer GEMM; wrap-around on overflow as torch's). Axes repeated within an operand take
+/// its diagonal; an axis only in the output is not allowed (contract never makes one). The
+/// result has the operands' dtype, on their device.
+Tensor integer_contract(const Tensor& a_in, const std::vector<int>& a_axes, const Tensor& b_in,
+                        const std::vector<int>& b_axes, const std::vector<int>& out_axes) {
+  const Tensor a = a_in.to(cpu()).to(DType::i64).contiguous();
+  const Tensor b = b_in.to(cpu()).to(DType::i64).contiguous();
+  std::vector<int> axes;  // every distinct axis id
+  std::vector<int64_t> size;
+  auto see = [&](const std::vector<int>& ids, const Tensor& t) {
+    for (size_t d = 0; d < ids.size(); ++d) {
+      const auto it = std::find(axes.begin(), axes.end(), ids[d]);
+      const int64_t n = t.size(static_cast<int64_t>(d));
+      if (it == axes.end()) {
+        axes.push_back(ids[d]);
+        size.push_back(n);
+      } else if (size[static_cast<size_t>(it - axes.begin())] != n) {
+        throw RuntimeError("contract: axis " + std::to_string(ids[d]) + " has two lengths");
+      }
+    }
+  };
+  see(a_axes, a);
+  see(b_axes, b);
+  const auto slot = [&](int id) {
+    const auto it = std::find(axes.begin(), axes.end(), id);
+    if (it == axes.end()) throw RuntimeError("contract: output axis " + std::to_string(id) + " is in no operand");
+    return static_cast<size_t>(it - axes.begin());
+  };
+  // Element strides of a, b and the output per axis (summed for repeated axes: diagonals).
+  std::vector<int64_t> sa(axes.size(), 0), sb(axes.size(), 0), so(axes.size(), 0);
+  for (size_t d = 0; d < a_axes.size(); ++d) sa[slot(a_axes[d])] += a.stride(static_cast<int64_t>(d));
+  for (size_t d = 0; d < b_axes.size(); ++d) sb[slot(b_axes[d])] += b.stride(static_cast<int64_t>(d));
+  Shape out_shape;
+  for (int id : out_axes) out_shape.push_back(size[slot(id)]);
+  Tensor out = zeros(out_shape, DType::i64, cpu());
+  for (size_t d = 0; d < out_axes.size(); ++d) so[slot(out_axes[d])] = out.stride(static_cast<int64_t>(d));
+  int64_t total = 1;
+  for (int64_t n : size) total *= n;
+  const int64_t *pa = a.data<int64_t>(), *pb = b.data<int64_t>();
+  int64_t* po = out.data<int64_t>();
+  std::vector<int64_t> index(axes.size(), 0);
+  int64_t ia = 0, ib = 0, io = 0;
+  for (int64_t step = 0; step < total; ++step) {
+    po[io] = static_cast<int64_t>(static_cast<uint64_t>(po[io]) +
+                                  static_cast<uint64_t>(pa[ia]) * static_cast<uint64_t>(pb[ib]));
+    for (size_t d = axes.size(); d-- > 0;) {  // the next index, last axis fastest
+      ia += sa[d];
+      ib += sb[d];
+      io += so[d];
+      if (++index[d] < size[d]) break;
+      ia -= sa[d] * size[d];
+      ib -= sb[d] * size[d];
+      io -= so[d] * size[d];
+      index[d] = 0;
+    }
+  }
+  return out.to(a_in.dtype()).to(a_in.device());
+}
+
+}  // namespace
+
 Tensor contract(const Tensor& a_in, const std::vector<int>& a_axes, const Tensor& b_in,
                 const std::vector<int>& b_axes, const std::vector<int>& out_axes) {
   if (!a_in.defined() || !b_in.defined()) throw RuntimeError("contract: undefined operand");
@@ -258,6 +322,8 @@ Tensor contract(const Tensor& a_in, const std::vector<int>& a_axes, const Tensor
                        " and " + std::string(dtype_name(b_in.dtype())));
   }
   const DType dtype = a_in.dtype();
+  if (dtype == DType::i64 || dtype == DType::i32 || dtype == DType::i8 || dtype == DType::u8)
+    return integer_contract(a_in, a_axes, b_in, b_axes, out_axes);
   if (dtype != DType::f64 && dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16) {
     throw RuntimeError("contract: dtype " + std::string(dtype_name(dtype)) +
                        " is not f64, f32, f16 or bf16");

@@ -197,7 +197,9 @@ class RunPrinting(Case):
     # Integers: sums and arithmetic stay exact i64 (past f32's 2^24 and f64's 2^53).
     def test_integer_sum_and_arithmetic(self):
         src = self.source("i.ein", "fn s(x: i64[2 3]) -> i64[2] = sum(x * 1000000000000, 1)\n"
-                                   "fn m(x: i64[2 3]) = max(x, 0)\n")
+                                   "fn m(x: i64[2 3]) = max(x, 0)\n"
+                                   "fn p(x: i64[2 3]) = x ** 3\n"
+                                   "fn e(x: i64[2 3]) = einsum(x, x, \"i j, k j -> i k\")\n")
         inputs = self.path("x.safetensors")
         write_safetensors(inputs, {"x": ([2, 3], [1, -2, 3, 4, 5, -6])}, dtype="I64")
         self.ok("check", src)
@@ -206,6 +208,12 @@ class RunPrinting(Case):
         self.assertEqual(outputs(out)[0][1], [2000000000000, 3000000000000])
         out, _ = self.ok("run", src, "--fn", "m", "--inputs", inputs)
         self.assertEqual(outputs(out)[0][1], [4, 5, 3])
+        out, _ = self.ok("run", src, "--fn", "p", "--inputs", inputs)
+        self.assertIn("output 0: i64[2 3]", out)
+        self.assertEqual(outputs(out)[0][1], [1, -8, 27, 64, 125, -216])
+        out, _ = self.ok("run", src, "--fn", "e", "--inputs", inputs)  # x xᵀ, exact integers
+        self.assertIn("output 0: i64[2 2]", out)
+        self.assertEqual(outputs(out)[0][1], [14, -24, -24, 77])
 
     # Tensor literals and transpose.
     def test_tensor_literals_and_transpose(self):

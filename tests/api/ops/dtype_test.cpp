@@ -404,3 +404,37 @@ TEST(Dtypes, TriuAndTrilMaskTheLastTwoDims) {
 
 }  // namespace
 }  // namespace ein::testing
+
+namespace ein::testing {
+namespace {
+
+// Integer einsum is exact (int64 on the host): a batched matmul against plain loops with
+// values past 2^53, a diagonal, an outer product, and i32 keeping its dtype.
+TEST(Dtypes, IntegerEinsumIsExact) {
+  const int64_t big = (int64_t{1} << 40) + 3;
+  std::vector<int64_t> av(2 * 3 * 4), bv(2 * 4 * 5);
+  for (size_t i = 0; i < av.size(); ++i) av[i] = static_cast<int64_t>(i) * (i % 3 == 0 ? big : -7);
+  for (size_t i = 0; i < bv.size(); ++i) bv[i] = static_cast<int64_t>(i % 5) - 2 + (i == 7 ? 1 << 20 : 0);
+  const Tensor a = from_data(av, {2, 3, 4}), b = from_data(bv, {2, 4, 5});
+  const Tensor c = einsum("n i j, n j k -> n i k", a, b);
+  ASSERT_EQ(c.dtype(), DType::i64);
+  const std::vector<int64_t> got = c.to_vector<int64_t>();
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t i = 0; i < 3; ++i)
+      for (int64_t k = 0; k < 5; ++k) {
+        uint64_t want = 0;  // wrap-around like the kernel and torch
+        for (int64_t j = 0; j < 4; ++j)
+          want += static_cast<uint64_t>(av[static_cast<size_t>((n * 3 + i) * 4 + j)]) *
+                  static_cast<uint64_t>(bv[static_cast<size_t>((n * 4 + j) * 5 + k)]);
+        EXPECT_EQ(got[static_cast<size_t>((n * 3 + i) * 5 + k)], static_cast<int64_t>(want));
+      }
+  const Tensor sq = from_data<int64_t>({1, 2, 3, 4, 5, 6, 7, 8, 9}, {3, 3});
+  EXPECT_EQ(einsum("i i -> i", sq).to_vector<int64_t>(), (std::vector<int64_t>{1, 5, 9}));
+  const Tensor u = from_data<int32_t>({2, -3}, {2}), v = from_data<int32_t>({5, 7, 11}, {3});
+  const Tensor outer = einsum("i, j -> i j", u, v);
+  EXPECT_EQ(outer.dtype(), DType::i32);
+  EXPECT_EQ(outer.to_vector<int32_t>(), (std::vector<int32_t>{10, 14, 22, -15, -21, -33}));
+}
+
+}  // namespace
+}  // namespace ein::testing

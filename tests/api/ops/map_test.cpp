@@ -453,6 +453,9 @@ TEST(Map, IntegerArithmeticKeepsIntegers) {
   EXPECT_TRUE(half.dtype() == DType::f64 || half.dtype() == DType::f32) << dtype_name(half.dtype());
   EXPECT_EQ(half.to_vector<double>().front(), 0.5);
   EXPECT_EQ(map("x[i] -> x * 0.5", {x}).to_vector<double>().back(), 0.5 * static_cast<double>(big));
+  EXPECT_EQ(map("x[i] -> x ** 2", {i32}).dtype(), DType::i32);  // a whole power keeps integers
+  EXPECT_EQ(map("x[i] -> x ** 2", {i32}).to_vector<int32_t>(), (std::vector<int32_t>{49, 49}));
+  EXPECT_NE(map("x[i] -> x ** 0.5", {i32}).dtype(), DType::i32);
 }
 
 }  // namespace
