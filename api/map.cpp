@@ -3,7 +3,9 @@
 // differentiable) on the inputs' device.
 #include <cmath>
 #include <mutex>
+#include <regex>
 #include <shared_mutex>
+#include <sstream>
 #include <unordered_map>
 
 #include <ein/errors.h>
@@ -69,9 +71,60 @@ bool integer_closed(const Kernel& k) {
   return true;
 }
 
+/// `text` with each input's `...` replaced by names for the axes it stands for: all the axes
+/// of that input the declaration does not name, right-aligned across inputs (so `...` axes
+/// broadcast by position, as numpy's). `x[... d], w[d] -> x * w` then maps x of any rank.
+std::string expand_ellipsis(std::string_view text, const std::vector<Tensor>& inputs) {
+  const size_t arrow = text.find("->"), dots = text.find("...");
+  if (dots == std::string_view::npos || arrow == std::string_view::npos || dots > arrow)
+    return std::string(text);
+  static const std::regex decl(R"(([A-Za-z_][A-Za-z0-9_]*)\s*\[([^\]]*)\])");
+  const std::string left(text.substr(0, arrow));
+  struct Decl {
+    size_t begin, end;  // the axes' span in `left`
+    std::vector<std::string> before, after;
+    int64_t count = -1;  // axes `...` stands for (-1: no `...`)
+  };
+  std::vector<Decl> decls;
+  int64_t widest = 0;
+  size_t k = 0;
+  for (auto it = std::sregex_iterator(left.begin(), left.end(), decl); it != std::sregex_iterator(); ++it, ++k) {
+    Decl d{static_cast<size_t>(it->position(2)), static_cast<size_t>(it->position(2) + it->length(2)), {}, {}};
+    std::istringstream axes(it->str(2));
+    bool seen = false;
+    int64_t named = 0;
+    for (std::string axis; axes >> axis;) {
+      if (axis == "...") {
+        seen = true;
+        continue;
+      }
+      (seen ? d.after : d.before).push_back(axis);
+      ++named;
+    }
+    if (seen && k < inputs.size() && inputs[k].defined() && inputs[k].dim() >= named) {
+      d.count = inputs[k].dim() - named;
+      widest = std::max(widest, d.count);
+    }
+    decls.push_back(std::move(d));
+  }
+  std::string out = left;
+  for (size_t i = decls.size(); i-- > 0;) {  // back to front: spans stay valid
+    const Decl& d = decls[i];
+    if (d.count < 0) continue;
+    std::vector<std::string> axes = d.before;
+    for (int64_t j = 0; j < d.count; ++j)
+      axes.push_back(fmt::format("_dots{}", widest - d.count + j));
+    axes.insert(axes.end(), d.after.begin(), d.after.end());
+    out.replace(d.begin, d.end - d.begin, fmt::format("{}", fmt::join(axes, " ")));
+  }
+  return out + std::string(text.substr(arrow));
+}
+
 }  // namespace
 
-Tensor map(std::string_view expression, const std::vector<Tensor>& given) {
+Tensor map(std::string_view expression_in, const std::vector<Tensor>& given) {
+  const std::string expanded = expand_ellipsis(expression_in, given);
+  const std::string_view expression = expanded;
   const auto p = map_program(expression);
   std::vector<Tensor> inputs = given;  // kernels do not read fp8: convert such inputs first
   for (Tensor& x : inputs)

@@ -458,5 +458,28 @@ TEST(Map, IntegerArithmeticKeepsIntegers) {
   EXPECT_NE(map("x[i] -> x ** 0.5", {i32}).dtype(), DType::i32);
 }
 
+// `...` stands for the axes a declaration does not name, right-aligned across inputs: one
+// string for every rank (an optimizer's update, a scale along the last axis).
+TEST(Map, EllipsisStandsForTheRemainingAxes) {
+  const Tensor w = from_data<float>({10, 100}, {2});
+  for (const Shape& shape : {Shape{2}, Shape{3, 2}, Shape{2, 2, 2}}) {
+    std::vector<float> xs(static_cast<size_t>(checked_numel(shape)));
+    for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>(i + 1);
+    const Tensor x = from_data(xs, shape);
+    const Tensor y = map("x[... d], w[d] -> x * w", {x, w});
+    EXPECT_EQ(y.shape(), shape);
+    const std::vector<float> got = y.to_vector<float>();
+    for (size_t i = 0; i < xs.size(); ++i) EXPECT_EQ(got[i], xs[i] * (i % 2 ? 100.f : 10.f));
+    const Tensor g = map("g[...], s[] -> g * s", {x, full({}, 0.5)});
+    EXPECT_EQ(g.to_vector<float>().back(), xs.back() * 0.5f);
+  }
+  // Two ellipses broadcast by position: (2, 3) against (3).
+  const Tensor a = from_data<float>({1, 2, 3, 4, 5, 6}, {2, 3}), b = from_data<float>({1, 10, 100}, {3});
+  EXPECT_EQ(map("a[...], b[...] -> a * b", {a, b}).to_vector<float>(),
+            (std::vector<float>{1, 20, 300, 4, 50, 600}));
+  // A tensor with fewer axes than the declaration names is an error, as without `...`.
+  EXPECT_THROW(map("x[... c d], w[d] -> x * w", {w, w}), UserError);
+}
+
 }  // namespace
 }  // namespace ein::testing
