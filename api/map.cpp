@@ -47,26 +47,17 @@ std::shared_ptr<const Graph> graph(const MapProgram& p, const std::vector<Tensor
 /// or an op closed over the integers (torch keeps i64 + i64 as i64; / and exp give floats).
 bool integer_closed(const Kernel& k) {
   for (const ScalarNode& n : k.nodes) {
-    switch (n.op) {
-      case ScalarOp::load:
-        break;
-      case ScalarOp::constant:
-        if (n.value != std::trunc(n.value) || !std::isfinite(n.value)) return false;
-        break;
-      case ScalarOp::neg: case ScalarOp::abs: case ScalarOp::square: case ScalarOp::sign:
-      case ScalarOp::floor: case ScalarOp::ceil: case ScalarOp::round: case ScalarOp::trunc:
-      case ScalarOp::add: case ScalarOp::sub: case ScalarOp::mul: case ScalarOp::maximum:
-      case ScalarOp::minimum: case ScalarOp::eq: case ScalarOp::ne: case ScalarOp::lt:
-      case ScalarOp::le: case ScalarOp::gt: case ScalarOp::ge: case ScalarOp::where:
-        break;
-      case ScalarOp::pow: {  // a whole non-negative constant exponent keeps integers
-        const ScalarNode& e = k.nodes[static_cast<size_t>(n.b)];
-        if (e.op != ScalarOp::constant || e.value < 0 || e.value != std::trunc(e.value)) return false;
-        break;
-      }
-      default:
-        return false;
+    if (n.op == ScalarOp::load || keeps_integers(n.op)) continue;
+    if (n.op == ScalarOp::constant) {
+      if (n.value != std::trunc(n.value) || !std::isfinite(n.value)) return false;
+      continue;
     }
+    if (n.op == ScalarOp::pow) {  // a whole non-negative constant exponent keeps integers
+      const ScalarNode& e = k.nodes[static_cast<size_t>(n.b)];
+      if (e.op != ScalarOp::constant || e.value < 0 || e.value != std::trunc(e.value)) return false;
+      continue;
+    }
+    return false;
   }
   return true;
 }

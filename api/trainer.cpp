@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <pthread.h>
 
 #include <cerrno>
@@ -14,7 +15,6 @@
 #include <fstream>
 #include <iostream>
 #include <random>
-#include <cstdlib>
 #include <set>
 
 #include <unistd.h>
@@ -184,6 +184,18 @@ int64_t resume_from_checkpoint(const TrainOptions& o, Trainable& model,
   }
   out << fmt::format("{}: resumed from {} (step {})\n", o.name, path, loaded.latest.step);
   return loaded.latest.step;
+}
+
+/// The 2-norm of all the averaged gradients of a distributed run: this rank's norm over the
+/// parameters it owns (optim::grad_norm), squared and added over the ranks in rank order, so
+/// every rank and every ZeRO stage gets the same bits.
+double global_grad_norm(dist::Communicator& comm, const dist::GradientSync& sync,
+                        const std::vector<Tensor>& params) {
+  std::vector<Tensor> own;
+  for (size_t i = 0; i < params.size(); ++i)
+    if (sync.owns(i)) own.push_back(params[i]);
+  const double local = optim::grad_norm(own);
+  return std::sqrt(comm.sum(local * local, "the gradient norm"));
 }
 
 /// Checks the log stream after a write or flush: a full disk or a closed pipe must not lose
@@ -436,7 +448,9 @@ TrainResult Trainer::fit() {
       // 7. Dynamic loss scaling (torch.cuda.amp.GradScaler's rule): gradients of the scaled
       //    loss that overflowed skip the step and halve the scale; otherwise they are unscaled,
       //    and every 2000 good steps the scale doubles.
-      if (!std::isfinite(sync ? sync->grad_norm() : optim::grad_norm(param_tensors))) {
+      const double norm =
+          sync ? global_grad_norm(comm, *sync, param_tensors) : optim::grad_norm(param_tensors);
+      if (!std::isfinite(norm)) {
         s.skipped = true;
         r.loss_scale /= 2;
         good_steps = 0;
@@ -448,7 +462,8 @@ TrainResult Trainer::fit() {
     }
     // 8. Clip, schedule, update, zero.
     if (o.clip > 0 && !s.skipped) {
-      if (sync) optim::clip_grads_with_norm_(param_tensors, o.clip, sync->grad_norm());
+      if (sync)
+        optim::clip_grads_with_norm_(param_tensors, o.clip, global_grad_norm(comm, *sync, param_tensors));
       else optim::clip_grad_norm_(param_tensors, o.clip);
     }
     s.lr = o.lr;

@@ -141,10 +141,7 @@ Value Interpreter::elementwise(ScalarOp op, const std::vector<Value>& args, cons
   // An integer power with a whole non-negative exponent stays an integer (torch: i64 ** 2 is i64).
   const bool whole_power = op == ScalarOp::pow && args.size() == 2 &&
                            args[1].kind == Value::Kind::number && args[1].is_int && args[1].num >= 0;
-  const bool integer_op = op == ScalarOp::add || op == ScalarOp::sub || op == ScalarOp::mul ||
-                          op == ScalarOp::neg || is_comparison(op) || op == ScalarOp::where ||
-                          op == ScalarOp::maximum || op == ScalarOp::minimum || op == ScalarOp::abs;
-  if (!kFloatDTypes.contains(*dtype) && !whole_power && (fractional || !integer_op))
+  if (!kFloatDTypes.contains(*dtype) && !whole_power && (fractional || !keeps_integers(op)))
     dtype = DType::f32;
   if (op == ScalarOp::where && slot[0] >= 0 && tensors.size() > 1) {
     // The condition does not decide the result's dtype.

@@ -56,6 +56,19 @@ int push(Kernel& k, const ScalarNode& n) {
 
 }  // namespace
 
+bool keeps_integers(ScalarOp op) {
+  switch (op) {
+    case ScalarOp::neg: case ScalarOp::abs: case ScalarOp::square: case ScalarOp::sign:
+    case ScalarOp::floor: case ScalarOp::ceil: case ScalarOp::round: case ScalarOp::trunc:
+    case ScalarOp::add: case ScalarOp::sub: case ScalarOp::mul: case ScalarOp::maximum:
+    case ScalarOp::minimum: case ScalarOp::eq: case ScalarOp::ne: case ScalarOp::lt:
+    case ScalarOp::le: case ScalarOp::gt: case ScalarOp::ge: case ScalarOp::where:
+      return true;
+    default:
+      return false;
+  }
+}
+
 int scalar_op_arity(ScalarOp op) {
   return kOpInfo[static_cast<int>(op)].arity;
 }

@@ -66,6 +66,10 @@ inline constexpr int kScalarOpCount = 0
 int scalar_op_arity(ScalarOp op);
 /// How dumps and map expressions spell the op ("+", "exp", ...).
 std::string_view scalar_op_spelling(ScalarOp op);
+/// Whether the op maps integers to integers, so that integer operands keep their dtype, as in
+/// torch (i64 + i64 is i64; / and exp give floats). `**` is one only with a whole non-negative
+/// exponent, which the caller checks.
+bool keeps_integers(ScalarOp op);
 
 /// How a reduction combines values into its accumulator (identity: 0, 1, −inf, +inf).
 enum class Combine : uint8_t { none, sum, prod, max, min };

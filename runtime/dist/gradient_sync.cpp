@@ -41,16 +41,6 @@ void average(char* to, const char* first, int64_t stride_bytes, int n, int64_t c
   }
 }
 
-template <class T>
-double sum_of_squares(const Tensor& g) {
-  const Tensor host = g.device().kind == DeviceKind::cpu ? g.contiguous() : g.to(cpu()).contiguous();
-  const T* x = host.data<T>();
-  double s = 0;
-  for (int64_t i = 0; i < host.numel(); ++i)
-    s += static_cast<double>(x[i]) * static_cast<double>(x[i]);
-  return s;
-}
-
 }  // namespace
 
 std::vector<int> partition_parameters(const std::vector<int64_t>& numels, int ranks) {
@@ -159,17 +149,6 @@ void GradientSync::reduce_gradients() {
       write_bytes(meta->grad, send.data() + b.offset[k]);
     }
   }
-}
-
-double GradientSync::grad_norm() {
-  double squares = 0;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    if (!owns(i)) continue;
-    const Tensor g = params_[i].grad();
-    if (!g.defined()) continue;
-    squares += g.dtype() == DType::f64 ? sum_of_squares<double>(g) : sum_of_squares<float>(g);
-  }
-  return std::sqrt(comm_.sum(squares, "the gradient norm"));
 }
 
 void GradientSync::gather_parameters() {

@@ -9,6 +9,10 @@
 // weight decay on matrices only, per-tensor norms — and make a checkpoint's state reshard by
 // name.
 //
+// The global gradient norm (clipping, fp16's overflow check) is each rank's norm over what it
+// owns, squared and added in rank order (api/trainer.cpp): the same bits on every rank and at
+// every ZeRO stage.
+//
 // Reduction: gradients travel in buckets (reverse parameter order, as the backward finishes
 // them; 25 MiB by default, as DDP's bucket_cap_mb) through one personalised exchange each, and
 // the owner of each element adds the ranks' contributions in rank order 0, 1, ..., then
@@ -54,9 +58,6 @@ class GradientSync {
   /// zeros). Plain data parallel: every rank ends with every average. ZeRO 1 and 2: each rank
   /// ends with the averages of the parameters it owns, and the others' gradients are dropped.
   void reduce_gradients();
-  /// The 2-norm of the averaged gradients over all parameters: each rank's sum of squares over
-  /// what it owns, added in rank order (the same bits on every rank and at every ZeRO stage).
-  double grad_norm();
   /// ZeRO: every rank receives the parameters their owners just updated (no-op without ZeRO).
   void gather_parameters();
   /// Bytes this rank sends per reduce_gradients() + gather_parameters() (what ein report

@@ -78,6 +78,13 @@ class Case(unittest.TestCase):
     def path(self, *parts):
         return os.path.join(self.tmp, *parts)
 
+    def write(self, name, text):
+        """A file `name` with `text` in the test's directory; its path."""
+        path = self.path(name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
     def ok(self, *args):
         rc, out, err = ein(*args)
         self.assertEqual(rc, 0, " ".join(args) + "\n" + err)
@@ -165,19 +172,12 @@ class Quiet(Case):
 
 
 class RunPrinting(Case):
-    def source(self, name, text):
-        """A script file `name` with `text` in the test's directory."""
-        path = self.path(name)
-        with open(path, "w") as f:
-            f.write(text)
-        return path
-
     # ein run prints tensors as PyTorch does (every value up to 1000 elements, then the first
     # and last 3 of each long dimension) and, with --grad, the gradients of a scalar fn.
     def test_values_in_full_and_gradients(self):
-        src = self.source("f.ein", "fn sq(x: f32[3 4]) -> f32[] = sum(x * x)\n"
-                                   "fn big(x: f32[40 40]) = x * 2\n"
-                                   "fn twice(x: f32[3]) = x * 2\n")
+        src = self.write("f.ein", "fn sq(x: f32[3 4]) -> f32[] = sum(x * x)\n"
+                                  "fn big(x: f32[40 40]) = x * 2\n"
+                                  "fn twice(x: f32[3]) = x * 2\n")
         x = [0.5 * i - 2 for i in range(12)]
         inputs = self.path("x.safetensors")
         write_safetensors(inputs, {"x": ([3, 4], x)})
@@ -196,10 +196,10 @@ class RunPrinting(Case):
 
     # Integers: sums and arithmetic stay exact i64 (past f32's 2^24 and f64's 2^53).
     def test_integer_sum_and_arithmetic(self):
-        src = self.source("i.ein", "fn s(x: i64[2 3]) -> i64[2] = sum(x * 1000000000000, 1)\n"
-                                   "fn m(x: i64[2 3]) = max(x, 0)\n"
-                                   "fn p(x: i64[2 3]) = x ** 3\n"
-                                   "fn e(x: i64[2 3]) = einsum(x, x, \"i j, k j -> i k\")\n")
+        src = self.write("i.ein", "fn s(x: i64[2 3]) -> i64[2] = sum(x * 1000000000000, 1)\n"
+                                  "fn m(x: i64[2 3]) = max(x, 0)\n"
+                                  "fn p(x: i64[2 3]) = x ** 3\n"
+                                  "fn e(x: i64[2 3]) = einsum(x, x, \"i j, k j -> i k\")\n")
         inputs = self.path("x.safetensors")
         write_safetensors(inputs, {"x": ([2, 3], [1, -2, 3, 4, 5, -6])}, dtype="I64")
         self.ok("check", src)
@@ -217,9 +217,9 @@ class RunPrinting(Case):
 
     # Tensor literals and transpose.
     def test_tensor_literals_and_transpose(self):
-        src = self.source("t.ein", "fn lit() = transpose(tensor([[1, 2, 3], [4, 5, 6]]) * 2, 0, 1)\n"
-                                   "fn half() = tensor([0.5, 1.5], dtype = \"f64\")\n"
-                                   "fn bad() = tensor([[1, 2], [3]])\n")
+        src = self.write("t.ein", "fn lit() = transpose(tensor([[1, 2, 3], [4, 5, 6]]) * 2, 0, 1)\n"
+                                  "fn half() = tensor([0.5, 1.5], dtype = \"f64\")\n"
+                                  "fn bad() = tensor([[1, 2], [3]])\n")
         out, _ = self.ok("run", src, "--fn", "lit")
         self.assertIn("output 0: i64[3 2]", out)
         self.assertEqual(outputs(out)[0][1], [2, 8, 4, 10, 6, 12])
@@ -229,8 +229,8 @@ class RunPrinting(Case):
 
     # The lecture's Q8_0 quantization: q = i8(round(x / scale)), half to even, dequantized.
     def test_q8_0_quantization(self):
-        src = self.source("q.ein", "fn quantize(x: f32[8]) -> i8[8] = i8(round(x / 0.5))\n"
-                                   "fn roundtrip(x: f32[8]) -> f32[8] = f32(i8(round(x / 0.5))) * 0.5\n")
+        src = self.write("q.ein", "fn quantize(x: f32[8]) -> i8[8] = i8(round(x / 0.5))\n"
+                                  "fn roundtrip(x: f32[8]) -> f32[8] = f32(i8(round(x / 0.5))) * 0.5\n")
         x = [0.25, 0.75, -0.25, -0.75, 1.3, -63.4, 10.0, 0.0]
         inputs = self.path("x.safetensors")
         write_safetensors(inputs, {"x": ([8], x)})
@@ -541,12 +541,6 @@ class Peak(Case):
 class Limits(Case):
     """Bad input ends in a located error (exit 1), never a crash: the limits of dsl/limits.h
     and the size checks of the interpreter."""
-
-    def write(self, name, text):
-        path = self.path(name)
-        with open(path, "w") as f:
-            f.write(text)
-        return path
 
     def test_long_chain_is_refused_by_the_parser(self):
         src = self.write("chain.ein", "let c = " + " + ".join(["1"] * 3600) + "\n")
