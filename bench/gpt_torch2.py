@@ -4,14 +4,16 @@ blocks, F.scaled_dot_product_attention(is_causal=True), torch.optim.AdamW with c
 or torch.compile. The training-at-scale issue's reference (bench/compare_torch2.py runs it).
 
     python bench/gpt_torch2.py [--compile] [--precision fp32|bf16] [--steps 8] [--warmup 3]
-        [--V 256 --T 64 --L 2 --H 4 --D 128 --B 16] [--threads 2]
+        [--V 256 --T 64 --L 2 --H 4 --D 128 --B 16] [--threads 2] [--device cpu|cuda]
 
 Prints one JSON line: {"ms_per_step": [...], "losses": [...], "rss_idle": bytes,
 "rss_peak": bytes}: each step's wall time (batch + forward + backward + clip + AdamW), the
 resident memory after the model, optimizer and first batch exist and before the first step
 (the idle baseline), and the process's peak resident memory (ru_maxrss). bf16 runs the
 forward and backward under torch.autocast("cpu", torch.bfloat16), as PyTorch's CPU mixed
-precision does. The architecture is ein's stdlib GPT: learned positions, pre-LayerNorm
+precision does; on --device cuda, under torch.autocast("cuda", torch.bfloat16), with the
+data on the GPU, AdamW fused (as a PyTorch user on a GPU asks for) and each step ending in
+loss.item(), which waits for its kernels. The architecture is ein's stdlib GPT: learned positions, pre-LayerNorm
 blocks, GELU (tanh) MLP of width 4D, the LM head tied to the token embedding.
 """
 import argparse
@@ -85,18 +87,20 @@ def main():
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     for k, v in dict(V=256, T=64, L=2, H=4, D=128, B=16).items():
         p.add_argument(f"--{k}", type=int, default=v)
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
-    model = GPT(a.V, a.T, a.L, a.H, a.D)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, betas=(0.9, 0.95), weight_decay=0.1)
+    model = GPT(a.V, a.T, a.L, a.H, a.D).to(a.device)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, betas=(0.9, 0.95), weight_decay=0.1,
+                            fused=a.device == "cuda")
     step_fn = torch.compile(model) if a.compile else model
-    data = torch.randint(0, a.V, (1 << 20,), dtype=torch.int64)
+    data = torch.randint(0, a.V, (1 << 20,), dtype=torch.int64, device=a.device)
 
     def batch():
-        starts = torch.randint(0, data.numel() - a.T - 1, (a.B,))
+        starts = torch.randint(0, data.numel() - a.T - 1, (a.B,)).tolist()
         x = torch.stack([data[s:s + a.T] for s in starts])
         y = torch.stack([data[s + 1:s + a.T + 1] for s in starts])
         return x, y
@@ -107,7 +111,7 @@ def main():
     for _ in range(a.warmup + a.steps):
         t0 = time.perf_counter()
         x, y = batch()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+        with torch.autocast(a.device, dtype=torch.bfloat16, enabled=a.precision == "bf16"):
             loss = step_fn(x, y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -116,8 +120,10 @@ def main():
         losses.append(loss.item())
         ms.append((time.perf_counter() - t0) * 1e3)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(json.dumps({"ms_per_step": ms[a.warmup:], "losses": losses, "rss_idle": idle,
-                      "rss_peak": peak}))
+    result = {"ms_per_step": ms[a.warmup:], "losses": losses, "rss_idle": idle, "rss_peak": peak}
+    if a.device == "cuda":
+        result["gpu_peak"] = torch.cuda.max_memory_allocated()
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":

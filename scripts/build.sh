@@ -25,5 +25,7 @@ while [ $# -gt 0 ]; do
     *) args+=("$1"); shift ;;
   esac
 done
+# ccache, where installed, lets the GPU bundle's build (scripts/gpu_bundle.sh) reuse these objects.
+if command -v ccache >/dev/null; then args=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache ${args[@]+"${args[@]}"}); fi
 cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE="$type" ${args[@]+"${args[@]}"} >/dev/null
 cmake --build "$dir" -j "$(nproc)"

@@ -16,6 +16,8 @@ packages=(
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   python3-torch python3-numpy                    # tests/models: the GPT against PyTorch
   chromium                                       # tests/cli: ein report's HTML rendered headless
+  ccache                                         # the GPU bundle's build shares build/'s objects
+  patchelf debootstrap                           # scripts/gpu_bundle.sh and its minimal-root check
 )
 
 missing=()

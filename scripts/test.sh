@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every test on a fresh machine: install dependencies, build (warnings are errors), run
-# ctest (GoogleTest suites, conformance tables, the CLI end to end), then the fuzz targets.
+# ctest (GoogleTest suites, conformance tables, the CLI end to end), build and check the GPU
+# bundle in a minimal root, then the fuzz targets.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
@@ -10,5 +11,8 @@ build/bin/ein_conformance_tests --gtest_brief=1 | grep -E "conformance|agree|DIS
 cd build
 ctest --output-on-failure -j "$(nproc)"
 cd ..
+# The GPU bundle (docs/cuda.md): built, at most 60 MiB, and checked in a minimal Debian root
+# without development packages (ldd, ein shape/check/train, the CPU op suite, the no-driver error).
+scripts/gpu_bundle.sh --check
 # The libFuzzer targets (tests/fuzz/, docs/fuzzing.md): every input reader for 20 s.
 scripts/fuzz.sh

@@ -11,29 +11,60 @@
 #     the same ops in PyTorch with the ratio ein/torch under each (> 1: ein faster);
 #   - GPT training throughput, `ein train --device cuda` against torch eager
 #     (bench/compare_gpt.py --device cuda; skipped when torch has no CUDA).
-#   bash bench/gpu/run.sh [BUILD_DIR]        (default: build-gpu)
+#   - GPT training throughput, `ein train --device cuda` against torch eager and torch.compile
+#     on the byte-level GPT and on a GPT-2-small-shaped one (T=1024, bf16;
+#     bench/gpu/compare_gpt_gpu.py; skipped when torch has no CUDA).
+#
+#   bash bench/gpu/run.sh [BUILD_DIR]        builds into BUILD_DIR (default build-gpu), then runs
+#   bash bench/gpu/run.sh --prebuilt BIN     runs the binaries in BIN, no build step: the GPU
+#                                            bundle's run.sh does this (scripts/gpu_bundle.sh)
+#   ... [--json FILE]                        the table as JSON (default gpu_results.json)
 # Exits nonzero when a test suite or a benchmark fails; the measurements are printed either way.
 set -uo pipefail
+json=$PWD/gpu_results.json
+build=build-gpu
+bin=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --prebuilt) bin=$(cd "$2" && pwd); shift 2 ;;
+    --json) json=$(realpath -m "$2"); shift 2 ;;
+    *) build=$1; shift ;;
+  esac
+done
 cd "$(dirname "$0")/../.."
-build=${1:-build-gpu}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$out/configure.log" ||
-  { cat "$out/configure.log"; exit 1; }
-ninja -C "$build" -j"$(nproc)" ein ein_cuda_tests ein_cuda_runtime_tests ein_device_tests \
-  ein_ops_tests ein_cuda_timings ein_op_bandwidth || exit 1
+if [ -z "$bin" ]; then
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$out/configure.log" ||
+    { cat "$out/configure.log"; exit 1; }
+  ninja -C "$build" -j"$(nproc)" ein ein_cuda_tests ein_cuda_runtime_tests ein_device_tests \
+    ein_ops_tests ein_cuda_timings ein_op_bandwidth || exit 1
+  bin=$PWD/$build/bin
+fi
 
+# Everything below prints into one log, which bench/gpu/results_json.py turns into $json.
+main() {
 status=0
-# run_suite SUITE [VAR=VALUE ...]: runs $build/bin/SUITE with those variables set and prints
-# its summary: passed, skipped (with names and, above them, the reasons) and failed tests.
+# run_suite SUITE [VAR=VALUE ...]: runs $bin/SUITE with those variables set and prints its
+# summary (passed, skipped with names and, above them, the reasons, failed tests), then a row
+# "suite SUITE | passed | ... | failed, skipped" for the table.
 run_suite() {
   local suite=$1
   shift
   echo "== $suite${*:+ ($*)}"
-  env "$@" "$build/bin/$suite" >"$out/$suite.log" 2>&1 || status=1
+  local rc=0
+  env "$@" "$bin/$suite" >"$out/$suite.log" 2>&1 || rc=$?
+  [ $rc -eq 0 ] || status=1
   sed -n '/^\[==========\] .* ran\./,$p' "$out/$suite.log"
   grep -A1 ': Skipped$' "$out/$suite.log" | grep -v -e ': Skipped$' -e '^--$' | sort | uniq -c
+  local passed failed skipped
+  passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$out/$suite.log")
+  failed=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$out/$suite.log")
+  skipped=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$out/$suite.log")
+  [ $rc -eq 0 ] || [ -n "$failed" ] || tail -n 20 "$out/$suite.log"  # a crash: its last words
+  printf '%-34s | %10s | %-7s | %s\n' "suite $suite${*:+ ($*)}" "${passed:-0}" passed \
+    "$([ $rc -eq 0 ] && echo ok || echo "FAILED (exit $rc)"): ${failed:-0} failed, ${skipped:-0} skipped"
 }
 run_suite ein_cuda_runtime_tests
 run_suite ein_cuda_tests
@@ -42,9 +73,9 @@ run_suite ein_ops_tests EIN_TEST_DEVICE=cuda  # every op test with its inputs on
 
 echo
 echo "== measurements"
-"$build/bin/ein" emit softmax --shape 64,1024,512 --dtype bf16 --target cuda >"$out/softmax.cu" ||
+"$bin/ein" emit softmax --shape 64,1024,512 --dtype bf16 --target cuda >"$out/softmax.cu" ||
   exit 1
-"$build/bin/ein_cuda_timings" "$out/softmax.cu" || status=1
+"$bin/ein_cuda_timings" "$out/softmax.cu" || status=1
 python3 - <<'PY' || echo "torch bf16 GEMM 4096^3             |          - |         | skipped: no torch with CUDA"
 import time, torch
 if not torch.cuda.is_available():
@@ -67,7 +98,7 @@ PY
 
 echo
 echo "== ein ops against the device's copy bandwidth, then the same ops in torch"
-"$build/bin/ein_op_bandwidth" | tee "$out/op_bandwidth.txt" || status=1
+"$bin/ein_op_bandwidth" | tee "$out/op_bandwidth.txt" || status=1
 # The same sizes and timing as bench/gpu/op_bandwidth.cpp (CUDA-synchronised wall clock, median
 # of 20 calls after 3 warm-up calls; bytes = what the op must move at least), in torch eager.
 # Under each torch row whose name matches an ein row: the ratio ein/torch (> 1: ein faster).
@@ -177,11 +208,17 @@ for name, f, what in (("torch dispatch x+y 1024 f32", lambda: a + b, "1 kernel")
 PY
 
 echo
-echo "== GPT training throughput: ein train --device cuda against torch eager"
-if python3 -c 'import numpy, torch; raise SystemExit(not torch.cuda.is_available())' 2>/dev/null
-then
-  python3 bench/compare_gpt.py --device cuda --ein "$build/bin/ein" || status=1
+echo "== GPT training throughput: ein train --device cuda, torch eager and torch.compile"
+if python3 -c 'import torch; raise SystemExit(not torch.cuda.is_available())' 2>/dev/null; then
+  python3 bench/gpu/compare_gpt_gpu.py --ein "$bin/ein" || status=1
 else
-  echo "skipped: python3 has no torch with CUDA (or no numpy), which compare_gpt.py needs"
+  echo "skipped: python3 has no torch with CUDA, which compare_gpt_gpu.py needs"
 fi
-exit $status
+return $status
+}
+
+main 2>&1 | tee "$out/run.log"
+status=${PIPESTATUS[0]}
+python3 bench/gpu/results_json.py "$out/run.log" "$bin" "$status" >"$json" &&
+  echo "== the table as JSON: $json"
+exit "$status"
