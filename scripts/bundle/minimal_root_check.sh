@@ -10,7 +10,11 @@ set -euo pipefail
 dist=$(cd "${1:-dist/ein-gpu}" && pwd)
 suite=$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")
 base=${XDG_CACHE_HOME:-$HOME/.cache}/ein/minbase-$suite
-[ "$(id -u)" -eq 0 ] || { echo "minimal_root_check.sh: needs root (debootstrap, chroot, mount)" >&2; exit 1; }
+if [ "$(id -u)" -ne 0 ]; then  # as scripts/install_deps.sh: sudo where it needs no password
+  sudo -n true 2>/dev/null && exec sudo -n bash "$0" "$dist"
+  echo "minimal_root_check.sh: needs root or password-less sudo (debootstrap, chroot, mount)" >&2
+  exit 1
+fi
 command -v debootstrap >/dev/null ||
   { echo "minimal_root_check.sh: needs debootstrap (scripts/install_deps.sh installs it)" >&2; exit 1; }
 if [ ! -f "$base/.complete" ]; then
