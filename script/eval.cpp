@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <sstream>
 
 #include <unistd.h>
@@ -424,7 +425,34 @@ Value Interpreter::eval_attribute(const Expr& e, const EnvPtr& env) {
       dims.push_back(Value::number(static_cast<double>(d), true));
     return Value::list(std::move(dims), Value::Kind::tuple);
   }
-  fail(e.range, fmt::format("{} has no member '{}'", describe(obj), e.text));
+  if ((obj.kind == Value::Kind::tensor || obj.kind == Value::Kind::param) && e.text == "ndim") {
+    const Shape s = obj.kind == Value::Kind::tensor ? obj.t.shape : obj.param->shape;
+    return Value::number(static_cast<double>(s.size()), true);
+  }
+  // x.T reverses every dim (numpy's and torch's .T; a 0-d or 1-d tensor stays as it is);
+  // x.mT swaps the last two (torch's .mT: a batch of matrices transposed). Both are views.
+  if ((obj.kind == Value::Kind::tensor || obj.kind == Value::Kind::param) &&
+      (e.text == "T" || e.text == "mT")) {
+    const CallSite here{cur_, e.range};
+    Trace& t = trace_or_fail(here, "." + e.text);
+    const TensorVal x = as_tensor(obj, here, e.items[0]->range);
+    const size_t n = x.shape.size();
+    std::vector<int64_t> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    if (e.text == "T") {
+      std::reverse(order.begin(), order.end());
+    } else {
+      if (n < 2)
+        fail(e.range, fmt::format(".mT transposes the last two dims of a tensor of at least 2 "
+                                  "dims; this one has {}", n));
+      std::swap(order[n - 2], order[n - 1]);
+    }
+    return Value::tensor(t.b.permute(x, order));
+  }
+  fail(e.range, fmt::format("{} has no member '{}'{}", describe(obj), e.text,
+                            obj.kind == Value::Kind::tensor || obj.kind == Value::Kind::param
+                                ? " (a tensor has shape, ndim, T and mT)"
+                                : ""));
 }
 
 Value Interpreter::eval_index(const Expr& e, const EnvPtr& env) {

@@ -227,6 +227,29 @@ class RunPrinting(Case):
         self.assertIn("dtype=f64", out)
         self.fails(["run", src, "--fn", "bad"], "t.ein:3:19: error: tensor(): the nested lists are not rectangular")
 
+    # x.T reverses every dim (numpy, torch), x.mT swaps the last two, x.ndim counts them.
+    def test_transpose_attributes(self):
+        src = self.write("tt.ein", "fn t2() = tensor([[1, 2, 3], [4, 5, 6]]).T\n"
+                                   "fn t3() = rearrange(arange(24, dtype = \"i64\"), \"(a b c) -> a b c\", a = 2, b = 3).T\n"
+                                   "fn m3(x: f32[2 3 4]) -> f32[2 4 3] = x.mT\n"
+                                   "fn nd(x: f32[2 3 4]) = x.ndim + x.T.ndim\n"
+                                   "fn bad(x: f32[4]) = x.mT\n"
+                                   "fn typo(x: f32[4]) = x.t\n")
+        out, _ = self.ok("run", src, "--fn", "t2")
+        self.assertIn("output 0: i64[3 2]", out)
+        self.assertEqual(outputs(out)[0][1], [1, 4, 2, 5, 3, 6])
+        out, _ = self.ok("run", src, "--fn", "t3")  # element [k, j, i] of the result is x[i, j, k]
+        self.assertIn("output 0: i64[4 3 2]", out)
+        x = [[[i * 12 + j * 4 + k for k in range(4)] for j in range(3)] for i in range(2)]
+        self.assertEqual(outputs(out)[0][1],
+                         [x[i][j][k] for k in range(4) for j in range(3) for i in range(2)])
+        out, _ = self.ok("run", src, "--fn", "m3")
+        self.assertIn("output 0: f32[2 4 3]", out)
+        out, _ = self.ok("run", src, "--fn", "nd")
+        self.assertIn("6", out)
+        self.fails(["run", src, "--fn", "bad"], "tt.ein:5:21: error: .mT transposes the last two dims")
+        self.fails(["run", src, "--fn", "typo"], "has no member 't' (a tensor has shape, ndim, T and mT)")
+
     # The lecture's Q8_0 quantization: q = i8(round(x / scale)), half to even, dequantized.
     def test_q8_0_quantization(self):
         src = self.write("q.ein", "fn quantize(x: f32[8]) -> i8[8] = i8(round(x / 0.5))\n"
