@@ -286,14 +286,62 @@ Value constant_tensor(Interpreter& in, std::vector<CallArg>& args, const CallSit
   return Value::tensor(t.b.broadcast_to(t.constant(full({}, value, dtype)), shape));
 }
 
+bool integer_dtype(DType d) {
+  return d == DType::i64 || d == DType::i32 || d == DType::i8 || d == DType::u8;
+}
+
+/// The `dtype = "..."` of a random factory (its only named parameter), checked for its kind.
+DType random_dtype(Interpreter& in, const std::vector<CallArg>& named, const CallSite& site,
+                   const std::string& fn, DType fallback) {
+  DType dtype = fallback;
+  for (const CallArg& r : named) {
+    if (r.name != "dtype") in.fail(site, r.range, fmt::format("{}() has no parameter '{}'", fn, r.name));
+    const auto d = r.value.kind == Value::Kind::string ? parse_dtype_name(r.value.str) : std::nullopt;
+    if (!d || *d == DType::boolean || integer_dtype(*d) != integer_dtype(fallback))
+      in.fail(site, r.range, fmt::format("{}()'s dtype must name {} dtype", fn,
+                                         integer_dtype(fallback) ? "an integer" : "a floating"));
+    dtype = *d;
+  }
+  return dtype;
+}
+
 Value random_tensor(Interpreter& in, std::vector<CallArg>& args, const CallSite& site, bool normal) {
-  const Shape shape = sizes_of(in, args, site, normal ? "randn" : "rand");
-  Trace& t = in.trace_or_fail(site, normal ? "randn()" : "rand()");
+  const std::string fn = normal ? "randn" : "rand";
+  std::vector<CallArg> named;
+  const Shape shape = sizes_of(in, args, site, fn, &named);
+  const DType dtype = random_dtype(in, named, site, fn, DType::f32);
+  Trace& t = in.trace_or_fail(site, fn + "()");
   Feed f;
   f.kind = normal ? Feed::Kind::normal : Feed::Kind::uniform;
   f.shape = shape;
+  f.dtype = dtype;
   f.draw = t.draws++;
-  TensorVal v = t.b.input(shape, DType::f32);
+  TensorVal v = t.b.input(shape, dtype);
+  t.feeds.push_back(f);
+  return Value::tensor(v);
+}
+
+/// randint(low, high, sizes..., dtype = "i64"): integers uniform in [low, high), fresh per call
+/// of the traced function: ein::randint with the seed of that draw (as randn is ein::randn's).
+Value randint_tensor(Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
+  if (args.size() < 2 || !args[0].name.empty() || !args[1].name.empty())
+    in.fail(site, site.range, "randint(low, high, sizes...) takes low and high first");
+  const int64_t low = in.as_int(args[0].value, site, args[0].range, "randint's low");
+  const int64_t high = in.as_int(args[1].value, site, args[1].range, "randint's high");
+  if (!(low < high))
+    in.fail(site, args[1].range, fmt::format("randint(): low ({}) must be below high ({})", low, high));
+  std::vector<CallArg> sizes(args.begin() + 2, args.end()), named;
+  const Shape shape = sizes_of(in, sizes, site, "randint", &named);
+  const DType dtype = random_dtype(in, named, site, "randint", DType::i64);
+  Trace& t = in.trace_or_fail(site, "randint()");
+  Feed f;
+  f.kind = Feed::Kind::randint;
+  f.shape = shape;
+  f.dtype = dtype;
+  f.low = low;
+  f.high = high;
+  f.draw = t.draws++;
+  TensorVal v = t.b.input(shape, dtype);
   t.feeds.push_back(f);
   return Value::tensor(v);
 }
@@ -452,6 +500,38 @@ std::map<std::string, BuiltinFn> make_table() {
   };
   tab["rand"] = [](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
     return random_tensor(in, args, site, false);
+  };
+  tab["randint"] = [](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
+    return randint_tensor(in, args, site);
+  };
+  // finfo("bf16"), iinfo("i8"): a dtype's limits as torch.finfo / torch.iinfo give them, read
+  // as members: finfo("f16").max, .eps, .tiny (smallest normal), .smallest_subnormal, .bits,
+  // .resolution, .min; iinfo("i8").min, .max, .bits.
+  tab["finfo"] = [](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
+    Args a(in, args, site, "finfo", {"dtype"});
+    const std::string name = a.string(0);
+    const auto d = parse_dtype_name(name);
+    if (!d || integer_dtype(*d) || *d == DType::boolean)
+      a.fail(0, fmt::format("finfo(): '{}' is not a floating dtype (iinfo() takes integers)", name));
+    const FloatInfo f = finfo(*d);
+    Value v = record("finfo(" + std::string(dtype_name(*d)) + ")");
+    v.record->numbers = {{"bits", f.bits}, {"eps", f.eps}, {"max", f.max}, {"min", f.min},
+                         {"tiny", f.tiny}, {"smallest_normal", f.tiny},
+                         {"smallest_subnormal", f.smallest_subnormal},
+                         {"resolution", f.resolution}};
+    return v;
+  };
+  tab["iinfo"] = [](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
+    Args a(in, args, site, "iinfo", {"dtype"});
+    const std::string name = a.string(0);
+    const auto d = parse_dtype_name(name);
+    if (!d || !integer_dtype(*d))
+      a.fail(0, fmt::format("iinfo(): '{}' is not an integer dtype (finfo() takes floats)", name));
+    const IntInfo i = iinfo(*d);
+    Value v = record("iinfo(" + std::string(dtype_name(*d)) + ")");
+    v.record->numbers = {{"bits", i.bits}, {"min", static_cast<double>(i.min)},
+                         {"max", static_cast<double>(i.max)}};
+    return v;
   };
   tab["dropout"] = [](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
     Args a(in, args, site, "dropout", {"x", "p"});

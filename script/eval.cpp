@@ -60,6 +60,8 @@ std::string Interpreter::describe(const Value& v) const {
       return fmt::format("the {} {}", v.klass->decl->kind == Decl::Kind::module ? "module" : "optimizer",
                          v.klass->decl->name);
     case Value::Kind::record:
+      if (v.record->type.starts_with("finfo(") || v.record->type.starts_with("iinfo("))
+        return v.record->type;
       return fmt::format("a {} setting", v.record->type);
   }
   return "?";
@@ -425,9 +427,28 @@ Value Interpreter::eval_attribute(const Expr& e, const EnvPtr& env) {
       dims.push_back(Value::number(static_cast<double>(d), true));
     return Value::list(std::move(dims), Value::Kind::tuple);
   }
-  if ((obj.kind == Value::Kind::tensor || obj.kind == Value::Kind::param) && e.text == "ndim") {
+  if (obj.kind == Value::Kind::record) {  // finfo("bf16").eps, iinfo("i8").max
+    auto it = obj.record->numbers.find(e.text);
+    if (it == obj.record->numbers.end()) {
+      std::vector<std::string> names;
+      for (const auto& [name, value] : obj.record->numbers) names.push_back(name);
+      fail(e.range, fmt::format("{} has no member '{}' (members: {})", describe(obj), e.text,
+                                fmt::join(names, ", ")));
+    }
+    const double v = it->second;
+    return Value::number(v, v == std::floor(v) && std::abs(v) < 0x1p53);
+  }
+  if (obj.kind == Value::Kind::tensor || obj.kind == Value::Kind::param) {
+    // The sizes PyTorch's memory accounting reads: x.ndim, x.numel, x.itemsize (bytes per
+    // element), x.nbytes (numel · itemsize; a view counts its own elements, as torch's does).
     const Shape s = obj.kind == Value::Kind::tensor ? obj.t.shape : obj.param->shape;
-    return Value::number(static_cast<double>(s.size()), true);
+    const DType dt = obj.kind == Value::Kind::tensor ? obj.t.dtype : obj.param->dtype;
+    const auto numel = static_cast<double>(checked_numel(s));
+    const auto itemsize = static_cast<double>(element_size(dt));
+    if (e.text == "ndim") return Value::number(static_cast<double>(s.size()), true);
+    if (e.text == "numel") return Value::number(numel, true);
+    if (e.text == "itemsize") return Value::number(itemsize, true);
+    if (e.text == "nbytes") return Value::number(numel * itemsize, true);
   }
   // x.T reverses every dim (numpy's and torch's .T; a 0-d or 1-d tensor stays as it is);
   // x.mT swaps the last two (torch's .mT: a batch of matrices transposed). Both are views.
@@ -451,7 +472,7 @@ Value Interpreter::eval_attribute(const Expr& e, const EnvPtr& env) {
   }
   fail(e.range, fmt::format("{} has no member '{}'{}", describe(obj), e.text,
                             obj.kind == Value::Kind::tensor || obj.kind == Value::Kind::param
-                                ? " (a tensor has shape, ndim, T and mT)"
+                                ? " (a tensor has shape, ndim, numel, itemsize, nbytes, T and mT)"
                                 : ""));
 }
 

@@ -193,6 +193,10 @@ std::vector<Tensor> Interpreter::feed(const Traced& t, const std::vector<Tensor>
         inputs.push_back(
             rand(f.shape, f.dtype, options_.device, draw_seed(options_.seed, stream, f.draw)));
         break;
+      case Feed::Kind::randint:
+        inputs.push_back(randint(f.low, f.high, f.shape, f.dtype, options_.device,
+                                 draw_seed(options_.seed, stream, f.draw)));
+        break;
     }
   }
   return inputs;

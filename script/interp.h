@@ -19,14 +19,15 @@ namespace ein::script {
 
 /// What feeds one input of a traced graph.
 struct Feed {
-  enum class Kind : uint8_t { arg, param, constant, normal, uniform };
+  enum class Kind : uint8_t { arg, param, constant, normal, uniform, randint };
   Kind kind = Kind::arg;
   int index = 0;                     ///< arg: which argument
   std::shared_ptr<ParamSlot> slot;   ///< param
   Tensor constant;                   ///< constant
-  Shape shape;                       ///< normal, uniform
+  Shape shape;                       ///< normal, uniform, randint
   DType dtype = DType::f32;
-  uint64_t draw = 0;                 ///< normal, uniform: which draw of the call
+  uint64_t draw = 0;                 ///< normal, uniform, randint: which draw of the call
+  int64_t low = 0, high = 0;         ///< randint: [low, high)
 };
 
 /// The expression a traced node came from, and the module whose fn was running.

@@ -146,6 +146,7 @@ TraceInfo Program::trace_info(const std::string& fn, const std::vector<TensorTyp
         break;
       case Feed::Kind::normal:
       case Feed::Kind::uniform:
+      case Feed::Kind::randint:
         info.inputs.push_back("random");
         break;
     }

@@ -248,7 +248,60 @@ class RunPrinting(Case):
         out, _ = self.ok("run", src, "--fn", "nd")
         self.assertIn("6", out)
         self.fails(["run", src, "--fn", "bad"], "tt.ein:5:21: error: .mT transposes the last two dims")
-        self.fails(["run", src, "--fn", "typo"], "has no member 't' (a tensor has shape, ndim, T and mT)")
+        self.fails(["run", src, "--fn", "typo"], "has no member 't' (a tensor has shape, ndim, numel, itemsize, nbytes, T and mT)")
+
+    # The lecture's memory facts and dtype limits: x.nbytes, x.itemsize, finfo, iinfo.
+    def test_memory_attributes_and_dtype_limits(self):
+        src = self.write("m.ein", "fn mem() = zeros(4, 8).nbytes\n"
+                                  "fn gpt3() = zeros(12288 * 4, 12288).nbytes / (1024 * 1024)\n"
+                                  "fn sizes() = tensor([zeros(4, 8, dtype = \"f16\").itemsize, "
+                                  "zeros(4, 8, dtype = \"bf16\").itemsize, zeros(3, 5).numel])\n"
+                                  "fn limits() = tensor([finfo(\"f32\").eps, finfo(\"f16\").max, "
+                                  "finfo(\"bf16\").tiny, finfo(\"f16\").smallest_subnormal, "
+                                  "iinfo(\"i8\").min, iinfo(\"u8\").max, finfo(\"bf16\").bits], dtype = \"f64\")\n"
+                                  "fn tiny() = cat([f32(f16(tensor([1e-8]))), f32(bf16(tensor([1e-8])))])\n"
+                                  "fn bad_member() = finfo(\"f32\").epsilon\n"
+                                  "fn bad_dtype() = finfo(\"i8\")\n")
+        out, _ = self.ok("run", src, "--fn", "mem")
+        self.assertEqual(outputs(out)[0][1], [128])  # 4 · 8 float32 values of 4 bytes
+        out, _ = self.ok("run", src, "--fn", "gpt3")
+        self.assertEqual(outputs(out)[0][1], [2304])  # MiB: GPT-3's feed-forward matrix
+        out, _ = self.ok("run", src, "--fn", "sizes")
+        self.assertEqual(outputs(out)[0][1], [2, 2, 15])
+        out, _ = self.ok("run", src, "--fn", "limits")
+        want = [2.0 ** -23, 65504, 2.0 ** -126, 2.0 ** -24, -128, 255, 16]
+        for got, w in zip(outputs(out)[0][1], want):
+            self.assertAlmostEqual(got / w, 1, places=5)
+        out, _ = self.ok("run", src, "--fn", "tiny")  # 1e-8 underflows in f16, not in bf16
+        f16, bf16 = outputs(out)[0][1]
+        self.assertEqual(f16, 0)
+        self.assertAlmostEqual(bf16 / 1e-8, 1, places=2)
+        self.fails(["run", src, "--fn", "bad_member"],
+                   "m.ein:6:19: error: finfo(f32) has no member 'epsilon' (members: bits, eps, max")
+        self.fails(["run", src, "--fn", "bad_dtype"],
+                   "m.ein:7:24: error: finfo(): 'i8' is not a floating dtype")
+
+    # randint(low, high, sizes...): integers in [low, high), fresh per call and per seed.
+    def test_randint(self):
+        src = self.write("r.ein", "fn r() = randint(-3, 7, 500)\n"
+                                  "fn two() = randint(0, 1000, 8) - randint(0, 1000, 8)\n"
+                                  "fn small() = randint(0, 4, 2, 3, dtype = \"i8\")\n"
+                                  "fn empty() = randint(3, 3, 2)\n"
+                                  "fn float() = randint(0, 3, 2, dtype = \"f32\")\n")
+        out, _ = self.ok("run", src, "--fn", "r")
+        self.assertIn("output 0: i64[500]", out)
+        values = outputs(out)[0][1]
+        self.assertEqual(sorted(set(values)), list(range(-3, 7)))  # every value, none outside
+        again, _ = self.ok("run", src, "--fn", "r")
+        self.assertEqual(outputs(again)[0][1], values)  # the same --seed, the same numbers
+        other, _ = self.ok("run", src, "--fn", "r", "--seed", "1")
+        self.assertNotEqual(outputs(other)[0][1], values)
+        out, _ = self.ok("run", src, "--fn", "two")  # two calls in one function differ
+        self.assertTrue(any(v != 0 for v in outputs(out)[0][1]))
+        out, _ = self.ok("run", src, "--fn", "small")
+        self.assertIn("output 0: i8[2 3]", out)
+        self.fails(["run", src, "--fn", "empty"], "r.ein:4:25: error: randint(): low (3) must be below high (3)")
+        self.fails(["run", src, "--fn", "float"], "randint()'s dtype must name an integer dtype")
 
     # The lecture's Q8_0 quantization: q = i8(round(x / scale)), half to even, dequantized.
     def test_q8_0_quantization(self):
