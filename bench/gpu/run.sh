@@ -63,6 +63,12 @@ run_suite() {
   failed=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$out/$suite.log")
   skipped=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$out/$suite.log")
   [ $rc -eq 0 ] || [ -n "$failed" ] || tail -n 20 "$out/$suite.log"  # a crash: its last words
+  # A skip in the global environment (no driver for EIN_TEST_DEVICE=cuda) skips every test
+  # before it runs, and GoogleTest still counts them as passed.
+  if grep -q '^EIN_TEST_DEVICE=.*: ' "$out/$suite.log"; then
+    skipped="all $passed (the device: $(grep -m1 '^EIN_TEST_DEVICE=' "$out/$suite.log"))"
+    passed=0
+  fi
   printf '%-34s | %10s | %-7s | %s\n' "suite $suite${*:+ ($*)}" "${passed:-0}" passed \
     "$([ $rc -eq 0 ] && echo ok || echo "FAILED (exit $rc)"): ${failed:-0} failed, ${skipped:-0} skipped"
 }
