@@ -50,6 +50,7 @@ struct IndexItem {
   Kind kind = Kind::single;
   ExprPtr value;       ///< single: the index
   ExprPtr start, stop; ///< slice: the bounds, each possibly null (`:n`, `n:`, `:`)
+  ExprPtr step;        ///< slice: `a:b:step`, or null
   SourceRange range;   ///< the item's text
 };
 

@@ -141,7 +141,8 @@ struct control : tao::pegtl::normal<Rule> {
       b.fail(msg::expected_expression(b.ops.back().text, found), token);
     } else if constexpr (is_one_of<Rule, g::item, g::arg, g::kw_value, g::comp_iterable,
                                    g::for_iterable, g::value, g::decl_value, g::param_default,
-                                   g::fn_expr_body, g::return_value, g::slice_stop>) {
+                                   g::fn_expr_body, g::return_value, g::slice_stop,
+                                   g::slice_step>) {
       if (kw) b.fail(msg::keyword_as_name(found), token);
       b.fail(msg::expected_expression(token_before(text, at), found), token);
     } else if constexpr (is_one_of<Rule, g::decl_name, g::for_var, g::comp_var, g::attr_name,

@@ -119,6 +119,7 @@ struct pos_arg;
 struct kw_value;
 struct slice_start;
 struct slice_stop;
+struct slice_step;
 struct comp_iterable;
 
 struct paren_open : pegtl::one<'('> {};
@@ -166,9 +167,14 @@ struct index_open : pegtl::one<'['> {};
 struct index_close : pegtl::one<']'> {};
 struct ellipsis_item : pegtl::string<'.', '.', '.'> {};
 struct slice_colon : pegtl::one<':'> {};
+struct slice_step_colon : pegtl::one<':'> {};
+struct slice_step_tail
+    : pegtl::seq<slice_step_colon, sp,
+                 pegtl::opt<pegtl::not_at<pegtl::one<',', ']'>>, slice_step>> {};
 struct slice_tail
     : pegtl::seq<slice_colon, sp,
-                 pegtl::opt<pegtl::not_at<pegtl::one<',', ']'>>, slice_stop>> {};
+                 pegtl::opt<pegtl::not_at<pegtl::one<',', ']', ':'>>, slice_stop>,
+                 pegtl::opt<sp, slice_step_tail>> {};
 struct slice_or_single
     : pegtl::sor<slice_tail, pegtl::seq<slice_start, pegtl::opt<sp, slice_tail>>> {};
 struct index_item : pegtl::sor<ellipsis_item, slice_or_single> {};
@@ -214,6 +220,7 @@ struct pos_arg : expr {};
 struct kw_value : expr {};
 struct slice_start : expr {};
 struct slice_stop : expr {};
+struct slice_step : expr {};
 struct comp_iterable : expr {};
 
 // ---- types ----------------------------------------------------------------------------

@@ -47,6 +47,8 @@ struct Frame {
   uint32_t height = 0;               // call, index: the tallest argument or index tree
   bool colon = false;                // index: the item being parsed has a ':'
   size_t before_colon = 0;           // index: operands of the item before the ':'
+  bool step_colon = false;           // index: ... and a second ':' (a step follows)
+  size_t before_step_colon = 0;      // index: operands of the item before the second ':'
 };
 
 // A new expression node of `kind` over `range`; the caller fills in the rest.
@@ -403,6 +405,16 @@ struct action<g::slice_colon> {
 };
 
 template <>
+struct action<g::slice_step_colon> {
+  template <typename Input>
+  static void apply(const Input&, Builder& b) {
+    Frame& f = b.frames.back();
+    f.step_colon = true;
+    f.before_step_colon = b.operands.size() - f.depth;
+  }
+};
+
+template <>
 struct action<g::index_item> {
   template <typename Input>
   static void apply(const Input& in, Builder& b) {
@@ -416,13 +428,17 @@ struct action<g::index_item> {
     } else if (f.colon) {
       item.kind = IndexItem::Kind::slice;
       const size_t n = b.operands.size() - f.depth;
-      if (n > f.before_colon) item.stop = b.pop();
+      const size_t before_step = f.step_colon ? f.before_step_colon : n;
+      if (f.step_colon && n > f.before_step_colon) item.step = b.pop();
+      if (before_step > f.before_colon) item.stop = b.pop();
       if (f.before_colon == 1) item.start = b.pop();
     } else {
       item.value = b.pop();
     }
     f.colon = false;
     f.before_colon = 0;
+    f.step_colon = false;
+    f.before_step_colon = 0;
     f.indices.push_back(std::move(item));
   }
 };

@@ -119,7 +119,7 @@ Tensor run_concat(const GraphNode& n, const Values& v, Context&) {
 
 Tensor run_slice(const GraphNode& n, const Values& v, Context&) {
   const auto& a = std::get<SliceAttr>(n.attr);
-  return arg(v, n, 0).slice(a.dim, a.start, a.stop);
+  return arg(v, n, 0).slice(a.dim, a.start, a.stop, a.step);
 }
 
 Tensor run_gather(const GraphNode& n, const Values& v, Context&) {

@@ -541,8 +541,15 @@ Value Interpreter::eval_index(const Expr& e, const EnvPtr& env) {
       x = t.b.slice(x, dim, i, i + 1);
     } else {
       const int64_t start = bound(it.start, 0), stop = std::max(start, bound(it.stop, n));
-      x = t.b.slice(x, dim, start, stop);
-      final_shape.push_back(stop - start);
+      int64_t step = 1;
+      if (it.step) {  // as torch: a positive step only (numpy's negative steps are an error)
+        step = as_int(eval(*it.step, env), here, it.step->range, "a slice step");
+        if (step < 1)
+          fail(it.step->range,
+               fmt::format("a slice step must be positive (got {}), as in torch", step));
+      }
+      x = t.b.slice(x, dim, start, stop, step);
+      final_shape.push_back((stop - start + step - 1) / step);
     }
     ++dim;
   }

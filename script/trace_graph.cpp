@@ -159,9 +159,10 @@ TensorVal GraphBuilder::matmul(const TensorVal& a, const TensorVal& b) {
   return pattern(PatternOp::einsum, pat, {x, y});
 }
 
-TensorVal GraphBuilder::slice(const TensorVal& x, int dim, int64_t start, int64_t stop) {
-  if (start == 0 && stop == x.shape.at(dim)) return x;
-  return value(b_.slice(x.node, dim, start, stop));
+TensorVal GraphBuilder::slice(const TensorVal& x, int dim, int64_t start, int64_t stop,
+                              int64_t step) {
+  if (start == 0 && stop == x.shape.at(dim) && step == 1) return x;
+  return value(b_.slice(x.node, dim, start, stop, step));
 }
 
 TensorVal GraphBuilder::reshape(const TensorVal& x, Shape shape) {

@@ -57,7 +57,7 @@ class GraphBuilder {
   /// torch.matmul semantics for 1-D and batched operands, as one contraction.
   TensorVal matmul(const TensorVal& a, const TensorVal& b);
   /// x[start:stop] along `dim` (bounds already clamped).
-  TensorVal slice(const TensorVal& x, int dim, int64_t start, int64_t stop);
+  TensorVal slice(const TensorVal& x, int dim, int64_t start, int64_t stop, int64_t step = 1);
   /// x reshaped (a view when strides allow).
   TensorVal reshape(const TensorVal& x, Shape shape);
   /// x with dims permuted: output dim i is input dim order[i].

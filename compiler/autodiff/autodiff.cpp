@@ -340,21 +340,42 @@ void vjp_concat(Vjp& v) {
   }
 }
 
-// slice: the cotangent padded with zeros to the input's extent.
+// slice: the cotangent padded with zeros to the input's extent. With a step s, each cotangent
+// value is first followed by s - 1 zeros (a new axis of s, reshaped into the dim), which
+// puts value k at k·s; the span ends at the last index taken.
 void vjp_slice(Vjp& v) {
   const auto& a = std::get<SliceAttr>(v.n.attr);
   const GraphNode& x = v.in(0);
+  const auto d = static_cast<size_t>(a.dim);
+  const int64_t taken = v.n.shape[d];
+  if (taken == 0) {
+    v.set(0, v.b.zeros(x.shape, x.dtype));
+    return;
+  }
+  int g = v.g;
+  int64_t span = taken;
+  if (a.step > 1) {
+    Shape column = v.n.shape;  // (..., taken, 1, ...)
+    column.insert(column.begin() + static_cast<std::ptrdiff_t>(d) + 1, 1);
+    Shape gap = column;  // (..., taken, s - 1, ...)
+    gap[d + 1] = a.step - 1;
+    const int spread = v.b.concat({v.b.reshape(g, column), v.b.zeros(gap, x.dtype)}, a.dim + 1);
+    Shape flat = v.n.shape;
+    flat[d] = taken * a.step;
+    span = (taken - 1) * a.step + 1;
+    g = v.b.slice(v.b.reshape(spread, flat), a.dim, 0, span);
+  }
   std::vector<int> parts;
   auto pad = [&](int64_t len) {
     if (len <= 0) return;
     Shape s = x.shape;
-    s[a.dim] = len;
+    s[d] = len;
     parts.push_back(v.b.zeros(s, x.dtype));
   };
   pad(a.start);
-  parts.push_back(v.g);
-  pad(x.shape[a.dim] - a.stop);
-  v.set(0, parts.size() == 1 ? v.g : v.b.concat(parts, a.dim));
+  parts.push_back(g);
+  pad(x.shape[d] - a.start - span);
+  v.set(0, parts.size() == 1 ? g : v.b.concat(parts, a.dim));
 }
 
 void vjp_cast(Vjp& v) {

@@ -97,6 +97,7 @@ std::optional<Affine> layout_access(const GraphNode& n, const Shape& in) {
     case GraphOp::slice: {
       const auto& s = std::get<SliceAttr>(n.attr);
       Affine a = Affine::identity(rank);
+      a.m[s.dim][s.dim] = s.step;
       a.o[s.dim] = s.start;
       return a;
     }

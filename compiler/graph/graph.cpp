@@ -51,6 +51,7 @@ std::string attributes(const GraphNode& n) {
     }
     std::string operator()(const ConcatAttr& a) const { return fmt::format("[dim {}]", a.dim); }
     std::string operator()(const SliceAttr& a) const {
+      if (a.step != 1) return fmt::format("[dim {} {}:{}:{}]", a.dim, a.start, a.stop, a.step);
       return fmt::format("[dim {} {}:{}]", a.dim, a.start, a.stop);
     }
     std::string operator()(const FusedAttr& a) const {

@@ -80,9 +80,10 @@ struct ConcatAttr {
   int64_t dim = 0;
   std::vector<int64_t> spans;
 };
-/// slice: [start, stop) of `dim`.
+/// slice: every `step`-th index of [start, stop) along `dim` (Python's start:stop:step, step
+/// >= 1): ceil((stop - start) / step) of them.
 struct SliceAttr {
-  int64_t dim = 0, start = 0, stop = 0;
+  int64_t dim = 0, start = 0, stop = 0, step = 1;
 };
 
 /// How a fused kernel reads one input buffer: the input's index is an affine function of the

@@ -120,11 +120,12 @@ int GraphBuilder::reshape(int x, Shape shape) {
   return add(GraphOp::reshape, {x}, std::move(shape), dtype);
 }
 
-int GraphBuilder::slice(int x, int64_t dim, int64_t start, int64_t stop) {
+int GraphBuilder::slice(int x, int64_t dim, int64_t start, int64_t stop, int64_t step) {
+  if (step < 1) throw std::logic_error("internal error: a slice step below 1");
   Shape shape = node(x).shape;
-  shape.at(dim) = stop - start;
+  shape.at(dim) = (stop - start + step - 1) / step;
   const DType dtype = node(x).dtype;
-  return add(GraphOp::slice, {x}, std::move(shape), dtype, SliceAttr{dim, start, stop});
+  return add(GraphOp::slice, {x}, std::move(shape), dtype, SliceAttr{dim, start, stop, step});
 }
 
 int GraphBuilder::concat(const std::vector<int>& xs, int64_t dim) {

@@ -70,7 +70,8 @@ class GraphBuilder {
   /// x with `shape` (a view when the strides allow, else a copy).
   int reshape(int x, Shape shape);
   /// [start, stop) of x's dim `dim`.
-  int slice(int x, int64_t dim, int64_t start, int64_t stop);
+  /// x[..., start:stop:step, ...] along `dim` (0 <= start <= stop <= size, step >= 1): a view.
+  int slice(int x, int64_t dim, int64_t start, int64_t stop, int64_t step = 1);
   /// xs side by side along `dim` (one dim of each); the other dims and the dtype are xs[0]'s.
   int concat(const std::vector<int>& xs, int64_t dim);
   /// x converted to `dtype` (a node even when it already is).

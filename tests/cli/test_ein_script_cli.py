@@ -250,6 +250,37 @@ class RunPrinting(Case):
         self.fails(["run", src, "--fn", "bad"], "tt.ein:5:21: error: .mT transposes the last two dims")
         self.fails(["run", src, "--fn", "typo"], "has no member 't' (a tensor has shape, ndim, numel, itemsize, nbytes, T and mT)")
 
+    # Slice steps x[a:b:s] (positive, as torch): values, shapes, the gradient, the errors.
+    def test_slice_steps(self):
+        src = self.write("s.ein", "fn ar() = arange(10, dtype = \"i64\")\n"
+                                  "fn evens() = ar()[::2]\n"
+                                  "fn mid() = ar()[1:8:3]\n"
+                                  "fn empty() = ar()[5:2:2]\n"
+                                  "fn grid() = rearrange(arange(24, dtype = \"i64\"), \"(a b) -> a b\", a = 4)[::3, 1::2]\n"
+                                  "fn loss(x: f32[7 5]) -> f32[] = sum((x[1::2, ::3] * 2 + 1) ** 2)\n"
+                                  "fn back() = ar()[::-1]\n"
+                                  "fn zero() = ar()[::0]\n")
+        self.assertEqual(outputs(self.ok("run", src, "--fn", "evens")[0])[0], ([5], [0, 2, 4, 6, 8]))
+        self.assertEqual(outputs(self.ok("run", src, "--fn", "mid")[0])[0], ([3], [1, 4, 7]))
+        self.assertIn("output 0: i64[0]", self.ok("run", src, "--fn", "empty")[0])
+        self.assertEqual(outputs(self.ok("run", src, "--fn", "grid")[0])[0],
+                         ([2, 3], [1, 3, 5, 19, 21, 23]))
+        # d/dx of sum((2 x + 1)²) is 4 (2 x + 1) at rows 1, 3, 5 and columns 0, 3; 0 elsewhere.
+        x = [[(r * 5 + c) / 10 - 1.5 for c in range(5)] for r in range(7)]
+        inputs = self.path("x.safetensors")
+        write_safetensors(inputs, {"x": ([7, 5], [v for row in x for v in row])})
+        out, _ = self.ok("run", src, "--fn", "loss", "--grad", "--inputs", inputs)
+        m = re.search(r"grad of input 0: tensor\((.*?), shape=\[7, 5\]", out, re.S)
+        grad = [float(v) for v in re.findall(r"-?\d+\.?\d*(?:e[-+]?\d+)?", m.group(1))]
+        want = [4 * (2 * x[r][c] + 1) if r % 2 == 1 and c % 3 == 0 else 0
+                for r in range(7) for c in range(5)]
+        self.assertEqual(len(grad), 35)
+        for g, w in zip(grad, want):
+            self.assertAlmostEqual(g, w, places=4)
+        self.fails(["run", src, "--fn", "back"],
+                   "s.ein:7:20: error: a slice step must be positive (got -1), as in torch")
+        self.fails(["run", src, "--fn", "zero"], "a slice step must be positive (got 0)")
+
     # The lecture's memory facts and dtype limits: x.nbytes, x.itemsize, finfo, iinfo.
     def test_memory_attributes_and_dtype_limits(self):
         src = self.write("m.ein", "fn mem() = zeros(4, 8).nbytes\n"

@@ -97,7 +97,8 @@ std::string show(const ExprPtr& e) {
         if (i.kind == IndexItem::Kind::ellipsis) s += "...";
         if (i.kind == IndexItem::Kind::single) s += show(i.value);
         if (i.kind == IndexItem::Kind::slice)
-          s += (i.start ? show(i.start) : "") + ":" + (i.stop ? show(i.stop) : "");
+          s += (i.start ? show(i.start) : "") + ":" + (i.stop ? show(i.stop) : "") +
+               (i.step ? ":" + show(i.step) : "");
         s += ",";
       }
       return s + "]";
@@ -222,6 +223,14 @@ TEST(ScriptParser, Precedence) {
   EXPECT_EQ(expr("m.w.T"), "m.w.T");
   EXPECT_EQ(expr("x[a:b, :, ..., -1]"), "x[a:b,:,...,(-1i),]");
   EXPECT_EQ(expr("x[:n, n:]"), "x[:n,n:,]");
+  // Slice steps: every spelling of Python's start:stop:step; a trailing ':' has no step.
+  EXPECT_EQ(expr("x[::2]"), "x[::2i,]");
+  EXPECT_EQ(expr("x[1::k]"), "x[1i::k,]");
+  EXPECT_EQ(expr("x[:n:2, a:b:c]"), "x[:n:2i,a:b:c,]");
+  EXPECT_EQ(expr("x[ a : b : c ]"), "x[a:b:c,]");
+  EXPECT_EQ(expr("x[a:b:]"), "x[a:b,]");
+  EXPECT_EQ(expr("x[::]"), "x[:,]");
+  EXPECT_EQ(expr("x[::2, ..., 1:]"), "x[::2i,...,1i:,]");
   EXPECT_EQ(expr("f(a, k = 2,)"), "f(a,k=2i,)");
   EXPECT_EQ(expr(".5 + 3. + 1e-4"), "((0.5f + 3f) + 0.0001f)");
   EXPECT_EQ(expr("\"a\\\"b\\n\""), "\"a\"b\n\"");
