@@ -9,6 +9,7 @@
 #include <map>
 #include <stdexcept>
 
+#include <ein/diagnostic.h>
 #include <ein/errors.h>
 #include <fmt/format.h>
 
@@ -123,7 +124,14 @@ Tensor run_slice(const GraphNode& n, const Values& v, Context&) {
 }
 
 Tensor run_gather(const GraphNode& n, const Values& v, Context&) {
-  return gather_rows(arg(v, n, 0), arg(v, n, 1));
+  try {
+    return gather_rows(arg(v, n, 0), arg(v, n, 1));
+  } catch (const RuntimeError& e) {  // indices out of range: at the script's expression
+    if (!n.source) throw;
+    std::string_view what = e.what();
+    if (what.starts_with("gather: ")) what.remove_prefix(8);  // the script wrote x[indices]
+    throw UserError(std::string(what), n.source, n.range);
+  }
 }
 
 Tensor run_scatter_add(const GraphNode& n, const Values& v, Context&) {

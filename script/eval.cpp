@@ -501,7 +501,9 @@ Value Interpreter::eval_index(const Expr& e, const EnvPtr& env) {
         fail(e.indices[0].range, fmt::format("indexing with a tensor needs integer indices, got {}",
                                              dtype_name(i.dtype)));
       if (x.shape.empty()) fail(e.range, "cannot index a 0-dim tensor");
-      return Value::tensor(t.b.gather(x, i));
+      const TensorVal rows = t.b.gather(x, i);
+      if (cur_) t.b.locate(rows, cur_->script.source, e.range);  // an index out of range: here
+      return Value::tensor(rows);
     }
   }
   size_t explicit_dims = 0;

@@ -81,6 +81,10 @@ class GraphBuilder {
   Graph finish(std::vector<int> outputs) { return b_.finish(std::move(outputs)); }
   /// The graph so far.
   const Graph& graph() const { return b_.graph(); }
+  /// The node of `x` comes from `range` of `source`: its run-time errors point there.
+  void locate(const TensorVal& x, SourcePtr source, SourceRange range) {
+    b_.locate(x.node, std::move(source), range);
+  }
   /// Node `node` as a TensorVal.
   TensorVal value(int node) const;
 

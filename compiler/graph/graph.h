@@ -14,6 +14,7 @@
 
 #include <ein/dtype.h>
 #include <ein/shape.h>
+#include <ein/source.h>
 
 #include "compiler/kernel/kernel_ir.h"
 #include <ein/patterns.h>
@@ -149,6 +150,10 @@ struct GraphNode {
                ConcatAttr, SliceAttr, FusedAttr, ResultAttr, AttentionAttr>
       attr;
   std::string note;  ///< set by fuse() on a node it left unfused: why (empty elsewhere)
+  /// Where a node that can fail on its data (a gather's indices) came from in a `.ein` script,
+  /// so the run-time error points there (null elsewhere); copied with the node.
+  SourcePtr source;
+  SourceRange range;
 };
 
 /// A graph: nodes in topological order and the nodes it returns.

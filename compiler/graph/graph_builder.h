@@ -87,6 +87,12 @@ class GraphBuilder {
   void output(int id) { graph_.outputs.push_back(id); }
   /// Node `id` (a reference valid until the next node is appended).
   const GraphNode& node(int id) const { return graph_.nodes[id]; }
+  /// Marks node `id` as coming from `range` of `source` (GraphNode::source): its run-time
+  /// errors point there.
+  void locate(int id, SourcePtr source, SourceRange range) {
+    graph_.nodes[id].source = std::move(source);
+    graph_.nodes[id].range = range;
+  }
   /// The graph so far.
   const Graph& graph() const { return graph_; }
 

@@ -281,6 +281,29 @@ class RunPrinting(Case):
                    "s.ein:7:20: error: a slice step must be positive (got -1), as in torch")
         self.fails(["run", src, "--fn", "zero"], "a slice step must be positive (got 0)")
 
+    # An index out of range is found at run time, from the data: the error points at the
+    # indexing expression in `ein run`, `ein run --grad` and `ein train` alike.
+    def test_index_out_of_range_at_run_time(self):
+        src = self.write("g.ein", "import optim\n"
+                                  "fn b(x: f32[4]) = x[tensor([5, 1])]\n"
+                                  "fn c(x: f32[4 3]) -> f32[] = sum(x[tensor([1, -9])] ** 2)\n"
+                                  "module E(v) {\n"
+                                  "  param w: f32[v 2] = normal()\n"
+                                  "  fn forward(i: i64[*b]) -> f32[*b 2] = w[i]\n"
+                                  "}\n"
+                                  "train {\n"
+                                  "  model = E(4)\n"
+                                  "  optimizer = SGD()\n"
+                                  "  steps = 2\n"
+                                  "  fn batch() = tensor([0, 7])\n"
+                                  "  fn loss(i: i64[2]) -> f32[] = sum(model(i))\n"
+                                  "}\n")
+        self.fails(["run", src, "--fn", "b"], "g.ein:2:19: error: index 5 at flat position 0 is "
+                   "out of range for 4 rows (valid: -4..3)", " fn b(x: f32[4]) = x[tensor([5, 1])]\n"
+                   "                   ^~~~~~~~~~~~~~~~~")
+        self.fails(["run", src, "--fn", "c", "--grad"], "g.ein:3:34: error: index -9 at flat position 1")
+        self.fails(["train", src, "--quiet"], "g.ein:6:41: error: index 7 at flat position 1")
+
     # The lecture's memory facts and dtype limits: x.nbytes, x.itemsize, finfo, iinfo.
     def test_memory_attributes_and_dtype_limits(self):
         src = self.write("m.ein", "fn mem() = zeros(4, 8).nbytes\n"
