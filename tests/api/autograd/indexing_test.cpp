@@ -46,9 +46,9 @@ TEST(Indexing, Gradients) {
 TEST(Indexing, GraphOpsAreEachOthersVjp) {
   // gather(table (5 3), idx (4)): the backward graph's gradient is a scatter_add node.
   Graph g;
-  g.add({GraphOp::input, {}, {5, 3}, DType::f32, InputAttr{0}, ""});
-  g.add({GraphOp::input, {}, {4}, DType::i64, InputAttr{1}, ""});
-  g.outputs.push_back(g.add({GraphOp::gather, {0, 1}, {4, 3}, DType::f32, {}, ""}));
+  g.add({GraphOp::input, {}, {5, 3}, DType::f32, InputAttr{0}, "", nullptr, {}});
+  g.add({GraphOp::input, {}, {4}, DType::i64, InputAttr{1}, "", nullptr, {}});
+  g.outputs.push_back(g.add({GraphOp::gather, {0, 1}, {4, 3}, DType::f32, {}, "", nullptr, {}}));
   const Backward b = differentiate(g, {true, true});  // the integer indices get no gradient
   ASSERT_EQ(b.wrt, (std::vector<int>{0}));
   const GraphNode& grad = b.graph.nodes[b.graph.outputs[0]];
