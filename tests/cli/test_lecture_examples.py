@@ -10,27 +10,20 @@ Standard library only; about 10 s on 2 cores.
 import json
 import os
 import re
-import shutil
 import struct
 import subprocess
 import sys
-import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_ein_script_cli as cli  # noqa: E402  (its Case: a scratch folder per test)
 from test_ein_script_cli import outputs, write_safetensors  # noqa: E402
 
 EIN = None       # set from argv in main()
 LECTURE = None   # examples/lecture
 
 
-class Lecture(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="ein-lecture-")
-
-    def tearDown(self):
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
+class Lecture(cli.Case):
     def ein(self, *args):
         p = subprocess.run([EIN, *args], capture_output=True, text=True, timeout=300,
                            cwd=self.tmp)
@@ -227,7 +220,7 @@ class Lecture(unittest.TestCase):
 
 def main():
     global EIN, LECTURE
-    EIN = os.path.abspath(sys.argv[1])
+    EIN = cli.EIN = os.path.abspath(sys.argv[1])
     LECTURE = os.path.join(os.path.abspath(sys.argv[2]), "lecture")
     unittest.main(argv=sys.argv[:1], verbosity=1)
 
