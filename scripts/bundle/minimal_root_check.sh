@@ -21,7 +21,10 @@ if [ ! -f "$base/.complete" ]; then
   echo "minimal_root_check.sh: debootstrap --variant=minbase $suite into $base"
   rm -rf "$base"
   mkdir -p "$base"
+  # One retry: a download can fail once on a busy mirror.
   debootstrap --variant=minbase "$suite" "$base" http://deb.debian.org/debian >"$base.log" 2>&1 ||
+    { rm -rf "$base" && mkdir -p "$base" &&
+      debootstrap --variant=minbase "$suite" "$base" http://deb.debian.org/debian >"$base.log" 2>&1; } ||
     { tail -n 20 "$base.log"; exit 1; }
   touch "$base/.complete"
 fi
