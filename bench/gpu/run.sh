@@ -19,15 +19,20 @@
 #   bash bench/gpu/run.sh --prebuilt BIN     runs the binaries in BIN, no build step: the GPU
 #                                            bundle's run.sh does this (scripts/gpu_bundle.sh)
 #   ... [--json FILE]                        the table as JSON (default gpu_results.json)
+#   ... [--parts suites,ops,measure,gpt]     only these parts (default all): the three CUDA
+#       suites; the op suite on the GPU (it compiles every op test's kernels with NVRTC: the
+#       longest part); NVRTC, GEMM and op-bandwidth measurements; GPT training against torch
 # Exits nonzero when a test suite or a benchmark fails; the measurements are printed either way.
 set -uo pipefail
 json=$PWD/gpu_results.json
 build=build-gpu
 bin=""
+parts=suites,ops,measure,gpt
 while [ $# -gt 0 ]; do
   case "$1" in
     --prebuilt) bin=$(cd "$2" && pwd); shift 2 ;;
     --json) json=$(realpath -m "$2"); shift 2 ;;
+    --parts) parts=$2; shift 2 ;;
     *) build=$1; shift ;;
   esac
 done
@@ -42,6 +47,9 @@ if [ -z "$bin" ]; then
     ein_ops_tests ein_cuda_timings ein_op_bandwidth || exit 1
   bin=$PWD/$build/bin
 fi
+
+# want PART: whether --parts names it.
+want() { [[ ",$parts," == *",$1,"* ]]; }
 
 # Everything below prints into one log, which bench/gpu/results_json.py turns into $json.
 main() {
@@ -72,11 +80,14 @@ run_suite() {
   printf '%-34s | %10s | %-7s | %s\n' "suite $suite${*:+ ($*)}" "${passed:-0}" passed \
     "$([ $rc -eq 0 ] && echo ok || echo "FAILED (exit $rc)"): ${failed:-0} failed, ${skipped:-0} skipped"
 }
-run_suite ein_cuda_runtime_tests
-run_suite ein_cuda_tests
-run_suite ein_device_tests
-run_suite ein_ops_tests EIN_TEST_DEVICE=cuda  # every op test with its inputs on cuda:0
+if want suites; then
+  run_suite ein_cuda_runtime_tests
+  run_suite ein_cuda_tests
+  run_suite ein_device_tests
+fi
+want ops && run_suite ein_ops_tests EIN_TEST_DEVICE=cuda  # every op test with its inputs on cuda:0
 
+if want measure; then
 echo
 echo "== measurements"
 "$bin/ein" emit softmax --shape 64,1024,512 --dtype bf16 --target cuda >"$out/softmax.cu" ||
@@ -213,6 +224,9 @@ for name, f, what in (("torch dispatch x+y 1024 f32", lambda: a + b, "1 kernel")
             "torch us per call / ein's (ein's map is 1 kernel)")
 PY
 
+fi  # measure
+
+want gpt || return $status
 echo
 echo "== GPT training throughput: ein train --device cuda, torch eager and torch.compile"
 if python3 -c 'import torch; raise SystemExit(not torch.cuda.is_available())' 2>/dev/null; then
