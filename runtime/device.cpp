@@ -81,4 +81,10 @@ bool has_backend(DeviceKind kind) {
   return r.backends[static_cast<size_t>(kind)] != nullptr;
 }
 
+void* DeviceBackend::allocate_pinned(int64_t) {
+  throw DeviceError("the " + name() + " backend has no page-locked host memory");
+}
+
+void DeviceBackend::free_pinned(void*, int64_t) {}
+
 }  // namespace ein

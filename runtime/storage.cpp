@@ -60,11 +60,35 @@ std::shared_ptr<Storage> Storage::allocate(int64_t nbytes, Device device) {
   }
 }
 
-Storage::Storage(void* data, int64_t nbytes, Device device, DeviceBackend* backend)
-    : data_(data), nbytes_(nbytes), device_(device), backend_(backend) {}
+std::shared_ptr<Storage> Storage::allocate_pinned(int64_t nbytes, DeviceKind for_kind) {
+  DeviceBackend& backend = backend_for(Device{for_kind, 0});
+  if (nbytes < 0 || nbytes > kMaxBytes)
+    throw OutOfMemoryError("pinned cpu", nbytes, memory_allocated(cpu()));
+  void* data = nullptr;
+  if (nbytes > 0) {
+    data = backend.allocate_pinned(nbytes);
+    if (data == nullptr) throw OutOfMemoryError("pinned cpu", nbytes, memory_allocated(cpu()));
+  }
+  add_allocation(cpu(), nbytes);
+  try {
+    return std::shared_ptr<Storage>(new Storage(data, nbytes, cpu(), &backend, true));
+  } catch (const std::bad_alloc&) {
+    counters(cpu()).allocated.fetch_sub(nbytes);
+    if (data != nullptr) backend.free_pinned(data, nbytes);
+    throw OutOfMemoryError("cpu", static_cast<int64_t>(sizeof(Storage)), memory_allocated(cpu()));
+  }
+}
+
+Storage::Storage(void* data, int64_t nbytes, Device device, DeviceBackend* backend, bool pinned)
+    : data_(data), nbytes_(nbytes), device_(device), backend_(backend), pinned_(pinned) {}
 
 Storage::~Storage() {
-  if (data_ != nullptr) backend_->free(device_, data_, nbytes_);
+  if (data_ != nullptr) {
+    if (pinned_)
+      backend_->free_pinned(data_, nbytes_);
+    else
+      backend_->free(device_, data_, nbytes_);
+  }
   counters(device_).allocated.fetch_sub(nbytes_);
 }
 

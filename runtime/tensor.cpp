@@ -4,7 +4,7 @@
 #include <ein/tensor.h>
 
 #include <atomic>
-
+#include <cstring>
 #include <limits>
 
 #include "runtime/copy.h"
@@ -189,6 +189,47 @@ Tensor Tensor::to(Device target) const {
   else  // between two GPUs: through the host, the simple way until peer copies exist
     return to(cpu()).to(target);
   return out;
+}
+
+Tensor Tensor::to(Device target, bool non_blocking) const {
+  check_defined("to");
+  const bool up = device().kind == DeviceKind::cpu && target.kind == DeviceKind::cuda;
+  const bool down = device().kind == DeviceKind::cuda && target.kind == DeviceKind::cpu;
+  if (!non_blocking || !(up ? is_pinned() : down)) return to(target);
+  check_no_grad("to(device, non_blocking)");
+  const Tensor src = contiguous();  // a pinned tensor's contiguous() may not be pinned
+  if (up && !src.is_pinned()) return to(target);
+  const int64_t bytes = nbytes();
+  Tensor out = up ? empty(sizes_, dtype_, target)
+                  : Tensor(Storage::allocate_pinned(bytes, DeviceKind::cuda), dtype_, sizes_,
+                           contiguous_strides(sizes_), 0);
+  if (bytes == 0) return out;
+  const void* from = static_cast<const char*>(src.storage_->data()) + src.offset_ * element_size();
+  if (up)
+    backend_for(target).copy_from_host_async(target, out.storage_->data(), from, bytes);
+  else
+    backend_for(device()).copy_to_host_async(device(), out.storage_->data(), from, bytes);
+  return out;
+}
+
+Tensor Tensor::pin_memory() const {
+  check_defined("pin_memory");
+  if (device().kind != DeviceKind::cpu)
+    throw RuntimeError("pin_memory: only a cpu tensor can be pinned, this one is on " +
+                       device().str());
+  if (is_pinned()) return *this;
+  const Tensor src = contiguous();
+  Tensor out(Storage::allocate_pinned(nbytes(), DeviceKind::cuda), dtype_, sizes_,
+             contiguous_strides(sizes_), 0);
+  if (nbytes() > 0)
+    std::memcpy(out.storage_->data(),
+                static_cast<const char*>(src.storage_->data()) + src.offset_ * element_size(),
+                static_cast<size_t>(nbytes()));
+  return out;
+}
+
+bool Tensor::is_pinned() const {
+  return storage_ && storage_->pinned();
 }
 
 Tensor Tensor::to(DType dtype) const {

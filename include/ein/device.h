@@ -49,6 +49,24 @@ class DeviceBackend {
   virtual void copy_to_host(Device device, void* dst, const void* src, int64_t nbytes) = 0;
   /// Copies `nbytes` between two buffers of `device`.
   virtual void copy_on_device(Device device, void* dst, const void* src, int64_t nbytes) = 0;
+
+  /// Page-locked host memory that this kind's asynchronous copies read and write without a
+  /// staging copy (cuMemHostAlloc; torch's pin_memory). nullptr when it cannot be had; the
+  /// default (a kind without such memory) throws DeviceError.
+  virtual void* allocate_pinned(int64_t nbytes);
+  /// Returns memory from allocate_pinned().
+  virtual void free_pinned(void* ptr, int64_t nbytes);
+  /// Queues a copy from (pinned) host memory to `device` on the calling thread's current
+  /// stream and returns (torch's non_blocking=True): the host bytes must stay unchanged until
+  /// the stream reaches the copy. The default copies synchronously.
+  virtual void copy_from_host_async(Device device, void* dst, const void* src, int64_t nbytes) {
+    copy_from_host(device, dst, src, nbytes);
+  }
+  /// Queues a copy from `device` to (pinned) host memory; the bytes are there once the stream
+  /// is synchronised. The default copies synchronously.
+  virtual void copy_to_host_async(Device device, void* dst, const void* src, int64_t nbytes) {
+    copy_to_host(device, dst, src, nbytes);
+  }
 };
 
 /// The backend serving `device`; for cuda, the CUDA backend is installed on first use when a

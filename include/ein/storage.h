@@ -17,6 +17,10 @@ class Storage {
   /// Allocates `nbytes` on `device`; OutOfMemoryError when the bytes cannot be had or the
   /// size is negative, RuntimeError when the device has no backend. Zero bytes is valid.
   static std::shared_ptr<Storage> allocate(int64_t nbytes, Device device);
+  /// Allocates `nbytes` of page-locked host memory through the backend of `for_kind` (cuda),
+  /// which copies to and from it asynchronously. Its device is cpu() (counted there); a
+  /// DeviceError without a driver, OutOfMemoryError when the bytes cannot be had.
+  static std::shared_ptr<Storage> allocate_pinned(int64_t nbytes, DeviceKind for_kind);
 
   /// Frees the bytes and subtracts them from the device's accounting.
   ~Storage();
@@ -29,15 +33,18 @@ class Storage {
   int64_t nbytes() const { return nbytes_; }
   /// Where the bytes live.
   Device device() const { return device_; }
+  /// Whether they are page-locked host memory (allocate_pinned).
+  bool pinned() const { return pinned_; }
 
  private:
   /// Takes ownership of bytes that allocate() already counted.
-  Storage(void* data, int64_t nbytes, Device device, DeviceBackend* backend);
+  Storage(void* data, int64_t nbytes, Device device, DeviceBackend* backend, bool pinned = false);
 
   void* data_;
   int64_t nbytes_;
   Device device_;
   DeviceBackend* backend_;  ///< lives as long as the registry (backends are never removed)
+  bool pinned_ = false;     ///< host memory from backend_->allocate_pinned
 };
 
 /// Bytes currently held by Storage objects on `device`.

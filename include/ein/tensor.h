@@ -145,6 +145,18 @@ class Tensor {
 
   /// A copy on `device` (this tensor when already there).
   Tensor to(Device device) const;
+  /// The same with torch's non_blocking: host → cuda from pinned memory queues the copy on the
+  /// thread's current stream and returns (the host bytes must stay unchanged until the stream
+  /// has read them; later work on that stream sees the copy); cuda → host returns a pinned
+  /// tensor whose bytes are there once the stream is synchronised (cuda_synchronize). Any other
+  /// pair, or non_blocking = false, copies as to(device).
+  Tensor to(Device device, bool non_blocking) const;
+  /// A copy in page-locked host memory (this tensor when it is already pinned): torch's
+  /// pin_memory(), what non-blocking copies to a GPU read. A cpu tensor only; without a CUDA
+  /// driver the same RuntimeError as using cuda (everything else on ein::cpu() works).
+  Tensor pin_memory() const;
+  /// Whether the elements are in page-locked host memory.
+  bool is_pinned() const;
   /// A copy converted to `dtype` (this tensor when already that dtype).
   Tensor to(DType dtype) const;
   /// Copies src into this tensor's elements (const: the handle is unchanged, as in ATen);

@@ -84,6 +84,29 @@ class CudaBackend final : public DeviceBackend {
                "cuMemcpyDtoDAsync");
   }
 
+  // Tensor::pin_memory and non-blocking copies: portable page-locked memory, and the copies
+  // queued on the current stream without waiting.
+  void* allocate_pinned(int64_t nbytes) override {
+    make_cuda_context_current(0);  // any context: portable memory is pinned for all of them
+    void* data = nullptr;
+    if (cuda_driver().mem_host_alloc(&data, static_cast<size_t>(nbytes), kHostAllocPortable) != 0)
+      return nullptr;  // Storage reports it as out of memory
+    return data;
+  }
+  void free_pinned(void* ptr, int64_t) override { cuda_driver().mem_free_host(ptr); }
+  void copy_from_host_async(Device device, void* dst, const void* src, int64_t nbytes) override {
+    make_cuda_context_current(device.index);
+    check_cuda(cuda_driver().memcpy_htod_async(dptr(dst), src, static_cast<size_t>(nbytes),
+                                               current_stream(device.index)),
+               "cuMemcpyHtoDAsync");
+  }
+  void copy_to_host_async(Device device, void* dst, const void* src, int64_t nbytes) override {
+    make_cuda_context_current(device.index);
+    check_cuda(cuda_driver().memcpy_dtoh_async(dst, dptr(src), static_cast<size_t>(nbytes),
+                                               current_stream(device.index)),
+               "cuMemcpyDtoHAsync");
+  }
+
   /// The allocator of cuda:`index`, made on first use (DeviceError for a device that does not
   /// exist).
   DeviceMemory& memory(int index) {

@@ -23,6 +23,8 @@
 #include <ein/autograd.h>
 #include "runtime/blas/contract.h"
 #include <ein/checkpoint.h>
+#include <ein/storage.h>
+#include "runtime/cuda/backend.h"
 #include "runtime/cuda/driver.h"
 #include "support/fake_cuda.h"
 
@@ -97,6 +99,46 @@ TEST_P(DeviceExecution, StridedCopiesConvertAndStayOnTheDevice) {
   const Tensor filled = empty({2, 3}, DType::f16, cuda());
   filled.fill_(2.5);
   expect_close(filled, full({2, 3}, 2.5, DType::f16), 0, "fill_");
+}
+
+// Pinned host tensors (torch's pin_memory) and non-blocking copies: the values arrive, the
+// device-to-host result is pinned, pinned memory is counted on the cpu and freed with its
+// tensor; pageable memory and non_blocking = false copy synchronously, as torch does.
+TEST_P(DeviceExecution, PinnedTensorsCopyWithoutBlocking) {
+  const Tensor x = randn({33, 5}, DType::f32, cpu(), 3);
+  EXPECT_FALSE(x.is_pinned());
+  const int64_t cpu_before = memory_allocated(cpu());
+  {
+    const Tensor p = x.permute({1, 0}).pin_memory();  // a view: pinned as a contiguous copy
+    ASSERT_TRUE(p.is_pinned());
+    EXPECT_EQ(p.device(), cpu());
+    EXPECT_TRUE(p.pin_memory().same_storage(p));  // already pinned: itself
+    EXPECT_EQ(memory_allocated(cpu()), cpu_before + p.nbytes());
+    if (fake_) {
+      EXPECT_EQ(fake_->pinned_bytes(), p.nbytes());
+    }
+    const int64_t async_before = fake_ ? fake_->async_copies() : 0;
+    const Tensor on_device = p.to(cuda(), /*non_blocking=*/true);
+    const Tensor back = on_device.to(cpu(), /*non_blocking=*/true);
+    if (!fake_) cuda_synchronize(0);  // the fake device's copies are done when they return
+    EXPECT_TRUE(back.is_pinned());
+    if (fake_) {
+      EXPECT_EQ(fake_->async_copies(), async_before + 2);
+    }
+    EXPECT_EQ(back.to_vector<float>(), x.permute({1, 0}).contiguous().to_vector<float>());
+    // Pageable memory, or non_blocking = false: the synchronous copies.
+    const Tensor sync = x.to(cuda(), true).to(cpu(), false);
+    EXPECT_FALSE(sync.is_pinned());
+    EXPECT_EQ(sync.to_vector<float>(), x.to_vector<float>());
+    if (fake_) {
+      EXPECT_EQ(fake_->async_copies(), async_before + 2);
+    }
+    EXPECT_THROW((void)on_device.pin_memory(), RuntimeError);  // only cpu tensors pin
+  }
+  EXPECT_EQ(memory_allocated(cpu()), cpu_before);
+  if (fake_) {
+    EXPECT_EQ(fake_->pinned_bytes(), 0);
+  }
 }
 
 TEST_P(DeviceExecution, PatternsReductionsAndMapsMatchTheCpu) {

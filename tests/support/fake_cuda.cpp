@@ -18,6 +18,7 @@ namespace ein::testing {
 
 struct FakeCudaDevice::State {
   std::atomic<int64_t> prepared{0}, launches{0}, gemms{0}, bytes{0}, f64_spilling{0};
+  std::atomic<int64_t> pinned_bytes{0}, async_copies{0};
   std::shared_ptr<DeviceBackend> backend;
 };
 
@@ -50,6 +51,24 @@ class HostMemory final : public DeviceBackend {
   }
   void copy_on_device(Device, void* dst, const void* src, int64_t n) override {
     std::memmove(dst, src, static_cast<size_t>(n));
+  }
+  // Pinned host memory is ordinary host memory here, and an asynchronous copy is done by the
+  // time it returns (a stream that has already run); both are counted for the tests.
+  void* allocate_pinned(int64_t nbytes) override {
+    state_->pinned_bytes += nbytes;
+    return std::aligned_alloc(64, static_cast<size_t>((std::max<int64_t>(nbytes, 1) + 63) / 64 * 64));
+  }
+  void free_pinned(void* ptr, int64_t nbytes) override {
+    state_->pinned_bytes -= nbytes;
+    std::free(ptr);
+  }
+  void copy_from_host_async(Device, void* dst, const void* src, int64_t n) override {
+    ++state_->async_copies;
+    std::memcpy(dst, src, static_cast<size_t>(n));
+  }
+  void copy_to_host_async(Device, void* dst, const void* src, int64_t n) override {
+    ++state_->async_copies;
+    std::memcpy(dst, src, static_cast<size_t>(n));
   }
 
  private:
@@ -203,6 +222,8 @@ int64_t FakeCudaDevice::kernels_prepared() const { return state_->prepared; }
 int64_t FakeCudaDevice::launches() const { return state_->launches; }
 int64_t FakeCudaDevice::gemms() const { return state_->gemms; }
 int64_t FakeCudaDevice::bytes_in_use() const { return state_->bytes; }
+int64_t FakeCudaDevice::pinned_bytes() const { return state_->pinned_bytes; }
+int64_t FakeCudaDevice::async_copies() const { return state_->async_copies; }
 int64_t FakeCudaDevice::f64_kernels_spilling() const { return state_->f64_spilling; }
 
 }  // namespace ein::testing

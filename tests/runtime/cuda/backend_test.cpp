@@ -33,6 +33,14 @@ TEST(CudaBackend, WithoutADriverUsingCudaIsAClearErrorWithTheReason) {
   EXPECT_FALSE(has_backend(DeviceKind::cuda));
   EXPECT_THROW(Stream::create(0), DeviceError);
   EXPECT_THROW(PinnedBuffer(1024), DeviceError);
+  // Tensor::pin_memory needs the driver too, and says so as using cuda does.
+  try {
+    (void)zeros({4}, DType::f32, cpu()).pin_memory();
+    FAIL() << "pin_memory must fail without a driver";
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find(cuda_driver_info().reason), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(zeros({4}, DType::f32, cpu()).is_pinned());
   EXPECT_THROW((void)cuda_memory_stats(0), DeviceError);
   // Naming the default stream needs no driver; nothing is asked of it.
   EXPECT_EQ(Stream::default_stream(0).handle(), nullptr);
