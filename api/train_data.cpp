@@ -59,16 +59,22 @@ std::unique_ptr<TokenLoader> open_tokens(const TokenDataOptions& spec,
   const std::string path = override_path.empty() ? spec.path : override_path;
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
-  const std::string where = override_path.empty() ? " (set by the train block's data; --data overrides it)" : "";
-  if (!fs::exists(status)) throw UserError(fmt::format("data file '{}' does not exist{}", path, where));
+  const bool from_script = override_path.empty();
+  const std::string where = from_script ? " (set by the train block's data; --data overrides it)" : "";
+  // From a script: the error points at its `data = ...` (file:line:col and a caret).
+  auto refuse = [&](const std::string& message) {
+    if (from_script && spec.source) throw UserError(message, spec.source, spec.range);
+    throw UserError(message);
+  };
+  if (!fs::exists(status)) refuse(fmt::format("data file '{}' does not exist{}", path, where));
   // A FIFO or device would block or never end: only regular files are read.
   if (!fs::is_regular_file(status))
-    throw UserError(fmt::format("data file '{}' is not a regular file but {}{}", path,
-                                fs::is_directory(status) ? "a directory"
-                                : fs::is_fifo(status)    ? "a FIFO (named pipe)"
-                                : fs::is_character_file(status) ? "a character device"
-                                                                : "a device or socket",
-                                where));
+    refuse(fmt::format("data file '{}' is not a regular file but {}{}", path,
+                       fs::is_directory(status) ? "a directory"
+                       : fs::is_fifo(status)    ? "a FIFO (named pipe)"
+                       : fs::is_character_file(status) ? "a character device"
+                                                       : "a device or socket",
+                       where));
   LoaderOptions o;
   o.batch_size = spec.batch;
   o.context = spec.context;
@@ -94,8 +100,9 @@ std::unique_ptr<TokenLoader> open_tokens(const TokenDataOptions& spec,
   try {
     return std::make_unique<TokenLoader>(token_path, o, dtype);
   } catch (const RuntimeError& e) {
-    throw UserError(fmt::format("data '{}': {}", path, e.what()));
+    refuse(fmt::format("data '{}': {}", path, e.what()));
   }
+  return nullptr;  // not reached: refuse() throws
 }
 
 }  // namespace

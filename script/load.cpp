@@ -304,6 +304,11 @@ void Interpreter::build_train(Unit& unit, const Decl& d) {
     ds.context = static_cast<int64_t>(s->record->numbers["context"]);
     const fs::path p(ds.path);
     if (p.is_relative()) ds.path = (fs::path(unit.path).parent_path() / p).string();
+    for (const Decl& c : d.children)
+      if (c.kind == Decl::Kind::member && c.name == "data") {
+        ds.source = unit.script.source;
+        ds.range = c.value->range;
+      }
     spec_.data = ds;
   }
   if (optimizer_) {

@@ -107,6 +107,8 @@ struct DataSpec {
   int64_t batch = 1;           ///< B
   int64_t context = 1;         ///< T
   std::string order = "random";  ///< "random" or "sequential"
+  SourcePtr source;              ///< the script, and the range of its `data = ...` value
+  SourceRange range;
 };
 
 /// The train block's settings, with defaults for what it leaves out.

@@ -63,6 +63,8 @@ TrainOptions options_of(const script::TrainSpec& spec) {
     d.batch = spec.data->batch;
     d.context = spec.data->context;
     d.order = spec.data->order;
+    d.source = spec.data->source;
+    d.range = spec.data->range;
     o.data = d;
   }
   o.checkpoint_every = spec.checkpoint_every;

@@ -34,6 +34,7 @@
 
 #include <ein/device.h>
 #include <ein/dtype.h>
+#include <ein/source.h>
 #include <ein/tensor.h>
 
 namespace ein {
@@ -88,6 +89,9 @@ struct TokenDataOptions {
   int64_t batch = 1;             ///< B
   int64_t context = 1;           ///< T
   std::string order = "random";  ///< "random" or "sequential"
+  /// Where a script set this (its `data = ...`), for errors about the file; null elsewhere.
+  SourcePtr source;
+  SourceRange range;
 };
 
 /// One finished optimizer step, as logged.

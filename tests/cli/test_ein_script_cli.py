@@ -519,6 +519,20 @@ class Errors(Case):
         gpt = script("gpt", "byte_gpt.ein")
         self.fails(["train", gpt, *TINY, "--steps", "1", "--data", "/nonexistent"],
                    "/nonexistent", "does not exist")
+        # The script's own data file: the error points at its `data = ...` with a caret.
+        src = self.write("d.ein", "import gpt\nimport optim\ntrain {\n"
+                                  "  model = GPT(256, 8, 1, 2, 16)\n"
+                                  "  data = bytes(\"missing.txt\", batch = 2, context = 8)\n"
+                                  "  optimizer = SGD()\n"
+                                  "  fn loss(x: i64[2 8], y: i64[2 8]) -> f32[] = cross_entropy(model(x), y)\n"
+                                  "}\n")
+        self.fails(["train", src, "--steps", "1"], "d.ein:5:10: error: data file '",
+                   "missing.txt' does not exist (set by the train block's data; --data overrides it)",
+                   '   data = bytes("missing.txt", batch = 2, context = 8)\n'
+                   "          ^~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~")
+        os.mkfifo(self.path("missing.txt"))  # a FIFO would block: refused, at the same place
+        self.fails(["train", src, "--steps", "1"], "d.ein:5:10: error: data file '",
+                   "is not a regular file but a FIFO")
         self.fails(["train", gpt, *TINY, "--steps", "1", "--device", "tpu"], "--device tpu",
                    "expected auto, cpu, cuda or cuda:N")
         try:
