@@ -544,14 +544,14 @@ Value Interpreter::eval_index(const Expr& e, const EnvPtr& env) {
     } else {
       const int64_t start = bound(it.start, 0), stop = std::max(start, bound(it.stop, n));
       int64_t step = 1;
-      if (it.step) {  // as torch: a positive step only (numpy's negative steps are an error)
+      if (it.step) {  // a positive step only, as torch (numpy's negative steps are refused)
         step = as_int(eval(*it.step, env), here, it.step->range, "a slice step");
         if (step < 1)
           fail(it.step->range,
                fmt::format("a slice step must be positive (got {}), as in torch", step));
       }
       x = t.b.slice(x, dim, start, stop, step);
-      final_shape.push_back((stop - start + step - 1) / step);
+      final_shape.push_back(x.shape[dim]);
     }
     ++dim;
   }

@@ -39,9 +39,9 @@ def gpu():
 def main():
     log, bin_dir, status = sys.argv[1], sys.argv[2], int(sys.argv[3])
     commit = None
-    for candidate in (os.path.join(bin_dir, "..", "COMMIT"),):
-        if os.path.exists(candidate):
-            commit = open(candidate).read().strip()
+    bundle_commit = os.path.join(bin_dir, "..", "COMMIT")  # the bundle records its commit
+    if os.path.exists(bundle_commit):
+        commit = open(bundle_commit).read().strip()
     if commit is None:
         r = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
         commit = r.stdout.strip() or None

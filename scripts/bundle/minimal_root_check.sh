@@ -33,8 +33,10 @@ dev=$(chroot "$base" dpkg-query -W -f '${Package}\n' |
       grep -E -- '-dev$|^(gcc|g\+\+|cpp|clang|llvm)(-[0-9]+)?$|^(libllvm|libmlir|libopenblas|libtbb|libfmt|libsleef)' ||
       true)
 [ -z "$dev" ] || { echo "minimal_root_check.sh: the root has development packages: $dev" >&2; exit 1; }
+compilers=$(chroot "$base" /bin/sh -c 'for c in cc c++ gcc g++ clang nvcc; do command -v $c; done' || true)
+[ -z "$compilers" ] || { echo "minimal_root_check.sh: the root has a compiler: $compilers" >&2; exit 1; }
 echo "minimal_root_check.sh: $base: $(chroot "$base" dpkg-query -W -f '.\n' | wc -l) packages" \
-     "(Debian $suite minbase), none of them -dev, no compiler"
+     "(Debian $suite minbase), none of them -dev, no compiler on PATH"
 rm -rf "$base/opt/ein-gpu" "$base/root/.cache"  # a fresh bundle, an empty JIT cache
 mkdir -p "$base/opt"
 cp -r "$dist" "$base/opt/ein-gpu"
