@@ -287,7 +287,16 @@ Value constant_tensor(Interpreter& in, std::vector<CallArg>& args, const CallSit
 }
 
 bool integer_dtype(DType d) {
-  return d == DType::i64 || d == DType::i32 || d == DType::i8 || d == DType::u8;
+  return d != DType::boolean && !kFloatDTypes.contains(d);
+}
+
+/// A random input of the trace (randn, rand, randint, dropout's mask): drawn afresh at each
+/// call of the traced function, from the run's seed and the number of this draw.
+TensorVal random_input(Trace& t, Feed f) {
+  f.draw = t.draws++;
+  const TensorVal v = t.b.input(f.shape, f.dtype);
+  t.feeds.push_back(std::move(f));
+  return v;
 }
 
 /// The `dtype = "..."` of a random factory (its only named parameter), checked for its kind.
@@ -315,10 +324,7 @@ Value random_tensor(Interpreter& in, std::vector<CallArg>& args, const CallSite&
   f.kind = normal ? Feed::Kind::normal : Feed::Kind::uniform;
   f.shape = shape;
   f.dtype = dtype;
-  f.draw = t.draws++;
-  TensorVal v = t.b.input(shape, dtype);
-  t.feeds.push_back(f);
-  return Value::tensor(v);
+  return Value::tensor(random_input(t, std::move(f)));
 }
 
 /// randint(low, high, sizes..., dtype = "i64"): integers uniform in [low, high), fresh per call
@@ -340,10 +346,7 @@ Value randint_tensor(Interpreter& in, std::vector<CallArg>& args, const CallSite
   f.dtype = dtype;
   f.low = low;
   f.high = high;
-  f.draw = t.draws++;
-  TensorVal v = t.b.input(shape, dtype);
-  t.feeds.push_back(f);
-  return Value::tensor(v);
+  return Value::tensor(random_input(t, std::move(f)));
 }
 
 Value cast_to(Interpreter& in, std::vector<CallArg>& args, const CallSite& site, DType dtype,
@@ -544,9 +547,7 @@ std::map<std::string, BuiltinFn> make_table() {
     f.kind = Feed::Kind::uniform;
     f.shape = x.shape;
     f.dtype = x.dtype;
-    f.draw = t.draws++;
-    const TensorVal r = t.b.input(x.shape, x.dtype);
-    t.feeds.push_back(f);
+    const TensorVal r = random_input(t, std::move(f));
     return Value::tensor(t.b.map({x, r}, x.dtype,
                                  [p](Kernel& k, const std::vector<int>& l) {
                                    const int keep = k.apply(ScalarOp::ge, l[1], k.constant(p));
