@@ -3,6 +3,7 @@
 // differentiable) on the inputs' device.
 #include <cmath>
 #include <mutex>
+#include <optional>
 #include <regex>
 #include <shared_mutex>
 #include <sstream>
@@ -12,6 +13,7 @@
 #include <ein/ops.h>
 #include <fmt/format.h>
 
+#include "api/map.h"
 #include "api/tape.h"
 #include "compiler/graph/lower_patterns.h"
 #include "compiler/graph/map_program.h"
@@ -111,16 +113,33 @@ std::string expand_ellipsis(std::string_view text, const std::vector<Tensor>& in
   return out + std::string(text.substr(arrow));
 }
 
-}  // namespace
+/// The dtype map() gives program `p` on inputs of `dtypes` (fp8 already read as f32).
+DType result_dtype(const MapProgram& p, const std::vector<DType>& dtypes) {
+  const DType compute = compute_type(dtypes);
+  DType out = dtypes.empty() ? DType::f32 : dtypes.front();
+  for (DType t : dtypes)
+    if (t != out) out = compute;
+  // Integers stay integers where the expression keeps them (i64 + i64 is i64, as in torch);
+  // otherwise, and for bool inputs, the result is the compute type.
+  const bool integer = out == DType::i64 || out == DType::i32 || out == DType::i8 || out == DType::u8;
+  if (!(integer && integer_closed(p.kernel)) && out != DType::f64 && out != DType::f32 &&
+      out != DType::f16 && out != DType::bf16)
+    out = compute;
+  return out;
+}
 
-Tensor map(std::string_view expression_in, const std::vector<Tensor>& given) {
+DType readable(DType t) {  // kernels do not read fp8: such inputs are converted to f32 first
+  return t == DType::f8e4m3 || t == DType::f8e5m2 ? DType::f32 : t;
+}
+
+Tensor run_map(std::string_view expression_in, const std::vector<Tensor>& given,
+               std::optional<DType> out_dtype) {
   const std::string expanded = expand_ellipsis(expression_in, given);
   const std::string_view expression = expanded;
   const auto p = map_program(expression);
-  std::vector<Tensor> inputs = given;  // kernels do not read fp8: convert such inputs first
+  std::vector<Tensor> inputs = given;
   for (Tensor& x : inputs)
-    if (x.defined() && (x.dtype() == DType::f8e4m3 || x.dtype() == DType::f8e5m2))
-      x = x.to(DType::f32);
+    if (x.defined() && readable(x.dtype()) != x.dtype()) x = x.to(readable(x.dtype()));
   const MapExpr& e = p->expr;
   if (inputs.size() != e.inputs.size())
     throw UserError(fmt::format("the expression has {} inputs, but {} tensors were given",
@@ -143,20 +162,27 @@ Tensor map(std::string_view expression_in, const std::vector<Tensor>& given) {
     dtypes.push_back(x.dtype());
   }
   const Shape sizes = bind_map_sizes(*p, shapes);
-  const DType compute = compute_type(dtypes);
-  DType out = dtypes.front();
-  for (DType t : dtypes)
-    if (t != out) out = compute;
-  // Integers stay integers where the expression keeps them (i64 + i64 is i64, as in torch);
-  // otherwise, and for bool inputs, the result is the compute type.
-  const bool integer = out == DType::i64 || out == DType::i32 || out == DType::i8 || out == DType::u8;
-  if (!(integer && integer_closed(p->kernel)) && out != DType::f64 && out != DType::f32 &&
-      out != DType::f16 && out != DType::bf16)
-    out = compute;
+  const DType out = out_dtype ? *out_dtype : result_dtype(*p, dtypes);
   std::vector<TensorType> types;
   for (const Tensor& x : inputs)
     types.push_back({x.shape(), x.dtype()});
   return run_recorded(graph(*p, types, sizes, out), inputs).front();
+}
+
+}  // namespace
+
+Tensor map(std::string_view expression, const std::vector<Tensor>& inputs) {
+  return run_map(expression, inputs, std::nullopt);
+}
+
+Tensor map_as(std::string_view expression, const std::vector<Tensor>& inputs, DType out) {
+  return run_map(expression, inputs, out);
+}
+
+DType map_result_dtype(std::string_view expression, std::vector<DType> dtypes) {
+  for (DType& t : dtypes)
+    t = readable(t);
+  return result_dtype(*map_program(expression), dtypes);
 }
 
 }  // namespace ein

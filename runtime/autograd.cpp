@@ -38,6 +38,13 @@ NoGrad::~NoGrad() {
   grad_mode = previous_;
 }
 
+EnableGrad::EnableGrad() : previous_(grad_mode) {
+  grad_mode = true;
+}
+EnableGrad::~EnableGrad() {
+  grad_mode = previous_;
+}
+
 Recompute recompute_policy() {
   return recompute_mode;
 }

@@ -65,6 +65,18 @@ class NoGrad {
   bool previous_;
 };
 
+/// A scope in which ops record again inside a NoGrad one (torch.enable_grad()).
+class EnableGrad {
+ public:
+  EnableGrad();
+  ~EnableGrad();
+  EnableGrad(const EnableGrad&) = delete;
+  EnableGrad& operator=(const EnableGrad&) = delete;
+
+ private:
+  bool previous_;
+};
+
 /// What a recorded op keeps for its backward (`ein train --recompute`). Views and constants are
 /// always rebuilt (they cost nothing) and an op's inputs are always kept; contractions and
 /// reductions are recomputed only under `blocks` (inside a block) and `full`.

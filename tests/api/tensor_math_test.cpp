@@ -4,11 +4,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
 #include <vector>
 
 #include <ein/autograd.h>
 #include <ein/diagnostic.h>
 #include <ein/errors.h>
+#include <ein/flop_counter.h>
 #include <ein/ops.h>
 #include <ein/tensor_math.h>
 
@@ -27,7 +31,13 @@ TEST(TensorMath, BroadcastingIsByPosition) {
   EXPECT_EQ(values(col - row), (std::vector<double>{90, 80, 70, 190, 180, 170}));
   EXPECT_EQ(values(-a / 2.0), (std::vector<double>{-0.5, -1, -1.5, -2, -2.5, -3}));
   EXPECT_EQ(values(1.0 - a), (std::vector<double>{0, -1, -2, -3, -4, -5}));
-  EXPECT_THROW(a + from_data<float>({1, 2}, {2}), UserError);  // 3 against 2
+  EXPECT_EQ((a + from_data<float>({}, {0, 1, 1})).shape(), (Shape{0, 2, 3}));  // zero-size stretches too
+  try {
+    const Tensor bad = a + from_data<float>({1, 2}, {2});
+    ADD_FAILURE() << "3 against 2 broadcast";
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find("size 3 against 2 at dim 1"), std::string::npos) << e.what();
+  }
 }
 
 TEST(TensorMath, ResultDtypesAreTorchs) {
@@ -94,6 +104,125 @@ TEST(TensorMath, GradientsFlowThroughTheOperators) {
   Tensor x = from_data<double>({-2, 3}, {2}).requires_grad_();
   sum(where(x > 0.0, x * 3, x * x)).backward();
   EXPECT_EQ(values(x.grad()), (std::vector<double>{-4, 3}));
+}
+
+// The operators are built lazily: a chain of them is one map kernel, run when it becomes a
+// Tensor; a reduction of it is a second kernel.
+TEST(TensorMath, AChainIsOneFusedKernel) {
+  const Tensor pred = randn({64, 32}, DType::f32, cpu(), 7);
+  const Tensor bias = randn({32}, DType::f32, cpu(), 8);
+  FlopCounter counter;
+  const Tensor y = pow(pred - 5, 2) * 0.5 + relu(pred) / bias;
+  EXPECT_EQ(counter.totals().kernels, 1);
+  const Tensor loss = mean(pow(pred - 5, 2) * 0.5);
+  EXPECT_EQ(counter.totals().kernels, 3);
+  // The same values as the map string written by hand.
+  const Tensor want = map("p[i j], c[j] -> (p - 5)**2 * 0.5 + relu(p) / c", {pred, bias});
+  EXPECT_EQ(values(y), values(want));
+  EXPECT_EQ(values(loss), values(mean(want - relu(pred) / bias)));
+}
+
+// An Expr runs once: converting it again gives the same tensor, and building it runs nothing.
+TEST(TensorMath, AnExprRunsOnceWhenConverted) {
+  const Tensor x = from_data<float>({1, 2, 3}, {3});
+  FlopCounter counter;
+  const Expr e = exp(x) * 2 - 1;
+  EXPECT_EQ(counter.totals().kernels, 0);
+  EXPECT_EQ(e.shape(), (Shape{3}));
+  EXPECT_EQ(e.dtype(), DType::f32);
+  const Tensor first = e, second = e;
+  EXPECT_TRUE(first.same_storage(second));
+  EXPECT_EQ(counter.totals().kernels, 1);
+  // A converted Expr inside a new chain is read, not recomputed.
+  const Tensor z = e * e;
+  EXPECT_EQ(counter.totals().kernels, 2);
+  EXPECT_FLOAT_EQ(static_cast<float>(z.at({1})), std::pow(2 * std::exp(2.0f) - 1, 2.0f));
+}
+
+// Fusion changes no result of mixed dtypes: an integer or f32 subexpression under an op of
+// another dtype runs first, so the values equal the op-by-op (eager) ones bitwise.
+TEST(TensorMath, FusingKeepsMixedDtypeResultsExact) {
+  const int64_t big = int64_t{1} << 40;  // big + 1 is not an f32: fused in f32, i - j would be 0
+  const Tensor i = from_data<int64_t>({big + 1, -3}, {2}), j = from_data<int64_t>({big, 4}, {2});
+  const Tensor fused = (i - j) * 0.5;
+  EXPECT_EQ(fused.dtype(), DType::f32);
+  EXPECT_EQ(values(fused), (std::vector<double>{0.5, -3.5}));
+  EXPECT_EQ(values((i - j) * 3 - i), (std::vector<double>{3.0 - static_cast<double>(big + 1), -18}));
+  EXPECT_EQ(((i - j) * 3 - i).dtype(), DType::i64);
+
+  const Tensor x = from_data<float>({0.1f, 1e-30f, 3.3f}, {3});
+  const Tensor d = from_data<double>({0.7, 1e-300, -2}, {3});
+  const Tensor x3 = x * 3.3f;
+  EXPECT_EQ(values(x * 3.3f + d), values(x3 + d));  // f32 x * 3.3 rounded to f32, as eager
+  EXPECT_EQ((x * 3.3f + d).dtype(), DType::f64);
+}
+
+// bf16 chains are carried in f32 and rounded once (as torch.compile): within one bf16 rounding
+// of the op-by-op result, and bf16 in the end.
+TEST(TensorMath, LowFloatChainsRoundOnce) {
+  const Tensor h = randn({257}, DType::f32, cpu(), 3).to(DType::bf16);
+  const Tensor fused = tanh(h * 1.7 + 0.3) * h;
+  EXPECT_EQ(fused.dtype(), DType::bf16);
+  const Tensor a = h * 1.7, b = a + 0.3, c = tanh(b), eager = c * h;
+  const std::vector<double> want = values(map("x[i] -> tanh(x * 1.7 + 0.3) * x", {h.to(DType::f32)}));
+  const std::vector<double> got = values(fused), step = values(eager), hs = values(h);
+  for (size_t k = 0; k < got.size(); ++k) {
+    EXPECT_NEAR(got[k], want[k], std::fabs(want[k]) * 0x1p-8 + 1e-30) << k;  // one rounding
+    // Eager rounds h·1.7 and then + 0.3 to bf16 (each within 2^-8 of its size), tanh passes
+    // that error on at most 1:1, and the product scales it by |h|.
+    const double hk = std::fabs(hs[k]);
+    EXPECT_NEAR(got[k], step[k], 0x1p-6 * (1.7 * hk + 0.3 + 1) * hk) << k;
+  }
+}
+
+// Special values and strided, broadcast operands go through a chain as through a loop.
+TEST(TensorMath, ChainsOnSpecialValuesAndViews) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  const std::vector<float> xs = {-inf, -2.5f, -0.0f, 0.0f, 1e-40f, 3.0f, inf, nan};
+  const Tensor x = from_data<float>(xs, {2, 4}).transpose(0, 1);  // strides {1, 4}
+  const Tensor w = from_data<float>({2, -1}, {2});                // broadcast over rows
+  const Tensor y = where(x > 0, x * w, abs(x) - 1) + minimum(x, w) * 0;
+  ASSERT_EQ(y.shape(), (Shape{4, 2}));
+  for (int64_t r = 0; r < 4; ++r)
+    for (int64_t c = 0; c < 2; ++c) {
+      const float v = xs[static_cast<size_t>(c * 4 + r)], wv = c == 0 ? 2.0f : -1.0f;
+      const float want = (v > 0 ? v * wv : std::fabs(v) - 1) + std::fmin(v, wv) * 0;
+      const double got = y.at({r, c});
+      if (std::isnan(want)) EXPECT_TRUE(std::isnan(got)) << r << "," << c;
+      else EXPECT_EQ(got, static_cast<double>(want)) << r << "," << c;
+    }
+  const Tensor positive = x > 0.0;  // a bool result: NaN > 0 is false
+  EXPECT_EQ(positive.dtype(), DType::boolean);
+  EXPECT_EQ(values(positive), (std::vector<double>{0, 1, 0, 1, 0, 1, 0, 0}));
+}
+
+// A chain records one node: its gradient matches finite differences, and it records (or not)
+// as the grad mode was when it was written, wherever it runs.
+TEST(TensorMath, ChainGradientsAndGradMode) {
+  Tensor x = from_data<double>({-1.3, 0.2, 0.9, 2.5}, {4}).requires_grad_();
+  const auto f = [](const Tensor& t) { return sum(tanh(t) * t + sigmoid(t) / 3 - pow(t, 3)); };
+  f(x).backward();
+  const std::vector<double> g = values(x.grad()), x0 = values(x);
+  for (size_t k = 0; k < x0.size(); ++k) {
+    const double h = 1e-6;
+    std::vector<double> up = x0, down = x0;
+    up[k] += h;
+    down[k] -= h;
+    const double fd = (f(from_data<double>(up, {4})).item() - f(from_data<double>(down, {4})).item()) / (2 * h);
+    EXPECT_NEAR(g[k], fd, 1e-6 * std::max(1.0, std::fabs(fd))) << k;
+  }
+  const Expr written_with_grad = x * 2;
+  {
+    NoGrad off;
+    const Expr written_without = x * 2;
+    EXPECT_TRUE(Tensor(written_with_grad).requires_grad());
+    const Tensor run_later = written_without;
+    EXPECT_FALSE(run_later.requires_grad());
+  }
+  NoGrad off;
+  const Expr no_grad = x * 3;
+  EnableGrad on;
+  EXPECT_FALSE(Tensor(no_grad).requires_grad());
 }
 
 }  // namespace
