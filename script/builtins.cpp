@@ -242,6 +242,14 @@ Value reduction(Interpreter& in, std::vector<CallArg>& args, const CallSite& sit
   if ((r == Reduction::mean || r == Reduction::var || r == Reduction::std ||
        r == Reduction::logsumexp) && !kFloatDTypes.contains(x.dtype))
     a.fail(0, fmt::format("{}() needs a floating tensor, got {}", fn, dtype_name(x.dtype)));
+  // torch raises here too; the kernel would return its identity, ±inf, without a word.
+  if (r == Reduction::max || r == Reduction::min)
+    for (int d : dims)
+      if (x.shape[static_cast<size_t>(d)] == 0)
+        a.fail(a.has(1) ? 1 : 0,
+               fmt::format("{}() over dim {} of size 0 has no value (the tensor is {}[{}]); "
+                           "sum() of it is 0 and logsumexp() -inf",
+                           fn, d, dtype_name(x.dtype), fmt::join(x.shape, " ")));
   return Value::tensor(a.trace().b.reduce(x, r, dims, keep, ddof));
 }
 

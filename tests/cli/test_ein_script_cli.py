@@ -304,6 +304,23 @@ class RunPrinting(Case):
         self.fails(["run", src, "--fn", "c", "--grad"], "g.ein:3:34: error: index -9 at flat position 1")
         self.fails(["train", src, "--quiet"], "g.ein:6:41: error: index 7 at flat position 1")
 
+    # max/min over a dim of size 0 has no value: refused where the script asks for it, as
+    # torch raises (the kernel alone would return -inf/inf); other reductions of it are defined.
+    def test_max_over_an_empty_dim_is_refused(self):
+        src = self.write("e.ein", "fn mx(x: f32[n k]) = max(x, 1)\n"
+                                  "fn mn(x: f32[n k]) = min(x)\n"
+                                  "fn rows(x: f32[n k]) = max(x, 1)\n"
+                                  "fn others(x: f32[n k]) = sum(x, 1) + logsumexp(x, 1)\n")
+        self.fails(["run", src, "--fn", "mx", "--shape", "3,0"],
+                   "e.ein:1:29: error: max() over dim 1 of size 0 has no value (the tensor is "
+                   "f32[3 0]); sum() of it is 0 and logsumexp() -inf",
+                   " fn mx(x: f32[n k]) = max(x, 1)\n                             ^")
+        self.fails(["run", src, "--fn", "mn", "--shape", "2,0"], "e.ein:2:26: error: min() over dim 1 of size 0")
+        out, _ = self.ok("run", src, "--fn", "rows", "--shape", "0,3")
+        self.assertIn("output 0: f32[0]", out)
+        out, _ = self.ok("run", src, "--fn", "others", "--shape", "2,0")
+        self.assertIn("tensor([-inf, -inf]", out)
+
     # The lecture's memory facts and dtype limits: x.nbytes, x.itemsize, finfo, iinfo.
     def test_memory_attributes_and_dtype_limits(self):
         src = self.write("m.ein", "fn mem() = zeros(4, 8).nbytes\n"
