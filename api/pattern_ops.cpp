@@ -193,6 +193,12 @@ Tensor triangle(const Tensor& x, int64_t diagonal, bool upper) {
   if (x.dim() < 2)
     throw RuntimeError(fmt::format("{}: needs a tensor with at least 2 dims, got shape {}", name,
                                    shape_str(x.shape())));
+  if (std::max(x.size(-1), x.size(-2)) > kExactF32Indices &&
+      (x.dtype() == DType::f32 || x.dtype() == DType::bf16 || x.dtype() == DType::f16))
+    throw RuntimeError(fmt::format(
+        "{}: a {} tensor of shape {} has a dim over 2^24 = {}: its indices are compared in f32, "
+        "which is exact only up to 2^24; convert with .to(DType::f64)",
+        name, dtype_name(x.dtype()), shape_str(x.shape()), kExactF32Indices));
   static std::mutex mutex;
   static std::map<std::tuple<Shape, DType, int64_t, bool>, std::shared_ptr<const Graph>> graphs;
   std::shared_ptr<const Graph> g;

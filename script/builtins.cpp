@@ -266,6 +266,11 @@ Value triangle(Interpreter& in, std::vector<CallArg>& args, const CallSite& site
   const TensorVal x = a.tensor(0);
   const int64_t k = a.integer(1, 0);
   if (x.shape.size() < 2) a.fail(0, fmt::format("{}() needs a tensor with at least 2 dims", fn));
+  if (std::max(x.shape.end()[-1], x.shape.end()[-2]) > kExactF32Indices &&
+      (x.dtype == DType::f32 || x.dtype == DType::bf16 || x.dtype == DType::f16))
+    a.fail(0, fmt::format("{}() of a {} tensor with a dim over 2^24 = {} ({}): its indices are "
+                          "compared in f32, which is exact only up to 2^24; use f64(x)",
+                          fn, dtype_name(x.dtype), kExactF32Indices, fmt::join(x.shape, " x ")));
   const int rows = static_cast<int>(x.shape.size()) - 2, cols = rows + 1;
   return Value::tensor(a.trace().b.map_shaped(
       {x}, x.shape, x.dtype,
@@ -573,6 +578,10 @@ std::map<std::string, BuiltinFn> make_table() {
                             "({}), index is ({})",
                             fmt::join(x.shape, ", "), fmt::join(idx.shape, ", ")));
     if (kFloatDTypes.contains(idx.dtype)) a.fail(1, "pick() needs integer indices");
+    if (x.shape.back() > kExactF32Indices && x.dtype != DType::f64 && x.dtype != DType::i64)
+      a.fail(0, fmt::format("pick() over {} classes: a {} x compares class indices in f32, exact "
+                            "only up to 2^24 = {}; pick from f64(x)",
+                            x.shape.back(), dtype_name(x.dtype), kExactF32Indices));
     Trace& t = a.trace();
     Shape col = idx.shape;
     col.push_back(1);

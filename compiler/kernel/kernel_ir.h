@@ -119,6 +119,11 @@ double combine_values(Combine c, double a, double b);
 
 /// A loop nest with its stages and stores (semantics at the top of this file). Buffers are
 /// inputs first, then outputs; run_kernel() takes one tensor per buffer in this order.
+/// The widest dim whose indices Kernel::index() gives exactly in a kernel that computes in f32
+/// (24 significand bits; f64 kernels are exact to 2^53). Ops that compare indices (pick, triu,
+/// tril) refuse wider dims in f32 rather than return wrong elements.
+inline constexpr int64_t kExactF32Indices = int64_t{1} << 24;
+
 struct Kernel {
   std::string name;    ///< what it computes, e.g. "copy", "map_sub_square_mul_add", "softmax"
   std::string origin;  ///< the user's pattern or expression and shapes, for generated comments
@@ -150,7 +155,8 @@ struct Kernel {
   /// Adds a leaf reading the result of stage `stage` (0 in the shorthand); returns the node.
   int accumulator(int stage = -1);
   /// Adds a leaf: the current index along domain dim `dim`, as a number in the compute type
-  /// (exact below 2^24 in f32); returns the node. coalesce() never merges an indexed dim.
+  /// (exact up to kExactF32Indices in f32); returns the node. coalesce() never merges an
+  /// indexed dim.
   int index(int dim);
   /// Adds a run-time scalar parameter with this launch's `value`; returns the node.
   int param(double value);

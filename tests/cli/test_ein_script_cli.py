@@ -321,6 +321,20 @@ class RunPrinting(Case):
         out, _ = self.ok("run", src, "--fn", "others", "--shape", "2,0")
         self.assertIn("tensor([-inf, -inf]", out)
 
+    # pick, triu and tril compare indices in the kernel's compute type: f32 is exact only up
+    # to 2^24, so wider f32 dims are refused (they would pick a neighbour); f64 is exact.
+    def test_indices_beyond_f32_are_refused_or_exact(self):
+        src = self.write("w.ein", "fn row(dtype) = rearrange(arange(16777219, dtype = dtype), \"(r n) -> r n\", r = 1)\n"
+                                  "fn f32pick() = pick(row(\"f32\"), tensor([16777217]))\n"
+                                  "fn f64pick() = pick(row(\"f64\"), tensor([16777217]))\n"
+                                  "fn wide() = triu(zeros(2, 16777217))\n")
+        self.fails(["run", src, "--fn", "f32pick"], "w.ein:2:21: error: pick() over 16777219 classes: "
+                   "a f32 x compares class indices in f32, exact only up to 2^24 = 16777216; pick from f64(x)")
+        out, _ = self.ok("run", src, "--fn", "f64pick")
+        self.assertIn("tensor([16777217.]", out)
+        self.fails(["run", src, "--fn", "wide"], "w.ein:4:18: error: triu() of a f32 tensor with a dim "
+                   "over 2^24 = 16777216 (2 x 16777217)")
+
     # The lecture's memory facts and dtype limits: x.nbytes, x.itemsize, finfo, iinfo.
     def test_memory_attributes_and_dtype_limits(self):
         src = self.write("m.ein", "fn mem() = zeros(4, 8).nbytes\n"

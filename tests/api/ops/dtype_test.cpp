@@ -400,6 +400,15 @@ TEST(Dtypes, TriuAndTrilMaskTheLastTwoDims) {
   reduce(triu(w, 1), "r c ->", "sum").backward();
   EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{0, 1, 1, 0, 0, 1, 0, 0, 0}));
   EXPECT_THROW(triu(from_data<float>({1, 2}, {2})), RuntimeError);
+  // Columns past 2^24 have no exact f32 index: refused in f32 (a broadcast view, nothing
+  // allocated), not masked at the wrong column.
+  const Tensor wide = full({}, 1.0).expand({2, (int64_t{1} << 24) + 1});
+  try {
+    (void)tril(wide);
+    ADD_FAILURE() << "tril of a dim over 2^24 in f32";
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find("has a dim over 2^24 = 16777216"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
