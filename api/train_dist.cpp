@@ -1,10 +1,13 @@
 // Start-up agreement and ZeRO checkpoint gathering for distributed runs (train_dist.h).
 #include "api/train_dist.h"
 
+#include "runtime/dist/nccl_communicator.h"
+
 #include <functional>
 
 #include <ein/checkpoint.h>
 #include <ein/diagnostic.h>
+#include <ein/ops.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -84,6 +87,31 @@ std::vector<TensorLayout> gather_layouts(dist::Communicator& comm,
       out.push_back({e.at("name").get<std::string>(), *parse_dtype_name(e.at("dtype").get<std::string>()),
                      e.at("shape").get<Shape>()});
   return out;
+}
+
+dist::Average rank_order_average() {
+  return [](const std::vector<Tensor>& parts) {
+    std::string inputs, sum;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      inputs += fmt::format("{}t{}[i]", i ? ", " : "", i);
+      sum += fmt::format("{}t{}", i ? " + " : "", i);
+    }
+    return map(fmt::format("{} -> ({}) / {}", inputs, sum, parts.size()), parts);
+  };
+}
+
+dist::Communicator& gradient_communicator(dist::Communicator& world, Device device,
+                                          std::unique_ptr<dist::Communicator>& owned,
+                                          std::string& note) {
+  if (device.kind != DeviceKind::cuda) return world;
+  std::string why;
+  if (!dist::nccl_available(&why)) {
+    note = fmt::format("gradients are averaged through the host over {}: {}", world.backend(), why);
+    return world;
+  }
+  owned = dist::make_nccl_communicator(world, device.index);
+  note = fmt::format("gradients are averaged on {} by NCCL", device.str());
+  return *owned;
 }
 
 }  // namespace ein::detail

@@ -4,6 +4,7 @@
 // step file records the layout of them all). Internal to api/.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,6 +14,7 @@
 #include <ein/trainer.h>
 
 #include "runtime/dist/communicator.h"
+#include "runtime/dist/gradient_sync.h"
 
 namespace ein::detail {
 
@@ -25,5 +27,16 @@ void check_same_run(dist::Communicator& comm, const TrainOptions& options,
 /// Collective.
 std::vector<TensorLayout> gather_layouts(dist::Communicator& comm,
                                          const std::vector<std::pair<std::string, Tensor>>& tensors);
+
+/// GradientSync's average over device buffers: (parts[0] + ... + parts[n−1]) / n as one map
+/// kernel, added in rank order as the host path adds, so both give the same bits.
+dist::Average rank_order_average();
+
+/// The communicator that averages the gradients of parameters on `device`: NCCL over `world`'s
+/// ranks for a CUDA device, where NCCL loads (`note` then says so); `world` itself otherwise
+/// (CUDA gradients are then staged through the host, and `note` says why).
+dist::Communicator& gradient_communicator(dist::Communicator& world, Device device,
+                                          std::unique_ptr<dist::Communicator>& owned,
+                                          std::string& note);
 
 }  // namespace ein::detail

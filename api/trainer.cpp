@@ -38,6 +38,7 @@
 #include "api/train_data.h"
 #include "api/train_dist.h"
 #include "api/train_report.h"
+#include "runtime/cuda/driver.h"
 #include "runtime/dist/communicator.h"
 #include "runtime/dist/gradient_sync.h"
 
@@ -214,6 +215,10 @@ const HardwareProfile* mfu_hardware(Device device, std::string& name) {
     name = "this CPU's";
     return &this_cpu();
   }
+  if (!cuda_is_available()) {  // a device backend without a driver (tests' fake GPU)
+    name = "a GPU without a driver to name it (MFU 0)";
+    return nullptr;
+  }
   const std::string gpu = device_name(device);
   const HardwareProfile* hw = hardware_for_gpu(gpu);
   name = hw ? fmt::format("the {}'s", hw->name) : fmt::format("{}'s (unknown: MFU 0)", gpu);
@@ -296,13 +301,24 @@ TrainResult Trainer::fit() {
   // averages gradients through `sync` (runtime/dist/gradient_sync.h), which also decides, under
   // ZeRO, which parameters (and so which optimizer state) this rank owns.
   std::unique_ptr<dist::GradientSync> sync;
+  std::unique_ptr<dist::Communicator> device_comm;  // NCCL, for parameters on a GPU
   if (ranks > 1) {
     detail::check_same_run(comm, o, params);
-    sync = std::make_unique<dist::GradientSync>(comm, param_tensors,
-                                                dist::SyncOptions{o.zero, o.bucket_mb << 20});
+    std::string note;
+    dist::Communicator& grads =
+        detail::gradient_communicator(comm, param_tensors.front().device(), device_comm, note);
+    if (!note.empty()) out << note << "\n";
+    sync = std::make_unique<dist::GradientSync>(
+        grads, param_tensors,
+        dist::SyncOptions{o.zero, o.bucket_mb << 20, detail::rank_order_average()});
     r.zero = o.zero;
     r.comm_bytes_per_step = sync->bytes_per_step();
   }
+  // What this rank sent: the gradient traffic (on NCCL's communicator for GPU parameters)
+  // and the few values the host group exchanges.
+  const auto sent_bytes = [&] {
+    return comm.stats.sent_bytes + (device_comm ? device_comm->stats.sent_bytes : 0);
+  };
   const bool sharded_state = sync && sync->zero() > 0;
   if (sharded_state) {
     std::vector<bool> owned;
@@ -378,7 +394,7 @@ TrainResult Trainer::fit() {
     const bool here = stop_here();
     return ranks > 1 ? comm.sum(here ? 1.0 : 0.0, "the stop check") > 0 : here;
   };
-  const int64_t comm_before = comm.stats.sent_bytes;
+  const int64_t comm_before = sent_bytes();
   const bool tty = &out == &std::cerr && isatty(STDERR_FILENO) && !o.quiet;
   // MFU: a distributed run's FLOPs (summed over ranks) against the sum of the ranks' peaks
   // (a GPU each; on CPUs, the cores each rank was given, which this_cpu() measures).
@@ -433,9 +449,9 @@ TrainResult Trainer::fit() {
     // step's loss, tokens and FLOPs are the whole run's.
     int64_t step_comm = 0;
     if (sync) {
-      const int64_t sent = comm.stats.sent_bytes;
+      const int64_t sent = sent_bytes();
       sync->reduce_gradients();
-      step_comm += comm.stats.sent_bytes - sent;
+      step_comm += sent_bytes() - sent;
       s.loss = comm.sum(s.loss, "the loss") / ranks;
       s.tokens *= ranks;
     }
@@ -471,9 +487,9 @@ TrainResult Trainer::fit() {
       s.lr = optim::cosine_lr(step - 1, {o.lr, o.lr * o.min_lr_ratio, o.warmup, std::max(steps, o.warmup)});
     if (!s.skipped) model_.optimizer_step(step, s.lr);  // ZeRO: the parameters with gradients
     if (sync && sync->zero() > 0 && !s.skipped) {
-      const int64_t sent = comm.stats.sent_bytes;
+      const int64_t sent = sent_bytes();
       sync->gather_parameters();
-      step_comm += comm.stats.sent_bytes - sent;
+      step_comm += sent_bytes() - sent;
     }
     zero_grad(param_tensors);
     synchronize();  // a GPU's launches are asynchronous: the step ends when its work does
@@ -531,7 +547,7 @@ TrainResult Trainer::fit() {
   for (const auto& s : model_.optimizer_state())
     r.state_bytes += s.tensor.nbytes();
   r.mfu = hw ? utilization(r.flops, r.seconds, *hw, mfu_dtype) / devices : 0.0;
-  r.comm_bytes = comm.stats.sent_bytes - comm_before;
+  r.comm_bytes = sent_bytes() - comm_before;
   r.peak_flops = hw ? hw->peak(math_mode_of(mfu_dtype)) * devices : 0;
   r.math_mode = std::string(math_mode_name(math_mode_of(mfu_dtype)));
   return r;

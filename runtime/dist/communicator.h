@@ -31,8 +31,11 @@ class Communicator {
   virtual int size() const = 0;
   /// The rank among the processes on this machine (picks the GPU with --device cuda).
   virtual int local_rank() const = 0;
-  /// "single" (one process, no MPI) or "mpi".
+  /// "single" (one process, no MPI), "mpi" or "nccl".
   virtual std::string_view backend() const = 0;
+  /// Whether the buffers handed to the collectives are device memory (NCCL: addresses on its
+  /// CUDA device) rather than host memory.
+  virtual bool device_memory() const { return false; }
 
   /// Personalised exchange: the bytes [send_offsets[j], + send_counts[j]) of `send` go to
   /// rank j, which receives them at [recv_offsets[i], + recv_counts[i]) of its `recv` (i the

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <stdexcept>
 
 #include <ein/autograd.h>
 #include <ein/errors.h>
@@ -72,6 +73,17 @@ GradientSync::GradientSync(Communicator& comm, std::vector<Tensor> params, SyncO
           dtype_name(p.dtype())));
     numels.push_back(p.numel());
   }
+  if (comm_.device_memory()) {
+    if (!options_.average)
+      throw std::logic_error("GradientSync: a device-memory communicator needs SyncOptions::average");
+    for (const Tensor& p : params_)
+      if (p.dtype() != params_.front().dtype() || p.device() != params_.front().device())
+        throw RuntimeError(fmt::format(
+            "data-parallel training over {} needs every parameter on one device in one dtype; "
+            "found {} on {} and {} on {}",
+            comm_.backend(), dtype_name(params_.front().dtype()), params_.front().device().str(),
+            dtype_name(p.dtype()), p.device().str()));
+  }
   owner_ = partition_parameters(numels, comm_.size());
   grad_buckets_ = make_buckets(true);
   param_buckets_ = make_buckets(false);
@@ -108,6 +120,7 @@ std::vector<GradientSync::Bucket> GradientSync::make_buckets(bool reverse) const
 }
 
 void GradientSync::reduce_gradients() {
+  if (comm_.device_memory()) return reduce_gradients_on_device();
   NoGrad no_grad;
   const int n = comm_.size();
   const auto me = static_cast<size_t>(comm_.rank());
@@ -153,6 +166,7 @@ void GradientSync::reduce_gradients() {
 
 void GradientSync::gather_parameters() {
   if (options_.zero == 0) return;
+  if (comm_.device_memory()) return gather_parameters_on_device();
   NoGrad no_grad;
   const auto me = static_cast<size_t>(comm_.rank());
   std::vector<char> buffer;
@@ -164,6 +178,78 @@ void GradientSync::gather_parameters() {
                        b.rank_offset, "the parameter gather");
     for (size_t k = 0; k < b.params.size(); ++k)
       if (!owns(b.params[k])) write_bytes(params_[b.params[k]].detach(), buffer.data() + b.offset[k]);
+  }
+}
+
+void GradientSync::reduce_gradients_on_device() {
+  NoGrad no_grad;
+  const int n = comm_.size();
+  const auto me = static_cast<size_t>(comm_.rank());
+  const DType dtype = params_.front().dtype();
+  const Device device = params_.front().device();
+  const int64_t es = element_size(dtype);  // bucket offsets are whole elements: one dtype
+  // The n elements [at, at + count) of a 1-d buffer, as a view.
+  const auto part = [&](const Tensor& t, int64_t at_bytes, int64_t count) {
+    return t.slice(0, at_bytes / es, at_bytes / es + count);
+  };
+  for (const Bucket& b : grad_buckets_) {
+    const Tensor send = zeros({b.bytes / es}, dtype, device);  // undefined gradients: zeros
+    for (size_t k = 0; k < b.params.size(); ++k) {
+      const Tensor g = params_[b.params[k]].grad();
+      if (g.defined()) part(send, b.offset[k], g.numel()).view(g.shape()).copy_(g);
+    }
+    const int64_t mine = b.rank_bytes[me];
+    const Tensor recv = empty({mine * n / es}, dtype, device);
+    std::vector<int64_t> recv_counts(static_cast<size_t>(n), mine), recv_offsets(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i)
+      recv_offsets[static_cast<size_t>(i)] = i * mine;
+    comm_.all_to_all_v(send.device_ptr(), b.rank_bytes, b.rank_offset, recv.device_ptr(),
+                       recv_counts, recv_offsets, "the gradient exchange");
+    for (size_t k = 0; k < b.params.size(); ++k) {
+      if (static_cast<size_t>(owner_[b.params[k]]) != me) continue;
+      const int64_t numel = params_[b.params[k]].numel();
+      std::vector<Tensor> parts;
+      for (int i = 0; i < n; ++i)
+        parts.push_back(part(recv, i * mine + b.offset[k] - b.rank_offset[me], numel));
+      part(send, b.offset[k], numel).copy_(options_.average(parts));
+    }
+    if (options_.zero == 0)
+      comm_.all_gather_v(static_cast<char*>(send.device_ptr()) + b.rank_offset[me],
+                         send.device_ptr(), b.rank_bytes, b.rank_offset, "the gradient gather");
+    for (size_t k = 0; k < b.params.size(); ++k) {
+      const Tensor& p = params_[b.params[k]];
+      auto& meta = p.autograd();
+      if (!meta) continue;
+      if (options_.zero > 0 && static_cast<size_t>(owner_[b.params[k]]) != me) {
+        meta->grad = Tensor();  // another rank updates this parameter
+        continue;
+      }
+      if (!meta->grad.defined()) meta->grad = zeros(p.shape(), p.dtype(), p.device());
+      meta->grad.copy_(part(send, b.offset[k], p.numel()).view(p.shape()));
+    }
+  }
+}
+
+void GradientSync::gather_parameters_on_device() {
+  NoGrad no_grad;
+  const auto me = static_cast<size_t>(comm_.rank());
+  const DType dtype = params_.front().dtype();
+  const Device device = params_.front().device();
+  const int64_t es = element_size(dtype);
+  for (const Bucket& b : param_buckets_) {
+    const Tensor buffer = empty({b.bytes / es}, dtype, device);
+    for (size_t k = 0; k < b.params.size(); ++k) {
+      const Tensor p = params_[b.params[k]].detach();
+      if (owns(b.params[k]))
+        buffer.slice(0, b.offset[k] / es, b.offset[k] / es + p.numel()).view(p.shape()).copy_(p);
+    }
+    comm_.all_gather_v(static_cast<char*>(buffer.device_ptr()) + b.rank_offset[me],
+                       buffer.device_ptr(), b.rank_bytes, b.rank_offset, "the parameter gather");
+    for (size_t k = 0; k < b.params.size(); ++k) {
+      const Tensor p = params_[b.params[k]].detach();
+      if (!owns(b.params[k]))
+        p.copy_(buffer.slice(0, b.offset[k] / es, b.offset[k] / es + p.numel()).view(p.shape()));
+    }
   }
 }
 

@@ -18,10 +18,13 @@
 // the owner of each element adds the ranks' contributions in rank order 0, 1, ..., then
 // divides by the world size. The order is fixed, so the average is bitwise the same run to run
 // and the same under plain data parallelism (which then gathers it back to every rank) and
-// under ZeRO 1 and 2 (which leave each rank its own part).
+// under ZeRO 1 and 2 (which leave each rank its own part). With a communicator on device
+// memory (NCCL) the buckets are device tensors and the average a kernel adding in the same
+// order, so a CUDA run never stages gradients through the host.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include <ein/tensor.h>
@@ -30,9 +33,15 @@
 
 namespace ein::dist {
 
+/// (parts[0] + parts[1] + ... + parts[n−1]) / n elementwise, added in that order: how a
+/// communicator on device memory averages (a map kernel, which the api layer provides; the
+/// runtime has no kernels of its own). The parts are 1-d, of one shape and dtype.
+using Average = std::function<Tensor(const std::vector<Tensor>& parts)>;
+
 struct SyncOptions {
   int zero = 0;                      ///< 0 (plain data parallel), 1 or 2
   int64_t bucket_bytes = 25 << 20;   ///< gradient bytes per exchange
+  Average average;                   ///< needed when the communicator is on device memory
 };
 
 /// The owner of each parameter: consecutive runs, balanced by element count. Every rank gets
@@ -73,6 +82,10 @@ class GradientSync {
     int64_t bytes = 0;
   };
   std::vector<Bucket> make_buckets(bool reverse) const;
+  /// reduce_gradients() and gather_parameters() with buffers on the parameters' device
+  /// (NCCL): the same bytes to the same ranks, averaged by options_.average.
+  void reduce_gradients_on_device();
+  void gather_parameters_on_device();
 
   Communicator& comm_;
   std::vector<Tensor> params_;

@@ -8,84 +8,18 @@
 
 #include <mpi.h>
 
-#include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
-#include <mutex>
 #include <string>
-#include <thread>
 
 #include <ein/errors.h>
 #include <fmt/format.h>
 
+#include "runtime/dist/watchdog.h"
+
 namespace ein::dist {
 namespace {
-
-/// Ends this process when the collective it watches outlives the timeout.
-class Watchdog {
- public:
-  Watchdog(int rank, const double& timeout) : rank_(rank), timeout_(timeout) {
-    thread_ = std::thread([this] { watch(); });
-  }
-  ~Watchdog() {
-    {
-      std::lock_guard lock(mutex_);
-      stop_ = true;
-    }
-    wake_.notify_all();
-    thread_.join();
-  }
-
-  /// Watches the collective `what` while it lives.
-  class Scope {
-   public:
-    Scope(Watchdog& w, std::string_view what) : w_(w) {
-      std::lock_guard lock(w_.mutex_);
-      w_.what_ = std::string(what);
-      w_.since_ = std::chrono::steady_clock::now();
-      w_.active_ = true;
-    }
-    ~Scope() {
-      std::lock_guard lock(w_.mutex_);
-      w_.active_ = false;
-    }
-    Scope(const Scope&) = delete;
-    Scope& operator=(const Scope&) = delete;
-
-   private:
-    Watchdog& w_;
-  };
-
- private:
-  void watch() {
-    std::unique_lock lock(mutex_);
-    while (!stop_) {
-      wake_.wait_for(lock, std::chrono::milliseconds(100));
-      if (!active_) continue;
-      const double waited =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - since_).count();
-      if (waited <= timeout_) continue;
-      std::fprintf(stderr,
-                   "ein: rank %d: '%s' waited %.0f s for the other ranks (the limit is %.0f s, "
-                   "EIN_DIST_TIMEOUT): a rank died, hangs, or is running a different step; "
-                   "stopping the job (the last checkpoint written is kept)\n",
-                   rank_, what_.c_str(), waited, timeout_);
-      std::fflush(stderr);
-      std::_Exit(1);  // no MPI call from this thread; mpirun ends the other ranks
-    }
-  }
-
-  int rank_;
-  const double& timeout_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stop_ = false, active_ = false;
-  std::string what_;
-  std::chrono::steady_clock::time_point since_;
-  std::thread thread_;
-};
 
 /// MPI counts are int: a larger message is refused rather than truncated.
 int count_of(int64_t bytes, std::string_view what) {
