@@ -26,6 +26,9 @@
 #include <ein/storage.h>
 #include "runtime/cuda/backend.h"
 #include "runtime/cuda/driver.h"
+#include "api/train_dist.h"
+#include "runtime/dist/gradient_sync.h"
+#include "runtime/dist/nccl_communicator.h"
 #include "support/fake_cuda.h"
 
 namespace ein {
@@ -254,6 +257,31 @@ TEST_P(DeviceExecution, AScriptModelTrainsAsOnTheCpu) {
   for (size_t i = 0; i < fresh.size(); ++i)
     expect_close(fresh[i].second, gpu_params[i].tensor.detach(), 0,
                  "restored " + fresh[i].first);
+}
+
+// NCCL on a real GPU, in a world of one process (what a one-GPU machine can check): the
+// library loads, the communicator starts, the collectives run on device buffers, and
+// GradientSync's device path leaves a gradient averaged over one rank bitwise as it was.
+TEST(NcclOnAGpu, AWorldOfOneRunsTheDevicePath) {
+  std::string why;
+  if (!cuda_is_available()) GTEST_SKIP() << "no GPU: " << cuda_driver_info().reason;
+  if (!dist::nccl_available(&why)) GTEST_SKIP() << why;
+  dist::Communicator& world = dist::world();
+  if (world.size() != 1) GTEST_SKIP() << "run as one process";
+  const std::unique_ptr<dist::Communicator> nccl = dist::make_nccl_communicator(world, 0);
+  const Tensor send = from_data<float>({1, 2, 3}, {3}).to(cuda());
+  const Tensor recv = full({3}, 0.0, DType::f32, cuda());
+  nccl->all_to_all_v(send.device_ptr(), {12}, {0}, recv.device_ptr(), {12}, {0}, "exchange");
+  EXPECT_EQ(recv.to(cpu()).to_vector<float>(), (std::vector<float>{1, 2, 3}));
+  nccl->broadcast(recv.device_ptr(), 12, 0, "broadcast");
+  EXPECT_EQ(recv.to(cpu()).to_vector<float>(), (std::vector<float>{1, 2, 3}));
+  Tensor w = randn({5, 7}, DType::f32, cpu(), 1).to(cuda()).requires_grad_();
+  const Tensor g = randn({5, 7}, DType::f32, cpu(), 2);
+  w.autograd()->grad = g.to(cuda());
+  dist::GradientSync sync(*nccl, {w}, {0, 64, detail::rank_order_average()});
+  sync.reduce_gradients();
+  EXPECT_EQ(w.grad().to(cpu()).to_vector<float>(), g.to_vector<float>());
+  EXPECT_EQ(nccl->stats.sent_bytes, 0);  // nothing leaves a world of one
 }
 
 INSTANTIATE_TEST_SUITE_P(FakeCuda, DeviceExecution, ::testing::Values("fake"));
