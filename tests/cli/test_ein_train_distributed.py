@@ -9,8 +9,9 @@
   resumes at np=2 under ZeRO 2 with bitwise the uninterrupted losses, past a shard left by a
   save that never committed, and at np=1 within the data-parallel tolerance;
 - ranks that run different models stop at start-up with a clear error; --zero 3 is refused;
-- kill -9 of one rank mid-run ends the job and leaves the last checkpoint loadable; a rank that
-  hangs (SIGSTOP) makes the others stop after EIN_DIST_TIMEOUT with a message naming the wait.
+- kill -9 of one rank mid-run, and of rank 0 in the middle of a checkpoint write, ends the job
+  and leaves the last checkpoint loadable; a rank that hangs (SIGSTOP) makes the others stop
+  after EIN_DIST_TIMEOUT with a message naming the wait.
 
 - a C++ Trainable (examples/05_data_parallel.cpp) under mpirun ends with the same weights on
   every rank at ZeRO 0, 1 and 2.
@@ -208,6 +209,62 @@ def main():
                                      capture_output=True, text=True, errors="replace", env=env, timeout=120)
             check(resumed.returncode == 0 and "resumed from" in resumed.stderr,
                   f"{how}: the last checkpoint loads:\n{resumed.stderr[-400:]}")
+
+        # 6. kill -9 of rank 0 while it writes a checkpoint (its temp file is there): the job
+        #    ends, and the last checkpoint that was committed loads. Checkpoints every step of
+        #    a wider model make the writes long enough to be caught; a try whose kill missed
+        #    the write (no torn temp file left) is repeated.
+        ck_script = os.path.join(tmp, "byte_gpt_ck.ein")
+        text = open(script).read().replace("checkpoint_every = 200", "checkpoint_every = 1")
+        open(ck_script, "w").write(text.replace('"corpus.txt"', repr(os.path.join(
+            os.path.dirname(script), "corpus.txt")).replace("'", '"')))
+        torn = False
+        for attempt in range(5):
+            ck = os.path.join(tmp, f"fault_write_{attempt}")
+            job = subprocess.Popen(
+                mpi + [ein, "train", ck_script, "--steps", "100000", "--set", "D=256", "--set", "L=4",
+                       "--checkpoint", ck, "--quiet"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
+                env=dict(env, EIN_DIST_TIMEOUT="3"))
+            deadline = time.time() + 120
+            while time.time() < deadline and not os.path.exists(os.path.join(ck, "latest")):
+                time.sleep(0.05)
+            rank0 = rank_pid(job.pid, 0)
+            if rank0 is None:
+                job.kill()
+                check(False, "write: found rank 0's process")
+                break
+            suffix, t0 = f".tmp.{rank0}", None
+            while time.time() < deadline and job.poll() is None:
+                if any(n.endswith(suffix) for n in os.listdir(ck)):
+                    os.kill(rank0, signal.SIGKILL)
+                    t0 = time.time()
+                    break
+                time.sleep(0.001)
+            try:
+                job.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                job.kill()
+                check(False, "write: the job did not end within 60 s")
+                break
+            if t0 is None:
+                check(False, "write: rank 0 never wrote a checkpoint")
+                break
+            took = time.time() - t0
+            check(job.returncode != 0 and took < 30,
+                  f"write: the job ended (exit {job.returncode}) {took:.1f} s after the kill")
+            resumed = subprocess.run([ein, "train", ck_script, "--set", "D=256", "--set", "L=4",
+                                      "--checkpoint", ck, "--resume", "--steps", "1", "--quiet"],
+                                     capture_output=True, text=True, errors="replace", env=env,
+                                     timeout=300)
+            check(resumed.returncode == 0 and "resumed from" in resumed.stderr,
+                  f"write: the last committed checkpoint loads:\n{resumed.stderr[-400:]}")
+            if any(n.endswith(suffix) for n in os.listdir(ck)):
+                torn = True  # the kill landed inside the write
+                print(f"write: rank 0 killed mid-write on try {attempt + 1}; the job ended "
+                      f"{took:.1f} s later and the last checkpoint loaded")
+                break
+        check(torn, "write: a kill landed inside a checkpoint write in 5 tries")
 
     if FAILURES:
         print(f"{len(FAILURES)} failed")
