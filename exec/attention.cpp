@@ -14,6 +14,7 @@
 #include <ein/errors.h>
 #include <fmt/format.h>
 
+#include "exec/attention_cuda.h"
 #include "exec/vector_math.h"
 #include "runtime/blas/gemm.h"
 #include "runtime/parallel.h"
@@ -345,15 +346,24 @@ Tensor backward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, cons
   return grads;
 }
 
-/// The CPU computes; CUDA tensors go there and back (no CUDA attention kernel yet).
+/// The CPU computes; CUDA tensors whose head dims are too wide for the CUDA kernels' shared
+/// memory go there and back.
 Tensor on_cpu(const Tensor& x) {
   return !x.defined() || x.device().kind == DeviceKind::cpu ? x : x.to(cpu());
+}
+
+/// Whether the CUDA kernels (attention_cuda.h) take these operands.
+bool on_the_gpu(const Tensor& q, const Tensor& v, DType dtype) {
+  return q.device().kind == DeviceKind::cuda && q.dim() >= 2 &&
+         cuda_attention_fits(q.size(-1), v.size(-1), dtype == DType::f64 ? DType::f64 : DType::f32);
 }
 
 }  // namespace
 
 Tensor attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias,
                          double scale, DType dtype, int64_t kv_repeat) {
+  if (on_the_gpu(q, v, dtype))
+    return attention_forward_cuda(q, k, v, bias, scale, dtype, kv_repeat);
   const Device device = q.device();
   Tensor out =
       dtype == DType::f64
@@ -366,6 +376,8 @@ Tensor attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, cons
 Tensor attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias,
                           const Tensor& out, const Tensor& d_out, double scale, DType dtype,
                           int64_t kv_repeat) {
+  if (on_the_gpu(q, v, dtype))
+    return attention_backward_cuda(q, k, v, bias, out, d_out, scale, dtype, kv_repeat);
   const Device device = q.device();
   Tensor g = dtype == DType::f64
                  ? backward<double>(on_cpu(q), on_cpu(k), on_cpu(v), on_cpu(bias), on_cpu(out),

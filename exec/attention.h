@@ -5,7 +5,8 @@
 // the backward recomputes the probabilities tile by tile from it. Tile products are GEMMs on
 // the calling thread (runtime/blas/gemm.h); work is split over batch × query blocks (forward)
 // and batch (backward) on oneTBB. Tiles whose bias is -inf everywhere (above a causal
-// diagonal) are skipped.
+// diagonal) are skipped. Operands on a CUDA device run the CUDA kernels of attention_cuda.h
+// (the host path only for head dims too wide for their shared memory).
 #pragma once
 
 #include <ein/tensor.h>

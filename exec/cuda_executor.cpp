@@ -212,6 +212,19 @@ Tensor scatter_add_rows_cuda(const Tensor& values_in, const std::vector<int64_t>
   return out;
 }
 
+void launch_cuda_source(std::string key, int device,
+                        const std::function<std::pair<std::string, std::string>()>& make,
+                        int64_t grid, int block, std::span<void* const> buffers,
+                        std::span<const double> params) {
+  key.insert(0, "source ");  // apart from Kernel IR keys
+  const auto p = prepared(key, device, [&] {
+    auto [source, entry] = make();
+    return Made{std::move(source), std::move(entry), {}};
+  });
+  ++g_launches;
+  cuda_execution().launch(device, *p->function, grid, block, buffers, params);
+}
+
 CudaExecutorStats cuda_executor_stats() {
   return {g_launches.load(), g_prepared.load()};
 }

@@ -7,7 +7,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "compiler/kernel/kernel_ir.h"
@@ -29,6 +32,15 @@ Tensor gather_rows_cuda(const Tensor& table, const std::vector<int64_t>& indices
 /// device, in index order for every element (deterministic); values are f32 or f64.
 Tensor scatter_add_rows_cuda(const Tensor& values, const std::vector<int64_t>& indices,
                              const Shape& out_shape);
+
+/// A hand-written kernel (the fused attention's, exec/attention_cuda.cpp): `make` returns its
+/// CUDA C++ source and entry, prepared once per `key` and device (the same memo as Kernel IR
+/// launches), then launched as `grid` blocks of `block` threads on `device`'s current stream
+/// with `buffers` (device addresses) and `params`, in the ABI of compiler/emit/emit_cuda.h.
+void launch_cuda_source(std::string key, int device,
+                        const std::function<std::pair<std::string, std::string>()>& make,
+                        int64_t grid, int block, std::span<void* const> buffers,
+                        std::span<const double> params);
 
 /// Counters of the CUDA executor since process start.
 struct CudaExecutorStats {

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "compiler/fuse/attention.h"
 #include "exec/attention.h"
 #include "script/script.h"
+#include "support/fake_cuda.h"
 
 namespace ein {
 namespace {
@@ -147,9 +149,12 @@ Mat make_bias(const Case& c, std::mt19937& rng) {
   return b;
 }
 
-void run_case(const Case& c) {
-  SCOPED_TRACE(fmt::format("n {} t {} s {} e {} f {} mask {} {}", c.n, c.t, c.s, c.e, c.f,
-                           static_cast<int>(c.mask), dtype_name(c.dtype)));
+/// The kernel on `device` (the CPU, or the fake CUDA device's CUDA kernels) against the
+/// float64 definition.
+void run_case(const Case& c, Device device = cpu()) {
+  SCOPED_TRACE(fmt::format("n {} t {} s {} e {} f {} mask {} {} on {}", c.n, c.t, c.s, c.e, c.f,
+                           static_cast<int>(c.mask), dtype_name(c.dtype), device.str()));
+  const auto on = [&](const Tensor& t) { return t.defined() ? t.to(device) : t; };
   std::mt19937 rng(static_cast<unsigned>(c.n * 131 + c.t * 17 + c.s * 7 + c.e + static_cast<int>(c.mask)));
   const Mat q = random_mat(c.n, c.t, c.e, rng), k = random_mat(c.n, c.s, c.e, rng),
             v = random_mat(c.n, c.s, c.f, rng), d_o = random_mat(c.n, c.t, c.f, rng);
@@ -162,9 +167,10 @@ void run_case(const Case& c) {
                                    scale, d_o);
   const DType out_dtype = c.dtype == DType::f64 ? DType::f64 : DType::f32;
   const Tensor tb = has_bias ? tensor_of(bias, out_dtype) : Tensor();
-  const Tensor packed = attention_forward(tq, tk, tv, tb, scale, out_dtype);
+  const Tensor packed = attention_forward(on(tq), on(tk), on(tv), on(tb), scale, out_dtype);
   ASSERT_EQ(packed.shape(), (Shape{c.n, c.t, c.f + 1}));
-  const std::vector<double> got = packed.to(DType::f64).to_vector<double>();
+  ASSERT_EQ(packed.device(), device);
+  const std::vector<double> got = packed.to(cpu()).to(DType::f64).to_vector<double>();
   std::vector<double> o, lse;
   for (int64_t r = 0; r < c.n * c.t; ++r) {
     for (int64_t col = 0; col < c.f; ++col) o.push_back(got[r * (c.f + 1) + col]);
@@ -179,9 +185,10 @@ void run_case(const Case& c) {
     d_packed.push_back(1e6);
   }
   const Tensor td = from_data(d_packed, {c.n, c.t, c.f + 1}).to(out_dtype);
-  const Tensor grads = attention_backward(tq, tk, tv, tb, packed, td, scale, out_dtype);
+  const Tensor grads =
+      attention_backward(on(tq), on(tk), on(tv), on(tb), packed, on(td), scale, out_dtype);
   ASSERT_EQ(grads.shape(), (Shape{c.n * (c.t * c.e + c.s * c.e + c.s * c.f)}));
-  const std::vector<double> g = grads.to(DType::f64).to_vector<double>();
+  const std::vector<double> g = grads.to(cpu()).to(DType::f64).to_vector<double>();
   const auto at = g.begin();
   const int64_t nq = c.n * c.t * c.e, nk = c.n * c.s * c.e;
   const std::vector<double> dq(at, at + nq), dk(at + nq, at + nq + nk), dv(at + nq + nk, g.end());
@@ -253,10 +260,10 @@ TEST(AttentionKernel, BroadcastAndPermutedOperandsAreReadInPlace) {
   expect_near(o, want.o.v, 2e-5, "o");
 }
 
-TEST(AttentionKernel, GroupedQueryHeadsReadTheirGroup) {
-  // q [b, h, t, e] with h = g·r heads; k, v [b, g, s, e]: the same as k, v repeated per group
-  // (repeat(k, "b g s e -> b (g r) s e")), and dk, dv the repeated ones' gradients summed over
-  // each group.
+// q [b, h, t, e] with h = g·r heads; k, v [b, g, s, e]: the same as k, v repeated per group
+// (repeat(k, "b g s e -> b (g r) s e")), and dk, dv the repeated ones' gradients summed over
+// each group. The mask is one causal [t, s] matrix broadcast (stride 0) over b and h.
+void grouped_query_heads(Device device, double tol) {
   std::mt19937 rng(9);
   const int64_t b = 2, g = 2, r = 3, h = g * r, t = 19, s = 19, e = 5;
   auto random = [&](Shape shape) {
@@ -283,19 +290,27 @@ TEST(AttentionKernel, GroupedQueryHeadsReadTheirGroup) {
   std::vector<double> causal(t * s);
   for (int64_t i = 0; i < t; ++i)
     for (int64_t j = 0; j < s; ++j) causal[i * s + j] = j > i ? -kInf : 0;
-  const Tensor mask = from_data(causal, {1, 1, t, s}).as_strided({b, h, t, s}, {0, 0, s, 1}, 0);
-  const Tensor grouped = attention_forward(q, k, v, mask, 0.4, DType::f64, r);
-  const Tensor plain = attention_forward(q, repeated(k), repeated(v), mask, 0.4, DType::f64);
-  expect_near(grouped.to_vector<double>(), plain.to_vector<double>(), 1e-12, "o | lse");
+  const Tensor mask = from_data(causal, {1, 1, t, s})
+                          .to(device)
+                          .as_strided({b, h, t, s}, {0, 0, s, 1}, 0);
+  const auto on = [&](const Tensor& x) { return x.to(device); };
+  const auto host = [](const Tensor& x) { return x.to(cpu()).to_vector<double>(); };
+  const Tensor grouped = attention_forward(on(q), on(k), on(v), mask, 0.4, DType::f64, r);
+  const Tensor plain = attention_forward(q, repeated(k), repeated(v),
+                                         from_data(causal, {1, 1, t, s}).as_strided({b, h, t, s}, {0, 0, s, 1}, 0),
+                                         0.4, DType::f64);
+  expect_near(host(grouped), plain.to_vector<double>(), tol, "o | lse");
   const std::vector<double> gg =
-      attention_backward(q, k, v, mask, grouped, d, 0.4, DType::f64, r).to_vector<double>();
+      host(attention_backward(on(q), on(k), on(v), mask, grouped, on(d), 0.4, DType::f64, r));
   const std::vector<double> gp =
-      attention_backward(q, repeated(k), repeated(v), mask, plain, d, 0.4, DType::f64)
+      attention_backward(q, repeated(k), repeated(v),
+                         from_data(causal, {1, 1, t, s}).as_strided({b, h, t, s}, {0, 0, s, 1}, 0),
+                         plain, d, 0.4, DType::f64)
           .to_vector<double>();
   const int64_t nq = b * h * t * e, nkg = b * g * s * e, nkp = b * h * s * e;
   ASSERT_EQ(gg.size(), static_cast<size_t>(nq + 2 * nkg));
   expect_near(std::vector<double>(gg.begin(), gg.begin() + nq),
-              std::vector<double>(gp.begin(), gp.begin() + nq), 1e-12, "dq");
+              std::vector<double>(gp.begin(), gp.begin() + nq), tol, "dq");
   for (int part = 0; part < 2; ++part) {  // dk, then dv: summed over each group's heads
     std::vector<double> want(nkg, 0.0);
     for (int64_t bi = 0; bi < b; ++bi)
@@ -303,9 +318,11 @@ TEST(AttentionKernel, GroupedQueryHeadsReadTheirGroup) {
         for (int64_t x = 0; x < s * e; ++x)
           want[(bi * g + j / r) * s * e + x] += gp[nq + part * nkp + (bi * h + j) * s * e + x];
     expect_near(std::vector<double>(gg.begin() + nq + part * nkg, gg.begin() + nq + (part + 1) * nkg),
-                want, 1e-12, part == 0 ? "dk" : "dv");
+                want, tol, part == 0 ? "dk" : "dv");
   }
 }
+
+TEST(AttentionKernel, GroupedQueryHeadsReadTheirGroup) { grouped_query_heads(cpu(), 1e-12); }
 
 TEST(AttentionKernel, GradientsMatchFiniteDifferences) {
   // The f64 kernel's backward against central differences of its own forward.
@@ -514,6 +531,37 @@ fn attend(q: f32[b h t e], k: f32[b g t e], v: f32[b g t e]) -> f32[b h t e] {
   ASSERT_EQ(groups, 2);
   expect_same_attention(*fused, *plain, qs, ks);
 }
+
+// The CUDA kernels (exec/attention_cuda.h) on the fake CUDA device: the same cases against
+// the float64 definition (odd sizes, partial tiles, every mask, fully masked rows, bf16 in),
+// zero sizes, grouped-query heads with a broadcast mask; each kernel is also compiled by
+// NVRTC for sm_80 and sm_90 where NVRTC loads.
+class AttentionOnFakeCuda : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!testing::FakeCudaDevice::available(&why)) GTEST_SKIP() << why;
+    fake_ = std::make_unique<testing::FakeCudaDevice>();
+  }
+  std::unique_ptr<testing::FakeCudaDevice> fake_;
+};
+
+TEST_F(AttentionOnFakeCuda, MatchesTheDefinitionInFloat64) {
+  for (Mask m : {Mask::none, Mask::causal, Mask::random_rows, Mask::additive}) {
+    run_case({2, 37, 53, 7, 5, m, DType::f64, 1e-10}, cuda());
+    run_case({2, 70, 75, 16, 9, m, DType::f32, 2e-4}, cuda());
+  }
+  run_case({2, 40, 40, 8, 8, Mask::causal, DType::bf16, 2e-4}, cuda());
+  EXPECT_GT(fake_->launches(), 0);
+}
+
+TEST_F(AttentionOnFakeCuda, ZeroSizes) {
+  run_case({0, 5, 5, 4, 4, Mask::none, DType::f64, 1e-12}, cuda());
+  run_case({2, 0, 5, 4, 4, Mask::causal, DType::f64, 1e-12}, cuda());
+  run_case({2, 5, 0, 4, 4, Mask::none, DType::f64, 1e-12}, cuda());
+}
+
+TEST_F(AttentionOnFakeCuda, GroupedQueryHeadsReadTheirGroup) { grouped_query_heads(cuda(), 1e-12); }
 
 }  // namespace
 }  // namespace ein

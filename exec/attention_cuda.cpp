@@ -1,0 +1,438 @@
+// FlashAttention-2 on CUDA tensors (attention_cuda.h). Layouts the kernels read: q [N, T, E],
+// k [N_kv, S, E], v [N_kv, S, F] contiguous in the compute type; the packed result and its
+// cotangent [N, T, F + 1]; the bias through a per-batch-row offset table (bias_off[n], in
+// elements from the bias's first element) and its row and column strides, in its own dtype.
+// Query batch row n reads k/v row (n / H)·(H / R) + (n % H) / R (H heads, R = kv_repeat).
+#include "exec/attention_cuda.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include <ein/errors.h>
+#include <fmt/format.h>
+
+#include "exec/cuda_executor.h"
+
+namespace ein {
+namespace {
+
+constexpr int64_t kSharedBudget = 40 * 1024;  // bytes of static shared memory per block
+
+/// Threads (= rows) per block for kernels staging `words` values of `bytes` per row: the
+/// largest power of two up to 64 that fits the budget (0: none does).
+int tile_rows(int64_t words, int64_t bytes) {
+  for (int b = 64; b >= 8; b /= 2)
+    if (b * words * bytes <= kSharedBudget) return b;
+  return 0;
+}
+
+/// Shared words per row: forward q, acc, k, v; dQ k, v, dq; dK/dV q, dO, dk, dv (+ lse, delta).
+int64_t shared_words(int64_t e, int64_t f) {
+  return std::max({2 * (e + f), 2 * e + f, 2 * (e + f) + 2});
+}
+
+struct Types {
+  const char* real;       // the compute type
+  std::string exp, log;   // its exp and log
+  std::string neg_inf;    // -inf of it
+  const char* bias;       // the bias's element type
+  std::string read_bias;  // converting one bias element, "{}" the element
+};
+
+Types types_for(DType compute, DType bias) {
+  const bool f = compute == DType::f32;
+  Types t{f ? "float" : "double", f ? "expf" : "exp", f ? "logf" : "log",
+          f ? "(-__int_as_float(0x7f800000))" : "(-__longlong_as_double(0x7ff0000000000000LL))",
+          "float", "(real)({})"};
+  switch (bias) {
+    case DType::f64: t.bias = "double"; break;
+    case DType::bf16: t.bias = "__nv_bfloat16"; t.read_bias = "(real)__bfloat162float({})"; break;
+    case DType::f16: t.bias = "__half"; t.read_bias = "(real)__half2float({})"; break;
+    default: break;
+  }
+  return t;
+}
+
+/// What every kernel starts with: the types, sizes and the bias read.
+std::string prelude(const Types& t, int64_t e, int64_t f, int b) {
+  return fmt::format(
+      "{9}// FlashAttention-2 (exec/attention_cuda.cpp), compute {10}\n"
+      "typedef {0} real;\n typedef {1} bias_t;\n"
+      "#define EIN_E {2}\n#define EIN_F {3}\n#define EIN_B {4}\n#define EIN_NEG_INF {5}\n"
+      "#define EIN_EXP {6}\n#define EIN_LOG {7}\n#define EIN_ABS {11}\n"
+      "__device__ __forceinline__ real ein_bias(const bias_t* b) {{ return {8}; }}\n"
+      "// The logit of q_i · k_j: scaled, plus the bias, where a -inf bias masks whatever it is.\n"
+      "__device__ __forceinline__ real ein_logit(real dot, real scale, const bias_t* b) {{\n"
+      "  if (b == 0) return scale * dot;\n"
+      "  const real x = ein_bias(b);\n"
+      "  return x == EIN_NEG_INF ? EIN_NEG_INF : scale * dot + x;\n"
+      "}}\n",
+      t.real, t.bias, e, f, b, t.neg_inf, t.exp, t.log, fmt::format(fmt::runtime(t.read_bias), "*b"),
+      std::string(t.bias) == "__nv_bfloat16" ? "#include <cuda_bf16.h>\n"
+      : std::string(t.bias) == "__half"      ? "#include <cuda_fp16.h>\n"
+                                             : "",
+      std::string(t.real) == "float" ? "f32" : "f64", std::string(t.real) == "float" ? "fabsf" : "fabs");
+}
+
+// The sizes every kernel takes as params: N N_kv T S H R scale bias_row bias_col has_bias. Each
+// kernel walks its work items (B rows of one batch row) with a block-stride loop.
+constexpr const char* kSizes =
+    "  const long long N = (long long)n_, NKV = (long long)nkv_;\n"
+    "  (void)N;\n  (void)NKV;\n"
+    "  const long long T = (long long)t_, S = (long long)s_, H = (long long)h_, R = (long long)r_;\n"
+    "  const real scale = (real)scale_;\n"
+    "  const long long brow = (long long)brow_, bcol = (long long)bcol_;\n"
+    "  const bool has_bias = has_bias_ != 0;\n";
+constexpr const char* kSizeParams =
+    "double n_, double nkv_, double t_, double s_, double h_, double r_, double scale_, double brow_, double bcol_, "
+    "double has_bias_";
+
+std::string forward_source(const Types& t, int64_t e, int64_t f, int b) {
+  return prelude(t, e, f, b) + fmt::format(R"(
+extern "C" __global__ void __launch_bounds__(EIN_B) ein_attention_forward(
+    const real* q, const real* k, const real* v, const bias_t* bias, const long long* bias_off,
+    real* out, {0}) {{
+{1}
+  const long long qblocks = (T + EIN_B - 1) / EIN_B, items = N * qblocks;
+  const int tid = threadIdx.x;
+  __shared__ real qs[EIN_B][EIN_E], acc[EIN_B][EIN_F], ks[EIN_B][EIN_E], vs[EIN_B][EIN_F];
+  for (long long w = blockIdx.x; w < items; w += gridDim.x) {{  // uniform over the block
+  const long long n = w / qblocks, i0 = (w % qblocks) * EIN_B;
+  const long long kv = (n / H) * (H / R) + (n % H) / R;
+  const long long i = i0 + tid;
+  __syncthreads();  // the previous item's tiles are consumed
+  for (int x = tid; x < EIN_B * EIN_E; x += EIN_B) {{
+    const long long row = i0 + x / EIN_E;
+    qs[x / EIN_E][x % EIN_E] = row < T ? q[(n * T + row) * EIN_E + x % EIN_E] : (real)0;
+  }}
+  for (int c = 0; c < EIN_F; ++c) acc[tid][c] = 0;
+  real m = EIN_NEG_INF, l = 0;
+  const bias_t* brow_at = has_bias && i < T ? bias + bias_off[n] + i * brow : 0;
+  for (long long j0 = 0; j0 < S; j0 += EIN_B) {{
+    __syncthreads();  // the previous tile is consumed (and qs is written, the first time)
+    for (int x = tid; x < EIN_B * EIN_E; x += EIN_B) {{
+      const long long j = j0 + x / EIN_E;
+      ks[x / EIN_E][x % EIN_E] = j < S ? k[(kv * S + j) * EIN_E + x % EIN_E] : (real)0;
+    }}
+    for (int x = tid; x < EIN_B * EIN_F; x += EIN_B) {{
+      const long long j = j0 + x / EIN_F;
+      vs[x / EIN_F][x % EIN_F] = j < S ? v[(kv * S + j) * EIN_F + x % EIN_F] : (real)0;
+    }}
+    __syncthreads();
+    if (i < T) {{
+      const int jn = S - j0 < EIN_B ? (int)(S - j0) : EIN_B;
+      for (int jj = 0; jj < jn; ++jj) {{
+        real dot = 0;
+        for (int c = 0; c < EIN_E; ++c) dot += qs[tid][c] * ks[jj][c];
+        const real s = ein_logit(dot, scale, brow_at ? brow_at + (j0 + jj) * bcol : 0);
+        if (s == EIN_NEG_INF) continue;
+        // One exp per key: exp(-|s - m|) is the rescale of what was summed when s is a new
+        // running max (then p = 1), else p itself. (Two expf calls here made ptxas spill.)
+        const real x = EIN_EXP(-EIN_ABS(s - m));
+        real p = x;
+        if (s > m) {{
+          l *= x;
+          for (int c = 0; c < EIN_F; ++c) acc[tid][c] *= x;
+          m = s;
+          p = 1;
+        }}
+        l += p;
+        for (int c = 0; c < EIN_F; ++c) acc[tid][c] += p * vs[jj][c];
+      }}
+    }}
+  }}
+  if (i < T) {{
+    real* o = out + (n * T + i) * (EIN_F + 1);
+    if (l == 0) {{  // every logit masked: o = 0, lse = -inf (as the CPU kernel)
+      for (int c = 0; c < EIN_F; ++c) o[c] = 0;
+      o[EIN_F] = EIN_NEG_INF;
+    }} else {{
+      const real inv = (real)1 / l;
+      for (int c = 0; c < EIN_F; ++c) o[c] = acc[tid][c] * inv;
+      o[EIN_F] = m + EIN_LOG(l);
+    }}
+  }}
+  }}
+}}
+)",
+                                          kSizeParams, kSizes);
+}
+
+std::string delta_source(const Types& t, int64_t e, int64_t f, int b) {
+  return prelude(t, e, f, b) + R"(
+// delta_i = dO_i · O_i over the F output columns of each packed row.
+extern "C" __global__ void __launch_bounds__(EIN_B) ein_attention_delta(
+    const real* out, const real* d_out, real* delta, double rows_) {
+  const long long rows = (long long)rows_;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < rows;
+       i += (long long)gridDim.x * blockDim.x) {
+    real acc = 0;
+    for (int c = 0; c < EIN_F; ++c) acc += d_out[i * (EIN_F + 1) + c] * out[i * (EIN_F + 1) + c];
+    delta[i] = acc;
+  }
+}
+)";
+}
+
+std::string dq_source(const Types& t, int64_t e, int64_t f, int b) {
+  return prelude(t, e, f, b) + fmt::format(R"(
+extern "C" __global__ void __launch_bounds__(EIN_B) ein_attention_dq(
+    const real* q, const real* k, const real* v, const bias_t* bias, const long long* bias_off,
+    const real* out, const real* d_out, const real* delta, real* dq, {0}) {{
+{1}
+  const long long qblocks = (T + EIN_B - 1) / EIN_B, items = N * qblocks;
+  const int tid = threadIdx.x;
+  __shared__ real ks[EIN_B][EIN_E], vs[EIN_B][EIN_F], dqs[EIN_B][EIN_E];
+  for (long long w = blockIdx.x; w < items; w += gridDim.x) {{  // uniform over the block
+  const long long n = w / qblocks, i0 = (w % qblocks) * EIN_B;
+  const long long kv = (n / H) * (H / R) + (n % H) / R;
+  const long long i = i0 + tid;
+  for (int c = 0; c < EIN_E; ++c) dqs[tid][c] = 0;
+  const real lse = i < T ? out[(n * T + i) * (EIN_F + 1) + EIN_F] : EIN_NEG_INF;
+  const real di = i < T ? delta[n * T + i] : (real)0;
+  const real* qi = q + (n * T + (i < T ? i : 0)) * EIN_E;
+  const real* doi = d_out + (n * T + (i < T ? i : 0)) * (EIN_F + 1);
+  const bias_t* brow_at = has_bias && i < T ? bias + bias_off[n] + i * brow : 0;
+  for (long long j0 = 0; j0 < S; j0 += EIN_B) {{
+    __syncthreads();
+    for (int x = tid; x < EIN_B * EIN_E; x += EIN_B) {{
+      const long long j = j0 + x / EIN_E;
+      ks[x / EIN_E][x % EIN_E] = j < S ? k[(kv * S + j) * EIN_E + x % EIN_E] : (real)0;
+    }}
+    for (int x = tid; x < EIN_B * EIN_F; x += EIN_B) {{
+      const long long j = j0 + x / EIN_F;
+      vs[x / EIN_F][x % EIN_F] = j < S ? v[(kv * S + j) * EIN_F + x % EIN_F] : (real)0;
+    }}
+    __syncthreads();
+    if (i < T && lse != EIN_NEG_INF) {{
+      const int jn = S - j0 < EIN_B ? (int)(S - j0) : EIN_B;
+      for (int jj = 0; jj < jn; ++jj) {{
+        real dot = 0;
+        for (int c = 0; c < EIN_E; ++c) dot += qi[c] * ks[jj][c];
+        const real s = ein_logit(dot, scale, brow_at ? brow_at + (j0 + jj) * bcol : 0);
+        if (s == EIN_NEG_INF) continue;
+        const real p = EIN_EXP(s - lse);
+        real dp = 0;
+        for (int c = 0; c < EIN_F; ++c) dp += doi[c] * vs[jj][c];
+        const real ds = scale * p * (dp - di);
+        for (int c = 0; c < EIN_E; ++c) dqs[tid][c] += ds * ks[jj][c];
+      }}
+    }}
+  }}
+  if (i < T)
+    for (int c = 0; c < EIN_E; ++c) dq[(n * T + i) * EIN_E + c] = dqs[tid][c];
+  }}
+}}
+)",
+                                          kSizeParams, kSizes);
+}
+
+std::string dkv_source(const Types& t, int64_t e, int64_t f, int b) {
+  return prelude(t, e, f, b) + fmt::format(R"(
+extern "C" __global__ void __launch_bounds__(EIN_B) ein_attention_dkv(
+    const real* q, const real* k, const real* v, const bias_t* bias, const long long* bias_off,
+    const real* out, const real* d_out, const real* delta, real* dk, real* dv, {0}) {{
+{1}
+  const long long kblocks = (S + EIN_B - 1) / EIN_B, items = NKV * kblocks;
+  const int tid = threadIdx.x;
+  const long long groups = H / R;
+  __shared__ real qs[EIN_B][EIN_E], dos[EIN_B][EIN_F], dks[EIN_B][EIN_E], dvs[EIN_B][EIN_F];
+  __shared__ real lses[EIN_B], deltas[EIN_B];
+  for (long long w = blockIdx.x; w < items; w += gridDim.x) {{  // uniform over the block
+  const long long m = w / kblocks, j0 = (w % kblocks) * EIN_B;
+  const long long j = j0 + tid;
+  for (int c = 0; c < EIN_E; ++c) dks[tid][c] = 0;
+  for (int c = 0; c < EIN_F; ++c) dvs[tid][c] = 0;
+  const real* kj = k + (m * S + (j < S ? j : 0)) * EIN_E;
+  const real* vj = v + (m * S + (j < S ? j : 0)) * EIN_F;
+  for (long long g = 0; g < R; ++g) {{  // the query heads that read this k/v head
+    const long long n = (m / groups) * H + (m % groups) * R + g;
+    const bias_t* bcol_at = has_bias && j < S ? bias + bias_off[n] + j * bcol : 0;
+    for (long long i0 = 0; i0 < T; i0 += EIN_B) {{
+      __syncthreads();
+      for (int x = tid; x < EIN_B * EIN_E; x += EIN_B) {{
+        const long long i = i0 + x / EIN_E;
+        qs[x / EIN_E][x % EIN_E] = i < T ? q[(n * T + i) * EIN_E + x % EIN_E] : (real)0;
+      }}
+      for (int x = tid; x < EIN_B * EIN_F; x += EIN_B) {{
+        const long long i = i0 + x / EIN_F;
+        dos[x / EIN_F][x % EIN_F] = i < T ? d_out[(n * T + i) * (EIN_F + 1) + x % EIN_F] : (real)0;
+      }}
+      {{
+        const long long i = i0 + tid;
+        lses[tid] = i < T ? out[(n * T + i) * (EIN_F + 1) + EIN_F] : EIN_NEG_INF;
+        deltas[tid] = i < T ? delta[n * T + i] : (real)0;
+      }}
+      __syncthreads();
+      if (j < S) {{
+        const int in = T - i0 < EIN_B ? (int)(T - i0) : EIN_B;
+        for (int ii = 0; ii < in; ++ii) {{
+          if (lses[ii] == EIN_NEG_INF) continue;  // a fully masked row has no gradient
+          real dot = 0;
+          for (int c = 0; c < EIN_E; ++c) dot += qs[ii][c] * kj[c];
+          const real s = ein_logit(dot, scale, bcol_at ? bcol_at + (i0 + ii) * brow : 0);
+          if (s == EIN_NEG_INF) continue;
+          const real p = EIN_EXP(s - lses[ii]);
+          real dp = 0;
+          for (int c = 0; c < EIN_F; ++c) {{
+            dvs[tid][c] += p * dos[ii][c];
+            dp += dos[ii][c] * vj[c];
+          }}
+          const real ds = scale * p * (dp - deltas[ii]);
+          for (int c = 0; c < EIN_E; ++c) dks[tid][c] += ds * qs[ii][c];
+        }}
+      }}
+    }}
+  }}
+  if (j < S) {{
+    for (int c = 0; c < EIN_E; ++c) dk[(m * S + j) * EIN_E + c] = dks[tid][c];
+    for (int c = 0; c < EIN_F; ++c) dv[(m * S + j) * EIN_F + c] = dvs[tid][c];
+  }}
+  }}
+}}
+)",
+                                          kSizeParams, kSizes);
+}
+
+/// Blocks for `items` work items: one each, up to 2^20 (the block-stride loops do the rest).
+int64_t grid(int64_t items) {
+  return std::min<int64_t>(items, int64_t{1} << 20);
+}
+
+/// The operands in the kernels' layouts, and the sizes they take.
+struct Operands {
+  Tensor q, k, v, bias, bias_off;
+  DType compute;
+  int64_t n = 1, n_kv = 1, t = 0, s = 0, e = 0, f = 0, heads = 1, repeat = 1;
+  int64_t brow = 0, bcol = 0;
+  int block = 0;
+
+  Operands(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& bias_in,
+           DType dtype, int64_t kv_repeat)
+      : compute(dtype == DType::f64 ? DType::f64 : DType::f32) {
+    const int64_t r = q_in.dim();
+    for (int64_t d = 0; d + 2 < r; ++d) n *= q_in.size(d);
+    repeat = std::max<int64_t>(1, kv_repeat);
+    heads = r > 2 ? q_in.size(r - 3) : 1;
+    n_kv = n / repeat;
+    t = q_in.size(r - 2);
+    e = q_in.size(r - 1);
+    s = k_in.size(r - 2);
+    f = v_in.size(r - 1);
+    block = tile_rows(shared_words(e, f), static_cast<int64_t>(element_size(compute)));
+    const auto dense = [&](const Tensor& x) { return x.to(compute).contiguous(); };
+    q = dense(q_in.detach());
+    k = dense(k_in.detach());
+    v = dense(v_in.detach());
+    const Device dev = q_in.device();
+    std::vector<int64_t> offsets(static_cast<size_t>(n), 0);
+    if (bias_in.defined()) {
+      bias = bias_in.detach();
+      if (bias.dtype() != DType::f32 && bias.dtype() != DType::f64 && bias.dtype() != DType::bf16 &&
+          bias.dtype() != DType::f16)
+        bias = bias.to(compute);
+      brow = bias.stride(r - 2);
+      bcol = bias.stride(r - 1);
+      for (int64_t index = 0; index < n; ++index) {  // broadcast batch dims have size 1
+        int64_t rest = index, off = 0;
+        for (int64_t d = r - 3; d >= 0; --d) {
+          const int64_t size = q_in.size(d);
+          off += (bias.size(d) == 1 ? 0 : rest % size) * bias.stride(d);
+          rest /= size;
+        }
+        offsets[static_cast<size_t>(index)] = off;
+      }
+    }
+    bias_off = from_data(offsets, {n}, dev);
+  }
+
+  Types types() const { return types_for(compute, bias.defined() ? bias.dtype() : DType::f32); }
+  std::string key(const char* kernel) const {
+    return fmt::format("attention {} {} {} {} {} {}", kernel, dtype_name(compute),
+                       bias.defined() ? dtype_name(bias.dtype()) : "none", e, f, block);
+  }
+  std::vector<double> sizes(double scale) const {
+    return {static_cast<double>(n), static_cast<double>(n_kv), static_cast<double>(t),
+            static_cast<double>(s), static_cast<double>(heads),
+            static_cast<double>(repeat), scale, static_cast<double>(brow),
+            static_cast<double>(bcol), bias.defined() ? 1.0 : 0.0};
+  }
+  void* bias_ptr() const { return bias.defined() ? bias.device_ptr() : q.device_ptr(); }
+};
+
+}  // namespace
+
+bool cuda_attention_fits(int64_t e, int64_t f, DType compute) {
+  return e > 0 && f > 0 &&
+         tile_rows(shared_words(e, f), static_cast<int64_t>(element_size(compute))) > 0;
+}
+
+Tensor attention_forward_cuda(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                              const Tensor& bias_in, double scale, DType dtype,
+                              int64_t kv_repeat) {
+  const Operands o(q_in, k_in, v_in, bias_in, dtype, kv_repeat);
+  Shape shape = q_in.shape();
+  shape.back() = o.f + 1;
+  Tensor out = empty(shape, o.compute, q_in.device());
+  if (o.n > 0 && o.t > 0) {
+    const Types ty = o.types();
+    void* buffers[] = {o.q.device_ptr(), o.k.device_ptr(), o.v.device_ptr(), o.bias_ptr(),
+                       o.bias_off.device_ptr(), out.device_ptr()};
+    const std::vector<double> params = o.sizes(scale);
+    launch_cuda_source(o.key("forward"), q_in.device().index,
+                       [&] { return std::make_pair(forward_source(ty, o.e, o.f, o.block),
+                                                   std::string("ein_attention_forward")); },
+                       grid(o.n * ((o.t + o.block - 1) / o.block)), o.block, buffers, params);
+  }
+  return out.dtype() == dtype ? out : out.to(dtype);
+}
+
+Tensor attention_backward_cuda(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                               const Tensor& bias_in, const Tensor& out_in, const Tensor& d_out_in,
+                               double scale, DType dtype, int64_t kv_repeat) {
+  const Operands o(q_in, k_in, v_in, bias_in, dtype, kv_repeat);
+  const Device dev = q_in.device();
+  const int64_t nq = q_in.numel(), nk = k_in.numel(), nv = v_in.numel();
+  Tensor grads = zeros({nq + nk + nv}, o.compute, dev);
+  if (o.n > 0 && o.t > 0 && o.s > 0) {
+    const Types ty = o.types();
+    const Tensor out = out_in.detach().to(o.compute).contiguous();
+    const Tensor d_out = d_out_in.detach().to(o.compute).contiguous();
+    const Tensor delta = empty({o.n * o.t}, o.compute, dev);
+    const Tensor dq = grads.slice(0, 0, nq), dk = grads.slice(0, nq, nq + nk),
+                 dv = grads.slice(0, nq + nk, nq + nk + nv);
+    const int device = dev.index;
+    const int64_t rows = o.n * o.t;
+    {
+      void* buffers[] = {out.device_ptr(), d_out.device_ptr(), delta.device_ptr()};
+      const double params[] = {static_cast<double>(rows)};
+      launch_cuda_source(o.key("delta"), device,
+                         [&] { return std::make_pair(delta_source(ty, o.e, o.f, o.block),
+                                                     std::string("ein_attention_delta")); },
+                         grid((rows + o.block - 1) / o.block), o.block, buffers, params);
+    }
+    const std::vector<double> params = o.sizes(scale);
+    {
+      void* buffers[] = {o.q.device_ptr(), o.k.device_ptr(), o.v.device_ptr(), o.bias_ptr(),
+                         o.bias_off.device_ptr(), out.device_ptr(), d_out.device_ptr(),
+                         delta.device_ptr(), dq.device_ptr()};
+      launch_cuda_source(o.key("dq"), device,
+                         [&] { return std::make_pair(dq_source(ty, o.e, o.f, o.block),
+                                                     std::string("ein_attention_dq")); },
+                         grid(o.n * ((o.t + o.block - 1) / o.block)), o.block, buffers, params);
+    }
+    {
+      void* buffers[] = {o.q.device_ptr(), o.k.device_ptr(), o.v.device_ptr(), o.bias_ptr(),
+                         o.bias_off.device_ptr(), out.device_ptr(), d_out.device_ptr(),
+                         delta.device_ptr(), dk.device_ptr(), dv.device_ptr()};
+      launch_cuda_source(o.key("dkv"), device,
+                         [&] { return std::make_pair(dkv_source(ty, o.e, o.f, o.block),
+                                                     std::string("ein_attention_dkv")); },
+                         grid(o.n_kv * ((o.s + o.block - 1) / o.block)), o.block, buffers, params);
+    }
+  }
+  return grads.dtype() == dtype ? grads : grads.to(dtype);
+}
+
+}  // namespace ein

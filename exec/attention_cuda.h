@@ -1,0 +1,35 @@
+// The fused attention on CUDA tensors (the contract of exec/attention.h): FlashAttention-2's
+// algorithm as three hand-written CUDA C++ kernels, compiled by NVRTC through the CUDA executor
+// (exec/cuda_executor.h), so the (t × s) logits never exist in device memory:
+//  - forward: a block of B threads per B query rows of one batch index; each thread keeps its
+//    row's running max and sum and its output accumulator, key/value tiles of B rows are
+//    staged in shared memory; the result is packed [..., T, F + 1] with the logsumexp last;
+//  - backward: delta_i = dO_i · O_i per row; dQ with one thread per query row over key tiles;
+//    dK and dV with one thread per key row over query tiles (and, with grouped-query heads,
+//    over the query heads of its group, so their sum needs no atomics). Both recompute the
+//    probabilities from the logsumexp.
+// Scalar FMA arithmetic in f32 (f64 for f64), no tensor cores yet; q, k, v and the cotangent
+// are converted to the compute type on the device first, the bias is read in place through its
+// strides in its own dtype. Tiles fit 40 KB of static shared memory; dims too wide for that
+// return false from cuda_attention_fits() and take the CPU path.
+#pragma once
+
+#include <cstdint>
+
+#include <ein/tensor.h>
+
+namespace ein {
+
+/// Whether the CUDA kernels take head dims `e` (q, k) and `f` (v) in `compute` (f32 or f64).
+bool cuda_attention_fits(int64_t e, int64_t f, DType compute);
+
+/// attention_forward() on CUDA tensors (same arguments and result).
+Tensor attention_forward_cuda(const Tensor& q, const Tensor& k, const Tensor& v,
+                              const Tensor& bias, double scale, DType dtype, int64_t kv_repeat);
+
+/// attention_backward() on CUDA tensors (same arguments and result).
+Tensor attention_backward_cuda(const Tensor& q, const Tensor& k, const Tensor& v,
+                               const Tensor& bias, const Tensor& out, const Tensor& d_out,
+                               double scale, DType dtype, int64_t kv_repeat);
+
+}  // namespace ein
