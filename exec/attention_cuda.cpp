@@ -54,7 +54,9 @@ Types types_for(DType compute, DType bias) {
   return t;
 }
 
-/// What every kernel starts with: the types, sizes and the bias read.
+/// What every kernel starts with: the types, sizes and the bias read. The heavy kernels
+/// declare __launch_bounds__(B, 1): with no minimum of resident blocks, ptxas capped them near
+/// 56 registers and spilled a few bytes to local memory (seen on sm_80 and sm_90).
 std::string prelude(const Types& t, int64_t e, int64_t f, int b) {
   return fmt::format(
       "{9}// FlashAttention-2 (exec/attention_cuda.cpp), compute {10}\n"
@@ -62,11 +64,10 @@ std::string prelude(const Types& t, int64_t e, int64_t f, int b) {
       "#define EIN_E {2}\n#define EIN_F {3}\n#define EIN_B {4}\n#define EIN_NEG_INF {5}\n"
       "#define EIN_EXP {6}\n#define EIN_LOG {7}\n#define EIN_ABS {11}\n"
       "__device__ __forceinline__ real ein_bias(const bias_t* b) {{ return {8}; }}\n"
-      "// The logit of q_i · k_j: scaled, plus the bias, where a -inf bias masks whatever it is.\n"
-      "__device__ __forceinline__ real ein_logit(real dot, real scale, const bias_t* b) {{\n"
-      "  if (b == 0) return scale * dot;\n"
-      "  const real x = ein_bias(b);\n"
-      "  return x == EIN_NEG_INF ? EIN_NEG_INF : scale * dot + x;\n"
+      "// The bias at b (0 without one), read before q · k: a -inf bias masks the logit whatever\n"
+      "// q · k is, and a masked key costs no dot product.\n"
+      "__device__ __forceinline__ real ein_bias_at(const bias_t* b) {{\n"
+      "  return b == 0 ? (real)0 : ein_bias(b);\n"
       "}}\n",
       t.real, t.bias, e, f, b, t.neg_inf, t.exp, t.log, fmt::format(fmt::runtime(t.read_bias), "*b"),
       std::string(t.bias) == "__nv_bfloat16" ? "#include <cuda_bf16.h>\n"
@@ -90,7 +91,7 @@ constexpr const char* kSizeParams =
 
 std::string forward_source(const Types& t, int64_t e, int64_t f, int b) {
   return prelude(t, e, f, b) + fmt::format(R"(
-extern "C" __global__ void __launch_bounds__(EIN_B) ein_attention_forward(
+extern "C" __global__ void __launch_bounds__(EIN_B, 1) ein_attention_forward(
     const real* q, const real* k, const real* v, const bias_t* bias, const long long* bias_off,
     real* out, {0}) {{
 {1}
@@ -123,12 +124,14 @@ extern "C" __global__ void __launch_bounds__(EIN_B) ein_attention_forward(
     if (i < T) {{
       const int jn = S - j0 < EIN_B ? (int)(S - j0) : EIN_B;
       for (int jj = 0; jj < jn; ++jj) {{
+        const real bias_ij = ein_bias_at(brow_at ? brow_at + (j0 + jj) * bcol : 0);
+        if (bias_ij == EIN_NEG_INF) continue;
         real dot = 0;
         for (int c = 0; c < EIN_E; ++c) dot += qs[tid][c] * ks[jj][c];
-        const real s = ein_logit(dot, scale, brow_at ? brow_at + (j0 + jj) * bcol : 0);
+        const real s = scale * dot + bias_ij;
         if (s == EIN_NEG_INF) continue;
         // One exp per key: exp(-|s - m|) is the rescale of what was summed when s is a new
-        // running max (then p = 1), else p itself. (Two expf calls here made ptxas spill.)
+        // running max (then p = 1), else p itself.
         const real x = EIN_EXP(-EIN_ABS(s - m));
         real p = x;
         if (s > m) {{
@@ -177,7 +180,7 @@ extern "C" __global__ void __launch_bounds__(EIN_B) ein_attention_delta(
 
 std::string dq_source(const Types& t, int64_t e, int64_t f, int b) {
   return prelude(t, e, f, b) + fmt::format(R"(
-extern "C" __global__ void __launch_bounds__(EIN_B) ein_attention_dq(
+extern "C" __global__ void __launch_bounds__(EIN_B, 1) ein_attention_dq(
     const real* q, const real* k, const real* v, const bias_t* bias, const long long* bias_off,
     const real* out, const real* d_out, const real* delta, real* dq, {0}) {{
 {1}
@@ -208,9 +211,11 @@ extern "C" __global__ void __launch_bounds__(EIN_B) ein_attention_dq(
     if (i < T && lse != EIN_NEG_INF) {{
       const int jn = S - j0 < EIN_B ? (int)(S - j0) : EIN_B;
       for (int jj = 0; jj < jn; ++jj) {{
+        const real bias_ij = ein_bias_at(brow_at ? brow_at + (j0 + jj) * bcol : 0);
+        if (bias_ij == EIN_NEG_INF) continue;
         real dot = 0;
         for (int c = 0; c < EIN_E; ++c) dot += qi[c] * ks[jj][c];
-        const real s = ein_logit(dot, scale, brow_at ? brow_at + (j0 + jj) * bcol : 0);
+        const real s = scale * dot + bias_ij;
         if (s == EIN_NEG_INF) continue;
         const real p = EIN_EXP(s - lse);
         real dp = 0;
@@ -230,7 +235,7 @@ extern "C" __global__ void __launch_bounds__(EIN_B) ein_attention_dq(
 
 std::string dkv_source(const Types& t, int64_t e, int64_t f, int b) {
   return prelude(t, e, f, b) + fmt::format(R"(
-extern "C" __global__ void __launch_bounds__(EIN_B) ein_attention_dkv(
+extern "C" __global__ void __launch_bounds__(EIN_B, 1) ein_attention_dkv(
     const real* q, const real* k, const real* v, const bias_t* bias, const long long* bias_off,
     const real* out, const real* d_out, const real* delta, real* dk, real* dv, {0}) {{
 {1}
@@ -269,9 +274,11 @@ extern "C" __global__ void __launch_bounds__(EIN_B) ein_attention_dkv(
         const int in = T - i0 < EIN_B ? (int)(T - i0) : EIN_B;
         for (int ii = 0; ii < in; ++ii) {{
           if (lses[ii] == EIN_NEG_INF) continue;  // a fully masked row has no gradient
+          const real bias_ij = ein_bias_at(bcol_at ? bcol_at + (i0 + ii) * brow : 0);
+          if (bias_ij == EIN_NEG_INF) continue;
           real dot = 0;
           for (int c = 0; c < EIN_E; ++c) dot += qs[ii][c] * kj[c];
-          const real s = ein_logit(dot, scale, bcol_at ? bcol_at + (i0 + ii) * brow : 0);
+          const real s = scale * dot + bias_ij;
           if (s == EIN_NEG_INF) continue;
           const real p = EIN_EXP(s - lses[ii]);
           real dp = 0;

@@ -35,7 +35,7 @@
 #define __global__
 #define __device__
 #define __forceinline__ inline
-#define __launch_bounds__(threads)
+#define __launch_bounds__(...)  // (max threads[, min blocks[, max blocks per cluster]])
 #define __shared__ static
 
 struct EinDim3 {
