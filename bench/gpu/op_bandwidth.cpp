@@ -11,7 +11,9 @@
 //   (e) host dispatch: 10000 calls of a map over 1024 elements (compiled in the warm-up) with
 //       no synchronisation inside the loop, in µs of host time per launch; next to it the same
 //       loop with the queue drained, and the floor: a compiled kernel launched through
-//       launch_cuda_function with no ein op around it.
+//       launch_cuda_function with no ein op around it;
+//   (f) the fused attention forward and backward at b=4 h=8 t=4096 e=128 bf16, in TFLOP/s and
+//       % of the dense bf16 peak (issue 18's target: the forward ≥ 50%).
 //
 // Bandwidth rows: the wall clock around one call with cuda_synchronize(0) before and after,
 // median of --reps (≥ 20) calls after --warmup calls (the first compiles). Bytes are what the op
@@ -27,6 +29,7 @@
 //   ein_op_bandwidth [--reps N] [--warmup N] [--host-dispatch]
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -36,7 +39,10 @@
 #include <vector>
 
 #include <ein/ein.h>
+#include <ein/hardware.h>
 #include <fmt/format.h>
+
+#include "exec/attention.h"
 
 #include "exec/cuda_executor.h"
 #include "runtime/cuda/backend.h"
@@ -316,7 +322,45 @@ void host_dispatch_rows() {
   set_cuda_execution(nullptr);
 }
 
+/// The fused attention (exec/attention_cuda.h) at issue 18's GPU size: b=4 h=8 t=4096 e=f=128,
+/// bf16 in, no mask. TFLOP/s counts the dense work, 4·b·h·t²·e forward (two matmuls) and 2.5×
+/// that backward (FlashAttention-2's count: the logits recomputed), against the device's dense
+/// bf16 peak (ein/hardware.h). The issue's target: the forward at ≥ 50% of that peak.
+void attention_rows(const Options& o) {
+  constexpr int64_t b = 4, h = 8, t = 4096, e = 128;
+  const Tensor q = randn({b, h, t, e}, DType::bf16, cuda(), 11);
+  const Tensor k = randn({b, h, t, e}, DType::bf16, cuda(), 12);
+  const Tensor v = randn({b, h, t, e}, DType::bf16, cuda(), 13);
+  const double scale = 1 / std::sqrt(static_cast<double>(e));
+  const double fwd_flops = 4.0 * b * h * t * t * e;
+  const HardwareProfile* hw = hardware_for_gpu(cuda_device_properties(0).name);
+  const double peak = hw ? hw->peak(MathMode::bf16) : 0;
+  const auto flops_row = [&](const std::string& name, double flops, const Timing& tm,
+                             std::optional<double> target) {
+    const double tflops = flops / tm.seconds / 1e12;
+    row(name, tflops, "TFLOP/s",
+        fmt::format("exec/attention_cuda.h, bf16 in, f32 compute; {} per call; median of {}, "
+                    "{:.3f} ms",
+                    kernels(tm.launches), o.reps, tm.seconds * 1e3));
+    if (peak > 0) {
+      const double pct = 100.0 * tflops * 1e12 / peak;
+      row("  % of dense bf16 peak", pct, "%",
+          target ? fmt::format("target >= {:g}%: {}", *target, pct >= *target ? "met" : "MISSED")
+                 : std::string("no target"));
+    }
+  };
+  Tensor out;
+  const Timing fwd = time_op(o, [&] { return out = attention_forward(q, k, v, Tensor(), scale, DType::bf16); });
+  flops_row("attention fwd 4x8x4096x128", fwd_flops, fwd, 50);
+  const Tensor d_out = randn(out.shape(), DType::bf16, cuda(), 14);
+  const Timing bwd = time_op(o, [&] {
+    return attention_backward(q, k, v, Tensor(), out, d_out, scale, DType::bf16);
+  });
+  flops_row("attention bwd 4x8x4096x128", 2.5 * fwd_flops, bwd, std::nullopt);
+}
+
 }  // namespace
+
 }  // namespace ein
 
 int main(int argc, char** argv) {
@@ -356,6 +400,7 @@ int main(int argc, char** argv) {
     ein::permute_rows(o, reference);
     ein::row_rows(o, reference);
     ein::dispatch_rows();
+    ein::attention_rows(o);
   } catch (const std::exception& e) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 1;

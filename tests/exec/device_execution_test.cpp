@@ -12,11 +12,13 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <ein/ops.h>
 #include <fmt/format.h>
 
+#include "exec/attention.h"
 #include "exec/cuda_executor.h"
 #include "exec/indexing.h"
 #include "script/script.h"
@@ -282,6 +284,48 @@ TEST(NcclOnAGpu, AWorldOfOneRunsTheDevicePath) {
   sync.reduce_gradients();
   EXPECT_EQ(w.grad().to(cpu()).to_vector<float>(), g.to_vector<float>());
   EXPECT_EQ(nccl->stats.sent_bytes, 0);  // nothing leaves a world of one
+}
+
+// The fused attention's CUDA kernels (exec/attention_cuda.h) against the CPU kernel (itself
+// checked against the float64 definition in tests/exec/attention_test.cpp): a causal mask
+// broadcast over batch and heads, grouped-query heads, f32 and bf16 inputs, a head dim of 128
+// (the smallest tiles); forward and backward.
+TEST_P(DeviceExecution, FusedAttentionMatchesTheCpuKernel) {
+  struct Case {
+    int64_t b, h, r, t, e;
+    DType in;
+    double tol;
+  };
+  for (const Case c : {Case{2, 3, 1, 100, 64, DType::f32, 1e-4}, Case{1, 6, 3, 77, 128, DType::f32, 1e-4},
+                       Case{2, 4, 2, 130, 64, DType::bf16, 1e-3}}) {
+    SCOPED_TRACE(fmt::format("b {} h {} r {} t {} e {} {}", c.b, c.h, c.r, c.t, c.e, dtype_name(c.in)));
+    const Tensor q = randn({c.b, c.h, c.t, c.e}, DType::f32, cpu(), 1).to(c.in);
+    const Tensor k = randn({c.b, c.h / c.r, c.t, c.e}, DType::f32, cpu(), 2).to(c.in);
+    const Tensor v = randn({c.b, c.h / c.r, c.t, c.e}, DType::f32, cpu(), 3).to(c.in);
+    std::vector<float> causal(static_cast<size_t>(c.t * c.t));
+    for (int64_t i = 0; i < c.t; ++i)
+      for (int64_t j = 0; j < c.t; ++j)
+        causal[static_cast<size_t>(i * c.t + j)] = j > i ? -INFINITY : 0.0f;
+    const Tensor mask = from_data(causal, {1, 1, c.t, c.t});
+    const auto spread = [&](const Tensor& m) { return m.as_strided({c.b, c.h, c.t, c.t}, {0, 0, c.t, 1}, 0); };
+    const double scale = 1 / std::sqrt(static_cast<double>(c.e));
+    const Tensor want = attention_forward(q, k, v, spread(mask), scale, DType::f32, c.r);
+    const Tensor got = attention_forward(q.to(cuda()), k.to(cuda()), v.to(cuda()),
+                                         spread(mask.to(cuda())), scale, DType::f32, c.r);
+    const Tensor d = randn(want.shape(), DType::f32, cpu(), 4);
+    const Tensor gwant = attention_backward(q, k, v, spread(mask), want, d, scale, DType::f32, c.r);
+    const Tensor ggot = attention_backward(q.to(cuda()), k.to(cuda()), v.to(cuda()), spread(mask.to(cuda())),
+                                           got, d.to(cuda()), scale, DType::f32, c.r);
+    for (const auto& [name, w, g] : {std::tuple{"o | lse", want, got}, std::tuple{"grads", gwant, ggot}}) {
+      const std::vector<float> a = w.to_vector<float>(), b = g.to(cpu()).to_vector<float>();
+      ASSERT_EQ(a.size(), b.size()) << name;
+      int bad = 0;
+      for (size_t i = 0; i < a.size(); ++i)
+        if (!(std::fabs(a[i] - b[i]) <= c.tol * (1 + std::fabs(a[i]))) && !(a[i] == b[i]) && bad++ < 5)
+          ADD_FAILURE() << name << "[" << i << "] = " << b[i] << ", want " << a[i];
+      EXPECT_EQ(bad, 0) << name;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(FakeCuda, DeviceExecution, ::testing::Values("fake"));
