@@ -14,6 +14,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -282,11 +283,8 @@ TrainResult Trainer::fit() {
   const int64_t steps = o.steps;
   if (steps < 0) throw UserError("--steps must be >= 0");
   if (o.accumulate < 1) throw UserError("accumulate must be >= 1");
-  if (o.zero == 3)
-    throw UserError("--zero 3 (parameters sharded and gathered before each use) is not "
-                    "implemented yet; --zero 1 shards the optimizer state, --zero 2 also the "
-                    "gradients");
-  if (o.zero < 0 || o.zero > 3) throw UserError(fmt::format("--zero {}: expected 0, 1 or 2", o.zero));
+  if (o.zero < 0 || o.zero > 3)
+    throw UserError(fmt::format("--zero {}: expected 0, 1, 2 or 3", o.zero));
   if (o.bucket_mb < 1) throw UserError("--bucket-mb must be >= 1");
   // 2. Parameters, optimizer state, initial values.
   const std::vector<NamedTensor> params = model_.parameters();
@@ -310,7 +308,7 @@ TrainResult Trainer::fit() {
     if (!note.empty()) out << note << "\n";
     sync = std::make_unique<dist::GradientSync>(
         grads, param_tensors,
-        dist::SyncOptions{o.zero, o.bucket_mb << 20, detail::rank_order_average()});
+        dist::SyncOptions{o.zero, o.bucket_mb << 20, detail::rank_order_average(), o.accumulate});
     r.zero = o.zero;
     r.comm_bytes_per_step = sync->bytes_per_step();
   }
@@ -343,6 +341,9 @@ TrainResult Trainer::fit() {
   //    functions of (seed, step), so the run continues exactly.
   if (o.resume) r.start = resume_from_checkpoint(o, model_, params, out, sharded_state);
   batches.seek(r.start * o.accumulate);
+  // ZeRO 3: from here each rank holds only the parameters it owns; the forward and backward
+  // fetch the others as their nodes read them (runtime/dist/gradient_sync.h).
+  if (sync) sync->shard();
 
   std::ofstream log;
   if (!o.log.empty() && rank == 0) {
@@ -352,6 +353,9 @@ TrainResult Trainer::fit() {
   }
   auto save = [&](int64_t step) {
     if (o.checkpoint.empty()) return;
+    // ZeRO 3: every parameter on every rank while the checkpoint is written, then sharded again.
+    const bool resharding = sync && sync->sharded();
+    if (resharding) sync->unshard();
     std::map<std::string, std::string> metadata = o.metadata;
     metadata["seed"] = std::to_string(o.seed);
     // ZeRO: each rank writes the optimizer state it owns as a shard; rank 0's step file (the
@@ -385,6 +389,7 @@ TrainResult Trainer::fit() {
       if (!o.quiet) out << fmt::format("\n{}: wrote {}\n", o.name, path);
     }
     if (ranks > 1) comm.barrier("the checkpoint write");  // no rank runs ahead of a save
+    if (resharding) sync->shard();
   };
 
   // 4. Stop at a step boundary: stop() or a signal (step 0). In a distributed run every rank
@@ -422,6 +427,7 @@ TrainResult Trainer::fit() {
     s.step = step;
     s.steps = steps;
     double loss_sum = 0;
+    int64_t step_comm = 0;  // what this rank sent in the step
     // 6. Micro-batches: each backward adds its gradients scaled by loss_scale / accumulate.
     //    Model FLOPs are the forward and backward of the loss (what ein report counts); the
     //    batch function's work, recomputation and the update are counted on their own.
@@ -437,9 +443,14 @@ TrainResult Trainer::fit() {
       const double scale = r.loss_scale / static_cast<double>(o.accumulate);
       const double before = counted(), recomputed_before = recomputed();
       s.data_flops += before - before_batch;
+      // ZeRO 3: the forward and backward fetch the parameters other ranks own.
+      std::optional<dist::FetchScope> fetching;
+      if (sync && sync->sharded()) fetching.emplace();
+      const int64_t sent_before = sent_bytes();
       const Tensor loss = model_.loss(batch, k);
       loss_sum += loss.item();
       loss.backward(full({}, scale, loss.dtype(), loss.device()));
+      step_comm += sent_bytes() - sent_before;  // ZeRO 3's parameter fetches
       s.recompute_flops += recomputed() - recomputed_before;
       s.flops += counted() - before - (recomputed() - recomputed_before);
     }
@@ -447,7 +458,6 @@ TrainResult Trainer::fit() {
     s.loss = loss_sum / static_cast<double>(o.accumulate);
     // Data parallel: the gradients averaged over ranks (ZeRO: each rank keeps its own); the
     // step's loss, tokens and FLOPs are the whole run's.
-    int64_t step_comm = 0;
     if (sync) {
       const int64_t sent = sent_bytes();
       sync->reduce_gradients();
@@ -534,6 +544,7 @@ TrainResult Trainer::fit() {
     if (o.checkpoint_every > 0 && step % o.checkpoint_every == 0 && step != steps) save(step);
   }
   if (tty) out << '\n';
+  if (sync) sync->unshard();  // the model whole again on every rank (sampling, the caller)
   if (log.is_open()) {
     errno = 0;
     log.close();

@@ -1,4 +1,5 @@
 // Graph IR on CPU tensors: one function per op, chosen by a table keyed by GraphOp.
+#include "runtime/dist/gradient_sync.h"
 #include "exec/execute.h"
 
 #include <algorithm>
@@ -47,8 +48,11 @@ const Tensor& arg(const Values& v, const GraphNode& n, size_t i) {
 Tensor run_input(const GraphNode& n, const Values&, Context& c) {
   // The last input node of an index takes the tensor over, so execute() holds no reference of
   // its own once that node's value dies.
+  // A parameter of a sharded ZeRO 3 run is fetched from its owner here, at the node that
+  // reads it, and freed with the node's value after its last reader.
   const int index = std::get<InputAttr>(n.attr).index;
-  return c.taker[index] == c.node ? std::move(c.inputs[index]) : Tensor(c.inputs[index]);
+  return dist::fetch_sharded(c.taker[index] == c.node ? std::move(c.inputs[index])
+                                                      : Tensor(c.inputs[index]));
 }
 
 Tensor run_view(const GraphNode& n, const Values& v, Context&) {

@@ -83,6 +83,7 @@ Storage::Storage(void* data, int64_t nbytes, Device device, DeviceBackend* backe
     : data_(data), nbytes_(nbytes), device_(device), backend_(backend), pinned_(pinned) {}
 
 Storage::~Storage() {
+  if (released_) return;  // nothing held, nothing counted
   if (data_ != nullptr) {
     if (pinned_)
       backend_->free_pinned(data_, nbytes_);
@@ -90,6 +91,23 @@ Storage::~Storage() {
       backend_->free(device_, data_, nbytes_);
   }
   counters(device_).allocated.fetch_sub(nbytes_);
+}
+
+void Storage::release() {
+  if (released_ || pinned_ || data_ == nullptr) return;
+  backend_->free(device_, data_, nbytes_);
+  counters(device_).allocated.fetch_sub(nbytes_);
+  data_ = nullptr;
+  released_ = true;
+}
+
+void Storage::refill() {
+  if (!released_) return;
+  void* data = backend_->allocate(device_, nbytes_);
+  if (data == nullptr) throw OutOfMemoryError(device_.str(), nbytes_, memory_allocated(device_));
+  add_allocation(device_, nbytes_);
+  data_ = data;
+  released_ = false;
 }
 
 int64_t memory_allocated(Device device) {

@@ -139,6 +139,9 @@ void* Tensor::data_ptr() const {
 
 void* Tensor::device_ptr() const {
   check_defined("device_ptr");
+  if (storage_->released())
+    throw RuntimeError("this tensor is a parameter held by another rank (ZeRO 3 shards the "
+                       "parameters): only graph execution, which fetches it, can read it");
   auto* base = static_cast<char*>(storage_->data());
   if (base == nullptr) return nullptr;
   return base + offset_ * element_size();

@@ -608,8 +608,12 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
         for (LedgerItem& item : r.ledger)
           if (item.what == "temporaries at the liveness peak") item.bytes = r.temporaries;
         r.zero_rank_peak.clear();
-        for (double own : r.owned_fraction)
+        r.zero3_rank_peak.clear();
+        for (double own : r.owned_fraction) {
           r.zero_rank_peak.push_back(r.step_peak - r.bytes_of(napkin::StatePart::optimizer) * (1 - own));
+          r.zero3_rank_peak.push_back(r.zero_rank_peak.back() -
+                                      r.bytes_of(napkin::StatePart::params) * (1 - own));
+        }
       }
       r.plans.push_back(plan);
     }

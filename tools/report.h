@@ -145,6 +145,9 @@ struct Report {
   /// gradients at once, so stage 2 frees none before the peak; docs/distributed.md.) At ZeRO 0
   /// every rank's peak is step_peak.
   std::vector<double> zero_rank_peak;
+  /// The same at ZeRO 3: zero_rank_peak less the parameters other ranks own, which a rank
+  /// holds only while the graph nodes that read them run (fetched from their owner).
+  std::vector<double> zero3_rank_peak;
   std::vector<double> owned_fraction;  ///< per rank: its share of the parameters' elements
 
   /// Backward FLOPs (input and weight gradients, recomputation excluded).

@@ -97,15 +97,17 @@ std::string render_text(const Report& r, const Summary& s, bool md) {
        "the gradients, 3 also the parameters (Rajbhandari et al. 2020).");
   if (!r.comm_bytes.empty()) {
     const auto [lo, hi] = std::minmax_element(r.comm_bytes.begin(), r.comm_bytes.end());
-    line(fmt::format("communication (mpirun -np {} ein train, ZeRO 0, 1 or 2): each step every rank sends "
+    line(fmt::format("communication (mpirun -np {} ein train, ZeRO 0, 1 or 2; ZeRO 3 adds the parameter fetches): each step every rank sends "
                      "{} to {} (rank 0: {} bytes): the gradient exchange and the gather; see docs/distributed.md.",
                      grouped(r.gpus), si(static_cast<double>(*lo), "B"), si(static_cast<double>(*hi), "B"),
                      r.comm_bytes.front()));
     if (!r.zero_rank_peak.empty())
       line(fmt::format("per rank of that run, with B per rank (a global batch of {} x B): peak {} at ZeRO 0; "
                        "rank 0 {} at ZeRO 1 and 2 (its share of the optimizer state; ein's backward frees "
-                       "no gradients before the peak).",
-                       grouped(r.gpus), si(r.step_peak, "B"), si(r.zero_rank_peak.front(), "B")));
+                       "no gradients before the peak); {} at ZeRO 3 (its share of the parameters too: "
+                       "the others are fetched as the nodes that read them run).",
+                       grouped(r.gpus), si(r.step_peak, "B"), si(r.zero_rank_peak.front(), "B"),
+                       si(r.zero3_rank_peak.front(), "B")));
   }
 
   h("What if: micro-batches with gradient accumulation (per device, plain data parallel)");

@@ -109,7 +109,7 @@ void add_train_command(CLI::App& app, int& exit_code) {
   c->add_flag("--quiet", o->quiet, "no progress line");
   c->add_option("--zero", o->zero,
                 "under mpirun -np N: 0 (default) plain data parallel, 1 shards the optimizer "
-                "state across ranks, 2 also the gradients (ZeRO stages)");
+                "state across ranks, 2 also the gradients, 3 also the parameters (ZeRO stages)");
   c->add_option("--bucket-mb", o->bucket_mb,
                 "under mpirun: gradient bytes per exchange, in MiB (default 25, as PyTorch DDP)");
   c->callback([o, &exit_code] { exit_code = run_train(*o); });

@@ -36,6 +36,16 @@ class Storage {
   /// Whether they are page-locked host memory (allocate_pinned).
   bool pinned() const { return pinned_; }
 
+  /// ZeRO 3 (runtime/dist/gradient_sync.h): gives the bytes back to the device while the
+  /// Storage, and so every tensor viewing it, lives on: a parameter another rank holds. Its
+  /// tensors then refuse data_ptr() and device_ptr() with a RuntimeError, and graph execution
+  /// fetches their values from the owner. No effect on pinned or empty storage.
+  void release();
+  /// Allocates the bytes again (their values undefined) after release(); no effect otherwise.
+  void refill();
+  /// Whether release() gave the bytes back (and refill() did not take them again).
+  bool released() const { return released_; }
+
  private:
   /// Takes ownership of bytes that allocate() already counted.
   Storage(void* data, int64_t nbytes, Device device, DeviceBackend* backend, bool pinned = false);
@@ -45,6 +55,7 @@ class Storage {
   Device device_;
   DeviceBackend* backend_;  ///< lives as long as the registry (backends are never removed)
   bool pinned_ = false;     ///< host memory from backend_->allocate_pinned
+  bool released_ = false;   ///< release()d: data_ is null and nothing is counted
 };
 
 /// Bytes currently held by Storage objects on `device`.

@@ -153,7 +153,9 @@ struct TrainOptions {
   /// Distributed runs (a process of `mpirun -np N`; see docs/distributed.md): each rank reads
   /// its own rows of every global batch, and gradients are averaged across ranks in a fixed
   /// order. `zero` 1 shards the optimizer state (each rank updates the parameters it owns,
-  /// then all gather them), 2 also the gradients. One process: no effect.
+  /// then all gather them), 2 also the gradients, 3 also the parameters (a rank holds the
+  /// ones it owns; the forward and backward fetch the others as the graph nodes that read them
+  /// run, and free them after). One process: no effect.
   int zero = 0;
   int64_t bucket_mb = 25;            ///< gradient bytes per exchange, in MiB (DDP's default)
 };
@@ -184,7 +186,10 @@ struct TrainResult {
   int world_size = 1;           ///< processes the run was spread over (mpirun -np)
   int zero = 0;                 ///< the ZeRO stage used
   int64_t comm_bytes = 0;       ///< bytes this rank sent to other ranks over the run
-  int64_t comm_bytes_per_step = 0;  ///< the plan's bytes a step sends (gradients, parameters)
+  /// The plan's bytes a step sends (gradients, parameters). ZeRO 3: an upper bound, counting
+  /// two fetches of every parameter per micro-step; the backward fetches only the parameters
+  /// its gradient rules read.
+  int64_t comm_bytes_per_step = 0;
 };
 
 /// Runs the training loop over a Trainable (which must outlive it).

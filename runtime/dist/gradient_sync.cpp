@@ -3,11 +3,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <numeric>
+#include <unordered_map>
 #include <stdexcept>
 
 #include <ein/autograd.h>
 #include <ein/errors.h>
+#include <ein/storage.h>
 #include <fmt/format.h>
 
 namespace ein::dist {
@@ -61,8 +64,8 @@ std::vector<int> partition_parameters(const std::vector<int64_t>& numels, int ra
 
 GradientSync::GradientSync(Communicator& comm, std::vector<Tensor> params, SyncOptions options)
     : comm_(comm), params_(std::move(params)), options_(options) {
-  if (options_.zero < 0 || options_.zero > 2)
-    throw RuntimeError(fmt::format("ZeRO stage {}: expected 0, 1 or 2", options_.zero));
+  if (options_.zero < 0 || options_.zero > 3)
+    throw RuntimeError(fmt::format("ZeRO stage {}: expected 0, 1, 2 or 3", options_.zero));
   if (options_.bucket_bytes <= 0) throw RuntimeError("the gradient bucket size must be positive");
   std::vector<int64_t> numels;
   for (const Tensor& p : params_) {
@@ -165,7 +168,7 @@ void GradientSync::reduce_gradients() {
 }
 
 void GradientSync::gather_parameters() {
-  if (options_.zero == 0) return;
+  if (options_.zero == 0 || options_.zero == 3) return;  // ZeRO 3: owners keep their own
   if (comm_.device_memory()) return gather_parameters_on_device();
   NoGrad no_grad;
   const auto me = static_cast<size_t>(comm_.rank());
@@ -253,6 +256,86 @@ void GradientSync::gather_parameters_on_device() {
   }
 }
 
+namespace {
+
+/// The parameters of sharded runs, by their storage (the owner's too: it broadcasts).
+struct Sharded {
+  GradientSync* sync;
+  size_t param;
+};
+std::mutex g_sharded_mutex;
+std::unordered_map<const Storage*, Sharded> g_sharded;
+thread_local bool g_fetching = false;
+
+}  // namespace
+
+GradientSync::~GradientSync() {
+  std::lock_guard lock(g_sharded_mutex);
+  for (const Tensor& p : params_)
+    g_sharded.erase(p.storage().get());
+}
+
+void GradientSync::shard() {
+  if (options_.zero != 3 || sharded_) return;
+  {
+    std::lock_guard lock(g_sharded_mutex);
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const Tensor& p = params_[i];
+      if (p.offset() != 0 || !p.is_contiguous() || p.storage()->nbytes() != p.nbytes())
+        throw std::logic_error("ZeRO 3 shards parameters that own their whole storage");
+      g_sharded[p.storage().get()] = {this, i};
+    }
+  }
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (!owns(i)) params_[i].storage()->release();
+  sharded_ = true;
+}
+
+void GradientSync::unshard() {
+  if (!sharded_) return;
+  NoGrad no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i];
+    p.storage()->refill();
+    void* data = comm_.device_memory() ? p.device_ptr() : p.data_ptr();
+    comm_.broadcast(data, p.nbytes(), owner_[i], "the parameter gather");
+  }
+  sharded_ = false;
+}
+
+Tensor GradientSync::fetch(size_t param, const Tensor& x) {
+  const Tensor& p = params_[param];
+  const int owner = owner_[param];
+  if (owner == comm_.rank()) {  // the root: its parameter as it is
+    comm_.broadcast(comm_.device_memory() ? p.device_ptr() : p.data_ptr(), p.nbytes(), owner,
+                    "the parameter fetch");
+    return x;
+  }
+  const Tensor full = empty(p.shape(), p.dtype(), p.device());
+  comm_.broadcast(comm_.device_memory() ? full.device_ptr() : full.data_ptr(), p.nbytes(), owner,
+                  "the parameter fetch");
+  return full.as_strided(x.shape(), x.strides(), x.offset());
+}
+
+Tensor fetch_sharded(const Tensor& x) {
+  if (!g_fetching || !x.defined()) return x;
+  Sharded found;
+  {
+    std::lock_guard lock(g_sharded_mutex);
+    const auto it = g_sharded.find(x.storage().get());
+    if (it == g_sharded.end() || !it->second.sync->sharded()) return x;
+    found = it->second;
+  }
+  return found.sync->fetch(found.param, x);
+}
+
+FetchScope::FetchScope() : previous_(g_fetching) {
+  g_fetching = true;
+}
+FetchScope::~FetchScope() {
+  g_fetching = previous_;
+}
+
 int64_t step_bytes(const std::vector<int64_t>& numels, const std::vector<int64_t>& bytes,
                    int ranks, int rank) {
   const std::vector<int> owner = partition_parameters(numels, ranks);
@@ -266,11 +349,17 @@ int64_t step_bytes(const std::vector<int64_t>& numels, const std::vector<int64_t
 
 int64_t GradientSync::bytes_per_step() const {
   std::vector<int64_t> numels, bytes;
-  for (const Tensor& p : params_) {
-    numels.push_back(p.numel());
-    bytes.push_back(p.nbytes());
+  int64_t total = 0, own = 0;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    numels.push_back(params_[i].numel());
+    bytes.push_back(params_[i].nbytes());
+    total += params_[i].nbytes();
+    if (owns(i)) own += params_[i].nbytes();
   }
-  return step_bytes(numels, bytes, comm_.size(), comm_.rank());
+  const int n = comm_.size();
+  if (options_.zero == 3)  // the exchange, then two fetches per micro-step instead of a gather
+    return n == 1 ? 0 : (total - own) + 2 * options_.micro_steps * own * (n - 1);
+  return step_bytes(numels, bytes, n, comm_.rank());
 }
 
 }  // namespace ein::dist

@@ -1,4 +1,4 @@
-// Data parallelism and ZeRO stages 1 and 2 over a Communicator (communicator.h): averaging
+// Data parallelism and ZeRO stages 1, 2 and 3 over a Communicator (communicator.h): averaging
 // gradients across ranks, the global gradient norm, and gathering the parameters each rank
 // updated. Torch's DistributedDataParallel and ZeroRedundancyOptimizer are the models.
 //
@@ -39,9 +39,12 @@ namespace ein::dist {
 using Average = std::function<Tensor(const std::vector<Tensor>& parts)>;
 
 struct SyncOptions {
-  int zero = 0;                      ///< 0 (plain data parallel), 1 or 2
+  int zero = 0;                      ///< 0 (plain data parallel), 1, 2 or 3
   int64_t bucket_bytes = 25 << 20;   ///< gradient bytes per exchange
   Average average;                   ///< needed when the communicator is on device memory
+  /// ZeRO 3: forward-and-backward passes per optimizer step (gradient accumulation's
+  /// micro-steps), each of which fetches every parameter twice (bytes_per_step()).
+  int64_t micro_steps = 1;
 };
 
 /// The owner of each parameter: consecutive runs, balanced by element count. Every rank gets
@@ -70,8 +73,32 @@ class GradientSync {
   /// ZeRO: every rank receives the parameters their owners just updated (no-op without ZeRO).
   void gather_parameters();
   /// Bytes this rank sends per reduce_gradients() + gather_parameters() (what ein report
-  /// predicts; CommStats::sent_bytes counts what was sent).
+  /// predicts; CommStats::sent_bytes counts what was sent). ZeRO 3 adds the parameter
+  /// fetches, counted as two per parameter and micro-step: an upper bound, since the forward
+  /// fetches every parameter once but the backward only those its gradient rules read.
   int64_t bytes_per_step() const;
+
+  // ---- ZeRO 3: parameters sharded too ----
+  // A rank keeps the memory of the parameters it owns only. Graph execution reads the others
+  // through fetch_sharded(): while a FetchScope is active (the forward and backward, which
+  // every rank runs alike, so the fetches line up as collectives), each parameter a graph
+  // reads is broadcast by its owner into a temporary that the graph frees after its last
+  // reader: forward and backward each hold only the parameters of the nodes running now.
+  // Owners update their parameters in place; nothing is gathered after the step.
+
+  /// Gives back the memory of the parameters other ranks own (Storage::release()).
+  void shard();
+  /// Every rank holds every parameter again (collective): before a checkpoint is written,
+  /// and when training ends (sampling, the caller's use of the model).
+  void unshard();
+  /// Whether the parameters are sharded now.
+  bool sharded() const { return sharded_; }
+  /// The value of parameter-viewing tensor `x` (collective; see fetch_sharded()).
+  Tensor fetch(size_t param, const Tensor& x);
+
+  ~GradientSync();
+  GradientSync(const GradientSync&) = delete;
+  GradientSync& operator=(const GradientSync&) = delete;
 
  private:
   struct Bucket {
@@ -92,6 +119,25 @@ class GradientSync {
   SyncOptions options_;
   std::vector<int> owner_;
   std::vector<Bucket> grad_buckets_, param_buckets_;
+  bool sharded_ = false;
+};
+
+/// Graph execution's read of a graph input (exec/execute.cpp): a parameter of a sharded
+/// ZeRO 3 run, while a FetchScope is active on this thread, comes back as its full value
+/// (GradientSync::fetch, a broadcast from its owner); any other tensor as it is.
+Tensor fetch_sharded(const Tensor& x);
+
+/// Makes fetch_sharded() fetch on this thread for its lifetime (a training step's forward and
+/// backward, which every rank runs alike).
+class FetchScope {
+ public:
+  FetchScope();
+  ~FetchScope();
+  FetchScope(const FetchScope&) = delete;
+  FetchScope& operator=(const FetchScope&) = delete;
+
+ private:
+  bool previous_;
 };
 
 }  // namespace ein::dist

@@ -3,12 +3,14 @@
 
 - data parallel: np=2 with batch B/2 per rank reproduces np=1 with batch B (losses within 1e-6
   relative for 20 steps), and two np=2 runs are bitwise equal (a fixed reduction order);
-- ZeRO 1 and 2 give bitwise the losses of plain data parallel, send the bytes the plan (and
-  `ein report --gpus 2`) says, and keep less optimizer state per rank;
+- ZeRO 1, 2 and 3 give bitwise the losses of plain data parallel; 1 and 2 send the bytes the
+  plan (and `ein report --gpus 2`) says; each stage's per-rank peak falls as `ein report`
+  predicts (within 10%, on a model whose parameters outweigh its activations);
 - a ZeRO checkpoint (a step file and one shard per other rank) written at np=2 under ZeRO 1
   resumes at np=2 under ZeRO 2 with bitwise the uninterrupted losses, past a shard left by a
   save that never committed, and at np=1 within the data-parallel tolerance;
-- ranks that run different models stop at start-up with a clear error; --zero 3 is refused;
+- a ZeRO 3 checkpoint resumes under ZeRO 1 with bitwise the uninterrupted losses;
+- ranks that run different models stop at start-up with a clear error; --zero 4 is refused;
 - kill -9 of one rank mid-run, and of rank 0 in the middle of a checkpoint write, ends the job
   and leaves the last checkpoint loadable; a rank that hangs (SIGSTOP) makes the others stop
   after EIN_DIST_TIMEOUT with a message naming the wait.
@@ -87,6 +89,16 @@ def main():
             check(bool(rows) and max(r["peak_memory"] for r in rows) < max(r["peak_memory"] for r in dp),
                   f"--zero {z}: rank 0's peak below data parallel's")
         check(all(r["comm_bytes"] == params_bytes for r in dp), "data parallel: the same bytes")
+        # ZeRO 3: the parameters sharded too, fetched by the nodes that read them. The same
+        # bits; each step sends the exchange plus the fetches (between 1 and 2 parameter sets'
+        # worth at np=2), the same every step.
+        rows3 = zero_rows[3] = train(tmp, "zero3", 2, 8, "--zero", "3")
+        check(losses(rows3) == losses(dp), "--zero 3: bitwise the losses of data parallel")
+        sent3 = {r["comm_bytes"] for r in rows3}
+        check(len(sent3) == 1 and params_bytes < min(sent3) <= 2 * params_bytes,
+              f"--zero 3: the exchange and the fetches, the same every step ({sorted(sent3)})")
+        check(bool(rows3) and max(r["peak_memory"] for r in rows3) < max(r["peak_memory"] for r in zero_rows[1]),
+              "--zero 3: rank 0's peak below ZeRO 1's")
         report = subprocess.run([ein, "report", script, "--gpus", "2", "--format", "json"],
                                 capture_output=True, text=True, env=env, timeout=120)
         predicted = json.loads(report.stdout)["communication"]["bytes_per_step_per_rank"] \
@@ -101,13 +113,35 @@ def main():
             j = json.loads(report.stdout)
             for name, rows, want in (("data parallel", dp, j["memory"]["step_peak"]),
                                      ("--zero 1", zero_rows[1], j["communication"]["zero_peak_per_rank"][0]),
-                                     ("--zero 2", zero_rows[2], j["communication"]["zero_peak_per_rank"][0])):
+                                     ("--zero 2", zero_rows[2], j["communication"]["zero_peak_per_rank"][0]),
+                                     ("--zero 3", zero_rows[3], j["communication"]["zero3_peak_per_rank"][0])):
                 got = max(r["peak_memory"] for r in rows) if rows else 0
                 check(abs(got - want) <= 0.1 * want,
                       f"{name}: rank 0's peak {got} against ein report's {want:.0f} "
                       f"({(got - want) / want:+.1%})")
         else:
             check(False, f"ein report --set B=8 --gpus 2: {report.stderr[-400:]}")
+        # A model whose parameters outweigh its activations (D=256, L=4, one sequence of 16
+        # per rank): each stage's peak falls as ein report predicts.
+        wide = ["--set", "D=256", "--set", "L=4", "--set", "T=16"]
+        report = subprocess.run([ein, "report", script, "--set", "B=1", *wide, "--gpus", "2",
+                                 "--precision", "fp32", "--format", "json"],
+                                capture_output=True, text=True, env=env, timeout=120)
+        if report.returncode == 0:
+            j = json.loads(report.stdout)
+            peaks = {}
+            for z, want in ((0, j["memory"]["step_peak"]),
+                            (1, j["communication"]["zero_peak_per_rank"][0]),
+                            (3, j["communication"]["zero3_peak_per_rank"][0])):
+                rows = train(tmp, f"wide{z}", 2, 1, "--zero", str(z), *wide, steps=3)
+                got = peaks[z] = max(r["peak_memory"] for r in rows) if rows else 0
+                check(abs(got - want) <= 0.1 * want,
+                      f"wide model, --zero {z}: rank 0's peak {got} against ein report's {want:.0f} "
+                      f"({(got - want) / want:+.1%})")
+            check(peaks[0] > peaks[1] > peaks[3],
+                  f"wide model: the peak falls with each stage ({peaks[0]} > {peaks[1]} > {peaks[3]})")
+        else:
+            check(False, f"ein report (wide): {report.stderr[-400:]}")
 
         # 2b. Gradient accumulation (np=2 × 2 micro-batches of 4 against np=1 × 2 of 8), and bf16.
         acc_script = os.path.join(tmp, "byte_gpt_acc.ein")
@@ -137,6 +171,13 @@ def main():
               "the uncommitted shard is pruned once a newer checkpoint is written")
         check(losses(second) == losses(dp)[10:],
               "ZeRO 1 checkpoint resumed under ZeRO 2: bitwise the uninterrupted losses")
+        # A ZeRO 3 checkpoint (the parameters gathered for the write, sharded again after)
+        # resumed under ZeRO 1: bitwise the uninterrupted losses.
+        ck3 = os.path.join(tmp, "ck3")
+        train(tmp, "first3", 2, 8, "--zero", "3", "--checkpoint", ck3, steps=10)
+        third = train(tmp, "third", 2, 8, "--zero", "1", "--checkpoint", ck3, "--resume")
+        check(losses(third) == losses(dp)[10:],
+              "ZeRO 3 checkpoint resumed under ZeRO 1: bitwise the uninterrupted losses")
         ck1 = os.path.join(tmp, "ck1")
         train(tmp, "first1", 2, 8, "--zero", "2", "--checkpoint", ck1, steps=10)
         alone = train(tmp, "alone", 1, 16, "--checkpoint", ck1, "--resume")
@@ -148,14 +189,14 @@ def main():
         #     the ranks itself; every rank ends with the same weights, at every stage.
         if example:
             sums = []
-            for z in (0, 1, 2):
+            for z in (0, 1, 2, 3):
                 run = subprocess.run(mpi + [example, str(z), "60"], capture_output=True, text=True,
                                      errors="replace", env=env, timeout=300)
                 check(run.returncode == 0, f"C++ Trainable, --zero {z}: exit {run.returncode}"
                                            f"\n{run.stderr[-600:]}")
                 sums += [line.split()[1] for line in run.stdout.splitlines() if line.startswith("weights ")]
-            check(len(sums) == 6 and len(set(sums)) == 1,
-                  f"C++ Trainable: the same weights on both ranks at ZeRO 0, 1 and 2: {sums}")
+            check(len(sums) == 8 and len(set(sums)) == 1,
+                  f"C++ Trainable: the same weights on both ranks at ZeRO 0, 1, 2 and 3: {sums}")
 
         # 4. Different models on the ranks; an unimplemented stage.
         mismatch = subprocess.run(
@@ -165,9 +206,10 @@ def main():
         check(mismatch.returncode != 0 and "do not run the same training" in mismatch.stderr
               and "rank 1's parameters" in mismatch.stderr,
               "ranks with different sizes: a start-up error naming rank 1")
-        zero3 = subprocess.run(mpi + [ein, "train", script, "--steps", "2", "--zero", "3"],
+        zero4 = subprocess.run(mpi + [ein, "train", script, "--steps", "2", "--zero", "4"],
                                capture_output=True, text=True, errors="replace", env=env, timeout=120)
-        check(zero3.returncode != 0 and "--zero 3" in zero3.stderr, "--zero 3: a clear refusal")
+        check(zero4.returncode != 0 and "--zero 4: expected 0, 1, 2 or 3" in zero4.stderr,
+              "--zero 4: a clear refusal")
 
         # 5. kill -9 of one rank, and a rank that hangs.
         for how in ("kill", "stop"):
