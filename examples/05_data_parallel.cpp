@@ -8,9 +8,10 @@
 // 2. The Trainer finds the other processes itself (MPI's environment), averages gradients
 //    across them in a fixed order and, with TrainOptions::zero = 1 or 2, keeps AdamW's state
 //    only for the parameters this rank owns (AdamW allocates state at a parameter's first
-//    update, and a rank updates only what it owns).
+//    update, and a rank updates only what it owns); with zero = 3 a rank also keeps only the
+//    parameters it owns, and each op fetches the others from their owner when it runs.
 // 3. Every rank prints a checksum of its weights: they are equal on every rank, and the same
-//    for zero = 0, 1 and 2 (tests/cli/test_ein_train_distributed.py checks both).
+//    for zero = 0, 1, 2 and 3 (tests/cli/test_ein_train_distributed.py checks both).
 #include <ein/diagnostic.h>
 #include <ein/nn.h>
 #include <ein/ops.h>

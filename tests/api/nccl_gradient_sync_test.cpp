@@ -5,6 +5,7 @@
 // and 2, with several buckets; it sends the same bytes; and the collectives keep their
 // contracts (self parts, in-place gathers, broadcast).
 #include <gtest/gtest.h>
+#include <fmt/format.h>
 
 #include <cstdlib>
 #include <string>
@@ -142,7 +143,9 @@ class Regression : public Trainable {
 // ein::Trainer under mpirun with the model on the (fake) GPU averages through NCCL and trains
 // what the same run on the CPUs trains through MPI.
 TEST_F(NcclOnFakeDevice, TrainerAveragesCudaGradientsThroughNccl) {
-  const auto run = [](Device device, std::string& log) {
+  for (const int zero : {0, 3}) {
+  SCOPED_TRACE(fmt::format("zero {}", zero));
+  const auto run = [zero](Device device, std::string& log) {
     Regression model(device);
     std::ostringstream out;
     TrainOptions o;
@@ -151,6 +154,7 @@ TEST_F(NcclOnFakeDevice, TrainerAveragesCudaGradientsThroughNccl) {
     o.steps = 20;
     o.lr = 0.05;
     o.device = device;
+    o.zero = zero;  // 3: the parameters fetched through NCCL's broadcast on the device
     const TrainResult r = Trainer(model, o).fit();
     log = out.str();
     EXPECT_EQ(r.world_size, 2);
@@ -172,6 +176,7 @@ TEST_F(NcclOnFakeDevice, TrainerAveragesCudaGradientsThroughNccl) {
     EXPECT_NEAR(gpu.second[i], cpu_losses[i], 1e-5 * cpu_losses[i]) << "step " << i;
   for (size_t i = 0; i < cpu_w.size(); ++i)
     EXPECT_NEAR(gpu.first[i], cpu_w[i], 1e-5) << "w[" << i << "]";
+  }
 }
 
 }  // namespace
