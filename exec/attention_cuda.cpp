@@ -89,6 +89,18 @@ constexpr const char* kSizeParams =
     "double n_, double nkv_, double t_, double s_, double h_, double r_, double scale_, double brow_, double bcol_, "
     "double has_bias_";
 
+// Stages keys [j0, j0 + B) of k/v row `kv` in shared memory (zeros past S): the forward's and
+// dQ's tile loop.
+constexpr const char* kLoadKeyTile = R"(    for (int x = tid; x < EIN_B * EIN_E; x += EIN_B) {
+      const long long j = j0 + x / EIN_E;
+      ks[x / EIN_E][x % EIN_E] = j < S ? k[(kv * S + j) * EIN_E + x % EIN_E] : (real)0;
+    }
+    for (int x = tid; x < EIN_B * EIN_F; x += EIN_B) {
+      const long long j = j0 + x / EIN_F;
+      vs[x / EIN_F][x % EIN_F] = j < S ? v[(kv * S + j) * EIN_F + x % EIN_F] : (real)0;
+    }
+)";
+
 std::string forward_source(const Types& t, int64_t e, int64_t f, int b) {
   return prelude(t, e, f, b) + fmt::format(R"(
 extern "C" __global__ void __launch_bounds__(EIN_B, 1) ein_attention_forward(
@@ -112,15 +124,7 @@ extern "C" __global__ void __launch_bounds__(EIN_B, 1) ein_attention_forward(
   const bias_t* brow_at = has_bias && i < T ? bias + bias_off[n] + i * brow : 0;
   for (long long j0 = 0; j0 < S; j0 += EIN_B) {{
     __syncthreads();  // the previous tile is consumed (and qs is written, the first time)
-    for (int x = tid; x < EIN_B * EIN_E; x += EIN_B) {{
-      const long long j = j0 + x / EIN_E;
-      ks[x / EIN_E][x % EIN_E] = j < S ? k[(kv * S + j) * EIN_E + x % EIN_E] : (real)0;
-    }}
-    for (int x = tid; x < EIN_B * EIN_F; x += EIN_B) {{
-      const long long j = j0 + x / EIN_F;
-      vs[x / EIN_F][x % EIN_F] = j < S ? v[(kv * S + j) * EIN_F + x % EIN_F] : (real)0;
-    }}
-    __syncthreads();
+{2}    __syncthreads();
     if (i < T) {{
       const int jn = S - j0 < EIN_B ? (int)(S - j0) : EIN_B;
       for (int jj = 0; jj < jn; ++jj) {{
@@ -159,7 +163,7 @@ extern "C" __global__ void __launch_bounds__(EIN_B, 1) ein_attention_forward(
   }}
 }}
 )",
-                                          kSizeParams, kSizes);
+                                          kSizeParams, kSizes, kLoadKeyTile);
 }
 
 std::string delta_source(const Types& t, int64_t e, int64_t f, int b) {
@@ -199,15 +203,7 @@ extern "C" __global__ void __launch_bounds__(EIN_B, 1) ein_attention_dq(
   const bias_t* brow_at = has_bias && i < T ? bias + bias_off[n] + i * brow : 0;
   for (long long j0 = 0; j0 < S; j0 += EIN_B) {{
     __syncthreads();
-    for (int x = tid; x < EIN_B * EIN_E; x += EIN_B) {{
-      const long long j = j0 + x / EIN_E;
-      ks[x / EIN_E][x % EIN_E] = j < S ? k[(kv * S + j) * EIN_E + x % EIN_E] : (real)0;
-    }}
-    for (int x = tid; x < EIN_B * EIN_F; x += EIN_B) {{
-      const long long j = j0 + x / EIN_F;
-      vs[x / EIN_F][x % EIN_F] = j < S ? v[(kv * S + j) * EIN_F + x % EIN_F] : (real)0;
-    }}
-    __syncthreads();
+{2}    __syncthreads();
     if (i < T && lse != EIN_NEG_INF) {{
       const int jn = S - j0 < EIN_B ? (int)(S - j0) : EIN_B;
       for (int jj = 0; jj < jn; ++jj) {{
@@ -230,7 +226,7 @@ extern "C" __global__ void __launch_bounds__(EIN_B, 1) ein_attention_dq(
   }}
 }}
 )",
-                                          kSizeParams, kSizes);
+                                          kSizeParams, kSizes, kLoadKeyTile);
 }
 
 std::string dkv_source(const Types& t, int64_t e, int64_t f, int b) {

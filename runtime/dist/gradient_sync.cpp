@@ -122,6 +122,22 @@ std::vector<GradientSync::Bucket> GradientSync::make_buckets(bool reverse) const
   return buckets;
 }
 
+void GradientSync::set_gradients(const Bucket& b,
+                                 const std::function<void(const Tensor&, size_t)>& write) {
+  const auto me = static_cast<size_t>(comm_.rank());
+  for (size_t k = 0; k < b.params.size(); ++k) {
+    const Tensor& p = params_[b.params[k]];
+    auto& meta = p.autograd();
+    if (!meta) continue;
+    if (options_.zero > 0 && static_cast<size_t>(owner_[b.params[k]]) != me) {
+      meta->grad = Tensor();  // another rank updates this parameter
+      continue;
+    }
+    if (!meta->grad.defined()) meta->grad = zeros(p.shape(), p.dtype(), p.device());
+    write(meta->grad, k);
+  }
+}
+
 void GradientSync::reduce_gradients() {
   if (comm_.device_memory()) return reduce_gradients_on_device();
   NoGrad no_grad;
@@ -153,17 +169,7 @@ void GradientSync::reduce_gradients() {
     if (options_.zero == 0)
       comm_.all_gather_v(send.data() + b.rank_offset[me], send.data(), b.rank_bytes, b.rank_offset,
                          "the gradient gather");
-    for (size_t k = 0; k < b.params.size(); ++k) {
-      const Tensor& p = params_[b.params[k]];
-      auto& meta = p.autograd();
-      if (!meta) continue;
-      if (options_.zero > 0 && static_cast<size_t>(owner_[b.params[k]]) != me) {
-        meta->grad = Tensor();  // another rank updates this parameter
-        continue;
-      }
-      if (!meta->grad.defined()) meta->grad = zeros(p.shape(), p.dtype(), p.device());
-      write_bytes(meta->grad, send.data() + b.offset[k]);
-    }
+    set_gradients(b, [&](const Tensor& grad, size_t k) { write_bytes(grad, send.data() + b.offset[k]); });
   }
 }
 
@@ -219,17 +225,9 @@ void GradientSync::reduce_gradients_on_device() {
     if (options_.zero == 0)
       comm_.all_gather_v(static_cast<char*>(send.device_ptr()) + b.rank_offset[me],
                          send.device_ptr(), b.rank_bytes, b.rank_offset, "the gradient gather");
-    for (size_t k = 0; k < b.params.size(); ++k) {
-      const Tensor& p = params_[b.params[k]];
-      auto& meta = p.autograd();
-      if (!meta) continue;
-      if (options_.zero > 0 && static_cast<size_t>(owner_[b.params[k]]) != me) {
-        meta->grad = Tensor();  // another rank updates this parameter
-        continue;
-      }
-      if (!meta->grad.defined()) meta->grad = zeros(p.shape(), p.dtype(), p.device());
-      meta->grad.copy_(part(send, b.offset[k], p.numel()).view(p.shape()));
-    }
+    set_gradients(b, [&](const Tensor& grad, size_t k) {
+      grad.copy_(part(send, b.offset[k], grad.numel()).view(grad.shape()));
+    });
   }
 }
 

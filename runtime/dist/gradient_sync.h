@@ -109,6 +109,9 @@ class GradientSync {
     int64_t bytes = 0;
   };
   std::vector<Bucket> make_buckets(bool reverse) const;
+  /// After a bucket's exchange: drops the gradients of parameters other ranks own (ZeRO) and
+  /// has `write(grad, k)` fill the kept gradient of the bucket's k-th parameter.
+  void set_gradients(const Bucket& b, const std::function<void(const Tensor&, size_t)>& write);
   /// reduce_gradients() and gather_parameters() with buffers on the parameters' device
   /// (NCCL): the same bytes to the same ranks, averaged by options_.average.
   void reduce_gradients_on_device();

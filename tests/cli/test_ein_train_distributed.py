@@ -153,10 +153,16 @@ def main():
         err = worst(losses(acc1), losses(acc2))
         check(len(acc1) == 10 and err <= 1e-6,
               f"accumulate = 2: np=2 reproduces np=1: worst relative {err:.2e}")
+        acc3 = train(tmp, "acc3", 2, 4, "--zero", "3", steps=10, file=acc_script)
+        check(len(acc3) == 10 and losses(acc3) == losses(acc2),
+              "accumulate = 2 under ZeRO 3: bitwise the losses of data parallel")
         bf16 = train(tmp, "bf16", 2, 8, "--precision", "bf16", steps=10)
         bf16_z1 = train(tmp, "bf16_z1", 2, 8, "--precision", "bf16", "--zero", "1", steps=10)
         check(len(bf16) == 10 and losses(bf16) == losses(bf16_z1),
               "--precision bf16: ZeRO 1 bitwise equal to data parallel")
+        bf16_z3 = train(tmp, "bf16_z3", 2, 8, "--precision", "bf16", "--zero", "3", steps=10)
+        check(len(bf16_z3) == 10 and losses(bf16) == losses(bf16_z3),
+              "--precision bf16: ZeRO 3 bitwise equal to data parallel")
 
         # 3. Resume at another stage and world size.
         ck = os.path.join(tmp, "ck")
