@@ -365,6 +365,36 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
   } catch (const RuntimeError& e) {
     r.backward_error = e.what();
   }
+  if (back && !r.comm_bytes.empty()) {
+    // ZeRO 3's fetches: the forward reads each parameter input once; the backward reads the
+    // forward inputs its gradient rules need (its input nodes below the saved values).
+    std::set<std::string> forward_reads, backward_reads;
+    for (int i = 0; i < static_cast<int>(g.nodes.size()); ++i)
+      if (input_kind(trace, i).starts_with("param:")) forward_reads.insert(input_kind(trace, i).substr(6));
+    for (const GraphNode& n : back->graph.nodes) {
+      if (n.op != GraphOp::input) continue;
+      const int index = std::get<InputAttr>(n.attr).index;
+      if (index >= 0 && index < static_cast<int>(trace.inputs.size()) &&
+          trace.inputs[index].starts_with("param:"))
+        backward_reads.insert(trace.inputs[index].substr(6));
+    }
+    std::vector<std::string> trained_names;
+    for (const script::ParamInfo& p : params)
+      if (kFloatDTypes.contains(p.dtype)) trained_names.push_back(p.name);
+    const int ranks = static_cast<int>(r.gpus);
+    const std::vector<int> owner_of = dist::partition_parameters(trained_numels, ranks);
+    for (int rank = 0; rank < ranks; ++rank) {
+      int64_t total = 0, own = 0, fetched = 0;
+      for (size_t i = 0; i < trained_bytes.size(); ++i) {
+        total += trained_bytes[i];
+        if (owner_of[i] != rank) continue;
+        own += trained_bytes[i];
+        fetched += trained_bytes[i] * (static_cast<int64_t>(forward_reads.contains(trained_names[i])) +
+                                       static_cast<int64_t>(backward_reads.contains(trained_names[i])));
+      }
+      r.zero3_comm_bytes.push_back((total - own) + fetched * (ranks - 1));
+    }
+  }
   if (back) {
     const Graph& bg = back->graph;
     r.backward_nodes = static_cast<int>(bg.nodes.size());

@@ -140,6 +140,11 @@ struct Report {
   /// training step, the same at ZeRO 0, 1 and 2 (runtime/dist/gradient_sync.h's step_bytes;
   /// the run logs what it sent as comm_bytes). Empty for one device.
   std::vector<int64_t> comm_bytes;
+  /// The same at ZeRO 3: the gradient exchange, then the parameter fetches (each rank's own
+  /// parameters broadcast to the N − 1 others): every parameter the forward reads, and again
+  /// those the backward graph reads (runtime/dist/gradient_sync.h). Per micro-step of a step
+  /// without accumulation. Empty for one device or without a backward.
+  std::vector<int64_t> zero3_comm_bytes;
   /// The same run's allocator peak per rank at ZeRO 1 and 2 (B per rank): step_peak less the
   /// optimizer state of the parameters other ranks own. (ein's backward hands back all the
   /// gradients at once, so stage 2 frees none before the peak; docs/distributed.md.) At ZeRO 0

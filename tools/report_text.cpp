@@ -108,6 +108,11 @@ std::string render_text(const Report& r, const Summary& s, bool md) {
                        "the others are fetched as the nodes that read them run).",
                        grouped(r.gpus), si(r.step_peak, "B"), si(r.zero_rank_peak.front(), "B"),
                        si(r.zero3_rank_peak.front(), "B")));
+    if (!r.zero3_comm_bytes.empty())
+      line(fmt::format("at ZeRO 3 rank 0 sends {} bytes per step: the gradient exchange, then its own "
+                       "parameters to the other ranks once for the forward and again for those the "
+                       "backward reads.",
+                       r.zero3_comm_bytes.front()));
   }
 
   h("What if: micro-batches with gradient accumulation (per device, plain data parallel)");

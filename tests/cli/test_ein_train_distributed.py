@@ -101,10 +101,13 @@ def main():
               "--zero 3: rank 0's peak below ZeRO 1's")
         report = subprocess.run([ein, "report", script, "--gpus", "2", "--format", "json"],
                                 capture_output=True, text=True, env=env, timeout=120)
-        predicted = json.loads(report.stdout)["communication"]["bytes_per_step_per_rank"] \
-            if report.returncode == 0 else None
+        communication = json.loads(report.stdout)["communication"] if report.returncode == 0 else {}
+        predicted = communication.get("bytes_per_step_per_rank")
         check(predicted is not None and predicted[0] == dp[0]["comm_bytes"],
               f"ein report --gpus 2 predicts rank 0's bytes per step exactly ({predicted})")
+        predicted3 = communication.get("zero3_bytes_per_step_per_rank")
+        check(predicted3 is not None and bool(rows3) and predicted3[0] == rows3[0]["comm_bytes"],
+              f"ein report --gpus 2 predicts rank 0's ZeRO 3 bytes per step exactly ({predicted3})")
         # Memory per rank: the report of the per-rank batch against rank 0's logged peak.
         report = subprocess.run([ein, "report", script, "--set", "B=8", "--gpus", "2",
                                  "--precision", "fp32", "--format", "json"],
