@@ -1,5 +1,4 @@
 // Graph IR on CPU tensors: one function per op, chosen by a table keyed by GraphOp.
-#include "runtime/dist/gradient_sync.h"
 #include "exec/execute.h"
 
 #include <algorithm>
@@ -22,6 +21,7 @@
 #include "exec/tensor_kernels.h"
 #include "runtime/blas/contract.h"
 #include "runtime/counters.h"
+#include "runtime/dist/gradient_sync.h"
 
 namespace ein {
 namespace {
