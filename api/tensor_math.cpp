@@ -266,6 +266,34 @@ Expr square(const Expr& x) { return make("square({0})", {x}); }
 Expr floor(const Expr& x) { return make("floor({0})", {x}); }
 Expr round(const Expr& x) { return make("round({0})", {x}); }
 
+namespace {
+
+/// a.copy_(result), with torch's rules for an in-place op: the result keeps a's shape, and a
+/// float result does not go into an integer tensor.
+const Tensor& assign(const Tensor& a, const Expr& result, const char* op) {
+  if (result.shape() != a.shape())
+    throw RuntimeError(fmt::format("{}: the result's shape ({}) is not the tensor's ({}); an "
+                                   "in-place op cannot grow its tensor",
+                                   op, fmt::join(result.shape(), ", "), fmt::join(a.shape(), ", ")));
+  if (is_integer(a.dtype()) && !is_integer(result.dtype()) && result.dtype() != DType::boolean)
+    throw RuntimeError(fmt::format("{}: the result is {} and cannot be written into an {} tensor "
+                                   "in place (torch refuses it too); convert with .to()",
+                                   op, dtype_name(result.dtype()), dtype_name(a.dtype())));
+  a.copy_(result);
+  return a;
+}
+
+}  // namespace
+
+const Tensor& operator+=(const Tensor& a, const Expr& b) { return assign(a, Expr(a) + b, "+="); }
+const Tensor& operator-=(const Tensor& a, const Expr& b) { return assign(a, Expr(a) - b, "-="); }
+const Tensor& operator*=(const Tensor& a, const Expr& b) { return assign(a, Expr(a) * b, "*="); }
+const Tensor& operator/=(const Tensor& a, const Expr& b) { return assign(a, Expr(a) / b, "/="); }
+const Tensor& operator+=(const Tensor& a, double b) { return assign(a, Expr(a) + b, "+="); }
+const Tensor& operator-=(const Tensor& a, double b) { return assign(a, Expr(a) - b, "-="); }
+const Tensor& operator*=(const Tensor& a, double b) { return assign(a, Expr(a) * b, "*="); }
+const Tensor& operator/=(const Tensor& a, double b) { return assign(a, Expr(a) / b, "/="); }
+
 Tensor sum(const Tensor& x) { return reduce_dim(x, std::nullopt, false, "sum"); }
 Tensor mean(const Tensor& x) { return reduce_dim(x, std::nullopt, false, "mean"); }
 Tensor max(const Tensor& x) { return reduce_dim(x, std::nullopt, false, "max"); }

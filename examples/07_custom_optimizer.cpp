@@ -6,7 +6,7 @@
 // 1. Parameters. x · w with w ~ N(0, 1) has outputs of std ≈ √input_dim; w / √input_dim
 //    (init::fan_in_normal, the lecture's scaling) keeps them near 1.
 // 2. The lecture's AdaGrad, written as PyTorch code is, with ein's operators:
-//        g2 = g2 + square(g);   p -= lr * g / sqrt(g2 + 1e-5)
+//        g2 += square(g);   p -= lr * g / sqrt(g2 + 1e-5)
 //    The operators are built lazily, so each line is one fused map kernel: a step runs as many
 //    kernels as the same update written as map strings, and trains to bitwise the same losses.
 // 3. Data. An int32 token file read by ein::TokenLoader: y is x shifted by one token.
@@ -69,11 +69,11 @@ class AdaGrad {
       const Tensor g = params_[i].grad(), p = params_[i].detach();
       if (!g.defined()) continue;
       if (!g2_[i].defined()) g2_[i] = full(p.shape(), 0.0, p.dtype());
-      if (operators_) {  // as in PyTorch: each line is one fused kernel
-        g2_[i] = g2_[i] + square(g);
-        p.copy_(p - lr_ * g / sqrt(g2_[i] + 1e-5));
+      if (operators_) {  // as the lecture's PyTorch: each line is one fused kernel, in place
+        g2_[i] += square(g);
+        p -= lr_ * g / sqrt(g2_[i] + 1e-5);
       } else {  // the same update as map strings
-        g2_[i] = map("s[...], g[...] -> s + square(g)", {g2_[i], g});
+        g2_[i].copy_(map("s[...], g[...] -> s + square(g)", {g2_[i], g}));
         p.copy_(map("p[...], lr[], g[...], s[...], e[] -> p - lr * g / sqrt(s + e)",
                     {p, full({}, lr_), g, g2_[i], full({}, 1e-5)}));
       }

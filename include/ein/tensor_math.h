@@ -118,6 +118,19 @@ Expr square(const Expr& x);
 Expr floor(const Expr& x);
 Expr round(const Expr& x);
 
+/// In place, as torch's `p -= lr * g`: `a op b` runs as one fused map, then is copied into a's
+/// elements (Tensor::copy_: so, as in torch, a tensor that requires grad is refused outside a
+/// NoGrad scope). The result must have a's shape (b broadcasts to it), and a float result is
+/// refused for an integer `a`, as torch refuses it. Returns `a`.
+const Tensor& operator+=(const Tensor& a, const Expr& b);
+const Tensor& operator-=(const Tensor& a, const Expr& b);
+const Tensor& operator*=(const Tensor& a, const Expr& b);
+const Tensor& operator/=(const Tensor& a, const Expr& b);
+const Tensor& operator+=(const Tensor& a, double b);
+const Tensor& operator-=(const Tensor& a, double b);
+const Tensor& operator*=(const Tensor& a, double b);
+const Tensor& operator/=(const Tensor& a, double b);
+
 /// Reductions over every element (a 0-dim tensor) or over dim `dim` (negative counts from
 /// the end; `keepdim` leaves it as size 1), as torch.sum/mean/max/min (values only).
 Tensor sum(const Tensor& x);

@@ -106,6 +106,33 @@ TEST(TensorMath, GradientsFlowThroughTheOperators) {
   EXPECT_EQ(values(x.grad()), (std::vector<double>{-4, 3}));
 }
 
+// In place, as torch's p -= lr * g: written into the tensor's own elements (every handle sees
+// it), broadcasting the right side; torch's refusals (a float result into an integer tensor,
+// a result larger than the tensor, a tensor that requires grad outside NoGrad).
+TEST(TensorMath, InPlaceOperatorsWriteIntoTheTensor) {
+  const Tensor p = from_data<float>({1, 2, 3, 4}, {2, 2});
+  const Tensor alias = p;  // another handle of the same elements
+  const Tensor g = from_data<float>({10, 20}, {2});
+  p -= 0.5 * g;
+  EXPECT_EQ(values(alias), (std::vector<double>{-4, -8, -2, -6}));
+  p *= 2;
+  p /= from_data<float>({-2}, {1});
+  EXPECT_EQ(values(alias), (std::vector<double>{4, 8, 2, 6}));
+  const Tensor i = from_data<int64_t>({1, 2}, {2});
+  i += 3;
+  EXPECT_EQ(i.dtype(), DType::i64);
+  EXPECT_EQ(values(i), (std::vector<double>{4, 5}));
+  EXPECT_THROW(i /= 2, RuntimeError);  // 2.0, 2.5 are not i64
+  EXPECT_THROW(g += p, RuntimeError);  // (2, 2) does not fit in (2)
+  const Tensor w = from_data<double>({1}, {1}).requires_grad_();
+  EXPECT_THROW(w -= 1.0, RuntimeError);  // would drop the gradient
+  {
+    NoGrad off;
+    w -= 1.0;
+  }
+  EXPECT_EQ(values(w.detach()), (std::vector<double>{0}));
+}
+
 // The operators are built lazily: a chain of them is one map kernel, run when it becomes a
 // Tensor; a reduction of it is a second kernel.
 TEST(TensorMath, AChainIsOneFusedKernel) {
