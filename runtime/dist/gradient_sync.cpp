@@ -315,8 +315,8 @@ Tensor GradientSync::fetch(size_t param, const Tensor& x) {
   return full.as_strided(x.shape(), x.strides(), x.offset());
 }
 
-Tensor fetch_sharded(const Tensor& x) {
-  if (!g_fetching || !x.defined()) return x;
+Tensor fetch_sharded(Tensor x) {
+  if (!g_fetching || !x.defined()) return x;  // every graph input: a move, no lookup
   Sharded found;
   {
     std::lock_guard lock(g_sharded_mutex);

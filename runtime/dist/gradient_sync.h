@@ -128,7 +128,7 @@ class GradientSync {
 /// Graph execution's read of a graph input (exec/execute.cpp): a parameter of a sharded
 /// ZeRO 3 run, while a FetchScope is active on this thread, comes back as its full value
 /// (GradientSync::fetch, a broadcast from its owner); any other tensor as it is.
-Tensor fetch_sharded(const Tensor& x);
+Tensor fetch_sharded(Tensor x);
 
 /// Makes fetch_sharded() fetch on this thread for its lifetime (a training step's forward and
 /// backward, which every rank runs alike).
