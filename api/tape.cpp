@@ -90,6 +90,23 @@ class GraphGradNode final : public GradNode {
         saved_(std::move(saved)) {}
 
   std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) override {
+    return run(grad_outputs, nullptr);
+  }
+
+  /// The backward graph hands each input's gradient to `early` as soon as its last node ran
+  /// (a parameter's gradient is final long before the graph ends), so data parallelism
+  /// exchanges it while the rest of the backward runs.
+  std::vector<Tensor> apply_early(const std::vector<Tensor>& grad_outputs,
+                                  const EarlyGrad& early) override {
+    return run(grad_outputs, &early);
+  }
+
+  Tensor accumulate(const Tensor& a, const Tensor& b) const override { return add_tensors(a, b); }
+
+  std::string name() const override { return graph_->origin; }
+
+ private:
+  std::vector<Tensor> run(const std::vector<Tensor>& grad_outputs, const EarlyGrad* early) {
     const Backward& backward = plan_->backward;
     // The saved values go to the backward graph, which frees each after its last reader (as
     // PyTorch frees saved tensors): a second backward through this node has nothing to read.
@@ -110,18 +127,16 @@ class GraphGradNode final : public GradNode {
                 std::make_move_iterator(saved_.end()));
     released_ = !saved_.empty();
     saved_.clear();
-    const std::vector<Tensor> grads = execute(plan_->fused, std::move(args), plan_->charges);
+    const std::vector<Tensor> grads =
+        early ? execute(plan_->fused, std::move(args), plan_->charges,
+                        [&](size_t i, Tensor& g) { return (*early)(backward.wrt[i], g); })
+              : execute(plan_->fused, std::move(args), plan_->charges);
     std::vector<Tensor> per_input(inputs_.size());
     for (size_t i = 0; i < backward.wrt.size(); ++i)
       per_input[backward.wrt[i]] = grads[i];
     return per_input;
   }
 
-  Tensor accumulate(const Tensor& a, const Tensor& b) const override { return add_tensors(a, b); }
-
-  std::string name() const override { return graph_->origin; }
-
- private:
   std::shared_ptr<const Graph> graph_;
   std::shared_ptr<const CachedBackward> plan_;
   std::vector<Tensor> inputs_, saved_;

@@ -20,9 +20,9 @@ std::string settings_text(const TrainOptions& o) {
                                           o.data->context, o.data->order)
                             : "fn batch";
   return fmt::format("steps={} seed={} precision={} recompute={} lr={} schedule={} warmup={} "
-                     "clip={} accumulate={} zero={} bucket_mb={} data={} resume={}",
+                     "clip={} accumulate={} zero={} bucket_mb={} overlap={} data={} resume={}",
                      o.steps, o.seed, o.precision, o.recompute, o.lr, o.schedule, o.warmup, o.clip,
-                     o.accumulate, o.zero, o.bucket_mb, data, o.resume);
+                     o.accumulate, o.zero, o.bucket_mb, o.overlap, data, o.resume);
 }
 
 std::string parameters_text(const std::vector<NamedTensor>& params) {

@@ -285,7 +285,9 @@ TrainResult Trainer::fit() {
   if (o.accumulate < 1) throw UserError("accumulate must be >= 1");
   if (o.zero < 0 || o.zero > 3)
     throw UserError(fmt::format("--zero {}: expected 0, 1, 2 or 3", o.zero));
-  if (o.bucket_mb < 1) throw UserError("--bucket-mb must be >= 1");
+  if (!(o.bucket_mb > 0) || o.bucket_mb > 2047)
+    throw UserError(fmt::format("--bucket-mb {}: expected more than 0 and at most 2047 (MiB; "
+                                "MPI counts one exchange's bytes in an int)", o.bucket_mb));
   // 2. Parameters, optimizer state, initial values.
   const std::vector<NamedTensor> params = model_.parameters();
   if (params.empty()) throw UserError("the train block's modules have no parameters to train");
@@ -308,15 +310,22 @@ TrainResult Trainer::fit() {
     if (!note.empty()) out << note << "\n";
     sync = std::make_unique<dist::GradientSync>(
         grads, param_tensors,
-        dist::SyncOptions{o.zero, o.bucket_mb << 20, detail::rank_order_average(), o.accumulate});
+        dist::SyncOptions{.zero = o.zero,
+                          .bucket_bytes = std::max<int64_t>(1, std::llround(o.bucket_mb * (1 << 20))),
+                          .average = detail::rank_order_average(),
+                          .micro_steps = o.accumulate,
+                          .overlap = o.overlap});
     r.zero = o.zero;
     r.comm_bytes_per_step = sync->bytes_per_step();
   }
-  // What this rank sent: the gradient traffic (on NCCL's communicator for GPU parameters)
-  // and the few values the host group exchanges.
-  const auto sent_bytes = [&] {
+  // What this rank sent: the gradient traffic (on NCCL's communicator for GPU parameters,
+  // on the sync's lane where it overlaps the backward) and the few values the host group
+  // exchanges. Within a step the lane's bytes are counted once its exchanges are waited for.
+  const auto group_sent = [&] {
     return comm.stats.sent_bytes + (device_comm ? device_comm->stats.sent_bytes : 0);
   };
+  const auto lane_sent = [&] { return sync ? sync->lane_sent_bytes() : int64_t{0}; };
+  const auto sent_bytes = [&] { return group_sent() + lane_sent(); };
   const bool sharded_state = sync && sync->zero() > 0;
   if (sharded_state) {
     std::vector<bool> owned;
@@ -428,6 +437,7 @@ TrainResult Trainer::fit() {
     s.steps = steps;
     double loss_sum = 0;
     int64_t step_comm = 0;  // what this rank sent in the step
+    const int64_t lane_before = lane_sent();
     // 6. Micro-batches: each backward adds its gradients scaled by loss_scale / accumulate.
     //    Model FLOPs are the forward and backward of the loss (what ein report counts); the
     //    batch function's work, recomputation and the update are counted on their own.
@@ -446,11 +456,14 @@ TrainResult Trainer::fit() {
       // ZeRO 3: the forward and backward fetch the parameters other ranks own.
       std::optional<dist::FetchScope> fetching;
       if (sync && sync->sharded()) fetching.emplace();
-      const int64_t sent_before = sent_bytes();
+      const int64_t sent_before = group_sent();
       const Tensor loss = model_.loss(batch, k);
       loss_sum += loss.item();
+      // The last micro-batch's backward finishes the gradients: their exchange starts as it
+      // finishes each bucket (GradientSync::arm()).
+      if (sync && micro == o.accumulate - 1) sync->arm();
       loss.backward(full({}, scale, loss.dtype(), loss.device()));
-      step_comm += sent_bytes() - sent_before;  // ZeRO 3's parameter fetches
+      step_comm += group_sent() - sent_before;  // ZeRO 3's parameter fetches
       s.recompute_flops += recomputed() - recomputed_before;
       s.flops += counted() - before - (recomputed() - recomputed_before);
     }
@@ -459,9 +472,11 @@ TrainResult Trainer::fit() {
     // Data parallel: the gradients averaged over ranks (ZeRO: each rank keeps its own); the
     // step's loss, tokens and FLOPs are the whole run's.
     if (sync) {
-      const int64_t sent = sent_bytes();
+      const int64_t sent = group_sent();
       sync->reduce_gradients();
-      step_comm += sent_bytes() - sent;
+      step_comm += group_sent() - sent + lane_sent() - lane_before;
+      s.buckets = sync->buckets();
+      s.buckets_in_backward = sync->buckets_in_backward();
       s.loss = comm.sum(s.loss, "the loss") / ranks;
       s.tokens *= ranks;
     }
@@ -497,9 +512,9 @@ TrainResult Trainer::fit() {
       s.lr = optim::cosine_lr(step - 1, {o.lr, o.lr * o.min_lr_ratio, o.warmup, std::max(steps, o.warmup)});
     if (!s.skipped) model_.optimizer_step(step, s.lr);  // ZeRO: the parameters with gradients
     if (sync && sync->zero() > 0 && !s.skipped) {
-      const int64_t sent = sent_bytes();
+      const int64_t sent = group_sent();
       sync->gather_parameters();
-      step_comm += sent_bytes() - sent;
+      step_comm += group_sent() - sent;
     }
     zero_grad(param_tensors);
     synchronize();  // a GPU's launches are asynchronous: the step ends when its work does
@@ -526,7 +541,11 @@ TrainResult Trainer::fit() {
                           {"recompute_flops", s.recompute_flops},
                           {"optimizer_flops", s.optimizer_flops},
                           {"data_flops", s.data_flops}};
-      if (ranks > 1) j["comm_bytes"] = s.comm_bytes;  // this rank's gradient/parameter traffic
+      if (ranks > 1) {
+        j["comm_bytes"] = s.comm_bytes;  // this rank's gradient/parameter traffic
+        j["buckets"] = s.buckets;
+        j["buckets_in_backward"] = s.buckets_in_backward;
+      }
       if (r.fp16) {
         j["loss_scale"] = s.loss_scale;  // the scale this step's backward used
         j["skipped"] = s.skipped;

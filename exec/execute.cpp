@@ -237,8 +237,28 @@ std::vector<int> last_readers(const Graph& g) {
   return last;
 }
 
+/// Per node, the outputs (indices into g.outputs) that are final once that node has run and
+/// every node reading them has: what execute() hands to an OutputReady. An output listed
+/// twice stays with execute() (one value cannot be taken twice).
+std::vector<std::vector<size_t>> final_outputs(const Graph& g) {
+  const int n = static_cast<int>(g.nodes.size());
+  std::vector<int> after(n, -1), listed(n, 0);
+  for (int i = 0; i < n; ++i) {
+    after[i] = std::max(after[i], i);
+    for (int in : g.nodes[i].inputs)
+      after[in] = std::max(after[in], i);
+  }
+  for (int o : g.outputs)
+    ++listed[o];
+  std::vector<std::vector<size_t>> final_at(g.nodes.size());
+  for (size_t k = 0; k < g.outputs.size(); ++k)
+    if (listed[g.outputs[k]] == 1) final_at[after[g.outputs[k]]].push_back(k);
+  return final_at;
+}
+
 std::vector<Tensor> run_graph(const Graph& g, std::vector<Tensor> inputs,
-                              std::span<const CostPhase> phases, const GraphCharges* charges) {
+                              std::span<const CostPhase> phases, const GraphCharges* charges,
+                              const OutputReady* ready = nullptr) {
   Context c{inputs, std::vector<int>(inputs.size(), -1), 0,
             inputs.empty() ? cpu() : inputs.front().device()};
   for (size_t i = 0; i < g.nodes.size(); ++i)
@@ -255,22 +275,33 @@ std::vector<Tensor> run_graph(const Graph& g, std::vector<Tensor> inputs,
   // back to the allocator as soon as the graph is done with it (views hold their base's
   // storage, so a base read only through a view lives as long as the view).
   const std::vector<int> last = last_readers(g);
+  const std::vector<std::vector<size_t>> final_at =
+      ready ? final_outputs(g) : std::vector<std::vector<size_t>>();
+  std::vector<char> handed(ready ? g.outputs.size() : 0, 0);  // per output: taken by `ready`
+  // After node p ran: what died with it (the inputs it read last, and itself if unread), then
+  // the outputs that became final, offered to `ready`.
+  const auto retire = [&](int p) {
+    for (int in : g.nodes[p].inputs)
+      if (last[in] == p) values[in].clear();
+    if (last[p] < 0) values[p].clear();
+    // A result node took its output of a multi-output kernel: the kernel's entry keeps only
+    // output 0 (its own readers'), so each output is freed after its own last reader.
+    const GraphNode& node = g.nodes[p];
+    if (node.op == GraphOp::result && !values[node.inputs[0]].empty()) {
+      const int k = std::get<ResultAttr>(node.attr).index;
+      if (k > 0) values[node.inputs[0]][k] = Tensor();
+    }
+    if (!ready) return;
+    for (size_t k : final_at[p]) {
+      Tensor& value = values[g.outputs[k]].front();
+      Tensor offered = std::move(value);
+      if ((*ready)(k, offered)) handed[k] = 1;
+      else value = std::move(offered);
+    }
+  };
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const GraphNode& n = g.nodes[i];
-    if (i > 0) {
-      // What died with the previous node: the inputs it read last, and itself if unread.
-      const int p = static_cast<int>(i) - 1;
-      for (int in : g.nodes[p].inputs)
-        if (last[in] == p) values[in].clear();
-      if (last[p] < 0) values[p].clear();
-      // A result node took its output of a multi-output kernel: the kernel's entry keeps only
-      // output 0 (its own readers'), so each output is freed after its own last reader.
-      const GraphNode& prev = g.nodes[i - 1];
-      if (prev.op == GraphOp::result && !values[prev.inputs[0]].empty()) {
-        const int k = std::get<ResultAttr>(prev.attr).index;
-        if (k > 0) values[prev.inputs[0]][k] = Tensor();
-      }
-    }
+    if (i > 0) retire(static_cast<int>(i) - 1);
     c.node = static_cast<int>(i);
     if (prof) {
       const auto t0 = std::chrono::steady_clock::now();
@@ -306,9 +337,10 @@ std::vector<Tensor> run_graph(const Graph& g, std::vector<Tensor> inputs,
     count_executed_node(g, static_cast<int>(i), phase, values[i].front(),
                         n.inputs.empty() ? Tensor() : values[n.inputs[0]].front());
   }
+  if (ready && !g.nodes.empty()) retire(static_cast<int>(g.nodes.size()) - 1);
   std::vector<Tensor> out;
-  for (int o : g.outputs)
-    out.push_back(values[o].front());
+  for (size_t k = 0; k < g.outputs.size(); ++k)
+    out.push_back(ready && handed[k] ? Tensor() : values[g.outputs[k]].front());
   return out;
 }
 
@@ -324,6 +356,13 @@ std::vector<Tensor> execute(const Graph& g, std::vector<Tensor> inputs,
   if (charges.size() != g.nodes.size())
     throw std::logic_error("execute: the charges do not match the graph");
   return run_graph(g, std::move(inputs), {}, &charges);
+}
+
+std::vector<Tensor> execute(const Graph& g, std::vector<Tensor> inputs,
+                            const GraphCharges& charges, const OutputReady& ready) {
+  if (charges.size() != g.nodes.size())
+    throw std::logic_error("execute: the charges do not match the graph");
+  return run_graph(g, std::move(inputs), {}, &charges, ready ? &ready : nullptr);
 }
 
 }  // namespace ein

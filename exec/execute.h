@@ -4,6 +4,7 @@
 // runs its one kernel (run_fused.h), a result node picks another of its outputs.
 #pragma once
 
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -30,5 +31,15 @@ std::vector<Tensor> execute(const Graph& graph, std::vector<Tensor> inputs,
 /// graph's, the numbers ein report gives.
 std::vector<Tensor> execute(const Graph& graph, std::vector<Tensor> inputs,
                             const GraphCharges& charges);
+
+/// Called during execute() once per graph output, as soon as its value is final: the node that
+/// makes it has run and no later node reads it. Returning true takes the value (the callee may
+/// move from `value`); execute() then returns an undefined tensor in its place. A backward
+/// graph hands each parameter's gradient over this way while it computes the others.
+using OutputReady = std::function<bool(size_t output, Tensor& value)>;
+
+/// execute() with charges, handing outputs over as they become final (`ready`).
+std::vector<Tensor> execute(const Graph& graph, std::vector<Tensor> inputs,
+                            const GraphCharges& charges, const OutputReady& ready);
 
 }  // namespace ein

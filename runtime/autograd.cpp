@@ -173,8 +173,10 @@ void Tensor::backward(const Tensor& gradient) const {
     g = from_data(sum, sizes_).to(dtype_).to(device());
     return;
   }
-  // Consumers per node, counted over the reachable graph.
+  // Consumers per node, counted over the reachable graph; and per leaf with a
+  // post_accumulate_hook, the edges that bring it gradients (the hook runs after the last).
   std::unordered_map<GradNode*, int> consumers{{root, 0}};
+  std::unordered_map<AutogradMeta*, int> leaf_edges;
   std::vector<GradNode*> stack{root};
   while (!stack.empty()) {
     GradNode* n = stack.back();
@@ -184,8 +186,14 @@ void Tensor::backward(const Tensor& gradient) const {
         auto [it, fresh] = consumers.try_emplace(in->grad_fn.get(), 0);
         ++it->second;
         if (fresh) stack.push_back(in->grad_fn.get());
+      } else if (in && in->post_accumulate_hook) {
+        ++leaf_edges[in.get()];
       }
   }
+  const auto edge_done = [&](AutogradMeta& leaf) {
+    const auto it = leaf_edges.find(&leaf);
+    if (it != leaf_edges.end() && --it->second == 0) leaf.post_accumulate_hook();
+  };
   std::unordered_map<GradNode*, std::vector<Tensor>> pending;
   pending[root].resize(root->outputs.size());
   pending[root][autograd_->output_nr] = seed;
@@ -199,16 +207,30 @@ void Tensor::backward(const Tensor& gradient) const {
     for (size_t k = 0; k < n->outputs.size(); ++k)
       if (auto meta = n->outputs[k].lock(); meta && meta->retains_grad && grads_out[k].defined())
         accumulate_into(*meta, grads_out[k], *n);
-    const std::vector<Tensor> grads_in = n->apply(grads_out);
+    // Leaves whose gradients the node handed over while it ran (apply_early).
+    std::vector<bool> taken(n->inputs.size(), false);
+    const std::vector<Tensor> grads_in =
+        leaf_edges.empty() ? n->apply(grads_out)
+                           : n->apply_early(grads_out, [&](size_t j, Tensor& g) {
+                               if (j >= n->inputs.size() || taken[j] || !g.defined()) return false;
+                               const auto& in = n->inputs[j];
+                               if (!in || in->grad_fn) return false;
+                               accumulate_into(*in, g, *n);
+                               taken[j] = true;
+                               edge_done(*in);
+                               return true;
+                             });
     for (size_t j = 0; j < n->inputs.size(); ++j) {
       const auto& in = n->inputs[j];
-      if (!in || j >= grads_in.size() || !grads_in[j].defined()) {
-        if (in && in->grad_fn && --consumers[in->grad_fn.get()] == 0)
-          ready.push_back(in->grad_fn.get());
+      if (!in || taken[j]) continue;
+      if (j >= grads_in.size() || !grads_in[j].defined()) {
+        if (in->grad_fn && --consumers[in->grad_fn.get()] == 0) ready.push_back(in->grad_fn.get());
+        if (!in->grad_fn) edge_done(*in);
         continue;
       }
       if (!in->grad_fn) {
         accumulate_into(*in, grads_in[j], *n);
+        edge_done(*in);
         continue;
       }
       GradNode* next = in->grad_fn.get();

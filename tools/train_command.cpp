@@ -23,9 +23,9 @@ struct TrainFlags {
   std::vector<std::string> sets;
   std::optional<int64_t> steps;
   uint64_t seed = 0;
-  bool resume = false, quiet = false;
+  bool resume = false, quiet = false, no_overlap = false;
   int keep = 3, zero = 0;
-  int64_t bucket_mb = 25;
+  double bucket_mb = 25;
 };
 
 int run_train(const TrainFlags& f) {
@@ -59,6 +59,7 @@ int run_train(const TrainFlags& f) {
     o.quiet = f.quiet;
     o.zero = f.zero;
     o.bucket_mb = f.bucket_mb;
+    o.overlap = !f.no_overlap;
     o.name = "ein train";
     o.handle_signals = true;  // Ctrl-C and SIGTERM keep the last good checkpoint
 
@@ -112,6 +113,9 @@ void add_train_command(CLI::App& app, int& exit_code) {
                 "state across ranks, 2 also the gradients, 3 also the parameters (ZeRO stages)");
   c->add_option("--bucket-mb", o->bucket_mb,
                 "under mpirun: gradient bytes per exchange, in MiB (default 25, as PyTorch DDP)");
+  c->add_flag("--no-overlap", o->no_overlap,
+              "under mpirun: exchange the gradients after the backward instead of bucket by "
+              "bucket while it runs (the same results; for measuring the overlap)");
   c->callback([o, &exit_code] { exit_code = run_train(*o); });
 }
 

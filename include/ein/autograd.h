@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,6 +31,11 @@ struct AutogradMeta {
   Tensor grad;                        ///< the accumulated gradient (undefined until backward)
   std::shared_ptr<GradNode> grad_fn;  ///< the node that made it; null for a leaf
   int output_nr = 0;                  ///< which output of grad_fn it is
+  /// A leaf's hook (torch's register_post_accumulate_grad_hook): runs once per backward,
+  /// right after that backward added its last contribution to `grad`, so the gradient is
+  /// final while the backward goes on with other tensors. Data parallelism starts exchanging
+  /// a parameter's gradient here (runtime/dist/gradient_sync.h).
+  std::function<void()> post_accumulate_hook;
 };
 
 /// One recorded op on the tape.
@@ -39,6 +45,19 @@ class GradNode {
   /// The gradients of the op's inputs (one per entry of `inputs`; undefined: none) from the
   /// gradients of its outputs (one per output; undefined: zero).
   virtual std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) = 0;
+  /// How a node hands input `input`'s gradient to the walk before apply returns: true when
+  /// the walk took it (the input is a leaf: `grad` was added to its gradient, possibly by
+  /// moving from it), false when the node must return it from apply as usual.
+  using EarlyGrad = std::function<bool(size_t input, Tensor& grad)>;
+  /// apply(), for a node that finishes some input gradients long before others (a whole
+  /// backward graph finishes its parameters' gradients one by one): each finished gradient
+  /// may go to `early` at once, so the leaf's post_accumulate_hook runs while the node's
+  /// remaining work does. The walk calls this only when some leaf has a hook.
+  virtual std::vector<Tensor> apply_early(const std::vector<Tensor>& grad_outputs,
+                                          const EarlyGrad& early) {
+    (void)early;
+    return apply(grad_outputs);
+  }
   /// a + b for two gradients of one tensor (a fresh tensor).
   virtual Tensor accumulate(const Tensor& a, const Tensor& b) const = 0;
   /// What the op was, for error messages ("einsum 'b d, d f -> b f'").

@@ -113,6 +113,10 @@ struct StepStats {
   /// step starts): parameters, gradients, optimizer state, activations and temporaries.
   int64_t peak_memory = 0;
   int64_t comm_bytes = 0;   ///< distributed: gradient and parameter bytes this rank sent
+  /// Distributed: the step's gradient buckets, and how many of them the backward handed to
+  /// the exchange while it ran (TrainOptions::overlap; the rest waited for its end).
+  int64_t buckets = 0;
+  int64_t buckets_in_backward = 0;
 };
 
 /// Every knob of `ein train`; the names follow its flags and the train block's settings.
@@ -157,7 +161,10 @@ struct TrainOptions {
   /// ones it owns; the forward and backward fetch the others as the graph nodes that read them
   /// run, and free them after). One process: no effect.
   int zero = 0;
-  int64_t bucket_mb = 25;            ///< gradient bytes per exchange, in MiB (DDP's default)
+  double bucket_mb = 25;             ///< gradient bytes per exchange, in MiB (DDP's default)
+  /// Exchange each bucket as soon as the backward has finished its gradients, beside the rest
+  /// of the backward (DDP's overlap), rather than after it. The same bits either way.
+  bool overlap = true;
 };
 
 /// What fit() did.

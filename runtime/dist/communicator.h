@@ -50,6 +50,11 @@ class Communicator {
   /// `bytes` at `data` from rank `root` to all.
   virtual void broadcast(void* data, int64_t bytes, int root, std::string_view what) = 0;
   virtual void barrier(std::string_view what) = 0;
+  /// A second group of the same ranks whose collectives are independent of this one's, for
+  /// another thread to use while this one's go on (MPI_Comm_dup; the gradient exchange that
+  /// overlaps the backward, lane.h). Collective. Null where the backend cannot run two
+  /// threads' collectives at once (MPI without MPI_THREAD_MULTIPLE, NCCL today, one process).
+  virtual std::unique_ptr<Communicator> duplicate() { return nullptr; }
   /// Ends every process of the job after printing `why` (a collective that cannot complete).
   [[noreturn]] virtual void abort(const std::string& why) = 0;
 

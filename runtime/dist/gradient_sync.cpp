@@ -90,6 +90,13 @@ GradientSync::GradientSync(Communicator& comm, std::vector<Tensor> params, SyncO
   owner_ = partition_parameters(numels, comm_.size());
   grad_buckets_ = make_buckets(true);
   param_buckets_ = make_buckets(false);
+  if (options_.overlap && comm_.size() > 1 && !comm_.device_memory())
+    if (std::unique_ptr<Communicator> group = comm_.duplicate()) {
+      lane_ = std::make_unique<Lane>(std::move(group));
+      for (size_t i = 0; i < params_.size(); ++i)
+        if (const auto& meta = params_[i].autograd())
+          meta->post_accumulate_hook = [this, i] { gradient_final(i); };
+    }
 }
 
 std::vector<GradientSync::Bucket> GradientSync::make_buckets(bool reverse) const {
@@ -138,39 +145,109 @@ void GradientSync::set_gradients(const Bucket& b,
   }
 }
 
+std::unique_ptr<GradientSync::Exchange> GradientSync::capture(const Bucket& b) const {
+  auto x = std::make_unique<Exchange>();
+  for (size_t i : b.params)
+    x->grads.push_back(params_[i].grad());
+  return x;
+}
+
+void GradientSync::exchange(const Bucket& b, Exchange& x, Communicator& comm) const {
+  NoGrad no_grad;
+  const int n = comm.size();
+  const auto me = static_cast<size_t>(comm.rank());
+  x.send.assign(static_cast<size_t>(b.bytes), 0);
+  for (size_t k = 0; k < b.params.size(); ++k)
+    if (x.grads[k].defined()) read_bytes(x.grads[k], x.send.data() + b.offset[k]);
+  const int64_t mine = b.rank_bytes[me];
+  std::vector<char> recv(static_cast<size_t>(mine * n));
+  std::vector<int64_t> recv_counts(static_cast<size_t>(n), mine), recv_offsets(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i)
+    recv_offsets[static_cast<size_t>(i)] = i * mine;
+  comm.all_to_all_v(x.send.data(), b.rank_bytes, b.rank_offset, recv.data(), recv_counts,
+                    recv_offsets, "the gradient exchange");
+  // This rank's run, averaged in rank order, back into its place in `send`.
+  for (size_t k = 0; k < b.params.size(); ++k) {
+    const Tensor& p = params_[b.params[k]];
+    if (static_cast<size_t>(owner_[b.params[k]]) != me) continue;
+    const char* first = recv.data() + (b.offset[k] - b.rank_offset[me]);
+    char* to = x.send.data() + b.offset[k];
+    if (p.dtype() == DType::f64) average<double>(to, first, mine, n, p.numel());
+    else average<float>(to, first, mine, n, p.numel());
+  }
+  if (options_.zero == 0)
+    comm.all_gather_v(x.send.data() + b.rank_offset[me], x.send.data(), b.rank_bytes,
+                      b.rank_offset, "the gradient gather");
+  // The averages straight into the gradients this rank keeps, where they are plain host
+  // memory (the backward is done with them: they are final); finish() does the rest.
+  x.written.assign(b.params.size(), 0);
+  bool all = true;
+  for (size_t k = 0; k < b.params.size(); ++k) {
+    const bool kept = options_.zero == 0 || static_cast<size_t>(owner_[b.params[k]]) == me;
+    const Tensor& g = x.grads[k];
+    if (!kept) continue;
+    if (g.defined() && g.device().kind == DeviceKind::cpu && g.is_contiguous()) {
+      std::memcpy(g.data_ptr(), x.send.data() + b.offset[k], static_cast<size_t>(g.nbytes()));
+      x.written[k] = 1;
+    } else {
+      all = false;
+    }
+  }
+  if (all) x.send = std::vector<char>();  // nothing left to write: the buffer goes now
+}
+
+void GradientSync::finish(const Bucket& b, Exchange& x) {
+  set_gradients(b, [&](const Tensor& grad, size_t k) {
+    if (!x.written[k]) write_bytes(grad, x.send.data() + b.offset[k]);
+  });
+}
+
+void GradientSync::arm() {
+  if (!lane_) return;
+  armed_ = true;
+  final_.assign(params_.size(), 0);
+  exchanges_.clear();
+}
+
+void GradientSync::gradient_final(size_t param) {
+  if (!armed_) return;
+  final_[param] = 1;
+  while (exchanges_.size() < grad_buckets_.size()) {
+    const Bucket& b = grad_buckets_[exchanges_.size()];
+    for (size_t i : b.params)
+      if (!final_[i]) return;
+    exchanges_.push_back(capture(b));
+    lane_->submit([this, &b, x = exchanges_.back().get()](Communicator& comm) {
+      exchange(b, *x, comm);
+    });
+  }
+}
+
 void GradientSync::reduce_gradients() {
   if (comm_.device_memory()) return reduce_gradients_on_device();
-  NoGrad no_grad;
-  const int n = comm_.size();
-  const auto me = static_cast<size_t>(comm_.rank());
-  std::vector<char> send, recv;
-  for (const Bucket& b : grad_buckets_) {
-    send.assign(static_cast<size_t>(b.bytes), 0);
-    for (size_t k = 0; k < b.params.size(); ++k) {
-      const Tensor g = params_[b.params[k]].grad();
-      if (g.defined()) read_bytes(g, send.data() + b.offset[k]);
+  in_backward_ = armed_ ? exchanges_.size() : 0;
+  if (!armed_) {  // one bucket after another, here
+    for (const Bucket& b : grad_buckets_) {
+      const std::unique_ptr<Exchange> x = capture(b);
+      exchange(b, *x, comm_);
+      finish(b, *x);
     }
-    const int64_t mine = b.rank_bytes[me];
-    recv.resize(static_cast<size_t>(mine * n));
-    std::vector<int64_t> recv_counts(static_cast<size_t>(n), mine), recv_offsets(static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i)
-      recv_offsets[static_cast<size_t>(i)] = i * mine;
-    comm_.all_to_all_v(send.data(), b.rank_bytes, b.rank_offset, recv.data(), recv_counts,
-                       recv_offsets, "the gradient exchange");
-    // This rank's run, averaged in rank order, back into its place in `send`.
-    for (size_t k = 0; k < b.params.size(); ++k) {
-      const Tensor& p = params_[b.params[k]];
-      if (static_cast<size_t>(owner_[b.params[k]]) != me) continue;
-      const char* first = recv.data() + (b.offset[k] - b.rank_offset[me]);
-      char* to = send.data() + b.offset[k];
-      if (p.dtype() == DType::f64) average<double>(to, first, mine, n, p.numel());
-      else average<float>(to, first, mine, n, p.numel());
-    }
-    if (options_.zero == 0)
-      comm_.all_gather_v(send.data() + b.rank_offset[me], send.data(), b.rank_bytes, b.rank_offset,
-                         "the gradient gather");
-    set_gradients(b, [&](const Tensor& grad, size_t k) { write_bytes(grad, send.data() + b.offset[k]); });
+    return;
   }
+  // The buckets the backward did not finish (a parameter it gave no gradient), in order.
+  armed_ = false;
+  while (exchanges_.size() < grad_buckets_.size()) {
+    const Bucket& b = grad_buckets_[exchanges_.size()];
+    exchanges_.push_back(capture(b));
+    lane_->submit([this, &b, x = exchanges_.back().get()](Communicator& comm) {
+      exchange(b, *x, comm);
+    });
+  }
+  lane_->wait_all();
+  NoGrad no_grad;
+  for (size_t i = 0; i < grad_buckets_.size(); ++i)
+    finish(grad_buckets_[i], *exchanges_[i]);
+  exchanges_.clear();
 }
 
 void GradientSync::gather_parameters() {
@@ -268,6 +345,9 @@ thread_local bool g_fetching = false;
 }  // namespace
 
 GradientSync::~GradientSync() {
+  lane_.reset();  // waits for what it runs
+  for (const Tensor& p : params_)
+    if (const auto& meta = p.autograd()) meta->post_accumulate_hook = nullptr;
   std::lock_guard lock(g_sharded_mutex);
   for (const Tensor& p : params_)
     g_sharded.erase(p.storage().get());

@@ -21,6 +21,13 @@
 // under ZeRO 1 and 2 (which leave each rank its own part). With a communicator on device
 // memory (NCCL) the buckets are device tensors and the average a kernel adding in the same
 // order, so a CUDA run never stages gradients through the host.
+//
+// Overlap: after arm(), each parameter's gradient reports when the backward has finished it
+// (AutogradMeta::post_accumulate_hook; a whole backward graph hands its outputs over one by
+// one, exec/execute.h), and a bucket whose gradients are all final goes to a lane (lane.h) at
+// once, in bucket order, so the exchange runs while the backward computes the rest, as DDP's
+// buckets do. reduce_gradients() hands over what is left and waits. The bytes and the
+// additions are the same as without overlap, so the results are bitwise the same.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +37,7 @@
 #include <ein/tensor.h>
 
 #include "runtime/dist/communicator.h"
+#include "runtime/dist/lane.h"
 
 namespace ein::dist {
 
@@ -45,6 +53,9 @@ struct SyncOptions {
   /// ZeRO 3: forward-and-backward passes per optimizer step (gradient accumulation's
   /// micro-steps), each of which fetches every parameter twice (bytes_per_step()).
   int64_t micro_steps = 1;
+  /// Exchange buckets while the backward runs (arm()), where the communicator can duplicate
+  /// its group (Communicator::duplicate(): MPI with MPI_THREAD_MULTIPLE; host memory).
+  bool overlap = true;
 };
 
 /// The owner of each parameter: consecutive runs, balanced by element count. Every rank gets
@@ -69,7 +80,20 @@ class GradientSync {
   /// Averages every parameter's gradient over the ranks (an undefined gradient counts as
   /// zeros). Plain data parallel: every rank ends with every average. ZeRO 1 and 2: each rank
   /// ends with the averages of the parameters it owns, and the others' gradients are dropped.
+  /// After arm(), the exchanges the backward already started are waited for.
   void reduce_gradients();
+  /// The next backward is the step's last (its gradients are final when it has added to
+  /// them): exchange each bucket as soon as the backward finishes it. No-op where nothing
+  /// overlaps (overlaps()).
+  void arm();
+  /// Whether exchanges overlap the backward (a lane exists).
+  bool overlaps() const { return lane_ != nullptr; }
+  /// The gradient buckets, and how many of them the last reduce_gradients() found already
+  /// handed to the exchange by the backward (0 without overlap).
+  size_t buckets() const { return grad_buckets_.size(); }
+  size_t buckets_in_backward() const { return in_backward_; }
+  /// Bytes the overlapped exchanges sent so far (besides the communicator's own stats).
+  int64_t lane_sent_bytes() const { return lane_ ? lane_->sent_bytes() : 0; }
   /// ZeRO: every rank receives the parameters their owners just updated (no-op without ZeRO).
   void gather_parameters();
   /// Bytes this rank sends per reduce_gradients() + gather_parameters() (what ein report
@@ -108,7 +132,24 @@ class GradientSync {
     std::vector<int64_t> rank_offset; ///< where each rank's run starts in the bucket
     int64_t bytes = 0;
   };
+  /// One bucket's exchange: the gradients (captured when the bucket was handed over), the
+  /// bytes sent and received, and which gradients already hold their averages.
+  struct Exchange {
+    std::vector<Tensor> grads;   ///< per bucket parameter, its gradient (may be undefined)
+    std::vector<char> send;      ///< the bucket; after the exchange, the averages
+    std::vector<char> written;   ///< per bucket parameter: its gradient holds the average
+  };
   std::vector<Bucket> make_buckets(bool reverse) const;
+  /// The host exchange of bucket `b` on `comm` (this group, or the lane's): packs the
+  /// gradients, averages this rank's run in rank order, gathers (plain data parallel) and
+  /// writes the averages into the contiguous host gradients this rank keeps.
+  void exchange(const Bucket& b, Exchange& x, Communicator& comm) const;
+  /// On the calling thread after exchange(): the gradients it could not write, and ZeRO's drops.
+  void finish(const Bucket& b, Exchange& x);
+  std::unique_ptr<Exchange> capture(const Bucket& b) const;
+  /// A parameter's gradient is final (its post_accumulate_hook): hand over the buckets, in
+  /// order, whose gradients are all final.
+  void gradient_final(size_t param);
   /// After a bucket's exchange: drops the gradients of parameters other ranks own (ZeRO) and
   /// has `write(grad, k)` fill the kept gradient of the bucket's k-th parameter.
   void set_gradients(const Bucket& b, const std::function<void(const Tensor&, size_t)>& write);
@@ -123,6 +164,12 @@ class GradientSync {
   std::vector<int> owner_;
   std::vector<Bucket> grad_buckets_, param_buckets_;
   bool sharded_ = false;
+  // Overlap (arm()).
+  std::unique_ptr<Lane> lane_;
+  bool armed_ = false;
+  std::vector<char> final_;  ///< per parameter: the armed backward finished its gradient
+  std::vector<std::unique_ptr<Exchange>> exchanges_;  ///< handed to the lane, in bucket order
+  size_t in_backward_ = 0;
 };
 
 /// Graph execution's read of a graph input (exec/execute.cpp): a parameter of a sharded

@@ -1,7 +1,8 @@
-// Communicator over MPI (communicator.h). Only the main thread calls MPI (MPI_THREAD_FUNNELED);
-// a watchdog thread ends the process when a collective outlives the timeout, and the launcher
-// (mpirun) then ends the other ranks: Open MPI aborts a job one of whose processes exits
-// without MPI_Finalize.
+// Communicator over MPI (communicator.h). MPI is initialised with MPI_THREAD_MULTIPLE where the
+// library provides it, so a duplicate() (its own MPI communicator) can run collectives on a
+// second thread beside the main thread's; each group has its own watchdog thread, which ends
+// the process when a collective outlives the timeout, and the launcher (mpirun) then ends the
+// other ranks: Open MPI aborts a job one of whose processes exits without MPI_Finalize.
 #include "runtime/dist/mpi_communicator.h"
 
 #ifdef EIN_HAVE_MPI
@@ -52,9 +53,10 @@ class MpiCommunicator final : public Communicator {
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized) {
-      int provided = 0;
-      check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+      check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &threads_), "MPI_Init_thread");
       owns_ = true;
+    } else {
+      MPI_Query_thread(&threads_);
     }
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
@@ -66,11 +68,27 @@ class MpiCommunicator final : public Communicator {
     MPI_Comm_free(&local);
     watchdog_ = std::make_unique<Watchdog>(rank_, timeout_seconds);
   }
+  /// A duplicate of `of`'s group (duplicate()).
+  MpiCommunicator(const MpiCommunicator& of, MPI_Comm comm)
+      : comm_(comm), rank_(of.rank_), size_(of.size_), local_rank_(of.local_rank_),
+        threads_(of.threads_) {
+    timeout_seconds = of.timeout_seconds;
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    watchdog_ = std::make_unique<Watchdog>(rank_, timeout_seconds);
+  }
   ~MpiCommunicator() override {
     watchdog_.reset();
     int finalized = 0;
     MPI_Finalized(&finalized);
+    if (comm_ != MPI_COMM_WORLD && !finalized) MPI_Comm_free(&comm_);
     if (owns_ && !finalized) MPI_Finalize();
+  }
+
+  std::unique_ptr<Communicator> duplicate() override {
+    if (threads_ < MPI_THREAD_MULTIPLE) return nullptr;
+    MPI_Comm dup;
+    check(MPI_Comm_dup(comm_, &dup), "MPI_Comm_dup");
+    return std::make_unique<MpiCommunicator>(*this, dup);
   }
 
   int rank() const override { return rank_; }
@@ -89,7 +107,7 @@ class MpiCommunicator final : public Communicator {
     const auto sc = counts_of(send_counts, what), so = counts_of(send_offsets, what);
     const auto rc = counts_of(recv_counts, what), ro = counts_of(recv_offsets, what);
     check(MPI_Alltoallv(send, sc.data(), so.data(), MPI_BYTE, recv, rc.data(), ro.data(), MPI_BYTE,
-                        MPI_COMM_WORLD),
+                        comm_),
           what);
   }
 
@@ -102,7 +120,7 @@ class MpiCommunicator final : public Communicator {
     // A rank's part already in place in `recv` is MPI_IN_PLACE (MPI forbids aliasing buffers).
     const bool in_place = send == static_cast<const char*>(recv) + o[static_cast<size_t>(rank_)];
     check(MPI_Allgatherv(in_place ? MPI_IN_PLACE : send, c[static_cast<size_t>(rank_)], MPI_BYTE,
-                         recv, c.data(), o.data(), MPI_BYTE, MPI_COMM_WORLD),
+                         recv, c.data(), o.data(), MPI_BYTE, comm_),
           what);
   }
 
@@ -110,12 +128,12 @@ class MpiCommunicator final : public Communicator {
     Watchdog::Scope scope(*watchdog_, what);
     ++stats.collectives;
     if (rank_ == root) stats.sent_bytes += bytes * (size_ - 1);
-    check(MPI_Bcast(data, count_of(bytes, what), MPI_BYTE, root, MPI_COMM_WORLD), what);
+    check(MPI_Bcast(data, count_of(bytes, what), MPI_BYTE, root, comm_), what);
   }
 
   void barrier(std::string_view what) override {
     Watchdog::Scope scope(*watchdog_, what);
-    check(MPI_Barrier(MPI_COMM_WORLD), what);
+    check(MPI_Barrier(comm_), what);
   }
 
   [[noreturn]] void abort(const std::string& why) override {
@@ -126,7 +144,9 @@ class MpiCommunicator final : public Communicator {
   }
 
  private:
+  MPI_Comm comm_ = MPI_COMM_WORLD;
   int rank_ = 0, size_ = 1, local_rank_ = 0;
+  int threads_ = MPI_THREAD_SINGLE;  ///< the thread support MPI provides
   bool owns_ = false;
   std::unique_ptr<Watchdog> watchdog_;
 };

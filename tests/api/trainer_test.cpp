@@ -12,7 +12,9 @@
 
 #include <unistd.h>
 
+#include <ein/autograd.h>
 #include <ein/diagnostic.h>
+#include <ein/flop_counter.h>
 #include <ein/nn.h>
 #include <ein/ops.h>
 #include <ein/optim.h>
@@ -210,6 +212,49 @@ TEST(Trainer, ByteGptFromTokenDataAndSample) {
   const std::string text = trainer.sample();
   EXPECT_EQ(text.rfind("The ", 0), 0u) << text;
   EXPECT_GE(text.size(), 9u);
+}
+
+// A script's loss is one node on the tape, whose backward is one graph; that graph hands each
+// parameter's gradient over as soon as its last node ran (exec/execute.h's OutputReady), so a
+// parameter's post_accumulate_hook runs while the backward still computes the others' (what
+// lets data parallelism exchange buckets during the backward). Each hook runs once, and the
+// gradient it sees is the final one, bit for bit.
+TEST(Trainer, ParameterGradientsAreFinalBeforeTheBackwardEnds) {
+  ScriptTrainOptions load;
+  load.sets = {{"D", "32"}, {"L", "2"}, {"H", "2"}, {"T", "16"}, {"B", "4"}};
+  TrainScript s = load_train_script(example("gpt/byte_gpt.ein"), load);
+  const std::vector<NamedTensor> params = s.model->parameters();
+  const size_t n = params.size();
+  ASSERT_GT(n, 4u);
+  FlopCounter counter;
+  std::vector<int64_t> xs(4 * 16), ys(4 * 16);
+  for (size_t k = 0; k < xs.size(); ++k) {
+    xs[k] = static_cast<int64_t>((k * 37 + 11) % 256);
+    ys[k] = static_cast<int64_t>((k * 53 + 7) % 256);
+  }
+  const Tensor loss = s.model->loss({from_data(xs, {4, 16}), from_data(ys, {4, 16})}, 0);
+  std::vector<double> fired_at(n, -1);  // backward FLOPs counted when the hook ran
+  std::vector<int> calls(n, 0);
+  std::vector<std::vector<float>> seen(n);
+  for (size_t i = 0; i < n; ++i)
+    params[i].tensor.autograd()->post_accumulate_hook = [&, i] {
+      fired_at[i] = static_cast<double>(counter.totals().flops);
+      ++calls[i];
+      seen[i] = params[i].tensor.grad().detach().contiguous().to_vector<float>();
+    };
+  loss.backward();
+  const double end = static_cast<double>(counter.totals().flops);
+  size_t early = 0;
+  for (size_t i = 0; i < n; ++i) {
+    EXPECT_EQ(calls[i], 1) << params[i].name;
+    EXPECT_EQ(seen[i], params[i].tensor.grad().detach().contiguous().to_vector<float>())
+        << params[i].name << ": the hook saw a gradient that changed afterwards";
+    early += fired_at[i] < end ? 1 : 0;
+    params[i].tensor.autograd()->post_accumulate_hook = nullptr;
+  }
+  // The last blocks' gradients come first; only those the backward's last nodes make (the
+  // embeddings) can be final at its very end.
+  EXPECT_GE(early, n - 2) << early << " of " << n << " hooks ran before the backward's end";
 }
 
 // The save/recompute plans (include/ein/autograd.h's Recompute) change what the backward

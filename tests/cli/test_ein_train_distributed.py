@@ -146,6 +146,29 @@ def main():
         else:
             check(False, f"ein report (wide): {report.stderr[-400:]}")
 
+        # 2a. The exchange overlapping the backward: with small buckets (0.1 MiB: 14 of them)
+        # the backward hands every bucket to the exchange while it runs; the same bits and
+        # bytes as after the backward (--no-overlap) and as one 25 MiB bucket, at every stage.
+        small = train(tmp, "small_buckets", 2, 8, "--bucket-mb", "0.1", steps=6)
+        after = train(tmp, "no_overlap", 2, 8, "--bucket-mb", "0.1", "--no-overlap", steps=6)
+        check(bool(small) and all(r["buckets"] == 14 and r["buckets_in_backward"] == 14 for r in small),
+              "--bucket-mb 0.1: 14 buckets, all handed to the exchange during the backward "
+              f"({[(r['buckets'], r['buckets_in_backward']) for r in small[:2]]})")
+        check(bool(after) and all(r["buckets_in_backward"] == 0 for r in after),
+              "--no-overlap: no bucket leaves before the backward ends")
+        check(losses(small) == losses(after) == losses(dp)[:6],
+              "overlapped, not overlapped and one bucket: bitwise the same losses")
+        check(bool(small) and all(r["comm_bytes"] == params_bytes for r in small + after),
+              "overlapped or not: each step sends the parameters' bytes once")
+        for z in (1, 2, 3):
+            rows = train(tmp, f"small_buckets_z{z}", 2, 8, "--bucket-mb", "0.1", "--zero", str(z), steps=6)
+            check(losses(rows) == losses(dp)[:6] and all(r["buckets_in_backward"] == 14 for r in rows),
+                  f"--zero {z} with 14 overlapped buckets: bitwise the losses of data parallel")
+        bad = subprocess.run(mpi + [ein, "train", script, "--steps", "1", "--bucket-mb", "0"],
+                             capture_output=True, text=True, env=env, timeout=120)
+        check(bad.returncode != 0 and "--bucket-mb 0: expected more than 0" in bad.stderr,
+              f"--bucket-mb 0 is refused: {bad.stderr.strip()[-200:]}")
+
         # 2b. Gradient accumulation (np=2 × 2 micro-batches of 4 against np=1 × 2 of 8), and bf16.
         acc_script = os.path.join(tmp, "byte_gpt_acc.ein")
         text = open(script).read().replace("steps = 600", "steps = 600\n  accumulate = 2")
