@@ -438,6 +438,7 @@ TrainResult Trainer::fit() {
     double loss_sum = 0;
     int64_t step_comm = 0;  // what this rank sent in the step
     const int64_t lane_before = lane_sent();
+    const int64_t prefetched_before = sync ? sync->prefetched() : 0;
     // 6. Micro-batches: each backward adds its gradients scaled by loss_scale / accumulate.
     //    Model FLOPs are the forward and backward of the loss (what ein report counts); the
     //    batch function's work, recomputation and the update are counted on their own.
@@ -477,6 +478,7 @@ TrainResult Trainer::fit() {
       step_comm += group_sent() - sent + lane_sent() - lane_before;
       s.buckets = sync->buckets();
       s.buckets_in_backward = sync->buckets_in_backward();
+      s.prefetched = sync->prefetched() - prefetched_before;
       s.loss = comm.sum(s.loss, "the loss") / ranks;
       s.tokens *= ranks;
     }
@@ -545,6 +547,7 @@ TrainResult Trainer::fit() {
         j["comm_bytes"] = s.comm_bytes;  // this rank's gradient/parameter traffic
         j["buckets"] = s.buckets;
         j["buckets_in_backward"] = s.buckets_in_backward;
+        if (r.zero == 3) j["prefetched"] = s.prefetched;
       }
       if (r.fp16) {
         j["loss_scale"] = s.loss_scale;  // the scale this step's backward used

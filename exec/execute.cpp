@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <stdexcept>
 
 #include <ein/diagnostic.h>
@@ -38,6 +39,10 @@ struct Context {
   std::vector<int> taker;  ///< per input index, the last input node of that index
   int node = 0;            ///< the node running
   Device device;
+  /// ZeRO 3: the graph's reads of sharded parameters, prefetched (null: none here), and per
+  /// node, its read's index there (input nodes).
+  dist::GraphFetches* fetches = nullptr;
+  std::vector<int> read_of = {};
 };
 
 /// A node reading another reads its first result (`result` nodes pick the others).
@@ -49,10 +54,12 @@ Tensor run_input(const GraphNode& n, const Values&, Context& c) {
   // The last input node of an index takes the tensor over, so execute() holds no reference of
   // its own once that node's value dies.
   // A parameter of a sharded ZeRO 3 run is fetched from its owner here, at the node that
-  // reads it, and freed with the node's value after its last reader.
+  // reads it (the next one already travelling: GraphFetches), and freed with the node's
+  // value after its last reader.
   const int index = std::get<InputAttr>(n.attr).index;
-  return dist::fetch_sharded(c.taker[index] == c.node ? std::move(c.inputs[index])
-                                                      : Tensor(c.inputs[index]));
+  Tensor x = c.taker[index] == c.node ? std::move(c.inputs[index]) : Tensor(c.inputs[index]);
+  if (c.fetches) return c.fetches->take(static_cast<size_t>(c.read_of[c.node]), std::move(x));
+  return dist::fetch_sharded(std::move(x));
 }
 
 Tensor run_view(const GraphNode& n, const Values& v, Context&) {
@@ -269,6 +276,19 @@ std::vector<Tensor> run_graph(const Graph& g, std::vector<Tensor> inputs,
                                            inputs.size()));
       c.taker[index] = static_cast<int>(i);
     }
+  // ZeRO 3: the sharded parameters this graph reads, in the order its input nodes run.
+  std::optional<dist::GraphFetches> fetches;
+  if (dist::fetching()) {
+    std::vector<Tensor> reads;
+    c.read_of.assign(g.nodes.size(), -1);
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+      if (g.nodes[i].op == GraphOp::input) {
+        c.read_of[i] = static_cast<int>(reads.size());
+        reads.push_back(inputs[static_cast<size_t>(std::get<InputAttr>(g.nodes[i].attr).index)]);
+      }
+    fetches.emplace(reads);
+    if (fetches->any()) c.fetches = &*fetches;
+  }
   Values values(g.nodes.size());
   NodeProfile* prof = profile();
   // A node's results are dropped after its last reader ran, so an intermediate's memory goes

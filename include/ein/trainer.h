@@ -117,6 +117,8 @@ struct StepStats {
   /// the exchange while it ran (TrainOptions::overlap; the rest waited for its end).
   int64_t buckets = 0;
   int64_t buckets_in_backward = 0;
+  /// ZeRO 3: parameter fetches started before the node reading them ran (prefetch).
+  int64_t prefetched = 0;
 };
 
 /// Every knob of `ein train`; the names follow its flags and the train block's settings.

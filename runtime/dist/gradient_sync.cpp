@@ -395,6 +395,80 @@ Tensor GradientSync::fetch(size_t param, const Tensor& x) {
   return full.as_strided(x.shape(), x.strides(), x.offset());
 }
 
+uint64_t GradientSync::start_fetch(size_t param, Tensor& full) {
+  const Tensor& p = params_[param];
+  const int owner = owner_[param];
+  if (owner != comm_.rank()) full = empty(p.shape(), p.dtype(), p.device());
+  void* data = owner == comm_.rank() ? (comm_.device_memory() ? p.device_ptr() : p.data_ptr())
+                                     : (comm_.device_memory() ? full.device_ptr() : full.data_ptr());
+  const int64_t bytes = p.nbytes();
+  if (!lane_) {
+    comm_.broadcast(data, bytes, owner, "the parameter fetch");
+    return 0;
+  }
+  return lane_->submit([data, bytes, owner](Communicator& comm) {
+    comm.broadcast(data, bytes, owner, "the parameter fetch");
+  });
+}
+
+void GradientSync::wait(uint64_t ticket) {
+  if (lane_ && ticket > 0) lane_->wait(ticket);
+}
+
+GraphFetches::GraphFetches(const std::vector<Tensor>& reads) : reads_(reads.size()) {
+  if (!g_fetching) return;
+  std::lock_guard lock(g_sharded_mutex);
+  for (size_t k = 0; k < reads.size(); ++k) {
+    if (!reads[k].defined()) continue;
+    const auto it = g_sharded.find(reads[k].storage().get());
+    if (it == g_sharded.end() || !it->second.sync->sharded()) continue;
+    reads_[k].sync = it->second.sync;
+    reads_[k].param = it->second.param;
+    any_ = true;
+  }
+}
+
+GraphFetches::~GraphFetches() {
+  for (Read& r : reads_)
+    if (r.started && r.sync) {
+      try {
+        r.sync->wait(r.ticket);
+      } catch (...) {  // the lane failed: its error reached (or reaches) whoever waits next
+      }
+    }
+}
+
+void GraphFetches::start(size_t k) {
+  Read& r = reads_[k];
+  if (r.started || !r.sync) return;
+  r.ticket = r.sync->start_fetch(r.param, r.full);
+  r.started = true;
+}
+
+Tensor GraphFetches::take(size_t k, Tensor x) {
+  Read& r = reads_.at(k);
+  if (!r.sync) return x;
+  start(k);
+  // The next sharded read travels now, where a lane carries it beside this thread's work.
+  for (size_t next = k + 1; next < reads_.size(); ++next)
+    if (reads_[next].sync) {
+      if (reads_[next].sync->overlaps() && !reads_[next].started) {
+        start(next);
+        ++reads_[next].sync->prefetched_;
+      }
+      break;
+    }
+  r.sync->wait(r.ticket);
+  r.started = false;  // taken: nothing left to wait for
+  if (!r.full.defined()) return x;  // the owner: its parameter as it is
+  Tensor full = std::move(r.full);
+  return full.as_strided(x.shape(), x.strides(), x.offset());
+}
+
+bool fetching() {
+  return g_fetching;
+}
+
 Tensor fetch_sharded(Tensor x) {
   if (!g_fetching || !x.defined()) return x;  // every graph input: a move, no lookup
   Sharded found;

@@ -119,6 +119,13 @@ class GradientSync {
   bool sharded() const { return sharded_; }
   /// The value of parameter-viewing tensor `x` (collective; see fetch_sharded()).
   Tensor fetch(size_t param, const Tensor& x);
+  /// fetch() started on the lane (prefetch; GraphFetches): `full` receives parameter
+  /// `param` (the owner sends from its own memory and gets `full` undefined); wait for the
+  /// returned ticket before reading it. Without a lane, the fetch is done when this returns.
+  uint64_t start_fetch(size_t param, Tensor& full);
+  void wait(uint64_t ticket);
+  /// ZeRO 3: fetches started ahead of their read so far (GraphFetches' prefetch).
+  int64_t prefetched() const { return prefetched_; }
 
   ~GradientSync();
   GradientSync(const GradientSync&) = delete;
@@ -170,12 +177,48 @@ class GradientSync {
   std::vector<char> final_;  ///< per parameter: the armed backward finished its gradient
   std::vector<std::unique_ptr<Exchange>> exchanges_;  ///< handed to the lane, in bucket order
   size_t in_backward_ = 0;
+  int64_t prefetched_ = 0;
+  friend class GraphFetches;
 };
 
 /// Graph execution's read of a graph input (exec/execute.cpp): a parameter of a sharded
 /// ZeRO 3 run, while a FetchScope is active on this thread, comes back as its full value
 /// (GradientSync::fetch, a broadcast from its owner); any other tensor as it is.
 Tensor fetch_sharded(Tensor x);
+
+/// ZeRO 3's reads in one graph run (exec/execute.cpp): the graph's input nodes, in the order
+/// they run, with the tensors they read. Each read of a sharded parameter is fetched from its
+/// owner, and the next sharded read's fetch is started on the lane (GradientSync::start_fetch)
+/// as soon as this one's is taken, so it travels while the nodes reading this one compute
+/// (prefetch, one parameter ahead: memory grows by at most one parameter). Outside a
+/// FetchScope, or for other tensors, take() returns the tensor as it is.
+class GraphFetches {
+ public:
+  explicit GraphFetches(const std::vector<Tensor>& reads);
+  /// Waits for fetches still travelling (a graph that stopped early) before their buffers go.
+  ~GraphFetches();
+  GraphFetches(const GraphFetches&) = delete;
+  GraphFetches& operator=(const GraphFetches&) = delete;
+  /// Whether any read is of a sharded parameter.
+  bool any() const { return any_; }
+  /// The value for read `k`, whose tensor is `x` (moved in: the caller's last reference).
+  Tensor take(size_t k, Tensor x);
+
+ private:
+  struct Read {
+    GradientSync* sync = nullptr;  ///< null: not a sharded parameter
+    size_t param = 0;
+    Tensor full;                   ///< the fetched parameter (non-owners)
+    uint64_t ticket = 0;
+    bool started = false;
+  };
+  void start(size_t k);
+  std::vector<Read> reads_;
+  bool any_ = false;
+};
+
+/// Whether a FetchScope is active on this thread.
+bool fetching();
 
 /// Makes fetch_sharded() fetch on this thread for its lifetime (a training step's forward and
 /// backward, which every rank runs alike).

@@ -164,6 +164,16 @@ def main():
             rows = train(tmp, f"small_buckets_z{z}", 2, 8, "--bucket-mb", "0.1", "--zero", str(z), steps=6)
             check(losses(rows) == losses(dp)[:6] and all(r["buckets_in_backward"] == 14 for r in rows),
                   f"--zero {z} with 14 overlapped buckets: bitwise the losses of data parallel")
+        # ZeRO 3 prefetches the next parameter on the lane while the current one is read;
+        # without the lane (--no-overlap) each is fetched when read: the same bits and bytes.
+        z3_plain = train(tmp, "zero3_no_overlap", 2, 8, "--zero", "3", "--no-overlap", steps=6)
+        check(bool(rows3) and all(r["prefetched"] > 0 for r in rows3) and
+              all(r["prefetched"] == 0 for r in z3_plain),
+              f"--zero 3 prefetches ({rows3[0]['prefetched'] if rows3 else '?'} fetches a step "
+              "started ahead), --no-overlap does not")
+        check(losses(z3_plain) == losses(dp)[:6] and
+              [r["comm_bytes"] for r in z3_plain] == [r["comm_bytes"] for r in rows3[:6]],
+              "--zero 3 --no-overlap (no prefetch): bitwise the losses, the same bytes")
         bad = subprocess.run(mpi + [ein, "train", script, "--steps", "1", "--bucket-mb", "0"],
                              capture_output=True, text=True, env=env, timeout=120)
         check(bad.returncode != 0 and "--bucket-mb 0: expected more than 0" in bad.stderr,
