@@ -9,8 +9,10 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 #include <limits>
 #include <string>
 
@@ -71,7 +73,7 @@ class MpiCommunicator final : public Communicator {
   /// A duplicate of `of`'s group (duplicate()).
   MpiCommunicator(const MpiCommunicator& of, MPI_Comm comm)
       : comm_(comm), rank_(of.rank_), size_(of.size_), local_rank_(of.local_rank_),
-        threads_(of.threads_) {
+        threads_(of.threads_), yields_(true) {
     timeout_seconds = of.timeout_seconds;
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     watchdog_ = std::make_unique<Watchdog>(rank_, timeout_seconds);
@@ -106,9 +108,11 @@ class MpiCommunicator final : public Communicator {
       if (j != rank_) stats.sent_bytes += send_counts.at(static_cast<size_t>(j));
     const auto sc = counts_of(send_counts, what), so = counts_of(send_offsets, what);
     const auto rc = counts_of(recv_counts, what), ro = counts_of(recv_offsets, what);
-    check(MPI_Alltoallv(send, sc.data(), so.data(), MPI_BYTE, recv, rc.data(), ro.data(), MPI_BYTE,
-                        comm_),
+    MPI_Request request;
+    check(MPI_Ialltoallv(send, sc.data(), so.data(), MPI_BYTE, recv, rc.data(), ro.data(),
+                         MPI_BYTE, comm_, &request),
           what);
+    complete(request, what);
   }
 
   void all_gather_v(const void* send, void* recv, const std::vector<int64_t>& counts,
@@ -119,21 +123,44 @@ class MpiCommunicator final : public Communicator {
     const auto c = counts_of(counts, what), o = counts_of(offsets, what);
     // A rank's part already in place in `recv` is MPI_IN_PLACE (MPI forbids aliasing buffers).
     const bool in_place = send == static_cast<const char*>(recv) + o[static_cast<size_t>(rank_)];
-    check(MPI_Allgatherv(in_place ? MPI_IN_PLACE : send, c[static_cast<size_t>(rank_)], MPI_BYTE,
-                         recv, c.data(), o.data(), MPI_BYTE, comm_),
+    MPI_Request request;
+    check(MPI_Iallgatherv(in_place ? MPI_IN_PLACE : send, c[static_cast<size_t>(rank_)], MPI_BYTE,
+                          recv, c.data(), o.data(), MPI_BYTE, comm_, &request),
           what);
+    complete(request, what);
   }
 
   void broadcast(void* data, int64_t bytes, int root, std::string_view what) override {
     Watchdog::Scope scope(*watchdog_, what);
     ++stats.collectives;
     if (rank_ == root) stats.sent_bytes += bytes * (size_ - 1);
-    check(MPI_Bcast(data, count_of(bytes, what), MPI_BYTE, root, comm_), what);
+    MPI_Request request;
+    check(MPI_Ibcast(data, count_of(bytes, what), MPI_BYTE, root, comm_, &request), what);
+    complete(request, what);
   }
 
   void barrier(std::string_view what) override {
     Watchdog::Scope scope(*watchdog_, what);
-    check(MPI_Barrier(comm_), what);
+    MPI_Request request;
+    check(MPI_Ibarrier(comm_, &request), what);
+    complete(request, what);
+  }
+
+  /// Waits for `request`. The main group waits as MPI does (it polls: the fastest answer).
+  /// A duplicate, whose thread runs beside the compute threads (a lane), polls a few times
+  /// and then sleeps between polls, so waiting for a slower rank leaves the core to the
+  /// computation it overlaps.
+  void complete(MPI_Request& request, std::string_view what) {
+    if (!yields_) {
+      check(MPI_Wait(&request, MPI_STATUS_IGNORE), what);
+      return;
+    }
+    for (int polls = 0;; ++polls) {
+      int done = 0;
+      check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), what);
+      if (done) return;
+      if (polls >= 64) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
   }
 
   [[noreturn]] void abort(const std::string& why) override {
@@ -147,6 +174,7 @@ class MpiCommunicator final : public Communicator {
   MPI_Comm comm_ = MPI_COMM_WORLD;
   int rank_ = 0, size_ = 1, local_rank_ = 0;
   int threads_ = MPI_THREAD_SINGLE;  ///< the thread support MPI provides
+  bool yields_ = false;              ///< a lane's group: sleep between polls (complete())
   bool owns_ = false;
   std::unique_ptr<Watchdog> watchdog_;
 };
