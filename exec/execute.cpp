@@ -244,22 +244,13 @@ std::vector<int> last_readers(const Graph& g) {
   return last;
 }
 
-/// Per node, the outputs (indices into g.outputs) that are final once that node has run and
-/// every node reading them has: what execute() hands to an OutputReady. An output listed
-/// twice stays with execute() (one value cannot be taken twice).
+/// Per node, the outputs (indices into g.outputs) that are final once it has run
+/// (outputs_final_after): what execute() offers an OutputReady then.
 std::vector<std::vector<size_t>> final_outputs(const Graph& g) {
-  const int n = static_cast<int>(g.nodes.size());
-  std::vector<int> after(n, -1), listed(n, 0);
-  for (int i = 0; i < n; ++i) {
-    after[i] = std::max(after[i], i);
-    for (int in : g.nodes[i].inputs)
-      after[in] = std::max(after[in], i);
-  }
-  for (int o : g.outputs)
-    ++listed[o];
   std::vector<std::vector<size_t>> final_at(g.nodes.size());
-  for (size_t k = 0; k < g.outputs.size(); ++k)
-    if (listed[g.outputs[k]] == 1) final_at[after[g.outputs[k]]].push_back(k);
+  const std::vector<int> after = outputs_final_after(g);
+  for (size_t k = 0; k < after.size(); ++k)
+    if (after[k] >= 0) final_at[static_cast<size_t>(after[k])].push_back(k);
   return final_at;
 }
 

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -148,12 +149,61 @@ std::string list_element(const std::string& scope) {
   return "";
 }
 
+/// Data parallel under ZeRO 2 and 3: what decides when a rank drops a gradient
+/// (runtime/dist/gradient_sync.h).
+struct ShardedGradients {
+  std::vector<int> param_of_input;  ///< per forward input index: its trained parameter, or -1
+  std::vector<int> owner;           ///< per trained parameter: the rank that owns it
+  std::vector<int> bucket;          ///< per trained parameter: its gradient bucket
+  int ranks = 0;
+};
+
+/// Per backward output, for `rank`: the backward node after which the rank drops that
+/// gradient (another rank owns it), or -1 (kept). A bucket goes to the exchange when the
+/// backward has finished its last gradient and every bucket before it has gone; a bucket
+/// with a parameter the backward gives no gradient goes only after the backward.
+std::vector<int> gradient_drops(const Backward& b, const Graph& fused, const ShardedGradients& s,
+                                int rank) {
+  const std::vector<int> final_after = outputs_final_after(fused);
+  const int buckets = s.bucket.empty() ? 0 : *std::max_element(s.bucket.begin(), s.bucket.end()) + 1;
+  std::vector<int> done(static_cast<size_t>(buckets), -1);
+  std::vector<char> early(static_cast<size_t>(buckets), 1), has(s.bucket.size(), 0);
+  const auto param_of = [&](size_t k) {
+    const int input = b.wrt[k];
+    return input >= 0 && input < static_cast<int>(s.param_of_input.size())
+               ? s.param_of_input[static_cast<size_t>(input)] : -1;
+  };
+  for (size_t k = 0; k < final_after.size() && k < b.wrt.size(); ++k) {
+    const int p = param_of(k);
+    if (p < 0) continue;
+    has[static_cast<size_t>(p)] = 1;
+    const auto at = static_cast<size_t>(s.bucket[static_cast<size_t>(p)]);
+    if (final_after[k] < 0) early[at] = 0;
+    done[at] = std::max(done[at], final_after[k]);
+  }
+  for (size_t p = 0; p < has.size(); ++p)
+    if (!has[p]) early[static_cast<size_t>(s.bucket[p])] = 0;
+  for (size_t j = 1; j < done.size(); ++j) {  // in bucket order
+    early[j] = early[j] && early[j - 1];
+    done[j] = std::max(done[j], done[j - 1]);
+  }
+  std::vector<int> drops(final_after.size(), -1);
+  for (size_t k = 0; k < drops.size() && k < b.wrt.size(); ++k) {
+    const int p = param_of(k);
+    if (p < 0 || s.owner[static_cast<size_t>(p)] == rank) continue;
+    const auto at = static_cast<size_t>(s.bucket[static_cast<size_t>(p)]);
+    if (early[at]) drops[k] = done[at];
+  }
+  return drops;
+}
+
 /// A save/recompute plan of the step as ein train runs it (api/tape.cpp): the backward under
 /// `policy`, fused, after the forward fused with the values the backward reads as extra
-/// outputs; its liveness as the executor frees values (compiler/cost/step_memory.h).
+/// outputs; its liveness as the executor frees values (compiler/cost/step_memory.h). With
+/// `sharded`, also each rank's peak under ZeRO 2 and 3.
 RecomputePlan recompute_plan(const Graph& g, const std::vector<bool>& needs,
                              const std::vector<bool>& weights, const std::vector<int>& blocks,
-                             Recompute policy) {
+                             Recompute policy, const ShardedGradients* sharded = nullptr) {
   CompiledGraph c = compile_graph(
       g, {.differentiate = needs, .recompute = policy, .blocks = blocks, .fuse = true});
   const Backward& b = *c.backward;
@@ -170,6 +220,12 @@ RecomputePlan recompute_plan(const Graph& g, const std::vector<bool>& needs,
       fused_step_memory(forward, static_cast<int>(g.outputs.size()), c.fused, b.saved_base);
   plan.peak = m.peak;
   plan.peak_with_gradients = m.peak_with_gradients;
+  for (int rank = 0; sharded && rank < sharded->ranks; ++rank) {
+    const std::vector<int> drops = gradient_drops(b, c.fused, *sharded, rank);
+    plan.zero2_peak_with_gradients.push_back(
+        fused_step_memory(forward, static_cast<int>(g.outputs.size()), c.fused, b.saved_base, drops)
+            .peak_with_gradients);
+  }
   return plan;
 }
 
@@ -231,6 +287,7 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
   r.bandwidth = o.hw->memory_bandwidth;
   r.device_memory = o.hw->memory_bytes;
   r.gpus = o.gpus;
+  r.bucket_mb = o.bucket_mb;
   r.mfu = o.mfu;
   r.tokens = o.tokens;
 
@@ -394,6 +451,24 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
       }
       r.zero3_comm_bytes.push_back((total - own) + fetched * (ranks - 1));
     }
+  }
+  // ZeRO 2 and 3: which rank drops which gradient when (runtime/dist/gradient_sync.h).
+  std::optional<ShardedGradients> sharded;
+  if (back && !r.comm_bytes.empty()) {
+    ShardedGradients sg;
+    sg.ranks = static_cast<int>(r.gpus);
+    sg.owner = dist::partition_parameters(trained_numels, sg.ranks);
+    sg.bucket = dist::gradient_buckets(
+        trained_bytes, std::max<int64_t>(1, std::llround(o.bucket_mb * (1 << 20))));
+    std::map<std::string, int> trained_index;
+    for (const script::ParamInfo& p : params)
+      if (kFloatDTypes.contains(p.dtype)) trained_index.emplace(p.name, static_cast<int>(trained_index.size()));
+    sg.param_of_input.assign(trace.inputs.size(), -1);
+    for (size_t i = 0; i < trace.inputs.size(); ++i)
+      if (trace.inputs[i].starts_with("param:"))
+        if (const auto it = trained_index.find(trace.inputs[i].substr(6)); it != trained_index.end())
+          sg.param_of_input[i] = it->second;
+    sharded = std::move(sg);
   }
   if (back) {
     const Graph& bg = back->graph;
@@ -627,7 +702,8 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
   // the numbers above); the blocks plan is the activation-checkpointing what-if.
   if (back) {
     for (const Recompute policy : {Recompute::none, Recompute::automatic, Recompute::blocks}) {
-      RecomputePlan plan = recompute_plan(g, needs, weights, trace.blocks, policy);
+      RecomputePlan plan = recompute_plan(g, needs, weights, trace.blocks, policy,
+                                          policy == o.recompute && sharded ? &*sharded : nullptr);
       if (policy == o.recompute) {
         r.chosen = static_cast<int>(r.plans.size());
         r.activation_peak = static_cast<double>(plan.peak);
@@ -638,10 +714,17 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
         for (LedgerItem& item : r.ledger)
           if (item.what == "temporaries at the liveness peak") item.bytes = r.temporaries;
         r.zero_rank_peak.clear();
+        r.zero2_rank_peak.clear();
         r.zero3_rank_peak.clear();
-        for (double own : r.owned_fraction) {
+        for (size_t rank = 0; rank < r.owned_fraction.size(); ++rank) {
+          const double own = r.owned_fraction[rank];
           r.zero_rank_peak.push_back(r.step_peak - r.bytes_of(napkin::StatePart::optimizer) * (1 - own));
-          r.zero3_rank_peak.push_back(r.zero_rank_peak.back() -
+          const double dropped =
+              rank < plan.zero2_peak_with_gradients.size()
+                  ? static_cast<double>(plan.peak_with_gradients - plan.zero2_peak_with_gradients[rank])
+                  : 0.0;
+          r.zero2_rank_peak.push_back(r.zero_rank_peak.back() - dropped);
+          r.zero3_rank_peak.push_back(r.zero2_rank_peak.back() -
                                       r.bytes_of(napkin::StatePart::params) * (1 - own));
         }
       }

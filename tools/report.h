@@ -23,6 +23,7 @@ struct ReportOptions {
   const HardwareProfile* hw = nullptr;  ///< required
   MathMode math = MathMode::bf16;  ///< the peak column used for roofline and time
   double gpus = 1;                 ///< data-parallel devices
+  double bucket_mb = 25;           ///< data parallel: gradient bytes per exchange (ein train's)
   double mfu = 0.4;                ///< model FLOPs utilization for the time estimate
   std::optional<double> tokens;    ///< training tokens (time section)
   /// The optimizer whose state the ledger counts; nullopt: the script's (its `state`
@@ -41,6 +42,9 @@ struct RecomputePlan {
   int64_t recompute_matmul_flops = 0;  ///< of which contractions
   int64_t peak = 0;               ///< the activations' liveness peak as the step runs fused
   int64_t peak_with_gradients = 0;  ///< the same with the gradients as they are made
+  /// Data parallel, per rank, under ZeRO 2 and 3: peak_with_gradients when the rank drops
+  /// the gradients other ranks own as the backward hands their bucket to the exchange.
+  std::vector<int64_t> zero2_peak_with_gradients;
 };
 
 /// One source expression within one module scope (or merged scopes, with --depth).
@@ -135,6 +139,7 @@ struct Report {
   double checkpoint_activations = 0;  ///< the blocks plan's liveness peak
   int64_t checkpoint_recompute_flops = 0;  ///< the blocks plan's recomputed forward work
   double gpus = 1, mfu = 0;
+  double bucket_mb = 25;  ///< data parallel: the gradient bucket size in MiB (ReportOptions::bucket_mb)
   std::optional<double> tokens;
   /// Data parallel over `gpus` ranks (mpirun -np N ein train): the bytes each rank sends per
   /// training step, the same at ZeRO 0, 1 and 2 (runtime/dist/gradient_sync.h's step_bytes;
@@ -145,12 +150,15 @@ struct Report {
   /// those the backward graph reads (runtime/dist/gradient_sync.h). Per micro-step of a step
   /// without accumulation. Empty for one device or without a backward.
   std::vector<int64_t> zero3_comm_bytes;
-  /// The same run's allocator peak per rank at ZeRO 1 and 2 (B per rank): step_peak less the
-  /// optimizer state of the parameters other ranks own. (ein's backward hands back all the
-  /// gradients at once, so stage 2 frees none before the peak; docs/distributed.md.) At ZeRO 0
-  /// every rank's peak is step_peak.
+  /// The same run's allocator peak per rank at ZeRO 1 (B per rank): step_peak less the
+  /// optimizer state of the parameters other ranks own. At ZeRO 0 every rank's peak is
+  /// step_peak.
   std::vector<double> zero_rank_peak;
-  /// The same at ZeRO 3: zero_rank_peak less the parameters other ranks own, which a rank
+  /// The same at ZeRO 2: zero_rank_peak less what dropping the gradients other ranks own
+  /// during the backward saves (each goes when its bucket is handed to the exchange, as the
+  /// backward finishes the bucket: RecomputePlan::zero2_peak_with_gradients).
+  std::vector<double> zero2_rank_peak;
+  /// The same at ZeRO 3: zero2_rank_peak less the parameters other ranks own, which a rank
   /// holds only while the graph nodes that read them run (fetched from their owner).
   std::vector<double> zero3_rank_peak;
   std::vector<double> owned_fraction;  ///< per rank: its share of the parameters' elements

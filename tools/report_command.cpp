@@ -25,6 +25,7 @@ namespace {
 
 struct ReportFlags {
   std::string file, fn = "train.loss", hw = "h100", math = "bf16", gpus = "1", mfu = "0.4";
+  std::string bucket_mb = "25";
   std::string tokens, optimizer, precision, recompute = "auto", format = "text", output;
   std::vector<std::string> sets;
   int depth = -1;
@@ -41,6 +42,7 @@ int run_report(const ReportFlags& f) {
     if (!math) throw RuntimeError(fmt::format("--math {}: expected fp64, fp32, tf32, bf16, fp16 or fp8", f.math));
     o.math = *math;
     o.gpus = parse_count(f.gpus, "--gpus");
+    o.bucket_mb = parse_positive(f.bucket_mb, "--bucket-mb");
     o.mfu = parse_fraction(f.mfu, "--mfu");
     if (!f.tokens.empty()) o.tokens = parse_positive(f.tokens, "--tokens");
     if (!f.optimizer.empty()) {
@@ -91,6 +93,9 @@ void add_report_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--hw", f->hw, "device: a100, h100, h100-pcie, h200 (default h100)");
   cmd->add_option("--math", f->math, "the peak column: fp64 fp32 tf32 bf16 fp16 fp8 (default bf16)");
   cmd->add_option("--gpus", f->gpus, "data-parallel devices (default 1)");
+  cmd->add_option("--bucket-mb", f->bucket_mb,
+                  "with --gpus: ein train's gradient bucket size in MiB (default 25; decides "
+                  "when ZeRO 2 drops gradients)");
   cmd->add_option("--mfu", f->mfu, "model FLOPs utilization for the time (default 0.4)");
   cmd->add_option("--tokens", f->tokens, "training tokens (300e9, 300B): the time section");
   cmd->add_option("--optimizer", f->optimizer, "count this optimizer's state instead of the script's: sgd momentum adagrad lion adam adamw");

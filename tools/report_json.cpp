@@ -80,6 +80,7 @@ std::string render_json(const Report& r, const Summary& s) {
   j["communication"] = {{"bytes_per_step_per_rank", r.comm_bytes},
                         {"zero3_bytes_per_step_per_rank", r.zero3_comm_bytes},
                         {"zero_peak_per_rank", r.zero_rank_peak},
+                        {"zero2_peak_per_rank", r.zero2_rank_peak},
                         {"zero3_peak_per_rank", r.zero3_rank_peak}};
   j["memory"]["micro_batches"] = micro;
   if (s.korthikanti)

@@ -103,11 +103,12 @@ std::string render_text(const Report& r, const Summary& s, bool md) {
                      r.comm_bytes.front()));
     if (!r.zero_rank_peak.empty())
       line(fmt::format("per rank of that run, with B per rank (a global batch of {} x B): peak {} at ZeRO 0; "
-                       "rank 0 {} at ZeRO 1 and 2 (its share of the optimizer state; ein's backward frees "
-                       "no gradients before the peak); {} at ZeRO 3 (its share of the parameters too: "
-                       "the others are fetched as the nodes that read them run).",
+                       "rank 0 {} at ZeRO 1 (its share of the optimizer state); {} at ZeRO 2 (the "
+                       "others' gradients dropped as the backward hands their {} MiB bucket to the "
+                       "exchange); {} at ZeRO 3 (its share of the parameters too: the others are "
+                       "fetched as the nodes that read them run).",
                        grouped(r.gpus), si(r.step_peak, "B"), si(r.zero_rank_peak.front(), "B"),
-                       si(r.zero3_rank_peak.front(), "B")));
+                       si(r.zero2_rank_peak.front(), "B"), r.bucket_mb, si(r.zero3_rank_peak.front(), "B")));
     if (!r.zero3_comm_bytes.empty())
       line(fmt::format("at ZeRO 3 rank 0 sends {} bytes per step: the gradient exchange, then its own "
                        "parameters to the other ranks once for the forward and again for those the "

@@ -96,7 +96,7 @@ StepMemory step_memory(const Graph& forward, const Backward& backward) {
 }
 
 StepMemory fused_step_memory(const Graph& forward, int outputs, const Graph& backward,
-                             int saved_base) {
+                             int saved_base, std::span<const int> freed_after) {
   // One timeline: forward node f at time f, backward node j at nf + j. Buffers as in
   // step_memory(); a result node's buffer is allocated when its kernel runs.
   const int nf = static_cast<int>(forward.nodes.size());
@@ -145,14 +145,16 @@ StepMemory fused_step_memory(const Graph& forward, int outputs, const Graph& bac
       last[buf[nf + in]] = std::max(last[buf[nf + in]], nf + j);
   const int steps = nf + nb;
   // Gradients are the ledger's line, not activations; they count only in peak_with_gradients,
-  // from when they are made to the end of the step.
+  // from when they are made to the end of the step (or to freed_after).
   std::vector<bool> gradient(buffers, false);
   std::vector<int64_t> grown(static_cast<size_t>(steps) + 1, 0);
-  for (int out : backward.outputs) {
-    const int b = buf[nf + out];
+  for (size_t k = 0; k < backward.outputs.size(); ++k) {
+    const int b = buf[nf + backward.outputs[k]];
     if (b < nf || gradient[b] || born[b] < 0) continue;
     gradient[b] = true;
     grown[born[b]] += size[b];
+    if (k < freed_after.size() && freed_after[k] >= 0)
+      grown[std::max(born[b] + 1, nf + freed_after[k] + 1)] -= size[b];
   }
   std::vector<int64_t> delta(static_cast<size_t>(steps) + 1, 0);
   for (int b = 0; b < buffers; ++b) {

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "compiler/autodiff/autodiff.h"
@@ -43,7 +44,10 @@ StepMemory step_memory(const Graph& forward, const Backward& backward);
 /// tape's plan, api/tape.cpp). Every node allocates its results when it runs (a fused kernel
 /// all its outputs, which its result nodes hand on) and frees each after its last reader.
 /// What the kernels allocate inside (BLAS packing) is not seen.
+/// `freed_after`, per backward output: the backward node after which that gradient is freed
+/// (a rank's ZeRO 2 drop of a gradient another rank owns, runtime/dist/gradient_sync.h);
+/// -1, or no entry: it lives to the end of the step.
 StepMemory fused_step_memory(const Graph& forward, int outputs, const Graph& backward,
-                             int saved_base);
+                             int saved_base, std::span<const int> freed_after = {});
 
 }  // namespace ein

@@ -1,6 +1,7 @@
 // Graph IR construction, dumps and verification.
 #include "compiler/graph/graph.h"
 
+#include <algorithm>
 #include <array>
 #include <stdexcept>
 
@@ -252,6 +253,22 @@ void verify(const Graph& g) {
   }
   for (int o : g.outputs)
     if (o < 0 || o >= static_cast<int>(g.nodes.size())) fail(g.nodes.size(), "bad output");
+}
+
+std::vector<int> outputs_final_after(const Graph& g) {
+  const int n = static_cast<int>(g.nodes.size());
+  std::vector<int> after(static_cast<size_t>(n), -1), listed(static_cast<size_t>(n), 0);
+  for (int i = 0; i < n; ++i) {
+    after[static_cast<size_t>(i)] = std::max(after[static_cast<size_t>(i)], i);
+    for (int in : g.nodes[static_cast<size_t>(i)].inputs)
+      after[static_cast<size_t>(in)] = std::max(after[static_cast<size_t>(in)], i);
+  }
+  for (int o : g.outputs)
+    ++listed[static_cast<size_t>(o)];
+  std::vector<int> final_after;
+  for (int o : g.outputs)
+    final_after.push_back(listed[static_cast<size_t>(o)] == 1 ? after[static_cast<size_t>(o)] : -1);
+  return final_after;
 }
 
 }  // namespace ein

@@ -169,6 +169,12 @@ struct Graph {
 /// One line per node: `%3 = reduce[mean] %2 : f32[8, 64]`.
 std::string dump(const Graph& graph);
 
+/// Per output of `graph` (in order), the node after which its value is final when the graph
+/// runs in node order: the later of the node that makes it and the last node that reads it.
+/// -1 for a node listed as an output twice. The executor hands outputs over there
+/// (exec/execute.h's OutputReady); `ein report`'s ZeRO 2 memory frees gradients there.
+std::vector<int> outputs_final_after(const Graph& graph);
+
 /// Checks arities, input order and attribute kinds; throws std::logic_error (a lowering bug).
 void verify(const Graph& graph);
 

@@ -99,19 +99,49 @@ GradientSync::GradientSync(Communicator& comm, std::vector<Tensor> params, SyncO
     }
 }
 
+namespace {
+
+/// Parameters in `order` cut into runs of at most `cap` bytes (a larger one alone): per
+/// parameter, its run.
+std::vector<int> cut_buckets(const std::vector<size_t>& order, const std::vector<int64_t>& bytes,
+                             int64_t cap) {
+  std::vector<int> bucket(bytes.size(), 0);
+  int at = -1;
+  int64_t filled = 0;
+  for (size_t i : order) {
+    if (at < 0 || (filled > 0 && filled + bytes[i] > cap)) {
+      ++at;
+      filled = 0;
+    }
+    bucket[i] = at;
+    filled += bytes[i];
+  }
+  return bucket;
+}
+
+}  // namespace
+
+std::vector<int> gradient_buckets(const std::vector<int64_t>& bytes, int64_t bucket_bytes) {
+  std::vector<size_t> order(bytes.size());
+  std::iota(order.rbegin(), order.rend(), size_t{0});
+  return cut_buckets(order, bytes, bucket_bytes);
+}
+
 std::vector<GradientSync::Bucket> GradientSync::make_buckets(bool reverse) const {
   std::vector<size_t> order(params_.size());
   std::iota(order.begin(), order.end(), size_t{0});
   if (reverse) std::reverse(order.begin(), order.end());
+  std::vector<int64_t> bytes;
+  for (const Tensor& p : params_)
+    bytes.push_back(p.nbytes());
+  const std::vector<int> of = cut_buckets(order, bytes, options_.bucket_bytes);
   std::vector<Bucket> buckets;
   for (size_t i : order) {
-    const int64_t bytes = params_[i].nbytes();
-    if (buckets.empty() || (buckets.back().bytes > 0 && buckets.back().bytes + bytes > options_.bucket_bytes))
-      buckets.emplace_back();
+    if (static_cast<size_t>(of[i]) == buckets.size()) buckets.emplace_back();
     Bucket& b = buckets.back();
     b.params.push_back(i);
     b.offset.push_back(b.bytes);
-    b.bytes += bytes;
+    b.bytes += bytes[i];
   }
   const auto n = static_cast<size_t>(comm_.size());
   for (Bucket& b : buckets) {
@@ -145,20 +175,34 @@ void GradientSync::set_gradients(const Bucket& b,
   }
 }
 
-std::unique_ptr<GradientSync::Exchange> GradientSync::capture(const Bucket& b) const {
+std::unique_ptr<GradientSync::Exchange> GradientSync::capture(const Bucket& b,
+                                                               bool during_backward) {
   auto x = std::make_unique<Exchange>();
   for (size_t i : b.params)
     x->grads.push_back(params_[i].grad());
+  if (during_backward && options_.zero >= 2) {
+    pack(b, *x);
+    for (size_t k = 0; k < b.params.size(); ++k) {
+      if (owns(b.params[k])) continue;
+      x->grads[k] = Tensor();
+      if (const auto& meta = params_[b.params[k]].autograd()) meta->grad = Tensor();
+    }
+  }
   return x;
+}
+
+void GradientSync::pack(const Bucket& b, Exchange& x) const {
+  x.send.assign(static_cast<size_t>(b.bytes), 0);
+  for (size_t k = 0; k < b.params.size(); ++k)
+    if (x.grads[k].defined()) read_bytes(x.grads[k], x.send.data() + b.offset[k]);
+  x.packed = true;
 }
 
 void GradientSync::exchange(const Bucket& b, Exchange& x, Communicator& comm) const {
   NoGrad no_grad;
   const int n = comm.size();
   const auto me = static_cast<size_t>(comm.rank());
-  x.send.assign(static_cast<size_t>(b.bytes), 0);
-  for (size_t k = 0; k < b.params.size(); ++k)
-    if (x.grads[k].defined()) read_bytes(x.grads[k], x.send.data() + b.offset[k]);
+  if (!x.packed) pack(b, x);
   const int64_t mine = b.rank_bytes[me];
   std::vector<char> recv(static_cast<size_t>(mine * n));
   std::vector<int64_t> recv_counts(static_cast<size_t>(n), mine), recv_offsets(static_cast<size_t>(n));
@@ -216,7 +260,7 @@ void GradientSync::gradient_final(size_t param) {
     const Bucket& b = grad_buckets_[exchanges_.size()];
     for (size_t i : b.params)
       if (!final_[i]) return;
-    exchanges_.push_back(capture(b));
+    exchanges_.push_back(capture(b, true));
     lane_->submit([this, &b, x = exchanges_.back().get()](Communicator& comm) {
       exchange(b, *x, comm);
     });
@@ -228,7 +272,7 @@ void GradientSync::reduce_gradients() {
   in_backward_ = armed_ ? exchanges_.size() : 0;
   if (!armed_) {  // one bucket after another, here
     for (const Bucket& b : grad_buckets_) {
-      const std::unique_ptr<Exchange> x = capture(b);
+      const std::unique_ptr<Exchange> x = capture(b, false);
       exchange(b, *x, comm_);
       finish(b, *x);
     }
@@ -238,7 +282,7 @@ void GradientSync::reduce_gradients() {
   armed_ = false;
   while (exchanges_.size() < grad_buckets_.size()) {
     const Bucket& b = grad_buckets_[exchanges_.size()];
-    exchanges_.push_back(capture(b));
+    exchanges_.push_back(capture(b, false));
     lane_->submit([this, &b, x = exchanges_.back().get()](Communicator& comm) {
       exchange(b, *x, comm);
     });

@@ -18,7 +18,9 @@
 // the owner of each element adds the ranks' contributions in rank order 0, 1, ..., then
 // divides by the world size. The order is fixed, so the average is bitwise the same run to run
 // and the same under plain data parallelism (which then gathers it back to every rank) and
-// under ZeRO 1 and 2 (which leave each rank its own part). With a communicator on device
+// under ZeRO 1 and 2 (which leave each rank its own part). ZeRO 2 (and 3) drops the others'
+// gradients as soon as their bucket goes to the overlapped exchange, during the backward;
+// ZeRO 1 keeps them until the exchange is waited for. With a communicator on device
 // memory (NCCL) the buckets are device tensors and the average a kernel adding in the same
 // order, so a CUDA run never stages gradients through the host.
 //
@@ -61,6 +63,12 @@ struct SyncOptions {
 /// The owner of each parameter: consecutive runs, balanced by element count. Every rank gets
 /// a run (possibly empty when there are fewer parameters than ranks).
 std::vector<int> partition_parameters(const std::vector<int64_t>& numels, int ranks);
+
+/// The gradient buckets of parameters of `bytes` bytes each: the parameters in reverse order
+/// (as the backward finishes them) cut into runs of at most `bucket_bytes` (a larger
+/// parameter goes alone). Per parameter, its bucket, 0 being the first the backward finishes.
+/// GradientSync's buckets and `ein report`'s ZeRO 2 memory both come from it.
+std::vector<int> gradient_buckets(const std::vector<int64_t>& bytes, int64_t bucket_bytes);
 
 /// Bytes rank `rank` of `ranks` sends in one training step for parameters of `numels`
 /// elements and `bytes` bytes each, at any stage: the exchange sends the P − own bytes of the
@@ -145,6 +153,7 @@ class GradientSync {
     std::vector<Tensor> grads;   ///< per bucket parameter, its gradient (may be undefined)
     std::vector<char> send;      ///< the bucket; after the exchange, the averages
     std::vector<char> written;   ///< per bucket parameter: its gradient holds the average
+    bool packed = false;         ///< `send` holds the gradients already (ZeRO 2 and 3)
   };
   std::vector<Bucket> make_buckets(bool reverse) const;
   /// The host exchange of bucket `b` on `comm` (this group, or the lane's): packs the
@@ -153,7 +162,11 @@ class GradientSync {
   void exchange(const Bucket& b, Exchange& x, Communicator& comm) const;
   /// On the calling thread after exchange(): the gradients it could not write, and ZeRO's drops.
   void finish(const Bucket& b, Exchange& x);
-  std::unique_ptr<Exchange> capture(const Bucket& b) const;
+  /// Bucket `b`'s gradients for its exchange. `during_backward` under ZeRO 2 and 3: packed
+  /// here, and the gradients of parameters other ranks own dropped at once, so their memory
+  /// goes while the backward goes on (the point of stage 2).
+  std::unique_ptr<Exchange> capture(const Bucket& b, bool during_backward);
+  void pack(const Bucket& b, Exchange& x) const;
   /// A parameter's gradient is final (its post_accumulate_hook): hand over the buckets, in
   /// order, whose gradients are all final.
   void gradient_final(size_t param);

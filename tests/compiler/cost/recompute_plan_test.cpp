@@ -232,6 +232,33 @@ TEST(RecomputePlan, FusedLivenessOfTheStepAsItRuns) {
   }
 }
 
+// A gradient freed early (a rank's ZeRO 2 drop, `freed_after`) stops counting after that
+// node. In this MLP the peak with gradients is where the first gradient is made (the
+// activations' peak plus that one gradient), so freeing each gradient right after the node
+// that finishes it cannot lower it; it can never raise it, and -1 keeps the default. (The
+// wide GPT in cli.ein_train_distributed is where the drop lowers the peak, measured.)
+TEST(RecomputePlan, GradientsFreedEarlyNeverRaiseThePeakWithGradients) {
+  Mlp m;
+  const Graph& g = m.b.graph();
+  CompiledGraph c = compile_graph(g, {.differentiate = kWeights, .recompute = Recompute::none});
+  const Backward& b = *c.backward;
+  Graph with_saved = g;
+  with_saved.outputs.insert(with_saved.outputs.end(), b.saved.begin(), b.saved.end());
+  const Graph forward = compile_graph(std::move(with_saved), {}).fused;
+  const StepMemory kept = fused_step_memory(forward, 1, c.fused, b.saved_base);
+  const std::vector<int> never(c.fused.outputs.size(), -1);
+  EXPECT_EQ(fused_step_memory(forward, 1, c.fused, b.saved_base, never).peak_with_gradients,
+            kept.peak_with_gradients);
+  const std::vector<int> at_once = outputs_final_after(c.fused);
+  ASSERT_EQ(at_once.size(), c.fused.outputs.size());
+  for (int after : at_once)
+    EXPECT_GE(after, 0);
+  const StepMemory dropped = fused_step_memory(forward, 1, c.fused, b.saved_base, at_once);
+  EXPECT_EQ(dropped.peak, kept.peak);  // activations are not affected
+  EXPECT_EQ(kept.peak_with_gradients, kept.peak + D * F * 4);  // the first gradient's birth
+  EXPECT_EQ(dropped.peak_with_gradients, kept.peak_with_gradients);
+}
+
 TEST(RecomputePlan, NamesRoundTrip) {
   for (Recompute p : {Recompute::none, Recompute::automatic, Recompute::blocks, Recompute::full})
     EXPECT_EQ(parse_recompute(recompute_name(p)), p);
