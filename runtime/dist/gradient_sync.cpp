@@ -248,6 +248,9 @@ void GradientSync::finish(const Bucket& b, Exchange& x) {
 
 void GradientSync::arm() {
   if (!lane_) return;
+  // A step that never reached reduce_gradients() (its backward threw) may have left
+  // exchanges running: they finish before their buffers go.
+  if (!exchanges_.empty()) lane_->wait_all();
   armed_ = true;
   final_.assign(params_.size(), 0);
   exchanges_.clear();
