@@ -158,44 +158,58 @@ struct ShardedGradients {
   int ranks = 0;
 };
 
-/// Per backward output, for `rank`: the backward node after which the rank drops that
+/// Per backward output, for every rank: the backward node after which the rank drops that
 /// gradient (another rank owns it), or -1 (kept). A bucket goes to the exchange when the
 /// backward has finished its last gradient and every bucket before it has gone; a bucket
 /// with a parameter the backward gives no gradient goes only after the backward.
-std::vector<int> gradient_drops(const Backward& b, const Graph& fused, const ShardedGradients& s,
-                                int rank) {
-  const std::vector<int> final_after = outputs_final_after(fused);
-  const int buckets = s.bucket.empty() ? 0 : *std::max_element(s.bucket.begin(), s.bucket.end()) + 1;
-  std::vector<int> done(static_cast<size_t>(buckets), -1);
-  std::vector<char> early(static_cast<size_t>(buckets), 1), has(s.bucket.size(), 0);
-  const auto param_of = [&](size_t k) {
-    const int input = b.wrt[k];
-    return input >= 0 && input < static_cast<int>(s.param_of_input.size())
-               ? s.param_of_input[static_cast<size_t>(input)] : -1;
-  };
-  for (size_t k = 0; k < final_after.size() && k < b.wrt.size(); ++k) {
-    const int p = param_of(k);
-    if (p < 0) continue;
-    has[static_cast<size_t>(p)] = 1;
-    const auto at = static_cast<size_t>(s.bucket[static_cast<size_t>(p)]);
-    if (final_after[k] < 0) early[at] = 0;
-    done[at] = std::max(done[at], final_after[k]);
+class GradientDrops {
+ public:
+  GradientDrops(const Backward& b, const Graph& fused, const ShardedGradients& s) : b_(b), s_(s) {
+    const std::vector<int> final_after = outputs_final_after(fused);
+    outputs_ = std::min(final_after.size(), b.wrt.size());
+    const int buckets = s.bucket.empty() ? 0 : *std::max_element(s.bucket.begin(), s.bucket.end()) + 1;
+    done_.assign(static_cast<size_t>(buckets), -1);
+    early_.assign(static_cast<size_t>(buckets), 1);
+    std::vector<char> has(s.bucket.size(), 0);
+    for (size_t k = 0; k < outputs_; ++k) {
+      const int p = param_of(k);
+      if (p < 0) continue;
+      has[static_cast<size_t>(p)] = 1;
+      const auto at = static_cast<size_t>(s.bucket[static_cast<size_t>(p)]);
+      if (final_after[k] < 0) early_[at] = 0;
+      done_[at] = std::max(done_[at], final_after[k]);
+    }
+    for (size_t p = 0; p < has.size(); ++p)
+      if (!has[p]) early_[static_cast<size_t>(s.bucket[p])] = 0;
+    for (size_t j = 1; j < done_.size(); ++j) {  // in bucket order
+      early_[j] = early_[j] && early_[j - 1];
+      done_[j] = std::max(done_[j], done_[j - 1]);
+    }
   }
-  for (size_t p = 0; p < has.size(); ++p)
-    if (!has[p]) early[static_cast<size_t>(s.bucket[p])] = 0;
-  for (size_t j = 1; j < done.size(); ++j) {  // in bucket order
-    early[j] = early[j] && early[j - 1];
-    done[j] = std::max(done[j], done[j - 1]);
+
+  std::vector<int> of(int rank) const {
+    std::vector<int> drops(outputs_, -1);
+    for (size_t k = 0; k < outputs_; ++k) {
+      const int p = param_of(k);
+      if (p < 0 || s_.owner[static_cast<size_t>(p)] == rank) continue;
+      const auto at = static_cast<size_t>(s_.bucket[static_cast<size_t>(p)]);
+      if (early_[at]) drops[k] = done_[at];
+    }
+    return drops;
   }
-  std::vector<int> drops(final_after.size(), -1);
-  for (size_t k = 0; k < drops.size() && k < b.wrt.size(); ++k) {
-    const int p = param_of(k);
-    if (p < 0 || s.owner[static_cast<size_t>(p)] == rank) continue;
-    const auto at = static_cast<size_t>(s.bucket[static_cast<size_t>(p)]);
-    if (early[at]) drops[k] = done[at];
+
+ private:
+  int param_of(size_t k) const {
+    const int input = b_.wrt[k];
+    return input >= 0 && input < static_cast<int>(s_.param_of_input.size())
+               ? s_.param_of_input[static_cast<size_t>(input)] : -1;
   }
-  return drops;
-}
+  const Backward& b_;
+  const ShardedGradients& s_;
+  size_t outputs_ = 0;
+  std::vector<int> done_;
+  std::vector<char> early_;
+};
 
 /// A save/recompute plan of the step as ein train runs it (api/tape.cpp): the backward under
 /// `policy`, fused, after the forward fused with the values the backward reads as extra
@@ -220,11 +234,21 @@ RecomputePlan recompute_plan(const Graph& g, const std::vector<bool>& needs,
       fused_step_memory(forward, static_cast<int>(g.outputs.size()), c.fused, b.saved_base);
   plan.peak = m.peak;
   plan.peak_with_gradients = m.peak_with_gradients;
-  for (int rank = 0; sharded && rank < sharded->ranks; ++rank) {
-    const std::vector<int> drops = gradient_drops(b, c.fused, *sharded, rank);
-    plan.zero2_peak_with_gradients.push_back(
-        fused_step_memory(forward, static_cast<int>(g.outputs.size()), c.fused, b.saved_base, drops)
-            .peak_with_gradients);
+  if (sharded) {
+    // Ranks that drop the same gradients have the same peak (with many ranks, most own one
+    // parameter or none): one liveness sweep per distinct set, not per rank.
+    const GradientDrops drops(b, c.fused, *sharded);
+    std::map<std::vector<int>, int64_t> peak_of;
+    for (int rank = 0; rank < sharded->ranks; ++rank) {
+      const std::vector<int> d = drops.of(rank);
+      auto it = peak_of.find(d);
+      if (it == peak_of.end())
+        it = peak_of.emplace(d, fused_step_memory(forward, static_cast<int>(g.outputs.size()),
+                                                  c.fused, b.saved_base, d)
+                                    .peak_with_gradients)
+                 .first;
+      plan.zero2_peak_with_gradients.push_back(it->second);
+    }
   }
   return plan;
 }
