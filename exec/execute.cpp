@@ -205,8 +205,9 @@ constexpr std::array<Rule, 18> kRules = {
 };
 static_assert(static_cast<int>(GraphOp::result) + 1 == kRules.size(), "a rule per op in ops.def");
 
-/// EIN_PROFILE=1: wall time per node kind (op, kernel name, shape), the slowest printed to
-/// stderr at exit. A diagnostic for finding the node that dominates a graph's time.
+/// EIN_PROFILE=1: wall time per node kind (op, kernel name, shape), the 25 slowest printed to
+/// stderr at exit (EIN_PROFILE=N: the N slowest). A diagnostic for finding the node that
+/// dominates a graph's time.
 struct NodeProfile {
   std::map<std::string, std::pair<double, int64_t>> time;  // key -> (seconds, calls)
   ~NodeProfile() {
@@ -218,7 +219,8 @@ struct NodeProfile {
     }
     std::sort(rows.rbegin(), rows.rend());
     std::fprintf(stderr, "EIN_PROFILE: %.3f s in graph nodes; slowest:\n", total);
-    for (size_t i = 0; i < rows.size() && i < 25; ++i)
+    const long shown = std::max(25L, std::strtol(std::getenv("EIN_PROFILE"), nullptr, 10));
+    for (size_t i = 0; i < rows.size() && i < static_cast<size_t>(shown); ++i)
       std::fprintf(stderr, "  %9.3f ms  %s\n", rows[i].first * 1e3, rows[i].second.c_str());
   }
 };

@@ -338,6 +338,9 @@ Tensor contract(const Tensor& a_in, const std::vector<int>& a_axes, const Tensor
                                  bf16_gemm_available()
                              ? DType::bf16
                              : compute;
+  // oneDNN writes a bf16 result of bf16 operands itself (one rounding of the f32 sums, as
+  // torch's bf16 matmul): no f32 result and no second pass to round it.
+  const DType result_type = operands == DType::bf16 && dtype == DType::bf16 ? dtype : compute;
   Operand a = take_diagonals(a_in, a_axes, "a");
   Operand b = take_diagonals(b_in, b_axes, "b");
   for (int axis : a.axes) {
@@ -393,7 +396,7 @@ Tensor contract(const Tensor& a_in, const std::vector<int>& a_axes, const Tensor
   if (checked_numel(out_shape) == 0 || k_size == 0) return zeros(out_shape, dtype, device);
 
   // The result: contiguous in out order when that folds, else (batch, m, n) and a view.
-  Operand c{empty(out_shape, compute, device), out_axes};
+  Operand c{empty(out_shape, result_type, device), out_axes};
   MatrixBatch cm = fold(c, batch, m_axes, n_axes);
   const bool c_folds = cm.ok && (blas_layout(cm).ok || blas_layout(cm.transposed()).ok);
   Tensor result = c.t;
@@ -406,7 +409,7 @@ Tensor contract(const Tensor& a_in, const std::vector<int>& a_axes, const Tensor
       sizes.push_back(out_shape[static_cast<size_t>(
           std::find(out_axes.begin(), out_axes.end(), axis) - out_axes.begin())]);
     }
-    c = {empty(sizes, compute, device), order};
+    c = {empty(sizes, result_type, device), order};
     cm = fold(c, batch, m_axes, n_axes);
     std::vector<int64_t> perm;
     for (int axis : out_axes)
@@ -436,9 +439,10 @@ Tensor contract(const Tensor& a_in, const std::vector<int>& a_axes, const Tensor
   g.a = am.data, g.trans_a = la.trans, g.lda = la.ld, g.stride_a = am.batch_stride;
   g.b = bm.data, g.trans_b = lb.trans, g.ldb = lb.ld, g.stride_b = bm.batch_stride;
   g.c = const_cast<void*>(cm.data), g.ldc = lc.ld, g.stride_c = cm.batch_stride;
+  g.bf16_c = result_type == DType::bf16;
   run_gemm(device, g);
   ++g_gemm_calls;
-  return dtype == compute ? result : result.to(dtype);
+  return dtype == result_type ? result : result.to(dtype);
 }
 
 ContractStats contract_stats() {

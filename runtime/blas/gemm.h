@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include <ein/dtype.h>
 
@@ -35,6 +36,9 @@ struct GemmBatch {
   int64_t stride_c = 0;      ///< from C[i] to C[i+1]
   double alpha = 1;          ///< scales op(A)·op(B)
   double beta = 0;           ///< scales C's old value; 0 ignores it (NaNs in C included)
+  /// bf16 GEMMs only: C is bf16, rounded (to nearest even) once from the f32 accumulation,
+  /// as torch's bf16 matmul writes it, instead of an f32 C that a second pass would round.
+  bool bf16_c = false;
 };
 
 /// Runs the batch. Small GEMMs (under ~1 MFLOP each) run in parallel over the batch on TBB
@@ -46,6 +50,11 @@ void gemm_batched(const GemmBatch& g);
 /// Whether gemm_batched takes bf16 operands (oneDNN built in and not turned off by
 /// EIN_BLAS=openblas): about twice the f32 rate on CPUs with AVX512_BF16 or AMX.
 bool bf16_gemm_available();
+
+/// The oneDNN kernel a bf16 GEMM of `g`'s layout runs on when it is one tile (its batch
+/// ignored), e.g. "brg:avx512_core_amx_bf16", with " (operands packed)" when A or B is first
+/// copied dense for it; empty where bf16_gemm_available() is false. For tests and reports.
+std::string bf16_gemm_kernel(const GemmBatch& g);
 
 /// The first GEMM of `g` (its batch ignored) on the calling thread only: for callers that
 /// split work over threads themselves (the fused attention's tiles). Same checks and errors.

@@ -284,6 +284,38 @@ TEST(BlasContract, Bf16GemmsTakeBf16OperandsAsTheyAre) {
   EXPECT_EQ(empty_k.to_vector<double>(), std::vector<double>(15, 0.0));
 }
 
+TEST(BlasContract, Bf16TransposedAndRowStridedOperandsGetTheFastKernel) {
+  // oneDNN 2.6 runs a bf16 GEMM whose A or B has rows apart (a slice of the fused q|k|v
+  // projection) on its slower gemm:jit kernels; gemm.cpp copies such an operand dense when that
+  // gives the AVX512_BF16/AMX brgemm kernel a dense one gets. A transposed A (a weight
+  // gradient's Xᵀ·dY) stays on gemm:jit: transposing it costs what the faster kernel saves.
+  // Checked: the kernel names, and the results against the float64 reference, split over
+  // threads.
+  if (!bf16_gemm_available()) GTEST_SKIP() << "no bf16 GEMM here (oneDNN not built in)";
+  GemmBatch dense;
+  dense.dtype = DType::bf16;
+  dense.m = 512, dense.n = 768, dense.k = 1024;
+  dense.lda = dense.k, dense.ldb = dense.n, dense.ldc = dense.n;
+  const std::string fast = bf16_gemm_kernel(dense);
+  if (fast.rfind("brg", 0) != 0)
+    GTEST_SKIP() << "this CPU's bf16 GEMM kernel is " << fast << ": no brgemm kernel to reach";
+  GemmBatch strided = dense, strided_b = dense;
+  strided.lda = dense.k + 512;
+  strided_b.ldb = dense.n + 256;
+  EXPECT_EQ(bf16_gemm_kernel(strided).rfind("brg", 0), 0u) << bf16_gemm_kernel(strided);
+  EXPECT_EQ(bf16_gemm_kernel(strided_b).rfind("brg", 0), 0u) << bf16_gemm_kernel(strided_b);
+  dense.bf16_c = true;  // a bf16 result: the same kernel
+  EXPECT_EQ(bf16_gemm_kernel(dense), fast);
+
+  // xᵀ·dy, A transposed, 2.4 MFLOP: split into row tiles whose Aᵀ rows are 96 apart.
+  const Tensor x = random({200, 96}, DType::bf16), dy = random({200, 64}, DType::bf16);
+  check_contract(x, {0, 1}, dy, {0, 2}, {1, 2});
+  const Tensor qkv = random({300, 3 * 96}, DType::bf16), w = random({96, 130}, DType::bf16);
+  check_contract(qkv.slice(1, 96, 192), {0, 1}, w, {1, 2}, {0, 2});  // rows 288 apart
+  check_contract(random({77, 40}, DType::bf16).transpose(0, 1), {0, 1},
+                 random({33, 100}, DType::bf16).slice(1, 10, 87), {2, 1}, {0, 2});
+}
+
 TEST(BlasContract, ManySmallAndOneLargeGemm) {
   // 256 GEMMs of 8×8×8 run across the batch; one 128×112×96 GEMM (2.75 MFLOP, above
   // gemm.cpp's 1 MFLOP threshold) is left to OpenBLAS's threads.
