@@ -16,8 +16,9 @@ namespace ein {
 /// or, when trans_a, k×m with row stride lda (≥ max(1, m)); likewise op(B[i]) is k×n; C[i]
 /// is m×n at c + i·stride_c with row stride ldc (≥ max(1, n)). Batch strides may be 0.
 struct GemmBatch {
-  /// Of A, B and C: f32 (sgemm) or f64 (dgemm); or bf16 A and B with an f32 C (f32
-  /// accumulation; where bf16_gemm_available(): oneDNN's matmul, alpha 1 and beta 0 only).
+  /// Of A, B and C: f32 (sgemm) or f64 (dgemm); or bf16 A and B with an f32 C, or a bf16 C
+  /// with bf16_c (f32 accumulation; where bf16_gemm_available(): oneDNN's matmul, alpha 1 and
+  /// beta 0 only).
   DType dtype = DType::f32;
   int64_t batch = 1;         ///< number of GEMMs
   int64_t m = 0;             ///< rows of op(A) and C
