@@ -272,11 +272,13 @@ void Interpreter::build_train(Unit& unit, const Decl& d) {
     const Decl* decl = nullptr;
     for (const Decl& c : d.children)
       if (c.name == key) decl = &c;
+    // A setting's name may also be taken by a function (`fn clip(...)`), which has no value
+    // expression: the caret goes under its name then.
+    const SourceRange at = !decl ? d.name_range : decl->value ? decl->value->range : decl->name_range;
     if (v->kind != Value::Kind::number || (integer && !is_integral(v->num)) || v->num < min ||
         (integer && !fits_int64(v->num)))
-      fail(decl->value->range, fmt::format("train setting '{}' must be {} >= {}, got {}", key,
-                                           integer ? "an integer" : "a number", format_number(min),
-                                           describe(*v)));
+      fail(at, fmt::format("train setting '{}' must be {} >= {}, got {}", key,
+                           integer ? "an integer" : "a number", format_number(min), describe(*v)));
     return v->num;
   };
   spec_.steps = static_cast<int64_t>(number("steps", 100, true, 0));

@@ -612,6 +612,16 @@ class Errors(Case):
                     "  fn batch() = (randn(2, D), randn(2, 1))\n"
                     "  fn loss(x: f32[b D], y: f32[b 1]) -> f32[] = mean((model(x) - y) ** 2)\n}\n")
         self.fails(["train", typo], typo + ":7:3: error:", "'stesp' is not a train setting")
+        # A function that takes a setting's name (found by fuzzing: it had no value to point
+        # at, and `ein check` read through a null pointer): the caret goes under its name.
+        clash = self.path("clash.ein")
+        with open(clash, "w") as f:
+            f.write("import nn\nimport optim\ndim D = 4\ntrain {\n  model = Linear(D, 1)\n"
+                    "  optimizer = SGD()\n"
+                    "  fn batch() = (randn(2, D), randn(2, 1))\n"
+                    "  fn clip(x: f32[b D], y: f32[b 1]) -> f32[] = mean((model(x) - y) ** 2)\n}\n")
+        self.fails(["check", clash], clash + ":8:6: error:",
+                   "train setting 'clip' must be a number >= 0, got")
 
     def test_syntax_error(self):
         bad = self.path("bad.ein")
