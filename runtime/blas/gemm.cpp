@@ -166,9 +166,10 @@ std::pair<dnnl_primitive_t, std::string> make_bf16_primitive(const Bf16Key& key)
 /// buffers. oneDNN 2.6's bf16 kernels for AVX512_BF16 and AMX ("brg:...") take no operand
 /// whose rows lie further apart than their length (a slice of the fused q|k|v projection, or
 /// a row tile of a transposed A); for those it falls back to its "gemm:jit" kernels (one AMX
-/// core, 512×768×768 with A's rows 2304 apart: 2.8 ms against 1.8 ms dense). Copying the rows
-/// dense is one memcpy each, so it is done where it turns a fallback into a brgemm kernel. A
-/// transposed A stays as it is: transposing it cost about what the faster kernel saved.
+/// core, 512×768×768 with A's rows 2304 apart: 2.2 ms against 0.5-1.6 ms dense,
+/// bench/matmul_bf16_layouts.c). Copying the rows dense is one memcpy each, so it is done where
+/// it turns a fallback into a brgemm kernel. A transposed A stays as it is: transposing it
+/// made the training step's weight-gradient GEMMs slower, not faster.
 struct Bf16Plan {
   dnnl_primitive_t prim = nullptr;
   std::string kernel;
