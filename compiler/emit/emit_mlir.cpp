@@ -9,7 +9,11 @@
 //   pointwise   out[p] = f(loads)             vectorized along the last parallel dim
 //   mode A      rows along a unit-stride dim: each stage keeps four vector accumulators and
 //               reduces the lanes at its end; full stores are vectorized along the same dim
-//   mode B      rows along an outer dim: one vector of accumulators per SIMD group of points
+//   mode B      rows along an outer dim: one vector of accumulators per SIMD group of points,
+//               four vectors of points walked together (then one, then a scalar tail), so
+//               each step along the row reads 256 contiguous bytes of a buffer, not 64
+// When no stored value reads a stage's result (a map that also sums what it stores over the
+// batch), modes B and scalar compute stages and full stores in one loop over the row.
 #include "compiler/emit/emit_mlir.h"
 
 #include <algorithm>
@@ -509,6 +513,7 @@ CpuSchedule schedule_cpu(const Kernel& k) {
     s.vector_dim = rank - 1;  // mode A
   } else if (has_arith && last_parallel_vec) {
     s.vector_dim = p - 1;  // mode B
+    s.group = 4;
   }
   if (s.vector_dim < 0) s.vector_width = 1;
   if (p == 0) {
@@ -520,7 +525,10 @@ CpuSchedule schedule_cpu(const Kernel& k) {
   const int64_t n = k.domain[p - 1];
   // Aim for ~16K elements of work per outer iteration, in whole vectors.
   int64_t chunk = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, reduced_points));
-  if (s.vector_dim == p - 1) chunk = (chunk + s.vector_width - 1) / s.vector_width * s.vector_width;
+  if (s.vector_dim == p - 1) {
+    const int64_t whole = s.vector_width * s.group;
+    chunk = (chunk + whole - 1) / whole * whole;
+  }
   s.chunk = std::min(chunk, std::max<int64_t>(n, 1));
   int64_t outer = (n + s.chunk - 1) / s.chunk;
   for (int d = 0; d < p - 1; ++d)

@@ -17,6 +17,9 @@ namespace ein {
 struct CpuSchedule {
   int vector_dim = -1;           ///< domain dim walked with SIMD vectors; -1: scalar code
   int vector_width = 1;          ///< lanes per vector (64 bytes of the compute type)
+  /// Mode B: vectors of points walked together along the row (each row step then reads
+  /// group · 64 contiguous bytes of every buffer, not one cache line per page).
+  int group = 1;
   int64_t chunk = 1;             ///< points of the innermost parallel dim per outer iteration
   int64_t outer_iterations = 1;  ///< product of the outer parallel dims × chunks of the last
   int64_t work_per_iteration = 1;  ///< elements one outer iteration touches (for grain sizes)

@@ -68,6 +68,9 @@ class FunctionEmitter {
 
   // ---- loops (emit_mlir_loops.cpp) -------------------------------------------------------
   void plan_stash();
+  void plan_single_pass();
+  std::vector<std::string> single_pass_from(int dim, const Point& at, int w,
+                                            const std::vector<std::string>& accs);
   std::string stage_value(int stage, const Point& at, int w, int vdim);
   std::string combine(Combine c, const std::string& a, const std::string& b, int w);
   Point advance(const Point& at, const std::string& iv, int dim);
@@ -90,6 +93,7 @@ class FunctionEmitter {
   int acc_lanes_ = 1;              // lanes of accs_
   int stash_stage_ = -1;           // see plan_stash(): the stage whose value is kept ...
   int stash_buffer_ = -1;          // ... in this full output, read back by the full stores
+  bool single_pass_ = false;       // see plan_single_pass(): stages and full stores in one loop
   std::string consts_, body_;
   std::map<int64_t, std::string> index_consts_;
   std::map<std::pair<uint64_t, int>, std::string> float_consts_;

@@ -8,12 +8,17 @@
 // into a full output of the compute type, and the store loop reads it back from there (the row
 // is still in L1) instead of recomputing it: softmax does one exp per element, not two, like
 // PyTorch's CPU softmax, which writes the exponentials to the output and then scales them.
+//
+// The single pass (plan_single_pass): when nothing stored over the row reads a stage's result,
+// the stages and the full stores share one loop over the row (modes B and scalar).
 #include <algorithm>
 #include <limits>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <fmt/ranges.h>
 
 #include "compiler/emit/emit_mlir_function.h"
 
@@ -257,6 +262,77 @@ void FunctionEmitter::full_stores_from(int dim, const Point& at, int w) {
   line("}");
 }
 
+void FunctionEmitter::plan_single_pass() {
+  // The stages and the full stores share one loop over the row when none of them reads a
+  // stage's result: a pointwise map that also reduces what it computes (GELU's backward with
+  // its bias gradient, Σ over the batch of the values it stores). Each value is computed once
+  // and each input read once, instead of a reduction pass and a store pass that both compute
+  // the expensive part. Mode A keeps its four-accumulator loops over contiguous rows.
+  const int rank = static_cast<int>(k_.domain.size());
+  if (k_.reduced == 0 || k_.stages.empty() || s_.vector_dim == rank - 1) return;
+  const int n = static_cast<int>(k_.nodes.size());
+  std::vector<char> reads_acc(n, 0);
+  for (int i = 0; i < n; ++i) {
+    const ScalarNode& node = k_.nodes[i];
+    reads_acc[i] = node.op == ScalarOp::acc;
+    for (int o : {node.a, node.b, node.c})
+      if (o >= 0) reads_acc[i] = reads_acc[i] || reads_acc[o];
+  }
+  bool any_full = false;
+  for (const KernelStage& st : k_.stages)
+    if (reads_acc[st.value]) return;
+  for (const KernelStore& st : k_.stores) {
+    if (k_.row_buffer(st.buffer)) continue;
+    if (reads_acc[st.value]) return;
+    any_full = true;
+  }
+  single_pass_ = any_full;
+}
+
+/// The single pass (plan_single_pass): one loop per reduced dim from `dim` inwards, carrying
+/// every stage's accumulator; at each point of the row, every stage value and every full
+/// store's value is computed (shared nodes once), then the stores are written. Returns the
+/// accumulators after the row.
+std::vector<std::string> FunctionEmitter::single_pass_from(int dim, const Point& at, int w,
+                                                           const std::vector<std::string>& accs) {
+  const int rank = static_cast<int>(k_.domain.size());
+  const size_t n = k_.stages.size();
+  if (dim == rank) {
+    Memo memo;
+    std::vector<std::string> next;
+    for (size_t s = 0; s < n; ++s)
+      next.push_back(combine(k_.stages[s].combine, accs[s],
+                             value(k_.stages[s].value, at, w, s_.vector_dim, memo), w));
+    std::vector<std::pair<int, std::string>> values;
+    for (const KernelStore& st : k_.stores)
+      if (!k_.row_buffer(st.buffer))
+        values.push_back({st.buffer, value(st.value, at, w, s_.vector_dim, memo)});
+    for (const auto& [buffer, v] : values)
+      store(buffer, v, at.offsets[buffer], w);
+    return next;
+  }
+  const std::string ty = vec_type(w, compute_);
+  std::string res = fresh(), iv = fresh(), args, types;
+  std::vector<std::string> inner;
+  for (size_t s = 0; s < n; ++s) {
+    inner.push_back(fresh());
+    args += fmt::format("{}{} = {}", s ? ", " : "", inner.back(), accs[s]);
+    types += fmt::format("{}{}", s ? ", " : "", ty);
+  }
+  line(fmt::format("{}{} = scf.for {} = {} to {} step {} iter_args({}) -> ({}) {{", res,
+                   n > 1 ? fmt::format(":{}", n) : "", iv, index(0), sizes_[dim], index(1), args,
+                   types));
+  indent_ += 2;
+  const std::vector<std::string> next = single_pass_from(dim + 1, advance(at, iv, dim), w, inner);
+  line(fmt::format("scf.yield {} : {}", fmt::join(next, ", "), types));
+  indent_ -= 2;
+  line("}");
+  std::vector<std::string> out;
+  for (size_t s = 0; s < n; ++s)
+    out.push_back(n > 1 ? fmt::format("{}#{}", res, s) : res);
+  return out;
+}
+
 /// One point, or `w` points along the last parallel dim: stages, full stores, row stores.
 void FunctionEmitter::point(const Point& at, int w) {
   const int p = k_.parallel_dims();
@@ -267,18 +343,26 @@ void FunctionEmitter::point(const Point& at, int w) {
   const int lanes = s_.vector_dim == p - 1 ? w : 1;
   accs_.clear();
   acc_lanes_ = lanes;
-  for (size_t s = 0; s < k_.stages.size(); ++s)
-    accs_.push_back(reduce_from(static_cast<int>(s), p, at, lanes,
-                                literal(combine_identity(k_.stages[s].combine), lanes)));
-  bool any_full = false;
-  for (const KernelStore& st : k_.stores)
-    any_full = any_full || !k_.row_buffer(st.buffer);
-  if (any_full) full_stores_from(p, at, lanes);
+  if (single_pass_) {
+    std::vector<std::string> init;
+    for (const KernelStage& st : k_.stages)
+      init.push_back(literal(combine_identity(st.combine), lanes));
+    accs_ = single_pass_from(p, at, lanes, init);
+  } else {
+    for (size_t s = 0; s < k_.stages.size(); ++s)
+      accs_.push_back(reduce_from(static_cast<int>(s), p, at, lanes,
+                                  literal(combine_identity(k_.stages[s].combine), lanes)));
+    bool any_full = false;
+    for (const KernelStore& st : k_.stores)
+      any_full = any_full || !k_.row_buffer(st.buffer);
+    if (any_full) full_stores_from(p, at, lanes);
+  }
   store_values(true, at, lanes, std::max(s_.vector_dim, 0));
 }
 
 void FunctionEmitter::emit_outer_loop() {
-  plan_stash();
+  plan_single_pass();
+  if (!single_pass_) plan_stash();
   const int p = k_.parallel_dims();
   Point zero{std::vector<std::string>(k_.buffers.size(), index(0)),
              std::vector<std::string>(k_.domain.size())};
@@ -306,11 +390,20 @@ void FunctionEmitter::emit_outer_loop() {
     if (s_.vector_dim == last) {
       const int w = s_.vector_width;
       std::string len = op(fmt::format("arith.subi {}, {} : index", hi, lo));
-      std::string nv = add_index(
-          lo,
-          op(fmt::format("arith.muli {}, {} : index",
-                         op(fmt::format("arith.divui {}, {} : index", len, index(w))), index(w))));
-      inner_loop(lo, nv, w, base, last);
+      auto whole = [&](int step) {
+        return add_index(
+            lo, op(fmt::format("arith.muli {}, {} : index",
+                               op(fmt::format("arith.divui {}, {} : index", len, index(step))),
+                               index(step))));
+      };
+      std::string nv = whole(w);
+      if (k_.reduced > 0 && s_.group > 1) {  // mode B: several vectors of points per row walk
+        std::string ng = whole(s_.group * w);
+        inner_loop(lo, ng, s_.group * w, base, last);
+        inner_loop(ng, nv, w, base, last);
+      } else {
+        inner_loop(lo, nv, w, base, last);
+      }
       inner_loop(nv, hi, 1, base, last);
     } else {
       inner_loop(lo, hi, 1, base, last);

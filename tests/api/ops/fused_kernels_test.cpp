@@ -397,6 +397,62 @@ TEST(FusedKernelIr, StashedStageValuesInEverySchedule) {
   }
 }
 
+/// GELU's backward with its bias gradient, as the fused training step builds it, over x (p r):
+/// y = tanh(x) · g and h = x / 2 + tanh(x) stored over the row, and the row sum of y, which
+/// no store reads back: emit_mlir_loops.cpp's single pass (stages and stores in one loop).
+Kernel map_and_sum_kernel(Shape domain, const Shape& x_strides, const Shape& y_strides) {
+  Kernel k;
+  k.name = "map_and_sum";
+  k.domain = std::move(domain);
+  k.reduced = 1;
+  const int x = k.load(k.add_buffer(DType::f32, x_strides));
+  const int g = k.load(k.add_buffer(DType::f32, x_strides));
+  const int t = k.apply(ScalarOp::tanh, x);
+  const int y = k.apply(ScalarOp::mul, t, g);
+  k.store(k.add_output(DType::f32, y_strides), y);
+  k.store(k.add_output(DType::f32, y_strides),
+          k.apply(ScalarOp::add, k.apply(ScalarOp::mul, x, k.constant(0.5)), t));
+  const int s = k.reduce(Combine::sum, y);
+  k.store(k.add_output(DType::f32, {1, 0}), k.apply(ScalarOp::mul, s, k.constant(2)));
+  return k;
+}
+
+TEST(FusedKernelIr, MapsThatAlsoReduceTakeOnePassOverTheRow) {
+  // Mode B with 150 points per row: groups of four vectors, one vector, a scalar tail.
+  check_against_evaluate(map_and_sum_kernel({150, 37}, {1, 150}, {1, 150}), 50,
+                         "single pass, mode B");
+  check_against_evaluate(map_and_sum_kernel({9, 37}, {2, 18}, {37, 1}), 51,
+                         "single pass, scalar");
+  check_against_evaluate(map_and_sum_kernel({9, 70}, {70, 1}, {70, 1}), 52, "mode A (two passes)");
+  check_against_evaluate(map_and_sum_kernel({150, 0}, {1, 150}, {1, 150}), 53,
+                         "single pass, empty rows");
+  // One tanh per loop that walks the row (groups of four vectors, one vector, scalar): the
+  // stored y and the summed y are one value, and no second pass recomputes it.
+  const std::string mlir = emit_kernel(map_and_sum_kernel({150, 37}, {1, 150}, {1, 150}),
+                                       Target::mlir);
+  size_t tanhs = 0;
+  for (size_t at = mlir.find("math.tanh"); at != std::string::npos;
+       at = mlir.find("math.tanh", at + 1))
+    ++tanhs;
+  EXPECT_EQ(tanhs, 3u) << mlir;
+  EXPECT_NE(mlir.find("vector<64xf32>"), std::string::npos) << mlir;
+  // In place, g's memory receives y (same strides): each point reads g before storing y there.
+  const int64_t p = 150, r = 37;
+  Tensor x = randn({r, p}, DType::f32, cpu(), 54), g = randn({r, p}, DType::f32, cpu(), 55);
+  const std::vector<double> xs = x.to_vector<double>(), gs = g.to_vector<double>();
+  std::vector<double> want_y(xs.size()), want_s(p, 0);
+  for (int64_t i = 0; i < r; ++i)
+    for (int64_t j = 0; j < p; ++j) {
+      want_y[i * p + j] = std::tanh(xs[i * p + j]) * gs[i * p + j];
+      want_s[j] += 2 * want_y[i * p + j];
+    }
+  Tensor h = empty({r, p}), s = empty({p});
+  const Tensor buffers[] = {x, g, g, h, s};
+  run_kernel(map_and_sum_kernel({p, r}, {1, p}, {1, p}), buffers);
+  expect_close(g, {{r, p}, want_y}, row_tolerance(DType::f32, 1), "in-place y");
+  expect_close(s, {{p}, want_s}, row_tolerance(DType::f32, r), "column sums of in-place y");
+}
+
 TEST(FusedKernelIr, VerifyRejectsBrokenGeneralKernels) {
   auto base = [] {
     Kernel k;
