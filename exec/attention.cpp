@@ -2,7 +2,9 @@
 // matrices: q [T, E], k [S, E], v [S, F]; the bias is read through its strides. Tiles are Bq
 // query rows × Bk keys: the logits tile is one GEMM (scale folded into alpha), the bias is
 // added, and the probabilities tile goes into a second GEMM. exp runs vectorised (a
-// polynomial compiled for AVX-512, AVX2 and the baseline, picked at load time).
+// polynomial compiled for AVX-512, AVX2 and the baseline, picked at load time). Tiles the
+// bias masks entirely are skipped, and a tile stops at the last key column some row of it
+// leaves unmasked (TileInfo): a causal mask's diagonal tiles do about half the work.
 #include "exec/attention.h"
 
 #include <algorithm>
@@ -63,31 +65,40 @@ Tensor dense(const Tensor& x, DType dt) {
 /// (all zeros), or adding it.
 enum class Tile : uint8_t { skip, plain, biased };
 
+/// A tile's kind and the key column `end` past which every one of its logits is masked: the
+/// tile is computed over keys [j0, end) only (a causal mask's diagonal tiles shrink to the
+/// part left of the diagonal; the columns cut off have probability exactly 0).
+struct TileInfo {
+  Tile kind = Tile::plain;
+  int64_t end = 0;
+};
+
 template <class T>
-Tile tile_kind(const T* bias, int64_t bt, int64_t bs, int64_t i0, int64_t i1, int64_t j0,
-               int64_t j1) {
-  if (bias == nullptr) return Tile::plain;
+TileInfo tile_info(const T* bias, int64_t bt, int64_t bs, int64_t i0, int64_t i1, int64_t j0,
+                   int64_t j1) {
+  if (bias == nullptr) return {Tile::plain, j1};
   constexpr T minus_inf = -std::numeric_limits<T>::infinity();
-  bool masked = true, zero = true;
+  bool zero = true;
+  int64_t end = j0;  // one past the last column some row leaves unmasked
   for (int64_t i = i0; i < i1; ++i)
     for (int64_t j = j0; j < j1; ++j) {
       const T b = bias[i * bt + j * bs];
-      masked = masked && b == minus_inf;
+      if (b != minus_inf) end = std::max(end, j + 1);
       zero = zero && b == 0;
-      if (!masked && !zero) return Tile::biased;
     }
-  return masked ? Tile::skip : Tile::plain;
+  if (end == j0) return {Tile::skip, j0};
+  return {zero ? Tile::plain : Tile::biased, end};
 }
 
-/// The kinds of the tiles of one batch row's bias, row-major over (query block, key block).
+/// The tiles of one batch row's bias, row-major over (query block, key block).
 template <class T>
-std::vector<Tile> tile_kinds(const T* bias, int64_t bt, int64_t bs, int64_t t, int64_t s) {
-  std::vector<Tile> kinds;
+std::vector<TileInfo> tile_infos(const T* bias, int64_t bt, int64_t bs, int64_t t, int64_t s) {
+  std::vector<TileInfo> tiles;
   for (int64_t i0 = 0; i0 < t; i0 += kQueryBlock)
     for (int64_t j0 = 0; j0 < s; j0 += kKeyBlock)
-      kinds.push_back(tile_kind(bias, bt, bs, i0, std::min(t, i0 + kQueryBlock), j0,
+      tiles.push_back(tile_info(bias, bt, bs, i0, std::min(t, i0 + kQueryBlock), j0,
                                 std::min(s, j0 + kKeyBlock)));
-  return kinds;
+  return tiles;
 }
 
 /// One operand as batch × row-major matrices: read in place when it is a CPU tensor of T with
@@ -186,19 +197,19 @@ struct Operands {
     return repeat == 1 ? index : (index / heads) * groups + (index % heads) / repeat;
   }
 
-  /// The tile kinds every batch row shares when the bias does not vary over the batch (a
-  /// causal mask broadcast to every head): classified once per call, not once per row.
-  std::vector<Tile> shared_kinds;
+  /// The tiles every batch row shares when the bias does not vary over the batch (a causal
+  /// mask broadcast to every head): classified once per call, not once per row.
+  std::vector<TileInfo> shared_tiles;
   bool shared = false;
   void classify_shared() {
     shared = !has_bias || std::all_of(bias.batch_strides.begin(), bias.batch_strides.end(),
                                       [](int64_t x) { return x == 0; });
-    if (shared && n > 0 && t > 0) shared_kinds = tile_kinds(bias_at(0), bias.ld, bias_s, t, s);
+    if (shared && n > 0 && t > 0) shared_tiles = tile_infos(bias_at(0), bias.ld, bias_s, t, s);
   }
-  /// Batch row n's tile kinds: the shared ones, or its own in `scratch`.
-  const std::vector<Tile>& kinds(int64_t index, std::vector<Tile>& scratch) const {
-    if (shared) return shared_kinds;
-    scratch = tile_kinds(bias_at(index), bias.ld, bias_s, t, s);
+  /// Batch row n's tiles: the shared ones, or its own in `scratch`.
+  const std::vector<TileInfo>& tiles(int64_t index, std::vector<TileInfo>& scratch) const {
+    if (shared) return shared_tiles;
+    scratch = tile_infos(bias_at(index), bias.ld, bias_s, t, s);
     return scratch;
   }
 };
@@ -228,7 +239,7 @@ Tensor forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const
   parallel_for(0, o.n * q_blocks, 1, [&](int64_t lo, int64_t hi) {
     std::vector<T> tile(kQueryBlock * kKeyBlock), acc(kQueryBlock * std::max<int64_t>(o.f, 1)),
         m(kQueryBlock), l(kQueryBlock);
-    std::vector<Tile> scratch;
+    std::vector<TileInfo> scratch;
     for (int64_t task = lo; task < hi; ++task) {
       const int64_t n = task / q_blocks, i0 = (task % q_blocks) * kQueryBlock,
                     i1 = std::min(o.t, i0 + kQueryBlock), bq = i1 - i0;
@@ -236,16 +247,16 @@ Tensor forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const
       const T* k = o.s > 0 ? o.k.at(o.kv_row(n)) : nullptr;
       const T* v = o.s > 0 ? o.v.at(o.kv_row(n)) : nullptr;
       const T* bias = o.bias_at(n);
-      const std::vector<Tile>& kinds = o.kinds(n, scratch);
+      const std::vector<TileInfo>& tiles = o.tiles(n, scratch);
       const int64_t k_blocks = (o.s + kKeyBlock - 1) / kKeyBlock;
       std::fill(m.begin(), m.end(), static_cast<T>(-kInf));
       std::fill(l.begin(), l.end(), T(0));
       std::fill(acc.begin(), acc.end(), T(0));
       for (int64_t j0 = 0; j0 < o.s; j0 += kKeyBlock) {
-        const int64_t j1 = std::min(o.s, j0 + kKeyBlock), bk = j1 - j0;
-        const Tile kind = kinds[(i0 / kQueryBlock) * k_blocks + j0 / kKeyBlock];
-        if (kind == Tile::skip) continue;
-        logits_tile(q, k, bias, o, scale, i0, i1, j0, j1, tile.data(), kKeyBlock, kind);
+        const TileInfo& info = tiles[(i0 / kQueryBlock) * k_blocks + j0 / kKeyBlock];
+        if (info.kind == Tile::skip) continue;
+        const int64_t j1 = info.end, bk = j1 - j0;
+        logits_tile(q, k, bias, o, scale, i0, i1, j0, j1, tile.data(), kKeyBlock, info.kind);
         for (int64_t i = 0; i < bq; ++i) {
           T* row = tile.data() + i * kKeyBlock;
           const T mx = row_max(row, bk, m[i]);
@@ -287,7 +298,7 @@ Tensor backward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, cons
   parallel_for(0, o.n_kv, 1, [&](int64_t lo, int64_t hi) {
     std::vector<T> p(kQueryBlock * kKeyBlock), dp(kQueryBlock * kKeyBlock),
         d_o(kQueryBlock * std::max<int64_t>(o.f, 1)), delta(kQueryBlock), lse(kQueryBlock);
-    std::vector<Tile> scratch;
+    std::vector<TileInfo> scratch;
     for (int64_t row = lo; row < hi; ++row)
     for (int64_t r = 0; r < o.repeat; ++r) {
       const int64_t n =
@@ -296,7 +307,7 @@ Tensor backward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, cons
       const T* k = o.s > 0 ? o.k.at(row) : nullptr;
       const T* v = o.s > 0 ? o.v.at(row) : nullptr;
       const T* bias = o.bias_at(n);
-      const std::vector<Tile>& kinds = o.kinds(n, scratch);
+      const std::vector<TileInfo>& tiles = o.tiles(n, scratch);
       const int64_t k_blocks = (o.s + kKeyBlock - 1) / kKeyBlock;
       T* dq = g_data + n * te;
       T* dk = g_data + o.n * te + row * se;
@@ -316,10 +327,10 @@ Tensor backward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, cons
           lse[i] = orow[o.f];
         }
         for (int64_t j0 = 0; j0 < o.s; j0 += kKeyBlock) {
-          const int64_t j1 = std::min(o.s, j0 + kKeyBlock), bk = j1 - j0;
-          const Tile kind = kinds[(i0 / kQueryBlock) * k_blocks + j0 / kKeyBlock];
-          if (kind == Tile::skip) continue;
-          logits_tile(q, k, bias, o, scale, i0, i1, j0, j1, p.data(), kKeyBlock, kind);
+          const TileInfo& info = tiles[(i0 / kQueryBlock) * k_blocks + j0 / kKeyBlock];
+          if (info.kind == Tile::skip) continue;
+          const int64_t j1 = info.end, bk = j1 - j0;
+          logits_tile(q, k, bias, o, scale, i0, i1, j0, j1, p.data(), kKeyBlock, info.kind);
           for (int64_t i = 0; i < bq; ++i) {
             const T shift = std::isinf(lse[i]) && lse[i] < 0 ? T(0) : lse[i];
             exp_shift_sum(p.data() + i * kKeyBlock, bk, shift);
