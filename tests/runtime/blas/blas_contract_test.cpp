@@ -367,13 +367,15 @@ TEST(GemmBatched, BetaAccumulatesAndAlphaScales) {
 // beta = 0 ignores C's old values, NaNs included (the BLAS rule), on the split and batched
 // paths as on small GEMMs.
 TEST(GemmBatched, BetaZeroIgnoresNaNsInC) {
-  for (const auto& [batch, m] : {std::pair<int64_t, int64_t>{3, 8}, {3, 257}, {1, 257}}) {
+  for (const auto& [batch, m] : {std::pair<int64_t, int64_t>{3, 8}, {3, 257}, {1, 257}, {1, 400}}) {
     const int64_t n = 96, k = 64;
+    const bool ta = m == 400;  // a transposed A, C four times taller: run_transposed
     const Tensor a = random({batch, m, k}), b = random({batch, k, n});
     Tensor c = full({batch, m, n}, std::nan(""), DType::f32).contiguous();
     GemmBatch g;
     g.batch = batch, g.m = m, g.n = n, g.k = k;
-    g.a = a.data_ptr(), g.lda = k, g.stride_a = m * k;
+    g.trans_a = ta;
+    g.a = a.data_ptr(), g.lda = ta ? m : k, g.stride_a = m * k;
     g.b = b.data_ptr(), g.ldb = n, g.stride_b = k * n;
     g.c = c.data_ptr(), g.ldc = n, g.stride_c = m * n;
     gemm_batched(g);
@@ -390,7 +392,9 @@ TEST(GemmBatched, LargeGemmsSplitOverThreads) {
   struct Case {
     int64_t batch, m, n, k;
   };
-  for (const Case& cs : {Case{1, 203, 57, 61}, Case{1, 45, 301, 77}, Case{3, 130, 129, 40}}) {
+  // 1 × 203 × 47 with a transposed A: computed as Cᵀ and copied (run_transposed).
+  for (const Case& cs : {Case{1, 203, 57, 61}, Case{1, 45, 301, 77}, Case{3, 130, 129, 40},
+                         Case{1, 203, 47, 61}}) {
     for (int t = 0; t < 4; ++t) {
       const bool ta = t & 1, tb = t & 2;
       // Stored shapes with 3 extra columns of padding (lda/ldb/ldc > the row length).

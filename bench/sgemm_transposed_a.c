@@ -1,0 +1,43 @@
+// oneDNN's sgemm on one core for C = Aᵀ·B taller than wide (the weight gradient Hᵀ·dY of a
+// GPT MLP's down-projection at the 128 4 8 256 16 config: C 1024×256, 2048 rows of H and dY)
+// against the transposed problem Cᵀ = dYᵀ·H (256×1024), which is what runtime/blas/gemm.cpp's
+// run_transposed() computes before a transposing copy. Best of 10 after 3 warm-ups.
+//   cc -O2 bench/sgemm_transposed_a.c -o /tmp/sgemm_ta -ldnnl && OMP_NUM_THREADS=1 /tmp/sgemm_ta
+#include <oneapi/dnnl/dnnl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/// Best time of C[m, n] = A[k, m]ᵀ·B[k, n] (row-major, dense).
+static double best_tn(long m, long n, long k) {
+  float *a = malloc(sizeof(float) * k * m), *b = malloc(sizeof(float) * k * n),
+        *c = malloc(sizeof(float) * m * n);
+  for (long i = 0; i < k * m; i++) a[i] = (float)(i % 7) * 0.1f;
+  for (long i = 0; i < k * n; i++) b[i] = (float)(i % 5) * 0.1f;
+  double best = 1e9;
+  for (int r = 0; r < 13; r++) {
+    const double t0 = now();
+    dnnl_sgemm('T', 'N', m, n, k, 1, a, m, b, n, 0, c, n);
+    const double dt = now() - t0;
+    if (r >= 3 && dt < best) best = dt;
+  }
+  free(a), free(b), free(c);
+  return best;
+}
+
+int main(void) {
+  const long shapes[][3] = {{1024, 256, 2048}, {2048, 512, 2048}, {2048, 768, 1024}};
+  for (int s = 0; s < 3; s++) {
+    const long m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+    const double tall = best_tn(m, n, k), wide = best_tn(n, m, k), f = 2.0 * m * n * k / 1e9;
+    printf("A^T B, C %ldx%ld, k %ld: %.2f ms (%.0f GFLOP/s); as C^T %ldx%ld: %.2f ms (%.0f GFLOP/s)\n",
+           m, n, k, tall * 1e3, f / tall, n, m, wide * 1e3, f / wide);
+  }
+  return 0;
+}
