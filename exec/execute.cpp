@@ -43,6 +43,8 @@ struct Context {
   /// node, its read's index there (input nodes).
   dist::GraphFetches* fetches = nullptr;
   std::vector<int> read_of = {};
+  /// execute_into(): per fused node, the tensor each of its outputs should be written into.
+  std::vector<std::vector<Tensor>> into = {};
 };
 
 /// A node reading another reads its first result (`result` nodes pick the others).
@@ -181,7 +183,9 @@ Tensors run_fused_node(const GraphNode& n, const Values& v, Context& c) {
   Tensors ins;
   for (size_t i = 0; i < n.inputs.size(); ++i)
     ins.push_back(arg(v, n, i));
-  return run_fused(std::get<FusedAttr>(n.attr), ins, c.device);
+  const bool wished = !c.into.empty() && !c.into[static_cast<size_t>(c.node)].empty();
+  return run_fused(std::get<FusedAttr>(n.attr), ins, c.device,
+                   wished ? &c.into[static_cast<size_t>(c.node)] : nullptr);
 }
 
 Tensors run_result(const GraphNode& n, const Values& v, Context&) {
@@ -256,11 +260,32 @@ std::vector<std::vector<size_t>> final_outputs(const Graph& g) {
   return final_at;
 }
 
+/// Per node, the tensors its fused outputs should be written into (execute_into): output k
+/// of the graph is a fused node's output 0 or a result node picking output j of one.
+std::vector<std::vector<Tensor>> destinations(const Graph& g, const std::vector<Tensor>& into) {
+  std::vector<std::vector<Tensor>> per_node(g.nodes.size());
+  for (size_t k = 0; k < g.outputs.size() && k < into.size(); ++k) {
+    int node = g.outputs[k];
+    size_t j = 0;
+    if (g.nodes[node].op == GraphOp::result) {
+      j = static_cast<size_t>(std::get<ResultAttr>(g.nodes[node].attr).index);
+      node = g.nodes[node].inputs[0];
+    }
+    if (g.nodes[node].op != GraphOp::fused || !into[k].defined()) continue;
+    std::vector<Tensor>& slots = per_node[static_cast<size_t>(node)];
+    if (slots.size() <= j) slots.resize(j + 1);
+    slots[j] = into[k];
+  }
+  return per_node;
+}
+
 std::vector<Tensor> run_graph(const Graph& g, std::vector<Tensor> inputs,
                               std::span<const CostPhase> phases, const GraphCharges* charges,
-                              const OutputReady* ready = nullptr) {
+                              const OutputReady* ready = nullptr,
+                              const std::vector<Tensor>* into = nullptr) {
   Context c{inputs, std::vector<int>(inputs.size(), -1), 0,
             inputs.empty() ? cpu() : inputs.front().device()};
+  if (into) c.into = destinations(g, *into);
   for (size_t i = 0; i < g.nodes.size(); ++i)
     if (g.nodes[i].op == GraphOp::input) {
       const int index = std::get<InputAttr>(g.nodes[i].attr).index;
@@ -369,6 +394,11 @@ std::vector<Tensor> execute(const Graph& g, std::vector<Tensor> inputs,
   if (charges.size() != g.nodes.size())
     throw std::logic_error("execute: the charges do not match the graph");
   return run_graph(g, std::move(inputs), {}, &charges);
+}
+
+std::vector<Tensor> execute_into(const Graph& g, std::vector<Tensor> inputs,
+                                 const std::vector<Tensor>& into) {
+  return run_graph(g, std::move(inputs), {}, nullptr, nullptr, &into);
 }
 
 std::vector<Tensor> execute(const Graph& g, std::vector<Tensor> inputs,

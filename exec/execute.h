@@ -32,6 +32,13 @@ std::vector<Tensor> execute(const Graph& graph, std::vector<Tensor> inputs,
 std::vector<Tensor> execute(const Graph& graph, std::vector<Tensor> inputs,
                             const GraphCharges& charges);
 
+/// execute() writing graph output k straight into into[k] (undefined: no wish) where a fused
+/// node makes it and run_fused() finds that safe (run_fused.h); the returned tensor is then
+/// into[k] itself, else a fresh one the caller copies. An optimizer's update writes the
+/// parameter and its state in place this way, not into fresh tensors copied back.
+std::vector<Tensor> execute_into(const Graph& graph, std::vector<Tensor> inputs,
+                                 const std::vector<Tensor>& into);
+
 /// Called during execute() once per graph output, as soon as its value is final: the node that
 /// makes it has run and no later node reads it. Returning true takes the value (the callee may
 /// move from `value`); execute() then returns an undefined tensor in its place. A backward

@@ -1,12 +1,16 @@
 // A fused node on tensors. Steps:
 //   1. per read: stride along domain dim d = Σ_t stride_t · matrix[t][d], base offset
 //      Σ_t stride_t · offset[t] (elements), so views folded by fuse() cost nothing here;
-//   2. per output: a fresh contiguous tensor; its dim j moves along domain dim dims[j];
+//   2. per output: a fresh contiguous tensor (or the caller's, where writing it in place is
+//      safe); its dim j moves along domain dim dims[j];
 //   3. a reduction over zero elements runs over one point of the combine's identity instead
 //      (sum 0, prod 1, mean 0·(1/0) = NaN, as torch), since the executor skips empty domains.
 #include "exec/run_fused.h"
 
+#include <climits>
+#include <cstdint>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "exec/run_kernel.h"
@@ -31,6 +35,44 @@ Kernel over_identity(Kernel k, const std::vector<Tensor>& buffers) {
     k.body = k.constant(combine_identity(k.combine));
   }
   return k;
+}
+
+/// The bytes [first, last) of its storage a view spans; empty for no elements. A negative
+/// stride spans everything (such a view is never written into).
+std::pair<int64_t, int64_t> span_of(const Tensor& t) {
+  if (t.numel() == 0) return {0, 0};
+  int64_t extent = 1;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.stride(d) < 0) return {0, INT64_MAX};
+    extent += (t.size(d) - 1) * t.stride(d);
+  }
+  return {t.offset() * t.element_size(), (t.offset() + extent) * t.element_size()};
+}
+
+/// Whether two views share bytes (distinct storages never do).
+bool overlap(const Tensor& a, const Tensor& b) {
+  if (!a.same_storage(b)) return false;
+  const auto [a0, a1] = span_of(a);
+  const auto [b0, b1] = span_of(b);
+  return a0 < b1 && b0 < a1;
+}
+
+/// Whether output `j` of `k` (buffer `out`) may be written into `dest` (run_fused.h's rule);
+/// `buffers` holds the bound reads, then the outputs chosen so far.
+bool writable_into(const Tensor& dest, const FusedOutput& o, Device device, const Kernel& k,
+                   size_t reads, int out, const std::vector<Tensor>& buffers) {
+  if (dest.shape() != o.shape || dest.dtype() != o.dtype || dest.device() != device ||
+      !dest.is_contiguous())
+    return false;
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    if (!overlap(dest, buffers[b])) continue;
+    if (b >= reads) return false;  // another output
+    if (k.reduced != 0 || buffers[b].offset() != dest.offset() ||
+        buffers[b].dtype() != dest.dtype() ||
+        k.buffers[b].strides != k.buffers[static_cast<size_t>(out)].strides)
+      return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -64,7 +106,7 @@ Kernel bind_fused(const FusedAttr& f, const std::vector<Shape>& shapes,
 }
 
 std::vector<Tensor> run_fused(const FusedAttr& f, const std::vector<Tensor>& given,
-                              Device where) {
+                              Device where, const std::vector<Tensor>* into) {
   std::vector<Tensor> inputs = given;
   const Device device = inputs.empty() ? where : inputs.front().device();
   std::vector<Shape> shapes, strides;
@@ -81,8 +123,12 @@ std::vector<Tensor> run_fused(const FusedAttr& f, const std::vector<Tensor>& giv
     const Tensor& x = inputs[f.reads[r].input];
     buffers.push_back(x.as_strided(k.domain, k.buffers[r].strides, x.offset() + offsets[r]));
   }
-  for (const FusedOutput& o : f.outputs) {
-    outputs.push_back(empty(o.shape, o.dtype, device));
+  for (size_t j = 0; j < f.outputs.size(); ++j) {
+    const FusedOutput& o = f.outputs[j];
+    const int out = static_cast<int>(f.reads.size() + j);
+    const bool in_place = into && j < into->size() && (*into)[j].defined() &&
+                          writable_into((*into)[j], o, device, k, f.reads.size(), out, buffers);
+    outputs.push_back(in_place ? (*into)[j] : empty(o.shape, o.dtype, device));
     buffers.push_back(outputs.back());
   }
   bool empty_row = false, empty_out = false;

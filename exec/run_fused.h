@@ -11,9 +11,14 @@
 namespace ein {
 
 /// The outputs of `fused` (in FusedAttr::outputs order) for the fused node's `inputs`, on
-/// their device (on `device` for a node without inputs).
+/// their device (on `device` for a node without inputs). With `into` (one tensor per output,
+/// or undefined), output j is written into into[j] itself where that is safe: into[j] has the
+/// output's shape and dtype, is contiguous and on the device, overlaps no other output, and
+/// every input it overlaps is the same elements in the same dtype and layout, read by a
+/// pointwise kernel (each point loads before it stores: an in-place update). Elsewhere the
+/// output is a fresh tensor, as without `into`.
 std::vector<Tensor> run_fused(const FusedAttr& fused, const std::vector<Tensor>& inputs,
-                              Device device = cpu());
+                              Device device = cpu(), const std::vector<Tensor>* into = nullptr);
 
 /// The kernel of `fused` with every buffer's strides bound: inputs of these shapes and element
 /// strides (one per fused-node input), outputs contiguous. `offsets`, when given, receives

@@ -235,10 +235,13 @@ void Program::optimizer_step(int64_t t, double lr) {
     inputs.insert(inputs.end(), states.begin(), states.end());
     inputs.push_back(lr_t);
     inputs.push_back(t_t);
-    const std::vector<Tensor> out = execute(*up.fused, inputs);
-    p.tensor.detach().copy_(out[0]);
-    for (size_t i = 0; i < states.size(); ++i)
-      states[i].copy_(out[i + 1]);
+    // The update writes the parameter and its state in place where its kernel allows
+    // (execute_into); what it could not is copied back.
+    std::vector<Tensor> into{p.tensor.detach()};
+    into.insert(into.end(), states.begin(), states.end());
+    const std::vector<Tensor> out = execute_into(*up.fused, std::move(inputs), into);
+    for (size_t i = 0; i < into.size(); ++i)
+      if (!out[i].same_storage(into[i])) into[i].copy_(out[i]);
   }
 }
 

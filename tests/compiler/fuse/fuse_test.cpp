@@ -179,6 +179,53 @@ TEST(Fuse, StandardFunctionsBackwardMatchUnfused) {
   }
 }
 
+// execute_into(): AdamW's fused update writes the parameter and both moments into the
+// tensors it reads (one kernel, each point loaded before it is stored), with the values of a
+// run into fresh outputs; where writing in place would be unsafe or impossible it falls back
+// to a fresh tensor, and the values stay right.
+TEST(Fuse, ExecuteIntoWritesAnUpdateInPlaceOnlyWhereThatIsSafe) {
+  const Graph fused = fuse(adamw_graph({6, 10}, DType::f32));
+  const auto fresh_inputs = [&] {
+    return inputs_for(fused, 7, Layout::contiguous, false);
+  };
+  const std::vector<Tensor> want = execute(fused, fresh_inputs());
+  ASSERT_EQ(want.size(), 3u);
+  const auto expect_values = [&](const std::vector<Tensor>& got, const std::string& what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_EQ(got[i].to_vector<double>(), want[i].to_vector<double>()) << what << " output " << i;
+  };
+  {  // param, exp_avg, exp_avg_sq updated in place
+    const std::vector<Tensor> xs = fresh_inputs();
+    const std::vector<Tensor> into{xs[0], xs[2], xs[3]};
+    const std::vector<Tensor> got = execute_into(fused, xs, into);
+    for (size_t i = 0; i < into.size(); ++i)
+      EXPECT_TRUE(got[i].same_storage(into[i])) << "output " << i << " not in place";
+    expect_values(got, "in place");
+  }
+  {  // a non-contiguous destination, and two outputs asked into one tensor: fresh tensors
+    const std::vector<Tensor> xs = fresh_inputs();
+    const Tensor wide = zeros({6, 20});
+    const Tensor shared = zeros({6, 10});
+    const std::vector<Tensor> into{wide.slice(1, 0, 10), shared, shared};
+    const std::vector<Tensor> got = execute_into(fused, xs, into);
+    EXPECT_FALSE(got[0].same_storage(wide));
+    EXPECT_TRUE(got[1].same_storage(shared));
+    EXPECT_FALSE(got[2].same_storage(shared));
+    expect_values(got, "fallbacks");
+  }
+  {  // the parameter read transposed from the memory asked to receive it row-major: the
+     // elements differ point by point, so the update must not write there
+    std::vector<Tensor> xs = fresh_inputs();
+    const Tensor base = xs[0].transpose(0, 1).contiguous();  // [10, 6], the same values
+    xs[0] = base.transpose(0, 1);                              // [6, 10] with strides (1, 6)
+    const std::vector<Tensor> into{base.view({6, 10}), Tensor(), Tensor()};
+    const std::vector<Tensor> got = execute_into(fused, xs, into);
+    EXPECT_FALSE(got[0].same_storage(base));
+    expect_values(got, "transposed read");
+  }
+}
+
 TEST(Fuse, OtherDtypes) {
   // f16 and bf16 kernels compute in f32 and round once when storing, so the fused results are
   // within the dtype's output rounding of float64; f64 kernels compute in f64.
