@@ -11,8 +11,11 @@
 #include <iterator>
 #include <memory>
 #include <numeric>
+#include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include <ein/errors.h>
 #include <fmt/format.h>
@@ -60,14 +63,73 @@ class Builder : public GraphBuilder {
 
   /// A tensor of zeros (the gradient of an input no output depends on).
   int zeros(const Shape& shape, DType dtype) {
-    return map({}, {}, shape, dtype, "zeros", [](Kernel& k) { return k.constant(0); });
+    const int z = map({}, {}, shape, dtype, "zeros", [](Kernel& k) { return k.constant(0); });
+    zero_nodes_.insert(z);
+    return z;
   }
 
-  /// a + b elementwise: two contributions to one value's gradient.
+  /// a + b elementwise: two contributions to one value's gradient. Contributions that are
+  /// zero-padded pieces along one dim with pieces that do not overlap (the gradients of
+  /// slices, vjp_slice) are put side by side instead: a weight read as three column slices (a
+  /// fused q|k|v projection) gets one concat of the three gradients, not three padded copies
+  /// summed.
   int sum(int a, int b) {
+    if (const std::optional<int> side_by_side = disjoint_sum(a, b)) return *side_by_side;
     const Shape& s = node(a).shape;
     return map({a, b}, {iota(s.size()), iota(s.size())}, s, node(a).dtype, "accumulate",
                [](Kernel& k) { return k.apply(ScalarOp::add, k.load(0), k.load(1)); });
+  }
+
+  /// The nonzero pieces of `x` along `dim`, as (start, node): a concat along `dim` of whole
+  /// dims whose zero parts are zeros() nodes, or x itself as one piece.
+  std::vector<std::pair<int64_t, int>> nonzero_pieces(int x, int64_t dim) {
+    const GraphNode& n = node(x);
+    std::vector<std::pair<int64_t, int>> pieces;
+    const auto* c = n.op == GraphOp::concat ? std::get_if<ConcatAttr>(&n.attr) : nullptr;
+    if (c == nullptr || c->dim != dim ||
+        std::any_of(c->spans.begin(), c->spans.end(), [](int64_t s) { return s != 1; })) {
+      if (!zero_nodes_.contains(x)) pieces.push_back({0, x});
+      return pieces;
+    }
+    int64_t start = 0;
+    for (int part : n.inputs) {
+      if (!zero_nodes_.contains(part)) pieces.push_back({start, part});
+      start += node(part).shape[static_cast<size_t>(dim)];
+    }
+    return pieces;
+  }
+
+  /// a + b as one concat of their nonzero pieces (zeros between), when a or b is a concat
+  /// with zero parts and no piece of one overlaps a piece of the other; else nullopt.
+  std::optional<int> disjoint_sum(int a, int b) {
+    const GraphNode *na = &node(a), *nb = &node(b);
+    const GraphNode* c = na->op == GraphOp::concat ? na : nb->op == GraphOp::concat ? nb : nullptr;
+    if (c == nullptr || na->shape != nb->shape || na->dtype != nb->dtype) return std::nullopt;
+    const int64_t dim = std::get<ConcatAttr>(c->attr).dim;
+    const Shape shape = na->shape;
+    const DType dtype = na->dtype;
+    std::vector<std::pair<int64_t, int>> pieces = nonzero_pieces(a, dim);
+    const std::vector<std::pair<int64_t, int>> more = nonzero_pieces(b, dim);
+    pieces.insert(pieces.end(), more.begin(), more.end());
+    std::sort(pieces.begin(), pieces.end());
+    const auto length = [&](int x) { return node(x).shape[static_cast<size_t>(dim)]; };
+    for (size_t i = 1; i < pieces.size(); ++i)
+      if (pieces[i - 1].first + length(pieces[i - 1].second) > pieces[i].first) return std::nullopt;
+    std::vector<int> parts;
+    int64_t end = 0;  // of the parts so far
+    const auto gap = [&](int64_t to) {
+      if (to <= end) return;
+      Shape s = shape;
+      s[static_cast<size_t>(dim)] = to - end;
+      parts.push_back(zeros(s, dtype));
+    };
+    for (const auto& [start, x] : pieces) {
+      gap(start);
+      parts.push_back(x);
+      end = start + length(x);
+    }
+    gap(shape[static_cast<size_t>(dim)]);
+    return parts.size() == 1 ? parts.front() : concat(parts, dim);
   }
 
   /// x (dtype and shape of node `like`): reshaped and cast when they differ.
@@ -76,6 +138,9 @@ class Builder : public GraphBuilder {
     if (node(x).shape != like.shape) x = reshape(x, like.shape);
     return x;
   }
+
+ private:
+  std::set<int> zero_nodes_;  ///< the nodes zeros() made
 };
 
 /// What a VJP rule sees: the forward node (replicated at the same id in the backward graph),

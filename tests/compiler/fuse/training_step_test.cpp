@@ -132,5 +132,60 @@ TEST(FuseTrainingStep, MlpWithAdamWMatchesUnfused) {
                           testing::tolerance_for(DType::f32, 16 * 20), fmt::format("output {}", i));
 }
 
+// A weight read as three column slices (a fused q|k|v projection): p = q·k + v with q, k, v
+// = x·w[:, 0:h], x·w[:, h:2h], x·w[:, 2h:3h], MSE loss. The slices' gradients are put side by
+// side in one concat (no zero padding, no sums of padded copies), and the gradient of w
+// equals xᵀ·[dq | dk | dv] computed here in double.
+TEST(FuseTrainingStep, AWeightReadAsSlicesGetsOneConcatOfTheirGradients) {
+  const int64_t b = 5, d = 4, h = 3;
+  GraphBuilder g("qkv");
+  const int x = g.input({b, d}, DType::f64), w = g.input({d, 3 * h}, DType::f64);
+  const int y = g.input({b, h}, DType::f64);
+  std::vector<int> proj;
+  for (int64_t part = 0; part < 3; ++part)
+    proj.push_back(g.inline_graph(einsum_graph("b d, d h -> b h", {{b, d}, {d, h}}, DType::f64),
+                                  {x, g.slice(w, 1, part * h, (part + 1) * h)})[0]);
+  auto body = std::make_shared<Kernel>();
+  body->name = "qk_plus_v";
+  body->body = body->result = body->apply(
+      ScalarOp::add, body->apply(ScalarOp::mul, body->load(0), body->load(1)), body->load(2));
+  const int p = g.map(proj, {{0, 1}, {0, 1}, {0, 1}}, {b, h}, DType::f64, body);
+  const Graph forward = g.finish(g.inline_graph(mse_loss_graph({b, h}, DType::f64), {p, y}));
+  const Backward bw = differentiate(forward, {false, true, false});
+  int concats = 0, sums = 0;
+  for (const GraphNode& n : bw.graph.nodes) {
+    concats += n.op == GraphOp::concat;
+    sums += n.op == GraphOp::map && std::get<MapAttr>(n.attr).body->name == "accumulate";
+  }
+  EXPECT_EQ(concats, 1) << dump(bw.graph);
+  EXPECT_EQ(sums, 0) << dump(bw.graph);
+
+  const Tensor xs = randn({b, d}, DType::f64, cpu(), 61), ws = randn({d, 3 * h}, DType::f64, cpu(), 62),
+               ys = randn({b, h}, DType::f64, cpu(), 63);
+  const std::vector<Tensor> got =
+      execute(bw.graph, {xs, ws, ys, from_data<double>({1.0}, {})});
+  ASSERT_EQ(got.size(), 1u);
+  const std::vector<double> xv = xs.to_vector<double>(), wv = ws.to_vector<double>(),
+                            yv = ys.to_vector<double>();
+  std::vector<double> want(d * 3 * h, 0.0);
+  for (int64_t r = 0; r < b; ++r)
+    for (int64_t c = 0; c < h; ++c) {
+      double q = 0, k = 0, v = 0;
+      for (int64_t i = 0; i < d; ++i) {
+        q += xv[r * d + i] * wv[i * 3 * h + c];
+        k += xv[r * d + i] * wv[i * 3 * h + h + c];
+        v += xv[r * d + i] * wv[i * 3 * h + 2 * h + c];
+      }
+      const double dp = 2 * (q * k + v - yv[r * h + c]) / static_cast<double>(b * h);
+      for (int64_t i = 0; i < d; ++i) {
+        want[i * 3 * h + c] += xv[r * d + i] * dp * k;
+        want[i * 3 * h + h + c] += xv[r * d + i] * dp * q;
+        want[i * 3 * h + 2 * h + c] += xv[r * d + i] * dp;
+      }
+    }
+  testing::expect_close(got[0], {{d, 3 * h}, want}, testing::tolerance_for(DType::f64, b * d),
+                        "the gradient of w");
+}
+
 }  // namespace
 }  // namespace ein
