@@ -1,6 +1,7 @@
 // Gradient clipping by global norm (include/ein/grad_clip.h). Per gradient: one map kernel for
 // the squares (in the compute type, so bf16 gradients are squared in f32) and one sum; the
 // per-parameter sums are stacked, summed in float64 and only that total is read on the host.
+// Clipping scales each gradient in place in one pass (exec/fused_ops.h's scale_in_place).
 #include <ein/grad_clip.h>
 
 #include <cmath>
@@ -11,10 +12,12 @@
 
 #include <ein/autograd.h>
 
+#include "exec/fused_ops.h"
+
 namespace ein::optim {
 namespace {
 
-// The type a gradient's squares and scaling are computed in (as map computes: f64 or f32).
+// The type a gradient's squares are computed in (as map computes: f64 or f32).
 DType compute_dtype(const Tensor& g) {
   return g.dtype() == DType::f64 ? DType::f64 : DType::f32;
 }
@@ -55,8 +58,7 @@ void clip_grads_with_norm_(const std::vector<Tensor>& params, double max_norm, d
   for (const Tensor& p : params) {
     const Tensor g = p.defined() ? p.grad() : Tensor();
     if (!g.defined() || g.numel() == 0) continue;
-    const Tensor c = full({}, coef, compute_dtype(g), g.device());
-    g.copy_(map("g[n], c[] -> g * c", {g.reshape({-1}), c}).view(g.shape()));
+    scale_in_place(g.detach(), coef);
   }
 }
 

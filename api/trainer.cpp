@@ -39,6 +39,7 @@
 #include "api/train_data.h"
 #include "api/train_dist.h"
 #include "api/train_report.h"
+#include "exec/fused_ops.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/dist/communicator.h"
 #include "runtime/dist/gradient_sync.h"
@@ -52,11 +53,7 @@ void scale_grads(const std::vector<Tensor>& params, double factor) {
   for (const Tensor& p : params) {
     const Tensor g = p.grad();
     if (!g.defined()) continue;
-    const Tensor f = full({}, factor, DType::f32, g.device());
-    std::string axes;
-    for (int64_t d = 0; d < g.dim(); ++d)
-      axes += fmt::format("{}a{}", d ? " " : "", d);
-    g.copy_(ein::map(fmt::format("g[{}], f[] -> g * f", axes), {g, f}));
+    scale_in_place(g.detach(), factor);
   }
 }
 

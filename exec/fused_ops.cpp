@@ -444,6 +444,25 @@ Tensor cross_entropy_rows_backward(const Tensor& logits, const Tensor& target, c
   return dx;
 }
 
+void scale_in_place(const Tensor& x, double factor) {
+  check(x, "scale_in_place", "x");
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (x.stride(d) == 0 && x.size(d) > 1)
+      throw RuntimeError(fmt::format("scale_in_place: x must not be a broadcast view (stride 0 "
+                                     "along dim {} of size {})", d, x.size(d)));
+  if (x.numel() == 0) return;
+  Kernel k;
+  k.name = "scale_in_place";
+  k.origin = fmt::format("x · factor in place on {}", shape_str(x.shape()));
+  k.domain = x.shape();
+  k.compute = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  k.add_buffer(x.dtype(), x.strides());
+  k.add_output(x.dtype(), x.strides());
+  k.store(1, k.apply(ScalarOp::mul, k.load(0), k.param(factor)));
+  const Tensor buffers[] = {x, x};
+  run_kernel(k, buffers);
+}
+
 void adamw_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                   const Tensor& exp_avg_sq, const AdamWConfig& c, int64_t step) {
   const char* op = "adamw";

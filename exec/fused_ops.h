@@ -80,6 +80,11 @@ Tensor cross_entropy_rows(const Tensor& logits, const Tensor& target, int64_t ig
 Tensor cross_entropy_rows_backward(const Tensor& logits, const Tensor& target, const Tensor& grad,
                                    int64_t ignore_index = -100);
 
+/// x ← x · factor in place, in ONE pass, computed in f32 (f64 for an f64 x) and rounded to
+/// x's dtype (gradient clipping and loss-scale unscaling, as torch's mul_). x must not be a
+/// broadcast view.
+void scale_in_place(const Tensor& x, double factor);
+
 /// AdamW's hyper-parameters (torch.optim.AdamW's defaults).
 struct AdamWConfig {
   double lr = 1e-3;            ///< learning rate γ

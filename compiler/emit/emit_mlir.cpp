@@ -206,6 +206,7 @@ std::string FunctionEmitter::convert(const std::string& v, DType from, DType to,
   }
   const std::string a = vec_type(w, mlir_type(from)), b = vec_type(w, mlir_type(to));
   const bool ff = is_float(from), ft = is_float(to);
+  if (from == DType::f32 && to == DType::bf16) return f32_to_bf16(v, w);
   if (ff && ft) {
     const char* how = bit_width(from) < bit_width(to) ? "arith.extf" : "arith.truncf";
     if (bit_width(from) == bit_width(to)) {  // f16 <-> bf16 through f32
@@ -233,6 +234,36 @@ std::string FunctionEmitter::convert(const std::string& v, DType from, DType to,
   if (bit_width(from) > bit_width(to))
     return op(fmt::format("arith.trunci {} : {} to {}", v, a, b));
   return v;
+}
+
+/// f32 -> bf16 in integer arithmetic, bit-identical to the runtime's encoder
+/// (runtime/copy.cpp's bf16_bits): round to nearest, ties to even, overflow to ±inf, a NaN to
+/// the quiet NaN 0x7fc0 with its sign. `arith.truncf` would become AVX512_BF16's
+/// vcvtneps2bf16 where the CPU has it, which flushes subnormal results to zero.
+std::string FunctionEmitter::f32_to_bf16(const std::string& v, int w) {
+  const std::string i32 = vec_type(w, "i32");
+  const auto c = [&](uint32_t x) {
+    return op(w == 1 ? fmt::format("arith.constant {} : i32", static_cast<int32_t>(x))
+                     : fmt::format("arith.constant dense<{}> : {}", static_cast<int32_t>(x), i32));
+  };
+  const auto bin = [&](std::string_view mnemonic, const std::string& a, const std::string& b) {
+    return op(fmt::format("{} {}, {} : {}", mnemonic, a, b, i32));
+  };
+  const std::string u = op(fmt::format("arith.bitcast {} : {} to {}", v, vec_type(w, "f32"), i32));
+  const std::string high = bin("arith.shrui", u, c(16));
+  const std::string bias = bin("arith.addi", bin("arith.andi", high, c(1)), c(0x7fff));
+  const std::string rounded = bin("arith.shrui", bin("arith.addi", u, bias), c(16));
+  const std::string nan = bin("arith.ori", bin("arith.andi", high, c(0x8000)), c(0x7fc0));
+  const std::string is_nan = op(fmt::format("arith.cmpi ugt, {}, {} : {}",
+                                            bin("arith.andi", u, c(0x7fffffff)), c(0x7f800000), i32));
+  const std::string bits =
+      w == 1 ? op(fmt::format("arith.select {}, {}, {} : i32", is_nan, nan, rounded))
+             : op(fmt::format("arith.select {}, {}, {} : {}, {}", is_nan, nan, rounded,
+                              vec_type(w, "i1"), i32));
+  const std::string half =
+      op(fmt::format("arith.trunci {} : {} to {}", bits, i32, vec_type(w, "i16")));
+  return op(fmt::format("arith.bitcast {} : {} to {}", half, vec_type(w, "i16"),
+                        vec_type(w, "bf16")));
 }
 
 std::string FunctionEmitter::zero_of(DType t, int w) {

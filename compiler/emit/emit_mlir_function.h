@@ -50,6 +50,7 @@ class FunctionEmitter {
   // ---- buffers (emit_mlir.cpp) -----------------------------------------------------------
   void emit_prologue();
   std::string convert(const std::string& v, DType from, DType to, int w);
+  std::string f32_to_bf16(const std::string& v, int w);
   std::string zero_of(DType t, int w);
   std::string load(int b, const std::string& offset, int w, int vdim);
   void store(int b, const std::string& value, const std::string& offset, int w);

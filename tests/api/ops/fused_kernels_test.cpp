@@ -790,5 +790,53 @@ TEST(FusedOps, AdamWUpdatesInPlaceInOnePass) {
       }
 }
 
+// scale_in_place (gradient clipping, loss-scale unscaling): x · factor computed in the compute
+// type and rounded to x's dtype, in one launch, into x itself: contiguous, strided (the gaps
+// untouched) and transposed views, zero size, the special values, and a broadcast view refused.
+TEST(FusedOps, ScaleInPlaceIsOneLaunchIntoTheTensor) {
+  const double factor = 0.3712;
+  const double specials[] = {0.0, -0.0, INFINITY, -INFINITY, NAN, 1e-40, -3e-39, 3.4e38, 1.0};
+  for (DType dtype : kDTypes)
+    for (RowLayout layout : {RowLayout::contiguous, RowLayout::strided, RowLayout::transposed})
+      for (auto [b, n] : {std::pair<int64_t, int64_t>{13, 37}, {0, 3}}) {
+        Tensor x = random_rows(b, n, dtype, 91 + n, layout);
+        std::vector<double> v = values_of(x);
+        for (size_t i = 0; i < std::size(specials) && i < v.size(); ++i) v[i] = specials[i];
+        x.copy_(on_test_device(from_data<double>(v, {b, n}).to(dtype)));
+        v = values_of(x);  // as x's dtype holds them
+        std::vector<double> want;
+        for (double e : v) {
+          const double product = dtype == DType::f64
+                                     ? e * factor
+                                     : static_cast<double>(static_cast<float>(e) *
+                                                           static_cast<float>(factor));
+          want.push_back(product);
+        }
+        const Tensor expected = from_data<double>(want, {b, n}).to(dtype).to(DType::f64);
+        const int64_t before = kernel_launches();
+        scale_in_place(x, factor);
+        if (b * n > 0) {
+          EXPECT_EQ(kernel_launches() - before, 1);
+        }
+        const std::vector<double> got = values_of(x), exp = expected.to_vector<double>();
+        ASSERT_EQ(got.size(), exp.size());
+        for (size_t i = 0; i < got.size(); ++i) {
+          const bool same = (std::isnan(got[i]) && std::isnan(exp[i])) ||
+                            (got[i] == exp[i] && std::signbit(got[i]) == std::signbit(exp[i]));
+          EXPECT_TRUE(same) << context("scale_in_place", dtype, layout, b, n) << " element " << i
+                            << ": " << got[i] << " want " << exp[i];
+        }
+      }
+  // The gaps of a strided view keep their values.
+  Tensor wide = randn({4, 10}, DType::f32, cpu(), 95);
+  const std::vector<double> before = wide.to_vector<double>();
+  scale_in_place(wide.slice(1, 0, 10, 2), 2.0);
+  const std::vector<double> after = wide.to_vector<double>();
+  for (size_t i = 0; i < after.size(); ++i)
+    EXPECT_EQ(after[i], i % 2 == 0 ? before[i] * 2 : before[i]) << "element " << i;
+  EXPECT_THROW(scale_in_place(randn({1, 5}, DType::f32, cpu(), 96).expand({3, 5}), 2.0),
+               RuntimeError);
+}
+
 }  // namespace
 }  // namespace ein::testing
