@@ -605,21 +605,22 @@ class Errors(Case):
                 "--log", log, "--quiet")
         with open(log) as f:
             self.assertLess(json.loads(f.readline())["loss"], 1e-4)
-        typo = self.path("typo.ein")
-        with open(typo, "w") as f:
-            f.write("import nn\nimport optim\ndim D = 4\ntrain {\n  model = Linear(D, 1)\n"
-                    "  optimizer = SGD()\n  stesp = 6\n"
-                    "  fn batch() = (randn(2, D), randn(2, 1))\n"
-                    "  fn loss(x: f32[b D], y: f32[b 1]) -> f32[] = mean((model(x) - y) ** 2)\n}\n")
+        def linear_train(name, setting, fn_name):
+            """A small train block with `setting` (a line, or "") and its loss fn named fn_name."""
+            path = self.path(name)
+            with open(path, "w") as f:
+                f.write("import nn\nimport optim\ndim D = 4\ntrain {\n  model = Linear(D, 1)\n"
+                        "  optimizer = SGD()\n" + setting +
+                        "  fn batch() = (randn(2, D), randn(2, 1))\n"
+                        f"  fn {fn_name}(x: f32[b D], y: f32[b 1]) -> f32[] = "
+                        "mean((model(x) - y) ** 2)\n}\n")
+            return path
+
+        typo = linear_train("typo.ein", "  stesp = 6\n", "loss")
         self.fails(["train", typo], typo + ":7:3: error:", "'stesp' is not a train setting")
         # A function that takes a setting's name (found by fuzzing: it had no value to point
         # at, and `ein check` read through a null pointer): the caret goes under its name.
-        clash = self.path("clash.ein")
-        with open(clash, "w") as f:
-            f.write("import nn\nimport optim\ndim D = 4\ntrain {\n  model = Linear(D, 1)\n"
-                    "  optimizer = SGD()\n"
-                    "  fn batch() = (randn(2, D), randn(2, 1))\n"
-                    "  fn clip(x: f32[b D], y: f32[b 1]) -> f32[] = mean((model(x) - y) ** 2)\n}\n")
+        clash = linear_train("clash.ein", "", "clip")
         self.fails(["check", clash], clash + ":8:6: error:",
                    "train setting 'clip' must be a number >= 0, got")
 
