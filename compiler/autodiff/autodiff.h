@@ -1,5 +1,5 @@
 // Reverse-mode autodiff on the Graph IR. One vector-Jacobian-product rule per op, kept in a
-// table keyed by GraphOp (autodiff.cpp), and one derivative rule per scalar op for the bodies
+// table keyed by GraphOp (vjp_rules.cpp), and one derivative rule per scalar op for the bodies
 // of map nodes (scalar_grad.cpp). The result is an ordinary Graph: the executor runs it, the
 // cost model counts it, the fusion pass fuses it.
 #pragma once

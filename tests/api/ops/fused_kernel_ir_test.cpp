@@ -1,0 +1,419 @@
+// The fused kernel forms of Kernel IR (multi-output, row kernels with stages, row stores,
+// index leaves, run-time params), each run through the CPU executor against evaluate(), the
+// float64 Kernel IR interpreter, on fresh random buffers: contiguous, strided, transposed and
+// broadcast (stride-0) layouts, zero-size batches and rows, and f32/f64/bf16.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "api/ops/fused_test_support.h"
+#include "compiler/kernel/kernel_ir.h"
+#include "compiler/pipeline.h"
+#include "compiler/reference/kernel_eval.h"
+#include "exec/cpu_executor.h"
+#include "exec/run_kernel.h"
+
+namespace ein::testing {
+namespace {
+
+/// Elements buffer `b` of `k` spans from element 0 (strides are non-negative).
+int64_t extent(const Kernel& k, int b) {
+  int64_t e = 1;
+  for (size_t d = 0; d < k.domain.size(); ++d)
+    if (k.domain[d] > 0) e += (k.domain[d] - 1) * k.buffers[b].strides[d];
+  return e;
+}
+
+/// Runs `k` through the CPU executor and through evaluate() on the same random buffers (inputs:
+/// normal values rounded to their dtype, integers in [0, 6); outputs: a sentinel, so elements
+/// a kernel must not touch are checked too) and compares every output buffer.
+void check_against_evaluate(const Kernel& k, uint64_t seed, const std::string& what) {
+  std::vector<Tensor> tensors;
+  std::vector<std::vector<double>> data;
+  for (size_t b = 0; b < k.buffers.size(); ++b) {
+    const KernelBuffer& buf = k.buffers[b];
+    const int64_t n = extent(k, static_cast<int>(b));
+    Tensor t;
+    if (buf.output) {
+      t = full({n}, 12345, buf.dtype, cpu());
+    } else if (buf.dtype == DType::i64 || buf.dtype == DType::i32) {
+      std::vector<double> v = rand({n}, DType::f64, cpu(), seed + b).to_vector<double>();
+      for (double& e : v)
+        e = std::floor(e * 6);
+      t = from_data<double>(v, {n}).to(buf.dtype);
+    } else {
+      t = randn({n}, DType::f64, cpu(), seed + b).to(buf.dtype);
+    }
+    tensors.push_back(t);
+    data.push_back(t.to_vector<double>());
+  }
+  run_kernel(k, tensors);
+  evaluate(k, data);
+  int64_t row = 1;
+  for (int d = k.parallel_dims(); d < static_cast<int>(k.domain.size()); ++d)
+    row *= k.domain[d];
+  for (size_t b = 0; b < k.buffers.size(); ++b) {
+    if (!k.buffers[b].output) continue;
+    const int64_t n = static_cast<int64_t>(data[b].size());
+    Tolerance tol = tolerance_for(k.compute == DType::f64 ? k.buffers[b].dtype : DType::f32, row);
+    tol = {tol.rtol * 4, tol.atol * 4};  // f32 exp/log are polynomials within a few ulp
+    if (k.buffers[b].dtype == DType::bf16) tol = tolerance_for(DType::bf16, row);
+    expect_close(tensors[b], {{n}, data[b]}, tol,
+                 fmt::format("{}: buffer {}\n{}", what, b, dump(k)));
+  }
+}
+
+/// A pointwise kernel with three outputs of different dtypes and layouts, a broadcast input and
+/// run-time params: y0 = a·p0 + b, y1 = exp(a) − b·p1 (f64 out), y2 = a·b (bf16 out).
+Kernel three_outputs(const Shape& a_strides, const Shape& y_strides) {
+  Kernel k;
+  k.name = "three_outputs";
+  k.domain = {5, 37};
+  k.compute = DType::f32;
+  const int a = k.load(k.add_buffer(DType::f32, a_strides));
+  const int b = k.load(k.add_buffer(DType::f32, {0, 1}));  // one row, broadcast
+  const int y0 = k.add_output(DType::f32, y_strides);
+  const int y1 = k.add_output(DType::f64, {37, 1});
+  const int y2 = k.add_output(DType::bf16, y_strides);
+  k.store(y0, k.apply(ScalarOp::add, k.apply(ScalarOp::mul, a, k.param(0.75)), b));
+  k.store(y1, k.apply(ScalarOp::sub, k.apply(ScalarOp::exp, a),
+                      k.apply(ScalarOp::mul, b, k.param(-2.5))));
+  k.store(y2, k.apply(ScalarOp::mul, a, b));
+  return k;
+}
+
+TEST(FusedKernelIr, MultiOutputPointwise) {
+  check_against_evaluate(three_outputs({37, 1}, {37, 1}), 1, "contiguous (vectorized)");
+  check_against_evaluate(three_outputs({1, 5}, {1, 5}), 2, "transposed (scalar)");
+  check_against_evaluate(three_outputs({74, 2}, {37, 1}), 3, "strided input");
+}
+
+/// y = x + 0.5 · i0 − 0.25 · i_last over `domain` (rank 2 or 3; the last dim is reduced when
+/// `reduced`, with a row store of Σ (x · i_last) + i0): index leaves on vectorized and scalar
+/// dims, in pointwise and row kernels.
+Kernel index_kernel(Shape domain, int reduced, const Shape& x_strides, const Shape& y_strides,
+                    const Shape& row_strides) {
+  Kernel k;
+  k.name = "index_kernel";
+  k.domain = std::move(domain);
+  k.reduced = reduced;
+  const int last = static_cast<int>(k.domain.size()) - 1;
+  const int x = k.load(k.add_buffer(DType::f32, x_strides));
+  const int i0 = k.index(0), il = k.index(last);
+  const int y = k.add_output(DType::f32, y_strides);
+  k.store(y, k.apply(ScalarOp::sub,
+                     k.apply(ScalarOp::add, x, k.apply(ScalarOp::mul, i0, k.constant(0.5))),
+                     k.apply(ScalarOp::mul, il, k.constant(0.25))));
+  if (reduced > 0) {
+    const int s = k.reduce(Combine::sum, k.apply(ScalarOp::mul, x, il));
+    k.store(k.add_output(DType::f32, row_strides), k.apply(ScalarOp::add, s, i0));
+  }
+  return k;
+}
+
+TEST(FusedKernelIr, IndexLeavesOnEveryKindOfDim) {
+  check_against_evaluate(index_kernel({3, 37}, 0, {37, 1}, {37, 1}, {}), 30,
+                         "pointwise, vectorized");
+  check_against_evaluate(index_kernel({3, 37}, 0, {1, 3}, {1, 3}, {}), 31, "pointwise, scalar");
+  check_against_evaluate(index_kernel({4, 37, 5}, 0, {185, 5, 1}, {185, 5, 1}, {}), 32,
+                         "pointwise, rank 3");
+  check_against_evaluate(index_kernel({35, 6}, 1, {1, 35}, {1, 35}, {1, 0}), 33,
+                         "mode B (index of the vectorized parallel dim)");
+  check_against_evaluate(index_kernel({5, 70}, 1, {70, 1}, {70, 1}, {1, 0}), 34,
+                         "mode A (index of the vectorized row dim)");
+}
+
+/// Cross-entropy-like row kernel over x (p r) with every leaf kind: stages max, Σ exp, and Σ of
+/// the target's logit (index leaf == a per-row integer load); a full store y = softmax · w, and
+/// two row stores (the loss, and max · param).
+Kernel row_kernel(Shape domain, int reduced, const Shape& x_strides, const Shape& y_strides,
+                  const Shape& w_strides, const Shape& t_strides, const Shape& row_out_strides,
+                  DType compute = DType::f32) {
+  Kernel k;
+  k.name = "row_kernel";
+  k.domain = std::move(domain);
+  k.reduced = reduced;
+  k.compute = compute;
+  const int x = k.load(k.add_buffer(compute, x_strides));
+  const int w = k.load(k.add_buffer(DType::f32, w_strides));
+  const int t = k.load(k.add_buffer(DType::i64, t_strides));
+  const int y = k.add_output(compute, y_strides);
+  const int loss = k.add_output(DType::f32, row_out_strides);
+  const int scaled = k.add_output(compute, row_out_strides);
+  const int m = k.reduce(Combine::max, x);
+  const int e = k.apply(ScalarOp::exp, k.apply(ScalarOp::sub, x, m));
+  const int s = k.reduce(Combine::sum, e);
+  const int hit = k.apply(ScalarOp::eq, k.index(static_cast<int>(k.domain.size()) - 1), t);
+  const int xt = k.reduce(Combine::sum, k.apply(ScalarOp::where, hit, x, k.constant(0)));
+  k.store(y, k.apply(ScalarOp::mul, k.apply(ScalarOp::div, e, s), w));
+  k.store(loss, k.apply(ScalarOp::sub, k.apply(ScalarOp::add, k.apply(ScalarOp::log, s), m), xt));
+  k.store(scaled, k.apply(ScalarOp::mul, m, k.param(3)));
+  return k;
+}
+
+TEST(FusedKernelIr, RowKernelsInEverySchedule) {
+  for (DType compute : {DType::f32, DType::f64}) {
+    // Mode A: rows contiguous (vectors along the row, four accumulators per stage).
+    check_against_evaluate(
+        row_kernel({9, 70}, 1, {70, 1}, {70, 1}, {0, 1}, {1, 0}, {1, 0}, compute), 10, "mode A");
+    // Mode B: rows along the outer dim, points contiguous (vectors across rows).
+    check_against_evaluate(
+        row_kernel({35, 6}, 1, {1, 35}, {1, 35}, {0, 1}, {1, 0}, {1, 0}, compute), 11, "mode B");
+    // Scalar: strided rows, a strided output.
+    check_against_evaluate(
+        row_kernel({7, 13}, 1, {30, 2}, {13, 1}, {0, 3}, {2, 0}, {2, 0}, compute), 12, "scalar");
+    // A row of size 1, and a single row.
+    check_against_evaluate(row_kernel({8, 1}, 1, {1, 1}, {1, 1}, {0, 0}, {1, 0}, {1, 0}, compute),
+                           13, "rows of one");
+    check_against_evaluate(row_kernel({40}, 1, {1}, {1}, {1}, {0}, {0}, compute), 14, "one row");
+  }
+  // Two reduced dims that do not merge (the class dim is indexed), batch dims that do.
+  check_against_evaluate(row_kernel({2, 3, 4, 5}, 2, {60, 20, 1, 4}, {60, 20, 5, 1}, {0, 0, 1, 4},
+                                    {3, 1, 0, 0}, {3, 1, 0, 0}),
+                         15, "two row dims");
+}
+
+TEST(FusedKernelIr, ZeroSizeRowsStoreTheIdentities) {
+  // An empty row: the full store writes nothing, the row stores see max = −inf and Σ = 0.
+  check_against_evaluate(row_kernel({4, 0}, 1, {0, 1}, {0, 1}, {0, 1}, {1, 0}, {1, 0}), 20,
+                         "empty rows");
+  check_against_evaluate(row_kernel({0, 6}, 1, {6, 1}, {6, 1}, {0, 1}, {1, 0}, {1, 0}), 21,
+                         "no rows");
+}
+
+/// Per row r: l = log Σ exp(x[r, :]); a row store of l, and total stores of l over the rows
+/// (each combine in `totals`).
+Kernel totals_kernel(const Shape& domain, const Shape& x_strides, std::vector<Combine> totals) {
+  Kernel k;
+  k.name = "totals";
+  k.domain = domain;
+  k.reduced = 1;
+  const int x = k.load(k.add_buffer(DType::f32, x_strides));
+  const int l = k.apply(ScalarOp::log, k.reduce(Combine::sum, k.apply(ScalarOp::exp, x)));
+  k.store(k.add_output(DType::f32, {1, 0}), l);
+  for (Combine c : totals) {
+    k.store(k.add_output(DType::f32, {0, 0}), k.apply(ScalarOp::mul, l, k.constant(0.25)));
+    k.stores.back().total = c;
+  }
+  return k;
+}
+
+TEST(FusedKernelIr, TotalStoresCombineRowValuesOverAllRows) {
+  for (const Shape& strides : {Shape{70, 1}, Shape{1, 9}})
+    check_against_evaluate(
+        totals_kernel({9, 70}, strides, {Combine::sum, Combine::max, Combine::min, Combine::prod}),
+        30, "totals");
+  check_against_evaluate(totals_kernel({1000, 3}, {3, 1}, {Combine::sum}), 31, "many rows");
+  check_against_evaluate(totals_kernel({0, 6}, {6, 1}, {Combine::sum, Combine::prod}), 32,
+                         "no rows: the identities");
+  // One launch: the rows' values are combined on the host, not by a second kernel.
+  const Kernel k = totals_kernel({64, 128}, {128, 1}, {Combine::sum});
+  std::vector<Tensor> b = {randn({64 * 128}, DType::f32, cpu(), 33), empty({64}), empty({1})};
+  run_kernel(k, b);
+  const int64_t before = kernel_launches();
+  run_kernel(k, b);
+  EXPECT_EQ(kernel_launches() - before, 1);
+  // verify() refuses a total store that varies along the row or has a stride.
+  Kernel bad = totals_kernel({4, 5}, {5, 1}, {Combine::sum});
+  bad.buffers.back().strides = {1, 0};
+  EXPECT_THROW(verify(bad), std::logic_error);
+}
+
+TEST(FusedKernelIr, CoalesceKeepsTheRowBoundaryAndIndexedDims) {
+  Kernel k = row_kernel({2, 3, 4, 5}, 2, {60, 20, 5, 1}, {60, 20, 5, 1}, {0, 0, 5, 1}, {3, 1, 0, 0},
+                        {3, 1, 0, 0});
+  Kernel c = coalesce(k);
+  // P (2 3) merges into 6; R (4 5) does not, because the class dim (5) is indexed.
+  EXPECT_EQ(c.domain, (Shape{6, 4, 5}));
+  EXPECT_EQ(c.reduced, 2);
+  // Without the index leaf's dim inside R, R merges, but never with P.
+  Kernel plain;
+  plain.domain = {2, 3, 4};
+  plain.reduced = 1;
+  const int x = plain.load(plain.add_buffer(DType::f32, {12, 4, 1}));
+  plain.store(plain.add_output(DType::f32, {12, 4, 1}),
+              plain.apply(ScalarOp::sub, x, plain.reduce(Combine::max, x)));
+  Kernel pc = coalesce(plain);
+  EXPECT_EQ(pc.domain, (Shape{6, 4}));
+  EXPECT_EQ(pc.reduced, 1);
+  EXPECT_NO_THROW(verify(pc));
+}
+
+/// softmax over the last dim of x (a b c), built as fused_ops.cpp builds it.
+Kernel softmax_kernel(Shape domain, Shape x_strides, Shape y_strides) {
+  Kernel k;
+  k.name = "softmax";
+  k.domain = std::move(domain);
+  k.reduced = 1;
+  const int x = k.load(k.add_buffer(DType::f32, std::move(x_strides)));
+  const int m = k.reduce(Combine::max, x);
+  const int e = k.apply(ScalarOp::exp, k.apply(ScalarOp::sub, x, m));
+  const int s = k.reduce(Combine::sum, e);
+  k.store(k.add_output(DType::f32, std::move(y_strides)),
+          k.apply(ScalarOp::mul, e, k.apply(ScalarOp::reciprocal, s)));
+  return k;
+}
+
+TEST(FusedKernelIr, GoldenDumpOfTheGeneralForm) {
+  Kernel k = softmax_kernel({2, 3, 8}, {24, 8, 1}, {24, 8, 1});
+  k.param(0.5);
+  EXPECT_EQ(dump(coalesce(k)),
+            "kernel softmax domain=[6,8] reduced=1 compute=f32 params=1\n"
+            "  buf0 in f32 strides=[8,1]\n"
+            "  buf1 out f32 strides=[8,1]\n"
+            "  %0 = load buf0\n"
+            "  %1 = acc stage0\n"
+            "  %2 = - %0 %1\n"
+            "  %3 = exp %2\n"
+            "  %4 = acc stage1\n"
+            "  %5 = reciprocal %4\n"
+            "  %6 = * %3 %5\n"
+            "  %7 = param p0\n"
+            "  stage0 = max %0\n"
+            "  stage1 = sum %3\n"
+            "  store buf1 %6\n");
+}
+
+TEST(FusedKernelIr, TheMlirDependsOnTheStridePatternNotOnSizesOrParamValues) {
+  Kernel small = softmax_kernel({2, 3, 8}, {24, 8, 1}, {24, 8, 1});
+  Kernel large = softmax_kernel({7, 50, 96}, {4800, 96, 1}, {4800, 96, 1});
+  small.store(small.add_output(DType::f32, {3, 1, 0}),
+              small.apply(ScalarOp::mul, small.accumulator(1), small.param(0.25)));
+  large.store(large.add_output(DType::f32, {50, 1, 0}),
+              large.apply(ScalarOp::mul, large.accumulator(1), large.param(-7)));
+  const std::string a = emit_kernel(small, Target::mlir), b = emit_kernel(large, Target::mlir);
+  EXPECT_EQ(a, b);
+  // Mode A: each stage keeps four vector accumulators; the full store is vectorized too.
+  EXPECT_NE(a.find("<maximumf>"), std::string::npos) << a;
+  EXPECT_NE(a.find(":4 = scf.for"), std::string::npos) << a;
+  EXPECT_NE(a.find("vector.store"), std::string::npos) << a;
+  // The param is read from the launch's f64 array, not baked in.
+  EXPECT_NE(a.find("memref<?xf64>"), std::string::npos) << a;
+}
+
+TEST(FusedKernelIr, StashedStageValuesInEverySchedule) {
+  // softmax's exp(x − max) is written to y by the last stage and read back by the store loop
+  // (emit_mlir_loops.cpp, plan_stash); the same in modes A and B, scalar code, and in place.
+  check_against_evaluate(softmax_kernel({9, 70}, {70, 1}, {70, 1}), 40, "stash, mode A");
+  check_against_evaluate(softmax_kernel({35, 6}, {1, 35}, {1, 35}), 41, "stash, mode B");
+  check_against_evaluate(softmax_kernel({7, 13}, {26, 2}, {13, 1}), 42, "stash, scalar");
+  for (auto [b, n] : {std::pair<int64_t, int64_t>{9, 70}, {6, 35}}) {
+    const bool rows_contiguous = n == 70;
+    Tensor x = rows_contiguous ? randn({b, n}, DType::f32, cpu(), 43)
+                               : randn({n, b}, DType::f32, cpu(), 43).transpose(0, 1);
+    const std::vector<double> want = softmax_ref(x.to_vector<double>(), b, n, false);
+    const Kernel k = softmax_kernel({b, n}, x.strides(), x.strides());
+    const Tensor buffers[] = {x, x};
+    run_kernel(k, buffers);  // in place: y is x
+    expect_close(x, {{b, n}, want}, row_tolerance(DType::f32, n),
+                 rows_contiguous ? "in-place softmax, mode A" : "in-place softmax, mode B");
+  }
+}
+
+/// GELU's backward with its bias gradient, as the fused training step builds it, over x (p r):
+/// y = tanh(x) · g and h = x / 2 + tanh(x) stored over the row, and the row sum of y, which
+/// no store reads back: emit_mlir_loops.cpp's single pass (stages and stores in one loop).
+Kernel map_and_sum_kernel(Shape domain, const Shape& x_strides, const Shape& y_strides) {
+  Kernel k;
+  k.name = "map_and_sum";
+  k.domain = std::move(domain);
+  k.reduced = 1;
+  const int x = k.load(k.add_buffer(DType::f32, x_strides));
+  const int g = k.load(k.add_buffer(DType::f32, x_strides));
+  const int t = k.apply(ScalarOp::tanh, x);
+  const int y = k.apply(ScalarOp::mul, t, g);
+  k.store(k.add_output(DType::f32, y_strides), y);
+  k.store(k.add_output(DType::f32, y_strides),
+          k.apply(ScalarOp::add, k.apply(ScalarOp::mul, x, k.constant(0.5)), t));
+  const int s = k.reduce(Combine::sum, y);
+  k.store(k.add_output(DType::f32, {1, 0}), k.apply(ScalarOp::mul, s, k.constant(2)));
+  return k;
+}
+
+TEST(FusedKernelIr, MapsThatAlsoReduceTakeOnePassOverTheRow) {
+  // Mode B with 150 points per row: groups of four vectors, one vector, a scalar tail.
+  check_against_evaluate(map_and_sum_kernel({150, 37}, {1, 150}, {1, 150}), 50,
+                         "single pass, mode B");
+  check_against_evaluate(map_and_sum_kernel({9, 37}, {2, 18}, {37, 1}), 51,
+                         "single pass, scalar");
+  check_against_evaluate(map_and_sum_kernel({9, 70}, {70, 1}, {70, 1}), 52, "mode A (two passes)");
+  check_against_evaluate(map_and_sum_kernel({150, 0}, {1, 150}, {1, 150}), 53,
+                         "single pass, empty rows");
+  // One tanh per loop that walks the row (groups of four vectors, one vector, scalar): the
+  // stored y and the summed y are one value, and no second pass recomputes it.
+  const std::string mlir = emit_kernel(map_and_sum_kernel({150, 37}, {1, 150}, {1, 150}),
+                                       Target::mlir);
+  size_t tanhs = 0;
+  for (size_t at = mlir.find("math.tanh"); at != std::string::npos;
+       at = mlir.find("math.tanh", at + 1))
+    ++tanhs;
+  EXPECT_EQ(tanhs, 3u) << mlir;
+  EXPECT_NE(mlir.find("vector<64xf32>"), std::string::npos) << mlir;
+  // In place, g's memory receives y (same strides): each point reads g before storing y there.
+  const int64_t p = 150, r = 37;
+  Tensor x = randn({r, p}, DType::f32, cpu(), 54), g = randn({r, p}, DType::f32, cpu(), 55);
+  const std::vector<double> xs = x.to_vector<double>(), gs = g.to_vector<double>();
+  std::vector<double> want_y(xs.size()), want_s(p, 0);
+  for (int64_t i = 0; i < r; ++i)
+    for (int64_t j = 0; j < p; ++j) {
+      want_y[i * p + j] = std::tanh(xs[i * p + j]) * gs[i * p + j];
+      want_s[j] += 2 * want_y[i * p + j];
+    }
+  Tensor h = empty({r, p}), s = empty({p});
+  const Tensor buffers[] = {x, g, g, h, s};
+  run_kernel(map_and_sum_kernel({p, r}, {1, p}, {1, p}), buffers);
+  expect_close(g, {{r, p}, want_y}, row_tolerance(DType::f32, 1), "in-place y");
+  expect_close(s, {{p}, want_s}, row_tolerance(DType::f32, r), "column sums of in-place y");
+}
+
+TEST(FusedKernelIr, VerifyRejectsBrokenGeneralKernels) {
+  auto base = [] {
+    Kernel k;
+    k.name = "broken";
+    k.domain = {4, 8};
+    k.reduced = 1;
+    const int x = k.load(k.add_buffer(DType::f32, {8, 1}));
+    k.add_output(DType::f32, {1, 0});
+    return std::pair<Kernel, int>{k, x};
+  };
+  {  // a row store that reads a value varying along the row
+    auto [k, x] = base();
+    k.reduce(Combine::sum, x);
+    k.store(1, x);
+    EXPECT_THROW(verify(k), std::logic_error);
+  }
+  {  // a stage that reads its own result
+    auto [k, x] = base();
+    const int a = k.accumulator(0);
+    k.stages.push_back({Combine::sum, k.apply(ScalarOp::add, x, a)});
+    k.store(1, a);
+    EXPECT_THROW(verify(k), std::logic_error);
+  }
+  {  // an output stored twice, and an input after an output
+    auto [k, x] = base();
+    const int s = k.reduce(Combine::sum, x);
+    k.store(1, s);
+    k.store(1, s);
+    EXPECT_THROW(verify(k), std::logic_error);
+    k.stores.pop_back();
+    EXPECT_NO_THROW(verify(k));
+    k.add_buffer(DType::f32, {8, 1});
+    EXPECT_THROW(verify(k), std::logic_error);
+  }
+  {  // a param slot and a dim that do not exist
+    auto [k, x] = base();
+    const int p = k.param(1);
+    k.store(1, k.apply(ScalarOp::add, k.reduce(Combine::sum, x), p));
+    EXPECT_NO_THROW(verify(k));
+    k.nodes[p].param = 7;
+    EXPECT_THROW(verify(k), std::logic_error);
+    k.nodes[p].param = 0;
+    k.index(5);
+    EXPECT_THROW(verify(k), std::logic_error);
+  }
+}
+
+}  // namespace
+}  // namespace ein::testing
