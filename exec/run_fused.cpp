@@ -2,7 +2,9 @@
 //   1. per read: stride along domain dim d = Σ_t stride_t · matrix[t][d], base offset
 //      Σ_t stride_t · offset[t] (elements), so views folded by fuse() cost nothing here;
 //   2. per output: a fresh contiguous tensor (or the caller's, where writing it in place is
-//      safe); its dim j moves along domain dim dims[j];
+//      safe); its dim j moves along domain dim dims[j]; a placed output (a concat folded into
+//      the stores) writes its slot of a tensor by its own strides, and the outputs placed into
+//      another's tensor return no tensor;
 //   3. a reduction over zero elements runs over one point of the combine's identity instead
 //      (sum 0, prod 1, mean 0·(1/0) = NaN, as torch), since the executor skips empty domains.
 #include "exec/run_fused.h"
@@ -96,6 +98,10 @@ Kernel bind_fused(const FusedAttr& f, const std::vector<Shape>& shapes,
     if (offsets) offsets->push_back(base);
   }
   for (const FusedOutput& o : f.outputs) {
+    if (o.placed()) {
+      k.buffers[b++].strides = o.strides;
+      continue;
+    }
     const Shape contiguous = contiguous_strides(o.shape);
     Shape s(rank, 0);
     for (size_t j = 0; j < o.dims.size(); ++j)
@@ -125,6 +131,13 @@ std::vector<Tensor> run_fused(const FusedAttr& f, const std::vector<Tensor>& giv
   }
   for (size_t j = 0; j < f.outputs.size(); ++j) {
     const FusedOutput& o = f.outputs[j];
+    if (o.placed()) {  // a slot of a tensor shared with other stores: no in-place writes
+      const Tensor whole = o.into >= 0 ? outputs[static_cast<size_t>(o.into)]
+                                       : empty(o.shape, o.dtype, device);
+      outputs.push_back(o.into >= 0 ? Tensor() : whole);
+      buffers.push_back(whole.as_strided(k.domain, o.strides, whole.offset() + o.offset));
+      continue;
+    }
     const int out = static_cast<int>(f.reads.size() + j);
     const bool in_place = into && j < into->size() && (*into)[j].defined() &&
                           writable_into((*into)[j], o, device, k, f.reads.size(), out, buffers);
@@ -139,7 +152,7 @@ std::vector<Tensor> run_fused(const FusedAttr& f, const std::vector<Tensor>& giv
   }
   bool any_output = false;
   for (const Tensor& o : outputs)
-    any_output = any_output || o.numel() > 0;
+    any_output = any_output || (o.defined() && o.numel() > 0);
   if (empty_out || !any_output) return outputs;
   run_kernel(empty_row ? over_identity(std::move(k), buffers) : k, buffers);
   return outputs;

@@ -229,12 +229,13 @@ NodeCost cost_map(const Graph& g, const GraphNode& n) {
   return {a.body ? kernel_flops(*a.body, n.shape) : 0, 0, input_bytes(g, n), bytes_of(n)};
 }
 
-/// A fused kernel: its kernel's FLOPs; each input read once; every output written once.
+/// A fused kernel: its kernel's FLOPs; each input read once; every output tensor written once
+/// (the stores placed into another output's tensor fill their part of it).
 NodeCost cost_fused(const Graph& g, const GraphNode& n) {
   const auto& a = std::get<FusedAttr>(n.attr);
   int64_t written = 0;
   for (const FusedOutput& o : a.outputs)
-    written += numel(o.shape) * static_cast<int64_t>(element_size(o.dtype));
+    if (o.into < 0) written += numel(o.shape) * static_cast<int64_t>(element_size(o.dtype));
   return {a.kernel ? kernel_flops(*a.kernel, a.kernel->domain) : 0, 0, input_bytes(g, n), written};
 }
 

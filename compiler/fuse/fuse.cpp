@@ -20,6 +20,8 @@
 //   5. A member is stored when an output, an unfused node, a kept layout node or another
 //      kernel reads it; each group becomes one kernel (fuse_kernel.cpp).
 //   6. The new graph lists the groups and kept nodes in a topological order of the groups.
+//   7. A concat of one kernel's outputs, and the views after it, fold into that kernel's stores
+//      (fold_stores.cpp): each store writes its slot of the final tensor, no copy.
 #include "compiler/fuse/fuse.h"
 
 #include <algorithm>
@@ -708,7 +710,11 @@ std::optional<std::vector<int>> Pass::align(const Group& moved, const Group& ont
 
 Graph fuse(const Graph& graph, std::vector<int>* source) {
   Pass pass(graph);
-  return pass.run(source);
+  std::vector<int> copied;
+  Graph fused = pass.run(&copied);
+  fused = detail::fold_concats_into_stores(std::move(fused), &copied);
+  if (source) *source = std::move(copied);
+  return fused;
 }
 
 }  // namespace ein

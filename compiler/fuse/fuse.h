@@ -19,7 +19,9 @@ namespace ein {
 ///    rounded to each node's dtype; reductions may combine in another order);
 ///  - every live map, reduce and widening float cast node is a member of exactly one fused
 ///    node (FusedAttr::members, by its id in `graph`) or is copied as is with GraphNode::note
-///    saying why; contract, concat and other casts are copied with a note; a view, permute, slice
+///    saying why; contract, concat and other casts are copied with a note, except a concat whose
+///    pieces are all outputs of one kernel: it folds, with the views after it, into that
+///    kernel's stores (placed outputs, graph.h's FusedOutput); a view, permute, slice
 ///    or splitting reshape folds into the reads of every kernel that reads through it (and is
 ///    listed among its members), and is copied only where an unfused node or an output needs
 ///    it; nodes nothing reads are dropped;

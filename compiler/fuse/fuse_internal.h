@@ -77,6 +77,11 @@ struct Grouping {
 /// fused and result nodes).
 Graph emit_fused(const Graph& g, Grouping& grouping, std::vector<int>* source = nullptr);
 
+/// Step 7 (fold_stores.cpp): each concat whose pieces are all outputs of one kernel, read only
+/// on their way to it, folded with the views after it into that kernel's stores (placed
+/// FusedOutputs). `source` as emit_fused's, updated.
+Graph fold_concats_into_stores(Graph g, std::vector<int>* source);
+
 /// What fuse.cpp hands the kernel builder: per member whether another kernel, an unfused node
 /// or an output reads it (then it is stored), in member order.
 struct GroupKernel {

@@ -70,7 +70,10 @@ class Builder {
       row_store_ = true;  // only read when there is a single store
       for (int d : grp_.place[m])
         row_store_ = row_store_ && d < k_.parallel_dims();
-      out_.attr.outputs.push_back({n.shape, n.dtype, grp_.place[m]});
+      FusedOutput& o = out_.attr.outputs.emplace_back();
+      o.shape = n.shape;
+      o.dtype = n.dtype;
+      o.dims = grp_.place[m];
       out_.stored.push_back(grp_.members[m]);
     }
     if (out_.stored.empty())

@@ -123,16 +123,27 @@ std::string fusion_report(const Graph& unfused, const Graph& fused) {
     out += fmt::format(", {}, {}, {}\n", plural(general.stages.size(), "stage"),
                        plural(general.stores.size(), "store"), plural(f.reads.size(), "read"));
     bool first = true;
+    bool placed = false;
+    for (const FusedOutput& o : f.outputs)
+      placed = placed || o.placed();
     for (int m : f.members) {
-      const bool folded = detail::is_layout(unfused.nodes[m].op);
-      out +=
-          fmt::format("  {} {}{}\n", first ? "holds" : "     ", member_line(unfused, m, before[m]),
-                      folded ? "  (folded into the strides)" : "");
+      const GraphOp op = unfused.nodes[m].op;
+      // Layout nodes after a concat fold into the placed stores, those before it into reads.
+      const char* folded = op == GraphOp::concat ? "  (folded into the stores)"
+                           : detail::is_layout(op) ? (placed ? "  (folded into the strides or the stores)"
+                                                             : "  (folded into the strides)")
+                                                   : "";
+      out += fmt::format("  {} {}{}\n", first ? "holds" : "     ",
+                         member_line(unfused, m, before[m]), folded);
       first = false;
     }
     std::vector<std::string> stores;
-    for (int stored : f.stored)
-      stores.push_back(fmt::format("%{}", stored));
+    for (size_t j = 0; j < f.stored.size(); ++j)
+      stores.push_back(fmt::format(
+          "%{}{}", f.stored[j],
+          !f.outputs[j].placed()   ? ""
+          : f.outputs[j].into >= 0 ? fmt::format(" (into output {}'s tensor)", f.outputs[j].into)
+                                   : " (placed in a tensor of its own)"));
     out += fmt::format("  stores {}\n", fmt::join(stores, ", "));
     if (!n.note.empty()) out += fmt::format("  kernel boundary: {}\n", n.note);
   }

@@ -93,11 +93,32 @@ void verify_fused(const Graph& g, size_t i, const FusedAttr& f, Fail& fail) {
     for (const auto& row : r.matrix)
       if (row.size() != rank) return fail(i, "a fused read's matrix does not match the domain");
   }
-  for (const FusedOutput& o : f.outputs) {
+  for (size_t j = 0; j < f.outputs.size(); ++j) {
+    const FusedOutput& o = f.outputs[j];
+    if (o.placed()) {
+      if (o.strides.size() != rank) return fail(i, "a placed fused output's strides miss a dim");
+      if (o.into >= 0 && (o.into >= static_cast<int>(j) || f.outputs[o.into].into >= 0 ||
+                          !f.outputs[o.into].placed() || f.outputs[o.into].dtype != o.dtype))
+        return fail(i, "a placed fused output writes into no earlier placed tensor");
+      const Shape& tensor = f.outputs[o.into >= 0 ? o.into : j].shape;
+      int64_t lo = o.offset, hi = o.offset, points = 1;
+      for (size_t d = 0; d < rank; ++d) {
+        points *= k.domain[d];
+        const int64_t step = k.domain[d] > 0 ? (k.domain[d] - 1) * o.strides[d] : 0;
+        (step < 0 ? lo : hi) += step;
+      }
+      int64_t elements = 1;
+      for (int64_t s : tensor)
+        elements *= s;
+      if (points > 0 && (lo < 0 || hi >= elements))
+        return fail(i, "a placed fused output writes outside its tensor");
+      continue;
+    }
+    if (o.into >= 0) return fail(i, "an unplaced fused output writes into another's tensor");
     if (o.dims.size() != o.shape.size()) return fail(i, "a fused output's dims and shape differ");
-    for (size_t j = 0; j < o.dims.size(); ++j)
-      if (o.dims[j] >= static_cast<int>(rank) ||
-          (o.dims[j] < 0 ? o.shape[j] != 1 : o.shape[j] != k.domain[o.dims[j]]))
+    for (size_t t = 0; t < o.dims.size(); ++t)
+      if (o.dims[t] >= static_cast<int>(rank) ||
+          (o.dims[t] < 0 ? o.shape[t] != 1 : o.shape[t] != k.domain[o.dims[t]]))
         return fail(i, "a fused output's dim does not walk the domain");
   }
   if (!f.stored.empty() && f.stored.size() != f.outputs.size())
@@ -248,6 +269,8 @@ void verify(const Graph& g) {
           fail(i, "result must name an output of a fused node");
         else if (f->outputs[r->index].shape != n.shape || f->outputs[r->index].dtype != n.dtype)
           fail(i, "result's type differs from the fused output's");
+        else if (f->outputs[r->index].into >= 0)
+          fail(i, "result names a fused output placed into another's tensor");
       }
     }
   }

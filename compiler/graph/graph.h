@@ -96,12 +96,23 @@ struct FusedRead {
   std::vector<std::vector<int64_t>> matrix;  ///< [input dim][domain dim]
   Shape offset;                              ///< per input dim
 };
-/// One result of a fused kernel: a fresh contiguous tensor; its dim j walks domain dim
-/// `dims[j]` (-1: a size-1 dim). Stored by the kernel's output buffer of the same position.
+/// One output buffer of a fused kernel (the output buffer of the same position). Unplaced (no
+/// `strides`): a fresh contiguous tensor of `shape`, the node's result of this position; its
+/// dim j walks domain dim `dims[j]` (-1: a size-1 dim). Placed (compiler/fuse/fold_stores.cpp:
+/// a concat and the views after it folded into the stores): the store writes element
+/// `Σ_d strides[d] · i_d + offset` of a contiguous tensor, this output's own (`into` = -1:
+/// `shape` is that tensor's, the node's result of this position) or output `into`'s (this
+/// position has no result; `shape` is the stored value's). The placed outputs of one tensor
+/// write disjoint elements that cover it.
 struct FusedOutput {
   Shape shape;
   DType dtype = DType::f32;
   std::vector<int> dims;
+  Shape strides;       ///< placed: per domain dim, in elements of the tensor written
+  int64_t offset = 0;  ///< placed: of the element domain index 0 writes
+  int into = -1;       ///< placed into output `into`'s tensor; -1: a tensor of its own
+
+  bool placed() const { return !strides.empty(); }
 };
 /// fused: one Kernel IR kernel holding several nodes of the unfused graph (compiler/fuse/fuse.h).
 /// The kernel's domain is fixed; its buffers' strides are filled per call from `reads` (its

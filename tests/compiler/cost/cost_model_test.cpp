@@ -185,7 +185,9 @@ TEST(CostModel, FusedKernelCountsEachNodeWhereItIsEvaluated) {
   FusedAttr attr;
   attr.kernel = k;
   attr.reads = {FusedRead{0, {{1, 0}, {0, 1}}, {0, 0}}};
-  attr.outputs = {FusedOutput{{4, 10}, DType::f32, {0, 1}}};
+  FusedOutput& out = attr.outputs.emplace_back();
+  out.shape = {4, 10};
+  out.dims = {0, 1};
   const int fused = b.add(GraphOp::fused, {in}, {4, 10}, DType::f32, std::move(attr));
   const int result = b.add(GraphOp::result, {fused}, {4, 10}, DType::f32, ResultAttr{0});
   const Graph& g = b.graph();
