@@ -16,213 +16,23 @@
 
 #include <fmt/format.h>
 
+#include "compiler/fuse/attention_expand.h"
 #include "compiler/fuse/fuse_internal.h"
 #include "compiler/fuse/rewrite.h"
 
 namespace ein {
 namespace {
 
+using detail::Expander;
+using detail::NoAttention;
 using detail::Operand;
 using detail::resolve_operand;
-
-constexpr size_t kMaxTree = 4096;  // expansion budget per candidate (scalar nodes)
+using detail::Sym;
 
 bool is_integer_like(DType t) {
   return t == DType::i64 || t == DType::i32 || t == DType::i8 || t == DType::u8 ||
          t == DType::boolean;
 }
-
-/// A scalar expression in the frame of p's dims.
-struct Sym {
-  enum class Kind : uint8_t { leaf, op, reduce } kind = Kind::op;
-  ScalarOp op = ScalarOp::constant;
-  double value = 0;       ///< constant
-  int dim = -1;           ///< index: the X dim
-  std::vector<int> args;  ///< op and reduce operands (reduce: its input, over the X frame)
-  int node = -1;          ///< leaf: the graph node read
-  std::vector<int> axes;  ///< leaf: per node dim, its X dim (-1: a size-1 dim)
-  Reduction reduction = Reduction::sum;  ///< reduce: over the last X dim
-  bool scores = false;    ///< leaf: the scores contraction
-  bool depends = false;   ///< reads the scores
-};
-
-struct Fail {
-  std::string why;
-};
-
-class Expander {
- public:
-  Expander(const Graph& g, int rank) : g_(g), rank_(rank) {}
-
-  std::vector<Sym> pool;
-  std::set<int> interior;  ///< map/reduce/layout nodes expanded that read the scores
-  int scores_node = -1;
-  std::vector<char> reads_scores;  ///< per graph node: it depends on the scores node
-
-  /// Sets the scores node and which nodes read it (directly or not).
-  void set_scores(int id) {
-    scores_node = id;
-    reads_scores.assign(g_.nodes.size(), 0);
-    reads_scores[id] = 1;
-    for (size_t i = id + 1; i < g_.nodes.size(); ++i)
-      for (int in : g_.nodes[i].inputs)
-        if (reads_scores[in]) reads_scores[i] = 1;
-  }
-
-  /// The expansion of node `id`, whose dim d is X dim rx[d] (-1: size 1).
-  int expand(int id, const std::vector<int>& rx) {
-    auto key = std::make_pair(id, rx);
-    if (auto it = memo_.find(key); it != memo_.end()) return it->second;
-    if (pool.size() > kMaxTree) throw Fail{"the logits' expression is too large to analyse"};
-    const GraphNode& n = g_.nodes[id];
-    int result;
-    if (const auto* m = std::get_if<MapAttr>(&n.attr); m && m->body) {
-      result = expand_map(id, *m->body, rx);
-    } else if (n.op == GraphOp::reduce && softmax_reduce(id, rx)) {
-      result = expand_reduce(id, rx);
-    } else {
-      Sym s;
-      s.kind = Sym::Kind::leaf;
-      s.node = id;
-      s.axes = rx;
-      s.scores = n.op == GraphOp::contract && id == scores_node;
-      s.depends = s.scores || (!reads_scores.empty() && reads_scores[id]);
-      result = add(std::move(s));
-    }
-    memo_.emplace(std::move(key), result);
-    return result;
-  }
-
-  /// The X dims of operand `op`'s source dims, given the reader's dims in X (rx).
-  std::vector<int> place(const Operand& op, const std::vector<int>& rx) const {
-    const Shape& shape = g_.nodes[op.source].shape;
-    std::vector<int> axes(shape.size(), -1);
-    for (size_t t = 0; t < shape.size(); ++t) {
-      if (op.access.o[t] != 0) throw Fail{"an operand is read at an offset (a slice)"};
-      int at = -1;
-      for (size_t j = 0; j < op.access.m[t].size(); ++j) {
-        const int64_t c = op.access.m[t][j];
-        if (c == 0) continue;
-        if (c != 1 || at >= 0) throw Fail{"an operand is read through a diagonal or a merge"};
-        at = static_cast<int>(j);
-      }
-      if (at < 0 || rx[at] < 0) {
-        if (shape[t] != 1) throw Fail{"an operand's dim maps to no dim of the logits"};
-        continue;
-      }
-      axes[t] = rx[at];
-    }
-    return axes;
-  }
-
-  int add(Sym s) {
-    for (int a : s.args) s.depends = s.depends || pool[a].depends;
-    pool.push_back(std::move(s));
-    return static_cast<int>(pool.size()) - 1;
-  }
-
-  int constant(double v) {
-    Sym s;
-    s.op = ScalarOp::constant;
-    s.value = v;
-    return add(std::move(s));
-  }
-
-  /// Whether trees a and b compute the same thing (same structure, same leaves).
-  bool same(int a, int b) const {
-    if (a == b) return true;
-    const Sym &x = pool[a], &y = pool[b];
-    if (x.kind != y.kind || x.op != y.op || x.args.size() != y.args.size()) return false;
-    if (x.kind == Sym::Kind::leaf) return x.node == y.node && x.axes == y.axes;
-    if (x.kind == Sym::Kind::reduce && x.reduction != y.reduction) return false;
-    if (x.op == ScalarOp::constant && !(x.value == y.value || (std::isnan(x.value) && std::isnan(y.value))))
-      return false;
-    if (x.op == ScalarOp::index && x.dim != y.dim) return false;
-    for (size_t i = 0; i < x.args.size(); ++i)
-      if (!same(x.args[i], y.args[i])) return false;
-    return true;
-  }
-
- private:
-  int expand_map(int id, const Kernel& body, const std::vector<int>& rx) {
-    std::vector<int> at(body.nodes.size(), -1);
-    for (size_t i = 0; i < body.nodes.size(); ++i) {
-      const ScalarNode& s = body.nodes[i];
-      switch (s.op) {
-        case ScalarOp::load: {
-          const Operand op = resolve_operand(g_, id, static_cast<size_t>(s.buffer));
-          at[i] = expand(op.source, place(op, rx));
-          if (pool[at[i]].depends) interior.insert(op.through.begin(), op.through.end());
-          break;
-        }
-        case ScalarOp::constant:
-          at[i] = constant(s.value);
-          break;
-        case ScalarOp::index: {
-          if (rx[s.dim] < 0) throw Fail{"an index leaf along a size-1 dim"};
-          Sym x;
-          x.op = ScalarOp::index;
-          x.dim = rx[s.dim];
-          at[i] = add(std::move(x));
-          break;
-        }
-        case ScalarOp::acc:
-        case ScalarOp::param:
-          throw Fail{"a map reads an accumulator or a run-time parameter"};
-        default: {
-          Sym x;
-          x.op = s.op;
-          for (int operand : {s.a, s.b, s.c})
-            if (operand >= 0) x.args.push_back(at[operand]);
-          at[i] = add(std::move(x));
-        }
-      }
-    }
-    const int result = at[body.result];
-    if (pool[result].depends) interior.insert(id);
-    return result;
-  }
-
-  /// Whether reduce node `id`, read with its dims at X dims rx, is a softmax's row max or sum:
-  /// a max or sum over the key axis (X's last dim) alone, broadcast back along it. Other
-  /// reductions stay opaque leaves.
-  bool softmax_reduce(int id, const std::vector<int>& rx) const {
-    const GraphNode& n = g_.nodes[id];
-    const auto& a = std::get<ReduceAttr>(n.attr);
-    const Shape& in = g_.nodes[n.inputs[0]].shape;
-    if (a.reduction != Reduction::max && a.reduction != Reduction::sum) return false;
-    if (in.size() != static_cast<size_t>(rank_) || !a.reduced.back() ||
-        std::count(a.reduced.begin(), a.reduced.end(), true) != 1)
-      return false;
-    for (size_t i = 0; i < a.out_order.size(); ++i)
-      if (a.out_order[i] != static_cast<int>(i)) return false;
-    std::vector<int> rows(rank_ - 1);
-    std::iota(rows.begin(), rows.end(), 0);
-    return rx == rows;
-  }
-
-  int expand_reduce(int id, const std::vector<int>& rx) {
-    const GraphNode& n = g_.nodes[id];
-    const auto& a = std::get<ReduceAttr>(n.attr);
-    std::vector<int> full = rx;
-    full.push_back(rank_ - 1);
-    const Operand op = resolve_operand(g_, id, 0);
-    Sym s;
-    s.kind = Sym::Kind::reduce;
-    s.reduction = a.reduction;
-    s.args = {expand(op.source, place(op, full))};
-    const int r = add(std::move(s));
-    if (pool[r].depends) {
-      interior.insert(id);
-      interior.insert(op.through.begin(), op.through.end());
-    }
-    return r;
-  }
-
-  const Graph& g_;
-  int rank_;
-  std::map<std::pair<int, std::vector<int>>, int> memo_;
-};
 
 /// The logits as scale · scores + bias, checked over the tree (attention.h lists the forms).
 struct Affine {
@@ -262,20 +72,20 @@ bool leaves_integer(const Graph& g, const Expander& e, int s) {
 
 double logit_scale(const Graph& g, const Expander& e, int s) {
   const Sym& x = e.pool[s];
-  if (!x.depends) throw Fail{"internal: an independent logit term"};
+  if (!x.depends) throw NoAttention{"internal: an independent logit term"};
   if (x.kind == Sym::Kind::leaf) {
     if (!x.scores)
-      throw Fail{fmt::format("the logits read the scores through a {} node",
-                             graph_op_name(g.nodes[x.node].op))};
+      throw NoAttention{fmt::format("the logits read the scores through a {} node",
+                                    graph_op_name(g.nodes[x.node].op))};
     return 1;
   }
-  if (x.kind == Sym::Kind::reduce) throw Fail{"the logits reduce the scores"};
+  if (x.kind == Sym::Kind::reduce) throw NoAttention{"the logits reduce the scores"};
   auto other = [&](int i) { return x.args[1 - i]; };
   auto dep = [&]() -> int {
     int d = -1;
     for (size_t i = 0; i < x.args.size(); ++i)
       if (e.pool[x.args[i]].depends) {
-        if (d >= 0) throw Fail{"the scores enter the logits twice"};
+        if (d >= 0) throw NoAttention{"the scores enter the logits twice"};
         d = static_cast<int>(i);
       }
     return d;
@@ -284,7 +94,8 @@ double logit_scale(const Graph& g, const Expander& e, int s) {
   auto finite_constant = [&](int a, const char* what) {
     const auto c = constant_value(e, a);
     if (!c || !std::isfinite(*c) || *c == 0)
-      throw Fail{fmt::format("the scores are {} something other than a finite nonzero constant", what)};
+      throw NoAttention{
+          fmt::format("the scores are {} something other than a finite nonzero constant", what)};
     return *c;
   };
   switch (x.op) {
@@ -293,24 +104,24 @@ double logit_scale(const Graph& g, const Expander& e, int s) {
     case ScalarOp::mul:
       return finite_constant(other(i), "multiplied by") * logit_scale(g, e, x.args[i]);
     case ScalarOp::div:
-      if (i != 0) throw Fail{"the scores divide something"};
+      if (i != 0) throw NoAttention{"the scores divide something"};
       return logit_scale(g, e, x.args[0]) / finite_constant(x.args[1], "divided by");
     case ScalarOp::add:
     case ScalarOp::sub:
       if (!leaves_integer(g, e, other(i)))
-        throw Fail{
+        throw NoAttention{
             "an additive bias computed from float tensors (it could need a gradient, which "
             "the fused kernel does not give)"};
       return (x.op == ScalarOp::sub && i == 1 ? -1 : 1) * logit_scale(g, e, x.args[i]);
     case ScalarOp::where: {
-      if (i == 0) throw Fail{"the scores choose a where's branch"};
+      if (i == 0) throw NoAttention{"the scores choose a where's branch"};
       const auto c = constant_value(e, x.args[i == 1 ? 2 : 1]);
       if (!c || !(std::isinf(*c) && *c < 0))
-        throw Fail{"a where whose other branch is not -inf (a finite fill is not a mask)"};
+        throw NoAttention{"a where whose other branch is not -inf (a finite fill is not a mask)"};
       return logit_scale(g, e, x.args[i]);
     }
     default:
-      throw Fail{fmt::format("the scores pass through '{}'", scalar_op_spelling(x.op))};
+      throw NoAttention{fmt::format("the scores pass through '{}'", scalar_op_spelling(x.op))};
   }
 }
 
@@ -335,7 +146,7 @@ int position(const std::vector<int>& axes, int label) {
   return it == axes.end() ? -1 : static_cast<int>(it - axes.begin());
 }
 
-/// Tries to match attention ending at contraction `y`; throws Fail with the reason.
+/// Tries to match attention ending at contraction `y`; throws NoAttention with the reason.
 Match match_at(const Graph& g, int y, Expander*& keep, std::vector<std::unique_ptr<Expander>>& owned) {
   const GraphNode& yn = g.nodes[y];
   const auto& ya = std::get<ContractAttr>(yn.attr);
@@ -364,20 +175,21 @@ Match match_at(const Graph& g, int y, Expander*& keep, std::vector<std::unique_p
         if (at < 0 || po.access.o[t] != 0) ok = false;
         if (ok) p_label_of[t] = p_labels[at];
       }
-      if (!ok) throw Fail{"p reaches the second contraction through a non-permuting view"};
+      if (!ok) throw NoAttention{"p reaches the second contraction through a non-permuting view"};
     }
     const int s_label = p_label_of[rank - 1];
     if (position(ya.out_axes, s_label) >= 0 || position(v_labels, s_label) < 0)
-      throw Fail{"the second contraction does not sum over the softmax's axis"};
+      throw NoAttention{"the second contraction does not sum over the softmax's axis"};
     // v: labels = batch (p's), s, and one value axis f.
     int f_label = -1;
     for (int l : v_labels)
       if (position(p_label_of, l) < 0) {
-        if (f_label >= 0) throw Fail{"v has more than one value axis"};
+        if (f_label >= 0) throw NoAttention{"v has more than one value axis"};
         f_label = l;
       }
-    if (f_label < 0 || position(ya.out_axes, f_label) < 0) throw Fail{"v has no value axis"};
-    if (static_cast<int>(v_labels.size()) != rank) throw Fail{"v does not share p's batch axes"};
+    if (f_label < 0 || position(ya.out_axes, f_label) < 0) throw NoAttention{"v has no value axis"};
+    if (static_cast<int>(v_labels.size()) != rank)
+      throw NoAttention{"v does not share p's batch axes"};
     auto owned_expander = std::make_unique<Expander>(g, rank);
     Expander& e = *owned_expander;
     std::vector<int> iota_x(rank);
@@ -386,20 +198,21 @@ Match match_at(const Graph& g, int y, Expander*& keep, std::vector<std::unique_p
     const int p = e.expand(po.source, iota_x);
     const Sym& ps = e.pool[p];
     if (ps.kind != Sym::Kind::op || ps.op != ScalarOp::div)
-      throw Fail{"p is not a division (exp(x - max) / sum)"};
+      throw NoAttention{"p is not a division (exp(x - max) / sum)"};
     const int num = ps.args[0], den = ps.args[1];
     const Sym& ds = e.pool[den];
     if (ds.kind != Sym::Kind::reduce || ds.reduction != Reduction::sum || !e.same(ds.args[0], num))
-      throw Fail{"p's denominator is not the sum of its numerator over the key axis"};
+      throw NoAttention{"p's denominator is not the sum of its numerator over the key axis"};
     const Sym& ns = e.pool[num];
-    if (ns.op != ScalarOp::exp || ns.kind != Sym::Kind::op) throw Fail{"p's numerator is not an exp"};
+    if (ns.op != ScalarOp::exp || ns.kind != Sym::Kind::op)
+      throw NoAttention{"p's numerator is not an exp"};
     const Sym& sub = e.pool[ns.args[0]];
     if (sub.kind != Sym::Kind::op || sub.op != ScalarOp::sub)
-      throw Fail{"the exp's argument is not x - max(x)"};
+      throw NoAttention{"the exp's argument is not x - max(x)"};
     const Sym& mx = e.pool[sub.args[1]];
     if (mx.kind != Sym::Kind::reduce || mx.reduction != Reduction::max ||
         !e.same(mx.args[0], sub.args[0]))
-      throw Fail{"the exp's argument is not x - max(x) over the key axis"};
+      throw NoAttention{"the exp's argument is not x - max(x) over the key axis"};
     const int x = sub.args[0];
     // The scores: the one contraction leaf of x placed as a permutation of the X dims.
     int scores = -1;
@@ -415,13 +228,13 @@ Match match_at(const Graph& g, int y, Expander*& keep, std::vector<std::unique_p
         std::sort(sorted.begin(), sorted.end());
         if (sorted != iota_x) continue;
         if (scores >= 0 && (scores != sy.node || scores_axes != sy.axes))
-          throw Fail{"the logits read two contractions"};
+          throw NoAttention{"the logits read two contractions"};
         scores = sy.node;
         scores_axes = sy.axes;
       }
       stack.insert(stack.end(), sy.args.begin(), sy.args.end());
     }
-    if (scores < 0) throw Fail{"the logits read no contraction over all of p's dims"};
+    if (scores < 0) throw NoAttention{"the logits read no contraction over all of p's dims"};
     // Second pass with the scores known: dependence flags and the interior nodes.
     owned_expander = std::make_unique<Expander>(g, rank);
     Expander& e2 = *owned_expander;
@@ -451,26 +264,26 @@ Match match_at(const Graph& g, int y, Expander*& keep, std::vector<std::unique_p
       const auto& theirs = side2 == 0 ? sa.b_axes : sa.a_axes;
       for (int l : mine)
         if (position(theirs, l) < 0 && x_dim(l) >= 0 && x_dim(l) != s_x) {
-          if (q_side >= 0) throw Fail{"the scores have more than one query axis"};
+          if (q_side >= 0) throw NoAttention{"the scores have more than one query axis"};
           q_side = side2;
           t_x = x_dim(l);
         }
     }
-    if (q_side < 0 || t_x < 0) throw Fail{"the scores have no query axis"};
+    if (q_side < 0 || t_x < 0) throw NoAttention{"the scores have no query axis"};
     const auto& qa = q_side == 0 ? sa.a_axes : sa.b_axes;
     const auto& ka = q_side == 0 ? sa.b_axes : sa.a_axes;
     for (int l : qa)
       if (position(sa.out_axes, l) < 0) {
         if (e_label >= 0 || position(ka, l) < 0)
-          throw Fail{"the scores sum over more than one axis (or one q alone has)"};
+          throw NoAttention{"the scores sum over more than one axis (or one q alone has)"};
         e_label = l;
       }
-    if (e_label < 0) throw Fail{"the scores sum over no axis"};
+    if (e_label < 0) throw NoAttention{"the scores sum over no axis"};
     if (static_cast<int>(qa.size()) != rank || static_cast<int>(ka.size()) != rank)
-      throw Fail{"q and k do not share the batch axes"};
+      throw NoAttention{"q and k do not share the batch axes"};
     // The key axis must be k's alone.
     for (int l : ka)
-      if (x_dim(l) == s_x && position(qa, l) >= 0) throw Fail{"the key axis is also q's"};
+      if (x_dim(l) == s_x && position(qa, l) >= 0) throw NoAttention{"the key axis is also q's"};
     for (int d = 0; d < rank; ++d)
       if (d != t_x && d != s_x) m.batch_x.push_back(d);
     m.t_x = t_x;
@@ -509,9 +322,11 @@ Match match_at(const Graph& g, int y, Expander*& keep, std::vector<std::unique_p
     out_canon.push_back(p_label_of[t_x]);
     out_canon.push_back(f_label);
     for (int l : ya.out_axes) m.y_order.push_back(position(out_canon, l));
-    if (m.y_order.size() != static_cast<size_t>(rank)) throw Fail{"y keeps other axes than batch, query and value"};
+    if (m.y_order.size() != static_cast<size_t>(rank))
+      throw NoAttention{"y keeps other axes than batch, query and value"};
     for (auto order : {&m.q_order, &m.k_order, &m.v_order, &m.y_order})
-      if (std::count(order->begin(), order->end(), -1)) throw Fail{"an axis of q, k or v is missing"};
+      if (std::count(order->begin(), order->end(), -1))
+        throw NoAttention{"an axis of q, k or v is missing"};
     m.interior = e2.interior;
     m.interior.insert(scores);
     m.interior.insert(po.source);
@@ -519,7 +334,7 @@ Match match_at(const Graph& g, int y, Expander*& keep, std::vector<std::unique_p
     owned.push_back(std::move(owned_expander));
     return m;
   }
-  throw Fail{"neither operand of the contraction is a softmax"};
+  throw NoAttention{"neither operand of the contraction is a softmax"};
 }
 
 bool identity(const std::vector<int64_t>& order) {
@@ -548,7 +363,7 @@ int emit_bias(const Expander& e, int s, Kernel& k, std::map<std::pair<int, std::
       r = k.load(it->second);
     }
   } else if (x.kind == Sym::Kind::reduce) {
-    throw Fail{"internal: a reduction in the bias"};
+    throw NoAttention{"internal: a reduction in the bias"};
   } else if (x.op == ScalarOp::constant) {
     r = k.constant(x.value);
   } else if (x.op == ScalarOp::index) {
@@ -798,7 +613,7 @@ AttentionFusion fuse_attention(const Graph& graph) {
       Expander* e = nullptr;
       const Match m = match_at(g, y, e, owned);
       return rewrite(g, m, *e, source, why);
-    } catch (const Fail& f) {
+    } catch (const NoAttention& f) {
       why = f.why;
       return std::nullopt;
     }

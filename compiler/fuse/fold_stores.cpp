@@ -160,11 +160,11 @@ bool total_store(const FusedAttr& f, int k) {
 }
 
 struct Folding {
-  int fused = -1;                 ///< the kernel's node
-  std::vector<int> outputs;       ///< per concat input: the kernel output it holds
-  std::vector<Affine> index;      ///< per concat input: its store's index in the final tensor
-  std::vector<int> chain;         ///< the nodes folded: views before, the concat, views after
-  int last = -1;                  ///< the final tensor's node
+  int fused = -1;             ///< the kernel's node
+  std::vector<int> outputs;   ///< per concat input: the kernel output it holds
+  std::vector<Affine> index;  ///< per concat input: its store's index in the final tensor
+  std::vector<int> chain;     ///< the nodes folded: views before, the concat, views after
+  int last = -1;              ///< the final tensor's node
 };
 
 class Folder {
@@ -222,8 +222,7 @@ class Folder {
       const auto [fused, k] = *ko;
       if (f.fused >= 0 && f.fused != fused) return std::nullopt;
       f.fused = fused;
-      if (std::find(f.outputs.begin(), f.outputs.end(), k) != f.outputs.end())
-        return std::nullopt;
+      if (std::find(f.outputs.begin(), f.outputs.end(), k) != f.outputs.end()) return std::nullopt;
       const FusedAttr& attr = std::get<FusedAttr>(g_.nodes[fused].attr);
       if (attr.kernel->domain.empty()) return std::nullopt;  // no strides to place a scalar by
       const FusedOutput& o = attr.outputs[static_cast<size_t>(k)];
@@ -342,7 +341,8 @@ Graph fold_concats_into_stores(Graph g, std::vector<int>* source) {
   std::string why;
   std::optional<Graph> out = compact(std::move(g), src, {}, kept, why);
   if (source)
-    for (int& k : kept) k = unfused[static_cast<size_t>(k)];
+    for (int& k : kept)
+      k = unfused[static_cast<size_t>(k)];
   if (source) *source = std::move(kept);
   verify(*out);
   return std::move(*out);

@@ -129,10 +129,11 @@ std::string fusion_report(const Graph& unfused, const Graph& fused) {
     for (int m : f.members) {
       const GraphOp op = unfused.nodes[m].op;
       // Layout nodes after a concat fold into the placed stores, those before it into reads.
-      const char* folded = op == GraphOp::concat ? "  (folded into the stores)"
-                           : detail::is_layout(op) ? (placed ? "  (folded into the strides or the stores)"
-                                                             : "  (folded into the strides)")
-                                                   : "";
+      const char* folded = "";
+      if (op == GraphOp::concat)
+        folded = "  (folded into the stores)";
+      else if (detail::is_layout(op))
+        folded = placed ? "  (folded into the strides or the stores)" : "  (folded into the strides)";
       out += fmt::format("  {} {}{}\n", first ? "holds" : "     ",
                          member_line(unfused, m, before[m]), folded);
       first = false;

@@ -32,8 +32,7 @@ void expect_same(const Graph& g, Layout layout, uint64_t seed) {
   const std::vector<Tensor> want = execute(g, xs), got = execute(fused, xs);
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i)
-    testing::expect_close(got[i], testing::to_array(want[i]),
-                          testing::tolerance_for(DType::f32, 8),
+    testing::expect_close(got[i], testing::to_array(want[i]), testing::tolerance_for(DType::f32, 8),
                           fmt::format("output {} ({})\n{}", i, testing::layout_name(layout),
                                       fusion_report(g, fused)));
 }
@@ -124,9 +123,8 @@ TEST(FoldStores, ConcatsAlongAnyDimAndOfPackedSpans) {
   for (int64_t dim : {0, 1, 2}) {
     GraphBuilder b(fmt::format("concat dim {}", dim));
     const int x = b.input({4, 3, 5});
-    const int cat = b.concat({unary(b, ScalarOp::exp, x), unary(b, ScalarOp::sin, x),
-                              unary(b, ScalarOp::tanh, x)},
-                             dim);
+    const int cat = b.concat(
+        {unary(b, ScalarOp::exp, x), unary(b, ScalarOp::sin, x), unary(b, ScalarOp::tanh, x)}, dim);
     const Graph g = b.finish({cat});
     const Graph fused = fuse(g);
     EXPECT_EQ(count_kernels(fused), 1) << fusion_report(g, fused);
