@@ -1,7 +1,11 @@
-// Linear + cross-entropy on tiles (cross_entropy.h). A tile is kRows rows × kClasses classes:
-// 64 × 2048 f32 is 512 KB, the logits of one tile staying in L2 between the GEMM that makes
-// them and the pass that reads them. The forward splits rows over threads; the backward splits
-// the classes, so each thread owns its columns of dw, and sums per-thread partial dh at the end.
+// Linear + cross-entropy on tiles (cross_entropy.h). Both passes split the classes over the
+// threads in blocks of kClasses (so each thread owns its columns of dw, and the forward's
+// per-row logsumexp is merged from one partial per thread), copy each block of w into a dense
+// (D × kClasses) buffer once, and walk all rows against it in tiles of kRows: a 256 × 1024 f32
+// tile is 1 MiB and stays in L2 between the GEMM that makes it and the pass that reads it. The
+// copy matters: read in place, a block of w has rows a whole vocabulary apart, and oneDNN's
+// sgemm packing it again for every row tile ran the logits GEMM at 42-67 GFLOP/s on one core
+// against 136-145 from the dense copy (BENCHMARKS.md, "The LM head's tiles").
 #include "exec/cross_entropy.h"
 
 #include <algorithm>
@@ -18,8 +22,8 @@
 namespace ein {
 namespace {
 
-constexpr int64_t kRows = 64;
-constexpr int64_t kClasses = 2048;
+constexpr int64_t kRows = 256;
+constexpr int64_t kClasses = 1024;
 
 template <class T>
 constexpr DType dtype_of() {
@@ -61,6 +65,27 @@ std::pair<Tensor, View<T>> matrix(const Tensor& x) {
   return {y, v};
 }
 
+/// Columns [c0, c0 + cols) of w as a dense matrix in `buffer`: row-major (d × cols) when w's
+/// columns are adjacent, else (a tied embedding read transposed, rows adjacent) its transpose
+/// stored row-major (cols × d), seen through a transposed view.
+template <class T>
+View<T> dense_block(View<T> w, int64_t d, int64_t c0, int64_t cols, std::vector<T>& buffer) {
+  buffer.resize(static_cast<size_t>(d * cols));
+  if (w.cs == 1) {
+    for (int64_t i = 0; i < d; ++i)
+      std::copy_n(w.p + i * w.rs + c0, cols, buffer.data() + i * cols);
+    return {buffer.data(), cols, 1};
+  }
+  for (int64_t j = 0; j < cols; ++j)  // w.rs == 1: column c0 + j is contiguous
+    std::copy_n(w.p + (c0 + j) * w.cs, d, buffer.data() + j * d);
+  return View<T>{buffer.data(), d, 1}.t();
+}
+
+/// Splits `blocks` class blocks over the threads: part p takes [blocks·p/parts, blocks·(p+1)/parts).
+int64_t parts_for(int64_t blocks) {
+  return std::max<int64_t>(1, std::min<int64_t>(num_threads(), blocks));
+}
+
 std::vector<int64_t> targets_of(const Tensor& t) {
   return t.to(cpu()).to(DType::i64).contiguous().to_vector<int64_t>();
 }
@@ -74,34 +99,49 @@ Tensor forward(const Tensor& h_in, const Tensor& w_in, const Tensor& t_in) {
   Tensor out = empty({n, 2}, dtype_of<T>(), cpu());
   T* o = out.template data<T>();
   constexpr T inf = std::numeric_limits<T>::infinity();
-  parallel_for(0, (n + kRows - 1) / kRows, 1, [&](int64_t lo, int64_t hi) {
-    std::vector<T> tile(kRows * kClasses), m(kRows), l(kRows), picked(kRows);
-    for (int64_t chunk = lo; chunk < hi; ++chunk) {
-      const int64_t r0 = chunk * kRows, r1 = std::min(n, r0 + kRows), rows = r1 - r0;
-      std::fill(m.begin(), m.end(), -inf);
-      std::fill(l.begin(), l.end(), T(0));
-      std::fill(picked.begin(), picked.end(), T(0));
-      for (int64_t c0 = 0; c0 < v; c0 += kClasses) {
-        const int64_t c1 = std::min(v, c0 + kClasses), cols = c1 - c0;
-        gemm<T>(rows, cols, d, 1, h.block(r0, 0), w.block(0, c0), 0, tile.data(), kClasses);
-        for (int64_t r = 0; r < rows; ++r) {
-          T* x = tile.data() + r * kClasses;
-          const int64_t at = target[r0 + r];
-          if (at >= c0 && at < c1) picked[r] = x[at - c0];  // before exp overwrites the row
-          const T mx = row_max(x, cols, m[r]);
-          const T shift = mx == -inf ? T(0) : mx;
-          const T sum = exp_shift_sum(x, cols, shift);
-          l[r] = l[r] * std::exp(m[r] - shift) + sum;
-          m[r] = mx;
+  // Per part (a range of class blocks): each row's running max and sum of exp over its
+  // classes. A row's target lies in one block, so one part writes its picked logit.
+  const int64_t blocks = (v + kClasses - 1) / kClasses, parts = parts_for(blocks);
+  std::vector<std::vector<T>> m(parts, std::vector<T>(n, -inf)), l(parts, std::vector<T>(n, 0));
+  std::vector<T> picked(n, T(0));
+  parallel_for(0, parts, 1, [&](int64_t lo, int64_t hi) {
+    std::vector<T> tile(kRows * kClasses), block;
+    for (int64_t part = lo; part < hi; ++part) {
+      T* const pm = m[part].data();
+      T* const pl = l[part].data();
+      for (int64_t blk = blocks * part / parts; blk < blocks * (part + 1) / parts; ++blk) {
+        const int64_t c0 = blk * kClasses, c1 = std::min(v, c0 + kClasses), cols = c1 - c0;
+        const View<T> wb = dense_block(w, d, c0, cols, block);
+        for (int64_t r0 = 0; r0 < n; r0 += kRows) {
+          const int64_t rows = std::min(n, r0 + kRows) - r0;
+          gemm<T>(rows, cols, d, 1, h.block(r0, 0), wb, 0, tile.data(), kClasses);
+          for (int64_t r = 0; r < rows; ++r) {
+            T* x = tile.data() + r * kClasses;
+            const int64_t row = r0 + r, at = target[row];
+            if (at >= c0 && at < c1) picked[row] = x[at - c0];  // before exp overwrites it
+            const T mx = row_max(x, cols, pm[row]);
+            const T shift = mx == -inf ? T(0) : mx;
+            const T sum = exp_shift_sum(x, cols, shift);
+            pl[row] = pl[row] * std::exp(pm[row] - shift) + sum;
+            pm[row] = mx;
+          }
         }
-      }
-      for (int64_t r = 0; r < rows; ++r) {
-        const T lse = m[r] + std::log(l[r]);
-        o[(r0 + r) * 2] = lse - picked[r];
-        o[(r0 + r) * 2 + 1] = lse;
       }
     }
   });
+  for (int64_t r = 0; r < n; ++r) {
+    // The parts' (max, sum) merged as the blocks within a part were: rescaled to the new max.
+    T mx = -inf, sum = 0;
+    for (int64_t p = 0; p < parts; ++p) {
+      const T next = std::isnan(m[p][r]) || std::isnan(mx) ? m[p][r] + mx : std::max(mx, m[p][r]);
+      const T shift = next == -inf ? T(0) : next;
+      sum = sum * std::exp(mx - shift) + l[p][r] * std::exp(m[p][r] - shift);
+      mx = next;
+    }
+    const T lse = mx + std::log(sum);
+    o[r * 2] = lse - picked[r];
+    o[r * 2 + 1] = lse;
+  }
   return out;
 }
 
@@ -120,11 +160,10 @@ std::pair<Tensor, Tensor> backward(const Tensor& h_in, const Tensor& w_in, const
   T* dh = dh_t.numel() > 0 ? dh_t.template data<T>() : nullptr;
   T* dw = dw_t.numel() > 0 ? dw_t.template data<T>() : nullptr;
   // Each part owns a contiguous range of class blocks (its columns of dw) and a partial dh.
-  const int64_t blocks = (v + kClasses - 1) / kClasses;
-  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(num_threads(), blocks));
+  const int64_t blocks = (v + kClasses - 1) / kClasses, parts = parts_for(blocks);
   std::vector<std::vector<T>> partial(parts - 1);
   parallel_for(0, parts, 1, [&](int64_t lo, int64_t hi) {
-    std::vector<T> tile(kRows * kClasses);
+    std::vector<T> tile(kRows * kClasses), block;
     for (int64_t part = lo; part < hi; ++part) {
       T* dh_part = dh;
       if (part > 0) {
@@ -134,9 +173,10 @@ std::pair<Tensor, Tensor> backward(const Tensor& h_in, const Tensor& w_in, const
       const int64_t b0 = blocks * part / parts, b1 = blocks * (part + 1) / parts;
       for (int64_t blk = b0; blk < b1; ++blk) {
         const int64_t c0 = blk * kClasses, c1 = std::min(v, c0 + kClasses), cols = c1 - c0;
+        const View<T> wb = dense_block(w, d, c0, cols, block);
         for (int64_t r0 = 0; r0 < n; r0 += kRows) {
           const int64_t r1 = std::min(n, r0 + kRows), rows = r1 - r0;
-          gemm<T>(rows, cols, d, 1, h.block(r0, 0), w.block(0, c0), 0, tile.data(), kClasses);
+          gemm<T>(rows, cols, d, 1, h.block(r0, 0), wb, 0, tile.data(), kClasses);
           for (int64_t r = 0; r < rows; ++r) {
             T* x = tile.data() + r * kClasses;
             const T row_lse = lse[(r0 + r) * 2 + 1], gr = g[(r0 + r) * 2];
@@ -147,7 +187,7 @@ std::pair<Tensor, Tensor> backward(const Tensor& h_in, const Tensor& w_in, const
             if (at >= c0 && at < c1) x[at - c0] -= gr;
           }
           // dh[r0:r1] += dL · w[:, c0:c1]ᵀ;  dw[:, c0:c1] += h[r0:r1]ᵀ · dL.
-          gemm<T>(rows, d, cols, 1, View<T>{tile.data(), kClasses, 1}, w.block(0, c0).t(), 1,
+          gemm<T>(rows, d, cols, 1, View<T>{tile.data(), kClasses, 1}, wb.t(), 1,
                   dh_part + r0 * d, d);
           gemm<T>(d, cols, rows, 1, h.block(r0, 0).t(), View<T>{tile.data(), kClasses, 1}, 1,
                   dw + c0, v);

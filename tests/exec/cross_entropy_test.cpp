@@ -127,6 +127,8 @@ TEST(LinearCrossEntropyKernel, MatchesTheDefinitionInFloat64) {
   run_case(130, 24, 4100, DType::f32, false, 2e-4);
   run_case(130, 24, 4100, DType::f32, true, 2e-4);
   run_case(3, 5, 7, DType::f64, false, 1e-10);       // smaller than one tile
+  run_case(600, 9, 2100, DType::f64, false, 1e-10);  // three row tiles, the last partial
+  run_case(600, 9, 2100, DType::f32, true, 2e-4);
 }
 
 TEST(LinearCrossEntropyKernel, ZeroSizes) {
