@@ -30,21 +30,17 @@ int main(int argc, char** argv) {
   for (long i = 0; i < (long)R * C; i++) tile[i] = 0.001f * (i % 3);
   for (long i = 0; i < (long)D * C; i++) wb[i] = w[(i / C) * V + i % C];
   const double flops = 2.0 * R * C * D;
-  double t = now();
-  for (int r = 0; r < reps; r++) dnnl_sgemm('N', 'N', R, C, D, 1, h, D, w, V, 0, tile, C);
-  t = (now() - t) / reps;
-  printf("R %d C %d logits, w in place  %.3f ms %.1f GFLOP/s\n", R, C, t * 1e3, flops / t / 1e9);
-  t = now();
-  for (int r = 0; r < reps; r++) dnnl_sgemm('N', 'N', R, C, D, 1, h, D, wb, C, 0, tile, C);
-  t = (now() - t) / reps;
-  printf("R %d C %d logits, dense block %.3f ms %.1f GFLOP/s\n", R, C, t * 1e3, flops / t / 1e9);
-  t = now();
-  for (int r = 0; r < reps; r++) dnnl_sgemm('N', 'T', R, D, C, 1, tile, C, wb, C, 1, dh, D);
-  t = (now() - t) / reps;
-  printf("R %d C %d dh += dL w^T      %.3f ms %.1f GFLOP/s\n", R, C, t * 1e3, flops / t / 1e9);
-  t = now();
-  for (int r = 0; r < reps; r++) dnnl_sgemm('T', 'N', D, C, R, 1, h, D, tile, C, 1, dw, V);
-  t = (now() - t) / reps;
-  printf("R %d C %d dw += h^T dL      %.3f ms %.1f GFLOP/s\n", R, C, t * 1e3, flops / t / 1e9);
+// Runs `call` reps times and prints its mean time and rate.
+#define TIME(what, call)                                                                  \
+  do {                                                                                    \
+    const double t0 = now();                                                              \
+    for (int r = 0; r < reps; r++) call;                                                  \
+    const double t = (now() - t0) / reps;                                                 \
+    printf("R %d C %d %-24s %.3f ms %.1f GFLOP/s\n", R, C, what, t * 1e3, flops / t / 1e9); \
+  } while (0)
+  TIME("logits, w in place", dnnl_sgemm('N', 'N', R, C, D, 1, h, D, w, V, 0, tile, C));
+  TIME("logits, dense block", dnnl_sgemm('N', 'N', R, C, D, 1, h, D, wb, C, 0, tile, C));
+  TIME("dh += dL w^T", dnnl_sgemm('N', 'T', R, D, C, 1, tile, C, wb, C, 1, dh, D));
+  TIME("dw += h^T dL", dnnl_sgemm('T', 'N', D, C, R, 1, h, D, tile, C, 1, dw, V));
   return 0;
 }

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "api/ops/ops_test_support.h"
+#include "fuse_test_support.h"
 #include "compiler/autodiff/autodiff.h"
 #include "compiler/fuse/fuse.h"
 #include "compiler/fuse/fusion_report.h"
@@ -20,22 +21,8 @@
 namespace ein {
 namespace {
 
+using testing::expect_fused_same;
 using testing::Layout;
-
-/// Executes `g` and fuse(g) on the same random inputs (in `layout`); expects equal outputs.
-void expect_same(const Graph& g, Layout layout, uint64_t seed) {
-  const Graph fused = fuse(g);
-  std::vector<Tensor> xs;
-  for (const GraphNode& n : g.nodes)
-    if (n.op == GraphOp::input)
-      xs.push_back(testing::random_tensor(n.shape, n.dtype, ++seed, layout));
-  const std::vector<Tensor> want = execute(g, xs), got = execute(fused, xs);
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i)
-    testing::expect_close(got[i], testing::to_array(want[i]), testing::tolerance_for(DType::f32, 8),
-                          fmt::format("output {} ({})\n{}", i, testing::layout_name(layout),
-                                      fusion_report(g, fused)));
-}
 
 int count(const Graph& g, GraphOp op) {
   int n = 0;
@@ -100,11 +87,11 @@ TEST(FoldStores, RopeReinterleavesInItsStores) {
   EXPECT_NE(report.find("(folded into the stores)"), std::string::npos) << report;
   EXPECT_EQ(fused.nodes[fused.outputs[0]].shape, (Shape{3, 5, 8}));
   for (Layout layout : {Layout::contiguous, Layout::strided, Layout::column_major})
-    expect_same(g, layout, 1);
+    expect_fused_same(g, layout, 1);
   // A kernel reading the result reads the placed tensor.
   const Graph read = rope(2, 7, 6, true);
   EXPECT_EQ(count(fuse(read), GraphOp::concat), 0) << fusion_report(read, fuse(read));
-  expect_same(read, Layout::strided, 2);
+  expect_fused_same(read, Layout::strided, 2);
 }
 
 TEST(FoldStores, RopeBackwardReinterleavesItsGradientInItsStores) {
@@ -116,7 +103,7 @@ TEST(FoldStores, RopeBackwardReinterleavesItsGradientInItsStores) {
   EXPECT_EQ(count(fused, GraphOp::concat), 0) << fusion_report(bw.graph, fused);
   EXPECT_EQ(count_kernels(fused), 1) << fusion_report(bw.graph, fused);
   for (Layout layout : {Layout::contiguous, Layout::column_major})
-    expect_same(bw.graph, layout, 3);
+    expect_fused_same(bw.graph, layout, 3);
 }
 
 TEST(FoldStores, ConcatsAlongAnyDimAndOfPackedSpans) {
@@ -129,7 +116,7 @@ TEST(FoldStores, ConcatsAlongAnyDimAndOfPackedSpans) {
     const Graph fused = fuse(g);
     EXPECT_EQ(count_kernels(fused), 1) << fusion_report(g, fused);
     EXPECT_EQ(count(fused, GraphOp::concat), 0) << fusion_report(g, fused);
-    expect_same(g, Layout::strided, 10 + static_cast<uint64_t>(dim));
+    expect_fused_same(g, Layout::strided, 10 + static_cast<uint64_t>(dim));
   }
   // pack's `*`: each piece's dims [1, 3) flatten into the one concat dim.
   GraphBuilder b("pack");
@@ -139,7 +126,7 @@ TEST(FoldStores, ConcatsAlongAnyDimAndOfPackedSpans) {
   const Graph g = b.finish({cat});
   const Graph fused = fuse(g);
   EXPECT_EQ(count(fused, GraphOp::concat), 0) << fusion_report(g, fused);
-  expect_same(g, Layout::column_major, 20);
+  expect_fused_same(g, Layout::column_major, 20);
 }
 
 TEST(FoldStores, ASplitAfterTheConcatEndsTheChain) {
@@ -151,7 +138,7 @@ TEST(FoldStores, ASplitAfterTheConcatEndsTheChain) {
   const Graph fused = fuse(g);
   EXPECT_EQ(count(fused, GraphOp::concat), 0) << fusion_report(g, fused);
   EXPECT_EQ(count(fused, GraphOp::reshape), 1) << fusion_report(g, fused);
-  expect_same(g, Layout::contiguous, 30);
+  expect_fused_same(g, Layout::contiguous, 30);
 }
 
 TEST(FoldStores, LeftAsIsWhenAPieceIsReadElsewhereOrComesFromAnotherKernel) {
@@ -162,7 +149,7 @@ TEST(FoldStores, LeftAsIsWhenAPieceIsReadElsewhereOrComesFromAnotherKernel) {
     const Graph g = b.finish({b.concat({e, unary(b, ScalarOp::sin, x)}, 0), e});
     const Graph fused = fuse(g);
     EXPECT_EQ(count(fused, GraphOp::concat), 1) << fusion_report(g, fused);
-    expect_same(g, Layout::strided, 40);
+    expect_fused_same(g, Layout::strided, 40);
   }
   {  // the pieces come from two kernels (different domains), or one is an input
     GraphBuilder b("two kernels");
@@ -172,7 +159,7 @@ TEST(FoldStores, LeftAsIsWhenAPieceIsReadElsewhereOrComesFromAnotherKernel) {
     const Graph g = b.finish({cat, with_input});
     const Graph fused = fuse(g);
     EXPECT_EQ(count(fused, GraphOp::concat), 2) << fusion_report(g, fused);
-    expect_same(g, Layout::column_major, 50);
+    expect_fused_same(g, Layout::column_major, 50);
   }
 }
 

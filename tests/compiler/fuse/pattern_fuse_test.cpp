@@ -18,27 +18,13 @@
 #include "compiler/graph/lower_patterns.h"
 #include <ein/pattern_parser.h>
 #include "api/ops/ops_test_support.h"
+#include "fuse_test_support.h"
 
 namespace ein {
 namespace {
 
+using testing::expect_fused_same;
 using testing::Layout;
-
-/// Executes `g` and fuse(g) on the same random inputs (in `layout`); expects equal outputs.
-void expect_same(const Graph& g, Layout layout, uint64_t seed) {
-  const Graph fused = fuse(g);
-  std::vector<Tensor> xs;
-  for (const GraphNode& n : g.nodes)
-    if (n.op == GraphOp::input)
-      xs.push_back(testing::random_tensor(n.shape, n.dtype, ++seed, layout));
-  const std::vector<Tensor> want = execute(g, xs), got = execute(fused, xs);
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i)
-    testing::expect_close(got[i], testing::to_array(want[i]),
-                          testing::tolerance_for(DType::f32, 64),
-                          fmt::format("output {} ({})\n{}", i, testing::layout_name(layout),
-                                      fusion_report(g, fused)));
-}
 
 std::vector<int> members(const Graph& fused) {
   for (const GraphNode& n : fused.nodes)
@@ -60,7 +46,7 @@ TEST(FuseRules, PermuteThenMapIsOneKernelReadingPermutedStrides) {
   for (const GraphNode& n : fused.nodes)
     EXPECT_NE(n.op, GraphOp::permute);
   for (Layout layout : {Layout::contiguous, Layout::strided, Layout::column_major})
-    expect_same(g, layout, 1);
+    expect_fused_same(g, layout, 1);
 }
 
 TEST(FuseRules, ElementwiseChainWithBroadcastsInlines) {
@@ -82,7 +68,7 @@ TEST(FuseRules, ElementwiseChainWithBroadcastsInlines) {
   const Graph fused = fuse(g);
   EXPECT_EQ(count_kernels(fused), 2) << fusion_report(g, fused);  // two domains: (5 12), (5 6)
   for (Layout layout : {Layout::contiguous, Layout::strided})
-    expect_same(g, layout, 7);
+    expect_fused_same(g, layout, 7);
 }
 
 TEST(FuseRules, ReduceOverNonTrailingDimsIsOneKernel) {
@@ -90,11 +76,11 @@ TEST(FuseRules, ReduceOverNonTrailingDimsIsOneKernel) {
   const Graph fused = fuse(g);
   EXPECT_EQ(count_kernels(fused), 1) << fusion_report(g, fused);
   for (Layout layout : {Layout::contiguous, Layout::column_major})
-    expect_same(g, layout, 3);
+    expect_fused_same(g, layout, 3);
   const Graph v =
       reduce_pattern_graph("a (b c) -> c a", Reduction::var, 1, {4, 30}, DType::f32, {{"b", 6}});
   EXPECT_EQ(count_kernels(fuse(v)), 1) << fusion_report(v, fuse(v));
-  expect_same(v, Layout::strided, 5);
+  expect_fused_same(v, Layout::strided, 5);
 }
 
 TEST(FuseRules, ContractionStaysBlasAndItsTailFuses) {
@@ -117,7 +103,7 @@ TEST(FuseRules, ContractionStaysBlasAndItsTailFuses) {
   for (const GraphNode& n : fused.nodes)
     if (n.op == GraphOp::contract) contract_noted = n.note.find("BLAS") != std::string::npos;
   EXPECT_TRUE(contract_noted) << fusion_report(g, fused);
-  expect_same(g, Layout::contiguous, 9);
+  expect_fused_same(g, Layout::contiguous, 9);
 }
 
 TEST(FuseRules, WideningCastsInlineNarrowingOnesStay) {
@@ -173,8 +159,8 @@ TEST(FuseRules, SplittingReshapesFoldMergingOnesStay) {
     kept = kept || n.op == GraphOp::reshape;
   EXPECT_TRUE(kept) << fusion_report(merge, fm);
   for (Layout layout : {Layout::contiguous, Layout::column_major}) {
-    expect_same(split, layout, 21);
-    expect_same(merge, layout, 22);
+    expect_fused_same(split, layout, 21);
+    expect_fused_same(merge, layout, 22);
   }
 }
 
@@ -182,7 +168,7 @@ TEST(FuseRules, MapExpressionGraph) {
   const Graph g =
       map_expression_graph("x[b s d], m[b s] -> (x - m)**2", {{2, 3, 4}, {2, 3}}, DType::f32);
   EXPECT_EQ(count_kernels(fuse(g)), 1);
-  expect_same(g, Layout::column_major, 11);
+  expect_fused_same(g, Layout::column_major, 11);
 }
 
 }  // namespace
