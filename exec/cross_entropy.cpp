@@ -4,9 +4,9 @@
 // (D × kClasses) buffer once, and walk all rows against it in tiles of kRows: a 256 × 1024 f32
 // tile is 1 MiB and stays in L2 between the GEMM that makes it and the pass that reads it. The
 // copy matters: read in place, a block of w has rows a whole vocabulary apart, and oneDNN's
-// sgemm packing it again for every row tile ran the logits GEMM at 41-67 GFLOP/s on one core
-// against 66-145 from the dense copy (bench/attention/lm_head_tiles.c; BENCHMARKS.md, "Both
-// again on the Intel AMX machine").
+// sgemm packing it again for every row tile ran the logits GEMM at 41-90 GFLOP/s on one core
+// against 66-145 from the dense copy, over both tile shapes and two runs
+// (bench/attention/lm_head_tiles.c; BENCHMARKS.md, "Both again on the Intel AMX machine").
 #include "exec/cross_entropy.h"
 
 #include <algorithm>

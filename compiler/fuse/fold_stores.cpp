@@ -15,7 +15,9 @@
 #include <algorithm>
 #include <numeric>
 #include <optional>
-#include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "compiler/fuse/fuse_internal.h"
 #include "compiler/fuse/rewrite.h"
