@@ -449,7 +449,7 @@ std::map<std::string, BuiltinFn> make_table() {
     const std::string dt = a.string(1, std::string("f32"));
     const auto dtype = parse_dtype_name(dt);
     if (!dtype) a.fail(1, fmt::format("unknown dtype '{}'", dt));
-    return Value::tensor(a.trace().constant(ein::arange(n, DType::i64).to(*dtype)));
+    return Value::tensor(a.trace().arange(n, *dtype));
   };
   // transpose(x, dim0, dim1): torch.transpose, a view (negative dims count from the end).
   tab["transpose"] = [](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {

@@ -49,6 +49,16 @@ TensorVal Trace::constant(Tensor t) {
   return v;
 }
 
+TensorVal Trace::arange(int64_t n, DType dtype) {
+  TensorVal v = b.input({n}, dtype);
+  Feed f;
+  f.kind = Feed::Kind::arange;
+  f.shape = {n};
+  f.dtype = dtype;
+  feeds.push_back(std::move(f));
+  return v;
+}
+
 Traced Interpreter::trace(const std::shared_ptr<Closure>& fn, const std::vector<TensorType>& args,
                           bool training) {
   Trace tr(fn->qualname);
@@ -184,6 +194,9 @@ std::vector<Tensor> Interpreter::feed(const Traced& t, const std::vector<Tensor>
         break;
       case Feed::Kind::constant:
         inputs.push_back(f.constant.to(options_.device));
+        break;
+      case Feed::Kind::arange:
+        inputs.push_back(ein::arange(f.shape.at(0), f.dtype).to(options_.device));
         break;
       case Feed::Kind::normal:
         inputs.push_back(

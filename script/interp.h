@@ -19,12 +19,14 @@ namespace ein::script {
 
 /// What feeds one input of a traced graph.
 struct Feed {
-  enum class Kind : uint8_t { arg, param, constant, normal, uniform, randint };
+  /// `arange` is made when the graph runs, not when it is traced: `ein check` and reports
+  /// trace without running, and `x @ arange(D)` must not cost D elements there.
+  enum class Kind : uint8_t { arg, param, constant, arange, normal, uniform, randint };
   Kind kind = Kind::arg;
   int index = 0;                     ///< arg: which argument
   std::shared_ptr<ParamSlot> slot;   ///< param
   Tensor constant;                   ///< constant
-  Shape shape;                       ///< normal, uniform, randint
+  Shape shape;                       ///< arange, normal, uniform, randint
   DType dtype = DType::f32;
   uint64_t draw = 0;                 ///< normal, uniform, randint: which draw of the call
   int64_t low = 0, high = 0;         ///< randint: [low, high)
@@ -51,6 +53,8 @@ struct Trace {
   TensorVal param(const std::shared_ptr<ParamSlot>& slot);
   /// A constant tensor fed at run time.
   TensorVal constant(Tensor t);
+  /// 0, 1, ..., n - 1 in `dtype`, made only when the graph runs.
+  TensorVal arange(int64_t n, DType dtype);
 };
 
 /// A traced function ready to run: the graph, its feeds and how its outputs regroup.

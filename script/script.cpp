@@ -142,6 +142,7 @@ TraceInfo Program::trace_info(const std::string& fn, const std::vector<TensorTyp
         break;
       }
       case Feed::Kind::constant:
+      case Feed::Kind::arange:
         info.inputs.push_back("constant");
         break;
       case Feed::Kind::normal:

@@ -459,6 +459,19 @@ class Limits(Case):
         self.assertLess(time.monotonic() - start, 20, err)
         self.assertIn(" sum(ones(1e5, 1e5, 1e5))", err)
 
+    # arange is made when the function runs: `ein check` traces x @ arange(D) at D = 10^12
+    # (8 TB) without allocating it (the fuzzer's timeout at D = 79,049,498), and a run refuses
+    # it before allocating, with the caret under the call.
+    def test_arange_is_not_made_by_a_check(self):
+        src = self.write("ar.ein", "dim D = 1e12\nfn f(x: f32[2 D]) -> f32[2] = x @ arange(D)\n"
+                                   "fn g() -> f32[] = sum(arange(D))\n")
+        start = time.monotonic()
+        out, _ = self.ok("check", src)
+        self.assertIn("ok (2 functions checked", out)
+        self.assertLess(time.monotonic() - start, 20)
+        self.fails(["run", src, "--fn", "g"], src + ":3:23: error: this tensor is f32 [1000000000000]: "
+                   "4000000000000 bytes (3.6 TiB), more than the ", " of memory on cpu")
+
 
 class Files(Case):
     """Files where ein expects regular files, checkpoints' checksums and identity, and write
