@@ -19,6 +19,10 @@
 namespace ein {
 namespace {
 
+/// Under Recompute::automatic, at most this many elementwise values nobody saves are rebuilt
+/// on the way to one saved value that is rebuilt instead of saved (save_forward_values, 2.).
+constexpr int kMaxRebuiltChain = 8;
+
 /// Per forward node: whether it is a block's checkpoint, a value of block k (`blocks[i] == k`,
 /// k >= 0) that a node outside block k reads or the graph returns. A view or reshape that is a
 /// checkpoint makes its operand one too (the memory is the operand's).
@@ -56,10 +60,12 @@ bool rebuilt_free(const GraphNode& n) {
 ///     keeps only the values it hands on (its checkpoints, as torch.utils.checkpoint keeps a
 ///     block's inputs) and is recomputed from them when its backward runs.
 ///  2. Recompute::automatic and blocks, in forward order: a saved map or cast whose operands
-///     are all available (inputs, saved, or rebuilt from those through views) is rebuilt
-///     instead. That drops its bytes from the saved set and saves nothing new, so the saved
-///     bytes and the step's peak can only go down; the price is its elementwise work, which
-///     the fusion pass folds into the gradient kernels that read it.
+///     are all available (inputs, saved, or rebuilt from those through views), or are maps and
+///     casts of at least 32 bits computable from available values (at most kMaxRebuiltChain of
+///     them), is rebuilt instead, with that chain. That drops its bytes from the saved set and
+///     saves nothing new, so the saved bytes and the step's peak can only go down; the price
+///     is its elementwise work, which the fusion pass folds into the gradient kernels that
+///     read it.
 void save_forward_values(Backward& b, const Graph& forward, int n_inputs, Recompute policy,
                          const std::vector<int>& blocks) {
   Graph& g = b.graph;
@@ -125,10 +131,32 @@ void save_forward_values(Backward& b, const Graph& forward, int n_inputs, Recomp
       return fate[x] != saved || element_size(g.nodes[x].dtype) >= 4 ||
              !kFloatDTypes.contains(g.nodes[x].dtype);
     };
+    // Whether x is there exactly, or is an elementwise value nobody saves (a map or cast of at
+    // least 32 bits) computable from such values through at most `budget` more of them; the
+    // nodes that would be rebuilt for it go to `chain`. A LayerNorm's output
+    // ((x - mu) * rsqrt(var + eps) * weight + bias) is four maps from x and two saved row
+    // statistics: x is saved anyway (the LayerNorm's VJP reads it), so the output need not be.
+    const auto rebuildable = [&](auto&& self, int x, int& budget, std::vector<int>& chain) -> bool {
+      if (exact(x)) return true;
+      const GraphNode& n = g.nodes[x];
+      if (fate[x] != unused || (n.op != GraphOp::map && n.op != GraphOp::cast) ||
+          (kFloatDTypes.contains(n.dtype) && element_size(n.dtype) < 4) || --budget < 0)
+        return false;
+      chain.push_back(x);
+      return std::all_of(n.inputs.begin(), n.inputs.end(),
+                         [&](int in) { return self(self, in, budget, chain); });
+    };
     for (int i = 0; i < nf; ++i) {
       const GraphNode& n = g.nodes[i];
       if (fate[i] != saved || (n.op != GraphOp::map && n.op != GraphOp::cast)) continue;
-      if (std::all_of(n.inputs.begin(), n.inputs.end(), exact)) fate[i] = rebuilt;
+      int budget = kMaxRebuiltChain;
+      std::vector<int> chain;
+      if (!std::all_of(n.inputs.begin(), n.inputs.end(),
+                       [&](int in) { return rebuildable(rebuildable, in, budget, chain); }))
+        continue;
+      fate[i] = rebuilt;
+      for (int c : chain)
+        fate[c] = rebuilt;
     }
   }
   b.recompute = policy;
