@@ -505,26 +505,12 @@ void gemm_batched(const GemmBatch& g) {
 }
 
 void gemm_on_this_thread(const GemmBatch& g) {
-  const bool bf16 = g.dtype == DType::bf16 && bf16_gemm_available();
-  if (g.dtype != DType::f32 && g.dtype != DType::f64 && !bf16)
+  if (g.dtype != DType::f32 && g.dtype != DType::f64)
     throw RuntimeError("gemm_on_this_thread: dtype " + std::string(dtype_name(g.dtype)) +
-                       " is not f32 or f64" +
-                       (g.dtype == DType::bf16 ? " (bf16 needs oneDNN, not built in here)" : ""));
-  if (bf16 && (g.alpha != 1 || g.beta != 0 || g.bf16_c))
-    throw std::logic_error("gemm_on_this_thread: bf16 GEMMs take alpha = 1, beta = 0, f32 C");
+                       " is not f32 or f64");
   if (g.m < 0 || g.n < 0 || g.k < 0) throw RuntimeError("gemm_on_this_thread: negative size");
   if (g.m == 0 || g.n == 0) return;
   check_sizes(g);
-#if EIN_HAVE_ONEDNN
-  if (bf16) {
-    if (g.k == 0) {
-      for (int64_t r = 0; r < g.m; ++r)
-        std::memset(static_cast<float*>(g.c) + r * g.ldc, 0, static_cast<size_t>(g.n) * sizeof(float));
-      return;
-    }
-    return bf16_tile(g, 0, 0, g.m);
-  }
-#endif
   if (g.dtype == DType::f32) {
     if (g.k == 0) return scale_c<float>(g);
 #if EIN_HAVE_ONEDNN
