@@ -1,10 +1,12 @@
 // FlashAttention-2 on the CPU (attention.h). Per batch index n the operands are row-major
 // matrices: q [T, E], k [S, E], v [S, F]; the bias is read through its strides. Tiles are Bq
-// query rows × Bk keys: the logits tile is one GEMM (scale folded into alpha), the bias is
-// added, and the probabilities tile goes into a second GEMM. exp runs vectorised (a
-// polynomial compiled for AVX-512, AVX2 and the baseline, picked at load time). Tiles the
-// bias masks entirely are skipped, and a tile stops at the last key column some row of it
-// leaves unmasked (TileInfo): a causal mask's diagonal tiles do about half the work.
+// query rows × Bk keys: the logits tile is one product with kᵀ (scale folded in, kᵀ and vᵀ
+// transposed once per batch row), the softmax step runs on it a block of rows at a time
+// (softmax_tiles.h), and the probabilities tile goes into a second product; the tile products
+// are tile_gemm.h's. Tiles the bias masks entirely are skipped, and a tile stops at the last
+// key column some row of it leaves unmasked (TileInfo): a causal mask's diagonal tiles do
+// about half the work. A bias of zeros then -inf in every row (causal, padding) is never read
+// by the tiles: it becomes one key limit per query row (Mask).
 #include "exec/attention.h"
 
 #include <algorithm>
@@ -17,8 +19,8 @@
 #include <fmt/format.h>
 
 #include "exec/attention_cuda.h"
-#include "exec/vector_math.h"
-#include "runtime/blas/gemm.h"
+#include "exec/softmax_tiles.h"
+#include "exec/tile_gemm.h"
 #include "runtime/parallel.h"
 
 namespace ein {
@@ -47,13 +49,6 @@ DType dtype_of() {
   return std::is_same_v<T, float> ? DType::f32 : DType::f64;
 }
 
-/// One GEMM on the calling thread: C = alpha·op(A)·op(B) + beta·C.
-template <class T>
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const T* a, int64_t lda,
-          const T* b, int64_t ldb, double beta, T* c, int64_t ldc) {
-  gemm_tile(dtype_of<T>(), ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-
 /// x as a contiguous CPU tensor of dtype `dt` (x itself when it is one).
 Tensor dense(const Tensor& x, DType dt) {
   Tensor y = x.device().kind == DeviceKind::cpu ? x : x.to(cpu());
@@ -62,8 +57,8 @@ Tensor dense(const Tensor& x, DType dt) {
 }
 
 /// What a tile of the bias asks for: nothing (every logit masked: skip the tile), no bias
-/// (all zeros), or adding it.
-enum class Tile : uint8_t { skip, plain, biased };
+/// (all zeros), keys cut off per row (Mask::limits), or adding it.
+enum class Tile : uint8_t { skip, plain, limited, biased };
 
 /// A tile's kind and the key column `end` past which every one of its logits is masked: the
 /// tile is computed over keys [j0, end) only (a causal mask's diagonal tiles shrink to the
@@ -71,6 +66,19 @@ enum class Tile : uint8_t { skip, plain, biased };
 struct TileInfo {
   Tile kind = Tile::plain;
   int64_t end = 0;
+};
+
+/// One batch row's bias as the tiles see it: the tiles row-major over (query block, key
+/// block), and, when every row of the bias is zeros and then -inf (a causal or a padding
+/// mask), where each query row's masked keys start. Then no tile reads the bias: the softmax
+/// takes row i's first limits[i] keys and gives the rest probability 0.
+struct Mask {
+  std::vector<TileInfo> tiles;
+  std::vector<int64_t> limits;  ///< per query row; empty when the bias has another form
+
+  const TileInfo& tile(int64_t i0, int64_t j0, int64_t s) const {
+    return tiles[(i0 / kQueryBlock) * ((s + kKeyBlock - 1) / kKeyBlock) + j0 / kKeyBlock];
+  }
 };
 
 template <class T>
@@ -90,15 +98,45 @@ TileInfo tile_info(const T* bias, int64_t bt, int64_t bs, int64_t i0, int64_t i1
   return {zero ? Tile::plain : Tile::biased, end};
 }
 
-/// The tiles of one batch row's bias, row-major over (query block, key block).
+/// Per query row, the key where a bias of zeros then -inf starts masking; empty when some row
+/// has another form (another value, or a zero after a -inf).
 template <class T>
-std::vector<TileInfo> tile_infos(const T* bias, int64_t bt, int64_t bs, int64_t t, int64_t s) {
-  std::vector<TileInfo> tiles;
-  for (int64_t i0 = 0; i0 < t; i0 += kQueryBlock)
-    for (int64_t j0 = 0; j0 < s; j0 += kKeyBlock)
-      tiles.push_back(tile_info(bias, bt, bs, i0, std::min(t, i0 + kQueryBlock), j0,
-                                std::min(s, j0 + kKeyBlock)));
-  return tiles;
+std::vector<int64_t> prefix_limits(const T* bias, int64_t bt, int64_t bs, int64_t t, int64_t s) {
+  constexpr T minus_inf = -std::numeric_limits<T>::infinity();
+  std::vector<int64_t> limits(static_cast<size_t>(t));
+  for (int64_t i = 0; i < t; ++i) {
+    const T* row = bias + i * bt;
+    int64_t j = 0;
+    while (j < s && row[j * bs] == T(0)) ++j;
+    limits[i] = j;
+    for (; j < s; ++j)
+      if (row[j * bs] != minus_inf) return {};
+  }
+  return limits;
+}
+
+template <class T>
+Mask mask_of(const T* bias, int64_t bt, int64_t bs, int64_t t, int64_t s) {
+  Mask mask;
+  if (bias != nullptr) mask.limits = prefix_limits(bias, bt, bs, t, s);
+  for (int64_t i0 = 0; i0 < t; i0 += kQueryBlock) {
+    const int64_t i1 = std::min(t, i0 + kQueryBlock);
+    for (int64_t j0 = 0; j0 < s; j0 += kKeyBlock) {
+      const int64_t j1 = std::min(s, j0 + kKeyBlock);
+      if (mask.limits.empty()) {
+        mask.tiles.push_back(tile_info(bias, bt, bs, i0, i1, j0, j1));
+        continue;
+      }
+      int64_t end = j0;
+      bool whole = true;
+      for (int64_t i = i0; i < i1; ++i) {
+        end = std::max(end, std::min(j1, mask.limits[i]));
+        whole = whole && mask.limits[i] >= j1;
+      }
+      mask.tiles.push_back({end == j0 ? Tile::skip : whole ? Tile::plain : Tile::limited, end});
+    }
+  }
+  return mask;
 }
 
 /// One operand as batch × row-major matrices: read in place when it is a CPU tensor of T with
@@ -197,29 +235,54 @@ struct Operands {
     return repeat == 1 ? index : (index / heads) * groups + (index % heads) / repeat;
   }
 
-  /// The tiles every batch row shares when the bias does not vary over the batch (a causal
+  /// The mask every batch row shares when the bias does not vary over the batch (a causal
   /// mask broadcast to every head): classified once per call, not once per row.
-  std::vector<TileInfo> shared_tiles;
+  Mask shared_mask;
   bool shared = false;
   void classify_shared() {
     shared = !has_bias || std::all_of(bias.batch_strides.begin(), bias.batch_strides.end(),
                                       [](int64_t x) { return x == 0; });
-    if (shared && n > 0 && t > 0) shared_tiles = tile_infos(bias_at(0), bias.ld, bias_s, t, s);
+    if (shared && n > 0 && t > 0) shared_mask = mask_of(bias_at(0), bias.ld, bias_s, t, s);
   }
-  /// Batch row n's tiles: the shared ones, or its own in `scratch`.
-  const std::vector<TileInfo>& tiles(int64_t index, std::vector<TileInfo>& scratch) const {
-    if (shared) return shared_tiles;
-    scratch = tile_infos(bias_at(index), bias.ld, bias_s, t, s);
+  /// Batch row n's mask: the shared one, or its own in `scratch`.
+  const Mask& mask(int64_t index, Mask& scratch) const {
+    if (shared) return shared_mask;
+    scratch = mask_of(bias_at(index), bias.ld, bias_s, t, s);
     return scratch;
   }
 };
 
-/// The logits tile: scale · q[i0:i1] k[j0:j1]ᵀ + bias, into `tile` (row stride bk).
+/// Each row's key count in the Tile::limited tile at (i0, j0), bq rows × bk keys.
+inline void tile_columns(const Mask& mask, int64_t i0, int64_t bq, int64_t j0, int64_t bk,
+                         std::vector<int64_t>& cols) {
+  for (int64_t i = 0; i < bq; ++i) cols[i] = std::clamp<int64_t>(mask.limits[i0 + i] - j0, 0, bk);
+}
+
+/// x's s rows of `width` values (row stride ld) transposed block by block: key block b is
+/// `width` rows of kKeyBlock keys at dst + b·width·kKeyBlock. A product with xᵀ then reads
+/// rows 512 bytes apart (rows s apart would fall into a handful of L1 sets).
 template <class T>
-void logits_tile(const T* q, const T* k, const T* bias, const Operands<T>& o, double scale,
-                 int64_t i0, int64_t i1, int64_t j0, int64_t j1, T* tile, int64_t bk, Tile kind) {
-  gemm<T>(false, true, i1 - i0, j1 - j0, o.e, scale, q + i0 * o.q.ld, o.q.ld, k + j0 * o.k.ld,
-          o.k.ld, 0, tile, bk);
+void pack_transposed(const T* x, int64_t ld, int64_t s, int64_t width, std::vector<T>& dst) {
+  dst.resize(static_cast<size_t>((s + kKeyBlock - 1) / kKeyBlock * kKeyBlock * width));
+  for (int64_t j0 = 0; j0 < s; j0 += kKeyBlock)
+    transpose_into(x + j0 * ld, ld, std::min(kKeyBlock, s - j0), width,
+                   dst.data() + j0 * width, kKeyBlock);
+}
+
+/// Key block j0's part of a pack_transposed operand.
+template <class T>
+const T* packed_block(const std::vector<T>& packed, int64_t j0, int64_t width) {
+  return packed.data() + j0 * width;
+}
+
+/// The logits tile: scale · q[i0:i1] k[j0:j1]ᵀ + bias, into `tile` (row stride bk); `kt` is
+/// k packed by pack_transposed, so the product reads both operands row by row.
+template <class T>
+void logits_tile(const T* q, const std::vector<T>& kt, const T* bias, const Operands<T>& o,
+                 double scale, int64_t i0, int64_t i1, int64_t j0, int64_t j1, T* tile, int64_t bk,
+                 Tile kind) {
+  tile_gemm(i1 - i0, j1 - j0, o.e, static_cast<T>(scale), q + i0 * o.q.ld, o.q.ld, 1,
+            packed_block(kt, j0, o.e), kKeyBlock, false, tile, bk);
   if (kind != Tile::biased) return;
   for (int64_t i = i0; i < i1; ++i)
     add_bias(tile + (i - i0) * bk, bias + i * o.bias.ld + j0 * o.bias_s, j1 - j0, o.bias_s);
@@ -238,8 +301,10 @@ Tensor forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const
   const int64_t width = o.f + 1;
   parallel_for(0, o.n * q_blocks, 1, [&](int64_t lo, int64_t hi) {
     std::vector<T> tile(kQueryBlock * kKeyBlock), acc(kQueryBlock * std::max<int64_t>(o.f, 1)),
-        m(kQueryBlock), l(kQueryBlock);
-    std::vector<TileInfo> scratch;
+        m(kQueryBlock), l(kQueryBlock), kt;
+    std::vector<int64_t> cols(kQueryBlock);
+    Mask scratch;
+    int64_t packed = -1;  // the k/v row whose k is in kt
     for (int64_t task = lo; task < hi; ++task) {
       const int64_t n = task / q_blocks, i0 = (task % q_blocks) * kQueryBlock,
                     i1 = std::min(o.t, i0 + kQueryBlock), bq = i1 - i0;
@@ -247,29 +312,26 @@ Tensor forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const
       const T* k = o.s > 0 ? o.k.at(o.kv_row(n)) : nullptr;
       const T* v = o.s > 0 ? o.v.at(o.kv_row(n)) : nullptr;
       const T* bias = o.bias_at(n);
-      const std::vector<TileInfo>& tiles = o.tiles(n, scratch);
-      const int64_t k_blocks = (o.s + kKeyBlock - 1) / kKeyBlock;
+      const Mask& mask = o.mask(n, scratch);
+      if (o.s > 0 && o.kv_row(n) != packed) {
+        pack_transposed(k, o.k.ld, o.s, o.e, kt);
+        packed = o.kv_row(n);
+      }
       std::fill(m.begin(), m.end(), static_cast<T>(-kInf));
       std::fill(l.begin(), l.end(), T(0));
       std::fill(acc.begin(), acc.end(), T(0));
       for (int64_t j0 = 0; j0 < o.s; j0 += kKeyBlock) {
-        const TileInfo& info = tiles[(i0 / kQueryBlock) * k_blocks + j0 / kKeyBlock];
+        const TileInfo& info = mask.tile(i0, j0, o.s);
         if (info.kind == Tile::skip) continue;
         const int64_t j1 = info.end, bk = j1 - j0;
-        logits_tile(q, k, bias, o, scale, i0, i1, j0, j1, tile.data(), kKeyBlock, info.kind);
-        for (int64_t i = 0; i < bq; ++i) {
-          T* row = tile.data() + i * kKeyBlock;
-          const T mx = row_max(row, bk, m[i]);
-          const T shift = std::isinf(mx) && mx < 0 ? T(0) : mx;
-          const T sum = exp_shift_sum(row, bk, shift);
-          const T correction = std::exp(m[i] - shift);
-          l[i] = l[i] * correction + sum;
-          m[i] = mx;
-          if (correction != T(1))
-            for (int64_t c = 0; c < o.f; ++c) acc[i * o.f + c] *= correction;
-        }
-        gemm<T>(false, false, bq, o.f, bk, 1, tile.data(), kKeyBlock, v + j0 * o.v.ld, o.v.ld, 1,
-                acc.data(), o.f);
+        logits_tile(q, kt, bias, o, scale, i0, i1, j0, j1, tile.data(), kKeyBlock,
+                    info.kind);
+        if (info.kind == Tile::limited) tile_columns(mask, i0, bq, j0, bk, cols);
+        online_softmax_block(tile.data(), kKeyBlock, bq, bk,
+                             info.kind == Tile::limited ? cols.data() : nullptr, m.data(),
+                             l.data(), acc.data(), o.f);
+        tile_gemm(bq, o.f, bk, T(1), tile.data(), kKeyBlock, 1, v + j0 * o.v.ld, o.v.ld, true,
+                  acc.data(), o.f);
       }
       for (int64_t i = 0; i < bq; ++i) {
         T* dst = out_data + (n * o.t + i0 + i) * width;
@@ -297,18 +359,22 @@ Tensor backward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, cons
   // so each dk and dv is written by one thread only.
   parallel_for(0, o.n_kv, 1, [&](int64_t lo, int64_t hi) {
     std::vector<T> p(kQueryBlock * kKeyBlock), dp(kQueryBlock * kKeyBlock),
-        d_o(kQueryBlock * std::max<int64_t>(o.f, 1)), delta(kQueryBlock), lse(kQueryBlock);
-    std::vector<TileInfo> scratch;
+        d_o(kQueryBlock * std::max<int64_t>(o.f, 1)), delta(kQueryBlock), lse(kQueryBlock),
+        kt, vt;
+    std::vector<int64_t> cols(kQueryBlock);
+    Mask scratch;
     for (int64_t row = lo; row < hi; ++row)
     for (int64_t r = 0; r < o.repeat; ++r) {
+      if (r == 0 && o.s > 0 && o.t > 0) {  // k and v transposed: for the logits, dP = dO·vᵀ
+        pack_transposed(o.k.at(row), o.k.ld, o.s, o.e, kt);
+        pack_transposed(o.v.at(row), o.v.ld, o.s, o.f, vt);
+      }
       const int64_t n =
           o.repeat == 1 ? row : (row / o.groups) * o.heads + (row % o.groups) * o.repeat + r;
       const T* q = o.q.at(n);
       const T* k = o.s > 0 ? o.k.at(row) : nullptr;
-      const T* v = o.s > 0 ? o.v.at(row) : nullptr;
       const T* bias = o.bias_at(n);
-      const std::vector<TileInfo>& tiles = o.tiles(n, scratch);
-      const int64_t k_blocks = (o.s + kKeyBlock - 1) / kKeyBlock;
+      const Mask& mask = o.mask(n, scratch);
       T* dq = g_data + n * te;
       T* dk = g_data + o.n * te + row * se;
       T* dv = g_data + o.n * te + o.n_kv * se + row * sf;
@@ -327,29 +393,29 @@ Tensor backward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, cons
           lse[i] = orow[o.f];
         }
         for (int64_t j0 = 0; j0 < o.s; j0 += kKeyBlock) {
-          const TileInfo& info = tiles[(i0 / kQueryBlock) * k_blocks + j0 / kKeyBlock];
+          const TileInfo& info = mask.tile(i0, j0, o.s);
           if (info.kind == Tile::skip) continue;
           const int64_t j1 = info.end, bk = j1 - j0;
-          logits_tile(q, k, bias, o, scale, i0, i1, j0, j1, p.data(), kKeyBlock, info.kind);
-          for (int64_t i = 0; i < bq; ++i) {
-            const T shift = std::isinf(lse[i]) && lse[i] < 0 ? T(0) : lse[i];
-            exp_shift_sum(p.data() + i * kKeyBlock, bk, shift);
-          }
+          logits_tile(q, kt, bias, o, scale, i0, i1, j0, j1, p.data(), kKeyBlock,
+                      info.kind);
+          if (info.kind == Tile::limited) tile_columns(mask, i0, bq, j0, bk, cols);
+          probabilities_block(p.data(), kKeyBlock, bq, bk,
+                              info.kind == Tile::limited ? cols.data() : nullptr, lse.data());
           // dV_j += Pᵀ dO_i;  dP = dO_i V_jᵀ;  dS = P ∘ (dP − δ);  dQ_i += s·dS K_j;
           // dK_j += s·dSᵀ Q_i.
-          gemm<T>(true, false, bk, o.f, bq, 1, p.data(), kKeyBlock, d_o.data(), o.f, 1,
-                  dv + j0 * o.f, o.f);
-          gemm<T>(false, true, bq, bk, o.f, 1, d_o.data(), o.f, v + j0 * o.v.ld, o.v.ld, 0,
-                  dp.data(), kKeyBlock);
+          tile_gemm(bk, o.f, bq, T(1), p.data(), 1, kKeyBlock, d_o.data(), o.f, true,
+                    dv + j0 * o.f, o.f);
+          tile_gemm(bq, bk, o.f, T(1), d_o.data(), o.f, 1, packed_block(vt, j0, o.f), kKeyBlock,
+                    false, dp.data(), kKeyBlock);
           for (int64_t i = 0; i < bq; ++i)
             for (int64_t j = 0; j < bk; ++j) {
               const int64_t at = i * kKeyBlock + j;
               dp[at] = p[at] * (dp[at] - delta[i]);
             }
-          gemm<T>(false, false, bq, o.e, bk, scale, dp.data(), kKeyBlock, k + j0 * o.k.ld, o.k.ld,
-                  1, dq + i0 * o.e, o.e);
-          gemm<T>(true, false, bk, o.e, bq, scale, dp.data(), kKeyBlock, q + i0 * o.q.ld, o.q.ld,
-                  1, dk + j0 * o.e, o.e);
+          tile_gemm(bq, o.e, bk, static_cast<T>(scale), dp.data(), kKeyBlock, 1, k + j0 * o.k.ld,
+                    o.k.ld, true, dq + i0 * o.e, o.e);
+          tile_gemm(bk, o.e, bq, static_cast<T>(scale), dp.data(), 1, kKeyBlock, q + i0 * o.q.ld,
+                    o.q.ld, true, dk + j0 * o.e, o.e);
         }
       }
     }

@@ -2,8 +2,8 @@
 // (compiler/fuse/attention.h finds them): FlashAttention-2's algorithm on the CPU. The forward
 // walks key blocks per query block with an online softmax (running max and sum), so only a
 // (query block × key block) tile of logits exists at a time, and keeps each row's logsumexp;
-// the backward recomputes the probabilities tile by tile from it. Tile products are GEMMs on
-// the calling thread (runtime/blas/gemm.h); work is split over batch × query blocks (forward)
+// the backward recomputes the probabilities tile by tile from it. Tile products run on the
+// calling thread (exec/tile_gemm.h); work is split over batch × query blocks (forward)
 // and batch (backward) on oneTBB. Tiles whose bias is -inf everywhere (above a causal
 // diagonal) are skipped. Operands on a CUDA device run the CUDA kernels of attention_cuda.h
 // (the host path only for head dims too wide for their shared memory).

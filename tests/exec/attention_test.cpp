@@ -21,6 +21,7 @@
 
 #include "compiler/fuse/attention.h"
 #include "exec/attention.h"
+#include "exec/tile_gemm.h"
 #include "script/script.h"
 #include "support/fake_cuda.h"
 
@@ -123,7 +124,7 @@ void expect_near(const std::vector<double>& got, const std::vector<double>& want
   EXPECT_EQ(bad, 0) << what;
 }
 
-enum class Mask { none, causal, random_rows, additive };
+enum class Mask { none, causal, random_rows, additive, padding };
 
 struct Case {
   int64_t n, t, s, e, f;
@@ -143,6 +144,11 @@ Mat make_bias(const Case& c, std::mt19937& rng) {
           case Mask::causal: x = j > i ? -kInf : 0; break;
           case Mask::random_rows: x = (i % 5 == 3 || u(rng) < 0.3) ? -kInf : 0; break;  // rows 3, 8, ...: all masked
           case Mask::additive: x = u(rng) < 0.2 ? -kInf : u(rng) - 0.5; break;
+          case Mask::padding: {  // each row's last keys masked (rows 5, 12, ...: all of them)
+            const int64_t limit = i % 7 == 5 ? 0 : c.s - (i * 13 + n * 5) % (c.s / 2 + 1);
+            x = j >= limit ? -kInf : 0;
+            break;
+          }
           case Mask::none: break;
         }
       }
@@ -198,10 +204,16 @@ void run_case(const Case& c, Device device = cpu()) {
 }
 
 TEST(AttentionKernel, MatchesTheDefinitionInFloat64) {
-  for (Mask m : {Mask::none, Mask::causal, Mask::random_rows, Mask::additive}) {
+  // Causal and padding masks run as per-row key limits, the others add the bias.
+  for (Mask m : {Mask::none, Mask::causal, Mask::random_rows, Mask::additive, Mask::padding}) {
     run_case({3, 37, 53, 7, 5, m, DType::f64, 1e-10});   // odd sizes, one partial tile
     run_case({2, 130, 261, 16, 9, m, DType::f64, 1e-10}); // several tiles, partial last ones
     run_case({2, 130, 261, 16, 9, m, DType::f32, 2e-4});
+    run_case({2, 70, 200, 33, 70, m, DType::f32, 2e-4});  // rows wider than a 64-column panel
+    // The portable tile kernels (the BLAS and vector_math.h), as CPUs without AVX-512 run them.
+    force_portable_tile_kernels(true);
+    run_case({2, 130, 261, 16, 9, m, DType::f32, 2e-4});
+    force_portable_tile_kernels(false);
   }
   run_case({2, 70, 70, 8, 8, Mask::causal, DType::bf16, 2e-4});  // bf16 in, f32 compute
 }

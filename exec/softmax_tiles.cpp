@@ -1,0 +1,175 @@
+// exec/softmax_tiles.h.
+#include "exec/softmax_tiles.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "exec/tile_gemm.h"
+#include "exec/vector_math.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define EIN_SOFTMAX_TILES_AVX512 1
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), which -Wmaybe-uninitialized
+// reports once they are inlined here (a known false positive).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#else
+#define EIN_SOFTMAX_TILES_AVX512 0
+#endif
+
+namespace ein {
+namespace {
+
+template <class T>
+T shift_of(T max) {
+  return std::isinf(max) && max < 0 ? T(0) : max;
+}
+
+/// The portable path, row by row on vector_math.h.
+template <class T>
+void online_rows(T* tile, int64_t ld, int64_t rows, int64_t width, const int64_t* cols, T* m,
+                 T* l, T* acc, int64_t f) {
+  for (int64_t i = 0; i < rows; ++i) {
+    T* row = tile + i * ld;
+    const int64_t c = cols != nullptr ? cols[i] : width;
+    const T mx = row_max(row, c, m[i]);
+    const T shift = shift_of(mx);
+    const T sum = exp_shift_sum(row, c, shift);
+    std::fill(row + c, row + width, T(0));
+    const T correction = std::exp(m[i] - shift);
+    l[i] = l[i] * correction + sum;
+    m[i] = mx;
+    if (correction != T(1))
+      for (int64_t j = 0; j < f; ++j) acc[i * f + j] *= correction;
+  }
+}
+
+template <class T>
+void probability_rows(T* tile, int64_t ld, int64_t rows, int64_t width, const int64_t* cols,
+                      const T* lse) {
+  for (int64_t i = 0; i < rows; ++i) {
+    T* row = tile + i * ld;
+    const int64_t c = cols != nullptr ? cols[i] : width;
+    exp_shift_sum(row, c, shift_of(lse[i]));
+    std::fill(row + c, row + width, T(0));
+  }
+}
+
+#if EIN_SOFTMAX_TILES_AVX512
+#define EIN_AVX512 __attribute__((target("avx512f")))
+
+/// exp(in) on 16 lanes, as exp_shift_sum computes it: results below 2^-126 are 0, NaN stays.
+EIN_AVX512 inline __m512 exp16(__m512 in) {
+  const __mmask16 under = _mm512_cmp_ps_mask(in, _mm512_set1_ps(-87.33654f), _CMP_LT_OQ);
+  const __mmask16 nan = _mm512_cmp_ps_mask(in, in, _CMP_UNORD_Q);
+  __m512 a = _mm512_max_ps(in, _mm512_set1_ps(-87.33654f));
+  a = _mm512_min_ps(a, _mm512_set1_ps(88.72283f));
+  const __m512 big = _mm512_set1_ps(12582912.0f);  // 1.5·2^23: adding it rounds to an integer
+  const __m512 kf = _mm512_sub_ps(_mm512_fmadd_ps(a, _mm512_set1_ps(1.44269504088896341f), big), big);
+  __m512 r = _mm512_fnmadd_ps(kf, _mm512_set1_ps(0.693359375f), a);
+  r = _mm512_fnmadd_ps(kf, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  const __m512i bits =
+      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(kf), _mm512_set1_epi32(127)), 23);
+  __m512 e = _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
+  e = _mm512_maskz_mov_ps(static_cast<__mmask16>(~under), e);
+  return _mm512_mask_mov_ps(e, nan, in);
+}
+
+/// Lanes [0, n) of a 16-lane vector (n may be ≤ 0 or ≥ 16).
+EIN_AVX512 inline __mmask16 lanes_below(int64_t n) {
+  if (n >= 16) return 0xFFFF;
+  return n <= 0 ? 0 : static_cast<__mmask16>((1u << n) - 1);
+}
+
+/// row[j] = exp(row[j] - shift) for j < c, 0 for c ≤ j < width; returns the sum.
+EIN_AVX512 float exp_row(float* row, int64_t c, int64_t width, float shift) {
+  const __m512 s = _mm512_set1_ps(shift);
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t j = 0; j < width; j += 16) {
+    const __mmask16 store = lanes_below(width - j), valid = lanes_below(c - j);
+    const __m512 x = _mm512_maskz_loadu_ps(valid, row + j);
+    const __m512 e = _mm512_maskz_mov_ps(valid, exp16(_mm512_sub_ps(x, s)));
+    sum = _mm512_add_ps(sum, e);
+    _mm512_mask_storeu_ps(row + j, store, e);
+  }
+  return _mm512_reduce_add_ps(sum);
+}
+
+EIN_AVX512 void online_avx512(float* tile, int64_t ld, int64_t rows, int64_t width,
+                              const int64_t* cols, float* m, float* l, float* acc, int64_t f) {
+  constexpr float minus_inf = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < rows; ++i) {
+    float* row = tile + i * ld;
+    const int64_t c = cols != nullptr ? cols[i] : width;
+    __m512 mx = _mm512_set1_ps(minus_inf);
+    __mmask16 nan = 0;
+    for (int64_t j = 0; j < c; j += 16) {
+      const __mmask16 valid = lanes_below(c - j);
+      const __m512 x = _mm512_maskz_loadu_ps(valid, row + j);
+      nan |= _mm512_mask_cmp_ps_mask(valid, x, x, _CMP_UNORD_Q);
+      mx = _mm512_mask_max_ps(mx, valid, mx, x);
+    }
+    // A NaN anywhere: the first, as the unfused max reduction gives (and so a NaN row).
+    float row_mx = nan != 0 ? row_max(row, c, m[i]) : std::max(_mm512_reduce_max_ps(mx), m[i]);
+    if (m[i] != m[i]) row_mx = m[i];
+    const float shift = shift_of(row_mx);
+    const float sum = exp_row(row, c, width, shift);
+    const float correction = std::exp(m[i] - shift);
+    l[i] = l[i] * correction + sum;
+    m[i] = row_mx;
+    if (correction != 1.0f) {
+      const __m512 k = _mm512_set1_ps(correction);
+      float* a = acc + i * f;
+      for (int64_t j = 0; j < f; j += 16) {
+        const __mmask16 lanes = lanes_below(f - j);
+        _mm512_mask_storeu_ps(a + j, lanes, _mm512_mul_ps(_mm512_maskz_loadu_ps(lanes, a + j), k));
+      }
+    }
+  }
+}
+
+EIN_AVX512 void probabilities_avx512(float* tile, int64_t ld, int64_t rows, int64_t width,
+                                     const int64_t* cols, const float* lse) {
+  for (int64_t i = 0; i < rows; ++i)
+    exp_row(tile + i * ld, cols != nullptr ? cols[i] : width, width, shift_of(lse[i]));
+}
+#endif
+
+}  // namespace
+
+void online_softmax_block(float* tile, int64_t ld, int64_t rows, int64_t width,
+                          const int64_t* cols, float* m, float* l, float* acc, int64_t f) {
+#if EIN_SOFTMAX_TILES_AVX512
+  if (avx512_tile_kernels()) return online_avx512(tile, ld, rows, width, cols, m, l, acc, f);
+#endif
+  online_rows(tile, ld, rows, width, cols, m, l, acc, f);
+}
+
+void online_softmax_block(double* tile, int64_t ld, int64_t rows, int64_t width,
+                          const int64_t* cols, double* m, double* l, double* acc, int64_t f) {
+  online_rows(tile, ld, rows, width, cols, m, l, acc, f);
+}
+
+void probabilities_block(float* tile, int64_t ld, int64_t rows, int64_t width,
+                         const int64_t* cols, const float* lse) {
+#if EIN_SOFTMAX_TILES_AVX512
+  if (avx512_tile_kernels()) return probabilities_avx512(tile, ld, rows, width, cols, lse);
+#endif
+  probability_rows(tile, ld, rows, width, cols, lse);
+}
+
+void probabilities_block(double* tile, int64_t ld, int64_t rows, int64_t width,
+                         const int64_t* cols, const double* lse) {
+  probability_rows(tile, ld, rows, width, cols, lse);
+}
+
+}  // namespace ein

@@ -1,0 +1,34 @@
+// The small GEMMs inside the fused CPU kernels' tiles (exec/attention.cpp): a few dozen rows
+// and columns, called thousands of times per kernel. A library GEMM packs both operands on
+// every call, which at these sizes costs as much as the products; this one reads the operands
+// in place, keeps a 6 × 64 block of C in AVX-512 registers and walks the shared dimension once.
+#pragma once
+
+#include <cstdint>
+
+namespace ein {
+
+/// C[m × n] = alpha·A·B, or C += alpha·A·B when `accumulate` (C is not read otherwise, so it
+/// may hold anything). A's element (i, p) is a[i·a_rs + p·a_cs], so Aᵀ is A with its strides
+/// swapped; one of the two strides must be 1. B is row-major with row stride ldb, C with ldc.
+/// AVX-512 where the CPU has it; elsewhere the BLAS of runtime/blas/gemm.h.
+void tile_gemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_rs,
+               int64_t a_cs, const float* b, int64_t ldb, bool accumulate, float* c, int64_t ldc);
+void tile_gemm(int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t a_rs,
+               int64_t a_cs, const double* b, int64_t ldb, bool accumulate, double* c,
+               int64_t ldc);
+
+/// Whether the tile kernels here and in softmax_tiles.h run their AVX-512 code: the CPU has
+/// AVX-512 and no test forced the portable path (the BLAS and vector_math.h) with
+/// force_portable_tile_kernels, which exists so that tests check that path on any CPU.
+bool avx512_tile_kernels();
+void force_portable_tile_kernels(bool portable);
+
+/// dst[c · ld + r] = src[r · src_ld + c] for r < rows, c < cols: a block transposed, so that a
+/// product with Bᵀ reads B's transpose row by row.
+void transpose_into(const float* src, int64_t src_ld, int64_t rows, int64_t cols, float* dst,
+                    int64_t ld);
+void transpose_into(const double* src, int64_t src_ld, int64_t rows, int64_t cols, double* dst,
+                    int64_t ld);
+
+}  // namespace ein
