@@ -46,7 +46,8 @@ constexpr int kRows = 6;
 constexpr int kVectors = 4;
 constexpr int64_t kColumns = 16 * kVectors;
 
-template <int MR, int NV>
+/// C's rows [0, MR) × vectors [0, NV); the last vector's lanes are `last` unless Full.
+template <int MR, int NV, bool Full>
 __attribute__((target("avx512f"))) void block(int64_t k, float alpha, const float* a,
                                               int64_t a_rs, int64_t a_cs, const float* b,
                                               int64_t ldb, __mmask16 last, bool accumulate,
@@ -56,12 +57,14 @@ __attribute__((target("avx512f"))) void block(int64_t k, float alpha, const floa
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+#pragma GCC unroll 2
   for (int64_t p = 0; p < k; ++p) {
     const float* bp = b + p * ldb;
     __m512 bv[NV];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v)
-      bv[v] = v + 1 < NV ? _mm512_loadu_ps(bp + 16 * v) : _mm512_maskz_loadu_ps(last, bp + 16 * v);
+      bv[v] = Full || v + 1 < NV ? _mm512_loadu_ps(bp + 16 * v)
+                                 : _mm512_maskz_loadu_ps(last, bp + 16 * v);
     const float* ap = a + p * a_cs;
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
@@ -76,7 +79,7 @@ __attribute__((target("avx512f"))) void block(int64_t k, float alpha, const floa
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) {
       float* cp = c + r * ldc + 16 * v;
-      const __mmask16 mask = v + 1 < NV ? __mmask16(0xFFFF) : last;
+      const __mmask16 mask = Full || v + 1 < NV ? __mmask16(0xFFFF) : last;
       const __m512 out = accumulate
                              ? _mm512_fmadd_ps(acc[r][v], scale, _mm512_maskz_loadu_ps(mask, cp))
                              : _mm512_mul_ps(acc[r][v], scale);
@@ -87,11 +90,16 @@ __attribute__((target("avx512f"))) void block(int64_t k, float alpha, const floa
 using Block = void (*)(int64_t, float, const float*, int64_t, int64_t, const float*, int64_t,
                        __mmask16, bool, float*, int64_t);
 
-template <int MR>
-constexpr Block blocks_of[kVectors] = {block<MR, 1>, block<MR, 2>, block<MR, 3>, block<MR, 4>};
+template <int MR, bool Full>
+constexpr Block blocks_of[kVectors] = {block<MR, 1, Full>, block<MR, 2, Full>, block<MR, 3, Full>,
+                                       block<MR, 4, Full>};
 
-constexpr const Block* kBlocks[kRows] = {blocks_of<1>, blocks_of<2>, blocks_of<3>,
-                                         blocks_of<4>, blocks_of<5>, blocks_of<6>};
+/// [full last vector][rows - 1][vectors - 1]
+constexpr const Block* kBlocks[2][kRows] = {
+    {blocks_of<1, false>, blocks_of<2, false>, blocks_of<3, false>, blocks_of<4, false>,
+     blocks_of<5, false>, blocks_of<6, false>},
+    {blocks_of<1, true>, blocks_of<2, true>, blocks_of<3, true>, blocks_of<4, true>,
+     blocks_of<5, true>, blocks_of<6, true>}};
 
 void with_avx512(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_rs,
                  int64_t a_cs, const float* b, int64_t ldb, bool accumulate, float* c,
@@ -104,7 +112,7 @@ void with_avx512(int64_t m, int64_t n, int64_t k, float alpha, const float* a, i
     const __mmask16 last = static_cast<__mmask16>(tail == 16 ? 0xFFFF : (1u << tail) - 1);
     for (int64_t i0 = 0; i0 < m; i0 += kRows) {
       const int rows = static_cast<int>(std::min<int64_t>(kRows, m - i0));
-      kBlocks[rows - 1][vectors - 1](k, alpha, a + i0 * a_rs, a_rs, a_cs, b + j0, ldb, last,
+      kBlocks[tail == 16][rows - 1][vectors - 1](k, alpha, a + i0 * a_rs, a_rs, a_cs, b + j0, ldb, last,
                                      accumulate, c + i0 * ldc + j0, ldc);
     }
   }
