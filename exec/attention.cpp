@@ -10,6 +10,7 @@
 #include "exec/attention.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -139,20 +140,32 @@ Mask mask_of(const T* bias, int64_t bt, int64_t bs, int64_t t, int64_t s) {
   return mask;
 }
 
+/// Rows of one operand's matrix as the tiles read them: `data` row-major with row stride ld.
+template <class T>
+struct Rows {
+  const T* data = nullptr;
+  int64_t ld = 0;
+};
+
 /// One operand as batch × row-major matrices: read in place when it is a CPU tensor of T with
-/// unit column stride (a permuted or sliced view of a projection's output is), else copied.
+/// unit column stride (a permuted or sliced view of a projection's output is), else copied. A
+/// bf16 operand of the f32 kernel stays bf16: rows() widens the rows a thread is about to use
+/// into its own buffer, instead of a widened copy of the whole tensor per call.
 template <class T>
 struct Matrices {
   Tensor held;                      ///< keeps the memory alive
   const T* base = nullptr;
+  const uint16_t* base_bf16 = nullptr;  ///< instead of base, for a bf16 operand when T is f32
   std::vector<int64_t> batch_shape, batch_strides;
   int64_t ld = 0;                   ///< row stride
+  int64_t cols = 0;
 
   Matrices() = default;
   explicit Matrices(const Tensor& x) {
     const DType dt = std::is_same_v<T, float> ? DType::f32 : DType::f64;
     held = x.device().kind == DeviceKind::cpu ? x : x.to(cpu());
-    if (held.dtype() != dt) held = held.to(dt);
+    const bool widen_rows = std::is_same_v<T, float> && held.dtype() == DType::bf16;
+    if (held.dtype() != dt && !widen_rows) held = held.to(dt);
     const int64_t r = held.dim();
     if (held.size(r - 1) > 1 && held.stride(r - 1) != 1) held = held.contiguous();
     for (int64_t d = 0; d + 2 < r; ++d) {
@@ -165,18 +178,40 @@ struct Matrices {
       ld = std::max<int64_t>(held.size(r - 1), 1);
       for (int64_t d = 0; d + 2 < r; ++d) batch_strides[d] = held.stride(d);
     }
-    base = held.numel() > 0 ? held.template data<T>() : nullptr;
+    cols = held.size(r - 1);
+    if (held.numel() == 0) return;
+    if (widen_rows)
+      base_bf16 = static_cast<const uint16_t*>(held.data_ptr());
+    else
+      base = held.template data<T>();
   }
 
-  /// Batch index n's matrix (null when the operand is empty).
-  const T* at(int64_t index) const {
-    if (base == nullptr) return nullptr;
-    int64_t offset = 0;
+  /// Batch index n's matrix as an element offset from the base.
+  int64_t offset(int64_t index) const {
+    int64_t at = 0;
     for (size_t d = batch_shape.size(); d-- > 0;) {
-      offset += (index % batch_shape[d]) * batch_strides[d];
+      at += (index % batch_shape[d]) * batch_strides[d];
       index /= batch_shape[d];
     }
-    return base + offset;
+    return at;
+  }
+  /// Batch index n's matrix (null when the operand is empty or bf16).
+  const T* at(int64_t index) const { return base == nullptr ? nullptr : base + offset(index); }
+
+  /// Rows [r0, r0 + count) of batch index n's matrix: in place, or widened from bf16 into
+  /// `buffer` (row stride cols).
+  Rows<T> rows(int64_t index, int64_t r0, int64_t count, std::vector<T>& buffer) const {
+    if (base != nullptr) return {base + offset(index) + r0 * ld, ld};
+    if (base_bf16 == nullptr) return {};
+    buffer.resize(static_cast<size_t>(count * cols));
+    const uint16_t* src = base_bf16 + offset(index) + r0 * ld;
+    for (int64_t i = 0; i < count; ++i) {
+      const uint16_t* in = src + i * ld;
+      T* out = buffer.data() + i * cols;
+      for (int64_t c = 0; c < cols; ++c)  // bf16 is f32's upper half
+        out[c] = std::bit_cast<float>(static_cast<uint32_t>(in[c]) << 16);
+    }
+    return {buffer.data(), cols};
   }
 };
 
@@ -278,10 +313,10 @@ const T* packed_block(const std::vector<T>& packed, int64_t j0, int64_t width) {
 /// The logits tile: scale · q[i0:i1] k[j0:j1]ᵀ + bias, into `tile` (row stride bk); `kt` is
 /// k packed by pack_transposed, so the product reads both operands row by row.
 template <class T>
-void logits_tile(const T* q, const std::vector<T>& kt, const T* bias, const Operands<T>& o,
+void logits_tile(Rows<T> q, const std::vector<T>& kt, const T* bias, const Operands<T>& o,
                  double scale, int64_t i0, int64_t i1, int64_t j0, int64_t j1, T* tile, int64_t bk,
                  Tile kind) {
-  tile_gemm(i1 - i0, j1 - j0, o.e, static_cast<T>(scale), q + i0 * o.q.ld, o.q.ld, 1,
+  tile_gemm(i1 - i0, j1 - j0, o.e, static_cast<T>(scale), q.data, q.ld, 1,
             packed_block(kt, j0, o.e), kKeyBlock, false, tile, bk);
   if (kind != Tile::biased) return;
   for (int64_t i = i0; i < i1; ++i)
@@ -299,22 +334,27 @@ Tensor forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const
   T* out_data = out.data<T>();
   const int64_t q_blocks = (o.t + kQueryBlock - 1) / kQueryBlock;
   const int64_t width = o.f + 1;
-  parallel_for(0, o.n * q_blocks, 1, [&](int64_t lo, int64_t hi) {
+  // Tasks are (batch row, query block); whole batch rows per task when there are enough rows
+  // for the threads, so that each stages (transposes, widens) its k and v once.
+  const int64_t per_task = o.n >= 4 * num_threads() ? q_blocks : 1;
+  parallel_for(0, o.n * q_blocks / per_task, 1, [&](int64_t first, int64_t last) {
+    const int64_t lo = first * per_task, hi = last * per_task;
     std::vector<T> tile(kQueryBlock * kKeyBlock), acc(kQueryBlock * std::max<int64_t>(o.f, 1)),
-        m(kQueryBlock), l(kQueryBlock), kt;
+        m(kQueryBlock), l(kQueryBlock), kt, q_rows, k_rows, v_rows;
     std::vector<int64_t> cols(kQueryBlock);
     Mask scratch;
-    int64_t packed = -1;  // the k/v row whose k is in kt
+    int64_t packed = -1;  // the k/v row whose k is in kt (and v in v_rows, when widened)
+    Rows<T> v;
     for (int64_t task = lo; task < hi; ++task) {
       const int64_t n = task / q_blocks, i0 = (task % q_blocks) * kQueryBlock,
                     i1 = std::min(o.t, i0 + kQueryBlock), bq = i1 - i0;
-      const T* q = o.q.at(n);
-      const T* k = o.s > 0 ? o.k.at(o.kv_row(n)) : nullptr;
-      const T* v = o.s > 0 ? o.v.at(o.kv_row(n)) : nullptr;
+      const Rows<T> q = o.q.rows(n, i0, bq, q_rows);
       const T* bias = o.bias_at(n);
       const Mask& mask = o.mask(n, scratch);
       if (o.s > 0 && o.kv_row(n) != packed) {
-        pack_transposed(k, o.k.ld, o.s, o.e, kt);
+        const Rows<T> k = o.k.rows(o.kv_row(n), 0, o.s, k_rows);
+        pack_transposed(k.data, k.ld, o.s, o.e, kt);
+        v = o.v.rows(o.kv_row(n), 0, o.s, v_rows);
         packed = o.kv_row(n);
       }
       std::fill(m.begin(), m.end(), static_cast<T>(-kInf));
@@ -330,7 +370,7 @@ Tensor forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const
         online_softmax_block(tile.data(), kKeyBlock, bq, bk,
                              info.kind == Tile::limited ? cols.data() : nullptr, m.data(),
                              l.data(), acc.data(), o.f);
-        tile_gemm(bq, o.f, bk, T(1), tile.data(), kKeyBlock, 1, v + j0 * o.v.ld, o.v.ld, true,
+        tile_gemm(bq, o.f, bk, T(1), tile.data(), kKeyBlock, 1, v.data + j0 * v.ld, v.ld, true,
                   acc.data(), o.f);
       }
       for (int64_t i = 0; i < bq; ++i) {
@@ -360,19 +400,21 @@ Tensor backward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, cons
   parallel_for(0, o.n_kv, 1, [&](int64_t lo, int64_t hi) {
     std::vector<T> p(kQueryBlock * kKeyBlock), dp(kQueryBlock * kKeyBlock),
         d_o(kQueryBlock * std::max<int64_t>(o.f, 1)), delta(kQueryBlock), lse(kQueryBlock),
-        kt, vt;
+        kt, vt, q_rows, k_rows, v_rows;
     std::vector<int64_t> cols(kQueryBlock);
     Mask scratch;
+    Rows<T> k;
     for (int64_t row = lo; row < hi; ++row)
     for (int64_t r = 0; r < o.repeat; ++r) {
       if (r == 0 && o.s > 0 && o.t > 0) {  // k and v transposed: for the logits, dP = dO·vᵀ
-        pack_transposed(o.k.at(row), o.k.ld, o.s, o.e, kt);
-        pack_transposed(o.v.at(row), o.v.ld, o.s, o.f, vt);
+        k = o.k.rows(row, 0, o.s, k_rows);
+        pack_transposed(k.data, k.ld, o.s, o.e, kt);
+        const Rows<T> v = o.v.rows(row, 0, o.s, v_rows);
+        pack_transposed(v.data, v.ld, o.s, o.f, vt);
       }
       const int64_t n =
           o.repeat == 1 ? row : (row / o.groups) * o.heads + (row % o.groups) * o.repeat + r;
-      const T* q = o.q.at(n);
-      const T* k = o.s > 0 ? o.k.at(row) : nullptr;
+      const Rows<T> q = o.q.rows(n, 0, o.t, q_rows);
       const T* bias = o.bias_at(n);
       const Mask& mask = o.mask(n, scratch);
       T* dq = g_data + n * te;
@@ -396,8 +438,8 @@ Tensor backward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, cons
           const TileInfo& info = mask.tile(i0, j0, o.s);
           if (info.kind == Tile::skip) continue;
           const int64_t j1 = info.end, bk = j1 - j0;
-          logits_tile(q, kt, bias, o, scale, i0, i1, j0, j1, p.data(), kKeyBlock,
-                      info.kind);
+          logits_tile(Rows<T>{q.data + i0 * q.ld, q.ld}, kt, bias, o, scale, i0, i1, j0, j1,
+                      p.data(), kKeyBlock, info.kind);
           if (info.kind == Tile::limited) tile_columns(mask, i0, bq, j0, bk, cols);
           probabilities_block(p.data(), kKeyBlock, bq, bk,
                               info.kind == Tile::limited ? cols.data() : nullptr, lse.data());
@@ -412,10 +454,10 @@ Tensor backward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, cons
               const int64_t at = i * kKeyBlock + j;
               dp[at] = p[at] * (dp[at] - delta[i]);
             }
-          tile_gemm(bq, o.e, bk, static_cast<T>(scale), dp.data(), kKeyBlock, 1, k + j0 * o.k.ld,
-                    o.k.ld, true, dq + i0 * o.e, o.e);
-          tile_gemm(bk, o.e, bq, static_cast<T>(scale), dp.data(), 1, kKeyBlock, q + i0 * o.q.ld,
-                    o.q.ld, true, dk + j0 * o.e, o.e);
+          tile_gemm(bq, o.e, bk, static_cast<T>(scale), dp.data(), kKeyBlock, 1, k.data + j0 * k.ld,
+                    k.ld, true, dq + i0 * o.e, o.e);
+          tile_gemm(bk, o.e, bq, static_cast<T>(scale), dp.data(), 1, kKeyBlock, q.data + i0 * q.ld,
+                    q.ld, true, dk + j0 * o.e, o.e);
         }
       }
     }

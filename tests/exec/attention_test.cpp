@@ -168,7 +168,11 @@ void run_case(const Case& c, Device device = cpu()) {
   const bool has_bias = c.mask != Mask::none;
   const double scale = 1 / std::sqrt(static_cast<double>(std::max<int64_t>(c.e, 1)));
   // The inputs rounded to the dtype first, so the reference sees what the kernel sees.
-  const Tensor tq = tensor_of(q, c.dtype), tk = tensor_of(k, c.dtype), tv = tensor_of(v, c.dtype);
+  Tensor tq = tensor_of(q, c.dtype), tk = tensor_of(k, c.dtype), tv = tensor_of(v, c.dtype);
+  if (c.dtype == DType::bf16) {  // bf16 rows read through a row stride wider than a row
+    tq = tq.permute({1, 0, 2}).contiguous().permute({1, 0, 2});
+    tk = tk.permute({1, 0, 2}).contiguous().permute({1, 0, 2});
+  }
   const Reference want = reference(mat_of(tq), mat_of(tk), mat_of(tv), has_bias ? &bias : nullptr,
                                    scale, d_o);
   const DType out_dtype = c.dtype == DType::f64 ? DType::f64 : DType::f32;
@@ -210,6 +214,8 @@ TEST(AttentionKernel, MatchesTheDefinitionInFloat64) {
     run_case({2, 130, 261, 16, 9, m, DType::f64, 1e-10}); // several tiles, partial last ones
     run_case({2, 130, 261, 16, 9, m, DType::f32, 2e-4});
     run_case({2, 70, 200, 33, 70, m, DType::f32, 2e-4});  // rows wider than a 64-column panel
+    // bf16 operands, widened row block by row block as the f32 kernels read them.
+    run_case({2, 130, 261, 16, 9, m, DType::bf16, 2e-4});
     // The portable tile kernels (the BLAS and vector_math.h), as CPUs without AVX-512 run them.
     force_portable_tile_kernels(true);
     run_case({2, 130, 261, 16, 9, m, DType::f32, 2e-4});
