@@ -279,11 +279,19 @@ struct Operands {
                                       [](int64_t x) { return x == 0; });
     if (shared && n > 0 && t > 0) shared_mask = mask_of(bias_at(0), bias.ld, bias_s, t, s);
   }
-  /// Batch row n's mask: the shared one, or its own in `scratch`.
-  const Mask& mask(int64_t index, Mask& scratch) const {
+  /// A thread's last classified batch row, when the bias varies over the batch.
+  struct MaskCache {
+    int64_t index = -1;
+    Mask mask;
+  };
+  /// Batch row n's mask: the shared one, or its own (classified once per row and thread).
+  const Mask& mask(int64_t index, MaskCache& cache) const {
     if (shared) return shared_mask;
-    scratch = mask_of(bias_at(index), bias.ld, bias_s, t, s);
-    return scratch;
+    if (cache.index != index) {
+      cache.mask = mask_of(bias_at(index), bias.ld, bias_s, t, s);
+      cache.index = index;
+    }
+    return cache.mask;
   }
 };
 
@@ -342,7 +350,7 @@ Tensor forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const
     std::vector<T> tile(kQueryBlock * kKeyBlock), acc(kQueryBlock * std::max<int64_t>(o.f, 1)),
         m(kQueryBlock), l(kQueryBlock), kt, q_rows, k_rows, v_rows;
     std::vector<int64_t> cols(kQueryBlock);
-    Mask scratch;
+    typename Operands<T>::MaskCache scratch;
     int64_t packed = -1;  // the k/v row whose k is in kt (and v in v_rows, when widened)
     Rows<T> v;
     for (int64_t task = lo; task < hi; ++task) {
@@ -402,7 +410,7 @@ Tensor backward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, cons
         d_o(kQueryBlock * std::max<int64_t>(o.f, 1)), delta(kQueryBlock), lse(kQueryBlock),
         kt, vt, q_rows, k_rows, v_rows;
     std::vector<int64_t> cols(kQueryBlock);
-    Mask scratch;
+    typename Operands<T>::MaskCache scratch;
     Rows<T> k;
     for (int64_t row = lo; row < hi; ++row)
     for (int64_t r = 0; r < o.repeat; ++r) {
