@@ -10,8 +10,9 @@
 //   - ops that select, move or round once (neg, abs, relu, sign, sqrt, square, reciprocal,
 //     + - * /, maximum, minimum, comparisons, where): bit-identical, signed zeros included;
 //   - exp, log, sin, cos, pow, rsqrt: within 2 ulps of the correctly rounded value (SLEEF's
-//     and glibc's 1-ulp functions); tanh and erf within 4 (f32: MLIR's rational
-//     approximations); NaN, ±inf and the sign of zero exact;
+//     and glibc's 1-ulp functions); tanh and erf within 5 (f32: MLIR's rational
+//     approximations, whose largest error over every f32 is 5 ulps: bench/f32_ulps_sweep.cpp);
+//     NaN, ±inf and the sign of zero exact;
 //   - the composites (sigmoid, silu, gelu, gelu_tanh): the f32/f64 tolerance of the op suites,
 //     with NaN and ±inf exact.
 // The same suite runs on the emitted CUDA C++ (fake_cuda.*, and cuda.* on a GPU).
@@ -200,8 +201,8 @@ TEST(SpecialValues, UnaryOps) {
       {"log(x)", ScalarOp::log, Match::ulps},
       {"sin(x)", ScalarOp::sin, Match::ulps},
       {"cos(x)", ScalarOp::cos, Match::ulps},
-      {"tanh(x)", ScalarOp::tanh, Match::ulps, 4},
-      {"erf(x)", ScalarOp::erf, Match::ulps, 4},
+      {"tanh(x)", ScalarOp::tanh, Match::ulps, 5},
+      {"erf(x)", ScalarOp::erf, Match::ulps, 5},
       {"rsqrt(x)", ScalarOp::rsqrt, Match::ulps},
       {"sigmoid(x)", ScalarOp::sigmoid, Match::tolerance},
       {"silu(x)", ScalarOp::silu, Match::tolerance},
@@ -257,8 +258,9 @@ TEST(SpecialValues, WhereSelectsOnEveryCondition) {
 
 // The transcendental ops over a dense sweep of fresh random values, log-uniform in magnitude
 // from 1e-6 to 1e4 with both signs (the SLEEF functions and the JIT's f32 tanh/erf
-// approximations, away from the sampled special values too): within 2 ulps everywhere, 4 for
-// tanh and erf.
+// approximations, away from the sampled special values too): within 2 ulps everywhere, 5 for
+// tanh and erf. (Their largest f32 error over every float is 5 ulps, erf at 1.8308 and tanh at
+// 3.7373, bench/f32_ulps_sweep.cpp; a bound of 4 failed on a draw that hit erf(1.8389).)
 TEST(SpecialValues, DenseSweepWithinTheirUlps) {
   std::mt19937_64 rng(std::random_device{}());
   std::uniform_real_distribution<double> exponent(-6, 4);
@@ -272,8 +274,8 @@ TEST(SpecialValues, DenseSweepWithinTheirUlps) {
                             OpCase{"log(x)", ScalarOp::log, Match::ulps},
                             OpCase{"sin(x)", ScalarOp::sin, Match::ulps},
                             OpCase{"cos(x)", ScalarOp::cos, Match::ulps},
-                            OpCase{"tanh(x)", ScalarOp::tanh, Match::ulps, 4},
-                            OpCase{"erf(x)", ScalarOp::erf, Match::ulps, 4}})
+                            OpCase{"tanh(x)", ScalarOp::tanh, Match::ulps, 5},
+                            OpCase{"erf(x)", ScalarOp::erf, Match::ulps, 5}})
       check(c, {x}, dtype);
   }
 }
