@@ -1,7 +1,6 @@
-// Every positive finite f32 through the CPU JIT's f32 tanh and erf (MLIR's rational
+// Every finite f32, both signs, through the CPU JIT's f32 tanh and erf (MLIR's rational
 // approximations, runtime/jit/llvm_jit.cpp), against the float64 oracle rounded to f32: the
-// largest error in ulps and where. Both functions are odd in the JIT (erf gets its sign put
-// back), so the negatives mirror these. About a minute on two cores. docs/numerics.md quotes it.
+// largest error in ulps and where. About two minutes on two cores. docs/numerics.md quotes it.
 //   ein_f32_ulps_sweep
 #include <algorithm>
 #include <bit>
@@ -33,11 +32,15 @@ int main() {
   for (auto [body, op] : {std::pair{"tanh(x)", ScalarOp::tanh}, std::pair{"erf(x)", ScalarOp::erf}}) {
     int64_t worst = 0;
     float at = 0;
-    constexpr uint64_t kInfBits = 0x7f800000u, kChunk = uint64_t{1} << 24;
-    for (uint64_t start = 0; start < kInfBits; start += kChunk) {
-      const auto n = static_cast<int64_t>(std::min(kChunk, kInfBits - start));
+    // The bit patterns [0, +inf) and [-0, -inf): every finite float once.
+    constexpr uint64_t kInfBits = 0x7f800000u, kSign = 0x80000000u, kChunk = uint64_t{1} << 24;
+    for (uint64_t start = 0; start < 2 * kInfBits; start += kChunk) {
+      const auto n = static_cast<int64_t>(std::min(kChunk, 2 * kInfBits - start));
       std::vector<float> xs(static_cast<size_t>(n));
-      for (int64_t i = 0; i < n; ++i) xs[i] = std::bit_cast<float>(static_cast<uint32_t>(start + i));
+      for (int64_t i = 0; i < n; ++i) {
+        const uint64_t k = start + static_cast<uint64_t>(i);
+        xs[i] = std::bit_cast<float>(static_cast<uint32_t>(k < kInfBits ? k : (k - kInfBits) | kSign));
+      }
       const std::vector<float> got =
           ein::map(std::string("x[i] -> ") + body, {ein::from_data(xs, {n})}).to_vector<float>();
       for (int64_t i = 0; i < n; ++i) {
