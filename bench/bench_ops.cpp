@@ -1,5 +1,5 @@
 // Google Benchmark micro-benchmarks of the CPU ops at the sizes of bench/compare_cpu.py:
-// a copying rearrange, a mean, a fused map, two einsums (BLAS), and the host overhead of a
+// a copying rearrange, a mean, a fused map, an f32 -> bf16 cast, two einsums (BLAS), and the host overhead of a
 // cached view and of a tiny kernel. Bytes and FLOPs are reported as counters; comparisons
 // with PyTorch and numpy live in compare_cpu.py, which uses ein_cpu_timings instead.
 //   build-bench/bin/bench_ops --benchmark_repetitions=10 --benchmark_report_aggregates_only=true
@@ -56,6 +56,16 @@ void BM_Gemm(benchmark::State& state) {
   set_rates(state, 0, 2.0 * 8 * 128 * 1024 * 1024);
 }
 BENCHMARK(BM_Gemm)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The weight cast of every --precision bf16 step: an f32 [512, 2048] parameter rounded to bf16
+// (runtime/copy.cpp), 4 MiB read and 2 MiB written.
+void BM_CastBf16(benchmark::State& state) {
+  const Tensor w = randn({512, 2048}, DType::f32, cpu(), 9);
+  for (auto _ : state)
+    benchmark::DoNotOptimize(w.to(DType::bf16));
+  set_rates(state, 1.5 * static_cast<double>(w.nbytes()), 0);
+}
+BENCHMARK(BM_CastBf16)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_AttentionScores(benchmark::State& state) {
   const Tensor q = randn({4, 8, 256, 64}, DType::f32, cpu(), 9);
