@@ -163,14 +163,19 @@ __attribute__((target("avx512f"))) void transpose16(const float* src, int64_t sr
 }
 #endif
 
-void transpose_f32(const float* src, int64_t src_ld, int64_t rows, int64_t cols, float* dst,
-                   int64_t ld) {
+/// 32-bit words (f32, or pairs of bf16): the AVX-512 block transposes only move bits, and
+/// their loads and stores may alias any type.
+template <class W>
+void transpose_words(const W* src, int64_t src_ld, int64_t rows, int64_t cols, W* dst,
+                     int64_t ld) {
+  static_assert(sizeof(W) == 4);
 #if EIN_TILE_GEMM_AVX512
   if (avx512_tile_kernels()) {
     const int64_t full_rows = rows / 16 * 16, full_cols = cols / 16 * 16;
     for (int64_t r0 = 0; r0 < full_rows; r0 += 16)
       for (int64_t c0 = 0; c0 < full_cols; c0 += 16)
-        transpose16(src + r0 * src_ld + c0, src_ld, dst + c0 * ld + r0, ld);
+        transpose16(reinterpret_cast<const float*>(src + r0 * src_ld + c0), src_ld,
+                    reinterpret_cast<float*>(dst + c0 * ld + r0), ld);
     // The edges: the last rows (all columns), the last columns (the full rows).
     transpose(src + full_rows * src_ld, src_ld, rows - full_rows, cols, dst + full_rows, ld);
     transpose(src + full_cols, src_ld, full_rows, cols - full_cols, dst + full_cols * ld, ld);
@@ -212,7 +217,12 @@ void tile_gemm(int64_t m, int64_t n, int64_t k, double alpha, const double* a, i
 
 void transpose_into(const float* src, int64_t src_ld, int64_t rows, int64_t cols, float* dst,
                     int64_t ld) {
-  transpose_f32(src, src_ld, rows, cols, dst, ld);
+  transpose_words(src, src_ld, rows, cols, dst, ld);
+}
+
+void transpose_into(const uint32_t* src, int64_t src_ld, int64_t rows, int64_t cols,
+                    uint32_t* dst, int64_t ld) {
+  transpose_words(src, src_ld, rows, cols, dst, ld);
 }
 
 void transpose_into(const double* src, int64_t src_ld, int64_t rows, int64_t cols, double* dst,

@@ -31,5 +31,8 @@ void transpose_into(const float* src, int64_t src_ld, int64_t rows, int64_t cols
                     int64_t ld);
 void transpose_into(const double* src, int64_t src_ld, int64_t rows, int64_t cols, double* dst,
                     int64_t ld);
+/// The same for 32-bit words of any meaning (a pair of bf16: amx_tiles.h's B layout).
+void transpose_into(const uint32_t* src, int64_t src_ld, int64_t rows, int64_t cols,
+                    uint32_t* dst, int64_t ld);
 
 }  // namespace ein

@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "compiler/fuse/attention.h"
+#include "exec/amx_tiles.h"
 #include "exec/attention.h"
 #include "exec/tile_gemm.h"
 #include "script/script.h"
@@ -56,8 +57,12 @@ Mat mat_of(const Tensor& t) {
 }
 
 /// The definition in float64: o [n, t, f], lse [n, t], and the gradients for cotangent d_o.
+/// With each output, the sum of its terms' magnitudes (o: Σ p|v|, dq: Σ |dS||k|, ...), where
+/// dS's magnitude also counts |dO|·|v| (what rounding dO changes): what rounding each term's
+/// factors to bf16 can change the output by, at most 2⁻⁸ of it per rounding.
 struct Reference {
   Mat o, dq, dk, dv;
+  Mat o_abs, dq_abs, dk_abs, dv_abs;
   std::vector<double> lse;
 };
 
@@ -69,6 +74,7 @@ Reference reference(const Mat& q, const Mat& k, const Mat& v, const Mat* bias, d
   r.dq = {n, t, e, std::vector<double>(n * t * e)};
   r.dk = {n, s, e, std::vector<double>(n * s * e)};
   r.dv = {n, s, f, std::vector<double>(n * s * f)};
+  r.o_abs = r.o, r.dq_abs = r.dq, r.dk_abs = r.dk, r.dv_abs = r.dv;
   r.lse.assign(n * t, -kInf);
   for (int64_t b = 0; b < n; ++b)
     for (int64_t i = 0; i < t; ++i) {
@@ -87,38 +93,58 @@ Reference reference(const Mat& q, const Mat& k, const Mat& v, const Mat* bias, d
       for (int64_t j = 0; j < s; ++j) p[j] /= sum;
       r.lse[b * t + i] = mx + std::log(sum);
       for (int64_t c = 0; c < f; ++c) {
-        double acc = 0;
-        for (int64_t j = 0; j < s; ++j) acc += p[j] * v.at(b, j, c);
+        double acc = 0, mag = 0;
+        for (int64_t j = 0; j < s; ++j) {
+          acc += p[j] * v.at(b, j, c);
+          mag += p[j] * std::abs(v.at(b, j, c));
+        }
         r.o.at(b, i, c) = acc;
+        r.o_abs.at(b, i, c) = mag;
       }
       // dP_j = dO · v_j;  dS_j = p_j (dP_j − Σ_k p_k dP_k);  dlogit = dS, d(scores) = scale·dS.
-      std::vector<double> dp(s);
+      std::vector<double> dp(s), dp_abs(s);
       double mean = 0;
       for (int64_t j = 0; j < s; ++j) {
-        double acc = 0;
-        for (int64_t c = 0; c < f; ++c) acc += d_o.at(b, i, c) * v.at(b, j, c);
+        double acc = 0, mag = 0;
+        for (int64_t c = 0; c < f; ++c) {
+          acc += d_o.at(b, i, c) * v.at(b, j, c);
+          mag += std::abs(d_o.at(b, i, c) * v.at(b, j, c));
+        }
         dp[j] = acc;
+        dp_abs[j] = mag;
         mean += p[j] * acc;
       }
       for (int64_t j = 0; j < s; ++j) {
         const double ds = p[j] * (dp[j] - mean) * scale;
+        const double ds_abs = p[j] * (std::abs(dp[j] - mean) + dp_abs[j]) * scale;
         for (int64_t c = 0; c < e; ++c) {
           r.dq.at(b, i, c) += ds * k.at(b, j, c);
           r.dk.at(b, j, c) += ds * q.at(b, i, c);
+          r.dq_abs.at(b, i, c) += ds_abs * std::abs(k.at(b, j, c));
+          r.dk_abs.at(b, j, c) += ds_abs * std::abs(q.at(b, i, c));
         }
-        for (int64_t c = 0; c < f; ++c) r.dv.at(b, j, c) += p[j] * d_o.at(b, i, c);
+        for (int64_t c = 0; c < f; ++c) {
+          r.dv.at(b, j, c) += p[j] * d_o.at(b, i, c);
+          r.dv_abs.at(b, j, c) += p[j] * std::abs(d_o.at(b, i, c));
+        }
       }
     }
   return r;
 }
 
+/// |got − want| ≤ tol·(1 + |want|), plus, with `rounded` (the terms' magnitudes), what
+/// rounding factors of the terms to bf16 twice may change (2⁻⁸ each, with a factor 2 to spare).
 void expect_near(const std::vector<double>& got, const std::vector<double>& want, double tol,
-                 const std::string& what) {
+                 const std::string& what, const std::vector<double>* rounded = nullptr) {
   ASSERT_EQ(got.size(), want.size()) << what;
+  if (rounded) {
+    ASSERT_EQ(rounded->size(), want.size()) << what;
+  }
   int bad = 0;
   for (size_t i = 0; i < got.size(); ++i) {
     const bool same_inf = std::isinf(want[i]) && got[i] == want[i];
-    if (!same_inf && !(std::abs(got[i] - want[i]) <= tol * (1 + std::abs(want[i]))))
+    const double allowed = tol * (1 + std::abs(want[i])) + (rounded ? (*rounded)[i] / 64 : 0);
+    if (!same_inf && !(std::abs(got[i] - want[i]) <= allowed))
       if (bad++ < 5) ADD_FAILURE() << what << "[" << i << "] = " << got[i] << ", want " << want[i];
   }
   EXPECT_EQ(bad, 0) << what;
@@ -186,7 +212,10 @@ void run_case(const Case& c, Device device = cpu()) {
     for (int64_t col = 0; col < c.f; ++col) o.push_back(got[r * (c.f + 1) + col]);
     lse.push_back(got[r * (c.f + 1) + c.f]);
   }
-  expect_near(o, want.o.v, c.tol, "o");
+  // bf16 operands on AMX: P, dS and dO are rounded to bf16 for the tile products.
+  const bool rounded = c.dtype == DType::bf16 && device.kind == DeviceKind::cpu && amx_tiles();
+  const auto terms = [&](const Mat& m) { return rounded ? &m.v : nullptr; };
+  expect_near(o, want.o.v, c.tol, "o", terms(want.o_abs));
   expect_near(lse, want.lse, c.tol, "lse");
   // The cotangent packed like the result; its lse column must be ignored (fill it with junk).
   std::vector<double> d_packed;
@@ -202,9 +231,9 @@ void run_case(const Case& c, Device device = cpu()) {
   const auto at = g.begin();
   const int64_t nq = c.n * c.t * c.e, nk = c.n * c.s * c.e;
   const std::vector<double> dq(at, at + nq), dk(at + nq, at + nq + nk), dv(at + nq + nk, g.end());
-  expect_near(dq, want.dq.v, c.tol, "dq");
-  expect_near(dk, want.dk.v, c.tol, "dk");
-  expect_near(dv, want.dv.v, c.tol, "dv");
+  expect_near(dq, want.dq.v, c.tol, "dq", terms(want.dq_abs));
+  expect_near(dk, want.dk.v, c.tol, "dk", terms(want.dk_abs));
+  expect_near(dv, want.dv.v, c.tol, "dv", terms(want.dv_abs));
 }
 
 TEST(AttentionKernel, MatchesTheDefinitionInFloat64) {
@@ -214,14 +243,21 @@ TEST(AttentionKernel, MatchesTheDefinitionInFloat64) {
     run_case({2, 130, 261, 16, 9, m, DType::f64, 1e-10}); // several tiles, partial last ones
     run_case({2, 130, 261, 16, 9, m, DType::f32, 2e-4});
     run_case({2, 70, 200, 33, 70, m, DType::f32, 2e-4});  // rows wider than a 64-column panel
-    // bf16 operands, widened row block by row block as the f32 kernels read them.
+    // bf16 operands: on a CPU with AMX the tile products take them as they are and round P,
+    // dS and dO to bf16 (attention_amx.h); elsewhere, and with AMX turned off, the f32 kernels
+    // widen them row block by row block.
     run_case({2, 130, 261, 16, 9, m, DType::bf16, 2e-4});
+    run_case({2, 70, 200, 33, 70, m, DType::bf16, 2e-4});
+    force_no_amx_tiles(true);
+    run_case({2, 130, 261, 16, 9, m, DType::bf16, 2e-4});
+    force_no_amx_tiles(false);
     // The portable tile kernels (the BLAS and vector_math.h), as CPUs without AVX-512 run them.
     force_portable_tile_kernels(true);
     run_case({2, 130, 261, 16, 9, m, DType::f32, 2e-4});
     force_portable_tile_kernels(false);
   }
-  run_case({2, 70, 70, 8, 8, Mask::causal, DType::bf16, 2e-4});  // bf16 in, f32 compute
+  run_case({2, 70, 70, 8, 8, Mask::causal, DType::bf16, 2e-4});
+  run_case({1, 1, 1, 1, 1, Mask::none, DType::bf16, 2e-4});
 }
 
 TEST(AttentionKernel, ZeroSizes) {
@@ -281,7 +317,9 @@ TEST(AttentionKernel, BroadcastAndPermutedOperandsAreReadInPlace) {
 // q [b, h, t, e] with h = g·r heads; k, v [b, g, s, e]: the same as k, v repeated per group
 // (repeat(k, "b g s e -> b (g r) s e")), and dk, dv the repeated ones' gradients summed over
 // each group. The mask is one causal [t, s] matrix broadcast (stride 0) over b and h.
-void grouped_query_heads(Device device, double tol) {
+// bf16 operands (q, k, v rounded to bf16 for both sides) compare the AMX kernels' group
+// loop with their one-head path, on CPUs that have AMX.
+void grouped_query_heads(Device device, double tol, DType dtype = DType::f64) {
   std::mt19937 rng(9);
   const int64_t b = 2, g = 2, r = 3, h = g * r, t = 19, s = 19, e = 5;
   auto random = [&](Shape shape) {
@@ -292,8 +330,10 @@ void grouped_query_heads(Device device, double tol) {
     for (double& x : v) x = d(rng);
     return from_data(v, shape);
   };
-  const Tensor q = random({b, h, t, e}), k = random({b, g, s, e}), v = random({b, g, s, e}),
-               d = random({b, h, t, e + 1});
+  const DType compute = dtype == DType::f64 ? DType::f64 : DType::f32;
+  const auto as = [&](const Tensor& x) { return x.to(dtype).to(DType::f64); };  // rounded
+  const Tensor q = as(random({b, h, t, e})), k = as(random({b, g, s, e})),
+               v = as(random({b, g, s, e})), d = random({b, h, t, e + 1});
   // The repeat, spelt out: head j of the repeated tensor is group j / r.
   auto repeated = [&](const Tensor& x) {
     const std::vector<double> src = x.to_vector<double>();
@@ -311,19 +351,21 @@ void grouped_query_heads(Device device, double tol) {
   const Tensor mask = from_data(causal, {1, 1, t, s})
                           .to(device)
                           .as_strided({b, h, t, s}, {0, 0, s, 1}, 0);
-  const auto on = [&](const Tensor& x) { return x.to(device); };
-  const auto host = [](const Tensor& x) { return x.to(cpu()).to_vector<double>(); };
-  const Tensor grouped = attention_forward(on(q), on(k), on(v), mask, 0.4, DType::f64, r);
-  const Tensor plain = attention_forward(q, repeated(k), repeated(v),
-                                         from_data(causal, {1, 1, t, s}).as_strided({b, h, t, s}, {0, 0, s, 1}, 0),
-                                         0.4, DType::f64);
-  expect_near(host(grouped), plain.to_vector<double>(), tol, "o | lse");
-  const std::vector<double> gg =
-      host(attention_backward(on(q), on(k), on(v), mask, grouped, on(d), 0.4, DType::f64, r));
+  const auto on = [&](const Tensor& x) { return x.to(dtype).to(device); };
+  const auto host = [](const Tensor& x) { return x.to(cpu()).to(DType::f64).to_vector<double>(); };
+  const Tensor mask_here = dtype == DType::f64 ? mask : mask.to(compute);
+  const Tensor plain_mask =
+      from_data(causal, {1, 1, t, s}).to(compute).as_strided({b, h, t, s}, {0, 0, s, 1}, 0);
+  const Tensor grouped = attention_forward(on(q), on(k), on(v), mask_here, 0.4, compute, r);
+  const Tensor plain = attention_forward(q.to(dtype), repeated(k).to(dtype), repeated(v).to(dtype),
+                                         plain_mask, 0.4, compute);
+  expect_near(host(grouped), host(plain), tol, "o | lse");
+  const std::vector<double> gg = host(attention_backward(
+      on(q), on(k), on(v), mask_here, grouped, d.to(compute).to(device), 0.4, compute, r));
   const std::vector<double> gp =
-      attention_backward(q, repeated(k), repeated(v),
-                         from_data(causal, {1, 1, t, s}).as_strided({b, h, t, s}, {0, 0, s, 1}, 0),
-                         plain, d, 0.4, DType::f64)
+      attention_backward(q.to(dtype), repeated(k).to(dtype), repeated(v).to(dtype), plain_mask,
+                         plain, d.to(compute), 0.4, compute)
+          .to(DType::f64)
           .to_vector<double>();
   const int64_t nq = b * h * t * e, nkg = b * g * s * e, nkp = b * h * s * e;
   ASSERT_EQ(gg.size(), static_cast<size_t>(nq + 2 * nkg));
@@ -341,6 +383,9 @@ void grouped_query_heads(Device device, double tol) {
 }
 
 TEST(AttentionKernel, GroupedQueryHeadsReadTheirGroup) { grouped_query_heads(cpu(), 1e-12); }
+TEST(AttentionKernel, GroupedQueryHeadsReadTheirGroupInBf16) {
+  grouped_query_heads(cpu(), 1e-5, DType::bf16);
+}
 
 TEST(AttentionKernel, GradientsMatchFiniteDifferences) {
   // The f64 kernel's backward against central differences of its own forward.

@@ -18,6 +18,7 @@
 #include <ein/ops.h>
 #include <fmt/format.h>
 
+#include "exec/amx_tiles.h"
 #include "exec/attention.h"
 #include "exec/cuda_executor.h"
 #include "exec/indexing.h"
@@ -309,11 +310,15 @@ TEST_P(DeviceExecution, FusedAttentionMatchesTheCpuKernel) {
     const Tensor mask = from_data(causal, {1, 1, c.t, c.t});
     const auto spread = [&](const Tensor& m) { return m.as_strided({c.b, c.h, c.t, c.t}, {0, 0, c.t, 1}, 0); };
     const double scale = 1 / std::sqrt(static_cast<double>(c.e));
+    // The CUDA kernels multiply bf16 operands in f32, as the CPU's f32 kernels do; on a CPU
+    // with AMX, bf16 operands would go to the AMX kernels, which round P and dS to bf16.
+    force_no_amx_tiles(true);
     const Tensor want = attention_forward(q, k, v, spread(mask), scale, DType::f32, c.r);
     const Tensor got = attention_forward(q.to(cuda()), k.to(cuda()), v.to(cuda()),
                                          spread(mask.to(cuda())), scale, DType::f32, c.r);
     const Tensor d = randn(want.shape(), DType::f32, cpu(), 4);
     const Tensor gwant = attention_backward(q, k, v, spread(mask), want, d, scale, DType::f32, c.r);
+    force_no_amx_tiles(false);
     const Tensor ggot = attention_backward(q.to(cuda()), k.to(cuda()), v.to(cuda()), spread(mask.to(cuda())),
                                            got, d.to(cuda()), scale, DType::f32, c.r);
     for (const auto& [name, w, g] : {std::tuple{"o | lse", want, got}, std::tuple{"grads", gwant, ggot}}) {

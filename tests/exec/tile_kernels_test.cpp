@@ -1,11 +1,14 @@
 // The fused attention's tile kernels (exec/tile_gemm.h, exec/softmax_tiles.h) against their
 // definitions evaluated in double, on both paths: the AVX-512 code (where the CPU has it) and
-// the portable one (the BLAS and vector_math.h), which every CPU without AVX-512 runs. Sizes
+// the portable one (the BLAS and vector_math.h), which every CPU without AVX-512 runs; and the
+// AMX kernels of bf16 attention (exec/amx_tiles.h), where the CPU has AMX. Sizes
 // straddle the register blocks (6 rows, 16-column vectors, 64-column panels), A comes
 // row-major and transposed, C with and without accumulation, and the values include ±inf, NaN
 // and logits whose exp is subnormal.
 #include <gtest/gtest.h>
 
+#include <array>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -13,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "exec/amx_tiles.h"
 #include "exec/softmax_tiles.h"
 #include "exec/tile_gemm.h"
 
@@ -202,6 +206,175 @@ TEST(SoftmaxTiles, ProbabilitiesFromTheLogsumexp) {
       });
     }
   }
+}
+
+// The AMX kernels of bf16 attention (exec/amx_tiles.h). amx_gemm runs only where the CPU has
+// AMX; the packers run everywhere, and on AMX machines their AVX-512 path must give the same
+// bits as the scalar one (force_no_amx_tiles).
+
+/// bf16 bits to the float they stand for.
+float from_bf16(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+
+/// Runs `body` with the AMX kernels on (where the CPU has them) and off, returning both results.
+template <class F>
+auto with_and_without_amx(F body) {
+  force_no_amx_tiles(false);
+  auto with = body();
+  force_no_amx_tiles(true);
+  auto without = body();
+  force_no_amx_tiles(false);
+  return std::pair{with, without};
+}
+
+/// f32 values of every kind: ordinary, ±0, ±inf, NaN, subnormal, the largest finite, and
+/// values whose bf16 rounding ties (to even) or carries into the exponent.
+std::vector<float> awkward_values(size_t count, std::mt19937& rng) {
+  const std::vector<float> special{0.0f, -0.0f, kInf, -kInf, kNaN, 1e-40f, -3e-39f,
+                                   std::numeric_limits<float>::max(), 1.00390625f,
+                                   1.01171875f, 1.9999999f, -65535.0f};
+  std::normal_distribution<float> d;
+  std::vector<float> v(count);
+  for (size_t i = 0; i < count; ++i) v[i] = i % 7 == 3 ? special[(i / 7) % special.size()] : d(rng);
+  return v;
+}
+
+TEST(AmxTiles, PackersGiveTheSameBitsOnBothPaths) {
+  std::mt19937 rng(21);
+  const int64_t rows = 37, cols = 45, ld = 50;
+  const std::vector<float> x = awkward_values(static_cast<size_t>(rows * ld), rng);
+  std::vector<uint16_t> xb(x.size());
+  for (size_t i = 0; i < x.size(); ++i) xb[i] = static_cast<uint16_t>(std::bit_cast<uint32_t>(x[i]) >> 16);
+  const int64_t rp = 48, cp = 64;
+  const auto a = with_and_without_amx([&] {
+    std::vector<uint16_t> out(rp * cp, 0xdead);
+    a_from_f32(x.data(), ld, rows, cols, 0.5f, out.data(), cp, rp, cp);
+    return out;
+  });
+  EXPECT_EQ(a.first, a.second) << "a_from_f32";
+  const auto p = with_and_without_amx([&] {
+    std::vector<uint16_t> out((rp / 2) * 2 * cp, 0xdead);
+    pairs_from_f32(x.data(), ld, rows, cols, 2.0f, out.data(), 2 * cp, rp, cp);
+    return out;
+  });
+  EXPECT_EQ(p.first, p.second) << "pairs_from_f32";
+  const auto pb = with_and_without_amx([&] {
+    std::vector<uint16_t> out((rp / 2) * 2 * cp, 0xdead);
+    pairs_from_bf16(xb.data(), ld, rows, cols, out.data(), 2 * cp, rp, cp);
+    return out;
+  });
+  EXPECT_EQ(pb.first, pb.second) << "pairs_from_bf16";
+  // And what they hold: element (r, c) of the operand, zeros in the padding.
+  for (int64_t r = 0; r < rp; ++r)
+    for (int64_t c = 0; c < cp; ++c) {
+      const bool in = r < rows && c < cols;
+      const float want = in ? 0.5f * x[r * ld + c] : 0.0f;
+      const float got = from_bf16(a.first[r * cp + c]);
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(got)) << r << "," << c;
+      } else if (std::isinf(want)) {
+        EXPECT_EQ(got, want) << r << "," << c;
+      } else if (std::fpclassify(want) == FP_SUBNORMAL) {
+        EXPECT_EQ(got, 0.0f) << r << "," << c;
+        EXPECT_EQ(std::signbit(got), std::signbit(want)) << r << "," << c;
+      } else {
+        EXPECT_LE(std::abs(got - want), std::abs(want) / 256) << r << "," << c;  // half a bf16 ulp
+      }
+      const uint16_t pair = pb.first[(r / 2) * 2 * cp + 2 * c + r % 2];
+      EXPECT_EQ(pair, in ? xb[r * ld + c] : 0) << "pairs " << r << "," << c;
+    }
+}
+
+TEST(AmxTiles, TransposedPairsMatchTheDefinition) {
+  std::mt19937 rng(22);
+  // Even widths and row strides go through the 32-bit word transpose, odd ones element by
+  // element; both with rows (keys) past a 16-row block.
+  for (const auto& [rows, cols, ld] : std::vector<std::array<int64_t, 3>>{
+           {19, 12, 20}, {40, 64, 64}, {19, 13, 20}, {21, 12, 25}}) {
+    SCOPED_TRACE(fmt::format("{} x {} (row stride {})", rows, cols, ld));
+    const int64_t rp = round_up(rows, 16), cp = round_up(cols, 32);
+    const std::vector<float> x = awkward_values(static_cast<size_t>(rows * ld), rng);
+    std::vector<uint16_t> xb(x.size());
+    for (size_t i = 0; i < x.size(); ++i) xb[i] = static_cast<uint16_t>(std::bit_cast<uint32_t>(x[i]) >> 16);
+    // B = xᵀ (cols × rows) as pairs: pair-row p holds columns 2p and 2p + 1 of x's rows.
+    std::vector<uint16_t> pairs((cp / 2) * 2 * rp, 0xdead);
+    pairs_from_bf16_transposed(xb.data(), ld, rows, cols, pairs.data(), 2 * rp, cp, rp);
+    for (int64_t c = 0; c < cp; ++c)
+      for (int64_t r = 0; r < rp; ++r) {
+        const bool in = r < rows && c < cols;
+        EXPECT_EQ(pairs[(c / 2) * 2 * rp + 2 * r + c % 2], in ? xb[r * ld + c] : 0) << r << "," << c;
+      }
+  }
+}
+
+TEST(AmxTiles, DsOperandsMatchTheDefinitionOnBothPaths) {
+  std::mt19937 rng(24);
+  std::normal_distribution<float> d;
+  for (const auto& [rows, cols] : std::vector<std::array<int64_t, 2>>{{64, 128}, {37, 45}, {1, 1}}) {
+    SCOPED_TRACE(fmt::format("{} x {}", rows, cols));
+    const int64_t ld = 130;
+    std::vector<float> p(rows * ld), dp(rows * ld), delta(rows);
+    for (auto& x : p) x = std::abs(d(rng));
+    for (auto& x : dp) x = d(rng);
+    for (auto& x : delta) x = d(rng);
+    p[0] = 1e-39f;  // a subnormal probability: its dS rounds to 0
+    const int64_t lda = 128, ldb = 256;
+    const auto both = with_and_without_amx([&] {
+      std::vector<uint16_t> a(64 * lda, 0xdead), pairs(32 * ldb, 0xdead);
+      ds_operands(p.data(), dp.data(), ld, delta.data(), rows, cols, 0.125f, a.data(), lda,
+                  pairs.data(), ldb);
+      return std::pair{a, pairs};
+    });
+    EXPECT_EQ(both.first.first, both.second.first) << "A rows";
+    EXPECT_EQ(both.first.second, both.second.second) << "pairs";
+    const auto& [a, pairs] = both.first;
+    for (int64_t r = 0; r < round_up(rows, 32); ++r)
+      for (int64_t c = 0; c < round_up(cols, 32); ++c) {
+        const bool in = r < rows && c < cols;
+        const double want = in ? 0.125 * p[r * ld + c] * (dp[r * ld + c] - delta[r]) : 0.0;
+        const double tol = std::fpclassify(static_cast<float>(want)) == FP_SUBNORMAL ? 1e-38 : std::abs(want) / 200;
+        if (r < round_up(rows, 16)) {
+          EXPECT_NEAR(from_bf16(a[r * lda + c]), want, tol) << "A " << r << "," << c;
+        }
+        if (c < round_up(cols, 16)) {
+          EXPECT_NEAR(from_bf16(pairs[(r / 2) * ldb + 2 * c + r % 2]), want, tol) << "pairs " << r << "," << c;
+        }
+      }
+  }
+}
+
+TEST(AmxTiles, ProductMatchesTheDefinition) {
+  if (!amx_tiles()) GTEST_SKIP() << "this CPU (or kernel) has no AMX tiles";
+  std::mt19937 rng(23);
+  std::normal_distribution<float> d;
+  for (const auto& [m, n, k] : std::vector<std::array<int64_t, 3>>{
+           {16, 16, 32}, {48, 80, 96}, {64, 128, 64}, {32, 16, 160}, {16, 48, 32}}) {
+    SCOPED_TRACE(fmt::format("{} x {} x {}", m, n, k));
+    const int64_t lda = k + 8, ldb = 2 * n + 32, ldc = n + 5;
+    std::vector<uint16_t> a(m * lda), b((k / 2) * ldb);
+    for (auto& x : a) x = static_cast<uint16_t>(std::bit_cast<uint32_t>(d(rng)) >> 16);
+    for (auto& x : b) x = static_cast<uint16_t>(std::bit_cast<uint32_t>(d(rng)) >> 16);
+    std::vector<float> c0(m * ldc);
+    for (auto& x : c0) x = d(rng);
+    for (bool accumulate : {false, true}) {
+      std::vector<float> c = c0;
+      amx_gemm(m, n, k, a.data(), lda, b.data(), ldb, accumulate, c.data(), ldc);
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double want = accumulate ? c0[i * ldc + j] : 0.0, mag = std::abs(want);
+          for (int64_t p = 0; p < k; ++p) {
+            const double term = static_cast<double>(from_bf16(a[i * lda + p])) *
+                                from_bf16(b[(p / 2) * ldb + 2 * j + p % 2]);
+            want += term;
+            mag += std::abs(term);
+          }
+          // Products of bf16 are exact in f32; the sums round in f32.
+          EXPECT_NEAR(c[i * ldc + j], want, 1e-6 * mag + 1e-30) << i << "," << j;
+        }
+      for (int64_t i = 0; i < m; ++i)  // columns past n untouched
+        for (int64_t j = n; j < ldc; ++j) EXPECT_EQ(c[i * ldc + j], c0[i * ldc + j]);
+    }
+  }
+  EXPECT_THROW(amx_gemm(8, 16, 32, nullptr, 32, nullptr, 32, false, nullptr, 16), std::logic_error);
 }
 
 }  // namespace

@@ -1,0 +1,67 @@
+// The fused attention kernels alone (exec/attention.h), forward + backward of b h t e causal
+// attention with bf16 q, k, v as a --precision bf16 step gives them: on AMX tiles
+// (exec/attention_amx.h) and on the f32 kernels that widen the operands (force_no_amx_tiles),
+// the two alternating round by round; and f32 operands for reference. One JSON line per
+// variant: median ms per forward + backward and every round.
+//   ein_attention_kernel_timings B H T E [rounds = 5] [variants: amx,widened,f32]
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <ein/ein.h>
+#include <fmt/format.h>
+
+#include "exec/amx_tiles.h"
+#include "exec/attention.h"
+
+int main(int argc, char** argv) {
+  using namespace ein;
+  if (argc < 5) {
+    std::fprintf(stderr, "usage: %s B H T E [rounds] [amx,widened,f32]\n", argv[0]);
+    return 2;
+  }
+  const int64_t b = std::atoll(argv[1]), h = std::atoll(argv[2]), t = std::atoll(argv[3]),
+                e = std::atoll(argv[4]);
+  const int rounds = argc > 5 ? std::atoi(argv[5]) : 5;
+  std::vector<std::string> variants;
+  std::stringstream list(argc > 6 ? argv[6] : "amx,widened,f32");
+  for (std::string v; std::getline(list, v, ',');) variants.push_back(v);
+  const Tensor q = randn({b, h, t, e}, DType::f32, cpu(), 1), k = randn({b, h, t, e}, DType::f32, cpu(), 2),
+               v = randn({b, h, t, e}, DType::f32, cpu(), 3), d = randn({b, h, t, e + 1}, DType::f32, cpu(), 4);
+  std::vector<float> causal(static_cast<size_t>(t * t));
+  for (int64_t i = 0; i < t; ++i)
+    for (int64_t j = 0; j < t; ++j)
+      causal[i * t + j] = j > i ? -std::numeric_limits<float>::infinity() : 0.0f;
+  const Tensor mask = from_data(causal, {t, t}).as_strided({b, h, t, t}, {0, 0, t, 1}, 0);
+  const double scale = 1 / std::sqrt(static_cast<double>(e));
+  const Tensor qb = q.to(DType::bf16), kb = k.to(DType::bf16), vb = v.to(DType::bf16);
+  std::map<std::string, std::vector<double>> ms;
+  for (int round = 0; round < rounds + 1; ++round)  // round 0 warms up
+    for (const std::string& variant : variants) {
+      const bool f32 = variant == "f32";
+      force_no_amx_tiles(variant == "widened");
+      const Tensor &qq = f32 ? q : qb, &kk = f32 ? k : kb, &vv = f32 ? v : vb;
+      const auto start = std::chrono::steady_clock::now();
+      const Tensor out = attention_forward(qq, kk, vv, mask, scale, DType::f32);
+      const Tensor grads = attention_backward(qq, kk, vv, mask, out, d, scale, DType::f32);
+      const double spent =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      if (round > 0) ms[variant].push_back(spent);
+    }
+  force_no_amx_tiles(false);
+  for (const std::string& variant : variants) {
+    std::vector<double> sorted = ms[variant];
+    std::sort(sorted.begin(), sorted.end());
+    std::printf("%s\n", fmt::format(R"({{"variant": "{}", "amx": {}, "b": {}, "h": {}, "t": {}, "e": {}, "median_ms": {:.2f}, "rounds_ms": [{:.2f}]}})",
+                                    variant, amx_tiles(), b, h, t, e, sorted[sorted.size() / 2],
+                                    fmt::join(ms[variant], ", "))
+                            .c_str());
+  }
+}
