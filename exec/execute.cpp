@@ -90,7 +90,14 @@ Tensor run_reduce(const GraphNode& n, const Values& v, Context&) {
 
 Tensor run_contract(const GraphNode& n, const Values& v, Context&) {
   const auto& a = std::get<ContractAttr>(n.attr);
-  return contract(arg(v, n, 0), a.a_axes, arg(v, n, 1), a.b_axes, a.out_axes);
+  const Tensor& x = arg(v, n, 0);
+  // An f32 node of 16-bit operands (the fusion pass's widen_contractions) returns the f32
+  // sums; otherwise the result has the operands' dtype (a graph may run in another dtype
+  // than it was built in, as the tests' float64 runs do).
+  const bool widened =
+      n.dtype == DType::f32 && (x.dtype() == DType::bf16 || x.dtype() == DType::f16);
+  return contract(x, a.a_axes, arg(v, n, 1), a.b_axes, a.out_axes,
+                  widened ? std::optional<DType>(DType::f32) : std::nullopt);
 }
 
 Tensor run_map_node(const GraphNode& n, const Values& v, Context& c) {

@@ -709,7 +709,8 @@ std::optional<std::vector<int>> Pass::align(const Group& moved, const Group& ont
 }  // namespace
 
 Graph fuse(const Graph& graph, std::vector<int>* source) {
-  Pass pass(graph);
+  const Graph widened = detail::widen_contractions(graph);
+  Pass pass(widened);
   std::vector<int> copied;
   Graph fused = pass.run(&copied);
   fused = detail::fold_concats_into_stores(std::move(fused), &copied);

@@ -77,6 +77,13 @@ struct Grouping {
 /// fused and result nodes).
 Graph emit_fused(const Graph& g, Grouping& grouping, std::vector<int>* source = nullptr);
 
+/// Step 0 (widen_contractions.cpp): bf16 or f16 contractions read only by a cast to f32
+/// (through views and concats that nothing else reads) get dtype f32, as do those views and
+/// concats, and the cast becomes a reshape to its own shape (a view), so that node ids stay. The GEMM then writes its f32 sums as they are,
+/// without rounding them to 16 bits and widening them again: a --precision bf16 step's weight
+/// gradients, which the optimizer takes in f32.
+Graph widen_contractions(Graph g);
+
 /// Step 7 (fold_stores.cpp): each concat whose pieces are all outputs of one kernel, read only
 /// on their way to it, folded with the views after it into that kernel's stores (placed
 /// FusedOutputs). `source` as emit_fused's, updated.

@@ -65,7 +65,9 @@ struct PermuteAttr {
   std::vector<int64_t> order;
 };
 /// contract: a (labelled a_axes) times b (labelled b_axes), summed over shared axes not in
-/// out_axes; the result is labelled out_axes.
+/// out_axes; the result is labelled out_axes. Its dtype is the operands', or f32 for bf16 or
+/// f16 operands: the f32 sums, not rounded to 16 bits (the fusion pass's widen_contractions
+/// makes these where a cast to f32 was the only reader).
 struct ContractAttr {
   std::vector<int> a_axes, b_axes, out_axes;
 };

@@ -310,7 +310,8 @@ Tensor integer_contract(const Tensor& a_in, const std::vector<int>& a_axes, cons
 }  // namespace
 
 Tensor contract(const Tensor& a_in, const std::vector<int>& a_axes, const Tensor& b_in,
-                const std::vector<int>& b_axes, const std::vector<int>& out_axes) {
+                const std::vector<int>& b_axes, const std::vector<int>& out_axes,
+                std::optional<DType> result_dtype) {
   if (!a_in.defined() || !b_in.defined()) throw RuntimeError("contract: undefined operand");
   const Device device = a_in.device();
   if (b_in.device() != device) {
@@ -322,6 +323,11 @@ Tensor contract(const Tensor& a_in, const std::vector<int>& a_axes, const Tensor
                        " and " + std::string(dtype_name(b_in.dtype())));
   }
   const DType dtype = a_in.dtype();
+  // The dtype returned: the operands', or f32 for 16-bit operands (their sums unrounded).
+  const DType wanted = result_dtype.value_or(dtype);
+  if (wanted != dtype && !(wanted == DType::f32 && (dtype == DType::bf16 || dtype == DType::f16)))
+    throw RuntimeError("contract: a " + std::string(dtype_name(wanted)) + " result of " +
+                       std::string(dtype_name(dtype)) + " operands (only f32 of bf16 or f16)");
   if (dtype == DType::i64 || dtype == DType::i32 || dtype == DType::i8 || dtype == DType::u8)
     return integer_contract(a_in, a_axes, b_in, b_axes, out_axes);
   if (dtype != DType::f64 && dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16) {
@@ -339,8 +345,10 @@ Tensor contract(const Tensor& a_in, const std::vector<int>& a_axes, const Tensor
                              ? DType::bf16
                              : compute;
   // oneDNN writes a bf16 result of bf16 operands itself (one rounding of the f32 sums, as
-  // torch's bf16 matmul): no f32 result and no second pass to round it.
-  const DType result_type = operands == DType::bf16 && dtype == DType::bf16 ? dtype : compute;
+  // torch's bf16 matmul): no f32 result and no second pass to round it; or, wanted so, the
+  // f32 sums.
+  const DType result_type =
+      operands == DType::bf16 && dtype == DType::bf16 && wanted == DType::bf16 ? dtype : compute;
   Operand a = take_diagonals(a_in, a_axes, "a");
   Operand b = take_diagonals(b_in, b_axes, "b");
   for (int axis : a.axes) {
@@ -393,7 +401,7 @@ Tensor contract(const Tensor& a_in, const std::vector<int>& a_axes, const Tensor
   int64_t k_size = 1;
   for (int axis : k_axes)
     k_size *= a.size_of(axis);
-  if (checked_numel(out_shape) == 0 || k_size == 0) return zeros(out_shape, dtype, device);
+  if (checked_numel(out_shape) == 0 || k_size == 0) return zeros(out_shape, wanted, device);
 
   // The result: contiguous in out order when that folds, else (batch, m, n) and a view.
   Operand c{empty(out_shape, result_type, device), out_axes};
@@ -442,7 +450,7 @@ Tensor contract(const Tensor& a_in, const std::vector<int>& a_axes, const Tensor
   g.bf16_c = result_type == DType::bf16;
   run_gemm(device, g);
   ++g_gemm_calls;
-  return dtype == result_type ? result : result.to(dtype);
+  return wanted == result_type ? result : result.to(wanted);
 }
 
 ContractStats contract_stats() {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include <ein/tensor.h>
@@ -27,8 +28,13 @@ namespace ein {
 /// order. It is contiguous whenever out_axes lists the batch axes, then the m axes, then the
 /// n axes (or batch, n, m); otherwise it is a permuted, non-contiguous view of a (batch, m, n)
 /// buffer. Throws ein::RuntimeError on a bad axis list, mismatched sizes, dtypes or devices.
+///
+/// `result` f32 for bf16 or f16 operands returns the f32 sums without rounding them to 16 bits
+/// (oneDNN's bf16 matmul writes them so; elsewhere the f32 result of the f32 GEMM is kept, or
+/// a 16-bit result widened). Any other `result` must be the operands' dtype.
 Tensor contract(const Tensor& a, const std::vector<int>& a_axes, const Tensor& b,
-                const std::vector<int>& b_axes, const std::vector<int>& out_axes);
+                const std::vector<int>& b_axes, const std::vector<int>& out_axes,
+                std::optional<DType> result = std::nullopt);
 
 /// What contract() has done since the process started, for tests and profiling.
 struct ContractStats {

@@ -19,6 +19,7 @@
 #include <ein/pattern_parser.h>
 #include "api/ops/ops_test_support.h"
 #include "fuse_test_support.h"
+#include "runtime/blas/contract.h"
 
 namespace ein {
 namespace {
@@ -123,6 +124,42 @@ TEST(FuseRules, WideningCastsInlineNarrowingOnesStay) {
   const Tensor in = testing::random_tensor({6, 10}, DType::bf16, 3, Layout::strided);
   testing::expect_close(execute(fused, {in})[0], testing::to_array(execute(g, {in})[0]), {0, 0},
                         "casts");
+}
+
+TEST(FuseRules, AContractionReadOnlyAsF32ReturnsF32) {
+  // dW = xᵀ·dY in bf16, read by nothing but its cast to f32 (a bf16 step's weight gradient):
+  // the GEMM returns the f32 sums, not rounded to bf16 first; through a view and a concat too.
+  GraphBuilder b("widened");
+  const int x = b.input({8, 24}, DType::bf16), dy = b.input({8, 16}, DType::bf16);
+  const int dw = b.add(GraphOp::contract, {x, dy}, {24, 16}, DType::bf16, ContractAttr{{0, 1}, {0, 2}, {1, 2}});
+  const int dw2 = b.add(GraphOp::contract, {x, dy}, {24, 16}, DType::bf16, ContractAttr{{0, 1}, {0, 2}, {1, 2}});
+  const int both = b.concat({dw, dw2}, 1);
+  const int up = b.cast(both, DType::f32);
+  // A contraction with another reader keeps its dtype: its bf16 value is read as such.
+  const int shared = b.add(GraphOp::contract, {x, dy}, {24, 16}, DType::bf16, ContractAttr{{0, 1}, {0, 2}, {1, 2}});
+  const int shared_up = b.cast(shared, DType::f32);
+  const Graph g = b.finish({up, shared_up, shared});
+  const Graph fused = fuse(g);
+  int f32_contracts = 0, bf16_contracts = 0;
+  for (const GraphNode& n : fused.nodes)
+    if (n.op == GraphOp::contract) ++(n.dtype == DType::f32 ? f32_contracts : bf16_contracts);
+  EXPECT_EQ(f32_contracts, 2) << fusion_report(g, fused);
+  EXPECT_EQ(bf16_contracts, 1) << fusion_report(g, fused);
+  const Tensor xs = testing::random_tensor({8, 24}, DType::bf16, 5, Layout::strided);
+  const Tensor dys = testing::random_tensor({8, 16}, DType::bf16, 6, Layout::contiguous);
+  const std::vector<Tensor> got = execute(fused, {xs, dys});
+  ASSERT_EQ(got[0].dtype(), DType::f32);
+  // The f32 sums of bf16 products (exact in f32), against float64: no bf16 rounding on the way.
+  const Tensor want = contract(xs.to(DType::f64), {0, 1}, dys.to(DType::f64), {0, 2}, {1, 2});
+  for (int64_t half : {0, 1})
+    testing::expect_close(got[0].slice(1, 16 * half, 16 * (half + 1)), testing::to_array(want),
+                          testing::tolerance_for(DType::f32, 8), "widened");
+  const std::vector<double> rounded =
+      execute(g, {xs, dys})[0].slice(1, 0, 16).to(DType::f64).contiguous().to_vector<double>();
+  const std::vector<double> exact = want.to_vector<double>();
+  size_t differs = 0;  // the unfused graph rounds to bf16 in between: visibly different
+  for (size_t i = 0; i < exact.size(); ++i) differs += rounded[i] != exact[i];
+  EXPECT_GT(differs, exact.size() / 2);
 }
 
 /// rearrange(x, pattern) then exp, as one graph.

@@ -284,6 +284,36 @@ TEST(BlasContract, Bf16GemmsTakeBf16OperandsAsTheyAre) {
   EXPECT_EQ(empty_k.to_vector<double>(), std::vector<double>(15, 0.0));
 }
 
+TEST(BlasContract, SixteenBitOperandsCanReturnTheirF32Sums) {
+  // result = f32 (the fusion pass's widened weight gradients): the sums of the 16-bit
+  // products, not rounded to 16 bits; a transposed operand and k = 0 too. Other result dtypes
+  // are refused.
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    const Tensor a = random({70, 96}, dtype), b = random({96, 33}, dtype);
+    const Tensor want = contract(a.to(DType::f64), {0, 1}, b.to(DType::f64), {1, 2}, {0, 2});
+    for (const Tensor& x : {a, a.transpose(0, 1).contiguous().transpose(0, 1)}) {
+      const Tensor got = contract(x, {0, 1}, b, {1, 2}, {0, 2}, DType::f32);
+      ASSERT_EQ(got.dtype(), DType::f32);
+      const std::vector<double> g = got.to(DType::f64).to_vector<double>(),
+                                w = want.to_vector<double>(),
+                                w16 = want.to(dtype).to(DType::f64).to_vector<double>();
+      int rounded_like_16_bits = 0;
+      for (size_t i = 0; i < w.size(); ++i) {
+        EXPECT_NEAR(g[i], w[i], 1e-5 * (1 + std::abs(w[i]))) << i;
+        rounded_like_16_bits += g[i] == w16[i];
+      }
+      EXPECT_LT(rounded_like_16_bits, static_cast<int>(w.size()) / 4);
+    }
+    EXPECT_EQ(contract(random({5, 0}, dtype), {0, 1}, random({0, 3}, dtype), {1, 2}, {0, 2},
+                       DType::f32).dtype(), DType::f32);
+    EXPECT_THROW(contract(a, {0, 1}, b, {1, 2}, {0, 2}, DType::f64), RuntimeError);
+  }
+  EXPECT_THROW(contract(random({4, 4}, DType::f32), {0, 1}, random({4, 4}, DType::f32), {1, 2},
+                        {0, 2}, DType::bf16),
+               RuntimeError);
+}
+
 TEST(BlasContract, Bf16RowStridedOperandsGetTheFastKernel) {
   // oneDNN 2.6 runs a bf16 GEMM whose A or B has rows apart (a slice of the fused q|k|v
   // projection) on its slower gemm:jit kernels; gemm.cpp copies such an operand dense when that
