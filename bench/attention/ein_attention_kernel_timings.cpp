@@ -1,8 +1,9 @@
 // The fused attention kernels alone (exec/attention.h), forward + backward of b h t e causal
-// attention with bf16 q, k, v as a --precision bf16 step gives them: on AMX tiles
+// attention with bf16 q, k, v as a --precision bf16 step gives them (views of [b, t, (h e)]): on AMX tiles
 // (exec/attention_amx.h) and on the f32 kernels that widen the operands (force_no_amx_tiles),
 // the two alternating round by round; and f32 operands for reference. One JSON line per
-// variant: median ms per forward + backward and every round.
+// variant: median ms per forward + backward and every round. A variant with the suffix
+// ":forward" (amx:forward) times the forward alone.
 //   ein_attention_kernel_timings B H T E [rounds = 5] [variants: amx,widened,f32]
 #include <algorithm>
 #include <chrono>
@@ -33,8 +34,11 @@ int main(int argc, char** argv) {
   std::vector<std::string> variants;
   std::stringstream list(argc > 6 ? argv[6] : "amx,widened,f32");
   for (std::string v; std::getline(list, v, ',');) variants.push_back(v);
-  const Tensor q = randn({b, h, t, e}, DType::f32, cpu(), 1), k = randn({b, h, t, e}, DType::f32, cpu(), 2),
-               v = randn({b, h, t, e}, DType::f32, cpu(), 3), d = randn({b, h, t, e + 1}, DType::f32, cpu(), 4);
+  // q, k and v as a GPT's projections give them: [b, t, (h e)] read as [b, h, t, e].
+  const auto heads = [&](uint64_t seed) {
+    return randn({b, t, h, e}, DType::f32, cpu(), seed).permute({0, 2, 1, 3});
+  };
+  const Tensor q = heads(1), k = heads(2), v = heads(3), d = randn({b, h, t, e + 1}, DType::f32, cpu(), 4);
   std::vector<float> causal(static_cast<size_t>(t * t));
   for (int64_t i = 0; i < t; ++i)
     for (int64_t j = 0; j < t; ++j)
@@ -45,12 +49,13 @@ int main(int argc, char** argv) {
   std::map<std::string, std::vector<double>> ms;
   for (int round = 0; round < rounds + 1; ++round)  // round 0 warms up
     for (const std::string& variant : variants) {
-      const bool f32 = variant == "f32";
-      force_no_amx_tiles(variant == "widened");
+      const std::string kind = variant.substr(0, variant.find(':'));
+      const bool f32 = kind == "f32", forward_only = variant.ends_with(":forward");
+      force_no_amx_tiles(kind == "widened");
       const Tensor &qq = f32 ? q : qb, &kk = f32 ? k : kb, &vv = f32 ? v : vb;
       const auto start = std::chrono::steady_clock::now();
       const Tensor out = attention_forward(qq, kk, vv, mask, scale, DType::f32);
-      const Tensor grads = attention_backward(qq, kk, vv, mask, out, d, scale, DType::f32);
+      if (!forward_only) attention_backward(qq, kk, vv, mask, out, d, scale, DType::f32);
       const double spent =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
       if (round > 0) ms[variant].push_back(spent);
