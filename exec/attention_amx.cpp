@@ -51,6 +51,18 @@ void pack_blocks_transposed(const uint16_t* x, int64_t ld, int64_t n, int64_t k,
   }
 }
 
+/// What a thread keeps of its buffers between calls: up to this many bytes. Long sequences
+/// need more (the backward's per-row buffers grow with t and s: about 17 MiB per thread at
+/// t = s = 4096, e = f = 128); those are freed after the call rather than held by every
+/// thread for the process' life.
+constexpr size_t kKeptBytes = size_t{8} << 20;
+
+/// The buffers' capacity in bytes.
+template <class... V>
+size_t capacity_bytes(const V&... v) {
+  return ((v.capacity() * sizeof(typename V::value_type)) + ...);
+}
+
 /// A thread's buffers, kept from call to call (fresh ones cost a page fault per 4 KiB). The
 /// forward's: kᵀ as pairs per key block, v as pairs along the keys, a block of q's rows, P's
 /// rows, the logits tile and the output accumulator.
@@ -65,6 +77,7 @@ struct ForwardBuffers {
     tile.resize(kQueryBlock * kKeyBlock);
     acc.resize(static_cast<size_t>(kQueryBlock * pad.f));
   }
+  size_t bytes() const { return capacity_bytes(kt, vp, qa, pa, tile, acc); }
 };
 /// Per k/v row: kᵀ, vᵀ (pairs per key block), k (pairs along the keys), and dKᵀ, dVᵀ per key
 /// block (e or f rows × kKeyBlock). Per query row: q's and dO's rows (qa, da), their
@@ -91,7 +104,16 @@ struct BackwardBuffers {
     sized(dvt, pad.key_blocks * pad.f * kKeyBlock);
     sized(wide, std::max(o.e, o.f) * pad.t);
   }
+  size_t bytes() const {
+    return capacity_bytes(kt, vt, kp, qa, qt, da, dt, pp, sa, sp, p, dp, dq, dkt, dvt, wide, q_rows);
+  }
 };
+
+/// Frees a thread's buffers when they hold more than `limit` bytes.
+template <class Buffers>
+void keep_at_most(Buffers& w, size_t limit) {
+  if (w.bytes() > limit) w = Buffers{};
+}
 
 /// The logits tile's finishing touches: the scale, and a bias that is not a key limit.
 void finish_logits(float* tile, const Operands<float>& o, const float* bias, float scale,
@@ -166,6 +188,7 @@ Tensor forward_amx(const Operands<float>& o, double scale, const Shape& out_shap
         dst[o.f] = l[i] > 0 ? m[i] + std::log(l[i]) : -std::numeric_limits<float>::infinity();
       }
     }
+    keep_at_most(w, kKeptBytes);
   });
   return out;
 }
@@ -265,6 +288,7 @@ Tensor backward_amx(const Operands<float>& o, const Tensor& out_in, const Tensor
         transpose_into(dvt.data() + b * pad.f * kKeyBlock, kKeyBlock, o.f, keys, dv + j0 * o.f, o.f);
       }
     }
+    keep_at_most(w, kKeptBytes);
   });
   return grads;
 }
