@@ -12,12 +12,10 @@
 #include <stdexcept>
 
 #include "exec/tile_gemm.h"
+#include "runtime/amx.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
-#include <cpuid.h>
 #include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 #define EIN_AMX 1
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), which -Wuninitialized reports
 // once they are inlined here (a known false positive).
@@ -43,18 +41,6 @@ inline uint16_t bf16_of(float x) {
 }
 
 #if EIN_AMX
-bool cpu_and_os_have_amx() {
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-  const bool amx_bf16 = (d >> 22) & 1, amx_tile = (d >> 24) & 1;
-  const bool avx512bw = (b >> 30) & 1, avx512vl = (b >> 31) & 1;
-  if (!amx_bf16 || !amx_tile || !avx512bw || !avx512vl) return false;
-  if (!__get_cpuid_count(7, 1, &a, &b, &c, &d) || !((a >> 5) & 1)) return false;  // AVX512-BF16
-  // Linux hands out the tile registers' state (8 KiB per thread) only on request.
-  constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
-  return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
-}
-
 /// Palette 1, eight tiles of 16 rows × 64 bytes: C tiles 0-3, A tiles 4-5, B tiles 6-7. A
 /// static object: ldtilecfg's asm names only the first 8 bytes of its operand, so a local
 /// one's other bytes could be optimised away.
@@ -252,8 +238,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void ds_operands_avx512(
 
 bool amx_tiles() {
 #if EIN_AMX
-  static const bool has = cpu_and_os_have_amx();
-  return has && !turned_off.load(std::memory_order_relaxed);
+  return amx_usable() && !turned_off.load(std::memory_order_relaxed);
 #else
   return false;
 #endif

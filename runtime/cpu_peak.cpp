@@ -29,6 +29,7 @@
 #include <ein/errors.h>
 #include <fmt/format.h>
 
+#include "runtime/amx.h"
 #include "runtime/atomic_file.h"
 #include "runtime/blas/gemm.h"
 #include "runtime/cache_dir.h"
@@ -242,35 +243,37 @@ double measured_cpu_peak(DType dtype) {
       if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-') c = '_';
     const std::filesystem::path root = cache_root();
     const std::filesystem::path file = root.empty() ? root : root / "cpu_peak" / key;
-    double f32 = 0, f64 = 0, gemm32 = 0, gemm64 = 0, gemm16 = 0;
+    double f32 = 0, f64 = 0, gemm32 = 0, gemm64 = 0, gemm16 = 0, amx16 = 0;
     if (!file.empty()) {
       std::ifstream in(file);
-      // Five numbers: the FMA loops' rates, then the GEMMs' (f32, f64, bf16; bf16 0 where
-      // there is no bf16 GEMM). A file of an older build (fewer numbers) is measured again.
-      if (in >> f32 >> f64 >> gemm32 >> gemm64 >> gemm16 && f32 > 0 && f64 > 0 && gemm32 > 0 &&
-          gemm64 > 0 && gemm16 >= 0)
-        return Rates{std::max(f32, gemm32), std::max(f64, gemm64), gemm16};
+      // Six numbers: the FMA loops' rates, the GEMMs' (f32, f64, bf16; bf16 0 where there is
+      // no bf16 GEMM), then AMX's tile loop (0 without AMX). A file of an older build (fewer
+      // numbers) is measured again.
+      if (in >> f32 >> f64 >> gemm32 >> gemm64 >> gemm16 >> amx16 && f32 > 0 && f64 > 0 &&
+          gemm32 > 0 && gemm64 > 0 && gemm16 >= 0 && amx16 >= 0)
+        return Rates{std::max(f32, gemm32), std::max(f64, gemm64), std::max(gemm16, amx16)};
     }
     // The better of two runs: a neighbour on a shared machine only ever lowers a run.
-    f32 = f64 = gemm32 = gemm64 = gemm16 = 0;
+    f32 = f64 = gemm32 = gemm64 = gemm16 = amx16 = 0;
     for (int run = 0; run < 2; ++run) {
       f32 = std::max(f32, measure_cpu_peak(DType::f32, 0.15));
       f64 = std::max(f64, measure_cpu_peak(DType::f64, 0.15));
       gemm32 = std::max(gemm32, measure_gemm_rate(DType::f32));
       gemm64 = std::max(gemm64, measure_gemm_rate(DType::f64));
       if (bf16_gemm_available()) gemm16 = std::max(gemm16, measure_gemm_rate(DType::bf16));
+      amx16 = std::max(amx16, measure_amx_peak(0.15));
     }
     if (!file.empty() && f32 > 0 && f64 > 0 && gemm32 > 0 && gemm64 > 0) {
       try {  // best effort: a read-only home only means measuring again next time
         std::filesystem::create_directories(file.parent_path());
         AtomicFile out(file.string());
-        out.write(fmt::format("{:.6e} {:.6e} {:.6e} {:.6e} {:.6e}\n", f32, f64, gemm32, gemm64,
-                              gemm16));
+        out.write(fmt::format("{:.6e} {:.6e} {:.6e} {:.6e} {:.6e} {:.6e}\n", f32, f64, gemm32,
+                              gemm64, gemm16, amx16));
         out.commit();
       } catch (const std::exception&) {
       }
     }
-    return Rates{std::max(f32, gemm32), std::max(f64, gemm64), gemm16};
+    return Rates{std::max(f32, gemm32), std::max(f64, gemm64), std::max(gemm16, amx16)};
   }();
   if (dtype == DType::bf16) return std::max(rates.f32, rates.bf16);
   return dtype == DType::f64 ? rates.f64 : rates.f32;
@@ -306,8 +309,9 @@ const HardwareProfile& this_cpu() {
           "include/ein/cpu_peak.h",
           cpu_peak(DType::f32), measured_cpu_peak(DType::f32));
     }
-    // bf16 contractions run as bf16 where oneDNN's matmul takes them (the measured bf16
-    // GEMM rate, when above f32's); f16 is computed in f32 on CPUs.
+    // bf16 contractions run as bf16 where oneDNN's matmul takes them, and the attention on
+    // AMX tiles where the CPU has them (the measured bf16 GEMM or AMX tile rate, when above
+    // f32's); f16 is computed in f32 on CPUs.
     return HardwareProfile{name, "cpu", {f64, f32, 0, bf16, f32, 0},
                            static_cast<double>(memory_bytes()), 0, source};
   }();

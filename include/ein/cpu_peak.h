@@ -43,8 +43,10 @@ double cpu_peak(DType dtype);
 /// replaces both. The machine's memory; no bandwidth figure (0).
 const HardwareProfile& this_cpu();
 
-/// The measured peak for `dtype` (f64, bf16, else f32; bf16: the larger of f32's and a bf16
-/// GEMM's, where bf16_gemm_available()): the larger of the sustained FMA rate of
+/// The measured peak for `dtype` (f64, bf16, else f32; bf16: the largest of f32's, a bf16
+/// GEMM's where bf16_gemm_available(), and AMX's sustained tile dot products where the CPU
+/// has AMX, runtime/amx.h — the AMX kernels beat the GEMM library's rate, and a peak below
+/// what runs would put an MFU above 100%): the larger of the sustained FMA rate of
 /// every core (the better of two measure_cpu_peak() runs) and the best rate of a large GEMM
 /// through the BLAS ein uses (measure_gemm_rate(): a tuned GEMM can beat a plain FMA loop,
 /// and a peak below what a GEMM reaches would put an MFU above 100%). Measured once per

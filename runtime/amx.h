@@ -1,0 +1,16 @@
+// Intel AMX on this CPU: whether the process may use its bf16 tiles, and their sustained rate,
+// the bf16 peak an MFU is measured against (cpu_peak.h). exec/amx_tiles.h has the kernels.
+#pragma once
+
+namespace ein {
+
+/// Whether the CPU has AMX-TILE, AMX-BF16, AVX512-BF16, AVX512-BW and AVX512-VL and Linux
+/// grants this process the tile state (arch_prctl ARCH_REQ_XCOMP_PERM, asked once).
+bool amx_usable();
+
+/// bf16 FLOP/s of tile dot products on register tiles (no memory traffic: AMX's sustained
+/// peak, as measure_cpu_peak() is the FMA units'), `threads` threads (0: cpu_info().cores)
+/// for about `seconds`; 0 where !amx_usable().
+double measure_amx_peak(double seconds = 0.15, int threads = 0);
+
+}  // namespace ein
