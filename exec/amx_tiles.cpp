@@ -41,17 +41,7 @@ inline uint16_t bf16_of(float x) {
 }
 
 #if EIN_AMX
-/// Palette 1, eight tiles of 16 rows × 64 bytes: C tiles 0-3, A tiles 4-5, B tiles 6-7. A
-/// static object: ldtilecfg's asm names only the first 8 bytes of its operand, so a local
-/// one's other bytes could be optimised away.
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {64, 64, 64, 64, 64, 64, 64, 64};
-  uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
-};
-const TileConfig kTileConfig;
+// Tiles (runtime/amx.h's configuration): C tiles 0-3, A tiles 4-5, B tiles 6-7.
 
 /// A 16·R × 16·C block of C (R, C ∈ {1, 2}) over all of k.
 template <int R, int C>
@@ -96,7 +86,7 @@ __attribute__((target("amx-tile,amx-bf16"))) void gemm(int64_t m, int64_t n, int
   // The tile loads' asm does not tell the compiler it reads memory: whatever the caller
   // stored into a and b must be in memory first.
   asm volatile("" ::: "memory");
-  _tile_loadconfig(&kTileConfig);
+  load_tile_config();
   for (int64_t i = 0; i < m; i += 32) {
     const bool two_rows = m - i >= 32;
     for (int64_t j = 0; j < n; j += 32) {

@@ -35,8 +35,8 @@ bool detect() {
   return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
 }
 
-/// Palette 1, tiles of 16 rows × 64 bytes (static: ldtilecfg's asm names only the operand's
-/// first 8 bytes, so a local's other bytes could be optimised away).
+/// Palette 1, eight tiles of 16 rows × 64 bytes (static: ldtilecfg's asm names only the
+/// operand's first 8 bytes, so a local's other bytes could be optimised away).
 struct alignas(64) TileConfig {
   uint8_t palette = 1;
   uint8_t start_row = 0;
@@ -48,7 +48,7 @@ const TileConfig kConfig;
 
 /// `rounds` × 8 tile dot products into four independent accumulators; returns the FLOPs.
 __attribute__((target("amx-tile,amx-bf16"))) double dot_products(int64_t rounds) {
-  _tile_loadconfig(&kConfig);
+  load_tile_config();
   _tile_zero(0);
   _tile_zero(1);
   _tile_zero(2);
@@ -73,6 +73,15 @@ __attribute__((target("amx-tile,amx-bf16"))) double dot_products(int64_t rounds)
 #endif
 
 }  // namespace
+
+#if EIN_HAS_AMX_CODE
+__attribute__((target("amx-tile"))) void load_tile_config() {
+  asm volatile("" ::: "memory");
+  _tile_loadconfig(&kConfig);
+}
+#else
+void load_tile_config() {}
+#endif
 
 bool amx_usable() {
 #if EIN_HAS_AMX_CODE

@@ -8,6 +8,11 @@ namespace ein {
 /// grants this process the tile state (arch_prctl ARCH_REQ_XCOMP_PERM, asked once).
 bool amx_usable();
 
+/// Loads the tile configuration every AMX kernel of ein uses: palette 1, eight tiles of 16
+/// rows × 64 bytes (16 × 16 f32, or 16 × 32 bf16). Call only where amx_usable(); release
+/// with _tile_release() after the kernel.
+void load_tile_config();
+
 /// bf16 FLOP/s of tile dot products on register tiles (no memory traffic: AMX's sustained
 /// peak, as measure_cpu_peak() is the FMA units'), `threads` threads (0: cpu_info().cores)
 /// for about `seconds`; 0 where !amx_usable().
