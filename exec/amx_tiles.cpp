@@ -1,8 +1,9 @@
 // AMX tile products and their packers (amx_tiles.h). The product keeps a 32 × 32 block of C in
 // four tile registers and walks k in steps of 32 with two A and two B tiles, so every tile
 // load feeds two dot products. Packers from f32 round with AVX512-BF16's conversion (round to
-// nearest even) and interleave pairs with one 16-bit permute; the transposing ones are
-// scalar loops over operands packed once per batch row.
+// nearest even) and interleave pairs with one 16-bit permute; the transposing one moves
+// 32-bit words (a bf16 pair) with tile_gemm.h's transposes where widths and strides are even,
+// element by element otherwise. Every packer has a scalar path with the same bits.
 #include "exec/amx_tiles.h"
 
 #include <atomic>
