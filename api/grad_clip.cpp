@@ -1,6 +1,7 @@
-// Gradient clipping by global norm (include/ein/grad_clip.h). Per gradient: one map kernel for
-// the squares (in the compute type, so bf16 gradients are squared in f32) and one sum; the
-// per-parameter sums are stacked, summed in float64 and only that total is read on the host.
+// Gradient clipping by global norm (include/ein/grad_clip.h). Per gradient: one kernel reads
+// it once and sums its squares per row of 4,096 elements (in the compute type, so bf16
+// gradients are squared in f32; no temporary of the gradient's size), the row sums are added in
+// float64, and only the total of all parameters is read on the host.
 // Clipping scales each gradient in place in one pass (exec/fused_ops.h's scale_in_place).
 #include <ein/grad_clip.h>
 
@@ -17,22 +18,30 @@
 namespace ein::optim {
 namespace {
 
-// The type a gradient's squares are computed in (as map computes: f64 or f32).
-DType compute_dtype(const Tensor& g) {
-  return g.dtype() == DType::f64 ? DType::f64 : DType::f32;
+/// Elements per row of a gradient's sum of squares: rows are what the kernel's threads split,
+/// and each row's f32 sum is short enough to stay accurate.
+constexpr int64_t kRow = 4096;
+
+/// Appends Σ g² of one gradient to `sums` as float64 0-dim tensors where g lives (one per
+/// part: the rows of kRow, and the remainder).
+void add_sum_of_squares(const Tensor& g, std::vector<Tensor>& sums) {
+  const Tensor flat = g.reshape({-1});  // a view of a contiguous gradient
+  const int64_t n = flat.numel(), rows = n / kRow, body = rows * kRow;
+  if (rows > 0)
+    sums.push_back(reduce(row_sum_of_squares(flat.slice(0, 0, body).view({rows, kRow})), "r ->", "sum"));
+  if (body < n)
+    sums.push_back(row_sum_of_squares(flat.slice(0, body, n).view({1, n - body})).reshape({}));
 }
 
 }  // namespace
 
 double grad_norm(const std::vector<Tensor>& params) {
   NoGrad no_grad;
-  std::vector<Tensor> sums;  // one float64 0-dim sum of squares per gradient
+  std::vector<Tensor> sums;  // float64 0-dim sums of squares, one or two per gradient
   for (const Tensor& p : params) {
     const Tensor g = p.defined() ? p.grad() : Tensor();
     if (!g.defined() || g.numel() == 0) continue;
-    const Tensor one = full({}, 1.0, compute_dtype(g), g.device());
-    const Tensor squares = map("g[n], one[] -> square(g * one)", {g.reshape({-1}), one});
-    sums.push_back(cast(reduce(squares, "n ->", "sum"), DType::f64));
+    add_sum_of_squares(g.detach(), sums);
   }
   if (sums.empty()) return 0.0;
   return std::sqrt(reduce(rearrange(sums, "n -> n"), "n ->", "sum").item());

@@ -444,6 +444,17 @@ Tensor cross_entropy_rows_backward(const Tensor& logits, const Tensor& target, c
   return dx;
 }
 
+Tensor row_sum_of_squares(const Tensor& x) {
+  check(x, "row_sum_of_squares", "x");
+  const Tensor rows = x.dim() == 0 ? x.reshape({1}) : x;
+  RowKernel r("row_sum_of_squares", rows, compute_for(x.dtype()));
+  Kernel& k = r.kernel();
+  const int xv = r.input(rows, "row_sum_of_squares", "x");
+  Tensor out = r.output(DType::f64, true, k.reduce(Combine::sum, k.apply(ScalarOp::mul, xv, xv)));
+  r.run();
+  return out;
+}
+
 void scale_in_place(const Tensor& x, double factor) {
   check(x, "scale_in_place", "x");
   for (int64_t d = 0; d < x.dim(); ++d)

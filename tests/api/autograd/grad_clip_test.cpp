@@ -56,6 +56,24 @@ TEST(GradClip, NormMatchesFloat64) {
   EXPECT_EQ(optim::grad_norm({r.params[2]}), 0.0);
 }
 
+// Gradients longer than the kernel's rows of 4,096 (a whole number of rows, and rows plus a
+// remainder), and one of zero elements.
+TEST(GradClip, NormOfLongGradientsMatchesFloat64) {
+  std::vector<Tensor> params;
+  double want = 0;
+  const Shape shapes[] = {{2, 4096}, {3, 5001}, {0, 7}};
+  for (int i = 0; i < 3; ++i) {
+    Tensor p = randn(shapes[i], DType::f32, cpu(), 300 + i).requires_grad_();
+    set_grad(p, randn(shapes[i], DType::f32, cpu(), 400 + i));
+    params.push_back(p);
+  }
+  for (const Tensor& p : params)
+    for (double x : p.grad().to_vector<double>())
+      want += x * x;
+  want = std::sqrt(want);
+  EXPECT_NEAR(optim::grad_norm(params), want, 1e-6 * want);
+}
+
 TEST(GradClip, ScalesEveryGradientWhenTheNormIsLarger) {
   const Params r = make_params(3.0);
   const double max_norm = 1.5;

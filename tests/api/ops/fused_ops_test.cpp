@@ -304,6 +304,54 @@ TEST(FusedOps, AdamWUpdatesInPlaceInOnePass) {
       }
 }
 
+// row_sum_of_squares (gradient norms): Σ x² per row in one launch, squares and sums in the
+// compute type, totals as f64, against float64 sums of the compute type's squares: every dtype
+// and layout, empty rows (0) and no rows, and rows holding ±0, ±inf (inf), NaN (NaN),
+// subnormals (their f32 squares are 0) and 3.4e38 (its f32 square overflows to inf).
+TEST(FusedOps, RowSumOfSquaresIsOneLaunchPerTensor) {
+  const double specials[] = {0.0, -0.0, 1e-40, -3e-39, 1.0};
+  for (DType dtype : kDTypes)
+    for (RowLayout layout : {RowLayout::contiguous, RowLayout::strided, RowLayout::transposed})
+      for (auto [b, n] : {std::pair<int64_t, int64_t>{13, 37}, {5, 1000}, {0, 3}, {4, 0}}) {
+        Tensor x = random_rows(b, n, dtype, 71 + n, layout);
+        std::vector<double> v = values_of(x);
+        if (n >= 8 && b >= 4) {
+          for (size_t i = 0; i < std::size(specials); ++i) v[i] = specials[i];  // row 0
+          v[n] = INFINITY;                                                     // row 1
+          v[2 * n + 1] = NAN;                                                  // row 2
+          v[3 * n + 2] = dtype == DType::f64 ? 1e300 : 3.4e38;                 // row 3
+        }
+        x.copy_(on_test_device(from_data<double>(v, {b, n}).to(dtype)));
+        v = values_of(x);  // as x's dtype holds them
+        const int64_t before = kernel_launches();
+        const Tensor sums = row_sum_of_squares(x);
+        if (b > 0) {
+          EXPECT_EQ(kernel_launches() - before, 1);
+        }
+        ASSERT_EQ(sums.shape(), Shape{b});
+        ASSERT_EQ(sums.dtype(), DType::f64);
+        const std::vector<double> got = sums.to_vector<double>();
+        for (int64_t r = 0; r < b; ++r) {
+          double want = 0, magnitude = 0;
+          for (int64_t c = 0; c < n; ++c) {
+            const double e = v[r * n + c];
+            const double sq = dtype == DType::f64 ? e * e
+                                                  : static_cast<double>(static_cast<float>(e) *
+                                                                        static_cast<float>(e));
+            want += sq;
+            magnitude += std::abs(sq);
+          }
+          const double tol = (dtype == DType::f64 ? 1e-13 : 2e-6) * magnitude;
+          const bool same = (std::isnan(got[r]) && std::isnan(want)) || got[r] == want ||
+                            (std::isfinite(want) && std::abs(got[r] - want) <= tol);
+          EXPECT_TRUE(same) << context("row_sum_of_squares", dtype, layout, b, n) << " row " << r
+                            << ": " << got[r] << " want " << want;
+        }
+      }
+  EXPECT_EQ(row_sum_of_squares(full({}, -3.0, DType::f32)).to_vector<double>(),
+            std::vector<double>{9.0});
+}
+
 // scale_in_place (gradient clipping, loss-scale unscaling): x · factor computed in the compute
 // type and rounded to x's dtype, in one launch, into x itself: contiguous, strided (the gaps
 // untouched) and transposed views, zero size, the special values, and a broadcast view refused.
