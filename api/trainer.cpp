@@ -47,7 +47,8 @@
 namespace ein {
 namespace {
 
-/// Multiplies every gradient by `factor` in place (unscaling fp16 loss-scaled gradients).
+/// Multiplies every gradient by `factor` in place (unscaling and clipping for a model without
+/// Trainable::optimizer_step_scaled).
 void scale_grads(const std::vector<Tensor>& params, double factor) {
   NoGrad no_grad;
   for (const Tensor& p : params) {
@@ -484,32 +485,43 @@ TrainResult Trainer::fit() {
                                   "kept; lower the learning rate or clip gradients (clip = 1.0)",
                                   s.loss, step));
     s.loss_scale = r.loss_scale;
+    // The factor the update reads every gradient with: loss-scale unscaling times clipping's
+    // (applied by the update's own kernel where the model can, else in place first).
+    double grad_factor = 1.0;
+    const auto norm_of_gradients = [&] {
+      return sync ? global_grad_norm(comm, *sync, param_tensors) : optim::grad_norm(param_tensors);
+    };
+    std::optional<double> norm;  // of the gradients as they are (loss-scaled with fp16)
     if (r.fp16) {
       // 7. Dynamic loss scaling (torch.cuda.amp.GradScaler's rule): gradients of the scaled
       //    loss that overflowed skip the step and halve the scale; otherwise they are unscaled,
       //    and every 2000 good steps the scale doubles.
-      const double norm =
-          sync ? global_grad_norm(comm, *sync, param_tensors) : optim::grad_norm(param_tensors);
-      if (!std::isfinite(norm)) {
+      norm = norm_of_gradients();
+      if (!std::isfinite(*norm)) {
         s.skipped = true;
         r.loss_scale /= 2;
         good_steps = 0;
         ++r.skipped_steps;
       } else {
-        scale_grads(param_tensors, 1.0 / r.loss_scale);
+        grad_factor = 1.0 / r.loss_scale;  // a power of two: the unscaled norm is exact
         if (++good_steps % 2000 == 0) r.loss_scale *= 2;
       }
     }
-    // 8. Clip, schedule, update, zero.
+    // 8. Clip (torch.nn.utils.clip_grad_norm_'s factor: a NaN norm gives NaN, an infinite 0),
+    //    schedule, update, zero.
     if (o.clip > 0 && !s.skipped) {
-      if (sync)
-        optim::clip_grads_with_norm_(param_tensors, o.clip, global_grad_norm(comm, *sync, param_tensors));
-      else optim::clip_grad_norm_(param_tensors, o.clip);
+      const double total = (norm ? *norm : norm_of_gradients()) * grad_factor;
+      const double coef = o.clip / (total + 1e-6);
+      if (!(coef >= 1.0)) grad_factor *= coef;
     }
     s.lr = o.lr;
     if (o.schedule == "cosine")
       s.lr = optim::cosine_lr(step - 1, {o.lr, o.lr * o.min_lr_ratio, o.warmup, std::max(steps, o.warmup)});
-    if (!s.skipped) model_.optimizer_step(step, s.lr);  // ZeRO: the parameters with gradients
+    // ZeRO: the parameters with gradients.
+    if (!s.skipped && (grad_factor == 1.0 || !model_.optimizer_step_scaled(step, s.lr, grad_factor))) {
+      if (grad_factor != 1.0) scale_grads(param_tensors, grad_factor);
+      model_.optimizer_step(step, s.lr);
+    }
     if (sync && sync->zero() > 0 && !s.skipped) {
       const int64_t sent = group_sent();
       sync->gather_parameters();

@@ -234,6 +234,15 @@ Traced Interpreter::trace_update(const Shape& shape, DType dtype, std::vector<st
     }
   layer->vars["lr"] = Value::tensor(tr.b.input({}, DType::f32));
   const TensorVal t = tr.b.input({}, DType::f32);
+  // The gradient as the update reads it: times a run-time factor (clipping, loss-scale
+  // unscaling), in the compute type, so that scaling costs no pass of its own.
+  const DType compute = dtype == DType::f64 ? DType::f64 : DType::f32;
+  const TensorVal factor = tr.b.input({}, compute);
+  const TensorVal scaled = tr.b.map({g, factor}, compute,
+                                    [](Kernel& k, const std::vector<int>& l) {
+                                      return k.apply(ScalarOp::mul, l[0], l[1]);
+                                    },
+                                    "grad_scale");
   Closure update = *it->second.closure;
   update.env = layer;
   Trace* saved = trace_;
@@ -241,7 +250,7 @@ Traced Interpreter::trace_update(const Shape& shape, DType dtype, std::vector<st
   const CallSite site{cls.unit, update.decl->name_range};
   std::vector<int> outputs;
   try {
-    Value r = call_closure(update, {{"", Value::tensor(p), site.range}, {"", Value::tensor(g), site.range},
+    Value r = call_closure(update, {{"", Value::tensor(p), site.range}, {"", Value::tensor(scaled), site.range},
                                     {"", Value::tensor(t), site.range}},
                            site);
     if (r.kind == Value::Kind::none)

@@ -108,7 +108,8 @@ class Interpreter {
   /// random draws of `stream`, in input order.
   std::vector<Tensor> feed(const Traced& t, const std::vector<Tensor>& args, uint64_t stream);
   /// The optimizer's update traced for one parameter: inputs p, g, the states (in
-  /// `states` order), lr, t (0-dim f32); outputs the new p, then the new states.
+  /// `states` order), lr, t (0-dim f32) and a factor the update's g is g times (0-dim, the
+  /// compute type: f64 for f64, else f32); outputs the new p, then the new states.
   Traced trace_update(const Shape& shape, DType dtype, std::vector<std::string>& states);
   /// The initial value of optimizer state `name` (`state m = 0.1`; 0 when not given).
   double state_initial(const std::string& name);

@@ -218,13 +218,14 @@ std::vector<Tensor>& Program::state_for(const Tensor& param) {
   return s;
 }
 
-void Program::optimizer_step(int64_t t, double lr) {
+void Program::optimizer_step(int64_t t, double lr, double grad_scale) {
   NoGrad no_grad;
   const std::vector<NamedTensor> params = parameters();
   if (params.empty()) return;
   const Device device = params.front().tensor.device();
   const Tensor lr_t = full({}, lr, DType::f32, device);
   const Tensor t_t = full({}, static_cast<double>(t), DType::f32, device);
+  const Tensor scale_f32 = full({}, grad_scale, DType::f32, device);
   for (const NamedTensor& p : params) {
     const Tensor g = p.tensor.grad();
     if (!g.defined()) continue;
@@ -236,6 +237,7 @@ void Program::optimizer_step(int64_t t, double lr) {
     inputs.insert(inputs.end(), states.begin(), states.end());
     inputs.push_back(lr_t);
     inputs.push_back(t_t);
+    inputs.push_back(p.tensor.dtype() == DType::f64 ? full({}, grad_scale, DType::f64, device) : scale_f32);
     // The update writes the parameter and its state in place where its kernel allows
     // (execute_into); what it could not is copied back.
     std::vector<Tensor> into{p.tensor.detach()};

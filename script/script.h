@@ -177,8 +177,9 @@ class Program {
   /// seeds its random draws (dropout).
   Tensor loss(const std::vector<Tensor>& batch, int64_t step);
   /// The block's optimizer applied to every parameter with a gradient (one fused kernel per
-  /// parameter shape), at 1-based step `t` with learning rate `lr`.
-  void optimizer_step(int64_t t, double lr);
+  /// parameter shape), at 1-based step `t` with learning rate `lr`, each gradient read as
+  /// `grad_scale` times itself (clipping and unscaling in the update's kernel).
+  void optimizer_step(int64_t t, double lr, double grad_scale = 1.0);
   /// The optimizer's per-parameter state: "optimizer.STATE.PARAM" (e.g. optimizer.m.wte.weight).
   std::vector<NamedTensor> optimizer_state() const;
   /// Creates the optimizer state now (each `state` at its initial value, 0 by default), so

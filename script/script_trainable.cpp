@@ -31,6 +31,10 @@ class ScriptTrainable final : public Trainable {
     return program_->loss(batch, micro_step);
   }
   void optimizer_step(int64_t step, double lr) override { program_->optimizer_step(step, lr); }
+  bool optimizer_step_scaled(int64_t step, double lr, double grad_scale) override {
+    program_->optimizer_step(step, lr, grad_scale);
+    return true;
+  }
   std::vector<Tensor> batch(int64_t micro_step) override { return program_->make_batch(micro_step); }
   std::vector<NamedTensor> optimizer_state() override { return to_public(program_->optimizer_state()); }
   void init_optimizer_state() override { program_->init_optimizer_state(); }

@@ -64,6 +64,14 @@ class Trainable {
   /// One optimizer update of every parameter with a gradient, at 1-based `step` with the
   /// schedule's learning rate `lr` (the Trainer zeroes the gradients afterwards).
   virtual void optimizer_step(int64_t step, double lr) = 0;
+  /// optimizer_step() with every gradient read as `grad_scale` times itself (the gradients
+  /// themselves are left as they are): gradient clipping and loss-scale unscaling folded into
+  /// the update, which saves them a pass over every gradient. Returns false, having done
+  /// nothing, when the model has no such update (the default): the Trainer then scales the
+  /// gradients in place and calls optimizer_step().
+  virtual bool optimizer_step_scaled(int64_t /*step*/, double /*lr*/, double /*grad_scale*/) {
+    return false;
+  }
   /// The batch of micro-step `micro_step` when TrainOptions::data is unset; a function of
   /// it (and the seed), so that a resumed run sees the same batches. Default: UserError.
   virtual std::vector<Tensor> batch(int64_t micro_step);

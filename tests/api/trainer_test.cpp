@@ -214,6 +214,63 @@ TEST(Trainer, ByteGptFromTokenDataAndSample) {
   EXPECT_GE(text.size(), 9u);
 }
 
+/// A script's model without Trainable::optimizer_step_scaled (the default: false), so the
+/// Trainer scales the gradients in place before the update, as for any C++ Trainable.
+class ScalesInPlace : public Trainable {
+ public:
+  explicit ScalesInPlace(Trainable& inner) : inner_(inner) {}
+  std::vector<NamedTensor> parameters() override { return inner_.parameters(); }
+  Tensor loss(const std::vector<Tensor>& b, int64_t k) override { return inner_.loss(b, k); }
+  void optimizer_step(int64_t step, double lr) override { inner_.optimizer_step(step, lr); }
+  std::vector<NamedTensor> optimizer_state() override { return inner_.optimizer_state(); }
+  void init_optimizer_state() override { inner_.init_optimizer_state(); }
+
+ private:
+  Trainable& inner_;
+};
+
+// Clipping (a factor well below 1 at every step) folded into the script optimizer's update
+// kernel trains the model that clipping the gradients in place first trains: same losses and
+// parameters to f32 rounding. The clip is tiny so that it changes what AdamW does (its update
+// is nearly invariant to the gradients' scale until they approach eps = 1e-8): the unclipped
+// run's parameters differ.
+TEST(Trainer, ClippingInTheUpdateEqualsClippingInPlace) {
+  ScriptTrainOptions load;
+  load.sets = {{"D", "32"}, {"L", "1"}, {"H", "2"}, {"T", "16"}, {"B", "4"}};
+  std::ostringstream out;
+  const auto run = [&](double clip, bool in_place) {
+    TrainScript s = load_train_script(example("gpt/byte_gpt.ein"), load);
+    s.options.steps = 4;
+    s.options.quiet = true;
+    s.options.out = &out;
+    s.options.sample_length = 0;
+    s.options.clip = clip;
+    ScalesInPlace wrapped(*s.model);
+    Trainable& model = in_place ? static_cast<Trainable&>(wrapped) : *s.model;
+    const TrainResult r = Trainer(model, s.options).fit();
+    std::vector<double> params;
+    for (const NamedTensor& p : s.model->parameters())
+      for (double x : p.tensor.to_vector<double>())
+        params.push_back(x);
+    return std::pair{r.losses, params};
+  };
+  const auto [fused_losses, fused_params] = run(1e-7, false);
+  const auto [in_place_losses, in_place_params] = run(1e-7, true);
+  const auto [unclipped_losses, unclipped_params] = run(0, false);
+  ASSERT_EQ(fused_losses.size(), 4u);
+  ASSERT_EQ(in_place_losses.size(), 4u);
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_NEAR(fused_losses[i], in_place_losses[i], 1e-5 * in_place_losses[i]) << "step " << i + 1;
+  ASSERT_EQ(fused_params.size(), in_place_params.size());
+  double worst = 0, clipping = 0;
+  for (size_t i = 0; i < fused_params.size(); ++i) {
+    worst = std::max(worst, std::abs(fused_params[i] - in_place_params[i]));
+    clipping = std::max(clipping, std::abs(fused_params[i] - unclipped_params[i]));
+  }
+  EXPECT_LT(worst, 1e-6);
+  EXPECT_GT(clipping, 1e-4);
+}
+
 // A script's loss is one node on the tape, whose backward is one graph; that graph hands each
 // parameter's gradient over as soon as its last node ran (exec/execute.h's OutputReady), so a
 // parameter's post_accumulate_hook runs while the backward still computes the others' (what
