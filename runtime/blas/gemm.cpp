@@ -168,8 +168,10 @@ std::pair<dnnl_primitive_t, std::string> make_bf16_primitive(const Bf16Key& key)
 /// a row tile of a transposed A); for those it falls back to its "gemm:jit" kernels (one AMX
 /// core, 512×768×768 with A's rows 2304 apart: 2.2 ms against 0.5-1.6 ms dense,
 /// bench/matmul_bf16_layouts.c). Copying the rows dense is one memcpy each, so it is done where
-/// it turns a fallback into a brgemm kernel. A transposed A stays as it is: transposing it
-/// made the training step's weight-gradient GEMMs slower, not faster.
+/// it turns a fallback into a brgemm kernel. That includes a transposed A's row tile, a band
+/// of the stored k × m's columns (k rows of the tile's width): a weight gradient Xᵀ·dY split
+/// over two threads ran each half on "gemm:jit" (AMX's brgemm only for the whole A). The
+/// operand itself is never transposed: that made the weight-gradient GEMMs slower.
 struct Bf16Plan {
   dnnl_primitive_t prim = nullptr;
   std::string kernel;
@@ -190,11 +192,11 @@ const Bf16Plan& bf16_plan(const Bf16Key& key) {
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   Bf16Plan plan;
   std::tie(plan.prim, plan.kernel) = make_bf16_primitive(key);
-  const bool dense_a = !key.ta && key.lda == key.k;
+  const bool dense_a = key.lda == (key.ta ? key.m : key.k);
   const bool dense_b = key.ldb == (key.tb ? key.k : key.n);
-  if (!is_brgemm(plan.kernel) && !key.ta && !(dense_a && dense_b)) {
+  if (!is_brgemm(plan.kernel) && !(dense_a && dense_b)) {
     Bf16Key packed = key;
-    packed.lda = key.k;
+    packed.lda = key.ta ? key.m : key.k;
     packed.ldb = key.tb ? key.k : key.n;
     auto [prim, kernel] = make_bf16_primitive(packed);
     if (is_brgemm(kernel)) {
@@ -229,7 +231,10 @@ void bf16_tile(const GemmBatch& g, int64_t i, int64_t r0, int64_t r1) {
   thread_local std::vector<uint16_t> packed_a, packed_b;
   if (plan.pack_a) {
     packed_a.resize(static_cast<size_t>(m * g.k));
-    pack_bf16_rows(a, g.lda, r0, r1, g.k, packed_a.data());
+    if (g.trans_a)  // the tile's columns of every stored row
+      pack_bf16_rows(a + r0, g.lda, 0, g.k, m, packed_a.data());
+    else
+      pack_bf16_rows(a, g.lda, r0, r1, g.k, packed_a.data());
     a = packed_a.data();
   } else {
     a += g.trans_a ? r0 : r0 * g.lda;

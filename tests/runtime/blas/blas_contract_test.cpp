@@ -317,10 +317,10 @@ TEST(BlasContract, SixteenBitOperandsCanReturnTheirF32Sums) {
 TEST(BlasContract, Bf16RowStridedOperandsGetTheFastKernel) {
   // oneDNN 2.6 runs a bf16 GEMM whose A or B has rows apart (a slice of the fused q|k|v
   // projection) on its slower gemm:jit kernels; gemm.cpp copies such an operand dense when that
-  // gives the AVX512_BF16/AMX brgemm kernel a dense one gets. A transposed A (a weight
-  // gradient's Xᵀ·dY) stays on gemm:jit: transposing it costs what the faster kernel saves.
-  // Checked: the kernel names, and the results against the float64 reference, split over
-  // threads.
+  // gives the AVX512_BF16/AMX brgemm kernel a dense one gets. So does a row tile of a
+  // transposed A (a weight gradient's Xᵀ·dY split over threads): its band of the stored
+  // k × m is copied dense, never transposed. Checked: the kernel names, and the results
+  // against the float64 reference, split over threads.
   if (!bf16_gemm_available()) GTEST_SKIP() << "no bf16 GEMM here (oneDNN not built in)";
   GemmBatch dense;
   dense.dtype = DType::bf16;
@@ -334,6 +334,10 @@ TEST(BlasContract, Bf16RowStridedOperandsGetTheFastKernel) {
   strided_b.ldb = dense.n + 256;
   EXPECT_EQ(bf16_gemm_kernel(strided).rfind("brg", 0), 0u) << bf16_gemm_kernel(strided);
   EXPECT_EQ(bf16_gemm_kernel(strided_b).rfind("brg", 0), 0u) << bf16_gemm_kernel(strided_b);
+  GemmBatch band = dense;  // half the columns of a stored 1024 × 1024 Aᵀ
+  band.trans_a = true;
+  band.lda = 2 * dense.m;
+  EXPECT_EQ(bf16_gemm_kernel(band).rfind("brg", 0), 0u) << bf16_gemm_kernel(band);
   dense.bf16_c = true;  // a bf16 result: the same kernel
   EXPECT_EQ(bf16_gemm_kernel(dense), fast);
 
