@@ -23,6 +23,15 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def train_args(arg):
+    """`--train-arg`'s arguments: split at spaces, and an `--option=value` at its first `=`
+    ("--set T=256,D=768 --precision=bf16" -> --set, T=256,D=768, --precision, bf16)."""
+    out = []
+    for tok in arg.split():
+        out += tok.split("=", 1) if tok.startswith("--") else [tok]
+    return out
+
+
 def train_ms(build, steps, warmup, extra=()):
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "log.jsonl")
@@ -58,7 +67,8 @@ def main():
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--train-arg", action="append", default=[],
-                   help="an extra `ein train` argument, e.g. --train-arg=--precision=bf16 "
+                   help="extra `ein train` arguments, e.g. --train-arg=--precision=bf16 or "
+                        "--train-arg='--set T=256,L=2,H=12,D=768,B=4 --precision bf16' "
                         "(repeatable; each is also timed as its own row)")
     p.add_argument("--no-ops", action="store_true", help="skip bench_ops")
     a = p.parse_args()
@@ -72,7 +82,7 @@ def main():
             results = {"gpt train step (ms)": train_ms(build, a.steps + a.warmup, a.warmup)}
             for arg in a.train_arg:
                 results[f"gpt train step {arg} (ms)"] = train_ms(build, a.steps + a.warmup,
-                                                                 a.warmup, arg.split("="))
+                                                                 a.warmup, train_args(arg))
             if not a.no_ops:
                 results.update(bench_ops(build, a.reps))
             for name, v in results.items():
