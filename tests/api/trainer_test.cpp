@@ -72,6 +72,28 @@ std::string example(const std::string& relative) {
   return std::string(EIN_SOURCE_DIR) + "/examples/" + relative;
 }
 
+/// The byte-level GPT at D=32, H=2, T=16, B=4 with `layers` blocks, set to train 4 steps
+/// quietly (into `out`) without a sample.
+TrainScript tiny_byte_gpt(int layers, std::ostream& out) {
+  ScriptTrainOptions load;
+  load.sets = {{"D", "32"}, {"L", std::to_string(layers)}, {"H", "2"}, {"T", "16"}, {"B", "4"}};
+  TrainScript s = load_train_script(example("gpt/byte_gpt.ein"), load);
+  s.options.steps = 4;
+  s.options.quiet = true;
+  s.options.out = &out;
+  s.options.sample_length = 0;
+  return s;
+}
+
+/// Every parameter's values, one after another, as float64.
+std::vector<double> parameter_values(Trainable& model) {
+  std::vector<double> out;
+  for (const NamedTensor& p : model.parameters())
+    for (double v : p.tensor.detach().to(DType::f64).to_vector<double>())
+      out.push_back(v);
+  return out;
+}
+
 TrainOptions quiet_options(std::ostream& out) {
   TrainOptions o;
   o.quiet = true;
@@ -235,24 +257,14 @@ class ScalesInPlace : public Trainable {
 // is nearly invariant to the gradients' scale until they approach eps = 1e-8): the unclipped
 // run's parameters differ.
 TEST(Trainer, ClippingInTheUpdateEqualsClippingInPlace) {
-  ScriptTrainOptions load;
-  load.sets = {{"D", "32"}, {"L", "1"}, {"H", "2"}, {"T", "16"}, {"B", "4"}};
   std::ostringstream out;
   const auto run = [&](double clip, bool in_place) {
-    TrainScript s = load_train_script(example("gpt/byte_gpt.ein"), load);
-    s.options.steps = 4;
-    s.options.quiet = true;
-    s.options.out = &out;
-    s.options.sample_length = 0;
+    TrainScript s = tiny_byte_gpt(1, out);
     s.options.clip = clip;
     ScalesInPlace wrapped(*s.model);
     Trainable& model = in_place ? static_cast<Trainable&>(wrapped) : *s.model;
     const TrainResult r = Trainer(model, s.options).fit();
-    std::vector<double> params;
-    for (const NamedTensor& p : s.model->parameters())
-      for (double x : p.tensor.to_vector<double>())
-        params.push_back(x);
-    return std::pair{r.losses, params};
+    return std::pair{r.losses, parameter_values(*s.model)};
   };
   const auto [fused_losses, fused_params] = run(1e-7, false);
   const auto [in_place_losses, in_place_params] = run(1e-7, true);
@@ -323,19 +335,11 @@ TEST(Trainer, EveryRecomputePolicyTrainsTheSameModel) {
   std::map<std::string, std::vector<double>> params;
   for (const std::string policy : {"full", "none", "auto", "blocks"}) {
     std::ostringstream out;
-    ScriptTrainOptions load;
-    load.sets = {{"D", "32"}, {"L", "3"}, {"H", "2"}, {"T", "16"}, {"B", "4"}};
-    TrainScript s = load_train_script(example("gpt/byte_gpt.ein"), load);
-    s.options.steps = 4;
-    s.options.quiet = true;
-    s.options.out = &out;
-    s.options.sample_length = 0;
+    TrainScript s = tiny_byte_gpt(3, out);
     s.options.recompute = policy;
     Trainer trainer(*s.model, s.options);
     losses[policy] = trainer.fit().losses;
-    for (const NamedTensor& p : s.model->parameters())
-      for (double v : p.tensor.detach().to(DType::f64).to_vector<double>())
-        params[policy].push_back(v);
+    params[policy] = parameter_values(*s.model);
   }
   for (const std::string policy : {"none", "auto", "blocks"}) {
     ASSERT_EQ(losses[policy].size(), 4u) << policy;
