@@ -9,6 +9,7 @@
 #   scripts/fuzz.sh --runs 10000000       # 10^7 executions each: the run docs/fuzzing.md records
 #   scripts/fuzz.sh --runs 10000000 --time 6000 script   # whichever ends first
 #   scripts/fuzz.sh --no-build pattern    # reuse the build; build-fuzz/corpus/ grows across runs
+#   scripts/fuzz.sh --timeout 60 script   # an input running 60 s is a hang (default 10 s)
 # EIN_BUILD_LOCK=FILE makes the build wait for `flock FILE` (machines where several people build).
 # EIN_FUZZ_DIR=DIR builds and keeps corpora, logs and findings in DIR instead of build-fuzz/.
 set -euo pipefail
@@ -18,14 +19,16 @@ all=(pattern shape_spec map script safetensors token_file)
 declare -A max_len=([pattern]=256 [shape_spec]=256 [map]=512 [script]=8192
                     [safetensors]=4096 [token_file]=1024)
 budget=()
+timeout=10
 build=1
 targets=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --time) budget+=(-max_total_time="$2"); shift 2 ;;
     --runs) budget+=(-runs="$2"); shift 2 ;;
+    --timeout) timeout="$2"; shift 2 ;;
     --no-build) build=0; shift ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) [ -n "${max_len[$1]:-}" ] || { echo "fuzz.sh: no target '$1' (${all[*]})" >&2; exit 2; }
        targets+=("$1"); shift ;;
   esac
@@ -54,8 +57,10 @@ for t in "${targets[@]}"; do
   dict=()
   [ ! -f "tests/fuzz/dict/$t.dict" ] || dict=(-dict="tests/fuzz/dict/$t.dict")
   start=$SECONDS
-  # -timeout: an input running 10 s is a hang; -rss_limit_mb: an input using 2 GiB is a finding.
-  if "$out/bin/fuzz_$t" ${dict[@]+"${dict[@]}"} -max_len="${max_len[$t]}" -timeout=10 \
+  # -timeout: an input running 10 s is a hang (wall time: on a machine shared with builds, a
+  # long run takes --timeout 60, and inputs over 10 s are kept as slow-unit artifacts to
+  # replay); -rss_limit_mb: an input using 2 GiB is a finding.
+  if "$out/bin/fuzz_$t" ${dict[@]+"${dict[@]}"} -max_len="${max_len[$t]}" -timeout="$timeout" \
        -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$out/artifacts/$t-" \
        "${budget[@]}" "$out/corpus/$t" "$out/seeds/$t" >"$log" 2>&1; then
     status=ok
