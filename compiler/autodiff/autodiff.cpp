@@ -65,7 +65,8 @@ bool rebuilt_free(const GraphNode& n) {
 ///     them), is rebuilt instead, with that chain. That drops its bytes from the saved set and
 ///     saves nothing new, so the saved bytes and the step's peak can only go down; the price
 ///     is its elementwise work, which the fusion pass folds into the gradient kernels that
-///     read it.
+///     read it. A parameter's cast to the compute dtype (bf16, f16) stays saved: its readers
+///     are contractions, which no fusion folds it into.
 void save_forward_values(Backward& b, const Graph& forward, int n_inputs, Recompute policy,
                          const std::vector<int>& blocks) {
   Graph& g = b.graph;
@@ -146,9 +147,21 @@ void save_forward_values(Backward& b, const Graph& forward, int n_inputs, Recomp
       return std::all_of(n.inputs.begin(), n.inputs.end(),
                          [&](int in) { return self(self, in, budget, chain); });
     };
+    // A parameter read in the compute dtype (a cast of an input that gets a gradient, e.g. an
+    // f32 weight read as bf16) stays saved: the contractions of the backward read it
+    // materialised, so rebuilding it would be one more pass over the f32 weight every step,
+    // to spare 2 bytes per weight element (PyTorch's autocast caches these casts too).
+    const auto parameter_cast = [&](const GraphNode& n) {
+      if (n.op != GraphOp::cast || n.inputs.size() != 1) return false;
+      const GraphNode& in = g.nodes[n.inputs[0]];
+      if (in.op != GraphOp::input) return false;
+      const int index = std::get<InputAttr>(in.attr).index;
+      return std::find(b.wrt.begin(), b.wrt.end(), index) != b.wrt.end();
+    };
     for (int i = 0; i < nf; ++i) {
       const GraphNode& n = g.nodes[i];
       if (fate[i] != saved || (n.op != GraphOp::map && n.op != GraphOp::cast)) continue;
+      if (parameter_cast(n)) continue;
       int budget = kMaxRebuiltChain;
       std::vector<int> chain;
       if (!std::all_of(n.inputs.begin(), n.inputs.end(),

@@ -103,7 +103,8 @@ enum class Recompute : uint8_t {
   none,       ///< every other forward value a gradient rule reads is saved by the forward
   automatic,  ///< as none, but elementwise maps and casts computable from values kept anyway
               ///< (through at most 8 more maps) are recomputed in the backward: fewer saved
-              ///< bytes, no extra saved value (default)
+              ///< bytes, no extra saved value; a parameter's cast to the compute dtype stays
+              ///< saved (default)
   blocks,     ///< activation checkpointing: each module of a list (a GPT's `blocks`) saves
               ///< only the values it hands on and is recomputed in its backward; elsewhere auto
   full,       ///< only the inputs are kept; the backward recomputes the forward values it reads

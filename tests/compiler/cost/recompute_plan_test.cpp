@@ -112,6 +112,36 @@ TEST(RecomputePlan, AutoRebuildsNothingFromA16BitSavedValue) {
   }
 }
 
+// Mixed precision: f32 weights read as bf16. The backward's contractions read a weight's cast
+// materialised, so auto saves it (as PyTorch's autocast caches it) instead of casting the f32
+// weight again every step; the cast of the data input, which gets no gradient, is rebuilt.
+TEST(RecomputePlan, AutoSavesAParametersCastButRebuildsTheDataInputs) {
+  GraphBuilder b;
+  const int x = b.input({B, D}), w1 = b.input({D, F}), w2 = b.input({F, D});
+  const int xb = b.cast(x, DType::bf16), w1b = b.cast(w1, DType::bf16),
+            w2b = b.cast(w2, DType::bf16);
+  const int h = b.einsum("b d, d f -> b f", {xb, w1b});
+  const int y = b.einsum("b f, f d -> b d", {gelu(b, h, {B, F}), w2b});
+  const int sq = b.map({b.cast(y, DType::f32)}, {{0, 1}}, {B, D},
+                       [](Kernel& k, auto& in) { return k.apply(ScalarOp::square, in[0]); });
+  b.output(b.reduce("b d ->", Reduction::mean, sq));
+  const Graph& g = b.graph();
+  const Backward automatic = differentiate(g, kWeights, Recompute::automatic);
+  const std::vector<int> saved = saved_storage(automatic, g);
+  // dh = dy·w2bᵀ reads w2's cast; w1's gradient reads x's cast (w1's cast is read by nothing:
+  // x gets no gradient).
+  EXPECT_TRUE(std::binary_search(saved.begin(), saved.end(), storage(g, w2b)));
+  EXPECT_FALSE(std::binary_search(saved.begin(), saved.end(), storage(g, xb)));
+  EXPECT_FALSE(std::binary_search(saved.begin(), saved.end(), storage(g, w1b)));
+  // The weight's cast is saved under none as well: auto never saves more than none.
+  const std::vector<int> none = saved_storage(differentiate(g, kWeights, Recompute::none), g);
+  EXPECT_TRUE(std::binary_search(none.begin(), none.end(), storage(g, w2b)));
+  EXPECT_TRUE(std::binary_search(none.begin(), none.end(), storage(g, xb)));
+  EXPECT_LT(backward_cost(automatic, g, kWeights).saved_activations,
+            backward_cost(differentiate(g, kWeights, Recompute::none), g, kWeights)
+                .saved_activations);
+}
+
 /// h = x·w0, then a LayerNorm as stdlib/nn.ein writes it, then y = ln·w1, loss = mean(y²);
 /// inputs x, w0, gamma, beta, w1.
 struct LayerNormMlp {
