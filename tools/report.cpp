@@ -323,6 +323,14 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
   if (std::find(fns.begin(), fns.end(), o.fn) == fns.end())
     throw UserError(fmt::format("--fn {}: {} has no such function (it has: {})", o.fn, file,
                                 fns.empty() ? std::string("none") : fmt::format("{}", fmt::join(fns, ", "))));
+  // Traced as `ein train --precision` runs it: f32 weights read through casts to bf16 or f16.
+  const script::TrainSpec spec = program->has_train() ? program->train_spec() : script::TrainSpec{};
+  const DType compute_dtype = o.compute ? *o.compute
+                              : spec.precision == "bf16" ? DType::bf16
+                              : spec.precision == "fp16" || spec.precision == "f16" ? DType::f16
+                                                                                   : DType::f32;
+  if (compute_dtype != DType::f32) program->set_compute_dtype(compute_dtype);
+  r.compute = compute_dtype == DType::bf16 ? "bf16" : compute_dtype == DType::f16 ? "fp16" : "fp32";
   const std::vector<TensorType> types = program->example_types(o.fn);
   const script::TraceInfo trace = program->trace_info(o.fn, types, true);
   const Graph& g = trace.graph;
@@ -336,7 +344,6 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
   r.structural_dims = syms.structural();
 
   // Tokens per step: the first integer argument (token ids b t), else the data block's.
-  const script::TrainSpec spec = program->has_train() ? program->train_spec() : script::TrainSpec{};
   r.tokens_note = "no token-id argument: one step counts as one token";
   for (const TensorType& t : types)
     if (!kFloatDTypes.contains(t.dtype) && !t.shape.empty()) {
@@ -678,10 +685,12 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
 
   // 6. Memory ledger: state from the optimizer and precision conventions, activations from
   // liveness (tools/report.h).
+  // A bf16 or fp16 compute dtype is ein train's own mixed precision: fp32 weights, gradients
+  // and state; the bf16 weight copies are saved activations of the traced step.
   napkin::Precision precision = napkin::Precision::fp32;
   if (o.precision)
     precision = *o.precision;
-  else if (spec.precision != "fp32" && spec.precision != "f32")
+  else if (compute_dtype == DType::f32 && spec.precision != "fp32" && spec.precision != "f32")
     precision = napkin::Precision::mixed;
   const std::optional<script::OptimizerInfo> declared = program->optimizer_info();
   if (o.optimizer) {

@@ -29,7 +29,12 @@ struct ReportOptions {
   /// The optimizer whose state the ledger counts; nullopt: the script's (its `state`
   /// declarations), AdamW's when the script has none.
   std::optional<napkin::Optimizer> optimizer;
-  std::optional<napkin::Precision> precision;  ///< default: from the train block's precision
+  /// The state's convention (ein estimate's: fp32, mixed, mixed-bf16-grads); default: from
+  /// the train block's precision.
+  std::optional<napkin::Precision> precision;
+  /// `ein train --precision bf16|fp16`: the step traced with that compute dtype, as ein train
+  /// runs it (fp32 weights, gradients and state); nullopt: the train block's precision.
+  std::optional<DType> compute;
   int depth = -1;                  ///< module depth rows are merged to (-1: no merging)
   Recompute recompute = Recompute::automatic;  ///< the plan the numbers are for (ein train's)
 };
@@ -115,6 +120,7 @@ struct Report {
   std::vector<Row> rows;
   // memory
   std::string optimizer, precision;
+  std::string compute = "fp32";     ///< the dtype the step was traced in (ein train --precision)
   int optimizer_states = 0;         ///< fp32 state tensors per parameter
   std::string optimizer_from;       ///< "the script's train block", "--optimizer", "assumed"
   double bytes_per_param = 0;

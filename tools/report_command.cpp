@@ -50,10 +50,12 @@ int run_report(const ReportFlags& f) {
       if (!o.optimizer)
         throw RuntimeError(fmt::format("--optimizer {}: expected sgd, momentum, adagrad, lion, adam or adamw", f.optimizer));
     }
-    if (!f.precision.empty()) {
+    if (f.precision == "bf16" || f.precision == "fp16") {
+      o.compute = f.precision == "bf16" ? DType::bf16 : DType::f16;  // as ein train runs it
+    } else if (!f.precision.empty()) {
       o.precision = napkin::parse_precision(f.precision);
-      if (!o.precision)
-        throw RuntimeError(fmt::format("--precision {}: expected fp32, mixed, mixed-bf16-grads or bf16", f.precision));
+      if (!o.precision || *o.precision == napkin::Precision::bf16)
+        throw RuntimeError(fmt::format("--precision {}: expected fp32, bf16 or fp16 (as ein train runs them), mixed or mixed-bf16-grads (ein estimate's conventions)", f.precision));
     }
     o.depth = f.depth;
     const std::optional<Recompute> recompute = parse_recompute(f.recompute);
@@ -99,7 +101,7 @@ void add_report_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--mfu", f->mfu, "model FLOPs utilization for the time (default 0.4)");
   cmd->add_option("--tokens", f->tokens, "training tokens (300e9, 300B): the time section");
   cmd->add_option("--optimizer", f->optimizer, "count this optimizer's state instead of the script's: sgd momentum adagrad lion adam adamw");
-  cmd->add_option("--precision", f->precision, "fp32 mixed mixed-bf16-grads bf16 (default from the train block)");
+  cmd->add_option("--precision", f->precision, "fp32, bf16 or fp16 as ein train runs them, or ein estimate's mixed or mixed-bf16-grads (default from the train block)");
   cmd->add_option("--recompute", f->recompute,
                   "the save/recompute plan of the step, as ein train --recompute: auto (default), "
                   "none or blocks");

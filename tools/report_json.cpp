@@ -63,6 +63,7 @@ std::string render_json(const Report& r, const Summary& s) {
                  {"optimizer_states", r.optimizer_states},
                  {"optimizer_from", r.optimizer_from},
                  {"precision", r.precision},
+                 {"compute", r.compute},
                  {"per_device", s.per_device},
                  {"per_device_zero3", s.per_device_zero3},
                  {"fits", s.fits},

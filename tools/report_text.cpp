@@ -58,8 +58,14 @@ std::string render_text(const Report& r, const Summary& s, bool md) {
                    grouped(static_cast<double>(r.bwd_weight_flops)),
                    r.fwd_flops ? static_cast<double>(r.bwd_flops()) / static_cast<double>(r.fwd_flops) : 0.0));
 
-  h(fmt::format("Memory ledger ({} precision: {} B/param; optimizer {}, from {})", r.precision,
-                r.bytes_per_param, r.optimizer, r.optimizer_from));
+  h(r.compute == "fp32"
+        ? fmt::format("Memory ledger ({} precision: {} B/param; optimizer {}, from {})", r.precision,
+                      r.bytes_per_param, r.optimizer, r.optimizer_from)
+        : fmt::format("Memory ledger ({} compute, as ein train --precision {}: {} weights, gradients "
+                      "and state, {} B/param; the {} weight copies are saved activations; optimizer "
+                      "{}, from {})",
+                      r.compute, r.compute, r.precision, r.bytes_per_param, r.compute, r.optimizer,
+                      r.optimizer_from));
   if (md) out += "| item | bytes |\n|---|---:|\n";
   for (const report::LedgerItem& item : r.ledger)
     out += md ? fmt::format("| {} | {} |\n", item.what, si(item.bytes, "B"))

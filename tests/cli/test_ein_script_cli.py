@@ -314,12 +314,18 @@ class Accounting(Case):
 
     def test_train_counts_what_report_predicts(self):
         gpt = script("gpt", "byte_gpt.ein")
-        for plan in ("none", "auto", "blocks"):
-            log = self.path(f"{plan}.jsonl")
-            self.ok("train", gpt, *self.SIZES, "--steps", "3", "--recompute", plan, "--log", log,
-                    "--quiet")
-            out, _ = self.ok("report", gpt, *self.SIZES, "--recompute", plan, "--format", "json")
+        # fp32, and bf16 as ein train runs it (f32 weights read through bf16 casts, which the
+        # backward reads saved; the report traces the step in bf16 too).
+        for precision, plan in [(p, plan) for p in ("fp32", "bf16")
+                                for plan in ("none", "auto", "blocks")]:
+            log = self.path(f"{precision}-{plan}.jsonl")
+            self.ok("train", gpt, *self.SIZES, "--steps", "3", "--recompute", plan,
+                    "--precision", precision, "--log", log, "--quiet")
+            out, _ = self.ok("report", gpt, *self.SIZES, "--recompute", plan,
+                             "--precision", precision, "--format", "json")
             report = json.loads(out)
+            self.assertEqual(report["memory"]["compute"], precision)
+            what = f"{precision} {plan}"
             flops = report["flops"]
             # Memory too: the allocator's peak in a step against the report's liveness of the
             # same fused graphs (parameters, optimizer state, activations, gradients so far).
@@ -330,10 +336,10 @@ class Accounting(Case):
             predicted = report["memory"]["step_peak"]
             for line in read_log(log)[1:]:
                 self.assertLess(abs(line["peak_memory"] / predicted - 1), 0.03,
-                                f"{plan}: measured {line['peak_memory']} predicted {predicted}")
+                                f"{what}: measured {line['peak_memory']} predicted {predicted}")
             for line in read_log(log):
-                self.assertEqual(line["flops"], flops["per_step"], plan)
-                self.assertEqual(line["recompute_flops"], flops["recompute"], plan)
+                self.assertEqual(line["flops"], flops["per_step"], what)
+                self.assertEqual(line["recompute_flops"], flops["recompute"], what)
                 self.assertGreater(line["optimizer_flops"], 0)
                 self.assertEqual(line["data_flops"], 0)  # token windows: no fn batch
             if plan == "none":
