@@ -323,9 +323,11 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
   if (std::find(fns.begin(), fns.end(), o.fn) == fns.end())
     throw UserError(fmt::format("--fn {}: {} has no such function (it has: {})", o.fn, file,
                                 fns.empty() ? std::string("none") : fmt::format("{}", fmt::join(fns, ", "))));
-  // Traced as `ein train --precision` runs it: f32 weights read through casts to bf16 or f16.
+  // Traced as `ein train --precision` runs it: f32 weights read through casts to bf16 or f16
+  // (ein estimate's conventions, --precision mixed..., count on the f32 step).
   const script::TrainSpec spec = program->has_train() ? program->train_spec() : script::TrainSpec{};
-  const DType compute_dtype = o.compute ? *o.compute
+  const DType compute_dtype = o.compute     ? *o.compute
+                              : o.precision ? DType::f32
                               : spec.precision == "bf16" ? DType::bf16
                               : spec.precision == "fp16" || spec.precision == "f16" ? DType::f16
                                                                                    : DType::f32;

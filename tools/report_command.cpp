@@ -50,8 +50,10 @@ int run_report(const ReportFlags& f) {
       if (!o.optimizer)
         throw RuntimeError(fmt::format("--optimizer {}: expected sgd, momentum, adagrad, lion, adam or adamw", f.optimizer));
     }
-    if (f.precision == "bf16" || f.precision == "fp16") {
-      o.compute = f.precision == "bf16" ? DType::bf16 : DType::f16;  // as ein train runs it
+    if (f.precision == "fp32" || f.precision == "bf16" || f.precision == "fp16") {
+      // As ein train --precision runs it, whatever the train block says.
+      o.compute = f.precision == "bf16" ? DType::bf16 : f.precision == "fp16" ? DType::f16 : DType::f32;
+      if (f.precision == "fp32") o.precision = napkin::Precision::fp32;
     } else if (!f.precision.empty()) {
       o.precision = napkin::parse_precision(f.precision);
       if (!o.precision || *o.precision == napkin::Precision::bf16)
