@@ -23,6 +23,7 @@
 #include "compiler/graph/lower_patterns.h"
 #include "compiler/pipeline.h"
 #include "runtime/counters.h"
+#include "runtime/dist/gradient_sync.h"
 
 namespace ein {
 namespace {
@@ -40,29 +41,34 @@ struct CachedBackward {
 };
 
 /// Backward plans by (forward graph, needs-grad mask, which inputs are weights, recompute
-/// policy); entries hold the forward graph so its address is never reused while cached.
+/// policy, whether ZeRO 3 fetches the parameters); entries hold the forward graph so its
+/// address is never reused while cached.
 std::shared_ptr<const CachedBackward> backward_of(const std::shared_ptr<const Graph>& graph,
                                                   const std::vector<bool>& needs_grad,
                                                   const std::vector<bool>& weights,
                                                   Recompute recompute,
                                                   const std::vector<int>& blocks) {
   static std::mutex mutex;
-  using Key = std::tuple<const Graph*, std::vector<bool>, std::vector<bool>, Recompute>;
+  using Key = std::tuple<const Graph*, std::vector<bool>, std::vector<bool>, Recompute, bool>;
   static std::map<Key,
                   std::pair<std::shared_ptr<const Graph>, std::shared_ptr<const CachedBackward>>>
       cache;
   // Without blocks, Recompute::blocks plans as automatic (and shares its cache entry); the
   // blocks are the graph's own (its tracer's), so the graph's address keys them too.
   if (recompute == Recompute::blocks && blocks.empty()) recompute = Recompute::automatic;
+  // ZeRO 3 (a FetchScope on this thread): the backward fetches a sharded parameter again
+  // rather than every rank holding the whole model's bf16 casts through the step.
+  const bool save_parameter_casts = !dist::fetching();
   std::lock_guard lock(mutex);
-  Key key{graph.get(), needs_grad, weights, recompute};
+  Key key{graph.get(), needs_grad, weights, recompute, save_parameter_casts};
   if (auto it = cache.find(key); it != cache.end()) return it->second.second;
   // Bounded: a program tracing graphs on the fly must not grow; plans in use stay alive
   // (their GradNodes hold them).
   if (cache.size() >= 4096) cache.clear();
   auto entry = std::make_shared<CachedBackward>();
   CompiledGraph c = compile_graph(
-      *graph, {.differentiate = needs_grad, .recompute = recompute, .blocks = blocks});
+      *graph, {.differentiate = needs_grad, .recompute = recompute, .blocks = blocks,
+               .save_parameter_casts = save_parameter_casts});
   entry->backward = std::move(*c.backward);
   entry->fused = std::move(c.fused);
   entry->charges = fused_charges(entry->fused, c.graph, c.fused_source,

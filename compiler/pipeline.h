@@ -57,6 +57,8 @@ struct GraphStages {
   /// nothing of the forward but its inputs.
   Recompute recompute = Recompute::full;
   std::vector<int> blocks = {};  ///< per graph node, its block under Recompute::blocks (-1: none)
+  /// Keep parameters' casts to the compute dtype for the backward (autodiff.h; false: ZeRO 3).
+  bool save_parameter_casts = true;
   bool cost = false;                ///< cost every node of the graph the later stages take
   bool fuse = true;                 ///< fuse that graph into kernels
 };

@@ -217,9 +217,10 @@ class GradientDrops {
 /// `sharded`, also each rank's peak under ZeRO 2 and 3.
 RecomputePlan recompute_plan(const Graph& g, const std::vector<bool>& needs,
                              const std::vector<bool>& weights, const std::vector<int>& blocks,
-                             Recompute policy, const ShardedGradients* sharded = nullptr) {
-  CompiledGraph c = compile_graph(
-      g, {.differentiate = needs, .recompute = policy, .blocks = blocks, .fuse = true});
+                             Recompute policy, const ShardedGradients* sharded = nullptr,
+                             bool save_parameter_casts = true) {
+  CompiledGraph c = compile_graph(g, {.differentiate = needs, .recompute = policy, .blocks = blocks,
+                                      .save_parameter_casts = save_parameter_casts, .fuse = true});
   const Backward& b = *c.backward;
   const BackwardCost bc = backward_cost(b, g, weights);
   Graph with_saved = g;
@@ -751,6 +752,14 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
         r.zero_rank_peak.clear();
         r.zero2_rank_peak.clear();
         r.zero3_rank_peak.clear();
+        // ZeRO 3 casts a fetched parameter again in the backward instead of keeping the whole
+        // model's bf16 copies through the step (api/tape.cpp): its plan without them.
+        double zero3_casts = 0;
+        if (compute_dtype != DType::f32 && sharded) {
+          const RecomputePlan without = recompute_plan(g, needs, weights, trace.blocks, policy,
+                                                       &*sharded, false);
+          zero3_casts = static_cast<double>(plan.peak_with_gradients - without.peak_with_gradients);
+        }
         for (size_t rank = 0; rank < r.owned_fraction.size(); ++rank) {
           const double own = r.owned_fraction[rank];
           r.zero_rank_peak.push_back(r.step_peak - r.bytes_of(napkin::StatePart::optimizer) * (1 - own));
@@ -760,7 +769,7 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
                   : 0.0;
           r.zero2_rank_peak.push_back(r.zero_rank_peak.back() - dropped);
           r.zero3_rank_peak.push_back(r.zero2_rank_peak.back() -
-                                      r.bytes_of(napkin::StatePart::params) * (1 - own));
+                                      r.bytes_of(napkin::StatePart::params) * (1 - own) - zero3_casts);
         }
       }
       r.plans.push_back(plan);

@@ -66,9 +66,10 @@ bool rebuilt_free(const GraphNode& n) {
 ///     saves nothing new, so the saved bytes and the step's peak can only go down; the price
 ///     is its elementwise work, which the fusion pass folds into the gradient kernels that
 ///     read it. A parameter's cast to the compute dtype (bf16, f16) stays saved: its readers
-///     are contractions, which no fusion folds it into.
+///     are contractions, which no fusion folds it into (unless `save_parameter_casts` is
+///     false: ZeRO 3 fetches the parameter again instead).
 void save_forward_values(Backward& b, const Graph& forward, int n_inputs, Recompute policy,
-                         const std::vector<int>& blocks) {
+                         const std::vector<int>& blocks, bool save_parameter_casts) {
   Graph& g = b.graph;
   const int nf = static_cast<int>(forward.nodes.size());
   std::vector<char> live(g.nodes.size(), 0);
@@ -152,7 +153,7 @@ void save_forward_values(Backward& b, const Graph& forward, int n_inputs, Recomp
     // materialised, so rebuilding it would be one more pass over the f32 weight every step,
     // to spare 2 bytes per weight element (PyTorch's autocast caches these casts too).
     const auto parameter_cast = [&](const GraphNode& n) {
-      if (n.op != GraphOp::cast || n.inputs.size() != 1) return false;
+      if (!save_parameter_casts || n.op != GraphOp::cast || n.inputs.size() != 1) return false;
       const GraphNode& in = g.nodes[n.inputs[0]];
       if (in.op != GraphOp::input) return false;
       const int index = std::get<InputAttr>(in.attr).index;
@@ -275,7 +276,8 @@ void remove_dead(Backward& b, int forward_nodes) {
 }  // namespace
 
 Backward differentiate(const Graph& forward, const std::vector<bool>& needs_grad,
-                       Recompute recompute, const std::vector<int>& blocks) {
+                       Recompute recompute, const std::vector<int>& blocks,
+                       bool save_parameter_casts) {
   const int n_fwd = static_cast<int>(forward.nodes.size());
   // Inputs: the node of each forward input.
   std::vector<int> input_node(needs_grad.size(), -1);
@@ -340,7 +342,8 @@ Backward differentiate(const Graph& forward, const std::vector<bool>& needs_grad
     builder.output(g);
   }
   b.graph = builder.take();
-  if (recompute != Recompute::full) save_forward_values(b, forward, n_inputs, recompute, blocks);
+  if (recompute != Recompute::full)
+    save_forward_values(b, forward, n_inputs, recompute, blocks, save_parameter_casts);
   remove_dead(b, n_fwd);
   sink_rebuilt(b);
   verify(b.graph);

@@ -49,8 +49,12 @@ struct Backward {
 /// concats are saved under `none` and `automatic`. Under `blocks`, `blocks` gives per forward
 /// node the block (a module of a list, e.g. a GPT's `blocks[i]`) it belongs to, -1 for none:
 /// a block saves only the values other code reads and is recomputed in its backward.
+/// `save_parameter_casts`: under automatic (and outside blocks), a parameter's cast to the
+/// compute dtype (an input that gets a gradient, read as bf16 or f16) is saved rather than
+/// cast again in the backward; false under ZeRO 3, whose backward fetches a sharded parameter
+/// again instead of holding the whole model's casts through the step.
 Backward differentiate(const Graph& forward, const std::vector<bool>& needs_grad,
                        Recompute recompute = Recompute::full,
-                       const std::vector<int>& blocks = {});
+                       const std::vector<int>& blocks = {}, bool save_parameter_casts = true);
 
 }  // namespace ein

@@ -140,6 +140,13 @@ TEST(RecomputePlan, AutoSavesAParametersCastButRebuildsTheDataInputs) {
   EXPECT_LT(backward_cost(automatic, g, kWeights).saved_activations,
             backward_cost(differentiate(g, kWeights, Recompute::none), g, kWeights)
                 .saved_activations);
+  // ZeRO 3 (save_parameter_casts = false): the backward casts the fetched weight again.
+  const Backward zero3 = differentiate(g, kWeights, Recompute::automatic, {}, false);
+  const std::vector<int> saved3 = saved_storage(zero3, g);
+  EXPECT_FALSE(std::binary_search(saved3.begin(), saved3.end(), storage(g, w2b)));
+  EXPECT_EQ(backward_cost(zero3, g, kWeights).saved_activations +
+                static_cast<int64_t>(F * D * element_size(DType::bf16)),
+            backward_cost(automatic, g, kWeights).saved_activations);
 }
 
 /// h = x·w0, then a LayerNorm as stdlib/nn.ein writes it, then y = ln·w1, loss = mean(y²);
