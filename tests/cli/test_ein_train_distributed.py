@@ -132,51 +132,35 @@ def main():
         # A model whose parameters outweigh its activations (D=256, L=4, one sequence of 16
         # per rank): each stage's peak falls as ein report predicts. 1 MiB buckets, so that
         # ZeRO 2 can drop the other rank's gradients bucket by bucket during the backward.
-        wide = ["--set", "D=256", "--set", "L=4", "--set", "T=16", "--bucket-mb", "1"]
-        report = subprocess.run([ein, "report", script, "--set", "B=1", *wide, "--gpus", "2",
-                                 "--precision", "fp32", "--format", "json"],
-                                capture_output=True, text=True, env=env, timeout=120)
-        if report.returncode == 0:
-            j = json.loads(report.stdout)
-            peaks = {}
-            for z, want in ((0, j["memory"]["step_peak"]),
-                            (1, j["communication"]["zero_peak_per_rank"][0]),
-                            (2, j["communication"]["zero2_peak_per_rank"][0]),
-                            (3, j["communication"]["zero3_peak_per_rank"][0])):
-                rows = train(tmp, f"wide{z}", 2, 1, "--zero", str(z), *wide, steps=3)
-                got = peaks[z] = max(r["peak_memory"] for r in rows) if rows else 0
-                check(abs(got - want) <= 0.1 * want,
-                      f"wide model, --zero {z}: rank 0's peak {got} against ein report's {want:.0f} "
-                      f"({(got - want) / want:+.1%})")
-            check(peaks[0] > peaks[1] > peaks[2] > peaks[3],
-                  f"wide model: the peak falls with each stage ({peaks[0]} > {peaks[1]} > "
-                  f"{peaks[2]} > {peaks[3]})")
-        else:
-            check(False, f"ein report (wide): {report.stderr[-400:]}")
-        # The same in bf16: the forward's bf16 casts of the weights are kept for the backward
-        # (2 bytes per parameter), except under ZeRO 3, which fetches a parameter again rather
+        # In bf16 too: the forward's bf16 casts of the weights are kept for the backward (2
+        # bytes per parameter), except under ZeRO 3, which fetches a parameter again rather
         # than holding the whole model's casts; ein report --precision bf16 plans the same.
-        report = subprocess.run([ein, "report", script, "--set", "B=1", *wide, "--gpus", "2",
-                                 "--precision", "bf16", "--format", "json"],
-                                capture_output=True, text=True, env=env, timeout=120)
-        if report.returncode == 0:
+        wide = ["--set", "D=256", "--set", "L=4", "--set", "T=16", "--bucket-mb", "1"]
+        for precision in ("fp32", "bf16"):
+            report = subprocess.run([ein, "report", script, "--set", "B=1", *wide, "--gpus", "2",
+                                     "--precision", precision, "--format", "json"],
+                                    capture_output=True, text=True, env=env, timeout=120)
+            if report.returncode != 0:
+                check(False, f"ein report --precision {precision} (wide): {report.stderr[-400:]}")
+                continue
             j = json.loads(report.stdout)
-            bf16_losses = {}
+            peaks, stage_losses = {}, {}
             for z, want in ((0, j["memory"]["step_peak"]),
                             (1, j["communication"]["zero_peak_per_rank"][0]),
                             (2, j["communication"]["zero2_peak_per_rank"][0]),
                             (3, j["communication"]["zero3_peak_per_rank"][0])):
-                rows = train(tmp, f"wide_bf16_{z}", 2, 1, "--zero", str(z), "--precision", "bf16",
-                             *wide, steps=3)
-                got = max(r["peak_memory"] for r in rows) if rows else 0
-                bf16_losses[z] = losses(rows)
+                rows = train(tmp, f"wide_{precision}_{z}", 2, 1, "--zero", str(z),
+                             "--precision", precision, *wide, steps=3)
+                got = peaks[z] = max(r["peak_memory"] for r in rows) if rows else 0
+                stage_losses[z] = losses(rows)
                 check(abs(got - want) <= 0.1 * want,
-                      f"wide model, bf16, --zero {z}: rank 0's peak {got} against ein report's "
-                      f"{want:.0f} ({(got - want) / want:+.1%})")
-            check(len(bf16_losses[0]) == 3 and all(l == bf16_losses[0] for l in bf16_losses.values()),
-                  "wide model, bf16: every ZeRO stage bitwise the losses of data parallel")
-        else:
-            check(False, f"ein report --precision bf16 (wide): {report.stderr[-400:]}")
+                      f"wide model, {precision}, --zero {z}: rank 0's peak {got} against ein "
+                      f"report's {want:.0f} ({(got - want) / want:+.1%})")
+            check(peaks[0] > peaks[1] > peaks[2] > peaks[3],
+                  f"wide model, {precision}: the peak falls with each stage ({peaks[0]} > "
+                  f"{peaks[1]} > {peaks[2]} > {peaks[3]})")
+            check(len(stage_losses[0]) == 3 and all(l == stage_losses[0] for l in stage_losses.values()),
+                  f"wide model, {precision}: every ZeRO stage bitwise the losses of data parallel")
 
         # 2a. The exchange overlapping the backward: with small buckets (0.1 MiB: 14 of them)
         # the backward hands every bucket to the exchange while it runs; the same bits and
