@@ -32,8 +32,9 @@ struct ReportOptions {
   /// The state's convention (ein estimate's: fp32, mixed, mixed-bf16-grads); default: from
   /// the train block's precision.
   std::optional<napkin::Precision> precision;
-  /// `ein train --precision bf16|fp16`: the step traced with that compute dtype, as ein train
-  /// runs it (fp32 weights, gradients and state); nullopt: the train block's precision.
+  /// `ein train --precision fp32|bf16|fp16`: the step traced with that compute dtype, as ein
+  /// train runs it (fp32 weights, gradients and state); nullopt: the train block's precision
+  /// (fp32 when `precision` names one of ein estimate's conventions).
   std::optional<DType> compute;
   int depth = -1;                  ///< module depth rows are merged to (-1: no merging)
   Recompute recompute = Recompute::automatic;  ///< the plan the numbers are for (ein train's)
