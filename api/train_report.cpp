@@ -89,6 +89,7 @@ std::string format_summary(const TrainResult& r, std::string_view what) {
       human(r.peak_flops, "FLOP/s"), r.math_mode, bytes_str(r.peak_memory),
       bytes_str(r.parameter_bytes), bytes_str(grad_bytes), bytes_str(r.state_bytes),
       bytes_str(activations));
+  if (!r.peak_note.empty()) s += fmt::format("  ({})\n", r.peak_note);
   if (r.fp16)
     s += fmt::format("  fp16 loss scaling: {} step{} skipped for overflowing gradients, "
                      "final scale {}\n",

@@ -592,6 +592,7 @@ TrainResult Trainer::fit() {
   r.comm_bytes = sent_bytes() - comm_before;
   r.peak_flops = hw ? hw->peak(math_mode_of(mfu_dtype)) * devices : 0;
   r.math_mode = std::string(math_mode_name(math_mode_of(mfu_dtype)));
+  if (o.device.kind != DeviceKind::cuda) r.peak_note = this_cpu_peak_note();
   return r;
 }
 

@@ -9,6 +9,8 @@
 
 #include <ein/cpu_peak.h>
 
+#include "runtime/cpu_measure.h"
+
 #if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
 #include <cpuid.h>
 #include <immintrin.h>
@@ -96,26 +98,8 @@ double measure_amx_peak(double seconds, int threads) {
 #if EIN_HAS_AMX_CODE
   if (!amx_usable()) return 0;
   if (threads <= 0) threads = cpu_info().cores;
-  std::atomic<double> total{0};
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t)
-    pool.emplace_back([&] {
-      constexpr int64_t kRounds = 1 << 12;
-      dot_products(kRounds);  // warm up
-      using clock = std::chrono::steady_clock;
-      const auto start = clock::now();
-      double flops = 0, elapsed = 0;
-      while (elapsed < seconds) {
-        flops += dot_products(kRounds);
-        elapsed = std::chrono::duration<double>(clock::now() - start).count();
-      }
-      const double rate = elapsed > 0 ? flops / elapsed : 0;
-      double seen = total.load();
-      while (!total.compare_exchange_weak(seen, seen + rate)) {
-      }
-    });
-  for (std::thread& t : pool) t.join();
-  return total.load();
+  constexpr int64_t kRounds = 1 << 12;
+  return sustained_rate(seconds, threads, [] { return dot_products(kRounds); });
 #else
   (void)seconds, (void)threads;
   return 0;

@@ -43,6 +43,11 @@ double cpu_peak(DType dtype);
 /// replaces both. The machine's memory; no bandwidth figure (0).
 const HardwareProfile& this_cpu();
 
+/// "" or why this_cpu()'s peaks may be low, for the lines that print an MFU against them: they
+/// were measured while other processes took more than a tenth of the cores
+/// (measured_cpu_peak_others_share()); "" under $EIN_CPU_PEAK.
+std::string this_cpu_peak_note();
+
 /// The measured peak for `dtype` (f64, bf16, else f32; bf16: the largest of f32's, a bf16
 /// GEMM's where bf16_gemm_available(), and AMX's sustained tile dot products where the CPU
 /// has AMX, runtime/amx.h — the AMX kernels beat the GEMM library's rate, and a peak below
@@ -51,8 +56,15 @@ const HardwareProfile& this_cpu();
 /// through the BLAS ein uses (measure_gemm_rate(): a tuned GEMM can beat a plain FMA loop,
 /// and a peak below what a GEMM reaches would put an MFU above 100%). Measured once per
 /// machine and kept in the cache folder (runtime/cache_dir.h: cpu_peak/<model>-<cores>c-
-/// <simd>b); 0 where neither runs.
+/// <simd>b) — on a busy machine, until a process finds it quiet (runtime/cpu_measure.h's
+/// CpuPeakRecord); 0 where neither runs.
 double measured_cpu_peak(DType dtype);
+
+/// The share of this process's CPUs that other processes (or a VM's host) took while the
+/// rates measured_cpu_peak() returns were measured: above 0.1 the GEMM rates, timed on the
+/// wall clock, may be low and an MFU read high; such a measurement is made again, and the
+/// better rates kept, by the first process that finds the machine quiet.
+double measured_cpu_peak_others_share();
 
 /// FLOP/s of one size × size × size GEMM of `dtype` (f64; bf16 operands with an f32 result,
 /// where the BLAS takes them; else f32) through the BLAS every
@@ -60,9 +72,10 @@ double measured_cpu_peak(DType dtype);
 double measure_gemm_rate(DType dtype, int64_t size = 1536);
 
 /// Measures FMA throughput: `threads` threads (0: cpu_info().cores) each run independent FMA
-/// chains on the widest SIMD for about `seconds`; returns FLOP/s summed over the threads.
-/// f64 measures f64 FMAs, every other dtype f32 ones. Noisy on a shared machine: a check of
-/// the computed peak, not a replacement for it.
+/// chains on the widest SIMD for about `seconds`; returns FLOP/s summed over the threads, each
+/// over the CPU time its thread ran (time the scheduler gave other processes does not lower
+/// it; a sibling hyperthread's work, which shares the FMA pipes, still does). f64 measures f64
+/// FMAs, every other dtype f32 ones.
 double measure_cpu_peak(DType dtype, double seconds = 0.2, int threads = 0);
 
 }  // namespace ein

@@ -196,6 +196,7 @@ struct TrainResult {
   double mfu = 0;               ///< flops / seconds against the peak, as a fraction
   double peak_flops = 0;        ///< the dense peak used for MFU (0: unknown hardware)
   std::string hardware;         ///< "this CPU's", "the H100 SXM's", ...
+  std::string peak_note;        ///< "" or why the peak may be low (this_cpu_peak_note())
   std::string math_mode;        ///< the peak's arithmetic: "fp32", "bf16", ...
   bool fp16 = false;            ///< dynamic loss scaling was on
   int64_t skipped_steps = 0;    ///< fp16: steps skipped for overflowing gradients

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <ein/autograd.h>
+#include <ein/cpu_peak.h>
 #include <ein/diagnostic.h>
 #include <ein/flop_counter.h>
 #include <ein/nn.h>
@@ -120,6 +121,13 @@ TEST(Trainer, LinearRegressionConverges) {
   EXPECT_GT(r.flops, 0);
   EXPECT_EQ(out.str(), "");  // quiet, no checkpoint: nothing to say
   EXPECT_NE(format_summary(r, "regression").find("trained regression for 200 steps (0 to 200)"),
+            std::string::npos);
+  // A CPU run carries this_cpu()'s note on its peak: "" where it was measured on a quiet
+  // machine; printed on a line of its own when not.
+  EXPECT_EQ(r.peak_note, this_cpu_peak_note());
+  TrainResult busy = r;
+  busy.peak_note = "measured beside a build";
+  EXPECT_NE(format_summary(busy, "regression").find("\n  (measured beside a build)\n"),
             std::string::npos);
 }
 
