@@ -1,11 +1,14 @@
-// AMX tile products and their packers (amx_tiles.h). The product keeps a 32 × 32 block of C in
-// four tile registers and walks k in steps of 32 with two A and two B tiles, so every tile
-// load feeds two dot products. Packers from f32 round with AVX512-BF16's conversion (round to
+// bf16 tile products and their packers (amx_tiles.h). On AMX the product keeps a 32 × 32 block
+// of C in four tile registers and walks k in steps of 32 with two A and two B tiles, so every
+// tile load feeds two dot products. On AVX512-BF16 it keeps a 4 × 64 block of C in sixteen
+// vector registers and walks k a pair at a time: four loads of B's pair-row, and per row of A
+// one broadcast of its pair, feed sixteen vdpbf16ps. Packers from f32 round with AVX512-BF16's conversion (round to
 // nearest even) and interleave pairs with one 16-bit permute; the transposing one moves
 // 32-bit words (a bf16 pair) with tile_gemm.h's transposes where widths and strides are even,
 // element by element otherwise. Every packer has a scalar path with the same bits.
 #include "exec/amx_tiles.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <bit>
@@ -30,6 +33,7 @@ namespace ein {
 namespace {
 
 std::atomic<bool> turned_off{false};
+std::atomic<bool> avx512_forced{false};
 
 /// bf16 bits of x as AVX512-BF16's conversion makes them: round to nearest even, a NaN stays
 /// a NaN (its quiet bit set), and a subnormal becomes a zero of its sign (the instruction
@@ -106,6 +110,60 @@ __attribute__((target("amx-tile,amx-bf16"))) void gemm(int64_t m, int64_t n, int
     }
   }
   _tile_release();
+}
+
+/// 32 bf16 from their bits.
+__attribute__((target("avx512f,avx512bf16"))) inline __m512bh as_bf16(__m512i v) {
+  __m512bh r;
+  std::memcpy(&r, &v, sizeof r);
+  return r;
+}
+
+/// A 4 × 16·C block of C (C ∈ 1..4) over all of k on AVX512-BF16: lane j of accumulator
+/// (r, c) gains A[r][2p]·B[2p][16c + j] + A[r][2p + 1]·B[2p + 1][16c + j] per pair-row p.
+template <int C>
+__attribute__((target("avx512f,avx512bf16"))) void dp_block(int64_t k, const uint16_t* a,
+                                                           int64_t lda, const uint16_t* b,
+                                                           int64_t ldb, bool accumulate,
+                                                           float* c, int64_t ldc) {
+  constexpr int R = 4;
+  __m512 acc[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < C; ++j)
+      acc[r][j] = accumulate ? _mm512_loadu_ps(c + r * ldc + 16 * j) : _mm512_setzero_ps();
+  for (int64_t p = 0; p < k / 2; ++p) {
+    const uint16_t* bp = b + p * ldb;
+    __m512bh bv[C];
+    for (int j = 0; j < C; ++j) bv[j] = as_bf16(_mm512_loadu_si512(bp + 32 * j));
+    for (int r = 0; r < R; ++r) {
+      uint32_t pair;
+      std::memcpy(&pair, a + r * lda + 2 * p, sizeof pair);
+      const __m512bh av = as_bf16(_mm512_set1_epi32(static_cast<int>(pair)));
+      for (int j = 0; j < C; ++j) acc[r][j] = _mm512_dpbf16_ps(acc[r][j], av, bv[j]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < C; ++j) _mm512_storeu_ps(c + r * ldc + 16 * j, acc[r][j]);
+}
+
+/// The AVX512-BF16 product: 64 columns of B at a time (its pair-rows stay in L1 across the
+/// row blocks), the rows four at a time (m is a multiple of 16).
+void dp_gemm(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda, const uint16_t* b,
+             int64_t ldb, bool accumulate, float* c, int64_t ldc) {
+  for (int64_t j = 0; j < n; j += 64) {
+    const int64_t cols = std::min<int64_t>(64, n - j);
+    const uint16_t* bj = b + 2 * j;
+    for (int64_t i = 0; i < m; i += 4) {
+      const uint16_t* ai = a + i * lda;
+      float* cij = c + i * ldc + j;
+      switch (cols / 16) {
+        case 4: dp_block<4>(k, ai, lda, bj, ldb, accumulate, cij, ldc); break;
+        case 3: dp_block<3>(k, ai, lda, bj, ldb, accumulate, cij, ldc); break;
+        case 2: dp_block<2>(k, ai, lda, bj, ldb, accumulate, cij, ldc); break;
+        default: dp_block<1>(k, ai, lda, bj, ldb, accumulate, cij, ldc); break;
+      }
+    }
+  }
 }
 
 /// The 32 bf16 of a conversion as integer lanes.
@@ -227,32 +285,45 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void ds_operands_avx512(
 
 }  // namespace
 
+bool bf16_tiles() {
+#if EIN_AMX
+  return (amx_usable() || avx512_bf16_usable()) && !turned_off.load(std::memory_order_relaxed);
+#else
+  return false;
+#endif
+}
+
 bool amx_tiles() {
 #if EIN_AMX
-  return amx_usable() && !turned_off.load(std::memory_order_relaxed);
+  return amx_usable() && !turned_off.load(std::memory_order_relaxed) &&
+         !avx512_forced.load(std::memory_order_relaxed);
 #else
   return false;
 #endif
 }
 
 void force_no_amx_tiles(bool off) { turned_off.store(off, std::memory_order_relaxed); }
+void force_avx512_bf16_tiles(bool on) { avx512_forced.store(on, std::memory_order_relaxed); }
 
-void amx_gemm(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda, const uint16_t* b,
-              int64_t ldb, bool accumulate, float* c, int64_t ldc) {
+void bf16_tile_gemm(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda,
+                    const uint16_t* b, int64_t ldb, bool accumulate, float* c, int64_t ldc) {
   if (m % 16 != 0 || n % 16 != 0 || k % 32 != 0)
-    throw std::logic_error("amx_gemm: m and n must be multiples of 16, k of 32");
+    throw std::logic_error("bf16_tile_gemm: m and n must be multiples of 16, k of 32");
 #if EIN_AMX
-  if (m > 0 && n > 0) gemm(m, n, k, a, lda, b, ldb, accumulate, c, ldc);
+  if (m <= 0 || n <= 0) return;
+  if (amx_tiles()) return gemm(m, n, k, a, lda, b, ldb, accumulate, c, ldc);
+  if (!bf16_tiles()) throw std::logic_error("bf16_tile_gemm: this CPU has no bf16 dot products");
+  dp_gemm(m, n, k, a, lda, b, ldb, accumulate, c, ldc);
 #else
   (void)a, (void)lda, (void)b, (void)ldb, (void)accumulate, (void)c, (void)ldc;
-  throw std::logic_error("amx_gemm: this build has no AMX kernels");
+  throw std::logic_error("bf16_tile_gemm: this build has no bf16 tile kernels");
 #endif
 }
 
 void a_from_f32(const float* x, int64_t ld, int64_t rows, int64_t cols, float scale,
                 uint16_t* dst, int64_t ld_dst, int64_t rows_pad, int64_t cols_pad) {
 #if EIN_AMX
-  if (amx_tiles() && cols_pad % 32 == 0)
+  if (bf16_tiles() && cols_pad % 32 == 0)
     return a_from_f32_avx512(x, ld, rows, cols, scale, dst, ld_dst, rows_pad, cols_pad);
 #endif
   for (int64_t i = 0; i < rows_pad; ++i)
@@ -273,7 +344,7 @@ void a_from_bf16(const uint16_t* x, int64_t ld, int64_t rows, int64_t cols, uint
 void pairs_from_f32(const float* x, int64_t ld, int64_t k, int64_t n, float scale, uint16_t* dst,
                     int64_t ldb, int64_t k_pad, int64_t n_pad) {
 #if EIN_AMX
-  if (amx_tiles() && n_pad % 16 == 0)
+  if (bf16_tiles() && n_pad % 16 == 0)
     return pairs_from_f32_avx512(x, ld, k, n, scale, dst, ldb, k_pad, n_pad);
 #endif
   for (int64_t p = 0; 2 * p < k_pad; ++p)
@@ -287,7 +358,7 @@ void pairs_from_f32(const float* x, int64_t ld, int64_t k, int64_t n, float scal
 void pairs_from_bf16(const uint16_t* x, int64_t ld, int64_t k, int64_t n, uint16_t* dst,
                      int64_t ldb, int64_t k_pad, int64_t n_pad) {
 #if EIN_AMX
-  if (amx_tiles() && n_pad % 16 == 0)
+  if (bf16_tiles() && n_pad % 16 == 0)
     return pairs_from_bf16_avx512(x, ld, k, n, dst, ldb, k_pad, n_pad);
 #endif
   for (int64_t p = 0; 2 * p < k_pad; ++p)
@@ -330,7 +401,7 @@ void ds_operands(const float* p, const float* dp, int64_t ld, const float* delta
                  int64_t cols, float scale, uint16_t* a, int64_t lda, uint16_t* pairs,
                  int64_t ldb) {
 #if EIN_AMX
-  if (amx_tiles()) return ds_operands_avx512(p, dp, ld, delta, rows, cols, scale, a, lda, pairs, ldb);
+  if (bf16_tiles()) return ds_operands_avx512(p, dp, ld, delta, rows, cols, scale, a, lda, pairs, ldb);
 #endif
   const int64_t a_rows = round_up(rows, 16), a_cols = round_up(cols, 32),
                 k_pad = round_up(rows, 32), n_pad = round_up(cols, 16);

@@ -1,9 +1,11 @@
-// bf16 tile products on Intel AMX (Sapphire Rapids and later) for the fused attention of a
-// --precision bf16 step (exec/attention_amx.cpp): C (f32) = A·B with A and B in bf16, 16 × 16
-// blocks of C accumulated in tile registers 32 products deep per instruction, and the packers
-// that put operands into the two layouts the tiles load. oneDNN's bf16 matmul primitive costs
-// too much per call for tiles of a few hundred thousand products (BENCHMARKS.md, "bf16
-// attention tiles on AMX: tried, not landed"); these are plain loops of tile instructions.
+// bf16 tile products for the fused attention of a --precision bf16 step
+// (exec/attention_amx.cpp): C (f32) = A·B with A and B in bf16, and the packers that put
+// operands into the two layouts the products read. On Intel AMX (Sapphire Rapids and later)
+// 16 × 16 blocks of C accumulate in tile registers 32 products deep per instruction; on CPUs
+// with AVX512-BF16 but no AMX (AMD Zen 4), 4 × 64 blocks of C accumulate in vector registers,
+// a pair of products per lane per vdpbf16ps, twice the f32 FMA's rate. oneDNN's bf16 matmul
+// primitive costs too much per call for tiles of a few hundred thousand products
+// (BENCHMARKS.md, "bf16 attention tiles on AMX: tried, not landed"); these are plain loops.
 //
 // Layouts (bf16 as its 16 bits; every padded element is zero, so it adds nothing):
 //  - A, m × k: row-major, row stride lda elements; m padded to a multiple of 16, k of 32.
@@ -16,17 +18,24 @@
 
 namespace ein {
 
-/// Whether the AMX kernels run here: the CPU has AMX-TILE, AMX-BF16, AVX512-BF16 and
-/// AVX512-BW, Linux grants the process the tile state (arch_prctl ARCH_REQ_XCOMP_PERM), and
-/// no test turned them off with force_no_amx_tiles (which exists so that tests check the f32
-/// path on AMX machines too).
+/// Whether the bf16 tile products run here: on AMX (amx_tiles()) or on AVX512-BF16 (the CPU
+/// has AVX512-BF16, -BW and -VL: runtime/amx.h's avx512_bf16_usable()), and no test turned
+/// them off with force_no_amx_tiles (which exists so that tests check the f32 path on these
+/// machines too).
+bool bf16_tiles();
+/// Whether they run on AMX: the CPU has AMX-TILE, AMX-BF16, AVX512-BF16 and AVX512-BW, Linux
+/// grants the process the tile state (arch_prctl ARCH_REQ_XCOMP_PERM), and no test turned
+/// them off.
 bool amx_tiles();
 void force_no_amx_tiles(bool off);
+/// Tests: run the AVX512-BF16 kernel even where there is AMX (both are then checked there).
+void force_avx512_bf16_tiles(bool on);
 
 /// C[m × n] = A·B, or C += A·B when `accumulate`; C is f32 with row stride ldc. m and n are
-/// multiples of 16, k of 32. Call only where amx_tiles().
-void amx_gemm(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda, const uint16_t* b,
-              int64_t ldb, bool accumulate, float* c, int64_t ldc);
+/// multiples of 16, k of 32. Call only where bf16_tiles(). Both kernels give every product
+/// exactly and sum in f32 (the order of the sums differs between them).
+void bf16_tile_gemm(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda,
+                    const uint16_t* b, int64_t ldb, bool accumulate, float* c, int64_t ldc);
 
 /// A from f32: dst[i·ld_dst + j] = bf16(scale · x[i·ld + j]) for i < rows, j < cols; zeros
 /// in the rest of rows_pad × cols_pad (cols_pad a multiple of 32). Rounding is AVX512-BF16's:

@@ -7,7 +7,8 @@
 // key column some row of it leaves unmasked (TileInfo): a causal mask's diagonal tiles do
 // about half the work. A bias of zeros then -inf in every row (causal, padding) is never read
 // by the tiles: it becomes one key limit per query row (Mask). bf16 q, k and v on a CPU with
-// AMX run attention_amx.h's kernels instead, the same loops with AMX tile products.
+// AMX or AVX512-BF16 run attention_amx.h's kernels instead, the same loops with bf16 tile
+// products.
 #include "exec/attention.h"
 
 #include <algorithm>

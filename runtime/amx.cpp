@@ -37,6 +37,14 @@ bool detect() {
   return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
 }
 
+bool detect_avx512_bf16() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  const bool avx512f = (b >> 16) & 1, avx512bw = (b >> 30) & 1, avx512vl = (b >> 31) & 1;
+  if (!avx512f || !avx512bw || !avx512vl) return false;
+  return __get_cpuid_count(7, 1, &a, &b, &c, &d) && ((a >> 5) & 1);  // AVX512-BF16
+}
+
 /// Palette 1, eight tiles of 16 rows × 64 bytes (static: ldtilecfg's asm names only the
 /// operand's first 8 bytes, so a local's other bytes could be optimised away).
 struct alignas(64) TileConfig {
@@ -88,6 +96,15 @@ void load_tile_config() {}
 bool amx_usable() {
 #if EIN_HAS_AMX_CODE
   static const bool usable = detect();
+  return usable;
+#else
+  return false;
+#endif
+}
+
+bool avx512_bf16_usable() {
+#if EIN_HAS_AMX_CODE
+  static const bool usable = detect_avx512_bf16();
   return usable;
 #else
   return false;

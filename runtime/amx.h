@@ -8,6 +8,10 @@ namespace ein {
 /// grants this process the tile state (arch_prctl ARCH_REQ_XCOMP_PERM, asked once).
 bool amx_usable();
 
+/// Whether the CPU has AVX512-BF16 (vdpbf16ps: pairs of bf16 products summed into f32 lanes),
+/// AVX512-BW and AVX512-VL: the bf16 tile products' kernel where there is no AMX (Zen 4).
+bool avx512_bf16_usable();
+
 /// Loads the tile configuration every AMX kernel of ein uses: palette 1, eight tiles of 16
 /// rows × 64 bytes (16 × 16 f32, or 16 × 32 bf16). Call only where amx_usable(); release
 /// with _tile_release() after the kernel.

@@ -1,9 +1,10 @@
 // The fused attention kernels alone (exec/attention.h), forward + backward of b h t e causal
-// attention with bf16 q, k, v as a --precision bf16 step gives them (views of [b, t, (h e)]): on AMX tiles
-// (exec/attention_amx.h) and on the f32 kernels that widen the operands (force_no_amx_tiles),
-// the two alternating round by round; and f32 operands for reference. One JSON line per
-// variant: median ms per forward + backward and every round. A variant with the suffix
-// ":forward" (amx:forward) times the forward alone.
+// attention with bf16 q, k, v as a --precision bf16 step gives them (views of [b, t, (h e)]): on
+// bf16 tile products (exec/attention_amx.h: AMX tiles, or AVX512-BF16 where there is no AMX;
+// the variant is still called "amx", and the "tiles" field says which ran) and on the f32
+// kernels that widen the operands (force_no_amx_tiles), the two alternating round by round;
+// and f32 operands for reference. One JSON line per variant: median ms per forward + backward
+// and every round. A variant with the suffix ":forward" (amx:forward) times the forward alone.
 //   ein_attention_kernel_timings B H T E [rounds = 5] [variants: amx,widened,f32]
 #include <algorithm>
 #include <chrono>
@@ -64,8 +65,8 @@ int main(int argc, char** argv) {
   for (const std::string& variant : variants) {
     std::vector<double> sorted = ms[variant];
     std::sort(sorted.begin(), sorted.end());
-    std::printf("%s\n", fmt::format(R"({{"variant": "{}", "amx": {}, "b": {}, "h": {}, "t": {}, "e": {}, "median_ms": {:.2f}, "rounds_ms": [{:.2f}]}})",
-                                    variant, amx_tiles(), b, h, t, e, sorted[sorted.size() / 2],
+    std::printf("%s\n", fmt::format(R"({{"variant": "{}", "tiles": "{}", "b": {}, "h": {}, "t": {}, "e": {}, "median_ms": {:.2f}, "rounds_ms": [{:.2f}]}})",
+                                    variant, amx_tiles() ? "amx" : bf16_tiles() ? "avx512-bf16" : "none", b, h, t, e, sorted[sorted.size() / 2],
                                     fmt::join(ms[variant], ", "))
                             .c_str());
   }

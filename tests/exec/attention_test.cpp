@@ -213,7 +213,7 @@ void run_case(const Case& c, Device device = cpu()) {
     lse.push_back(got[r * (c.f + 1) + c.f]);
   }
   // bf16 operands on AMX: P, dS and dO are rounded to bf16 for the tile products.
-  const bool rounded = c.dtype == DType::bf16 && device.kind == DeviceKind::cpu && amx_tiles();
+  const bool rounded = c.dtype == DType::bf16 && device.kind == DeviceKind::cpu && bf16_tiles();
   const auto terms = [&](const Mat& m) { return rounded ? &m.v : nullptr; };
   expect_near(o, want.o.v, c.tol, "o", terms(want.o_abs));
   expect_near(lse, want.lse, c.tol, "lse");

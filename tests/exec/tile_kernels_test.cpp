@@ -12,6 +12,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -19,6 +20,7 @@
 #include "exec/amx_tiles.h"
 #include "exec/softmax_tiles.h"
 #include "exec/tile_gemm.h"
+#include "runtime/amx.h"
 
 namespace ein {
 namespace {
@@ -208,14 +210,16 @@ TEST(SoftmaxTiles, ProbabilitiesFromTheLogsumexp) {
   }
 }
 
-// The AMX kernels of bf16 attention (exec/amx_tiles.h). amx_gemm runs only where the CPU has
-// AMX; the packers run everywhere, and on AMX machines their AVX-512 path must give the same
-// bits as the scalar one (force_no_amx_tiles).
+// The bf16 tile kernels of bf16 attention (exec/amx_tiles.h). bf16_tile_gemm runs only where
+// the CPU has AMX or AVX512-BF16 (each kernel is checked where it runs); the packers run
+// everywhere, and on those machines their AVX-512 path must give the same bits as the scalar
+// one (force_no_amx_tiles).
 
 /// bf16 bits to the float they stand for.
 float from_bf16(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
 
-/// Runs `body` with the AMX kernels on (where the CPU has them) and off, returning both results.
+/// Runs `body` with the bf16 tile kernels on (where the CPU has them) and off, returning both
+/// results.
 template <class F>
 auto with_and_without_amx(F body) {
   force_no_amx_tiles(false);
@@ -342,39 +346,56 @@ TEST(AmxTiles, DsOperandsMatchTheDefinitionOnBothPaths) {
   }
 }
 
-TEST(AmxTiles, ProductMatchesTheDefinition) {
-  if (!amx_tiles()) GTEST_SKIP() << "this CPU (or kernel) has no AMX tiles";
+/// The kernels bf16_tile_gemm can run on this CPU: "amx" and "avx512-bf16" (which AMX
+/// machines have too), each selected by force_avx512_bf16_tiles.
+std::vector<std::string> bf16_tile_kernels() {
+  std::vector<std::string> kernels;
+  if (amx_tiles()) kernels.push_back("amx");
+  if (avx512_bf16_usable()) kernels.push_back("avx512-bf16");
+  return kernels;
+}
+
+TEST(AmxTiles, ProductMatchesTheDefinitionOnEveryKernel) {
+  const std::vector<std::string> kernels = bf16_tile_kernels();
+  if (kernels.empty()) GTEST_SKIP() << "this CPU (or kernel) has neither AMX nor AVX512-BF16";
+  EXPECT_TRUE(bf16_tiles());
   std::mt19937 rng(23);
   std::normal_distribution<float> d;
-  for (const auto& [m, n, k] : std::vector<std::array<int64_t, 3>>{
-           {16, 16, 32}, {48, 80, 96}, {64, 128, 64}, {32, 16, 160}, {16, 48, 32}}) {
-    SCOPED_TRACE(fmt::format("{} x {} x {}", m, n, k));
-    const int64_t lda = k + 8, ldb = 2 * n + 32, ldc = n + 5;
-    std::vector<uint16_t> a(m * lda), b((k / 2) * ldb);
-    for (auto& x : a) x = static_cast<uint16_t>(std::bit_cast<uint32_t>(d(rng)) >> 16);
-    for (auto& x : b) x = static_cast<uint16_t>(std::bit_cast<uint32_t>(d(rng)) >> 16);
-    std::vector<float> c0(m * ldc);
-    for (auto& x : c0) x = d(rng);
-    for (bool accumulate : {false, true}) {
-      std::vector<float> c = c0;
-      amx_gemm(m, n, k, a.data(), lda, b.data(), ldb, accumulate, c.data(), ldc);
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < n; ++j) {
-          double want = accumulate ? c0[i * ldc + j] : 0.0, mag = std::abs(want);
-          for (int64_t p = 0; p < k; ++p) {
-            const double term = static_cast<double>(from_bf16(a[i * lda + p])) *
-                                from_bf16(b[(p / 2) * ldb + 2 * j + p % 2]);
-            want += term;
-            mag += std::abs(term);
+  for (const std::string& kernel : kernels) {
+    for (const auto& [m, n, k] : std::vector<std::array<int64_t, 3>>{
+             {16, 16, 32}, {48, 80, 96}, {64, 128, 64}, {32, 16, 160}, {16, 48, 32}, {32, 112, 64}}) {
+      SCOPED_TRACE(fmt::format("{}: {} x {} x {}", kernel, m, n, k));
+      force_avx512_bf16_tiles(kernel == "avx512-bf16");
+      EXPECT_EQ(amx_tiles(), kernel == "amx");
+      const int64_t lda = k + 8, ldb = 2 * n + 32, ldc = n + 5;
+      std::vector<uint16_t> a(m * lda), b((k / 2) * ldb);
+      for (auto& x : a) x = static_cast<uint16_t>(std::bit_cast<uint32_t>(d(rng)) >> 16);
+      for (auto& x : b) x = static_cast<uint16_t>(std::bit_cast<uint32_t>(d(rng)) >> 16);
+      std::vector<float> c0(m * ldc);
+      for (auto& x : c0) x = d(rng);
+      for (bool accumulate : {false, true}) {
+        std::vector<float> c = c0;
+        bf16_tile_gemm(m, n, k, a.data(), lda, b.data(), ldb, accumulate, c.data(), ldc);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            double want = accumulate ? c0[i * ldc + j] : 0.0, mag = std::abs(want);
+            for (int64_t p = 0; p < k; ++p) {
+              const double term = static_cast<double>(from_bf16(a[i * lda + p])) *
+                                  from_bf16(b[(p / 2) * ldb + 2 * j + p % 2]);
+              want += term;
+              mag += std::abs(term);
+            }
+            // Products of bf16 are exact in f32; the sums round in f32.
+            EXPECT_NEAR(c[i * ldc + j], want, 1e-6 * mag + 1e-30) << i << "," << j;
           }
-          // Products of bf16 are exact in f32; the sums round in f32.
-          EXPECT_NEAR(c[i * ldc + j], want, 1e-6 * mag + 1e-30) << i << "," << j;
-        }
-      for (int64_t i = 0; i < m; ++i)  // columns past n untouched
-        for (int64_t j = n; j < ldc; ++j) EXPECT_EQ(c[i * ldc + j], c0[i * ldc + j]);
+        for (int64_t i = 0; i < m; ++i)  // columns past n untouched
+          for (int64_t j = n; j < ldc; ++j) EXPECT_EQ(c[i * ldc + j], c0[i * ldc + j]);
+      }
     }
   }
-  EXPECT_THROW(amx_gemm(8, 16, 32, nullptr, 32, nullptr, 32, false, nullptr, 16), std::logic_error);
+  force_avx512_bf16_tiles(false);
+  EXPECT_THROW(bf16_tile_gemm(8, 16, 32, nullptr, 32, nullptr, 32, false, nullptr, 16),
+               std::logic_error);
 }
 
 }  // namespace
