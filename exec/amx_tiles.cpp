@@ -2,10 +2,11 @@
 // of C in four tile registers and walks k in steps of 32 with two A and two B tiles, so every
 // tile load feeds two dot products. On AVX512-BF16 it keeps a 4 × 64 block of C in sixteen
 // vector registers and walks k a pair at a time: four loads of B's pair-row, and per row of A
-// one broadcast of its pair, feed sixteen vdpbf16ps. Packers from f32 round with AVX512-BF16's conversion (round to
-// nearest even) and interleave pairs with one 16-bit permute; the transposing one moves
-// 32-bit words (a bf16 pair) with tile_gemm.h's transposes where widths and strides are even,
-// element by element otherwise. Every packer has a scalar path with the same bits.
+// one broadcast of its pair, feed sixteen vdpbf16ps. Packers from f32 round with AVX512-BF16's
+// conversion (round to nearest even) and interleave pairs with one 16-bit permute; the
+// transposing one moves 32-bit words (a bf16 pair) with tile_gemm.h's transposes where widths
+// and strides are even, element by element otherwise. Every packer has a scalar path with the
+// same bits.
 #include "exec/amx_tiles.h"
 
 #include <algorithm>
