@@ -1,5 +1,6 @@
-// FlashAttention-2 with bf16 tile products, AMX or AVX512-BF16 (attention_amx.h). The loops are attention.cpp's;
-// what differs is how the operands are laid out for the tiles (amx_tiles.h):
+// FlashAttention-2 with bf16 tile products, AMX or AVX512-BF16 (attention_amx.h). The loops
+// are attention.cpp's; what differs is how the operands are laid out for the tiles
+// (amx_tiles.h):
 //  - once per k/v batch row: kᵀ and vᵀ as pairs per key block (the logits' and dP's B), v and
 //    k as pairs along the keys (the forward's P·V and the backward's dS·K);
 //  - once per query batch row in the backward: q's and dO's rows (A of the logits and of
@@ -170,7 +171,7 @@ Tensor forward_amx(const Operands<float>& o, double scale, const Shape& out_shap
         const int64_t bk = info.end - j0;
         const uint16_t* k_block = kt.data() + (j0 / kKeyBlock) * (pad.e / 2) * kBlockLdb;
         bf16_tile_gemm(bq16, round_up(bk, 16), pad.e, qa.data(), pad.e, k_block, kBlockLdb, false,
-                 tile.data(), kKeyBlock);
+                       tile.data(), kKeyBlock);
         finish_logits(tile.data(), o, bias, static_cast<float>(scale), i0, bq, j0, bk, info.kind);
         if (info.kind == Tile::limited) tile_columns(mask, i0, bq, j0, bk, cols);
         online_softmax_block(tile.data(), kKeyBlock, bq, bk,
@@ -179,7 +180,7 @@ Tensor forward_amx(const Operands<float>& o, double scale, const Shape& out_shap
         const int64_t bk32 = round_up(bk, 32);
         a_from_f32(tile.data(), kKeyBlock, bq, bk, 1.0f, pa.data(), kKeyBlock, bq16, bk32);
         bf16_tile_gemm(bq16, pad.f, bk32, pa.data(), kKeyBlock, vp.data() + j0 * pad.f, 2 * pad.f,
-                 true, acc.data(), pad.f);
+                       true, acc.data(), pad.f);
       }
       for (int64_t i = 0; i < bq; ++i) {
         float* dst = out_data + (n * o.t + i0 + i) * width;
@@ -253,8 +254,8 @@ Tensor backward_amx(const Operands<float>& o, const Tensor& out_in, const Tensor
                           bk32 = round_up(bk, 32);
             // P, from the logits and each row's logsumexp.
             bf16_tile_gemm(bq16, bk16, pad.e, qa.data() + i0 * pad.e, pad.e,
-                     kt.data() + b * (pad.e / 2) * kBlockLdb, kBlockLdb, false, p.data(),
-                     kKeyBlock);
+                           kt.data() + b * (pad.e / 2) * kBlockLdb, kBlockLdb, false, p.data(),
+                           kKeyBlock);
             finish_logits(p.data(), o, bias, s, i0, bq, j0, bk, info.kind);
             if (info.kind == Tile::limited) tile_columns(mask, i0, bq, j0, bk, cols);
             probabilities_block(p.data(), kKeyBlock, bq, bk,
@@ -263,16 +264,16 @@ Tensor backward_amx(const Operands<float>& o, const Tensor& out_in, const Tensor
             // dVᵀ += dOᵀ·P;  dP = dO·Vᵀ;  dS = s·P ∘ (dP − δ);  dQ += dS·K;  dKᵀ += qᵀ·dS.
             pairs_from_f32(p.data(), kKeyBlock, bq, bk, 1.0f, pp.data(), kBlockLdb, bq32, bk16);
             bf16_tile_gemm(pad.f, bk16, bq32, dt.data() + i0, pad.t, pp.data(), kBlockLdb, true,
-                     dvt.data() + b * pad.f * kKeyBlock, kKeyBlock);
+                           dvt.data() + b * pad.f * kKeyBlock, kKeyBlock);
             bf16_tile_gemm(bq16, bk16, pad.f, da.data() + i0 * pad.f, pad.f,
-                     vt.data() + b * (pad.f / 2) * kBlockLdb, kBlockLdb, false, dp.data(),
-                     kKeyBlock);
+                           vt.data() + b * (pad.f / 2) * kBlockLdb, kBlockLdb, false, dp.data(),
+                           kKeyBlock);
             ds_operands(p.data(), dp.data(), kKeyBlock, delta.data() + i0, bq, bk, s, sa.data(),
                         kKeyBlock, sp.data(), kBlockLdb);
-            bf16_tile_gemm(bq16, pad.e, bk32, sa.data(), kKeyBlock, kp.data() + j0 * pad.e, 2 * pad.e,
-                     true, dq.data() + i0 * pad.e, pad.e);
+            bf16_tile_gemm(bq16, pad.e, bk32, sa.data(), kKeyBlock, kp.data() + j0 * pad.e,
+                           2 * pad.e, true, dq.data() + i0 * pad.e, pad.e);
             bf16_tile_gemm(pad.e, bk16, bq32, qt.data() + i0, pad.t, sp.data(), kBlockLdb, true,
-                     dkt.data() + b * pad.e * kKeyBlock, kKeyBlock);
+                           dkt.data() + b * pad.e * kKeyBlock, kKeyBlock);
           }
         }
         float* dq_out = g_data + n * te;
