@@ -1,11 +1,7 @@
 // AMX detection and its sustained bf16 rate (amx.h).
 #include "runtime/amx.h"
 
-#include <atomic>
-#include <chrono>
 #include <cstdint>
-#include <thread>
-#include <vector>
 
 #include <ein/cpu_peak.h>
 
