@@ -10,9 +10,11 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <optional>
 #include <set>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -330,6 +332,7 @@ Match match_at(const Graph& g, int y, Expander*& keep, std::vector<std::unique_p
     m.interior = e2.interior;
     m.interior.insert(scores);
     m.interior.insert(po.source);
+    m.interior.insert(po.through.begin(), po.through.end());  // layout between p and y
     keep = owned_expander.get();
     owned.push_back(std::move(owned_expander));
     return m;
@@ -436,156 +439,151 @@ int ungrouped(const Graph& g, int id, int head, int64_t& repeat) {
   return spread.inputs[0];
 }
 
-/// The rewrite of one match; `source` maps the result's nodes to `g`'s. Nullopt when an
-/// interior node stays live (something else reads the scores or probabilities).
-std::optional<Graph> rewrite(const Graph& g, const Match& m, const Expander& e,
-                             std::vector<int>& source, std::string& why) {
-  Graph out;
-  out.origin = g.origin;
-  std::vector<int> id(g.nodes.size(), -1);
-  std::vector<int> src;
-  auto add = [&](GraphNode n, int from) {
-    src.push_back(from);
-    return out.add(std::move(n));
+/// The canonical positions' X dims: the batch dims, the query dim, then the key dim (X's last).
+std::vector<int> canonical_x(const Graph& g, const Match& m) {
+  std::vector<int> canon_x = m.batch_x;
+  canon_x.push_back(m.t_x);
+  canon_x.push_back(static_cast<int>(g.nodes[m.q].shape.size()) - 1);
+  return canon_x;
+}
+
+/// Throws NoAttention when the logits have a bias (a mask) that varies along none of the
+/// canonical dims: every row is masked alike, which the kernel's bias does not express.
+void check_bias(const Graph& g, const Match& m, const Expander& e) {
+  if (!has_leaf(e, m.logits)) return;
+  std::set<int> used;
+  dims_of(e, m.logits, used);
+  for (int x : canonical_x(g, m))
+    if (used.count(x)) return;
+  throw NoAttention{"the mask does not vary (every row masked alike)"};
+}
+
+/// Appends the replacement of match `m` (found on `g`) to `out`: the attention node, its
+/// output's slice and the layout around them; returns the node that stands for `m.y`.
+int emit(const Graph& g, const Match& m, const Expander& e, const std::vector<int>& id,
+         const detail::AddNode& add_from, const Graph& out) {
+  const auto add = [&](GraphNode n) { return add_from(std::move(n), m.y); };
+  const GraphNode& yn = g.nodes[m.y];
+  auto permuted = [&](int x, const std::vector<int64_t>& order) {
+    if (identity(order)) return id[x];
+    const GraphNode& xn = g.nodes[x];
+    GraphNode p;
+    p.op = GraphOp::permute;
+    p.inputs = {id[x]};
+    for (int64_t o : order) p.shape.push_back(xn.shape[o]);
+    p.dtype = xn.dtype;
+    p.attr = PermuteAttr{order};
+    return add(std::move(p));
   };
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    if (static_cast<int>(i) != m.y) {
-      GraphNode n = g.nodes[i];
-      for (int& in : n.inputs) in = id[in];
-      id[i] = add(std::move(n), static_cast<int>(i));
-      continue;
+  const int q = permuted(m.q, m.q_order);
+  int k = permuted(m.k, m.k_order), v = permuted(m.v, m.v_order);
+  // Grouped-query heads: k and v repeated per group are read from their groups, not copied
+  // (the kernel maps each query head to its group; the backward sums dk, dv over it).
+  int64_t kv_repeat = 1;
+  if (!m.batch_x.empty() && identity(m.k_order) && identity(m.v_order)) {
+    const int head = static_cast<int>(m.batch_x.size()) - 1;
+    int64_t rk = 0, rv = 0;
+    const int gk = ungrouped(g, m.k, head, rk), gv = ungrouped(g, m.v, head, rv);
+    if (gk >= 0 && gv >= 0 && rk == rv && rk > 1) {
+      k = id[gk];
+      v = id[gv];
+      kv_repeat = rk;
     }
-    const GraphNode& yn = g.nodes[m.y];
-    auto permuted = [&](int x, const std::vector<int64_t>& order) {
-      if (identity(order)) return id[x];
-      const GraphNode& xn = g.nodes[x];
-      GraphNode p;
-      p.op = GraphOp::permute;
-      p.inputs = {id[x]};
-      for (int64_t o : order) p.shape.push_back(xn.shape[o]);
-      p.dtype = xn.dtype;
-      p.attr = PermuteAttr{order};
-      return add(std::move(p), m.y);
-    };
-    const int q = permuted(m.q, m.q_order);
-    int k = permuted(m.k, m.k_order), v = permuted(m.v, m.v_order);
-    // Grouped-query heads: k and v repeated per group are read from their groups, not copied
-    // (the kernel maps each query head to its group; the backward sums dk, dv over it).
-    int64_t kv_repeat = 1;
-    if (!m.batch_x.empty() && identity(m.k_order) && identity(m.v_order)) {
-      const int head = static_cast<int>(m.batch_x.size()) - 1;
-      int64_t rk = 0, rv = 0;
-      const int gk = ungrouped(g, m.k, head, rk), gv = ungrouped(g, m.v, head, rv);
-      if (gk >= 0 && gv >= 0 && rk == rv && rk > 1) {
-        k = id[gk];
-        v = id[gv];
-        kv_repeat = rk;
-      }
-    }
-    const Shape qs = out.nodes[q].shape, ks = out.nodes[k].shape, vs = out.nodes[v].shape;
-    const size_t nb = m.batch_x.size();
-    // The bias over the X dims it varies along, then broadcast to [batch..., t, s].
-    std::vector<int> inputs{q, k, v};
-    const int logits = m.logits;
-    if (has_leaf(e, logits)) {
-      std::set<int> used;
-      dims_of(e, logits, used);
-      std::vector<int> canon_x = m.batch_x;  // canonical position -> X dim
-      canon_x.push_back(m.t_x);
-      canon_x.push_back(static_cast<int>(qs.size()) - 1);  // s is X's last dim
-      Shape full;
-      for (size_t c = 0; c < canon_x.size(); ++c)
-        full.push_back(c < nb ? qs[c] : c == nb ? qs[nb] : ks[nb]);
-      std::vector<int> pos_of_x(canon_x.size(), -1);
-      Shape bias_shape;
-      std::vector<int> bias_canon;  // bias dim -> canonical position
-      for (size_t c = 0; c < canon_x.size(); ++c)
-        if (used.count(canon_x[c])) {
-          pos_of_x[canon_x[c]] = static_cast<int>(bias_shape.size());
-          bias_shape.push_back(full[c]);
-          bias_canon.push_back(static_cast<int>(c));
-        }
-      if (bias_shape.empty()) {
-        why = "the mask does not vary (every row masked alike)";
-        return std::nullopt;
-      }
-      auto kernel = std::make_shared<Kernel>();
-      kernel->name = "attention_bias";
-      kernel->origin = g.origin;
-      std::map<std::pair<int, std::vector<int>>, int> loads;
-      std::vector<std::pair<int, std::vector<int>>> leaves;
-      std::map<int, int> memo;
-      kernel->body = kernel->result = emit_bias(e, logits, *kernel, loads, leaves, pos_of_x, memo);
-      GraphNode bm;
-      bm.op = GraphOp::map;
-      bm.shape = bias_shape;
-      bm.dtype = DType::f32;
-      MapAttr ma;
-      ma.body = kernel;
-      for (const auto& [node, axes] : leaves) {
-        bm.inputs.push_back(id[node]);
-        std::vector<int> placed;
-        for (int d : axes) placed.push_back(d < 0 ? 0 : pos_of_x[d]);
-        ma.axes.push_back(std::move(placed));
-      }
-      bm.attr = std::move(ma);
-      const int bias_map = add(std::move(bm), m.y);
-      GraphNode view;
-      view.op = GraphOp::view;
-      view.inputs = {bias_map};
-      view.shape = full;
-      view.dtype = DType::f32;
-      ViewAttr va;
-      for (int64_t s : bias_shape) va.split.push_back({s});
-      for (size_t c = 0; c < full.size(); ++c) {
-        auto it = std::find(bias_canon.begin(), bias_canon.end(), static_cast<int>(c));
-        va.dims.push_back(it == bias_canon.end() ? std::vector<int>{}
-                                                 : std::vector<int>{static_cast<int>(it - bias_canon.begin())});
-      }
-      view.attr = std::move(va);
-      inputs.push_back(add(std::move(view), m.y));
-    }
-    // The attention node: [batch..., t, f + 1] (o, then lse), f32 unless q is f64.
-    const DType dtype = yn.dtype == DType::f64 ? DType::f64 : DType::f32;
-    GraphNode a;
-    a.op = GraphOp::attention;
-    a.inputs = inputs;
-    a.shape = Shape(qs.begin(), qs.end() - 1);
-    a.shape.push_back(vs.back() + 1);
-    a.dtype = dtype;
-    a.attr = AttentionAttr{m.scale, inputs.size() == 4, kv_repeat};
-    const int att = add(std::move(a), m.y);
-    GraphNode sl;
-    sl.op = GraphOp::slice;
-    sl.inputs = {att};
-    sl.shape = out.nodes[att].shape;
-    sl.shape.back() = vs.back();
-    sl.dtype = dtype;
-    sl.attr = SliceAttr{static_cast<int64_t>(sl.shape.size()) - 1, 0, vs.back()};
-    int o = add(std::move(sl), m.y);
-    if (dtype != yn.dtype) {
-      GraphNode c;
-      c.op = GraphOp::cast;
-      c.inputs = {o};
-      c.shape = out.nodes[o].shape;
-      c.dtype = yn.dtype;
-      o = add(std::move(c), m.y);
-    }
-    id[i] = identity(m.y_order) ? o : [&] {
-      GraphNode p;
-      p.op = GraphOp::permute;
-      p.inputs = {o};
-      for (int64_t d : m.y_order) p.shape.push_back(out.nodes[o].shape[d]);
-      p.dtype = yn.dtype;
-      p.attr = PermuteAttr{m.y_order};
-      return add(std::move(p), m.y);
-    }();
   }
-  for (int o : g.outputs) out.outputs.push_back(id[o]);
-  // Drop what nothing reads any more; the interior must be gone.
-  std::vector<int> must_die;
-  for (int n : m.interior) must_die.push_back(id[n]);
-  return detail::compact(std::move(out), src, must_die, source, why);
+  const Shape qs = out.nodes[q].shape, ks = out.nodes[k].shape, vs = out.nodes[v].shape;
+  const size_t nb = m.batch_x.size();
+  // The bias over the X dims it varies along, then broadcast to [batch..., t, s].
+  std::vector<int> inputs{q, k, v};
+  const int logits = m.logits;
+  if (has_leaf(e, logits)) {
+    std::set<int> used;
+    dims_of(e, logits, used);
+    const std::vector<int> canon_x = canonical_x(g, m);  // canonical position -> X dim
+    Shape full;
+    for (size_t c = 0; c < canon_x.size(); ++c)
+      full.push_back(c < nb ? qs[c] : c == nb ? qs[nb] : ks[nb]);
+    std::vector<int> pos_of_x(canon_x.size(), -1);
+    Shape bias_shape;
+    std::vector<int> bias_canon;  // bias dim -> canonical position
+    for (size_t c = 0; c < canon_x.size(); ++c)
+      if (used.count(canon_x[c])) {
+        pos_of_x[canon_x[c]] = static_cast<int>(bias_shape.size());
+        bias_shape.push_back(full[c]);
+        bias_canon.push_back(static_cast<int>(c));
+      }
+    if (bias_shape.empty())  // check_bias() turned such a match down
+      throw std::logic_error("internal error: an attention bias that varies along no dim");
+    auto kernel = std::make_shared<Kernel>();
+    kernel->name = "attention_bias";
+    kernel->origin = g.origin;
+    std::map<std::pair<int, std::vector<int>>, int> loads;
+    std::vector<std::pair<int, std::vector<int>>> leaves;
+    std::map<int, int> memo;
+    kernel->body = kernel->result = emit_bias(e, logits, *kernel, loads, leaves, pos_of_x, memo);
+    GraphNode bm;
+    bm.op = GraphOp::map;
+    bm.shape = bias_shape;
+    bm.dtype = DType::f32;
+    MapAttr ma;
+    ma.body = kernel;
+    for (const auto& [node, axes] : leaves) {
+      bm.inputs.push_back(id[node]);
+      std::vector<int> placed;
+      for (int d : axes) placed.push_back(d < 0 ? 0 : pos_of_x[d]);
+      ma.axes.push_back(std::move(placed));
+    }
+    bm.attr = std::move(ma);
+    const int bias_map = add(std::move(bm));
+    GraphNode view;
+    view.op = GraphOp::view;
+    view.inputs = {bias_map};
+    view.shape = full;
+    view.dtype = DType::f32;
+    ViewAttr va;
+    for (int64_t s : bias_shape) va.split.push_back({s});
+    for (size_t c = 0; c < full.size(); ++c) {
+      auto it = std::find(bias_canon.begin(), bias_canon.end(), static_cast<int>(c));
+      va.dims.push_back(it == bias_canon.end() ? std::vector<int>{}
+                                               : std::vector<int>{static_cast<int>(it - bias_canon.begin())});
+    }
+    view.attr = std::move(va);
+    inputs.push_back(add(std::move(view)));
+  }
+  // The attention node: [batch..., t, f + 1] (o, then lse), f32 unless q is f64.
+  const DType dtype = yn.dtype == DType::f64 ? DType::f64 : DType::f32;
+  GraphNode a;
+  a.op = GraphOp::attention;
+  a.inputs = inputs;
+  a.shape = Shape(qs.begin(), qs.end() - 1);
+  a.shape.push_back(vs.back() + 1);
+  a.dtype = dtype;
+  a.attr = AttentionAttr{m.scale, inputs.size() == 4, kv_repeat};
+  const int att = add(std::move(a));
+  GraphNode sl;
+  sl.op = GraphOp::slice;
+  sl.inputs = {att};
+  sl.shape = out.nodes[att].shape;
+  sl.shape.back() = vs.back();
+  sl.dtype = dtype;
+  sl.attr = SliceAttr{static_cast<int64_t>(sl.shape.size()) - 1, 0, vs.back()};
+  int o = add(std::move(sl));
+  if (dtype != yn.dtype) {
+    GraphNode c;
+    c.op = GraphOp::cast;
+    c.inputs = {o};
+    c.shape = out.nodes[o].shape;
+    c.dtype = yn.dtype;
+    o = add(std::move(c));
+  }
+  return identity(m.y_order) ? o : [&] {
+    GraphNode p;
+    p.op = GraphOp::permute;
+    p.inputs = {o};
+    for (int64_t d : m.y_order) p.shape.push_back(out.nodes[o].shape[d]);
+    p.dtype = yn.dtype;
+    p.attr = PermuteAttr{m.y_order};
+    return add(std::move(p));
+  }();
 }
 
 }  // namespace
@@ -606,19 +604,31 @@ AttentionFusion fuse_attention(const Graph& graph) {
     }
     return false;
   };
-  const auto attempt = [](const Graph& g, int y, std::vector<int>& source,
-                          std::string& why) -> std::optional<Graph> {
-    try {
+  const auto match = [](const Graph& g, int y, std::string& why) -> std::optional<detail::Site> {
+    // The match and the expanders its bias is emitted from, kept until the site is placed.
+    struct Found {
       std::vector<std::unique_ptr<Expander>> owned;
       Expander* e = nullptr;
-      const Match m = match_at(g, y, e, owned);
-      return rewrite(g, m, *e, source, why);
+      Match m;
+    };
+    auto found = std::make_shared<Found>();
+    try {
+      found->m = match_at(g, y, found->e, found->owned);
+      check_bias(g, found->m, *found->e);
     } catch (const NoAttention& f) {
       why = f.why;
       return std::nullopt;
     }
+    detail::Site site;
+    site.at = y;
+    site.interior.assign(found->m.interior.begin(), found->m.interior.end());
+    site.emit = [&g, found](const std::vector<int>& id, const detail::AddNode& add,
+                            const Graph& out) {
+      return emit(g, found->m, *found->e, id, add, out);
+    };
+    return site;
   };
-  detail::Replacements r = detail::replace_all(graph, candidate, attempt);
+  detail::Replacements r = detail::replace_all(graph, candidate, match);
   AttentionFusion out{std::move(r.graph), std::move(r.source), r.replaced, {}};
   for (auto& [node, why] : r.misses) out.misses.push_back({node, std::move(why)});
   return out;

@@ -162,15 +162,10 @@ Match match_at(const Graph& g, int rows) {
   return m;
 }
 
-std::optional<Graph> rewrite(const Graph& g, const Match& m, std::vector<int>& source,
-                             std::string& why) {
-  Graph out;
-  out.origin = g.origin;
-  std::vector<int> id(g.nodes.size(), -1), src;
-  auto add = [&](GraphNode n, int from) {
-    src.push_back(from);
-    return out.add(std::move(n));
-  };
+/// Appends the replacement of match `m` (found on `g`) to the graph being built: the fused
+/// kernel over the rows, and the per-row loss sliced out of it; returns the node that stands
+/// for `m.rows`.
+int emit(const Graph& g, const Match& m, const std::vector<int>& id, const detail::AddNode& add) {
   auto node = [](GraphOp op, std::vector<int> inputs, Shape shape, DType dtype,
                  decltype(GraphNode::attr) attr = std::monostate{}) {
     GraphNode n;
@@ -181,42 +176,30 @@ std::optional<Graph> rewrite(const Graph& g, const Match& m, std::vector<int>& s
     n.attr = std::move(attr);
     return n;
   };
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    if (static_cast<int>(i) != m.rows) {
-      GraphNode n = g.nodes[i];
-      for (int& in : n.inputs) in = id[in];
-      id[i] = add(std::move(n), static_cast<int>(i));
-      continue;
-    }
-    const GraphNode& rn = g.nodes[m.rows];
-    const GraphNode &hn = g.nodes[m.h], &wn = g.nodes[m.w], &tn = g.nodes[m.targets];
-    int64_t rows = 1;
-    for (int64_t s : rn.shape) rows *= s;
-    Shape hp;
-    for (int64_t o : m.h_order) hp.push_back(hn.shape[o]);
-    const int64_t d = hp.back(), v = wn.shape[m.w_order[1]];
-    int h = id[m.h];
-    if (!std::is_sorted(m.h_order.begin(), m.h_order.end()))
-      h = add(node(GraphOp::permute, {h}, hp, hn.dtype, PermuteAttr{m.h_order}), m.rows);
-    h = add(node(GraphOp::reshape, {h}, {rows, d}, hn.dtype), m.rows);
-    int w = id[m.w];
-    if (m.w_order[0] != 0)
-      w = add(node(GraphOp::permute, {w}, {d, v}, wn.dtype, PermuteAttr{m.w_order}), m.rows);
-    const int t = add(node(GraphOp::reshape, {id[m.targets]}, {rows}, tn.dtype), m.rows);
-    const DType dtype = rn.dtype == DType::f64 ? DType::f64 : DType::f32;
-    // The kernel stands for the head's contraction (its FLOPs are nearly all the product's):
-    // reports attribute it to the expression that made the logits.
-    const int lce =
-        add(node(GraphOp::linear_cross_entropy, {h, w, t}, {rows, 2}, dtype), m.contract);
-    int loss = add(node(GraphOp::slice, {lce}, {rows, 1}, dtype, SliceAttr{1, 0, 1}), m.rows);
-    loss = add(node(GraphOp::reshape, {loss}, rn.shape, dtype), m.rows);
-    if (dtype != rn.dtype) loss = add(node(GraphOp::cast, {loss}, rn.shape, rn.dtype), m.rows);
-    id[i] = loss;
-  }
-  for (int o : g.outputs) out.outputs.push_back(id[o]);
-  std::vector<int> must_die;
-  for (int n : m.interior) must_die.push_back(id[n]);
-  return detail::compact(std::move(out), src, must_die, source, why);
+  const GraphNode& rn = g.nodes[m.rows];
+  const GraphNode &hn = g.nodes[m.h], &wn = g.nodes[m.w], &tn = g.nodes[m.targets];
+  int64_t rows = 1;
+  for (int64_t s : rn.shape) rows *= s;
+  Shape hp;
+  for (int64_t o : m.h_order) hp.push_back(hn.shape[o]);
+  const int64_t d = hp.back(), v = wn.shape[m.w_order[1]];
+  int h = id[m.h];
+  if (!std::is_sorted(m.h_order.begin(), m.h_order.end()))
+    h = add(node(GraphOp::permute, {h}, hp, hn.dtype, PermuteAttr{m.h_order}), m.rows);
+  h = add(node(GraphOp::reshape, {h}, {rows, d}, hn.dtype), m.rows);
+  int w = id[m.w];
+  if (m.w_order[0] != 0)
+    w = add(node(GraphOp::permute, {w}, {d, v}, wn.dtype, PermuteAttr{m.w_order}), m.rows);
+  const int t = add(node(GraphOp::reshape, {id[m.targets]}, {rows}, tn.dtype), m.rows);
+  const DType dtype = rn.dtype == DType::f64 ? DType::f64 : DType::f32;
+  // The kernel stands for the head's contraction (its FLOPs are nearly all the product's):
+  // reports attribute it to the expression that made the logits.
+  const int lce =
+      add(node(GraphOp::linear_cross_entropy, {h, w, t}, {rows, 2}, dtype), m.contract);
+  int loss = add(node(GraphOp::slice, {lce}, {rows, 1}, dtype, SliceAttr{1, 0, 1}), m.rows);
+  loss = add(node(GraphOp::reshape, {loss}, rn.shape, dtype), m.rows);
+  if (dtype != rn.dtype) loss = add(node(GraphOp::cast, {loss}, rn.shape, rn.dtype), m.rows);
+  return loss;
 }
 
 }  // namespace
@@ -227,16 +210,22 @@ CrossEntropyFusion fuse_linear_cross_entropy(const Graph& graph) {
     return g.nodes[i].op == GraphOp::map && binary_body(g, i, ScalarOp::sub) &&
            last_dim_reduce(g.nodes[resolve_operand(g, i, 0).source], g, Reduction::logsumexp);
   };
-  const auto attempt = [](const Graph& g, int i, std::vector<int>& source,
-                          std::string& why) -> std::optional<Graph> {
+  const auto match = [](const Graph& g, int i, std::string& why) -> std::optional<detail::Site> {
     try {
-      return rewrite(g, match_at(g, i), source, why);
+      const Match m = match_at(g, i);
+      detail::Site site;
+      site.at = m.rows;
+      site.interior = m.interior;
+      site.emit = [&g, m](const std::vector<int>& id, const detail::AddNode& add, const Graph&) {
+        return emit(g, m, id, add);
+      };
+      return site;
     } catch (const Fail& f) {
       why = f.why;
       return std::nullopt;
     }
   };
-  detail::Replacements r = detail::replace_all(graph, candidate, attempt);
+  detail::Replacements r = detail::replace_all(graph, candidate, match);
   CrossEntropyFusion out{std::move(r.graph), std::move(r.source), r.replaced, {}};
   for (auto& [node, why] : r.misses) out.misses.push_back({node, std::move(why)});
   return out;

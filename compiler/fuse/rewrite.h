@@ -1,6 +1,6 @@
 // What the pattern-replacing passes (attention.h, cross_entropy.h) share: a graph rewritten
-// with the replacement inserted where the matched chain ended, then compacted — nodes nothing
-// reads dropped — with the check that the chain really died.
+// with each replacement inserted where its matched chain ended, then compacted — nodes nothing
+// reads dropped — with the check that every replaced chain really died.
 #pragma once
 
 #include <functional>
@@ -21,6 +21,19 @@ std::optional<Graph> compact(Graph out, const std::vector<int>& src,
                              const std::vector<int>& must_die, std::vector<int>& source,
                              std::string& why);
 
+/// Appends a node to the graph being built, recording the input-graph node it stands for;
+/// returns its index.
+using AddNode = std::function<int(GraphNode node, int from)>;
+
+/// One match of a pattern-replacing pass, found on the pass's input graph.
+struct Site {
+  int at = -1;                ///< the node whose value the replacement computes
+  std::vector<int> interior;  ///< the matched chain's nodes: nothing else may read them
+  /// Appends the replacement to `out` and returns the node that stands for `at`. `id` maps
+  /// every input-graph node before `at` to its node in `out`.
+  std::function<int(const std::vector<int>& id, const AddNode& add, const Graph& out)> emit;
+};
+
 /// What replace_all() did.
 struct Replacements {
   Graph graph;                                     ///< the rewritten graph
@@ -29,13 +42,14 @@ struct Replacements {
   std::vector<std::pair<int, std::string>> misses; ///< candidates left (input node, why)
 };
 
-/// The driver of a pattern-replacing pass: tries `attempt` at every node `candidate` accepts,
-/// each node of the input graph at most once; `attempt` returns the rewritten graph with its
-/// source map (into the graph it was given) or nullopt with `why`. After a rewrite the scan
-/// starts again on the new graph (node ids moved), keeping each node's origin.
+/// The driver of a pattern-replacing pass: `match` is tried at every node `candidate`
+/// accepts, all on the input graph, and returns the site or nullopt with `why`. Every site
+/// is then replaced in one copy of the graph, which is compacted once: a pass costs a few
+/// copies of the graph, not one per match (a 256-layer model's 256 attentions had made
+/// tracing quadratic in depth). A site whose chain is still read by something else stays
+/// unfused (a miss), and the others are placed again without it.
 Replacements replace_all(
     const Graph& graph, const std::function<bool(const Graph&, int)>& candidate,
-    const std::function<std::optional<Graph>(const Graph&, int, std::vector<int>& source,
-                                             std::string& why)>& attempt);
+    const std::function<std::optional<Site>(const Graph&, int, std::string& why)>& match);
 
 }  // namespace ein::detail
