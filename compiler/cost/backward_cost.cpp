@@ -3,6 +3,7 @@
 #include "compiler/cost/backward_cost.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -58,6 +59,9 @@ std::vector<uint64_t> operand_masks(const Backward& b, const Graph& forward) {
     return bits;
   };
   std::vector<uint64_t> mask(n, 0);
+  std::vector<int> frontier;
+  std::vector<uint32_t> seen(n, 0);
+  uint32_t stamp = 0;
   for (size_t i = n; i-- > 0;) {
     if (i < b.forward_of.size() && b.forward_of[i] >= 0) continue;  // the forward side
     const GradOrigin o = origin(i);
@@ -70,15 +74,16 @@ std::vector<uint64_t> operand_masks(const Backward& b, const Graph& forward) {
     for (int c : consumers[i])
       if (origin(c).forward == o.forward) terminal = false, mask[i] |= mask[c];
     if (!terminal) continue;
-    // Downstream, breadth first, to the first VJP of one of this node's operands.
-    std::vector<int> frontier{static_cast<int>(i)};
-    std::vector<char> seen(n, 0);
+    // Downstream, breadth first, to the first VJP of one of this node's operands. (`seen`
+    // is stamped per search, not cleared: a graph has a terminal node or more per layer.)
+    frontier.assign(1, static_cast<int>(i));
+    ++stamp;
     for (size_t at = 0; at < frontier.size() && mask[i] == 0; ++at) {
       const int x = frontier[at];
       if (output_input[x] >= 0) mask[i] |= bits_of(o.forward, output_input[x]);
       for (int c : consumers[x]) {
         if (origin(c).forward >= 0) mask[i] |= bits_of(o.forward, origin(c).forward);
-        if (!seen[c]) seen[c] = 1, frontier.push_back(c);
+        if (seen[c] != stamp) seen[c] = stamp, frontier.push_back(c);
       }
     }
   }

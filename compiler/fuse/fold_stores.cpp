@@ -169,9 +169,12 @@ struct Folding {
   int last = -1;              ///< the final tensor's node
 };
 
+/// The folding of a graph's concats, one after another: each is tried, and applied to the
+/// graph in place, with the readers of every node kept up to date (built once: a training
+/// step has a concat or more per layer).
 class Folder {
  public:
-  explicit Folder(const Graph& g) : g_(g), readers_(g.nodes.size()), output_(g.nodes.size(), 0) {
+  explicit Folder(Graph& g) : g_(g), readers_(g.nodes.size()), output_(g.nodes.size(), 0) {
     for (size_t i = 0; i < g.nodes.size(); ++i)
       for (int in : g.nodes[i].inputs)
         readers_[in].push_back(static_cast<int>(i));
@@ -270,59 +273,68 @@ class Folder {
     return f;
   }
 
+  /// The graph with `f` applied: the kernel's outputs placed into the final tensor, the final
+  /// node's readers reading the kernel's holder output, the chain and the other outputs'
+  /// result nodes left for compact() to drop.
+  void apply(const Folding& f, const std::vector<int>& source) {
+    GraphNode& kernel = g_.nodes[f.fused];
+    auto& attr = std::get<FusedAttr>(kernel.attr);
+    const GraphNode& last = g_.nodes[f.last];
+    Shape contiguous(last.shape.size(), 1);
+    for (size_t t = contiguous.size(); t-- > 1;)
+      contiguous[t - 1] = contiguous[t] * last.shape[t];
+    const int holder = *std::min_element(f.outputs.begin(), f.outputs.end());
+    for (size_t p = 0; p < f.outputs.size(); ++p) {
+      FusedOutput& o = attr.outputs[static_cast<size_t>(f.outputs[p])];
+      o.strides.assign(f.index[p].cols, 0);
+      o.offset = 0;
+      for (size_t t = 0; t < contiguous.size(); ++t) {
+        for (size_t d = 0; d < f.index[p].cols; ++d)
+          o.strides[d] += f.index[p].m[t][d] * contiguous[t];
+        o.offset += f.index[p].o[t] * contiguous[t];
+      }
+      if (f.outputs[p] == holder) {
+        o.shape = last.shape;
+        o.dims.clear();
+      } else {
+        o.into = holder;
+      }
+    }
+    for (int n : f.chain)
+      if (source[static_cast<size_t>(n)] >= 0) attr.members.push_back(source[static_cast<size_t>(n)]);
+    // The holder's value node now is the final tensor.
+    int value = f.fused;
+    if (holder != 0)
+      for (int r : readers_[f.fused])
+        if (g_.nodes[r].op == GraphOp::result &&
+            std::get<ResultAttr>(g_.nodes[r].attr).index == holder)
+          value = r;
+    for (int r : readers_[f.last]) {
+      for (int& in : g_.nodes[r].inputs)
+        if (in == f.last) in = value;
+      readers_[value].push_back(r);
+    }
+    readers_[f.last].clear();
+    for (int& o : g_.outputs)
+      if (o == f.last) {
+        o = value;
+        output_[f.last] = 0;
+        output_[value] = 1;
+      }
+    g_.nodes[value].shape = last.shape;
+    if (value == f.fused) kernel.shape = last.shape;
+    // The other outputs' result nodes are read by the chain only: drop their reader.
+    for (int n : f.chain) {
+      for (int in : g_.nodes[n].inputs) std::erase(readers_[in], n);
+      g_.nodes[n].inputs.clear();
+    }
+  }
+
  private:
-  const Graph& g_;
+  Graph& g_;
   std::vector<std::vector<int>> readers_;
   std::vector<char> output_;
 };
-
-/// `g` with `f` applied: the kernel's outputs placed into the final tensor, the final node's
-/// readers reading the kernel's holder output, the chain and the other outputs' result nodes
-/// left for compact() to drop.
-void apply(Graph& g, const Folding& f, const std::vector<int>& source) {
-  GraphNode& kernel = g.nodes[f.fused];
-  auto& attr = std::get<FusedAttr>(kernel.attr);
-  const GraphNode& last = g.nodes[f.last];
-  Shape contiguous(last.shape.size(), 1);
-  for (size_t t = contiguous.size(); t-- > 1;)
-    contiguous[t - 1] = contiguous[t] * last.shape[t];
-  const int holder = *std::min_element(f.outputs.begin(), f.outputs.end());
-  for (size_t p = 0; p < f.outputs.size(); ++p) {
-    FusedOutput& o = attr.outputs[static_cast<size_t>(f.outputs[p])];
-    o.strides.assign(f.index[p].cols, 0);
-    o.offset = 0;
-    for (size_t t = 0; t < contiguous.size(); ++t) {
-      for (size_t d = 0; d < f.index[p].cols; ++d)
-        o.strides[d] += f.index[p].m[t][d] * contiguous[t];
-      o.offset += f.index[p].o[t] * contiguous[t];
-    }
-    if (f.outputs[p] == holder) {
-      o.shape = last.shape;
-      o.dims.clear();
-    } else {
-      o.into = holder;
-    }
-  }
-  for (int n : f.chain)
-    if (source[static_cast<size_t>(n)] >= 0) attr.members.push_back(source[static_cast<size_t>(n)]);
-  // The holder's value node now is the final tensor.
-  int value = f.fused;
-  if (holder != 0)
-    for (size_t i = 0; i < g.nodes.size(); ++i)
-      if (g.nodes[i].op == GraphOp::result && g.nodes[i].inputs[0] == f.fused &&
-          std::get<ResultAttr>(g.nodes[i].attr).index == holder)
-        value = static_cast<int>(i);
-  for (size_t i = static_cast<size_t>(f.last) + 1; i < g.nodes.size(); ++i)
-    for (int& in : g.nodes[i].inputs)
-      if (in == f.last) in = value;
-  for (int& o : g.outputs)
-    if (o == f.last) o = value;
-  g.nodes[value].shape = last.shape;
-  if (value == f.fused) kernel.shape = last.shape;
-  // The other outputs' result nodes are read by the chain only: drop their reader.
-  for (int n : f.chain)
-    g.nodes[n].inputs.clear();
-}
 
 }  // namespace
 
@@ -331,11 +343,12 @@ Graph fold_concats_into_stores(Graph g, std::vector<int>* source) {
   std::iota(src.begin(), src.end(), 0);
   const std::vector<int> unfused = source ? *source : std::vector<int>(g.nodes.size(), -1);
   bool folded = false;
+  Folder folder(g);
   for (size_t c = 0; c < g.nodes.size(); ++c) {
     if (g.nodes[c].op != GraphOp::concat) continue;
-    const std::optional<Folding> f = Folder(g).try_concat(static_cast<int>(c));
+    const std::optional<Folding> f = folder.try_concat(static_cast<int>(c));
     if (!f) continue;
-    apply(g, *f, unfused);
+    folder.apply(*f, unfused);
     folded = true;
   }
   if (!folded) return g;

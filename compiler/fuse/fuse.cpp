@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <functional>
 #include <iterator>
+#include <optional>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -462,8 +463,10 @@ class Pass {
     ++stamp_;
     std::vector<int> stack(groups_[gid].members.begin(), groups_[gid].members.end());
     visited_[n_ + gid] = stamp_;
+    const int h = horizon(gid);
     const auto visit = [&](int x, int r) {
       if (group_of_[r] == gid) return group_of_[x] == gid;  // else: left the kernel, came back
+      if ((group_of_[r] >= 0 ? groups_[group_of_[r]].members.front() : r) > h) return true;
       const size_t v = group_of_[r] >= 0 ? n_ + group_of_[r] : static_cast<size_t>(r);
       if (visited_[v] == stamp_) return true;
       visited_[v] = stamp_;
@@ -483,6 +486,25 @@ class Pass {
         if (group_of_[r] >= 0 && !visit(x, r)) return false;
     }
     return true;
+  }
+
+  /// The last node from which a path can still lead back into group `gid`: a node leads only
+  /// to later nodes, except through a kernel, which a path enters at one member and leaves
+  /// from any. So from the group's last member, the horizon moves to the last member of every
+  /// kernel that starts at or before it and ends after it. acyclic() searches no further: a
+  /// deep model's graph is searched a layer or so, not to its end, at each join (the whole
+  /// remainder made fusing a training step quadratic in depth). Members are in node order.
+  int horizon(int gid) const {
+    int h = groups_[gid].members.back();
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (const Group& k : groups_)
+        if (!k.dead && !k.members.empty() && k.members.front() <= h && k.members.back() > h) {
+          h = k.members.back();
+          moved = true;
+        }
+    }
+    return h;
   }
 
   /// Copies of some groups, to undo a tentative merge or join.
@@ -625,7 +647,7 @@ void Pass::merge_siblings() {
       const std::vector<int>&sa = src[a], &sb = src[b];
       std::vector<int> common;
       std::set_intersection(sa.begin(), sa.end(), sb.begin(), sb.end(), std::back_inserter(common));
-      const Snapshot before = save({static_cast<int>(a), static_cast<int>(b)});
+      std::optional<Snapshot> before;  // taken just before the first change
       if (ga.domain != gb.domain || ga.reduced != gb.reduced) {
         // A pointwise kernel over the same points in another dim order (a gradient map beside
         // the column sum of its sibling) is moved onto the other's domain, matched through
@@ -635,6 +657,7 @@ void Pass::merge_siblings() {
         const Group& onto = gb.reduced == 0 ? ga : gb;
         const std::optional<std::vector<int>> to = align(moved, onto, common);
         if (!to) continue;
+        before = save({static_cast<int>(a), static_cast<int>(b)});
         for (auto* places : {&moved.place, &moved.in_place})
           for (auto& pl : *places)
             for (int& d : pl)
@@ -645,11 +668,12 @@ void Pass::merge_siblings() {
                                                                   static_cast<int>(b)))) {
         continue;
       }
+      if (!before) before = save({static_cast<int>(a), static_cast<int>(b)});
       for (int m : gb.members)
         group_of_[m] = static_cast<int>(a);
       merge(ga, gb);
       if (!consistent(groups_[a]) || !acyclic(static_cast<int>(a)))
-        restore(before);
+        restore(*before);
       else
         src[a] = sources(groups_[a]);
     }
