@@ -492,8 +492,10 @@ class Pass {
   /// to later nodes, except through a kernel, which a path enters at one member and leaves
   /// from any. So from the group's last member, the horizon moves to the last member of every
   /// kernel that starts at or before it and ends after it. acyclic() searches no further: a
-  /// deep model's graph is searched a layer or so, not to its end, at each join (the whole
-  /// remainder made fusing a training step quadratic in depth). Members are in node order.
+  /// deep model's graph is searched a layer or so, not to its end, at each join (the search
+  /// of the whole remainder made fusing a training step quadratic in depth). Finding the
+  /// horizon is one pass or two over the groups' first and last members, which is cheap but
+  /// still grows with the graph. Members are in node order.
   int horizon(int gid) const {
     int h = groups_[gid].members.back();
     for (bool moved = true; moved;) {

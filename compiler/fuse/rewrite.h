@@ -46,8 +46,10 @@ struct Replacements {
 /// accepts, all on the input graph, and returns the site or nullopt with `why`. Every site
 /// is then replaced in one copy of the graph, which is compacted once: a pass costs a few
 /// copies of the graph, not one per match (a 256-layer model's 256 attentions had made
-/// tracing quadratic in depth). A site whose chain is still read by something else stays
-/// unfused (a miss), and the others are placed again without it.
+/// tracing quadratic in depth). A site stays unfused (a miss, with the reason) when a node of
+/// its chain is read outside the chain (by another node, another site's chain, or the caller
+/// as an output), or when it overlaps an earlier site. Should a chain still be read once the
+/// sites are in place, that site is dropped and the rest are placed again.
 Replacements replace_all(
     const Graph& graph, const std::function<bool(const Graph&, int)>& candidate,
     const std::function<std::optional<Site>(const Graph&, int, std::string& why)>& match);
