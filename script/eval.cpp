@@ -174,17 +174,19 @@ Value Interpreter::elementwise(ScalarOp op, const std::vector<Value>& args, cons
 uint64_t Interpreter::next_param_seed() { return mix(options_.seed, param_counter_++); }
 
 void Interpreter::count_iteration(SourceRange range, int64_t planned) {
-  if (planned > limits::kMaxLoopIterations - loop_iterations_)
+  const int64_t limit =
+      std::clamp<int64_t>(options_.max_loop_iterations, 0, limits::kMaxLoopIterations);
+  if (planned > limit - loop_iterations_)
     fail(range, fmt::format("this loop would run {} times, but loops are unrolled while "
                             "tracing and may run at most {} iterations in all{}",
-                            planned, limits::kMaxLoopIterations,
+                            planned, limit,
                             loop_iterations_ > 0
                                 ? fmt::format(" ({} already run)", loop_iterations_)
                                 : std::string()));
-  if (++loop_iterations_ > limits::kMaxLoopIterations)
+  if (++loop_iterations_ > limit)
     fail(range, fmt::format("loops ran more than {} iterations in all (nested loops and loops in "
                             "called functions count together; loops are unrolled while tracing)",
-                            limits::kMaxLoopIterations));
+                            limit));
 }
 
 namespace {

@@ -64,7 +64,7 @@ Traced Interpreter::trace(const std::shared_ptr<Closure>& fn, const std::vector<
   Trace tr(fn->qualname);
   tr.training = training;
   tr.compute = compute_;
-  loop_iterations_ = 0;  // the loop budget (limits::kMaxLoopIterations) is per trace
+  loop_iterations_ = 0;  // the loop budget (LoadOptions::max_loop_iterations) is per trace
   std::vector<CallArg> call_args;
   for (size_t i = 0; i < args.size(); ++i) {
     Feed f;

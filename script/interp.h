@@ -160,7 +160,7 @@ class Interpreter {
   void check_tensor_size(const Shape& shape, DType dtype, SourceRange range,
                          const std::string& what);
   /// Counts one iteration of a loop or comprehension at `range` against
-  /// limits::kMaxLoopIterations (nested loops count together); `planned` is how many the
+  /// LoadOptions::max_loop_iterations (nested loops count together); `planned` is how many the
   /// loop will run when known up front (a range), so a huge one fails before its first.
   void count_iteration(SourceRange range, int64_t planned = 0);
 

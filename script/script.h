@@ -18,6 +18,7 @@
 
 #include "compiler/graph/graph.h"
 #include "compiler/graph/lower_patterns.h"
+#include "dsl/limits.h"
 #include <ein/tensor.h>
 
 namespace ein::script {
@@ -48,6 +49,12 @@ struct LoadOptions {
   /// never holds the logits (compiler/fuse/cross_entropy.h). EIN_CROSS_ENTROPY=unfused turns
   /// it off too.
   bool fused_cross_entropy = true;
+  /// Loop and comprehension iterations one trace (or the loading) may run: at most
+  /// limits::kMaxLoopIterations (a larger value counts as that). Lower it to bound the work an
+  /// untrusted script can ask for: a layer count is a loop, so a script that asks for more
+  /// layers fails at its loop with a UserError instead of tracing them (the `.ein` fuzz target
+  /// uses 16, so a mutated `dim L = 344` costs an error, not seconds).
+  int64_t max_loop_iterations = limits::kMaxLoopIterations;
 };
 
 /// A parameter's name, shape and dtype (what exists without allocating).
