@@ -34,8 +34,8 @@ bool is_weight(const Graph& forward, int id, const std::vector<bool>& weight_inp
 /// Per backward node, a bit mask of the operands of its forward node (origin.forward) whose
 /// gradient it helps compute. A node tagged with origin.operand has that bit. An untagged
 /// node of VJP(i) that ends it (no consumer in VJP(i)) is the gradient of the operand whose
-/// own VJP (or graph output) it reaches first, going downstream; other untagged nodes inherit
-/// the bits of their consumers in VJP(i). 0: unknown (glue).
+/// own VJP (or graph output) it reaches first, going downstream (within 64 nodes); other
+/// untagged nodes inherit the bits of their consumers in VJP(i). 0: unknown (glue).
 std::vector<uint64_t> operand_masks(const Backward& b, const Graph& forward) {
   const Graph& g = b.graph;
   const size_t n = g.nodes.size();
@@ -44,12 +44,19 @@ std::vector<uint64_t> operand_masks(const Backward& b, const Graph& forward) {
   for (size_t i = 0; i < n; ++i)
     for (int in : g.nodes[i].inputs)
       consumers[in].push_back(static_cast<int>(i));
+  std::vector<int> input_node;  // per forward input index, its node (the last, if several)
+  for (size_t f = 0; f < forward.nodes.size(); ++f) {
+    if (forward.nodes[f].op != GraphOp::input) continue;
+    const int index = std::get<InputAttr>(forward.nodes[f].attr).index;
+    if (index < 0) continue;
+    if (index >= static_cast<int>(input_node.size())) input_node.resize(index + 1, -1);
+    input_node[index] = static_cast<int>(f);
+  }
   std::vector<int> output_input(n, -1);  // the forward input node whose gradient node i is
   for (size_t k = 0; k < g.outputs.size() && k < b.wrt.size(); ++k)
-    for (size_t f = 0; f < forward.nodes.size(); ++f)
-      if (forward.nodes[f].op == GraphOp::input &&
-          std::get<InputAttr>(forward.nodes[f].attr).index == b.wrt[k])
-        output_input[g.outputs[k]] = static_cast<int>(f);
+    if (b.wrt[k] >= 0 && b.wrt[k] < static_cast<int>(input_node.size()) &&
+        input_node[b.wrt[k]] >= 0)
+      output_input[g.outputs[k]] = input_node[b.wrt[k]];
   // The operands of forward node `fwd` that forward node `target` is.
   const auto bits_of = [&](int fwd, int target) {
     uint64_t bits = 0;
@@ -74,11 +81,16 @@ std::vector<uint64_t> operand_masks(const Backward& b, const Graph& forward) {
     for (int c : consumers[i])
       if (origin(c).forward == o.forward) terminal = false, mask[i] |= mask[c];
     if (!terminal) continue;
-    // Downstream, breadth first, to the first VJP of one of this node's operands. (`seen`
-    // is stamped per search, not cleared: a graph has a terminal node or more per layer.)
+    // Downstream, breadth first, to the first VJP of one of this node's operands, within
+    // kSearch nodes. A gradient meets its operand's VJP a few nodes on (at most 6 in the
+    // examples, the 7 B LLaMA's 32 layers included); a search that finds none (an operand
+    // whose VJP adds no node of its own, as a residual add's) would otherwise walk the rest
+    // of the backward, once per layer: quadratic in depth. (`seen` is stamped per search,
+    // not cleared: a graph has a terminal node or more per layer.)
+    constexpr size_t kSearch = 64;
     frontier.assign(1, static_cast<int>(i));
     ++stamp;
-    for (size_t at = 0; at < frontier.size() && mask[i] == 0; ++at) {
+    for (size_t at = 0; at < frontier.size() && at < kSearch && mask[i] == 0; ++at) {
       const int x = frontier[at];
       if (output_input[x] >= 0) mask[i] |= bits_of(o.forward, output_input[x]);
       for (int c : consumers[x]) {
