@@ -27,7 +27,9 @@
 #include <algorithm>
 #include <functional>
 #include <iterator>
+#include <map>
 #include <optional>
+#include <set>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -613,17 +615,6 @@ void Pass::merge_siblings() {
   // merged, the later one's work would run when the earlier one's does (a checkpointed
   // block's recomputation hoisted to the start of the backward, every block's activations
   // alive at once).
-  const auto neighbours = [&](int a, int b) {
-    const auto [alo, ahi] = std::minmax_element(groups_[a].members.begin(), groups_[a].members.end());
-    const auto [blo, bhi] = std::minmax_element(groups_[b].members.begin(), groups_[b].members.end());
-    for (int i = std::min(*ahi, *bhi) + 1; i < std::max(*alo, *blo); ++i) {
-      const GraphNode& n = g_.nodes[i];
-      if (live_[i] && n.op != GraphOp::input && !detail::is_layout(n.op) && group_of_[i] != a &&
-          group_of_[i] != b)
-        return false;
-    }
-    return true;
-  };
   auto sources = [&](const Group& grp) {
     std::vector<int> out;
     for (int m : grp.members)
@@ -633,18 +624,81 @@ void Pass::merge_siblings() {
     std::sort(out.begin(), out.end());
     return out;
   };
-  // Only groups whose domains are the same sizes in some order can merge: bucket by them.
-  std::vector<Shape> sorted(groups_.size());
+  // Only groups whose domains are the same sizes in some order can merge, and a merge keeps
+  // both groups' sizes: bucket the groups by them. Each group is paired, in order, with the
+  // later groups of its bucket, as a scan of every later group would; but a deep model has
+  // thousands of groups a bucket, so what decides that a pair changes nothing (no common
+  // value, and not row kernels that are neighbours) costs O(1) a pair. A merge moves the
+  // later group into the earlier one, so when a group's turn comes the later ones are as
+  // they were at the start: one index of readers and one range per group serve them.
   std::vector<std::vector<int>> src(groups_.size());
-  for (size_t k = 0; k < groups_.size(); ++k) {
-    sorted[k] = groups_[k].domain;
-    std::sort(sorted[k].begin(), sorted[k].end());
-    src[k] = sources(groups_[k]);
+  std::vector<int> bucket_of(groups_.size());
+  std::vector<std::vector<size_t>> buckets;              // group ids, ascending
+  std::unordered_map<int, std::vector<size_t>> readers;  // per value, its reading groups
+  std::vector<std::pair<int, int>> range(groups_.size());  // first and last member
+  {
+    std::map<Shape, int> bucket_ids;
+    for (size_t k = 0; k < groups_.size(); ++k) {
+      Shape sizes = groups_[k].domain;
+      std::sort(sizes.begin(), sizes.end());
+      const auto [at, fresh] = bucket_ids.try_emplace(std::move(sizes), buckets.size());
+      if (fresh) buckets.emplace_back();
+      bucket_of[k] = at->second;
+      buckets[at->second].push_back(k);
+      src[k] = sources(groups_[k]);
+      for (int v : src[k])
+        if (auto& r = readers[v]; r.empty() || r.back() != k) r.push_back(k);
+      if (!groups_[k].members.empty()) {
+        const auto [lo, hi] =
+            std::minmax_element(groups_[k].members.begin(), groups_[k].members.end());
+        range[k] = {*lo, *hi};
+      }
+    }
   }
-  for (size_t a = 0; a < groups_.size(); ++a)
-    for (size_t b = a + 1; b < groups_.size(); ++b) {
+  // Work of the graph outside kernel `a`: a node that would run between two kernels.
+  const auto other_work = [&](int i, size_t a) {
+    const GraphNode& n = g_.nodes[i];
+    return live_[i] && n.op != GraphOp::input && !detail::is_layout(n.op) &&
+           group_of_[i] != static_cast<int>(a);
+  };
+  for (size_t a = 0; a < groups_.size(); ++a) {
+    if (groups_[a].dead) continue;
+    std::set<size_t> sharing;  // later groups that may read one of a's values (a superset)
+    int before_a = -1, after_a = static_cast<int>(n_);  // other work around a's members
+    const auto update = [&] {  // after a merge into a
+      if (groups_[a].members.empty()) return;
+      for (int v : src[a]) {
+        const std::vector<size_t>& r = readers[v];
+        for (auto it = std::upper_bound(r.begin(), r.end(), a); it != r.end(); ++it)
+          if (bucket_of[*it] == bucket_of[a]) sharing.insert(*it);
+      }
+      const auto [lo, hi] =
+          std::minmax_element(groups_[a].members.begin(), groups_[a].members.end());
+      range[a] = {*lo, *hi};
+      for (before_a = *lo - 1; before_a >= 0 && !other_work(before_a, a); --before_a) {}
+      for (after_a = *hi + 1; after_a < static_cast<int>(n_) && !other_work(after_a, a);
+           ++after_a) {}
+    };
+    update();
+    // No other work between a's members and b's: the nodes between them are a's, b's,
+    // inputs, layouts or dead (b's members come before the first other work after a's last,
+    // or after the last before a's first; ranges that overlap have nothing between them).
+    const auto neighbours = [&](size_t b) {
+      const auto [alo, ahi] = range[a];
+      const auto [blo, bhi] = range[b];
+      if (blo > ahi) return after_a >= blo;
+      if (bhi < alo) return before_a <= bhi;
+      return true;
+    };
+    const std::vector<size_t>& bucket = buckets[bucket_of[a]];
+    for (auto next = std::upper_bound(bucket.begin(), bucket.end(), a); next != bucket.end();
+         ++next) {
+      const size_t b = *next;
       Group &ga = groups_[a], &gb = groups_[b];
-      if (ga.dead || gb.dead || sorted[a] != sorted[b] || stages(ga) + stages(gb) > kMaxStages)
+      const bool row_neighbours = ga.reduced > 0 && ga.domain == gb.domain &&
+                                  ga.reduced == gb.reduced && neighbours(b);
+      if (gb.dead || (!sharing.count(b) && !row_neighbours) ||
+          stages(ga) + stages(gb) > kMaxStages)
         continue;
       const std::vector<int>&sa = src[a], &sb = src[b];
       std::vector<int> common;
@@ -666,19 +720,21 @@ void Pass::merge_siblings() {
               if (d >= 0) d = (*to)[d];
         moved.domain = onto.domain;
         moved.reduced = onto.reduced;
-      } else if (common.empty() && (ga.reduced == 0 || !neighbours(static_cast<int>(a),
-                                                                  static_cast<int>(b)))) {
+      } else if (common.empty() && !row_neighbours) {
         continue;
       }
       if (!before) before = save({static_cast<int>(a), static_cast<int>(b)});
       for (int m : gb.members)
         group_of_[m] = static_cast<int>(a);
       merge(ga, gb);
-      if (!consistent(groups_[a]) || !acyclic(static_cast<int>(a)))
+      if (!consistent(groups_[a]) || !acyclic(static_cast<int>(a))) {
         restore(*before);
-      else
+      } else {
         src[a] = sources(groups_[a]);
+        update();
+      }
     }
+  }
 }
 
 std::optional<std::vector<int>> Pass::align(const Group& moved, const Group& onto,
