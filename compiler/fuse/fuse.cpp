@@ -624,13 +624,11 @@ void Pass::merge_siblings() {
     std::sort(out.begin(), out.end());
     return out;
   };
-  // Only groups whose domains are the same sizes in some order can merge, and a merge keeps
-  // both groups' sizes: bucket the groups by them. Each group is paired, in order, with the
-  // later groups of its bucket, as a scan of every later group would; but a deep model has
-  // thousands of groups a bucket, so what decides that a pair changes nothing (no common
-  // value, and not row kernels that are neighbours) costs O(1) a pair. A merge moves the
-  // later group into the earlier one, so when a group's turn comes the later ones are as
-  // they were at the start: one index of readers and one range per group serve them.
+  // Only groups whose domains are the same sizes in some order can merge (and a merge keeps
+  // them): each group is paired, in order, with the later ones of its bucket, and a pair that
+  // changes nothing (no common value; not neighbouring row kernels) costs O(1), for a deep
+  // model's thousands of groups a bucket. A merge moves the later group into the earlier, so
+  // the later ones are as at the start: one index of readers and one range serve them.
   std::vector<std::vector<int>> src(groups_.size());
   std::vector<int> bucket_of(groups_.size());
   std::vector<std::vector<size_t>> buckets;              // group ids, ascending
@@ -680,9 +678,8 @@ void Pass::merge_siblings() {
            ++after_a) {}
     };
     update();
-    // No other work between a's members and b's: the nodes between them are a's, b's,
-    // inputs, layouts or dead (b's members come before the first other work after a's last,
-    // or after the last before a's first; ranges that overlap have nothing between them).
+    // No other work between a's members and b's (b's come before the first other work after
+    // a's last, or after the last before a's first; overlapping ranges have nothing between).
     const auto neighbours = [&](size_t b) {
       const auto [alo, ahi] = range[a];
       const auto [blo, bhi] = range[b];
