@@ -29,7 +29,6 @@
 #include <iterator>
 #include <map>
 #include <optional>
-#include <set>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -659,16 +658,17 @@ void Pass::merge_siblings() {
     return live_[i] && n.op != GraphOp::input && !detail::is_layout(n.op) &&
            group_of_[i] != static_cast<int>(a);
   };
+  // shares[b] == a: group b may read one of a's values (a superset of those that do).
+  std::vector<size_t> shares(groups_.size(), groups_.size());
   for (size_t a = 0; a < groups_.size(); ++a) {
     if (groups_[a].dead) continue;
-    std::set<size_t> sharing;  // later groups that may read one of a's values (a superset)
     int before_a = -1, after_a = static_cast<int>(n_);  // other work around a's members
     const auto update = [&] {  // after a merge into a
       if (groups_[a].members.empty()) return;
       for (int v : src[a]) {
         const std::vector<size_t>& r = readers[v];
         for (auto it = std::upper_bound(r.begin(), r.end(), a); it != r.end(); ++it)
-          if (bucket_of[*it] == bucket_of[a]) sharing.insert(*it);
+          shares[*it] = a;
       }
       const auto [lo, hi] =
           std::minmax_element(groups_[a].members.begin(), groups_[a].members.end());
@@ -694,7 +694,7 @@ void Pass::merge_siblings() {
       Group &ga = groups_[a], &gb = groups_[b];
       const bool row_neighbours = ga.reduced > 0 && ga.domain == gb.domain &&
                                   ga.reduced == gb.reduced && neighbours(b);
-      if (gb.dead || (!sharing.count(b) && !row_neighbours) ||
+      if (gb.dead || (shares[b] != a && !row_neighbours) ||
           stages(ga) + stages(gb) > kMaxStages)
         continue;
       const std::vector<int>&sa = src[a], &sb = src[b];
