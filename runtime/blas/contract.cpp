@@ -21,6 +21,7 @@ namespace {
 std::atomic<int64_t> g_operand_copies{0};
 std::atomic<int64_t> g_gemm_calls{0};
 std::atomic<int64_t> g_permuted_outputs{0};
+std::atomic<int64_t> g_written_in_place{0};
 
 /// One GEMM batch on `device`: BLAS on the CPU, cuBLASLt (or the installed CudaExecution) on
 /// a GPU.
@@ -307,11 +308,19 @@ Tensor integer_contract(const Tensor& a_in, const std::vector<int>& a_axes, cons
   return out.to(a_in.dtype()).to(a_in.device());
 }
 
-}  // namespace
+/// Whether `t` holds each of its elements at a distinct place (no dim of size > 1 at stride 0),
+/// so that a GEMM may write it.
+bool writes_each_once(const Tensor& t) {
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.size(d) > 1 && t.stride(d) == 0) return false;
+  return true;
+}
 
-Tensor contract(const Tensor& a_in, const std::vector<int>& a_axes, const Tensor& b_in,
-                const std::vector<int>& b_axes, const std::vector<int>& out_axes,
-                std::optional<DType> result_dtype) {
+/// contract(), or contract_into() when `into` is given: the result written there (the
+/// returned tensor is then `into` if the GEMM wrote it directly, else the result to copy in).
+Tensor contract_impl(const Tensor& a_in, const std::vector<int>& a_axes, const Tensor& b_in,
+                     const std::vector<int>& b_axes, const std::vector<int>& out_axes,
+                     std::optional<DType> result_dtype, const Tensor* into) {
   if (!a_in.defined() || !b_in.defined()) throw RuntimeError("contract: undefined operand");
   const Device device = a_in.device();
   if (b_in.device() != device) {
@@ -403,10 +412,25 @@ Tensor contract(const Tensor& a_in, const std::vector<int>& a_axes, const Tensor
     k_size *= a.size_of(axis);
   if (checked_numel(out_shape) == 0 || k_size == 0) return zeros(out_shape, wanted, device);
 
-  // The result: contiguous in out order when that folds, else (batch, m, n) and a view.
-  Operand c{empty(out_shape, result_type, device), out_axes};
-  MatrixBatch cm = fold(c, batch, m_axes, n_axes);
-  const bool c_folds = cm.ok && (blas_layout(cm).ok || blas_layout(cm.transposed()).ok);
+  // The result: the caller's `into` when the GEMM can write it; else contiguous in out order
+  // when that folds, else (batch, m, n) and a view.
+  const auto folds = [](const MatrixBatch& m) {
+    return m.ok && (blas_layout(m).ok || blas_layout(m.transposed()).ok);
+  };
+  Operand c;
+  MatrixBatch cm;
+  if (into && into->dtype() == result_type && wanted == result_type &&
+      into->shape() == out_shape && into->device() == device && writes_each_once(*into)) {
+    c = {*into, out_axes};
+    cm = fold(c, batch, m_axes, n_axes);
+  }
+  if (!c.t.defined() || !folds(cm)) {
+    c = {empty(out_shape, result_type, device), out_axes};
+    cm = fold(c, batch, m_axes, n_axes);
+  } else {
+    ++g_written_in_place;
+  }
+  const bool c_folds = folds(cm);
   Tensor result = c.t;
   if (!c_folds) {
     std::vector<int> order = batch;
@@ -453,8 +477,40 @@ Tensor contract(const Tensor& a_in, const std::vector<int>& a_axes, const Tensor
   return wanted == result_type ? result : result.to(wanted);
 }
 
+}  // namespace
+
+Tensor contract(const Tensor& a, const std::vector<int>& a_axes, const Tensor& b,
+                const std::vector<int>& b_axes, const std::vector<int>& out_axes,
+                std::optional<DType> result_dtype) {
+  return contract_impl(a, a_axes, b, b_axes, out_axes, result_dtype, nullptr);
+}
+
+void contract_into(const Tensor& out, const Tensor& a, const std::vector<int>& a_axes,
+                   const Tensor& b, const std::vector<int>& b_axes,
+                   const std::vector<int>& out_axes) {
+  if (!out.defined()) throw RuntimeError("contract_into: undefined output");
+  if (a.defined() && out.device() != a.device())
+    throw RuntimeError("contract_into: the output is on " + out.device().str() +
+                       ", the operands on " + a.device().str());
+  // A 16-bit contraction into an f32 tensor returns the f32 sums (contract()'s `result`).
+  const bool widened = a.defined() && out.dtype() == DType::f32 &&
+                       (a.dtype() == DType::bf16 || a.dtype() == DType::f16);
+  if (a.defined() && out.dtype() != a.dtype() && !widened)
+    throw RuntimeError("contract_into: a " + std::string(dtype_name(out.dtype())) +
+                       " output for " + std::string(dtype_name(a.dtype())) + " operands");
+  const Tensor result = contract_impl(a, a_axes, b, b_axes, out_axes,
+                                      widened ? std::optional<DType>(DType::f32) : std::nullopt,
+                                      &out);
+  if (result.shape() != out.shape())
+    throw RuntimeError("contract_into: the result's shape differs from the output's");
+  const bool written = result.same_storage(out) && result.offset() == out.offset() &&
+                       result.strides() == out.strides();
+  if (!written) out.copy_(result);
+}
+
 ContractStats contract_stats() {
-  return {g_operand_copies.load(), g_gemm_calls.load(), g_permuted_outputs.load()};
+  return {g_operand_copies.load(), g_gemm_calls.load(), g_permuted_outputs.load(),
+          g_written_in_place.load()};
 }
 
 }  // namespace ein

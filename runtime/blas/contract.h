@@ -36,11 +36,21 @@ Tensor contract(const Tensor& a, const std::vector<int>& a_axes, const Tensor& b
                 const std::vector<int>& b_axes, const std::vector<int>& out_axes,
                 std::optional<DType> result = std::nullopt);
 
+/// contract() written into `out` (its result's shape and dtype, any strides, e.g. a slot of a
+/// larger tensor): the GEMM writes there directly when `out` folds into a (batch, m, n) matrix
+/// batch BLAS can write (the concat of contractions, exec/execute.cpp); otherwise the result is
+/// computed as contract() does and copied in. Throws as contract() does, and on an `out` of
+/// another shape, dtype or device.
+void contract_into(const Tensor& out, const Tensor& a, const std::vector<int>& a_axes,
+                   const Tensor& b, const std::vector<int>& b_axes,
+                   const std::vector<int>& out_axes);
+
 /// What contract() has done since the process started, for tests and profiling.
 struct ContractStats {
   int64_t operand_copies = 0;    ///< operands copied into a GEMM layout (or converted to f32)
   int64_t gemm_calls = 0;        ///< gemm_batched calls
   int64_t permuted_outputs = 0;  ///< results returned as non-contiguous views
+  int64_t written_in_place = 0;  ///< contract_into() results the GEMM wrote into `out` itself
 };
 
 /// The counters so far (totals over all threads).

@@ -314,6 +314,75 @@ TEST(BlasContract, SixteenBitOperandsCanReturnTheirF32Sums) {
                RuntimeError);
 }
 
+// contract_into(): the result written into a slot of a larger tensor (a concat's buffer,
+// exec/execute.cpp): by the GEMM itself when the slot folds into a matrix BLAS can write
+// (rows at the buffer's stride, or columns: the transposed product), else computed and copied.
+// Every case against the float64 reference, and the rest of the buffer left as it was.
+TEST(BlasContract, IntoASlotOfALargerTensor) {
+  const auto written_in_place = [] { return contract_stats().written_in_place; };
+  for (DType dtype : {DType::f32, DType::f64}) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    // A weight gradient xᵀ·dy of 5 × 4 into columns [4, 8) of a 5 × 12 buffer.
+    const Tensor x = random({7, 5}, dtype), dy = random({7, 4}, dtype);
+    const Reference want = reference(x, {0, 1}, dy, {0, 2}, {1, 2});
+    const Tensor buffer = full({5, 12}, -3.0, dtype, cpu());
+    const int64_t before = written_in_place();
+    contract_into(buffer.slice(1, 4, 8), x, {0, 1}, dy, {0, 2}, {1, 2});
+    EXPECT_EQ(written_in_place(), before + 1);
+    const std::vector<double> got = buffer.to_vector<double>();
+    for (int64_t r = 0; r < 5; ++r)
+      for (int64_t c = 0; c < 12; ++c) {
+        const double g = got[static_cast<size_t>(r * 12 + c)];
+        if (c < 4 || c >= 8) {
+          EXPECT_EQ(g, -3.0) << r << ", " << c;  // outside the slot: untouched
+        } else {
+          const auto i = static_cast<size_t>(r * 4 + c - 4);
+          EXPECT_NEAR(g, want.value[i], 9 * unit_roundoff(dtype) * want.magnitude[i]);
+        }
+      }
+    // The slot's rows as the product's columns (a permuted slot): the GEMM writes Cᵀ.
+    const Tensor wide = full({4, 10}, -3.0, dtype, cpu());
+    const int64_t before_t = written_in_place();
+    contract_into(wide.slice(1, 3, 8).transpose(0, 1), x, {0, 1}, dy, {0, 2}, {1, 2});
+    EXPECT_EQ(written_in_place(), before_t + 1);
+    const Tensor slot = wide.slice(1, 3, 8).transpose(0, 1).contiguous();
+    const std::vector<double> g = slot.to_vector<double>();
+    for (size_t i = 0; i < g.size(); ++i)
+      EXPECT_NEAR(g[i], want.value[i], 9 * unit_roundoff(dtype) * want.magnitude[i]) << i;
+    EXPECT_EQ(wide.slice(1, 0, 3).to_vector<double>(), std::vector<double>(12, -3.0));
+    // Every other column: no BLAS layout, so the result is computed and copied in.
+    const Tensor strided = full({5, 8}, -3.0, dtype, cpu());
+    const int64_t before_copy = written_in_place();
+    contract_into(strided.slice(1, 0, 8, 2), x, {0, 1}, dy, {0, 2}, {1, 2});
+    EXPECT_EQ(written_in_place(), before_copy);
+    const std::vector<double> s = strided.slice(1, 0, 8, 2).contiguous().to_vector<double>();
+    for (size_t i = 0; i < s.size(); ++i)
+      EXPECT_NEAR(s[i], want.value[i], 9 * unit_roundoff(dtype) * want.magnitude[i]) << i;
+    EXPECT_EQ(strided.slice(1, 1, 8, 2).to_vector<double>(), std::vector<double>(20, -3.0));
+    // No terms: zeros in the slot.
+    const Tensor empty_k = full({5, 6}, -3.0, dtype, cpu());
+    contract_into(empty_k.slice(1, 1, 5), random({0, 5}, dtype), {0, 1}, random({0, 4}, dtype),
+                  {0, 2}, {1, 2});
+    EXPECT_EQ(empty_k.slice(1, 1, 5).to_vector<double>(), std::vector<double>(20, 0.0));
+  }
+  // 16-bit operands into an f32 slot: their f32 sums (the widened weight gradients).
+  const Tensor a = random({9, 6}, DType::bf16), b = random({9, 3}, DType::bf16);
+  const Tensor f32 = full({6, 7}, -3.0, DType::f32, cpu());
+  contract_into(f32.slice(1, 2, 5), a, {0, 1}, b, {0, 2}, {1, 2});
+  const std::vector<double> got = f32.slice(1, 2, 5).contiguous().to_vector<double>();
+  const std::vector<double> want =
+      contract(a.to(DType::f64), {0, 1}, b.to(DType::f64), {0, 2}, {1, 2}).to_vector<double>();
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 1e-5 * (1 + std::abs(want[i]))) << i;
+  // Wrong shape or dtype: refused, nothing written.
+  const Tensor small = full({5, 3}, -3.0, DType::f32, cpu());
+  const Tensor x = random({7, 5}), dy = random({7, 4});
+  EXPECT_THROW(contract_into(small, x, {0, 1}, dy, {0, 2}, {1, 2}), RuntimeError);
+  EXPECT_THROW(contract_into(full({5, 4}, 0.0, DType::f64, cpu()), x, {0, 1}, dy, {0, 2}, {1, 2}),
+               RuntimeError);
+  EXPECT_EQ(small.to_vector<double>(), std::vector<double>(15, -3.0));
+}
+
 TEST(BlasContract, Bf16RowStridedOperandsGetTheFastKernel) {
   // oneDNN 2.6 runs a bf16 GEMM whose A or B has rows apart (a slice of the fused q|k|v
   // projection) on its slower gemm:jit kernels; gemm.cpp copies such an operand dense when that
