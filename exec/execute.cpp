@@ -35,6 +35,7 @@ using Values = std::vector<Tensors>;
 /// execute() owns (an input node takes its tensor over, see run_input), and where a node
 /// without inputs (a constant) runs: where the graph's inputs live.
 struct Context {
+  const Graph* graph;
   Tensors& inputs;
   std::vector<int> taker;  ///< per input index, the last input node of that index
   int node = 0;            ///< the node running
@@ -45,7 +46,59 @@ struct Context {
   std::vector<int> read_of = {};
   /// execute_into(): per fused node, the tensor each of its outputs should be written into.
   std::vector<std::vector<Tensor>> into = {};
+  /// Concats of contractions (ConcatAttr::placed): per contraction, the concat it writes into
+  /// and which of its inputs that is ({-1, -1}: none); per concat, its buffer from when the
+  /// first of them ran until the concat takes it. Empty when the graph has none.
+  std::vector<std::pair<int, int>> placed_in = {};
+  std::vector<Tensor> concat_buffer = {};
 };
+
+/// Whether `a` and `b` are the same elements of one storage (strides of size-1 dims aside).
+bool same_view(const Tensor& a, const Tensor& b) {
+  if (!a.same_storage(b) || a.offset() != b.offset() || a.shape() != b.shape()) return false;
+  for (int64_t d = 0; d < a.dim(); ++d)
+    if (a.size(d) > 1 && a.stride(d) != b.stride(d)) return false;
+  return true;
+}
+
+/// Input i's slot of concat `out` (node n): the slice along its dim, shaped as the input.
+std::optional<Tensor> concat_slot(const Graph& g, const GraphNode& n, const Tensor& out, size_t i) {
+  const auto& a = std::get<ConcatAttr>(n.attr);
+  int64_t at = 0, len = 0;
+  for (size_t j = 0; j <= i; ++j) {
+    const Shape& shape = g.nodes[n.inputs[j]].shape;
+    len = 1;
+    for (int64_t d = a.dim; d < a.dim + a.spans[j]; ++d)
+      len *= shape[static_cast<size_t>(d)];
+    if (j < i) at += len;
+  }
+  const Tensor slot = out.slice(a.dim, at, at + len);
+  const Shape& shape = g.nodes[n.inputs[i]].shape;
+  const std::optional<Shape> strides = view_strides(slot.shape(), slot.strides(), shape);
+  if (!strides) return std::nullopt;
+  return slot.as_strided(shape, *strides, slot.offset());
+}
+
+/// Where contraction node `p` writes its result: its slot of the concat that alone reads it
+/// (allocated here when it is the first), taken back through the layout nodes between them;
+/// an undefined tensor when it has none or the slot cannot be taken back.
+Tensor placed_destination(const Graph& g, int p, Device device, Context& c) {
+  if (c.placed_in.empty() || c.placed_in[static_cast<size_t>(p)].first < 0) return Tensor();
+  const auto [concat, i] = c.placed_in[static_cast<size_t>(p)];
+  const GraphNode& n = g.nodes[static_cast<size_t>(concat)];
+  Tensor& buffer = c.concat_buffer[static_cast<size_t>(concat)];
+  if (!buffer.defined()) buffer = empty(n.shape, n.dtype, device);
+  std::optional<Tensor> dest = concat_slot(g, n, buffer, static_cast<size_t>(i));
+  for (int x = n.inputs[static_cast<size_t>(i)]; dest && x != p;) {
+    const GraphNode& layout = g.nodes[static_cast<size_t>(x)];
+    x = layout.inputs[0];
+    const Shape& in = g.nodes[static_cast<size_t>(x)].shape;
+    const std::optional<Shape> strides = strides_before_layout(layout, in, dest->strides());
+    dest = strides ? std::optional<Tensor>(dest->as_strided(in, *strides, dest->offset()))
+                   : std::nullopt;
+  }
+  return dest ? *dest : Tensor();
+}
 
 /// A node reading another reads its first result (`result` nodes pick the others).
 const Tensor& arg(const Values& v, const GraphNode& n, size_t i) {
@@ -88,9 +141,13 @@ Tensor run_reduce(const GraphNode& n, const Values& v, Context&) {
   return reduce_dims(arg(v, n, 0), a.reduced, a.reduction, a.ddof, a.out_order);
 }
 
-Tensor run_contract(const GraphNode& n, const Values& v, Context&) {
+Tensor run_contract(const GraphNode& n, const Values& v, Context& c) {
   const auto& a = std::get<ContractAttr>(n.attr);
   const Tensor& x = arg(v, n, 0);
+  if (Tensor into = placed_destination(*c.graph, c.node, x.device(), c); into.defined()) {
+    contract_into(into, x, a.a_axes, arg(v, n, 1), a.b_axes, a.out_axes);
+    return into;
+  }
   // An f32 node of 16-bit operands (the fusion pass's widen_contractions) returns the f32
   // sums; otherwise the result has the operands' dtype (a graph may run in another dtype
   // than it was built in, as the tests' float64 runs do).
@@ -122,17 +179,21 @@ Tensor run_map_node(const GraphNode& n, const Values& v, Context& c) {
   return run_map(std::move(k), ins, n.dtype, c.device);
 }
 
-Tensor run_concat(const GraphNode& n, const Values& v, Context&) {
+Tensor run_concat(const GraphNode& n, const Values& v, Context& c) {
   const auto& a = std::get<ConcatAttr>(n.attr);
-  Tensor out = empty(n.shape, n.dtype, arg(v, n, 0).device());
+  // Where contractions wrote their slots already (ConcatAttr::placed), the buffer is theirs
+  // and those inputs are views of it.
+  Tensor out;
+  if (!c.concat_buffer.empty()) out = std::move(c.concat_buffer[static_cast<size_t>(c.node)]);
+  if (!out.defined()) out = empty(n.shape, n.dtype, arg(v, n, 0).device());
   int64_t at = 0;
   for (size_t i = 0; i < n.inputs.size(); ++i) {
     const Tensor& x = arg(v, n, i);
     int64_t len = 1;
     for (int64_t d = a.dim; d < a.dim + a.spans[i]; ++d)
       len *= x.size(d);
-    const Tensor slot = out.slice(a.dim, at, at + len);
-    copy_into(slot.view(x.shape()), x);
+    const Tensor slot = out.slice(a.dim, at, at + len).view(x.shape());
+    if (!same_view(slot, x)) copy_into(slot, x);
     at += len;
   }
   return out;
@@ -290,9 +351,19 @@ std::vector<Tensor> run_graph(const Graph& g, std::vector<Tensor> inputs,
                               std::span<const CostPhase> phases, const GraphCharges* charges,
                               const OutputReady* ready = nullptr,
                               const std::vector<Tensor>* into = nullptr) {
-  Context c{inputs, std::vector<int>(inputs.size(), -1), 0,
+  Context c{&g, inputs, std::vector<int>(inputs.size(), -1), 0,
             inputs.empty() ? cpu() : inputs.front().device()};
   if (into) c.into = destinations(g, *into);
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (const auto* a = std::get_if<ConcatAttr>(&g.nodes[i].attr))
+      for (size_t k = 0; k < a->placed.size(); ++k)
+        if (a->placed[k] >= 0) {
+          if (c.placed_in.empty()) {
+            c.placed_in.assign(g.nodes.size(), {-1, -1});
+            c.concat_buffer.resize(g.nodes.size());
+          }
+          c.placed_in[static_cast<size_t>(a->placed[k])] = {static_cast<int>(i), static_cast<int>(k)};
+        }
   for (size_t i = 0; i < g.nodes.size(); ++i)
     if (g.nodes[i].op == GraphOp::input) {
       const int index = std::get<InputAttr>(g.nodes[i].attr).index;

@@ -19,6 +19,16 @@ int64_t node_bytes(const GraphNode& n) {
   return checked_numel(n.shape) * static_cast<int64_t>(element_size(n.dtype));
 }
 
+/// Per node of a fused graph, the concat whose slot it writes (ConcatAttr::placed), or -1.
+std::vector<int> placed_into(const Graph& g) {
+  std::vector<int> into(g.nodes.size(), -1);
+  for (size_t c = 0; c < g.nodes.size(); ++c)
+    if (const auto* a = std::get_if<ConcatAttr>(&g.nodes[c].attr))
+      for (int p : a->placed)
+        if (p >= 0) into[static_cast<size_t>(p)] = static_cast<int>(c);
+  return into;
+}
+
 }  // namespace
 
 StepMemory step_memory(const Graph& forward, const Backward& backward) {
@@ -107,15 +117,24 @@ StepMemory fused_step_memory(const Graph& forward, int outputs, const Graph& bac
   std::vector<int> born(buffers, -1), last(buffers, -1);
   StepMemory m;
   m.forward_bytes.assign(nf, 0);
+  // A contraction that writes its slot of a concat (ConcatAttr::placed) is the concat's
+  // buffer, allocated when the first of them runs (exec/execute.cpp).
+  const std::vector<int> forward_into = placed_into(forward), backward_into = placed_into(backward);
   const auto place = [&](const Graph& g, int offset, int i) {
     const GraphNode& n = g.nodes[i];
     const int id = offset + i;
+    const int into = (offset == 0 ? forward_into : backward_into)[static_cast<size_t>(i)];
     buf[id] = id;
     if (is_alias(n.op)) {
       buf[id] = buf[offset + n.inputs[0]];
+    } else if (into >= 0) {
+      buf[id] = offset + into;
+      born[offset + into] = born[offset + into] < 0 ? id : std::min(born[offset + into], id);
     } else if (n.op != GraphOp::input) {
       size[id] = node_bytes(n);
-      born[id] = last[id] = n.op == GraphOp::result ? offset + n.inputs[0] : id;
+      const int at = n.op == GraphOp::result ? offset + n.inputs[0] : id;
+      born[id] = born[id] < 0 ? at : std::min(born[id], at);
+      last[id] = at;
     }
   };
   for (int f = 0; f < nf; ++f) {

@@ -20,12 +20,11 @@
 //   5. A member is stored when an output, an unfused node, a kept layout node or another
 //      kernel reads it; each group becomes one kernel (fuse_kernel.cpp).
 //   6. The new graph lists the groups and kept nodes in a topological order of the groups.
-//   7. A concat of one kernel's outputs, and the views after it, fold into that kernel's stores
-//      (fold_stores.cpp): each store writes its slot of the final tensor, no copy.
+//   7-8. No copy for a concat of one kernel's outputs (they and the views after the concat fold
+//      into its stores: fold_stores.cpp) nor of contractions it alone reads (place_contractions).
 #include "compiler/fuse/fuse.h"
 
 #include <algorithm>
-#include <functional>
 #include <iterator>
 #include <map>
 #include <optional>
@@ -793,6 +792,7 @@ Graph fuse(const Graph& graph, std::vector<int>* source) {
   std::vector<int> copied;
   Graph fused = pass.run(&copied);
   fused = detail::fold_concats_into_stores(std::move(fused), &copied);
+  detail::place_contractions(fused);
   if (source) *source = std::move(copied);
   return fused;
 }

@@ -21,7 +21,8 @@ namespace ein {
 ///    node (FusedAttr::members, by its id in `graph`) or is copied as is with GraphNode::note
 ///    saying why; contract, concat and other casts are copied with a note, except a concat whose
 ///    pieces are all outputs of one kernel: it folds, with the views after it, into that
-///    kernel's stores (placed outputs, graph.h's FusedOutput); a view, permute, slice
+///    kernel's stores (placed outputs, graph.h's FusedOutput), and a contraction that only a
+///    concat reads writes into its slot (ConcatAttr::placed); a view, permute, slice
 ///    or splitting reshape folds into the reads of every kernel that reads through it (and is
 ///    listed among its members), and is copied only where an unfused node or an output needs
 ///    it; nodes nothing reads are dropped;

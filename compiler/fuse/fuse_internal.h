@@ -89,6 +89,10 @@ Graph widen_contractions(Graph g);
 /// FusedOutputs). `source` as emit_fused's, updated.
 Graph fold_concats_into_stores(Graph g, std::vector<int>* source);
 
+/// Step 8 (place_contractions.cpp): ConcatAttr::placed of each concat, the contractions read
+/// only by it (through layout nodes the executor can invert) that write into its slots.
+void place_contractions(Graph& g);
+
 /// What fuse.cpp hands the kernel builder: per member whether another kernel, an unfused node
 /// or an output reads it (then it is stored), in member order.
 struct GroupKernel {

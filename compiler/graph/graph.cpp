@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include <ein/tensor.h>
+
 namespace ein {
 namespace {
 
@@ -50,7 +52,13 @@ std::string attributes(const GraphNode& n) {
     std::string operator()(const MapAttr& a) const {
       return fmt::format("[{} scalar ops]", a.body ? a.body->nodes.size() : 0);
     }
-    std::string operator()(const ConcatAttr& a) const { return fmt::format("[dim {}]", a.dim); }
+    std::string operator()(const ConcatAttr& a) const {
+      std::vector<std::string> placed;
+      for (int p : a.placed)
+        if (p >= 0) placed.push_back(fmt::format("%{}", p));
+      if (placed.empty()) return fmt::format("[dim {}]", a.dim);
+      return fmt::format("[dim {}; written in place by {}]", a.dim, fmt::join(placed, " "));
+    }
     std::string operator()(const SliceAttr& a) const {
       if (a.step != 1) return fmt::format("[dim {} {}:{}:{}]", a.dim, a.start, a.stop, a.step);
       return fmt::format("[dim {} {}:{}]", a.dim, a.start, a.stop);
@@ -201,6 +209,53 @@ std::string dump(const Graph& g) {
   return out;
 }
 
+std::optional<Shape> strides_before_layout(const GraphNode& n, const Shape& in,
+                                           const Shape& out_strides) {
+  Shape strides(in.size(), 0);
+  switch (n.op) {
+    case GraphOp::permute: {
+      const auto& order = std::get<PermuteAttr>(n.attr).order;
+      for (size_t j = 0; j < order.size(); ++j)
+        strides[static_cast<size_t>(order[j])] = out_strides[j];
+      return strides;
+    }
+    case GraphOp::reshape:
+      return view_strides(n.shape, out_strides, in);
+    case GraphOp::view: {
+      // Each input dim larger than 1 is one elementary axis, which one output dim names alone.
+      const auto& a = std::get<ViewAttr>(n.attr);
+      std::vector<int> named;
+      for (const auto& names : a.dims) {
+        if (names.size() > 1) return std::nullopt;  // a diagonal
+        if (names.empty()) continue;
+        if (std::find(named.begin(), named.end(), names[0]) != named.end()) return std::nullopt;
+        named.push_back(names[0]);  // an axis named twice: a repeat
+      }
+      for (size_t j = 0; j < a.dims.size(); ++j)
+        if (a.dims[j].empty() && n.shape[j] != 1) return std::nullopt;  // a broadcast
+      int axis = 0;  // elementary axes, numbered across the input dims' splits
+      for (size_t d = 0; d < a.split.size(); ++d) {
+        int whole = 0;
+        for (int64_t size : a.split[d]) {
+          if (size != 1) {
+            const auto j = std::find_if(a.dims.begin(), a.dims.end(), [&](const auto& names) {
+              return !names.empty() && names[0] == axis;
+            });
+            if (j == a.dims.end()) return std::nullopt;
+            strides[d] = out_strides[static_cast<size_t>(j - a.dims.begin())];
+            ++whole;
+          }
+          ++axis;
+        }
+        if (whole > 1 || (whole == 0 && in[d] != 1)) return std::nullopt;  // a split
+      }
+      return strides;
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
 void verify(const Graph& g) {
   auto fail = [&](size_t i, const std::string& what) {
     throw std::logic_error(
@@ -251,6 +306,13 @@ void verify(const Graph& g) {
     }();
     if (!attr_ok) fail(i, "wrong attributes for the op");
     if (const auto* f = std::get_if<FusedAttr>(&n.attr)) verify_fused(g, i, *f, fail);
+    if (const auto* c = std::get_if<ConcatAttr>(&n.attr); c && !c->placed.empty()) {
+      if (c->placed.size() != n.inputs.size()) fail(i, "concat's placed list is not per input");
+      for (int p : c->placed)
+        if (p >= 0 && (p >= static_cast<int>(i) || g.nodes[p].op != GraphOp::contract ||
+                       g.nodes[p].dtype != n.dtype))
+          fail(i, fmt::format("concat placed %{}: not an earlier contraction of its dtype", p));
+    }
     if (const auto* a = std::get_if<AttentionAttr>(&n.attr)) {
       const size_t want = (n.op == GraphOp::attention ? 3 : 5) + (a->bias ? 1 : 0);
       if (n.inputs.size() != want)

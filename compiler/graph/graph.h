@@ -82,6 +82,12 @@ struct MapAttr {
 struct ConcatAttr {
   int64_t dim = 0;
   std::vector<int64_t> spans;
+  /// Per input (empty: none), set by the fusion pass (place_contractions.cpp): the
+  /// contraction that writes straight into this input's slot, through the layout nodes
+  /// between them, instead of into a buffer of its own that the concat copies; -1 for an
+  /// input the concat copies. The executor falls back to the copy when the slot, taken back
+  /// through those nodes, is no layout the contraction can write.
+  std::vector<int> placed = {};
 };
 /// slice: every `step`-th index of [start, stop) along `dim` (Python's start:stop:step, step
 /// >= 1): ceil((stop - start) / step) of them.
@@ -187,6 +193,15 @@ std::string dump(const Graph& graph);
 /// -1 for a node listed as an output twice. The executor hands outputs over there
 /// (exec/execute.h's OutputReady); `ein report`'s ZeRO 2 memory frees gradients there.
 std::vector<int> outputs_final_after(const Graph& graph);
+
+/// Where the input of layout node `n` (a permute, a reshape, or a view that moves whole dims:
+/// no dim split into several, no broadcast of a dim larger than 1, no diagonal) must lie, as
+/// strides for its shape `in`, so that `n` makes a result at `out_strides` (elements); nullopt
+/// for any other node, or a reshape whose result at those strides is no view of its input.
+/// How a contraction writes straight into a slot of a concat read through such nodes
+/// (ConcatAttr::placed): the fusion pass checks with it, the executor places with it.
+std::optional<Shape> strides_before_layout(const GraphNode& n, const Shape& in,
+                                           const Shape& out_strides);
 
 /// Checks arities, input order and attribute kinds; throws std::logic_error (a lowering bug).
 void verify(const Graph& graph);
