@@ -35,9 +35,6 @@ namespace {
 
 using NodePtr = std::shared_ptr<const Expr::Node>;
 
-bool is_integer(DType t) {
-  return t == DType::i64 || t == DType::i32 || t == DType::i8 || t == DType::u8;
-}
 bool is_low_float(DType t) {
   return t == DType::f16 || t == DType::bf16;
 }

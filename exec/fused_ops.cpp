@@ -17,14 +17,6 @@
 namespace ein {
 namespace {
 
-bool is_float(DType t) {
-  return t == DType::f64 || t == DType::f32 || t == DType::f16 || t == DType::bf16;
-}
-
-bool is_integer(DType t) {
-  return t == DType::i64 || t == DType::i32 || t == DType::i8 || t == DType::u8;
-}
-
 void check(const Tensor& x, const char* op, const char* what, bool integer = false) {
   if (!x.defined()) throw RuntimeError(fmt::format("{}: {} is undefined", op, what));
   if (integer ? !is_integer(x.dtype()) : !is_float(x.dtype()))

@@ -24,10 +24,6 @@
 namespace ein {
 namespace {
 
-bool is_integer(DType t) {
-  return t == DType::i64 || t == DType::i32 || t == DType::i8 || t == DType::u8;
-}
-
 /// The indices as int64, wrapped into [0, n), checked.
 std::vector<int64_t> checked_indices(const Tensor& indices, int64_t n, const char* op) {
   if (!indices.defined() || !is_integer(indices.dtype()))

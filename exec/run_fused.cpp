@@ -20,10 +20,6 @@
 namespace ein {
 namespace {
 
-bool is_fp8(DType t) {
-  return t == DType::f8e4m3 || t == DType::f8e5m2;
-}
-
 /// `k` with its empty reduced dims replaced by one point whose stage values are identities;
 /// stores into the (empty) outputs that span the row are dropped.
 Kernel over_identity(Kernel k, const std::vector<Tensor>& buffers) {

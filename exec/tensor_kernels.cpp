@@ -24,11 +24,6 @@
 namespace ein {
 namespace {
 
-bool is_float(DType t) {
-  return t == DType::f64 || t == DType::f32 || t == DType::f16 || t == DType::bf16;
-}
-bool is_fp8(DType t) { return t == DType::f8e4m3 || t == DType::f8e5m2; }
-
 /// CPU kernels do not read fp8; such inputs go through the runtime's converter first. CUDA
 /// kernels read and write fp8 themselves (emit_cuda.h).
 Tensor kernel_readable(const Tensor& x) {

@@ -31,10 +31,6 @@ namespace ein {
 namespace detail {
 namespace {
 
-bool is_float(DType t) {
-  return t == DType::f64 || t == DType::f32 || t == DType::f16 || t == DType::bf16;
-}
-
 int bit_width(DType t) {
   return static_cast<int>(element_size(t)) * 8;
 }

@@ -46,20 +46,11 @@ using detail::Operand;
 // (LayerNorm's backward row kernel has five).
 constexpr int kMaxStages = 8;
 
-bool is_fp8(DType t) {
-  return t == DType::f8e4m3 || t == DType::f8e5m2;
-}
 /// The stages a reduce node takes in a kernel (fuse_kernel.cpp: logsumexp, var, std take two).
 int stages_of(const GraphNode& n) {
   if (n.op != GraphOp::reduce) return 0;
   const Reduction r = std::get<ReduceAttr>(n.attr).reduction;
   return r == Reduction::logsumexp || r == Reduction::var || r == Reduction::std ? 2 : 1;
-}
-bool is_float(DType t) {
-  return t == DType::f64 || t == DType::f32 || t == DType::f16 || t == DType::bf16;
-}
-bool is_integer(DType t) {
-  return t == DType::i64 || t == DType::i32 || t == DType::i8 || t == DType::u8;
 }
 
 /// Where a candidate node goes in a group's domain.

@@ -18,10 +18,6 @@
 namespace ein::detail {
 namespace {
 
-bool is_fp8(DType t) {
-  return t == DType::f8e4m3 || t == DType::f8e5m2;
-}
-
 class Builder {
  public:
   Builder(const Graph& g, const Group& grp) : g_(g), grp_(grp) {

@@ -27,6 +27,20 @@ inline constexpr DType kAllDTypes[kDTypeCount] = {
 /// The short name: "f64", "f32", ..., "u8", "bool".
 std::string_view dtype_name(DType dtype);
 
+/// f64, f32, f16 or bf16: the floats that kernels compute in and tensors hold as numbers.
+/// The fp8 dtypes (is_fp8) are storage formats, converted on the way in and out.
+constexpr bool is_float(DType t) {
+  return t == DType::f64 || t == DType::f32 || t == DType::f16 || t == DType::bf16;
+}
+/// f8e4m3 or f8e5m2.
+constexpr bool is_fp8(DType t) {
+  return t == DType::f8e4m3 || t == DType::f8e5m2;
+}
+/// i64, i32, i8 or u8 (not bool).
+constexpr bool is_integer(DType t) {
+  return t == DType::i64 || t == DType::i32 || t == DType::i8 || t == DType::u8;
+}
+
 /// Size of one element in bytes.
 size_t element_size(DType dtype);
 
