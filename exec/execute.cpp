@@ -79,13 +79,16 @@ std::optional<Tensor> concat_slot(const Graph& g, const GraphNode& n, const Tens
   return slot.as_strided(shape, *strides, slot.offset());
 }
 
-/// Where contraction node `p` writes its result: its slot of the concat that alone reads it
-/// (allocated here when it is the first), taken back through the layout nodes between them;
-/// an undefined tensor when it has none or the slot cannot be taken back.
-Tensor placed_destination(const Graph& g, int p, Device device, Context& c) {
+/// Where contraction node `p`, of a `result` dtype result, writes it: its slot of the concat
+/// that alone reads it (allocated here when it is the first), taken back through the layout
+/// nodes between them; an undefined tensor when it has none, the slot cannot be taken back, or
+/// the concat's dtype is not `result` (a graph run in another dtype than it was built in: the
+/// concat converts as it copies).
+Tensor placed_destination(const Graph& g, int p, DType result, Device device, Context& c) {
   if (c.placed_in.empty() || c.placed_in[static_cast<size_t>(p)].first < 0) return Tensor();
   const auto [concat, i] = c.placed_in[static_cast<size_t>(p)];
   const GraphNode& n = g.nodes[static_cast<size_t>(concat)];
+  if (n.dtype != result) return Tensor();
   Tensor& buffer = c.concat_buffer[static_cast<size_t>(concat)];
   if (!buffer.defined()) buffer = empty(n.shape, n.dtype, device);
   std::optional<Tensor> dest = concat_slot(g, n, buffer, static_cast<size_t>(i));
@@ -144,15 +147,16 @@ Tensor run_reduce(const GraphNode& n, const Values& v, Context&) {
 Tensor run_contract(const GraphNode& n, const Values& v, Context& c) {
   const auto& a = std::get<ContractAttr>(n.attr);
   const Tensor& x = arg(v, n, 0);
-  if (Tensor into = placed_destination(*c.graph, c.node, x.device(), c); into.defined()) {
-    contract_into(into, x, a.a_axes, arg(v, n, 1), a.b_axes, a.out_axes);
-    return into;
-  }
   // An f32 node of 16-bit operands (the fusion pass's widen_contractions) returns the f32
   // sums; otherwise the result has the operands' dtype (a graph may run in another dtype
   // than it was built in, as the tests' float64 runs do).
   const bool widened =
       n.dtype == DType::f32 && (x.dtype() == DType::bf16 || x.dtype() == DType::f16);
+  const DType result = widened ? DType::f32 : x.dtype();
+  if (Tensor into = placed_destination(*c.graph, c.node, result, x.device(), c); into.defined()) {
+    contract_into(into, x, a.a_axes, arg(v, n, 1), a.b_axes, a.out_axes);
+    return into;
+  }
   return contract(x, a.a_axes, arg(v, n, 1), a.b_axes, a.out_axes,
                   widened ? std::optional<DType>(DType::f32) : std::nullopt);
 }

@@ -85,6 +85,23 @@ TEST(PlaceContractions, WeightGradientPiecesWriteTheirSlots) {
   }
 }
 
+// A graph may run in another dtype than it was built in (the reference runs in float64): the
+// concat's buffer has the node's dtype, so f64 pieces are computed and copied, as unplaced.
+TEST(PlaceContractions, AGraphRunInAnotherDtypeCopiesItsPieces) {
+  const Graph g = qkv_weight_gradient(7, 5, 4);
+  const Graph fused = fuse(g);
+  std::vector<Tensor> xs;
+  uint64_t seed = 70;
+  for (const GraphNode& n : g.nodes)
+    if (n.op == GraphOp::input) xs.push_back(randn(n.shape, DType::f64, cpu(), ++seed));
+  const int64_t before = contract_stats().written_in_place;
+  const std::vector<Tensor> got = execute(fused, xs), want = execute(g, xs);
+  EXPECT_EQ(contract_stats().written_in_place, before);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].dtype(), want[0].dtype());
+  EXPECT_EQ(got[0].to_vector<double>(), want[0].to_vector<double>());
+}
+
 TEST(PlaceContractions, TheBufferIsAllTheMemoryAndThePlanSaysSo) {
   const Graph g = qkv_weight_gradient(9, 6, 5);
   const Graph fused = fuse(g);
