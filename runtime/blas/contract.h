@@ -39,8 +39,9 @@ Tensor contract(const Tensor& a, const std::vector<int>& a_axes, const Tensor& b
 /// contract() written into `out` (its result's shape and dtype, any strides, e.g. a slot of a
 /// larger tensor): the GEMM writes there directly when `out` folds into a (batch, m, n) matrix
 /// batch BLAS can write (the concat of contractions, exec/execute.cpp); otherwise the result is
-/// computed as contract() does and copied in. Throws as contract() does, and on an `out` of
-/// another shape, dtype or device.
+/// computed as contract() does and copied in. `out` must not overlap `a` or `b` (the GEMM
+/// writes it while reading them). Throws as contract() does, and on an `out` of another shape,
+/// dtype or device.
 void contract_into(const Tensor& out, const Tensor& a, const std::vector<int>& a_axes,
                    const Tensor& b, const std::vector<int>& b_axes,
                    const std::vector<int>& out_axes);
