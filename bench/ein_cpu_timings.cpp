@@ -448,6 +448,62 @@ void fused_cases(const Options& o) {
   }
 }
 
+/// Column sums beside the values they sum (mode B in one pass), as the fusion pass builds them
+/// for a GPT's backward at T L H D B = 256 2 12 768 4 (rows = b·t = 1024): GELU's backward with
+/// its bias gradient over (1024, 3072), and LayerNorm's mean gradient added to the residual's
+/// with its column sum over (1024, 768). Domains are (columns, rows) with the rows reduced.
+void column_cases(const Options& o) {
+  const int64_t rows = 1024;
+  {
+    const int64_t cols = 3072;
+    Kernel k;
+    k.name = "bench_gelu_grad_sum";
+    k.origin = "bench: h = gelu(x), g = dy * gelu(x) stored, sum over rows of g";
+    k.domain = {cols, rows};
+    k.reduced = 1;
+    k.add_buffer(DType::f32, {1, cols});        // x
+    k.add_buffer(DType::f32, {1, cols});        // dy
+    k.add_buffer(DType::f32, {1, cols}, true);  // gelu(x)
+    k.add_buffer(DType::f32, {1, cols}, true);  // dy · gelu(x)
+    k.add_buffer(DType::f32, {1, 0}, true);     // the column sums
+    const int h = k.apply(ScalarOp::gelu_tanh, k.load(0));
+    const int g = k.apply(ScalarOp::mul, k.load(1), h);
+    k.store(2, h);
+    k.store(3, g);
+    k.store(4, k.reduce(Combine::sum, g));
+    const Tensor x = randn({rows, cols}, DType::f32, cpu(), 31),
+                 dy = randn({rows, cols}, DType::f32, cpu(), 32);
+    const Tensor h_out = empty({rows, cols}), g_out = empty({rows, cols}), sums = empty({cols});
+    const std::vector<Tensor> buffers = {x, dy, h_out, g_out, sums};
+    report("columns_gelu_grad", "mode B in one pass: (1024, 3072) f32, two in, two out, sums",
+           time_calls(o, [&] { run_kernel(k, buffers); }), 4.0 * 4 * rows * cols, 0,
+           "a diagnostic for the column-reduction schedule");
+  }
+  {
+    const int64_t cols = 768;
+    Kernel k;
+    k.name = "bench_mean_grad_sum";
+    k.origin = "bench: y = x + m / 768 stored, sum over rows of y";
+    k.domain = {cols, rows};
+    k.reduced = 1;
+    k.add_buffer(DType::f32, {0, 1});           // m: one value per row
+    k.add_buffer(DType::f32, {1, cols});        // x
+    k.add_buffer(DType::f32, {1, cols}, true);  // y
+    k.add_buffer(DType::f32, {1, 0}, true);     // the column sums
+    const int y = k.apply(ScalarOp::add, k.load(1),
+                          k.apply(ScalarOp::mul, k.load(0), k.constant(1.0 / 768)));
+    k.store(2, y);
+    k.store(3, k.reduce(Combine::sum, y));
+    const Tensor m = randn({rows}, DType::f32, cpu(), 33),
+                 x = randn({rows, cols}, DType::f32, cpu(), 34);
+    const Tensor y_out = empty({rows, cols}), sums = empty({cols});
+    const std::vector<Tensor> buffers = {m, x, y_out, sums};
+    report("columns_mean_grad", "mode B in one pass: (1024, 768) f32, one in, one out, sums",
+           time_calls(o, [&] { run_kernel(k, buffers); }), 2.0 * 4 * rows * cols, 0,
+           "a diagnostic for the column-reduction schedule");
+  }
+}
+
 /// The copy kernel of rearrange_copy as Kernel IR: out (b h s d) <- x (b s (h d)).
 Kernel split_heads_copy() {
   const int64_t b = 8, s = 1024, h = 8, d = 128;
@@ -501,6 +557,7 @@ int run(int argc, char** argv) {
   const std::vector<std::pair<std::string, void (*)(const Options&)>> groups = {
       {"bandwidth", bandwidth_cases}, {"map", map_case},          {"gemm", gemm_cases},
       {"overhead", overhead_cases},   {"compile", compile_cases}, {"fused", fused_cases},
+      {"columns", column_cases},
   };
   std::fprintf(stderr,
                "ein_cpu_timings: %d TBB threads, %d OpenBLAS threads, %d repetitions after %d "

@@ -69,7 +69,7 @@ void run_kernel_cpu(const Kernel& kernel_in, std::span<const Tensor> buffers) {
   if (empty_row && !row_stores) return;
   const Kernel kernel = prepare_kernel(std::move(general));
   const auto compiled = lookup(kernel);
-  const CpuSchedule s = schedule_cpu(kernel);
+  const CpuSchedule s = schedule_cpu(kernel, num_threads());
   std::vector<int64_t> params = kernel_parameters(kernel, s);
   void* pointers[18];
   std::vector<void*> many;

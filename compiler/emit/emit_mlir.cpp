@@ -11,7 +11,9 @@
 //               reduces the lanes at its end; full stores are vectorized along the same dim
 //   mode B      rows along an outer dim: one vector of accumulators per SIMD group of points,
 //               four vectors of points walked together (then one, then a scalar tail), so
-//               each step along the row reads 256 contiguous bytes of a buffer, not 64
+//               each step along the row reads 256 contiguous bytes of a buffer, not 64;
+//               in one pass (below), panels instead: a thread's share of the points walked
+//               row by row, the accumulators in stack arrays (emit_mlir_loops.cpp)
 // When no stored value reads a stage's result (a map that also sums what it stores over the
 // batch), modes B and scalar compute stages and full stores in one loop over the row.
 #include "compiler/emit/emit_mlir.h"
@@ -521,7 +523,7 @@ bool outputs_unit(const Kernel& k, int dim, bool full_only) {
 
 }  // namespace
 
-CpuSchedule schedule_cpu(const Kernel& k) {
+CpuSchedule schedule_cpu(const Kernel& k, int threads) {
   CpuSchedule s;
   const int rank = static_cast<int>(k.domain.size());
   const int p = k.parallel_dims();
@@ -541,6 +543,10 @@ CpuSchedule schedule_cpu(const Kernel& k) {
   } else if (has_arith && last_parallel_vec) {
     s.vector_dim = p - 1;  // mode B
     s.group = 4;
+    // In panels when one pass serves (8 KB of accumulators per stage): walking 64 points down
+    // every row reads 256 bytes per row of each buffer, a page apart for wide rows, and ran
+    // GELU's backward with its bias gradient at 18 GB/s where whole rows stream at 35.
+    if (detail::single_pass_possible(k)) s.panel = 8192 / static_cast<int64_t>(element_size(k.compute));
   }
   if (s.vector_dim < 0) s.vector_width = 1;
   if (p == 0) {
@@ -550,9 +556,13 @@ CpuSchedule schedule_cpu(const Kernel& k) {
     return s;
   }
   const int64_t n = k.domain[p - 1];
-  // Aim for ~16K elements of work per outer iteration, in whole vectors.
+  // Aim for ~16K elements of work per outer iteration, in whole vectors; a panel schedule
+  // gives each thread one panel of the row's points (at most `panel` of them).
   int64_t chunk = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, reduced_points));
-  if (s.vector_dim == p - 1) {
+  if (s.panel > 0) {
+    const int64_t share = (n + std::max(threads, 1) - 1) / std::max(threads, 1);
+    chunk = std::min(s.panel, (share + s.vector_width - 1) / s.vector_width * s.vector_width);
+  } else if (s.vector_dim == p - 1) {
     const int64_t whole = s.vector_width * s.group;
     chunk = (chunk + whole - 1) / whole * whole;
   }

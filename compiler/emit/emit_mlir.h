@@ -20,13 +20,19 @@ struct CpuSchedule {
   /// Mode B: vectors of points walked together along the row (each row step then reads
   /// group · 64 contiguous bytes of every buffer, not one cache line per page).
   int group = 1;
+  /// Mode B when the stages and the full stores share one pass (a bias gradient's column sum
+  /// beside the values it stores): each outer iteration is a panel of `chunk` points walked
+  /// row by row, every row step reading `chunk` contiguous elements of each buffer, with the
+  /// accumulators in a stack array of `panel` elements per stage (0: not this schedule).
+  int64_t panel = 0;
   int64_t chunk = 1;             ///< points of the innermost parallel dim per outer iteration
   int64_t outer_iterations = 1;  ///< product of the outer parallel dims × chunks of the last
   int64_t work_per_iteration = 1;  ///< elements one outer iteration touches (for grain sizes)
 };
 
-/// The schedule emit_mlir() uses for `kernel` (which must be coalesced and verified).
-CpuSchedule schedule_cpu(const Kernel& kernel);
+/// The schedule emit_mlir() uses for `kernel` (which must be coalesced and verified), run on
+/// `threads` threads: only the chunk depends on it (a panel per thread), never the code.
+CpuSchedule schedule_cpu(const Kernel& kernel, int threads = 1);
 
 /// The run-time parameters of a kernel: domain sizes, every buffer's stride per dim (buffer
 /// major), then the chunk and the number of chunks of the last parallel dim.

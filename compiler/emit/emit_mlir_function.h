@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -19,6 +20,10 @@ namespace ein::detail {
 
 /// How MLIR spells an element type (bool and u8 are i8).
 std::string_view mlir_type(DType t);
+
+/// Whether a reducing kernel's stages and full stores can share one loop over the row: no
+/// stage and no full store reads a stage's result (and something is stored over the row).
+bool single_pass_possible(const Kernel& k);
 
 /// Emits one function; SSA names are %vN, constants are hoisted to the entry block.
 class FunctionEmitter {
@@ -82,6 +87,12 @@ class FunctionEmitter {
   void point(const Point& at, int w);
   void emit_outer_loop();
   void inner_loop(const std::string& lo, const std::string& hi, int w, const Point& base, int dim);
+  void panel(const std::string& lo, const std::string& hi, const Point& base);
+  void panel_rows_from(int dim, const std::string& lo, const std::string& hi, const Point& at);
+  void panel_columns(const std::string& lo, const std::string& hi, const Point& at,
+                     const std::function<void(const std::string&, int, const Point&)>& body);
+  std::string panel_acc(int stage, const std::string& column, int w);
+  void set_panel_acc(int stage, const std::string& column, const std::string& v, int w);
 
   const Kernel& k_;
   const CpuSchedule& s_;
@@ -95,6 +106,7 @@ class FunctionEmitter {
   int stash_stage_ = -1;           // see plan_stash(): the stage whose value is kept ...
   int stash_buffer_ = -1;          // ... in this full output, read back by the full stores
   bool single_pass_ = false;       // see plan_single_pass(): stages and full stores in one loop
+  std::vector<std::string> panel_accs_;  // per stage, its accumulators' stack array (panels)
   std::string consts_, body_;
   std::map<int64_t, std::string> index_consts_;
   std::map<std::pair<uint64_t, int>, std::string> float_consts_;

@@ -262,6 +262,28 @@ void FunctionEmitter::full_stores_from(int dim, const Point& at, int w) {
   line("}");
 }
 
+bool single_pass_possible(const Kernel& k) {
+  const int rank = static_cast<int>(k.domain.size());
+  if (k.reduced == 0 || k.stages.empty()) return false;
+  const int n = static_cast<int>(k.nodes.size());
+  std::vector<char> reads_acc(n, 0);
+  for (int i = 0; i < n; ++i) {
+    const ScalarNode& node = k.nodes[i];
+    reads_acc[i] = node.op == ScalarOp::acc;
+    for (int o : {node.a, node.b, node.c})
+      if (o >= 0) reads_acc[i] = reads_acc[i] || reads_acc[o];
+  }
+  bool any_full = false;
+  for (const KernelStage& st : k.stages)
+    if (reads_acc[st.value]) return false;
+  for (const KernelStore& st : k.stores) {
+    if (k.row_buffer(st.buffer)) continue;
+    if (reads_acc[st.value]) return false;
+    any_full = true;
+  }
+  return any_full && rank > 0;
+}
+
 void FunctionEmitter::plan_single_pass() {
   // The stages and the full stores share one loop over the row when none of them reads a
   // stage's result: a pointwise map that also reduces what it computes (GELU's backward with
@@ -269,24 +291,7 @@ void FunctionEmitter::plan_single_pass() {
   // and each input read once, instead of a reduction pass and a store pass that both compute
   // the expensive part. Mode A keeps its four-accumulator loops over contiguous rows.
   const int rank = static_cast<int>(k_.domain.size());
-  if (k_.reduced == 0 || k_.stages.empty() || s_.vector_dim == rank - 1) return;
-  const int n = static_cast<int>(k_.nodes.size());
-  std::vector<char> reads_acc(n, 0);
-  for (int i = 0; i < n; ++i) {
-    const ScalarNode& node = k_.nodes[i];
-    reads_acc[i] = node.op == ScalarOp::acc;
-    for (int o : {node.a, node.b, node.c})
-      if (o >= 0) reads_acc[i] = reads_acc[i] || reads_acc[o];
-  }
-  bool any_full = false;
-  for (const KernelStage& st : k_.stages)
-    if (reads_acc[st.value]) return;
-  for (const KernelStore& st : k_.stores) {
-    if (k_.row_buffer(st.buffer)) continue;
-    if (reads_acc[st.value]) return;
-    any_full = true;
-  }
-  single_pass_ = any_full;
+  single_pass_ = s_.vector_dim != rank - 1 && single_pass_possible(k_);
 }
 
 /// The single pass (plan_single_pass): one loop per reduced dim from `dim` inwards, carrying
@@ -360,10 +365,113 @@ void FunctionEmitter::point(const Point& at, int w) {
   store_values(true, at, lanes, std::max(s_.vector_dim, 0));
 }
 
+// ---- panels (mode B in one pass) ------------------------------------------------------------
+// An outer iteration is a panel: points [lo, hi) of the last parallel dim. The stages'
+// accumulators live in stack arrays (one per stage, index = point - lo); the panel's rows are
+// walked in order, each row step running over the panel's points in vectors (then a scalar
+// tail), so each buffer is read and written in runs of hi - lo contiguous elements. The sums
+// are combined row by row in the same order as the register schedule: the results are the
+// same bits.
+
+std::string FunctionEmitter::panel_acc(int stage, const std::string& column, int w) {
+  const std::string memref = fmt::format("memref<{}x{}>", s_.panel, compute_);
+  if (w == 1)
+    return op(fmt::format("memref.load {}[{}] : {}", panel_accs_[stage], column, memref));
+  return op(fmt::format("vector.load {}[{}] : {}, {}", panel_accs_[stage], column, memref,
+                        vec_type(w, compute_)));
+}
+
+void FunctionEmitter::set_panel_acc(int stage, const std::string& column, const std::string& v,
+                                    int w) {
+  const std::string memref = fmt::format("memref<{}x{}>", s_.panel, compute_);
+  if (w == 1)
+    line(fmt::format("memref.store {}, {}[{}] : {}", v, panel_accs_[stage], column, memref));
+  else
+    line(fmt::format("vector.store {}, {}[{}] : {}, {}", v, panel_accs_[stage], column, memref,
+                     vec_type(w, compute_)));
+}
+
+/// Points [lo, hi) of the last parallel dim from `at`, in vectors then a scalar tail: `body`
+/// gets the point's offset in the panel, its lanes and the point.
+void FunctionEmitter::panel_columns(
+    const std::string& lo, const std::string& hi, const Point& at,
+    const std::function<void(const std::string&, int, const Point&)>& body) {
+  const int last = k_.parallel_dims() - 1, vw = s_.vector_width;
+  const std::string len = op(fmt::format("arith.subi {}, {} : index", hi, lo));
+  const std::string nv = add_index(
+      lo, mul_index(op(fmt::format("arith.divui {}, {} : index", len, index(vw))), index(vw)));
+  for (int pass = 0; pass < 2; ++pass) {
+    const std::string iv = fresh();
+    line(fmt::format("scf.for {} = {} to {} step {} {{", iv, pass == 0 ? lo : nv,
+                     pass == 0 ? nv : hi, index(pass == 0 ? vw : 1)));
+    indent_ += 2;
+    body(op(fmt::format("arith.subi {}, {} : index", iv, lo)), pass == 0 ? vw : 1,
+         advance(at, iv, last));
+    indent_ -= 2;
+    line("}");
+  }
+}
+
+/// The rows of the panel: one loop per reduced dim from `dim` inwards, the panel's points
+/// innermost (every stage combined into its array, every full store written).
+void FunctionEmitter::panel_rows_from(int dim, const std::string& lo, const std::string& hi,
+                                      const Point& at) {
+  const int rank = static_cast<int>(k_.domain.size());
+  if (dim == rank) {
+    panel_columns(lo, hi, at, [&](const std::string& col, int w, const Point& pt) {
+      Memo memo;
+      std::vector<std::string> next;
+      for (size_t s = 0; s < k_.stages.size(); ++s)
+        next.push_back(combine(k_.stages[s].combine, panel_acc(static_cast<int>(s), col, w),
+                               value(k_.stages[s].value, pt, w, s_.vector_dim, memo), w));
+      std::vector<std::pair<int, std::string>> values;
+      for (const KernelStore& st : k_.stores)
+        if (!k_.row_buffer(st.buffer))
+          values.push_back({st.buffer, value(st.value, pt, w, s_.vector_dim, memo)});
+      for (const auto& [buffer, v] : values)
+        store(buffer, v, pt.offsets[buffer], w);
+      for (size_t s = 0; s < next.size(); ++s)
+        set_panel_acc(static_cast<int>(s), col, next[s], w);
+    });
+    return;
+  }
+  const std::string iv = fresh();
+  line(fmt::format("scf.for {} = {} to {} step {} {{", iv, index(0), sizes_[dim], index(1)));
+  indent_ += 2;
+  panel_rows_from(dim + 1, lo, hi, advance(at, iv, dim));
+  indent_ -= 2;
+  line("}");
+}
+
+/// One panel: the arrays set to each stage's identity, the rows, then the row stores.
+void FunctionEmitter::panel(const std::string& lo, const std::string& hi, const Point& base) {
+  panel_columns(lo, hi, base, [&](const std::string& col, int w, const Point&) {
+    for (size_t s = 0; s < k_.stages.size(); ++s)
+      set_panel_acc(static_cast<int>(s), col,
+                    literal(combine_identity(k_.stages[s].combine), w), w);
+  });
+  panel_rows_from(k_.parallel_dims(), lo, hi, base);
+  panel_columns(lo, hi, base, [&](const std::string& col, int w, const Point& pt) {
+    accs_.clear();
+    for (size_t s = 0; s < k_.stages.size(); ++s)
+      accs_.push_back(panel_acc(static_cast<int>(s), col, w));
+    acc_lanes_ = w;
+    store_values(true, pt, w, s_.vector_dim);
+  });
+}
+
 void FunctionEmitter::emit_outer_loop() {
   plan_single_pass();
   if (!single_pass_) plan_stash();
   const int p = k_.parallel_dims();
+  // Panels need the single pass (the register schedule runs any chunk size as well).
+  const bool panels = s_.panel > 0 && single_pass_ && s_.vector_dim == p - 1;
+  if (panels)
+    for (size_t s = 0; s < k_.stages.size(); ++s) {
+      panel_accs_.push_back(fresh());
+      line(fmt::format("{} = memref.alloca() : memref<{}x{}>", panel_accs_.back(), s_.panel,
+                       compute_));
+    }
   Point zero{std::vector<std::string>(k_.buffers.size(), index(0)),
              std::vector<std::string>(k_.domain.size())};
   std::string it = fresh();
@@ -387,7 +495,9 @@ void FunctionEmitter::emit_outer_loop() {
     }
     std::string lo = mul_index(chunk, chunk_);
     std::string hi = op(fmt::format("arith.minui {}, {} : index", add_index(lo, chunk_), n));
-    if (s_.vector_dim == last) {
+    if (panels) {
+      panel(lo, hi, base);
+    } else if (s_.vector_dim == last) {
       const int w = s_.vector_width;
       std::string len = op(fmt::format("arith.subi {}, {} : index", hi, lo));
       auto whole = [&](int step) {
