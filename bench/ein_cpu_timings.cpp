@@ -25,6 +25,8 @@
 #include <ein/ein.h>
 #include <fmt/format.h>
 
+#include "compiler/emit/emit_mlir.h"
+#include "compiler/kernel/prepare.h"
 #include "compiler/pipeline.h"
 #include "exec/cpu_executor.h"
 #include "exec/run_kernel.h"
@@ -448,6 +450,39 @@ void fused_cases(const Options& o) {
   }
 }
 
+/// `k` run as the executor runs it, but on the register schedule mode B had before panels
+/// (64 points walked down every row, their sums in registers): a diagnostic baseline for the
+/// column cases. Compiled once per kernel.
+std::function<void()> register_schedule(const Kernel& k, const std::vector<Tensor>& buffers) {
+  const Kernel prepared = prepare_kernel(to_general_form(k));
+  CpuSchedule s = schedule_cpu(prepared, num_threads());
+  const int p = prepared.parallel_dims();
+  int64_t rows = 1;
+  for (size_t d = static_cast<size_t>(p); d < prepared.domain.size(); ++d)
+    rows *= prepared.domain[d];
+  const int64_t n = prepared.domain[static_cast<size_t>(p - 1)], whole = s.vector_width * s.group;
+  s.panel = 0;
+  s.chunk = std::min(n, (std::max<int64_t>(1, 16384 / rows) + whole - 1) / whole * whole);
+  s.outer_iterations = (n + s.chunk - 1) / s.chunk;
+  for (int d = 0; d < p - 1; ++d)
+    s.outer_iterations *= prepared.domain[static_cast<size_t>(d)];
+  s.work_per_iteration = s.chunk * rows;
+  const std::string symbol = "bench_register_schedule_" + prepared.name;
+  const CpuKernelFn fn =
+      CpuJit::instance().get(emit_mlir(prepared, s, symbol), symbol);
+  auto params = std::make_shared<std::vector<int64_t>>(kernel_parameters(prepared, s));
+  auto ptrs = std::make_shared<std::vector<void*>>();
+  for (const Tensor& t : buffers)
+    ptrs->push_back(t.data_ptr());
+  ptrs->push_back(params->data());
+  ptrs->push_back(nullptr);
+  const int64_t outer = s.outer_iterations;
+  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, s.work_per_iteration));
+  return [fn, params, ptrs, outer, grain] {
+    parallel_for(0, outer, grain, [&](int64_t lo, int64_t hi) { fn(ptrs->data(), lo, hi); });
+  };
+}
+
 /// Column sums beside the values they sum (mode B in one pass), as the fusion pass builds them
 /// for a GPT's backward at T L H D B = 256 2 12 768 4 (rows = b·t = 1024): GELU's backward with
 /// its bias gradient over (1024, 3072), and LayerNorm's mean gradient added to the residual's
@@ -478,6 +513,9 @@ void column_cases(const Options& o) {
     report("columns_gelu_grad", "mode B in one pass: (1024, 3072) f32, two in, two out, sums",
            time_calls(o, [&] { run_kernel(k, buffers); }), 4.0 * 4 * rows * cols, 0,
            "a diagnostic for the column-reduction schedule");
+    report("columns_gelu_grad_registers", "the same kernel on mode B's register schedule",
+           time_calls(o, register_schedule(k, buffers)), 4.0 * 4 * rows * cols, 0,
+           "the schedule before panels, for comparison");
   }
   {
     const int64_t cols = 768;
@@ -501,6 +539,9 @@ void column_cases(const Options& o) {
     report("columns_mean_grad", "mode B in one pass: (1024, 768) f32, one in, one out, sums",
            time_calls(o, [&] { run_kernel(k, buffers); }), 2.0 * 4 * rows * cols, 0,
            "a diagnostic for the column-reduction schedule");
+    report("columns_mean_grad_registers", "the same kernel on mode B's register schedule",
+           time_calls(o, register_schedule(k, buffers)), 2.0 * 4 * rows * cols, 0,
+           "the schedule before panels, for comparison");
   }
 }
 

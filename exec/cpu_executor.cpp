@@ -45,10 +45,11 @@ std::shared_ptr<const Compiled> compile(const Kernel& kernel, const std::string&
   return compiled;
 }
 
-std::shared_ptr<const Compiled> lookup(const Kernel& kernel) {
+std::shared_ptr<const Compiled> lookup(const Kernel& kernel, const CpuSchedule& s) {
   static auto* cache = new MemoCache<Compiled>;
   thread_local std::string key;
   kernel_code_key(kernel, key);
+  key += s.panel > 0 ? 'p' : 'r';  // column sums in panels or in registers (schedule_cpu)
   // Built outside the lock: the JIT dedups racing builds.
   return cache->get(key, [&] { return compile(kernel, key); });
 }
@@ -68,8 +69,8 @@ void run_kernel_cpu(const Kernel& kernel_in, std::span<const Tensor> buffers) {
     row_stores = row_stores || (general.reduced > 0 && general.row_buffer(st.buffer));
   if (empty_row && !row_stores) return;
   const Kernel kernel = prepare_kernel(std::move(general));
-  const auto compiled = lookup(kernel);
   const CpuSchedule s = schedule_cpu(kernel, num_threads());
+  const auto compiled = lookup(kernel, s);
   std::vector<int64_t> params = kernel_parameters(kernel, s);
   void* pointers[18];
   std::vector<void*> many;

@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -521,6 +522,21 @@ bool outputs_unit(const Kernel& k, int dim, bool full_only) {
   return true;
 }
 
+/// The bytes a kernel's buffers span (each from element 0 to its last element).
+double buffer_bytes(const Kernel& k) {
+  double total = 0;
+  for (const KernelBuffer& b : k.buffers) {
+    double extent = 1;
+    for (size_t d = 0; d < k.domain.size(); ++d)
+      if (k.domain[d] > 0) extent += static_cast<double>(k.domain[d] - 1) * std::abs(b.strides[d]);
+    total += extent * static_cast<double>(element_size(b.dtype));
+  }
+  return total;
+}
+
+/// From this many bytes of buffers on, column sums run in panels (half a Zen 4 L3).
+constexpr double kPanelBytes = 16 << 20;
+
 }  // namespace
 
 CpuSchedule schedule_cpu(const Kernel& k, int threads) {
@@ -543,10 +559,14 @@ CpuSchedule schedule_cpu(const Kernel& k, int threads) {
   } else if (has_arith && last_parallel_vec) {
     s.vector_dim = p - 1;  // mode B
     s.group = 4;
-    // In panels when one pass serves (8 KB of accumulators per stage): walking 64 points down
-    // every row reads 256 bytes per row of each buffer, a page apart for wide rows, and ran
-    // GELU's backward with its bias gradient at 18 GB/s where whole rows stream at 35.
-    if (detail::single_pass_possible(k)) s.panel = 8192 / static_cast<int64_t>(element_size(k.compute));
+    // In panels when one pass serves (8 KB of accumulators per stage) and the buffers are too
+    // large to stay cached: walking 64 points down every row reads 256 bytes per row of each
+    // buffer, a page apart for wide rows, and ran GELU's backward with its bias gradient over
+    // (1024, 3072) at half the panels' speed; on data the caches hold (a (1024, 768) map and
+    // its column sums) the strips ran twice as fast as the panels (ein_cpu_timings --only
+    // columns). The choice depends on sizes: the executor keys compiled code by it.
+    if (detail::single_pass_possible(k) && buffer_bytes(k) >= kPanelBytes)
+      s.panel = 8192 / static_cast<int64_t>(element_size(k.compute));
   }
   if (s.vector_dim < 0) s.vector_width = 1;
   if (p == 0) {

@@ -334,7 +334,7 @@ Kernel map_and_sum_kernel(Shape domain, const Shape& x_strides, const Shape& y_s
 }
 
 TEST(FusedKernelIr, MapsThatAlsoReduceTakeOnePassOverTheRow) {
-  // Mode B with 150 points per row: panels (one per thread) of vectors and a scalar tail.
+  // Mode B with 150 points per row: groups of four vectors, one vector, a scalar tail.
   check_against_evaluate(map_and_sum_kernel({150, 37}, {1, 150}, {1, 150}), 50,
                          "single pass, mode B");
   check_against_evaluate(map_and_sum_kernel({9, 37}, {2, 18}, {37, 1}), 51,
@@ -342,17 +342,16 @@ TEST(FusedKernelIr, MapsThatAlsoReduceTakeOnePassOverTheRow) {
   check_against_evaluate(map_and_sum_kernel({9, 70}, {70, 1}, {70, 1}), 52, "mode A (two passes)");
   check_against_evaluate(map_and_sum_kernel({150, 0}, {1, 150}, {1, 150}), 53,
                          "single pass, empty rows");
-  // One tanh per loop that walks the panel's row (vectors, then a scalar tail): the stored y
-  // and the summed y are one value, and no second pass recomputes it. The sums live in a
-  // stack array of 8 KB.
+  // One tanh per loop that walks the row (groups of four vectors, one vector, scalar): the
+  // stored y and the summed y are one value, and no second pass recomputes it.
   const std::string mlir = emit_kernel(map_and_sum_kernel({150, 37}, {1, 150}, {1, 150}),
                                        Target::mlir);
   size_t tanhs = 0;
   for (size_t at = mlir.find("math.tanh"); at != std::string::npos;
        at = mlir.find("math.tanh", at + 1))
     ++tanhs;
-  EXPECT_EQ(tanhs, 2u) << mlir;
-  EXPECT_NE(mlir.find("memref.alloca() : memref<2048xf32>"), std::string::npos) << mlir;
+  EXPECT_EQ(tanhs, 3u) << mlir;
+  EXPECT_NE(mlir.find("vector<64xf32>"), std::string::npos) << mlir;
   // In place, g's memory receives y (same strides): each point reads g before storing y there.
   const int64_t p = 150, r = 37;
   Tensor x = randn({r, p}, DType::f32, cpu(), 54), g = randn({r, p}, DType::f32, cpu(), 55);
@@ -390,24 +389,35 @@ Kernel two_stage_columns(int64_t o, int64_t p, int64_t r, int64_t q) {
   return k;
 }
 
-TEST(FusedKernelIr, ColumnSumsRunInPanelsOfAThreadsShare) {
-  // A panel per thread, at most 8 KB of accumulators a stage: 5000 f32 points are three
-  // panels on one or two threads (2048, 2048, 904), on four 1264-point ones.
-  const Kernel wide = map_and_sum_kernel({5000, 3}, {1, 5000}, {1, 5000});
+TEST(FusedKernelIr, LargeColumnSumsRunInPanelsOfAThreadsShare) {
+  // From 16 MiB of buffers on, a panel per thread, at most 8 KB of accumulators a stage: 5000
+  // f32 points (four buffers of 300 rows: 24 MB) are three panels on one or two threads
+  // (2048, 2048, 904), on four 1264-point ones. Smaller kernels keep the register strips.
+  const Kernel wide = map_and_sum_kernel({5000, 300}, {1, 5000}, {1, 5000});
   EXPECT_EQ(schedule_cpu(wide, 1).panel, 2048);
   EXPECT_EQ(schedule_cpu(wide, 1).chunk, 2048);
   EXPECT_EQ(schedule_cpu(wide, 2).chunk, 2048);
   EXPECT_EQ(schedule_cpu(wide, 4).chunk, 1264);
   EXPECT_EQ(schedule_cpu(wide, 4).outer_iterations, 4);
+  EXPECT_EQ(schedule_cpu(map_and_sum_kernel({5000, 30}, {1, 5000}, {1, 5000}), 2).panel, 0);
   check_against_evaluate(wide, 60, "panels of 2048 points");
-  // Two stages, two reduced dims, an outer parallel dim, f64 (1024-element arrays), odd sizes:
-  // the last panel of each o ends in a scalar tail.
-  const Kernel two = two_stage_columns(3, 75, 4, 5);
+  // One tanh per loop over the panel's points (vectors, then a scalar tail); the sums in a
+  // stack array of 8 KB.
+  const std::string mlir = emit_kernel(wide, Target::mlir);
+  size_t tanhs = 0;
+  for (size_t at = mlir.find("math.tanh"); at != std::string::npos;
+       at = mlir.find("math.tanh", at + 1))
+    ++tanhs;
+  EXPECT_EQ(tanhs, 2u) << mlir;
+  EXPECT_NE(mlir.find("memref.alloca() : memref<2048xf32>"), std::string::npos) << mlir;
+  // Two stages, two reduced dims, an outer parallel dim, f64 (1024-element arrays), odd sizes
+  // (18 MB): the last panel of each o ends in a scalar tail.
+  const Kernel two = two_stage_columns(3, 75, 40, 100);
   EXPECT_EQ(schedule_cpu(two, 1).panel, 1024);
   EXPECT_EQ(schedule_cpu(two, 2).chunk, 40);
   check_against_evaluate(two, 61, "two stages over (r q), f64");
   // Rows that also read a stage's result need two passes: no panels.
-  EXPECT_EQ(schedule_cpu(softmax_kernel({35, 6}, {1, 35}, {1, 35}), 2).panel, 0);
+  EXPECT_EQ(schedule_cpu(softmax_kernel({5000, 300}, {1, 5000}, {1, 5000}), 2).panel, 0);
 }
 
 TEST(FusedKernelIr, VerifyRejectsBrokenGeneralKernels) {
