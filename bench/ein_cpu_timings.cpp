@@ -488,9 +488,11 @@ std::function<void()> register_schedule(const Kernel& k, const std::vector<Tenso
 /// its bias gradient over (1024, 3072), and LayerNorm's mean gradient added to the residual's
 /// with its column sum over (1024, 768). Domains are (columns, rows) with the rows reduced.
 void column_cases(const Options& o) {
-  const int64_t rows = 1024;
-  {
-    const int64_t cols = 3072;
+  // GELU's backward over (rows, columns): the GPT's MLP at 256 2 12 768 4 (1024, 3072) and at
+  // 128 4 8 256 16 (2048, 1024), and rows 8 KB or more apart or less (the schedule's limit).
+  const std::pair<int64_t, int64_t> shapes[] = {{1024, 3072}, {1536, 2048}, {768, 4096},
+                                                 {2048, 1024}, {3072, 1024}, {4096, 512}};
+  for (const auto& [rows, cols] : shapes) {
     Kernel k;
     k.name = "bench_gelu_grad_sum";
     k.origin = "bench: h = gelu(x), g = dy * gelu(x) stored, sum over rows of g";
@@ -510,13 +512,18 @@ void column_cases(const Options& o) {
                  dy = randn({rows, cols}, DType::f32, cpu(), 32);
     const Tensor h_out = empty({rows, cols}), g_out = empty({rows, cols}), sums = empty({cols});
     const std::vector<Tensor> buffers = {x, dy, h_out, g_out, sums};
-    report("columns_gelu_grad", "mode B in one pass: (1024, 3072) f32, two in, two out, sums",
-           time_calls(o, [&] { run_kernel(k, buffers); }), 4.0 * 4 * rows * cols, 0,
+    const std::string shape = fmt::format("({}, {})", rows, cols);
+    const double bytes = 4.0 * 4 * static_cast<double>(rows * cols);
+    report(fmt::format("columns_gelu_grad_{}x{}", rows, cols),
+           "mode B in one pass: " + shape + " f32, two in, two out, sums",
+           time_calls(o, [&] { run_kernel(k, buffers); }), bytes, 0,
            "a diagnostic for the column-reduction schedule");
-    report("columns_gelu_grad_registers", "the same kernel on mode B's register schedule",
-           time_calls(o, register_schedule(k, buffers)), 4.0 * 4 * rows * cols, 0,
+    report(fmt::format("columns_gelu_grad_{}x{}_registers", rows, cols),
+           "the same kernel on mode B's register schedule",
+           time_calls(o, register_schedule(k, buffers)), bytes, 0,
            "the schedule before panels, for comparison");
   }
+  const int64_t rows = 1024;
   {
     const int64_t cols = 768;
     Kernel k;

@@ -522,20 +522,17 @@ bool outputs_unit(const Kernel& k, int dim, bool full_only) {
   return true;
 }
 
-/// The bytes a kernel's buffers span (each from element 0 to its last element).
-double buffer_bytes(const Kernel& k) {
-  double total = 0;
-  for (const KernelBuffer& b : k.buffers) {
-    double extent = 1;
-    for (size_t d = 0; d < k.domain.size(); ++d)
-      if (k.domain[d] > 0) extent += static_cast<double>(k.domain[d] - 1) * std::abs(b.strides[d]);
-    total += extent * static_cast<double>(element_size(b.dtype));
-  }
-  return total;
+/// The largest step in bytes any buffer takes along the innermost reduced dim (a row's pitch).
+int64_t row_pitch_bytes(const Kernel& k) {
+  int64_t pitch = 0;
+  if (k.reduced == 0) return 0;
+  for (const KernelBuffer& b : k.buffers)
+    pitch = std::max(pitch, std::abs(b.strides.back()) * static_cast<int64_t>(element_size(b.dtype)));
+  return pitch;
 }
 
-/// From this many bytes of buffers on, column sums run in panels (half a Zen 4 L3).
-constexpr double kPanelBytes = 16 << 20;
+/// From this pitch on, column sums run in panels.
+constexpr int64_t kPanelPitch = 8192;
 
 }  // namespace
 
@@ -559,13 +556,14 @@ CpuSchedule schedule_cpu(const Kernel& k, int threads) {
   } else if (has_arith && last_parallel_vec) {
     s.vector_dim = p - 1;  // mode B
     s.group = 4;
-    // In panels when one pass serves (8 KB of accumulators per stage) and the buffers are too
-    // large to stay cached: walking 64 points down every row reads 256 bytes per row of each
-    // buffer, a page apart for wide rows, and ran GELU's backward with its bias gradient over
-    // (1024, 3072) at half the panels' speed; on data the caches hold (a (1024, 768) map and
-    // its column sums) the strips ran twice as fast as the panels (ein_cpu_timings --only
-    // columns). The choice depends on sizes: the executor keys compiled code by it.
-    if (detail::single_pass_possible(k) && buffer_bytes(k) >= kPanelBytes)
+    // In panels when one pass serves (8 KB of accumulators per stage) and rows lie 8 KB or
+    // more apart: walking 64 points down every row then reads 256 bytes of each buffer per
+    // page. GELU's backward with its bias gradient (ein_cpu_timings --only columns, two runs)
+    // took 1.5-1.8 ms in panels against 2.7-4.4 on the register strips at (1024, 3072) f32
+    // rows, 1.9-2.0 against 2.7-2.8 at (1536, 2048); at (2048, 1024) the strips were level or
+    // faster (1.7-2.0 against 1.7-1.9), at (4096, 512) 1.5 times faster. The choice depends on
+    // strides: the executor keys compiled code by it.
+    if (detail::single_pass_possible(k) && row_pitch_bytes(k) >= kPanelPitch)
       s.panel = 8192 / static_cast<int64_t>(element_size(k.compute));
   }
   if (s.vector_dim < 0) s.vector_width = 1;

@@ -389,17 +389,17 @@ Kernel two_stage_columns(int64_t o, int64_t p, int64_t r, int64_t q) {
   return k;
 }
 
-TEST(FusedKernelIr, LargeColumnSumsRunInPanelsOfAThreadsShare) {
-  // From 16 MiB of buffers on, a panel per thread, at most 8 KB of accumulators a stage: 5000
-  // f32 points (four buffers of 300 rows: 24 MB) are three panels on one or two threads
-  // (2048, 2048, 904), on four 1264-point ones. Smaller kernels keep the register strips.
+TEST(FusedKernelIr, ColumnSumsOverFarApartRowsRunInPanels) {
+  // Rows 8 KB or more apart: a panel per thread, at most 8 KB of accumulators a stage. 5000
+  // f32 points are three panels on one or two threads (2048, 2048, 904), on four 1264-point
+  // ones. Rows 4 KB apart keep the register strips.
   const Kernel wide = map_and_sum_kernel({5000, 300}, {1, 5000}, {1, 5000});
   EXPECT_EQ(schedule_cpu(wide, 1).panel, 2048);
   EXPECT_EQ(schedule_cpu(wide, 1).chunk, 2048);
   EXPECT_EQ(schedule_cpu(wide, 2).chunk, 2048);
   EXPECT_EQ(schedule_cpu(wide, 4).chunk, 1264);
   EXPECT_EQ(schedule_cpu(wide, 4).outer_iterations, 4);
-  EXPECT_EQ(schedule_cpu(map_and_sum_kernel({5000, 30}, {1, 5000}, {1, 5000}), 2).panel, 0);
+  EXPECT_EQ(schedule_cpu(map_and_sum_kernel({1024, 300}, {1, 1024}, {1, 1024}), 2).panel, 0);
   check_against_evaluate(wide, 60, "panels of 2048 points");
   // One tanh per loop over the panel's points (vectors, then a scalar tail); the sums in a
   // stack array of 8 KB.
@@ -410,14 +410,14 @@ TEST(FusedKernelIr, LargeColumnSumsRunInPanelsOfAThreadsShare) {
     ++tanhs;
   EXPECT_EQ(tanhs, 2u) << mlir;
   EXPECT_NE(mlir.find("memref.alloca() : memref<2048xf32>"), std::string::npos) << mlir;
-  // Two stages, two reduced dims, an outer parallel dim, f64 (1024-element arrays), odd sizes
-  // (18 MB): the last panel of each o ends in a scalar tail.
-  const Kernel two = two_stage_columns(3, 75, 40, 100);
+  // Two stages, two reduced dims, an outer parallel dim, f64 (1024-element arrays), odd sizes:
+  // the last panel of each o ends in a scalar tail.
+  const Kernel two = two_stage_columns(3, 75, 14, 9);
   EXPECT_EQ(schedule_cpu(two, 1).panel, 1024);
   EXPECT_EQ(schedule_cpu(two, 2).chunk, 40);
   check_against_evaluate(two, 61, "two stages over (r q), f64");
   // Rows that also read a stage's result need two passes: no panels.
-  EXPECT_EQ(schedule_cpu(softmax_kernel({5000, 300}, {1, 5000}, {1, 5000}), 2).panel, 0);
+  EXPECT_EQ(schedule_cpu(softmax_kernel({5000, 30}, {1, 5000}, {1, 5000}), 2).panel, 0);
 }
 
 TEST(FusedKernelIr, VerifyRejectsBrokenGeneralKernels) {
