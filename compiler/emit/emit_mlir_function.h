@@ -77,6 +77,8 @@ class FunctionEmitter {
   void plan_single_pass();
   std::vector<std::string> single_pass_from(int dim, const Point& at, int w,
                                             const std::vector<std::string>& accs);
+  std::vector<std::string> single_pass_point(const Point& at, int w,
+                                             const std::vector<std::string>& accs);
   std::string stage_value(int stage, const Point& at, int w, int vdim);
   std::string combine(Combine c, const std::string& a, const std::string& b, int w);
   Point advance(const Point& at, const std::string& iv, int dim);

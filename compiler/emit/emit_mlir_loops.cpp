@@ -294,6 +294,25 @@ void FunctionEmitter::plan_single_pass() {
   single_pass_ = s_.vector_dim != rank - 1 && single_pass_possible(k_);
 }
 
+/// One point of the single pass: every stage value combined into its accumulator in `accs`
+/// and every full store's value computed (shared nodes once), then the stores written.
+/// Returns the accumulators after the point.
+std::vector<std::string> FunctionEmitter::single_pass_point(const Point& at, int w,
+                                                            const std::vector<std::string>& accs) {
+  Memo memo;
+  std::vector<std::string> next;
+  for (size_t s = 0; s < k_.stages.size(); ++s)
+    next.push_back(combine(k_.stages[s].combine, accs[s],
+                           value(k_.stages[s].value, at, w, s_.vector_dim, memo), w));
+  std::vector<std::pair<int, std::string>> values;
+  for (const KernelStore& st : k_.stores)
+    if (!k_.row_buffer(st.buffer))
+      values.push_back({st.buffer, value(st.value, at, w, s_.vector_dim, memo)});
+  for (const auto& [buffer, v] : values)
+    store(buffer, v, at.offsets[buffer], w);
+  return next;
+}
+
 /// The single pass (plan_single_pass): one loop per reduced dim from `dim` inwards, carrying
 /// every stage's accumulator; at each point of the row, every stage value and every full
 /// store's value is computed (shared nodes once), then the stores are written. Returns the
@@ -302,20 +321,7 @@ std::vector<std::string> FunctionEmitter::single_pass_from(int dim, const Point&
                                                            const std::vector<std::string>& accs) {
   const int rank = static_cast<int>(k_.domain.size());
   const size_t n = k_.stages.size();
-  if (dim == rank) {
-    Memo memo;
-    std::vector<std::string> next;
-    for (size_t s = 0; s < n; ++s)
-      next.push_back(combine(k_.stages[s].combine, accs[s],
-                             value(k_.stages[s].value, at, w, s_.vector_dim, memo), w));
-    std::vector<std::pair<int, std::string>> values;
-    for (const KernelStore& st : k_.stores)
-      if (!k_.row_buffer(st.buffer))
-        values.push_back({st.buffer, value(st.value, at, w, s_.vector_dim, memo)});
-    for (const auto& [buffer, v] : values)
-      store(buffer, v, at.offsets[buffer], w);
-    return next;
-  }
+  if (dim == rank) return single_pass_point(at, w, accs);
   const std::string ty = vec_type(w, compute_);
   std::string res = fresh(), iv = fresh(), args, types;
   std::vector<std::string> inner;
@@ -419,17 +425,10 @@ void FunctionEmitter::panel_rows_from(int dim, const std::string& lo, const std:
   const int rank = static_cast<int>(k_.domain.size());
   if (dim == rank) {
     panel_columns(lo, hi, at, [&](const std::string& col, int w, const Point& pt) {
-      Memo memo;
-      std::vector<std::string> next;
+      std::vector<std::string> accs;
       for (size_t s = 0; s < k_.stages.size(); ++s)
-        next.push_back(combine(k_.stages[s].combine, panel_acc(static_cast<int>(s), col, w),
-                               value(k_.stages[s].value, pt, w, s_.vector_dim, memo), w));
-      std::vector<std::pair<int, std::string>> values;
-      for (const KernelStore& st : k_.stores)
-        if (!k_.row_buffer(st.buffer))
-          values.push_back({st.buffer, value(st.value, pt, w, s_.vector_dim, memo)});
-      for (const auto& [buffer, v] : values)
-        store(buffer, v, pt.offsets[buffer], w);
+        accs.push_back(panel_acc(static_cast<int>(s), col, w));
+      const std::vector<std::string> next = single_pass_point(pt, w, accs);
       for (size_t s = 0; s < next.size(); ++s)
         set_panel_acc(static_cast<int>(s), col, next[s], w);
     });

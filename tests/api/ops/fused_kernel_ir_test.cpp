@@ -313,6 +313,13 @@ TEST(FusedKernelIr, StashedStageValuesInEverySchedule) {
   }
 }
 
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1))
+    ++n;
+  return n;
+}
+
 /// GELU's backward with its bias gradient, as the fused training step builds it, over x (p r):
 /// y = tanh(x) · g and h = x / 2 + tanh(x) stored over the row, and the row sum of y, which
 /// no store reads back: emit_mlir_loops.cpp's single pass (stages and stores in one loop).
@@ -346,11 +353,7 @@ TEST(FusedKernelIr, MapsThatAlsoReduceTakeOnePassOverTheRow) {
   // stored y and the summed y are one value, and no second pass recomputes it.
   const std::string mlir = emit_kernel(map_and_sum_kernel({150, 37}, {1, 150}, {1, 150}),
                                        Target::mlir);
-  size_t tanhs = 0;
-  for (size_t at = mlir.find("math.tanh"); at != std::string::npos;
-       at = mlir.find("math.tanh", at + 1))
-    ++tanhs;
-  EXPECT_EQ(tanhs, 3u) << mlir;
+  EXPECT_EQ(occurrences(mlir, "math.tanh"), 3u) << mlir;
   EXPECT_NE(mlir.find("vector<64xf32>"), std::string::npos) << mlir;
   // In place, g's memory receives y (same strides): each point reads g before storing y there.
   const int64_t p = 150, r = 37;
@@ -404,11 +407,7 @@ TEST(FusedKernelIr, ColumnSumsOverFarApartRowsRunInPanels) {
   // One tanh per loop over the panel's points (vectors, then a scalar tail); the sums in a
   // stack array of 8 KB.
   const std::string mlir = emit_kernel(wide, Target::mlir);
-  size_t tanhs = 0;
-  for (size_t at = mlir.find("math.tanh"); at != std::string::npos;
-       at = mlir.find("math.tanh", at + 1))
-    ++tanhs;
-  EXPECT_EQ(tanhs, 2u) << mlir;
+  EXPECT_EQ(occurrences(mlir, "math.tanh"), 2u) << mlir;
   EXPECT_NE(mlir.find("memref.alloca() : memref<2048xf32>"), std::string::npos) << mlir;
   // Two stages, two reduced dims, an outer parallel dim, f64 (1024-element arrays), odd sizes:
   // the last panel of each o ends in a scalar tail.
