@@ -122,6 +122,9 @@ TEST(FusedKernelIr, IndexLeavesOnEveryKindOfDim) {
                          "pointwise, rank 3");
   check_against_evaluate(index_kernel({35, 6}, 1, {1, 35}, {1, 35}, {1, 0}), 33,
                          "mode B (index of the vectorized parallel dim)");
+  const Kernel panels = index_kernel({2100, 6}, 1, {1, 2100}, {1, 2100}, {1, 0});
+  EXPECT_GT(schedule_cpu(panels, 2).panel, 0);  // rows 8400 bytes apart
+  check_against_evaluate(panels, 35, "mode B in panels (index of the vectorized parallel dim)");
   check_against_evaluate(index_kernel({5, 70}, 1, {70, 1}, {70, 1}, {1, 0}), 34,
                          "mode A (index of the vectorized row dim)");
 }
