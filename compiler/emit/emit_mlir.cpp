@@ -558,11 +558,10 @@ CpuSchedule schedule_cpu(const Kernel& k, int threads) {
     s.group = 4;
     // In panels when one pass serves (8 KB of accumulators per stage) and rows lie 8 KB or
     // more apart: walking 64 points down every row then reads 256 bytes of each buffer per
-    // page. GELU's backward with its bias gradient (ein_cpu_timings --only columns, two runs)
-    // took 1.5-1.8 ms in panels against 2.7-4.4 on the register strips at (1024, 3072) f32
-    // rows, 1.9-2.0 against 2.7-2.8 at (1536, 2048); at (2048, 1024) the strips were level or
-    // faster (1.7-2.0 against 1.7-1.9), at (4096, 512) 1.5 times faster. The choice depends on
-    // strides: the executor keys compiled code by it.
+    // page. GELU's backward with its bias gradient ran 1.3-2.5 times faster in panels with
+    // rows of 2048 to 4096 f32; with rows of 512 and 1024 the strips were level or faster
+    // (ein_cpu_timings --only columns; BENCHMARKS.md, "Column sums in panels"). The choice
+    // depends on stride values: the executor keys compiled code by it.
     if (detail::single_pass_possible(k) && row_pitch_bytes(k) >= kPanelPitch)
       s.panel = 8192 / static_cast<int64_t>(element_size(k.compute));
   }

@@ -32,8 +32,8 @@ struct CpuSchedule {
 
 /// The schedule emit_mlir() uses for `kernel` (which must be coalesced and verified), run on
 /// `threads` threads: only the chunk depends on it (a panel per thread), never the code. The
-/// code depends on the buffers' stride pattern and on `panel`, which large kernels get: a cache
-/// of compiled kernels keys by both.
+/// code depends on the buffers' stride pattern (0, 1 or other) and on `panel`, which kernels
+/// with rows 8 KB or more apart get: a cache of compiled kernels keys by both.
 CpuSchedule schedule_cpu(const Kernel& kernel, int threads = 1);
 
 /// The run-time parameters of a kernel: domain sizes, every buffer's stride per dim (buffer
