@@ -283,33 +283,35 @@ static_assert(static_cast<int>(GraphOp::result) + 1 == kRules.size(), "a rule pe
 
 /// EIN_PROFILE=1: wall time per node kind (op, kernel name, shape), the 25 slowest printed to
 /// stderr at exit (EIN_PROFILE=N: the N slowest). A diagnostic for finding the node that
-/// dominates a graph's time. Each kind's first call (a kernel's JIT compile, a GEMM's first
-/// packing, cold caches) is left out of its row and totalled on its own, so the rows of a
-/// training run are its steady state.
+/// dominates a graph's time. A kind called more than once leaves its first call (a kernel's
+/// JIT compile, a GEMM's first packing, cold caches) out of its row, totalled on its own, so
+/// the rows of a training run are its steady state; a kind called once shows that call.
 struct NodeProfile {
   struct Row {
-    double seconds = 0;  // every call but the first
+    double first = 0;    // the first call
+    double seconds = 0;  // every call after it
     int64_t calls = 0;   // every call, the first included
   };
   std::map<std::string, Row> time;
-  double first_calls = 0;
   void add(const std::string& key, double seconds) {
     Row& row = time[key];
-    if (row.calls++ == 0) first_calls += seconds;
+    if (row.calls++ == 0) row.first = seconds;
     else row.seconds += seconds;
   }
   ~NodeProfile() {
     std::vector<std::pair<double, std::string>> rows;
-    double total = 0;
+    double total = 0, first_calls = 0;
     for (const auto& [k, v] : time) {
-      if (v.calls < 2) continue;
-      rows.emplace_back(v.seconds, fmt::format("{:>8} calls  {}", v.calls - 1, k));
-      total += v.seconds;
+      const bool once = v.calls == 1;
+      if (!once) first_calls += v.first;
+      const double t = once ? v.first : v.seconds;
+      rows.emplace_back(t, fmt::format("{:>8} calls  {}", once ? 1 : v.calls - 1, k));
+      total += t;
     }
     std::sort(rows.rbegin(), rows.rend());
     std::fprintf(stderr,
-                 "EIN_PROFILE: %.3f s in graph nodes after each kind's first call (first calls: "
-                 "%.3f s); slowest:\n",
+                 "EIN_PROFILE: %.3f s in graph nodes (first calls of kinds called again, left "
+                 "out: %.3f s); slowest:\n",
                  total, first_calls);
     const long shown = std::max(25L, std::strtol(std::getenv("EIN_PROFILE"), nullptr, 10));
     for (size_t i = 0; i < rows.size() && i < static_cast<size_t>(shown); ++i)
