@@ -450,10 +450,13 @@ void fused_cases(const Options& o) {
   }
 }
 
-/// `k` run as the executor runs it, but on the register schedule mode B had before panels
-/// (64 points walked down every row, their sums in registers): a diagnostic baseline for the
-/// column cases. Compiled once per kernel.
-std::function<void()> register_schedule(const Kernel& k, const std::vector<Tensor>& buffers) {
+/// `k` run as the executor runs it, but on the schedules mode B had before row blocks: the
+/// register strips (64 points walked down every row, their sums in registers) or, with
+/// `panels`, a panel of each thread's share of the points walked row by row (the sums in an
+/// 8 KB stack array per stage). Diagnostic baselines for the column cases; compiled once per
+/// kernel and schedule.
+std::function<void()> register_schedule(const Kernel& k, const std::vector<Tensor>& buffers,
+                                        bool panels = false) {
   const Kernel prepared = prepare_kernel(to_general_form(k));
   CpuSchedule s = schedule_cpu(prepared, num_threads());
   const int p = prepared.parallel_dims();
@@ -461,13 +464,20 @@ std::function<void()> register_schedule(const Kernel& k, const std::vector<Tenso
   for (size_t d = static_cast<size_t>(p); d < prepared.domain.size(); ++d)
     rows *= prepared.domain[d];
   const int64_t n = prepared.domain[static_cast<size_t>(p - 1)], whole = s.vector_width * s.group;
-  s.panel = 0;
-  s.chunk = std::min(n, (std::max<int64_t>(1, 16384 / rows) + whole - 1) / whole * whole);
+  s.row_block = 0;
+  s.panel = panels ? 8192 / static_cast<int64_t>(element_size(prepared.compute)) : 0;
+  if (panels) {
+    const int64_t share = (n + num_threads() - 1) / num_threads();
+    s.chunk = std::min(s.panel, (share + s.vector_width - 1) / s.vector_width * s.vector_width);
+  } else {
+    s.chunk = std::min(n, (std::max<int64_t>(1, 16384 / rows) + whole - 1) / whole * whole);
+  }
   s.outer_iterations = (n + s.chunk - 1) / s.chunk;
   for (int d = 0; d < p - 1; ++d)
     s.outer_iterations *= prepared.domain[static_cast<size_t>(d)];
   s.work_per_iteration = s.chunk * rows;
-  const std::string symbol = "bench_register_schedule_" + prepared.name;
+  const std::string symbol =
+      std::string(panels ? "bench_panel_schedule_" : "bench_register_schedule_") + prepared.name;
   const CpuKernelFn fn =
       CpuJit::instance().get(emit_mlir(prepared, s, symbol), symbol);
   auto params = std::make_shared<std::vector<int64_t>>(kernel_parameters(prepared, s));
@@ -522,6 +532,10 @@ void column_cases(const Options& o) {
            "the same kernel on mode B's register schedule",
            time_calls(o, register_schedule(k, buffers)), bytes, 0,
            "the schedule before panels, for comparison");
+    report(fmt::format("columns_gelu_grad_{}x{}_panels", rows, cols),
+           "the same kernel in panels of a thread's share of the points",
+           time_calls(o, register_schedule(k, buffers, true)), bytes, 0,
+           "the schedule before row blocks (for rows 8 KB or more apart), for comparison");
   }
   const int64_t rows = 1024;
   {
@@ -549,6 +563,61 @@ void column_cases(const Options& o) {
     report("columns_mean_grad_registers", "the same kernel on mode B's register schedule",
            time_calls(o, register_schedule(k, buffers)), 2.0 * 4 * rows * cols, 0,
            "the schedule before panels, for comparison");
+  }
+  // LayerNorm's backward as the 128 4 8 256 16 step fuses it over (2048, 256): the forward's
+  // output recomputed from x, the row mean and 1/σ, w and b; the three incoming gradients of
+  // q, k and v summed; four column sums (two biases, LayerNorm's bias and weight) and three
+  // row-wise terms stored. Seven inputs and four outputs over the rows.
+  for (const auto& [r, c] : {std::pair<int64_t, int64_t>{2048, 256}, {1024, 768}}) {
+    Kernel k;
+    k.name = "bench_layernorm_grad_sums";
+    k.origin = "bench: LayerNorm's backward beside q, k and v's, with four column sums";
+    k.domain = {c, r};
+    k.reduced = 1;
+    const Shape full{1, c}, per_row{0, 1}, per_col{1, 0};
+    const int x = k.load(k.add_buffer(DType::f32, full)),
+              mean = k.load(k.add_buffer(DType::f32, per_row)),
+              rstd = k.load(k.add_buffer(DType::f32, per_row)),
+              w = k.load(k.add_buffer(DType::f32, per_col)),
+              b = k.load(k.add_buffer(DType::f32, per_col));
+    int d[6];
+    for (int& di : d) di = k.load(k.add_buffer(DType::f32, full));
+    const int centred = k.apply(ScalarOp::sub, x, mean);
+    const int normed = k.apply(ScalarOp::mul, centred, rstd);
+    const int dx = k.apply(ScalarOp::add, k.apply(ScalarOp::add, d[1], d[2]), d[4]);
+    const int dn = k.apply(ScalarOp::mul, dx, w);
+    const int scaled = k.apply(ScalarOp::mul, dn, rstd);
+    k.store(k.add_output(DType::f32, full),
+            k.apply(ScalarOp::add, k.apply(ScalarOp::mul, normed, w), b));
+    k.store(k.add_output(DType::f32, per_col), k.reduce(Combine::sum, d[0]));
+    k.store(k.add_output(DType::f32, per_col), k.reduce(Combine::sum, d[3]));
+    k.store(k.add_output(DType::f32, per_col), k.reduce(Combine::sum, dx));
+    k.store(k.add_output(DType::f32, per_col),
+            k.reduce(Combine::sum, k.apply(ScalarOp::mul, dx, normed)));
+    k.store(k.add_output(DType::f32, full), k.apply(ScalarOp::mul, dn, centred));
+    k.store(k.add_output(DType::f32, full), k.apply(ScalarOp::neg, scaled));
+    k.store(k.add_output(DType::f32, full), k.apply(ScalarOp::add, d[5], scaled));
+    std::vector<Tensor> buffers = {randn({r, c}, DType::f32, cpu(), 40),
+                                   randn({r}, DType::f32, cpu(), 41),
+                                   randn({r}, DType::f32, cpu(), 42),
+                                   randn({c}, DType::f32, cpu(), 43),
+                                   randn({c}, DType::f32, cpu(), 44)};
+    for (int i = 0; i < 6; ++i)
+      buffers.push_back(randn({r, c}, DType::f32, cpu(), 45 + i));
+    buffers.push_back(empty({r, c}));
+    for (int i = 0; i < 4; ++i)
+      buffers.push_back(empty({c}));
+    for (int i = 0; i < 3; ++i)
+      buffers.push_back(empty({r, c}));
+    const double bytes = 11.0 * 4 * static_cast<double>(r * c);
+    const std::string name = fmt::format("columns_layernorm_grad_{}x{}", r, c);
+    report(name, fmt::format("mode B in one pass: ({}, {}) f32, seven in, four out, four sums",
+                             r, c),
+           time_calls(o, [&] { run_kernel(k, buffers); }), bytes, 0,
+           "a diagnostic for the column-reduction schedule");
+    report(name + "_registers", "the same kernel on mode B's register schedule",
+           time_calls(o, register_schedule(k, buffers)), bytes, 0,
+           "the schedule before row blocks (r under 8 KB apart), for comparison");
   }
 }
 

@@ -2,7 +2,8 @@
 //   1. prepare the kernel (compiler/kernel/prepare.h) and serialise it into a thread-local key;
 //   2. look the key up (shared lock); on a miss, verify, schedule, emit MLIR and JIT it;
 //   3. call the kernel over [0, outer_iterations), split by parallel_for with a grain that
-//      gives each task at least ~32K elements of work.
+//      gives each task at least ~32K elements of work; a row-block schedule then runs its
+//      combining iteration, outer_iterations, alone.
 #include "exec/cpu_executor.h"
 
 #include <xxhash.h>
@@ -49,7 +50,8 @@ std::shared_ptr<const Compiled> lookup(const Kernel& kernel, const CpuSchedule& 
   static auto* cache = new MemoCache<Compiled>;
   thread_local std::string key;
   kernel_code_key(kernel, key);
-  key += s.panel > 0 ? 'p' : 'r';  // column sums in panels or in registers (schedule_cpu)
+  // Column sums in row blocks, in panels or in registers (schedule_cpu).
+  key += s.row_block > 0 ? 'b' : s.panel > 0 ? 'p' : 'r';
   // Built outside the lock: the JIT dedups racing builds.
   return cache->get(key, [&] { return compile(kernel, key); });
 }
@@ -75,23 +77,33 @@ void run_kernel_cpu(const Kernel& kernel_in, std::span<const Tensor> buffers) {
   void* pointers[18];
   std::vector<void*> many;
   void** ptrs = pointers;
-  if (buffers.size() + 2 > 18) {
-    many.resize(buffers.size() + 2);
+  if (buffers.size() + 3 > 18) {
+    many.resize(buffers.size() + 3);
     ptrs = many.data();
   }
   for (size_t i = 0; i < buffers.size(); ++i)
     ptrs[i] = buffers[i].data_ptr();
   ptrs[buffers.size()] = params.data();
   ptrs[buffers.size() + 1] = const_cast<double*>(kernel.params.data());
+  // Row blocks write their sums here; the iteration after the last block combines them.
+  thread_local std::vector<double> scratch;
+  const int64_t extra = s.row_block > 0 ? 1 : 0;
+  if (extra) {
+    const size_t bytes = static_cast<size_t>(scratch_elements(kernel, s)) *
+                         element_size(kernel.compute);
+    scratch.resize(std::max(scratch.size(), (bytes + sizeof(double) - 1) / sizeof(double)));
+    ptrs[buffers.size() + 2] = scratch.data();
+  }
   const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, s.work_per_iteration));
   CpuKernelFn fn = compiled->fn;
   ++g_launches;
   count_kernel_launch(kernel_in, buffers);  // charge the live FlopCounters (executed_cost.h)
   if (s.outer_iterations <= grain) {
-    fn(ptrs, 0, s.outer_iterations);
+    fn(ptrs, 0, s.outer_iterations + extra);
     return;
   }
   parallel_for(0, s.outer_iterations, grain, [&](int64_t lo, int64_t hi) { fn(ptrs, lo, hi); });
+  if (extra) fn(ptrs, s.outer_iterations, s.outer_iterations + 1);
 }
 
 ExecutorStats executor_stats() {

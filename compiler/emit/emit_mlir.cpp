@@ -12,8 +12,12 @@
 //   mode B      rows along an outer dim: one vector of accumulators per SIMD group of points,
 //               four vectors of points walked together (then one, then a scalar tail), so
 //               each step along the row reads 256 contiguous bytes of a buffer, not 64;
-//               in one pass (below), panels instead: a thread's share of the points walked
-//               row by row, the accumulators in stack arrays (emit_mlir_loops.cpp)
+//               in one pass (below) over one parallel and one reduced dim, row blocks
+//               instead: blocks of whole rows walked in order, each block's sums in stack
+//               arrays and then in a scratch area that one last iteration combines; other
+//               one-pass kernels with rows 8 KB or more apart walk panels: a thread's share
+//               of the points row by row, the accumulators in stack arrays
+//               (emit_mlir_loops.cpp)
 // When no stored value reads a stage's result (a map that also sums what it stores over the
 // batch), modes B and scalar compute stages and full stores in one loop over the row.
 #include "compiler/emit/emit_mlir.h"
@@ -153,13 +157,17 @@ void FunctionEmitter::emit_prologue() {
   // Each buffer pointer becomes a 1-D memref through a hand-built descriptor; the casts fold
   // away in reconcile-unrealized-casts (runtime/jit/cpu_jit.h documents the ABI). The buffer
   // after the kernel's own holds the integer run-time parameters (kernel_parameters()), and
-  // the one after that, if the kernel has params, their f64 values.
+  // the one after that, if the kernel has params, their f64 values; with row blocks, the
+  // next one is the blocks' scratch area (compute type).
   const size_t nb = k_.buffers.size();
-  const size_t count = nb + 1 + (k_.params.empty() ? 0 : 1);
-  for (size_t b = 0; b < count; ++b) {
-    const std::string st = b < nb    ? std::string(mlir_type(k_.buffers[b].dtype))
-                           : b == nb ? "i64"
-                                     : "f64";
+  std::vector<size_t> slots;
+  for (size_t b = 0; b < nb + 1 + (k_.params.empty() ? 0 : 1); ++b) slots.push_back(b);
+  if (s_.row_block > 0) slots.push_back(nb + 2);
+  for (size_t b : slots) {
+    const std::string st = b < nb        ? std::string(mlir_type(k_.buffers[b].dtype))
+                           : b == nb     ? std::string("i64")
+                           : b == nb + 1 ? std::string("f64")
+                                         : compute_;
     const std::string desc = "!llvm.struct<(ptr, ptr, i64, array<1 x i64>, array<1 x i64>)>";
     line(fmt::format(
         "%pa{} = llvm.getelementptr %buffers[{}] : (!llvm.ptr) -> !llvm.ptr, !llvm.ptr", b, b));
@@ -534,6 +542,22 @@ int64_t row_pitch_bytes(const Kernel& k) {
 /// From this pitch on, column sums run in panels.
 constexpr int64_t kPanelPitch = 8192;
 
+/// Row blocks: at least this many elements per block, and at most this many blocks.
+constexpr int64_t kBlockWork = 65536;
+constexpr int64_t kMaxBlocks = 32;
+
+/// The rows per block of the row-block schedule for `k` (in mode B), 0 when it does not take
+/// `k`: one parallel dim of at most kMaxBlockColumns points, one reduced dim, one pass, and
+/// at least two blocks.
+int64_t rows_per_block(const Kernel& k) {
+  if (k.domain.size() != 2 || k.reduced != 1 || !detail::single_pass_possible(k)) return 0;
+  const int64_t n = k.domain[0], rows = k.domain[1];
+  if (n < 1 || n > kMaxBlockColumns) return 0;
+  const int64_t block =
+      std::max((kBlockWork + n - 1) / n, (rows + kMaxBlocks - 1) / kMaxBlocks);
+  return rows >= 2 * block ? block : 0;
+}
+
 }  // namespace
 
 CpuSchedule schedule_cpu(const Kernel& k, int threads) {
@@ -562,7 +586,10 @@ CpuSchedule schedule_cpu(const Kernel& k, int threads) {
     // rows of 2048 to 4096 f32; with rows of 512 and 1024 the strips were level or faster
     // (ein_cpu_timings --only columns; BENCHMARKS.md, "Column sums in panels"). The choice
     // depends on stride values: the executor keys compiled code by it.
-    if (detail::single_pass_possible(k) && row_pitch_bytes(k) >= kPanelPitch)
+    // Row blocks first, where they apply: each block reads its rows whole, in order, which
+    // the memory streams fastest (BENCHMARKS.md, "Column sums in row blocks").
+    s.row_block = rows_per_block(k);
+    if (s.row_block == 0 && detail::single_pass_possible(k) && row_pitch_bytes(k) >= kPanelPitch)
       s.panel = 8192 / static_cast<int64_t>(element_size(k.compute));
   }
   if (s.vector_dim < 0) s.vector_width = 1;
@@ -573,6 +600,12 @@ CpuSchedule schedule_cpu(const Kernel& k, int threads) {
     return s;
   }
   const int64_t n = k.domain[p - 1];
+  if (s.row_block > 0) {
+    s.chunk = s.row_block;
+    s.outer_iterations = (k.domain[1] + s.row_block - 1) / s.row_block;
+    s.work_per_iteration = s.row_block * n;
+    return s;
+  }
   // Aim for ~16K elements of work per outer iteration, in whole vectors; a panel schedule
   // gives each thread one panel of the row's points (at most `panel` of them).
   int64_t chunk = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, reduced_points));
@@ -597,10 +630,15 @@ std::vector<int64_t> kernel_parameters(const Kernel& k, const CpuSchedule& s) {
   for (const KernelBuffer& b : k.buffers)
     out.insert(out.end(), b.strides.begin(), b.strides.end());
   const int p = k.parallel_dims();
-  const int64_t n = p > 0 ? k.domain[p - 1] : 1;
+  const int64_t n = s.row_block > 0 ? k.domain[1] : p > 0 ? k.domain[p - 1] : 1;
   out.push_back(s.chunk);
   out.push_back((n + s.chunk - 1) / s.chunk);
   return out;
+}
+
+int64_t scratch_elements(const Kernel& k, const CpuSchedule& s) {
+  if (s.row_block == 0) return 0;
+  return s.outer_iterations * static_cast<int64_t>(k.stages.size()) * k.domain[0];
 }
 
 std::string emit_mlir(const Kernel& kernel, const CpuSchedule& schedule, std::string_view symbol) {

@@ -25,25 +25,44 @@ struct CpuSchedule {
   /// row by row, every row step reading `chunk` contiguous elements of each buffer, with the
   /// accumulators in a stack array of `panel` elements per stage (0: not this schedule).
   int64_t panel = 0;
+  /// Mode B in one pass over one parallel dim and one reduced dim, with at most
+  /// kMaxBlockColumns points: each outer iteration is a block of `row_block` whole rows,
+  /// walked row by row (every buffer read and written in order, as a copy would), the block's
+  /// sums kept in stack arrays and then written to the scratch area (scratch_elements()). One
+  /// more iteration, number `outer_iterations`, run after all the others and alone, combines
+  /// the blocks' sums in block order and writes the row stores. Blocks depend on the shape
+  /// only, so the results do not depend on the thread count. 0: not this schedule.
+  int64_t row_block = 0;
   int64_t chunk = 1;             ///< points of the innermost parallel dim per outer iteration
   int64_t outer_iterations = 1;  ///< product of the outer parallel dims × chunks of the last
   int64_t work_per_iteration = 1;  ///< elements one outer iteration touches (for grain sizes)
 };
 
+/// The widest row (in points) that the row-block schedule takes: 16 KB of f32 sums per stage.
+constexpr int64_t kMaxBlockColumns = 4096;
+
 /// The schedule emit_mlir() uses for `kernel` (which must be coalesced and verified), run on
 /// `threads` threads: only the chunk depends on it (a panel per thread), never the code. The
-/// code depends on the buffers' stride pattern (0, 1 or other) and on `panel`, which kernels
-/// with rows 8 KB or more apart get: a cache of compiled kernels keys by both.
+/// code depends on the buffers' stride pattern (0, 1 or other) and on whether the column sums
+/// run in row blocks (which depends on sizes) or in panels (kernels with rows 8 KB or more
+/// apart that row blocks do not take): a cache of compiled kernels keys by all three.
 CpuSchedule schedule_cpu(const Kernel& kernel, int threads = 1);
 
 /// The run-time parameters of a kernel: domain sizes, every buffer's stride per dim (buffer
-/// major), then the chunk and the number of chunks of the last parallel dim.
+/// major), then the chunk and the number of chunks of the last parallel dim (with row
+/// blocks: the rows per block and the number of blocks).
 std::vector<int64_t> kernel_parameters(const Kernel& kernel, const CpuSchedule& schedule);
+
+/// Elements of the compute type that a row-block schedule's blocks write their sums to
+/// (blocks × stages × points; 0 for the other schedules): the caller passes them as
+/// buffers[n + 2] (see emit_mlir()).
+int64_t scratch_elements(const Kernel& kernel, const CpuSchedule& schedule);
 
 /// An MLIR module holding `func.func @symbol(%buffers: !llvm.ptr, %begin: index, %end: index)`
 /// that runs outer iterations [begin, end) of `schedule`; buffers[i] is element 0 of buffer i,
 /// buffers[n] (n = the kernel's buffer count) holds kernel_parameters() as int64, and, when
-/// the kernel has params, buffers[n + 1] holds Kernel::params as double. Sizes, strides and
+/// the kernel has params, buffers[n + 1] holds Kernel::params as double; with row blocks,
+/// buffers[n + 2] is the scratch area (scratch_elements()). Sizes, strides and
 /// params are read from there at run time: the code depends only on the kernel's ops, dtypes,
 /// rank, stages, stores and which strides are 0 or 1, so it is reused across shapes and steps.
 /// `kernel` may be in either form (see kernel_ir.h); it should be coalesced and verified.

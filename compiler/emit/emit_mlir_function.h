@@ -93,6 +93,9 @@ class FunctionEmitter {
   void panel_rows_from(int dim, const std::string& lo, const std::string& hi, const Point& at);
   void panel_columns(const std::string& lo, const std::string& hi, const Point& at,
                      const std::function<void(const std::string&, int, const Point&)>& body);
+  std::string scratch_at(const std::string& block, int stage, const std::string& column);
+  void row_block(const std::string& block, const Point& zero);
+  void combine_blocks(const Point& zero);
   std::string panel_acc(int stage, const std::string& column, int w);
   void set_panel_acc(int stage, const std::string& column, const std::string& v, int w);
 
@@ -108,7 +111,9 @@ class FunctionEmitter {
   int stash_stage_ = -1;           // see plan_stash(): the stage whose value is kept ...
   int stash_buffer_ = -1;          // ... in this full output, read back by the full stores
   bool single_pass_ = false;       // see plan_single_pass(): stages and full stores in one loop
-  std::vector<std::string> panel_accs_;  // per stage, its accumulators' stack array (panels)
+  std::vector<std::string> panel_accs_;  // per stage, its accumulators' stack array (panels,
+                                         // row blocks) ...
+  std::string acc_memref_;               // ... of this memref type
   std::string consts_, body_;
   std::map<int64_t, std::string> index_consts_;
   std::map<std::pair<uint64_t, int>, std::string> float_consts_;

@@ -380,7 +380,7 @@ void FunctionEmitter::point(const Point& at, int w) {
 // same bits.
 
 std::string FunctionEmitter::panel_acc(int stage, const std::string& column, int w) {
-  const std::string memref = fmt::format("memref<{}x{}>", s_.panel, compute_);
+  const std::string& memref = acc_memref_;
   if (w == 1)
     return op(fmt::format("memref.load {}[{}] : {}", panel_accs_[stage], column, memref));
   return op(fmt::format("vector.load {}[{}] : {}, {}", panel_accs_[stage], column, memref,
@@ -389,7 +389,7 @@ std::string FunctionEmitter::panel_acc(int stage, const std::string& column, int
 
 void FunctionEmitter::set_panel_acc(int stage, const std::string& column, const std::string& v,
                                     int w) {
-  const std::string memref = fmt::format("memref<{}x{}>", s_.panel, compute_);
+  const std::string& memref = acc_memref_;
   if (w == 1)
     line(fmt::format("memref.store {}, {}[{}] : {}", v, panel_accs_[stage], column, memref));
   else
@@ -459,24 +459,119 @@ void FunctionEmitter::panel(const std::string& lo, const std::string& hi, const 
   });
 }
 
+// ---- row blocks (mode B in one pass, one parallel and one reduced dim) -----------------------
+// An outer iteration below the block count is a block of whole rows: the sums of its rows in
+// stack arrays (one per stage, index = point), walked like a panel of every point, then
+// written to the scratch area at [block][stage][point]. The iteration at the block count
+// combines the blocks' sums in block order and writes the row stores.
+
+std::string FunctionEmitter::scratch_at(const std::string& block, int stage,
+                                        const std::string& column) {
+  const std::string row = add_index(
+      mul_index(block, index(static_cast<int64_t>(k_.stages.size()))), index(stage));
+  return add_index(mul_index(row, sizes_[0]), column);
+}
+
+void FunctionEmitter::row_block(const std::string& block, const Point& zero) {
+  const std::string n = sizes_[0], scratch = fmt::format("%m{}", k_.buffers.size() + 2);
+  const std::string memref = fmt::format("memref<?x{}>", compute_);
+  panel_columns(index(0), n, zero, [&](const std::string& col, int w, const Point&) {
+    for (size_t s = 0; s < k_.stages.size(); ++s)
+      set_panel_acc(static_cast<int>(s), col,
+                    literal(combine_identity(k_.stages[s].combine), w), w);
+  });
+  const std::string r0 = mul_index(block, chunk_);
+  const std::string r1 =
+      op(fmt::format("arith.minui {}, {} : index", add_index(r0, chunk_), sizes_[1]));
+  const std::string iv = fresh();
+  line(fmt::format("scf.for {} = {} to {} step {} {{", iv, r0, r1, index(1)));
+  indent_ += 2;
+  panel_columns(index(0), n, advance(zero, iv, 1),
+                [&](const std::string& col, int w, const Point& pt) {
+                  std::vector<std::string> accs;
+                  for (size_t s = 0; s < k_.stages.size(); ++s)
+                    accs.push_back(panel_acc(static_cast<int>(s), col, w));
+                  const std::vector<std::string> next = single_pass_point(pt, w, accs);
+                  for (size_t s = 0; s < next.size(); ++s)
+                    set_panel_acc(static_cast<int>(s), col, next[s], w);
+                });
+  indent_ -= 2;
+  line("}");
+  panel_columns(index(0), n, zero, [&](const std::string& col, int w, const Point&) {
+    for (size_t s = 0; s < k_.stages.size(); ++s) {
+      const std::string v = panel_acc(static_cast<int>(s), col, w),
+                        at = scratch_at(block, static_cast<int>(s), col);
+      if (w == 1)
+        line(fmt::format("memref.store {}, {}[{}] : {}", v, scratch, at, memref));
+      else
+        line(fmt::format("vector.store {}, {}[{}] : {}, {}", v, scratch, at, memref,
+                         vec_type(w, compute_)));
+    }
+  });
+}
+
+void FunctionEmitter::combine_blocks(const Point& zero) {
+  const std::string scratch = fmt::format("%m{}", k_.buffers.size() + 2);
+  const std::string memref = fmt::format("memref<?x{}>", compute_);
+  panel_columns(index(0), sizes_[0], zero, [&](const std::string& col, int w, const Point& pt) {
+    const std::string ty = vec_type(w, compute_);
+    accs_.clear();
+    for (size_t s = 0; s < k_.stages.size(); ++s) {
+      const Combine c = k_.stages[s].combine;
+      const std::string res = fresh(), b = fresh(), a = fresh();
+      line(fmt::format("{} = scf.for {} = {} to {} step {} iter_args({} = {}) -> ({}) {{", res, b,
+                       index(0), chunks_, index(1), a, literal(combine_identity(c), w), ty));
+      indent_ += 2;
+      const std::string at = scratch_at(b, static_cast<int>(s), col);
+      const std::string v =
+          w == 1 ? op(fmt::format("memref.load {}[{}] : {}", scratch, at, memref))
+                 : op(fmt::format("vector.load {}[{}] : {}, {}", scratch, at, memref, ty));
+      line(fmt::format("scf.yield {} : {}", combine(c, a, v, w), ty));
+      indent_ -= 2;
+      line("}");
+      accs_.push_back(res);
+    }
+    acc_lanes_ = w;
+    store_values(true, pt, w, s_.vector_dim);
+  });
+}
+
 void FunctionEmitter::emit_outer_loop() {
   plan_single_pass();
   if (!single_pass_) plan_stash();
   const int p = k_.parallel_dims();
-  // Panels need the single pass (the register schedule runs any chunk size as well).
+  // Panels and row blocks need the single pass (the register schedule runs any chunk size).
   const bool panels = s_.panel > 0 && single_pass_ && s_.vector_dim == p - 1;
-  if (panels)
+  const bool blocks = s_.row_block > 0 && single_pass_ && s_.vector_dim == 0 && p == 1 &&
+                      k_.domain.size() == 2;
+  if (s_.row_block > 0 && !blocks)
+    throw std::logic_error("internal error: a row-block schedule for a kernel it does not fit");
+  if (panels || blocks) {
+    acc_memref_ = panels ? fmt::format("memref<{}x{}>", s_.panel, compute_)
+                         : fmt::format("memref<?x{}>", compute_);
     for (size_t s = 0; s < k_.stages.size(); ++s) {
       panel_accs_.push_back(fresh());
-      line(fmt::format("{} = memref.alloca() : memref<{}x{}>", panel_accs_.back(), s_.panel,
-                       compute_));
+      line(fmt::format("{} = memref.alloca({}) : {}", panel_accs_.back(),
+                       blocks ? sizes_[0] : "", acc_memref_));
     }
+  }
   Point zero{std::vector<std::string>(k_.buffers.size(), index(0)),
              std::vector<std::string>(k_.domain.size())};
   std::string it = fresh();
   line(fmt::format("scf.for {} = %begin to %end step {} {{", it, index(1)));
   indent_ += 2;
-  if (p == 0) {
+  if (blocks) {
+    line(fmt::format("scf.if {} {{",
+                     op(fmt::format("arith.cmpi ult, {}, {} : index", it, chunks_))));
+    indent_ += 2;
+    row_block(it, zero);
+    indent_ -= 2;
+    line("} else {");
+    indent_ += 2;
+    combine_blocks(zero);
+    indent_ -= 2;
+    line("}");
+  } else if (p == 0) {
     point(zero, 1);
   } else {
     const int last = p - 1;

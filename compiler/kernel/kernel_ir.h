@@ -194,8 +194,9 @@ void verify(const Kernel& kernel);
 /// Everything that changes the generated code, as bytes (a memo key): the ops, dtypes, rank,
 /// which strides are 0, 1 or other, the stages and stores, the number of params, not param
 /// values (run-time arguments). Sizes and stride values are left out (the CPU reads them at
-/// run time) unless `exact_layout` (CUDA kernels are specialised to them); the one CPU code
-/// choice made from stride values, schedule_cpu()'s panels, the CPU executor adds itself.
+/// run time) unless `exact_layout` (CUDA kernels are specialised to them); the CPU code
+/// choices made from sizes and stride values, schedule_cpu()'s row blocks and panels, the CPU
+/// executor adds itself.
 void kernel_code_key(const Kernel& kernel, std::string& out, bool exact_layout = false);
 
 /// A canonical text form: the domain, buffers, DAG, stages and stores, one line each.

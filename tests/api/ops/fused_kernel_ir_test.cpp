@@ -8,9 +8,12 @@
 #include <limits>
 #include <vector>
 
+#include <tbb/global_control.h>
+
 #include "api/ops/fused_test_support.h"
 #include "compiler/emit/emit_mlir.h"
 #include "compiler/kernel/kernel_ir.h"
+#include "compiler/kernel/prepare.h"
 #include "compiler/pipeline.h"
 #include "compiler/reference/kernel_eval.h"
 #include "exec/cpu_executor.h"
@@ -420,6 +423,78 @@ TEST(FusedKernelIr, ColumnSumsOverFarApartRowsRunInPanels) {
   check_against_evaluate(two, 61, "two stages over (r q), f64");
   // Rows that also read a stage's result need two passes: no panels.
   EXPECT_EQ(schedule_cpu(softmax_kernel({5000, 30}, {1, 5000}, {1, 5000}), 2).panel, 0);
+}
+
+TEST(FusedKernelIr, ColumnSumsInRowBlocks) {
+  // One parallel dim of at most 4096 points and one reduced dim: blocks of whole rows, at
+  // least 64K elements each and at most 32 of them, whatever the thread count. 300 points
+  // (vectors and a scalar tail) over 1000 rows: blocks of ⌈65536 / 300⌉ = 219 rows, the last
+  // one 124.
+  const Kernel k = map_and_sum_kernel({300, 1000}, {1, 300}, {1, 300});
+  for (int threads : {1, 2, 4}) {
+    const CpuSchedule s = schedule_cpu(k, threads);
+    EXPECT_EQ(s.row_block, 219);
+    EXPECT_EQ(s.panel, 0);
+    EXPECT_EQ(s.outer_iterations, 5);
+    EXPECT_EQ(scratch_elements(k, s), 5 * 300);
+  }
+  check_against_evaluate(k, 70, "row blocks: 300 points, 1000 rows");
+  // Rows 8 KB apart with at most 4096 points: row blocks rather than panels; 100 rows are
+  // four blocks of 32, 32, 32 and 4 (at most 32 blocks, so at least ⌈100 / 32⌉ rows each).
+  const Kernel pitched = map_and_sum_kernel({2100, 100}, {1, 2100}, {1, 2100});
+  EXPECT_EQ(schedule_cpu(pitched, 2).row_block, 32);
+  EXPECT_EQ(schedule_cpu(pitched, 2).outer_iterations, 4);
+  check_against_evaluate(pitched, 71, "row blocks: 2100 points, 100 rows");
+  // f64, two stages (sum and max) and a row store reading both; rank 2 once the size-1 dims
+  // are dropped: blocks of 874 rows.
+  const Kernel two = prepare_kernel(to_general_form(two_stage_columns(1, 75, 4000, 1)));
+  EXPECT_EQ(schedule_cpu(two, 2).row_block, 874);
+  check_against_evaluate(two, 72, "row blocks: two stages, f64");
+  check_against_evaluate(index_kernel({300, 1000}, 1, {1, 300}, {1, 300}, {1, 0}), 73,
+                         "row blocks: index leaves of both dims");
+  // Fewer rows than two blocks, or more points than 4096: the other schedules.
+  EXPECT_EQ(schedule_cpu(map_and_sum_kernel({300, 400}, {1, 300}, {1, 300}), 2).row_block, 0);
+  EXPECT_EQ(schedule_cpu(map_and_sum_kernel({5000, 300}, {1, 5000}, {1, 5000}), 2).row_block, 0);
+  // Stack arrays sized at run time, one tanh per loop over a row's points (vectors, then a
+  // scalar tail): the combining iteration reads only the sums.
+  const std::string mlir = emit_kernel(k, Target::mlir);
+  EXPECT_NE(mlir.find("memref.alloca(%"), std::string::npos) << mlir;
+  EXPECT_EQ(occurrences(mlir, "math.tanh"), 2u) << mlir;
+
+  // The same bits on one thread as on two, NaN and inf included: the blocks' sums are
+  // combined in block order. Column 7 has a NaN in block 2, column 8 an inf in block 4.
+  const int64_t p = 300, r = 1000;
+  std::vector<float> xs = randn({r, p}, DType::f32, cpu(), 74).to_vector<float>();
+  xs[500 * p + 7] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> gs = randn({r, p}, DType::f32, cpu(), 75).to_vector<float>();
+  gs[900 * p + 8] = std::numeric_limits<float>::infinity();
+  xs[900 * p + 8] = 1;
+  const Tensor x = from_data<float>(xs, {r, p}), g = from_data<float>(gs, {r, p});
+  auto sums = [&] {
+    Tensor y = empty({r, p}), h = empty({r, p}), s = empty({p});
+    const Tensor buffers[] = {x, g, y, h, s};
+    run_kernel(k, buffers);
+    return s.to_vector<float>();
+  };
+  const std::vector<float> two_threads = sums();
+  std::vector<float> one_thread;
+  {
+    tbb::global_control one(tbb::global_control::max_allowed_parallelism, 1);
+    one_thread = sums();
+  }
+  ASSERT_EQ(two_threads.size(), static_cast<size_t>(p));
+  EXPECT_TRUE(std::isnan(two_threads[7]));
+  EXPECT_EQ(two_threads[8], std::numeric_limits<float>::infinity());
+  for (int64_t j = 0; j < p; ++j) {
+    if (j == 7) continue;
+    EXPECT_EQ(two_threads[j], one_thread[j]) << j;
+    double want = 0;
+    for (int64_t i = 0; i < r; ++i)
+      want += 2 * std::tanh(static_cast<double>(xs[i * p + j])) * gs[i * p + j];
+    if (j != 8) {
+      EXPECT_NEAR(two_threads[j], want, 1e-4 * (1 + std::abs(want))) << j;
+    }
+  }
 }
 
 TEST(FusedKernelIr, VerifyRejectsBrokenGeneralKernels) {
