@@ -542,17 +542,22 @@ int64_t row_pitch_bytes(const Kernel& k) {
 /// From this pitch on, column sums run in panels.
 constexpr int64_t kPanelPitch = 8192;
 
-/// Row blocks: at least this many elements per block, and at most this many blocks.
+/// Row blocks: at least this many elements per block, at most this many blocks, and at most
+/// this many bytes of sums on the stack (all stages together).
 constexpr int64_t kBlockWork = 65536;
 constexpr int64_t kMaxBlocks = 32;
+constexpr int64_t kMaxBlockSumBytes = 65536;
 
 /// The rows per block of the row-block schedule for `k` (in mode B), 0 when it does not take
-/// `k`: one parallel dim of at most kMaxBlockColumns points, one reduced dim, one pass, and
-/// at least two blocks.
+/// `k`: one parallel dim of at most kMaxBlockColumns points, one reduced dim, one pass, at
+/// most kMaxBlockSumBytes of sums, and at least two blocks.
 int64_t rows_per_block(const Kernel& k) {
   if (k.domain.size() != 2 || k.reduced != 1 || !detail::single_pass_possible(k)) return 0;
   const int64_t n = k.domain[0], rows = k.domain[1];
   if (n < 1 || n > kMaxBlockColumns) return 0;
+  const int64_t sum_bytes = n * static_cast<int64_t>(k.stages.size()) *
+                            static_cast<int64_t>(element_size(k.compute));
+  if (sum_bytes > kMaxBlockSumBytes) return 0;
   const int64_t block =
       std::max((kBlockWork + n - 1) / n, (rows + kMaxBlocks - 1) / kMaxBlocks);
   return rows >= 2 * block ? block : 0;

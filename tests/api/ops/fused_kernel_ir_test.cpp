@@ -455,6 +455,21 @@ TEST(FusedKernelIr, ColumnSumsInRowBlocks) {
   // Fewer rows than two blocks, or more points than 4096: the other schedules.
   EXPECT_EQ(schedule_cpu(map_and_sum_kernel({300, 400}, {1, 300}, {1, 300}), 2).row_block, 0);
   EXPECT_EQ(schedule_cpu(map_and_sum_kernel({5000, 300}, {1, 5000}, {1, 5000}), 2).row_block, 0);
+  // At most 64 KB of sums on the stack: four f32 stages over 4096 points, not five.
+  auto powers = [](int stages) {
+    Kernel m;
+    m.name = "power_sums";
+    m.domain = {4096, 200};
+    m.reduced = 1;
+    int x = m.load(m.add_buffer(DType::f32, {1, 4096}));
+    m.store(m.add_output(DType::f32, {1, 4096}), x);
+    for (int s = 0, power = x; s < stages; ++s, power = m.apply(ScalarOp::mul, power, x))
+      m.store(m.add_output(DType::f32, {1, 0}), m.reduce(Combine::sum, power));
+    return m;
+  };
+  EXPECT_EQ(schedule_cpu(powers(4), 2).row_block, 16);
+  EXPECT_EQ(schedule_cpu(powers(5), 2).row_block, 0);
+  check_against_evaluate(powers(4), 76, "row blocks: four stages over 4096 points");
   // Stack arrays sized at run time, one tanh per loop over a row's points (vectors, then a
   // scalar tail): the combining iteration reads only the sums.
   const std::string mlir = emit_kernel(k, Target::mlir);
