@@ -2,6 +2,9 @@
 //   1. key the kernel by its code and exact layout (kernel_ir.h's kernel_code_key) and device;
 //   2. on a miss, emit CUDA C++ (emit_cuda.h) and prepare it (NVRTC, module load);
 //   3. launch with the buffers' device addresses and the kernel's params.
+// A column reduction over few points and many rows (a bias or LayerNorm weight gradient)
+// runs as the two kernels of compiler/kernel/split_rows.h instead, through a scratch buffer per
+// stage, so that thousands of threads share its rows rather than one thread per point.
 // Like PyTorch, launches are asynchronous: nothing here waits for the device.
 #include "exec/cuda_executor.h"
 
@@ -15,6 +18,8 @@
 #include <fmt/format.h>
 
 #include "compiler/emit/emit_cuda.h"
+#include "compiler/kernel/prepare.h"
+#include "compiler/kernel/split_rows.h"
 #include "exec/executed_cost.h"
 #include "exec/memo_cache.h"
 #include "exec/tensor_kernels.h"
@@ -157,9 +162,8 @@ void copy_on_cuda(const Tensor& dst, const Tensor& src) {
   return true;
 }();
 
-}  // namespace
-
-void run_kernel_cuda(const Kernel& kernel, std::span<const Tensor> buffers) {
+/// One kernel launched as it is (no split, not counted: run_kernel_cuda counts).
+void launch_kernel(const Kernel& kernel, std::span<const Tensor> buffers) {
   const int device = device_of(buffers, kernel.name);
   thread_local std::string key;
   kernel_code_key(kernel, key, /*exact_layout=*/true);
@@ -176,8 +180,34 @@ void run_kernel_cuda(const Kernel& kernel, std::span<const Tensor> buffers) {
   }
   for (size_t i = 0; i < buffers.size(); ++i)
     ptrs[i] = buffers[i].device_ptr();
-  count_kernel_launch(kernel, buffers);  // charge the live FlopCounters (executed_cost.h)
   launch(*p, device, std::span<void* const>(ptrs, buffers.size()), kernel.params);
+}
+
+}  // namespace
+
+void run_kernel_cuda(const Kernel& kernel, std::span<const Tensor> buffers) {
+  count_kernel_launch(kernel, buffers);  // charge the live FlopCounters (executed_cost.h)
+  if (kernel.reduced > 0) {
+    const Kernel prepared = prepare_kernel(kernel);
+    if (const int64_t chunks = gpu_row_chunks(prepared); chunks > 1)
+      if (const std::optional<RowSplit> split = split_rows(prepared, chunks)) {
+        const Device device = buffers.front().device();
+        std::vector<Tensor> scratch;
+        for (size_t s = 0; s < prepared.stages.size(); ++s)
+          scratch.push_back(empty(split->scratch_shape, prepared.compute, device));
+        auto bind = [&](const std::vector<int>& which) {
+          std::vector<Tensor> bound;
+          for (int w : which)
+            bound.push_back(w >= 0 ? buffers[static_cast<size_t>(w)]
+                                   : scratch[static_cast<size_t>(-1 - w)]);
+          return bound;
+        };
+        launch_kernel(split->partial, bind(split->partial_buffers));
+        launch_kernel(split->combine, bind(split->combine_buffers));
+        return;
+      }
+  }
+  launch_kernel(kernel, buffers);
 }
 
 Tensor gather_rows_cuda(const Tensor& table_in, const std::vector<int64_t>& indices,

@@ -116,6 +116,14 @@ class Targets(unittest.TestCase):
         self.assertEqual(rc, 0)
         self.assertEqual(out.count("__global__ void"), 2)
         self.assertIn(", column, grid", out)
+        # Over 2048 rows the column kernel runs as two (compiler/kernel/split_rows.h).
+        rc, out, _ = ein("layer_norm", "--shape", "2048,512", "--backward", "--target", "cuda")
+        self.assertEqual(rc, 0)
+        self.assertEqual(out.count("__global__ void"), 3)
+        self.assertIn("a column reduction over 2048 rows, run as two kernels: its rows in 64 chunks",
+                      out)
+        self.assertIn("_row_chunks, column, grid 128 x block 256", out)
+        self.assertIn("_combine_chunks, column, grid 2 x block 256", out)
 
     def test_mlir_target_is_the_mlir_stage(self):
         rc, out, _ = ein("layer_norm", "--shape", "4,32", "--target", "mlir")

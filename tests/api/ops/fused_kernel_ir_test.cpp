@@ -14,6 +14,7 @@
 #include "compiler/emit/emit_mlir.h"
 #include "compiler/kernel/kernel_ir.h"
 #include "compiler/kernel/prepare.h"
+#include "compiler/kernel/split_rows.h"
 #include "compiler/pipeline.h"
 #include "compiler/reference/kernel_eval.h"
 #include "exec/cpu_executor.h"
@@ -510,6 +511,99 @@ TEST(FusedKernelIr, ColumnSumsInRowBlocks) {
       EXPECT_NEAR(two_threads[j], want, 1e-4 * (1 + std::abs(want))) << j;
     }
   }
+}
+
+/// Column sums with a full store, a per-point input and a run-time param over (p r): y = x · w
+/// stored, and per point Σ x², max x and a row store Σ x² · w + max x · param.
+Kernel weighted_columns(int64_t p, int64_t r) {
+  Kernel k;
+  k.name = "weighted_columns";
+  k.domain = {p, r};
+  k.reduced = 1;
+  const int x = k.load(k.add_buffer(DType::f32, {1, p}));
+  const int w = k.load(k.add_buffer(DType::f32, {1, 0}));
+  k.store(k.add_output(DType::f32, {1, p}), k.apply(ScalarOp::mul, x, w));
+  const int squares = k.reduce(Combine::sum, k.apply(ScalarOp::mul, x, x));
+  const int top = k.reduce(Combine::max, x);
+  k.store(k.add_output(DType::f32, {1, 0}),
+          k.apply(ScalarOp::add, k.apply(ScalarOp::mul, squares, w),
+                  k.apply(ScalarOp::mul, top, k.param(0.5))));
+  return k;
+}
+
+/// Runs `k` and its split into `chunks` (both on the CPU) on the same random inputs and
+/// compares every output; the split against evaluate() on the original too.
+void check_split(const Kernel& k, int64_t chunks, uint64_t seed, const std::string& what) {
+  const Kernel prepared = prepare_kernel(to_general_form(k));
+  const std::optional<RowSplit> split = split_rows(prepared, chunks);
+  ASSERT_TRUE(split.has_value()) << what;
+  std::vector<Tensor> whole, parts;
+  std::vector<std::vector<double>> data;
+  for (size_t b = 0; b < prepared.buffers.size(); ++b) {
+    const KernelBuffer& buf = prepared.buffers[b];
+    const int64_t n = extent(prepared, static_cast<int>(b));
+    const Tensor t = buf.output ? full({n}, 12345, buf.dtype, cpu())
+                                : randn({n}, DType::f64, cpu(), seed + b).to(buf.dtype);
+    whole.push_back(t);
+    parts.push_back(t.clone());
+    data.push_back(t.to_vector<double>());
+  }
+  run_kernel(prepared, whole);
+  evaluate(prepared, data);
+  std::vector<Tensor> scratch;
+  for (size_t s = 0; s < prepared.stages.size(); ++s)
+    scratch.push_back(empty(split->scratch_shape, prepared.compute, cpu()));
+  auto bind = [&](const std::vector<int>& which) {
+    std::vector<Tensor> bound;
+    for (int w : which) bound.push_back(w >= 0 ? parts[w] : scratch[-1 - w]);
+    return bound;
+  };
+  run_kernel(split->partial, bind(split->partial_buffers));
+  run_kernel(split->combine, bind(split->combine_buffers));
+  const int64_t rows = prepared.domain.back();
+  for (size_t b = 0; b < prepared.buffers.size(); ++b) {
+    if (!prepared.buffers[b].output) continue;
+    const int64_t n = static_cast<int64_t>(data[b].size());
+    const Tolerance tol = tolerance_for(
+        prepared.compute == DType::f64 ? prepared.buffers[b].dtype : DType::f32, rows);
+    expect_close(parts[b], {{n}, whole[b].to_vector<double>()}, tol,
+                 fmt::format("{}: buffer {}, split against whole", what, b));
+    expect_close(parts[b], {{n}, data[b]}, tol,
+                 fmt::format("{}: buffer {}, split against the float64 semantics", what, b));
+  }
+}
+
+TEST(FusedKernelIr, ColumnReductionsSplitAcrossRows) {
+  // How many chunks a GPU run takes: threads for (chunk, point) pairs up to 64K, chunks of at
+  // least 32 rows, a divisor of the rows; none when the points alone are 32K or more, when a
+  // full buffer walks the rows contiguously (the row strategies), or for under 256 rows.
+  auto chunks = [](const Kernel& k) { return gpu_row_chunks(prepare_kernel(to_general_form(k))); };
+  EXPECT_EQ(chunks(map_and_sum_kernel({512, 2048}, {1, 512}, {1, 512})), 64);
+  EXPECT_EQ(chunks(map_and_sum_kernel({300, 1000}, {1, 300}, {1, 300})), 25);
+  EXPECT_EQ(chunks(map_and_sum_kernel({40000, 512}, {1, 40000}, {1, 40000})), 1);
+  EXPECT_EQ(chunks(map_and_sum_kernel({9, 700}, {700, 1}, {700, 1})), 1);
+  EXPECT_EQ(chunks(map_and_sum_kernel({300, 255}, {1, 300}, {1, 300})), 1);
+  EXPECT_EQ(chunks(map_and_sum_kernel({300, 997}, {1, 300}, {1, 300})), 1);  // a prime
+
+  check_split(map_and_sum_kernel({300, 1000}, {1, 300}, {1, 300}), 50, 80,
+              "map and column sum, 50 chunks of 20 rows");
+  check_split(weighted_columns(77, 96), 6, 81, "two stages, a per-point input, a param");
+  check_split(two_stage_columns(1, 75, 400, 1), 8, 82, "f64, sum and max");
+  const std::optional<RowSplit> split = split_rows(
+      prepare_kernel(to_general_form(weighted_columns(77, 96))), 6);
+  ASSERT_TRUE(split.has_value());
+  EXPECT_EQ(split->partial.domain, (Shape{6, 77, 16}));
+  EXPECT_EQ(split->combine.domain, (Shape{77, 6}));
+  EXPECT_EQ(split->scratch_shape, (Shape{6, 77}));
+  EXPECT_EQ(split->partial_buffers, (std::vector<int>{0, 1, 2, -1, -2}));
+  EXPECT_EQ(split->combine_buffers, (std::vector<int>{-1, -2, 1, 3}));
+
+  // Not split: a stage or full store reading a stage (softmax), an index leaf, chunks that do
+  // not divide the rows.
+  auto prepared = [](const Kernel& k) { return prepare_kernel(to_general_form(k)); };
+  EXPECT_FALSE(split_rows(prepared(softmax_kernel({300, 64}, {1, 300}, {1, 300})), 4));
+  EXPECT_FALSE(split_rows(prepared(index_kernel({300, 64}, 1, {1, 300}, {1, 300}, {1, 0})), 4));
+  EXPECT_FALSE(split_rows(prepared(weighted_columns(77, 96)), 5));
 }
 
 TEST(FusedKernelIr, VerifyRejectsBrokenGeneralKernels) {

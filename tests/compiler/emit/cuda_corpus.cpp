@@ -10,6 +10,8 @@
 #include "compiler/graph/expression_graphs.h"
 #include "compiler/fuse/fuse.h"
 #include "compiler/kernel/kernel_ir.h"
+#include "compiler/kernel/prepare.h"
+#include "compiler/kernel/split_rows.h"
 #include "compiler/reference/kernel_eval.h"
 #include "compiler/graph/lower_patterns.h"
 #include "exec/run_fused.h"
@@ -107,6 +109,21 @@ std::vector<CorpusKernel> build() {
             map_expression_graph("x[b n], m[b] -> exp(x - m)", {{0, 8}, {0}}, DType::f32));
   add_graph(out, "broadcast row max",
             map_expression_graph("x[b n], m[b] -> exp(x - m)", {{128, 1000}, {128}}, DType::bf16));
+  // A column reduction split across its rows, as the CUDA executor runs it
+  // (compiler/kernel/split_rows.h): LayerNorm's backward over 2048 rows of 512, whose weight
+  // and bias gradients sum down the rows.
+  const Graph ln_backward = backward(find_standard_function("layer_norm")->build({2048, 512}, DType::f32));
+  for (const Kernel& k : fused_kernels(ln_backward)) {
+    const Kernel prepared = prepare_kernel(k);
+    const int64_t chunks = gpu_row_chunks(prepared);
+    if (chunks < 2) continue;
+    if (std::optional<RowSplit> split = split_rows(prepared, chunks)) {
+      out.push_back({fmt::format("{} rows split in {}: partial", k.name, chunks),
+                     std::move(split->partial)});
+      out.push_back({fmt::format("{} rows split in {}: combine", k.name, chunks),
+                     std::move(split->combine)});
+    }
+  }
   for (auto [from, to] : {std::pair{DType::f32, DType::f8e4m3}, {DType::f32, DType::f8e5m2},
                           {DType::f8e4m3, DType::f32}, {DType::bf16, DType::f16}})
     out.push_back({fmt::format("cast {} -> {}", dtype_name(from), dtype_name(to)),
