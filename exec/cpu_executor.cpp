@@ -85,10 +85,21 @@ void run_kernel_cpu(const Kernel& kernel_in, std::span<const Tensor> buffers) {
     ptrs[i] = buffers[i].data_ptr();
   ptrs[buffers.size()] = params.data();
   ptrs[buffers.size() + 1] = const_cast<double*>(kernel.params.data());
-  // Row blocks write their sums here; the iteration after the last block combines them.
-  thread_local std::vector<double> scratch;
+  // Row blocks write their sums here; the iteration after the last block combines them. The
+  // thread's cached area, unless a kernel of this thread is using it already (a task stolen
+  // while waiting in a nested parallel_for): then one of this call's own.
+  thread_local std::vector<double> cached;
+  thread_local bool cached_busy = false;
+  std::vector<double> own;
+  struct Claim {
+    bool& busy;
+    bool was;
+    ~Claim() { busy = was; }
+  } claim{cached_busy, cached_busy};
   const int64_t extra = s.row_block > 0 ? 1 : 0;
   if (extra) {
+    std::vector<double>& scratch = claim.was ? own : cached;
+    cached_busy = true;
     const size_t bytes = static_cast<size_t>(scratch_elements(kernel, s)) *
                          element_size(kernel.compute);
     scratch.resize(std::max(scratch.size(), (bytes + sizeof(double) - 1) / sizeof(double)));

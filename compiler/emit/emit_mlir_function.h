@@ -90,6 +90,8 @@ class FunctionEmitter {
   void emit_outer_loop();
   void inner_loop(const std::string& lo, const std::string& hi, int w, const Point& base, int dim);
   void panel(const std::string& lo, const std::string& hi, const Point& base);
+  void panel_row(const std::string& lo, const std::string& hi, const Point& at);
+  void reset_panel_accs(const std::string& lo, const std::string& hi, const Point& base);
   void panel_rows_from(int dim, const std::string& lo, const std::string& hi, const Point& at);
   void panel_columns(const std::string& lo, const std::string& hi, const Point& at,
                      const std::function<void(const std::string&, int, const Point&)>& body);

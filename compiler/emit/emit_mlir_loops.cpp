@@ -418,20 +418,36 @@ void FunctionEmitter::panel_columns(
   }
 }
 
+/// One row of points [lo, hi) at `at`: every stage combined into its array, every full store
+/// written.
+void FunctionEmitter::panel_row(const std::string& lo, const std::string& hi, const Point& at) {
+  panel_columns(lo, hi, at, [&](const std::string& col, int w, const Point& pt) {
+    std::vector<std::string> accs;
+    for (size_t s = 0; s < k_.stages.size(); ++s)
+      accs.push_back(panel_acc(static_cast<int>(s), col, w));
+    const std::vector<std::string> next = single_pass_point(pt, w, accs);
+    for (size_t s = 0; s < next.size(); ++s)
+      set_panel_acc(static_cast<int>(s), col, next[s], w);
+  });
+}
+
+/// Every stage's array over points [lo, hi) set to the stage's identity.
+void FunctionEmitter::reset_panel_accs(const std::string& lo, const std::string& hi,
+                                       const Point& base) {
+  panel_columns(lo, hi, base, [&](const std::string& col, int w, const Point&) {
+    for (size_t s = 0; s < k_.stages.size(); ++s)
+      set_panel_acc(static_cast<int>(s), col,
+                    literal(combine_identity(k_.stages[s].combine), w), w);
+  });
+}
+
 /// The rows of the panel: one loop per reduced dim from `dim` inwards, the panel's points
 /// innermost (every stage combined into its array, every full store written).
 void FunctionEmitter::panel_rows_from(int dim, const std::string& lo, const std::string& hi,
                                       const Point& at) {
   const int rank = static_cast<int>(k_.domain.size());
   if (dim == rank) {
-    panel_columns(lo, hi, at, [&](const std::string& col, int w, const Point& pt) {
-      std::vector<std::string> accs;
-      for (size_t s = 0; s < k_.stages.size(); ++s)
-        accs.push_back(panel_acc(static_cast<int>(s), col, w));
-      const std::vector<std::string> next = single_pass_point(pt, w, accs);
-      for (size_t s = 0; s < next.size(); ++s)
-        set_panel_acc(static_cast<int>(s), col, next[s], w);
-    });
+    panel_row(lo, hi, at);
     return;
   }
   const std::string iv = fresh();
@@ -444,11 +460,7 @@ void FunctionEmitter::panel_rows_from(int dim, const std::string& lo, const std:
 
 /// One panel: the arrays set to each stage's identity, the rows, then the row stores.
 void FunctionEmitter::panel(const std::string& lo, const std::string& hi, const Point& base) {
-  panel_columns(lo, hi, base, [&](const std::string& col, int w, const Point&) {
-    for (size_t s = 0; s < k_.stages.size(); ++s)
-      set_panel_acc(static_cast<int>(s), col,
-                    literal(combine_identity(k_.stages[s].combine), w), w);
-  });
+  reset_panel_accs(lo, hi, base);
   panel_rows_from(k_.parallel_dims(), lo, hi, base);
   panel_columns(lo, hi, base, [&](const std::string& col, int w, const Point& pt) {
     accs_.clear();
@@ -475,26 +487,14 @@ std::string FunctionEmitter::scratch_at(const std::string& block, int stage,
 void FunctionEmitter::row_block(const std::string& block, const Point& zero) {
   const std::string n = sizes_[0], scratch = fmt::format("%m{}", k_.buffers.size() + 2);
   const std::string memref = fmt::format("memref<?x{}>", compute_);
-  panel_columns(index(0), n, zero, [&](const std::string& col, int w, const Point&) {
-    for (size_t s = 0; s < k_.stages.size(); ++s)
-      set_panel_acc(static_cast<int>(s), col,
-                    literal(combine_identity(k_.stages[s].combine), w), w);
-  });
+  reset_panel_accs(index(0), n, zero);
   const std::string r0 = mul_index(block, chunk_);
   const std::string r1 =
       op(fmt::format("arith.minui {}, {} : index", add_index(r0, chunk_), sizes_[1]));
   const std::string iv = fresh();
   line(fmt::format("scf.for {} = {} to {} step {} {{", iv, r0, r1, index(1)));
   indent_ += 2;
-  panel_columns(index(0), n, advance(zero, iv, 1),
-                [&](const std::string& col, int w, const Point& pt) {
-                  std::vector<std::string> accs;
-                  for (size_t s = 0; s < k_.stages.size(); ++s)
-                    accs.push_back(panel_acc(static_cast<int>(s), col, w));
-                  const std::vector<std::string> next = single_pass_point(pt, w, accs);
-                  for (size_t s = 0; s < next.size(); ++s)
-                    set_panel_acc(static_cast<int>(s), col, next[s], w);
-                });
+  panel_row(index(0), n, advance(zero, iv, 1));
   indent_ -= 2;
   line("}");
   panel_columns(index(0), n, zero, [&](const std::string& col, int w, const Point&) {
