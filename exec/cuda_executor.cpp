@@ -18,7 +18,6 @@
 #include <fmt/format.h>
 
 #include "compiler/emit/emit_cuda.h"
-#include "compiler/kernel/prepare.h"
 #include "compiler/kernel/split_rows.h"
 #include "exec/executed_cost.h"
 #include "exec/memo_cache.h"
@@ -162,11 +161,11 @@ void copy_on_cuda(const Tensor& dst, const Tensor& src) {
   return true;
 }();
 
-/// One kernel launched as it is (no split, not counted: run_kernel_cuda counts).
-void launch_kernel(const Kernel& kernel, std::span<const Tensor> buffers) {
+/// One kernel launched as it is (no split, not counted: run_kernel_cuda counts), with the
+/// run-time `params` given; `key` holds its exact-layout code key (kernel_code_key).
+void launch_kernel(const Kernel& kernel, std::span<const Tensor> buffers,
+                   std::span<const double> params, std::string& key) {
   const int device = device_of(buffers, kernel.name);
-  thread_local std::string key;
-  kernel_code_key(kernel, key, /*exact_layout=*/true);
   const auto p = prepared(key, device, [&] {
     CudaKernel k = emit_cuda(kernel);
     return Made{std::move(k.source), std::move(k.entry), k.launch};
@@ -180,34 +179,43 @@ void launch_kernel(const Kernel& kernel, std::span<const Tensor> buffers) {
   }
   for (size_t i = 0; i < buffers.size(); ++i)
     ptrs[i] = buffers[i].device_ptr();
-  launch(*p, device, std::span<void* const>(ptrs, buffers.size()), kernel.params);
+  launch(*p, device, std::span<void* const>(ptrs, buffers.size()), params);
 }
 
 }  // namespace
 
 void run_kernel_cuda(const Kernel& kernel, std::span<const Tensor> buffers) {
   count_kernel_launch(kernel, buffers);  // charge the live FlopCounters (executed_cost.h)
+  thread_local std::string key;
+  kernel_code_key(kernel, key, /*exact_layout=*/true);
   if (kernel.reduced > 0) {
-    const Kernel prepared = prepare_kernel(kernel);
-    if (const int64_t chunks = gpu_row_chunks(prepared); chunks > 1)
-      if (const std::optional<RowSplit> split = split_rows(prepared, chunks)) {
-        const Device device = buffers.front().device();
-        std::vector<Tensor> scratch;
-        for (size_t s = 0; s < prepared.stages.size(); ++s)
-          scratch.push_back(empty(split->scratch_shape, prepared.compute, device));
-        auto bind = [&](const std::vector<int>& which) {
-          std::vector<Tensor> bound;
-          for (int w : which)
-            bound.push_back(w >= 0 ? buffers[static_cast<size_t>(w)]
-                                   : scratch[static_cast<size_t>(-1 - w)]);
-          return bound;
-        };
-        launch_kernel(split->partial, bind(split->partial_buffers));
-        launch_kernel(split->combine, bind(split->combine_buffers));
-        return;
+    // Split or not depends on the exact layout only: decided once per key, the split kernels
+    // kept (their params are this launch's: the split copies the param slots, not values).
+    static auto* splits = new MemoCache<std::optional<RowSplit>>;
+    const auto split = splits->get(key, [&] {
+      return std::make_shared<const std::optional<RowSplit>>(split_for_gpu(kernel));
+    });
+    if (split->has_value()) {
+      const RowSplit& s = **split;
+      std::vector<Tensor> scratch;
+      for (size_t i = 0; i < s.partial.stages.size(); ++i)
+        scratch.push_back(empty(s.scratch_shape, s.partial.compute, buffers.front().device()));
+      auto bind = [&](const std::vector<int>& which) {
+        std::vector<Tensor> bound;
+        for (int w : which)
+          bound.push_back(w >= 0 ? buffers[static_cast<size_t>(w)]
+                                 : scratch[static_cast<size_t>(-1 - w)]);
+        return bound;
+      };
+      for (const auto& [part, which] : {std::pair{&s.partial, &s.partial_buffers},
+                                        std::pair{&s.combine, &s.combine_buffers}}) {
+        kernel_code_key(*part, key, /*exact_layout=*/true);
+        launch_kernel(*part, bind(*which), kernel.params, key);
       }
+      return;
+    }
   }
-  launch_kernel(kernel, buffers);
+  launch_kernel(kernel, buffers, kernel.params, key);
 }
 
 Tensor gather_rows_cuda(const Tensor& table_in, const std::vector<int64_t>& indices,

@@ -23,7 +23,6 @@
 #include "compiler/pipeline.h"
 #include "exec/cpu_executor.h"
 #include "compiler/emit/emit_cuda.h"
-#include "compiler/kernel/prepare.h"
 #include "compiler/kernel/split_rows.h"
 #include "compiler/graph/expression_graphs.h"
 #include "compiler/fuse/fuse.h"
@@ -226,15 +225,13 @@ std::string kernels_of(const Graph& fused, const std::string& stage) {
     const Kernel k = bind_fused(std::get<FusedAttr>(n.attr), shapes, strides);
     if (stage == "cuda") {
       // A column reduction over few points and many rows runs as two kernels (split_rows.h).
-      const Kernel prepared = prepare_kernel(k);
-      const int64_t chunks = gpu_row_chunks(prepared);
-      const std::optional<RowSplit> split =
-          chunks > 1 ? split_rows(prepared, chunks) : std::nullopt;
+      const std::optional<RowSplit> split = split_for_gpu(k);
       ++number;
       if (split)
         out += fmt::format("// kernel {} (%{}): a column reduction over {} rows, run as two "
                            "kernels: its rows in {} chunks, then the chunks combined\n",
-                           number, i, prepared.domain.back(), chunks);
+                           number, i, split->chunks * split->partial.domain.back(),
+                           split->chunks);
       const std::vector<const Kernel*> parts =
           split ? std::vector<const Kernel*>{&split->partial, &split->combine}
                 : std::vector<const Kernel*>{&k};

@@ -26,8 +26,8 @@ struct CpuSchedule {
   /// accumulators in a stack array of `panel` elements per stage (0: not this schedule).
   int64_t panel = 0;
   /// Mode B in one pass over one parallel dim and one reduced dim, with at most
-  /// kMaxBlockColumns points and 64 KB of sums: each outer iteration is a block of `row_block` whole rows,
-  /// walked row by row (every buffer read and written in order, as a copy would), the block's
+  /// kMaxBlockColumns points and 64 KB of sums: each outer iteration is a block of
+  /// `row_block` whole rows, walked row by row (every buffer read and written in order, as a copy would), the block's
   /// sums kept in stack arrays and then written to the scratch area (scratch_elements()). One
   /// more iteration, number `outer_iterations`, run after all the others and alone, combines
   /// the blocks' sums in block order and writes the row stores. Blocks depend on the shape

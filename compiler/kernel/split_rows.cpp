@@ -5,6 +5,8 @@
 #include <functional>
 #include <map>
 
+#include "compiler/kernel/prepare.h"
+
 namespace ein {
 namespace {
 
@@ -173,6 +175,13 @@ int64_t gpu_row_chunks(const Kernel& k) {
   for (int64_t chunks = want; chunks >= 2; --chunks)
     if (rows % chunks == 0) return chunks;
   return 1;
+}
+
+std::optional<RowSplit> split_for_gpu(const Kernel& kernel) {
+  if (kernel.reduced == 0) return std::nullopt;
+  const Kernel prepared = prepare_kernel(kernel);
+  const int64_t chunks = gpu_row_chunks(prepared);
+  return chunks > 1 ? split_rows(prepared, chunks) : std::nullopt;
 }
 
 }  // namespace ein

@@ -43,4 +43,8 @@ std::optional<RowSplit> split_rows(const Kernel& kernel, int64_t chunks);
 /// point) threads of at least 32 rows each; the largest such count that divides the rows.
 int64_t gpu_row_chunks(const Kernel& kernel);
 
+/// `kernel` (either form) as a GPU runs it: prepared, then split into gpu_row_chunks() chunks
+/// when that is more than one; nullopt when it runs as it is.
+std::optional<RowSplit> split_for_gpu(const Kernel& kernel);
+
 }  // namespace ein

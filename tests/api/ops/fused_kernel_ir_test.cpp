@@ -584,6 +584,12 @@ TEST(FusedKernelIr, ColumnReductionsSplitAcrossRows) {
   EXPECT_EQ(chunks(map_and_sum_kernel({9, 700}, {700, 1}, {700, 1})), 1);
   EXPECT_EQ(chunks(map_and_sum_kernel({300, 255}, {1, 300}, {1, 300})), 1);
   EXPECT_EQ(chunks(map_and_sum_kernel({300, 997}, {1, 300}, {1, 300})), 1);  // a prime
+  // What the CUDA executor and `ein emit --target cuda` run: that split, or none.
+  const std::optional<RowSplit> gpu =
+      split_for_gpu(map_and_sum_kernel({512, 2048}, {1, 512}, {1, 512}));
+  ASSERT_TRUE(gpu.has_value());
+  EXPECT_EQ(gpu->chunks, 64);
+  EXPECT_FALSE(split_for_gpu(map_and_sum_kernel({9, 700}, {700, 1}, {700, 1})).has_value());
 
   check_split(map_and_sum_kernel({300, 1000}, {1, 300}, {1, 300}), 50, 80,
               "map and column sum, 50 chunks of 20 rows");
