@@ -71,9 +71,10 @@ std::shared_ptr<const CachedBackward> backward_of(const std::shared_ptr<const Gr
                .save_parameter_casts = save_parameter_casts});
   entry->backward = std::move(*c.backward);
   entry->fused = std::move(c.fused);
+  const Graph& forward = entry->backward.forward;  // the caller's, or with heads' gradients
   entry->charges = fused_charges(entry->fused, c.graph, c.fused_source,
-                                 backward_phases(entry->backward, *graph, weights));
-  Graph with_saved = *graph;
+                                 backward_phases(entry->backward, forward, weights));
+  Graph with_saved = forward;
   with_saved.outputs.insert(with_saved.outputs.end(), entry->backward.saved.begin(),
                             entry->backward.saved.end());
   CompiledGraph f = compile_graph(std::move(with_saved), {});

@@ -7,10 +7,14 @@
 // sgemm packing it again for every row tile ran the logits GEMM at 41-90 GFLOP/s on one core
 // against 66-145 from the dense copy, over both tile shapes and two runs
 // (bench/attention/lm_head_tiles.c; BENCHMARKS.md, "Both again on the Intel AMX machine").
+// The forward that also makes the gradients (linear_cross_entropy_with_grads) walks chunks of
+// whole rows instead, each product over every thread (its logsumexps need all the classes of a
+// row before any gradient).
 #include "exec/cross_entropy.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -201,6 +205,143 @@ std::pair<Tensor, Tensor> backward(const Tensor& h_in, const Tensor& w_in, const
   return {dh_t, dw_t};
 }
 
+/// C = alpha · A · B + beta · C over every thread (runtime/blas/gemm.h splits a large one).
+template <class T>
+void gemm_threads(int64_t m, int64_t n, int64_t k, View<T> a, View<T> b, double beta, T* c,
+                  int64_t ldc) {
+  GemmBatch g;
+  g.dtype = dtype_of<T>();
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.trans_a = a.cs != 1;
+  g.a = a.p;
+  g.lda = a.cs != 1 ? a.cs : a.rs;
+  g.trans_b = b.cs != 1;
+  g.b = b.p;
+  g.ldb = b.cs != 1 ? b.cs : b.rs;
+  g.c = c;
+  g.ldc = ldc;
+  g.beta = beta;
+  gemm_batched(g);
+}
+
+/// Rows per chunk of linear_cross_entropy_with_grads: at least 128 (each chunk reads and writes
+/// all of dw, so fewer rows stream dw through memory for too little work: at 4096 × 768 × 50257
+/// f32 the dw products took 2.2 s in chunks of 64 rows, 2.0 s of 96, 1.5 s of 128), more
+/// where a sixth of dw's bytes holds more (the chunk's logits are rows × V), in multiples of 16.
+int64_t chunk_rows(int64_t n, int64_t d) {
+  return std::max<int64_t>(1, std::min(n, std::max<int64_t>(128, d / 6 / 16 * 16)));
+}
+
+/// Pieces of the classes that dh_rows() sums separately: fixed by V (not by the thread
+/// count), so dh has the same bits on any number of threads.
+int64_t dh_parts(int64_t v) { return std::clamp<int64_t>(v / 4096, 1, 8); }
+
+/// dh (rows × d, row stride d) = dL (rows × v) · wᵀ, split over the classes: each piece one
+/// GEMM on one thread into a partial of its own, the partials added in order. With w [D, V]
+/// row-major the pieces compute dhᵀ = w · dLᵀ, whose operands the BLAS reads as stored; a tied
+/// weight (w = Eᵀ, E [V, D] row-major) gives dh = dL · E directly. dL · wᵀ from an untied w
+/// ran at ~65 GFLOP/s per core for 128 rows against ~90 for dhᵀ (oneDNN's sgemm, K 6282 and
+/// 50257), and split over the threads by rows or columns it made every thread pack a whole
+/// vocabulary's width of one operand.
+template <class T>
+void dh_rows(int64_t rows, int64_t d, int64_t v, View<T> dl, View<T> w, T* dh,
+             std::vector<T>& partials) {
+  const int64_t parts = dh_parts(v), size = rows * d;
+  const bool transposed = w.cs == 1;
+  partials.resize(static_cast<size_t>(parts * size));
+  parallel_for(0, parts, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t p = lo; p < hi; ++p) {
+      const int64_t c0 = v * p / parts, k = v * (p + 1) / parts - c0;
+      T* c = partials.data() + p * size;
+      if (transposed)
+        gemm<T>(d, rows, k, 1, w.block(0, c0), dl.block(0, c0).t(), 0, c, rows);
+      else
+        gemm<T>(rows, d, k, 1, dl.block(0, c0), w.block(0, c0).t(), 0, c, d);
+    }
+  });
+  parallel_for(0, rows, 8, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      T* y = dh + r * d;
+      for (int64_t j = 0; j < d; ++j) {
+        const int64_t at = transposed ? j * rows + r : r * d + j;
+        T sum = partials[static_cast<size_t>(at)];
+        for (int64_t p = 1; p < parts; ++p) sum += partials[static_cast<size_t>(p * size + at)];
+        y[j] = sum;
+      }
+    }
+  });
+}
+
+template <class T>
+CrossEntropyWithGrads with_grads(const Tensor& h_in, const Tensor& w_in, const Tensor& t_in) {
+  const auto [h_t, h] = matrix<T>(h_in);
+  const auto [w_t, w] = matrix<T>(w_in);
+  const std::vector<int64_t> target = targets_of(t_in);
+  const int64_t n = h_in.size(0), d = h_in.size(1), v = w_in.size(1);
+  const DType dt = dtype_of<T>();
+  CrossEntropyWithGrads r{empty({n, 2}, dt, cpu()), empty({n, d}, dt, cpu()),
+                          n > 0 ? empty({d, v}, dt, cpu()) : zeros({d, v}, dt, cpu())};
+  T* o = r.out.numel() > 0 ? r.out.template data<T>() : nullptr;
+  T* dh = r.dh.numel() > 0 ? r.dh.template data<T>() : nullptr;
+  T* dw = r.dw.numel() > 0 ? r.dw.template data<T>() : nullptr;
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  const int64_t rows_per_chunk = chunk_rows(n, d);
+  const Tensor chunk = empty({rows_per_chunk, v}, dtype_of<T>(), cpu());  // the allocator's
+  T* logits = chunk.numel() > 0 ? chunk.template data<T>() : nullptr;
+  std::vector<T> partials;
+  for (int64_t r0 = 0; r0 < n; r0 += rows_per_chunk) {
+    const int64_t rows = std::min(n, r0 + rows_per_chunk) - r0;
+    gemm_threads<T>(rows, v, d, h.block(r0, 0), w, 0, logits, v);
+    // Each row: its loss and logsumexp, then its logits become softmax − one-hot.
+    parallel_for(0, rows, 8, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        T* x = logits + i * v;
+        const int64_t row = r0 + i, at = target[row];
+        const bool picks = at >= 0 && at < v;
+        const T picked = picks ? x[at] : T(0);
+        const T mx = row_max(x, v, -inf);
+        const T shift = mx == -inf ? T(0) : mx;
+        const T sum = exp_shift_sum(x, v, shift);
+        const T lse = shift + std::log(sum);
+        o[row * 2] = lse - picked;
+        o[row * 2 + 1] = lse;
+        const T inv = sum > 0 ? T(1) / sum : T(0);  // every logit -inf: no probability anywhere
+        for (int64_t j = 0; j < v; ++j) x[j] *= inv;
+        if (picks) x[at] -= T(1);
+      }
+    });
+    // dh[r0:r0+rows] = dL · wᵀ;  dw (+)= h[r0:r0+rows]ᵀ · dL.
+    const View<T> dl{logits, v, 1};
+    dh_rows<T>(rows, d, v, dl, w, dh + r0 * d, partials);
+    gemm_threads<T>(d, v, rows, h.block(r0, 0).t(), dl, r0 == 0 ? 0 : 1, dw, v);
+  }
+  return r;
+}
+
+/// x *= s elementwise, x a CPU tensor of T of its own (contiguous).
+template <class T>
+void scale(Tensor& x, T s) {
+  T* p = x.numel() > 0 ? x.template data<T>() : nullptr;
+  parallel_for(0, x.numel(), 1 << 16, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) p[i] *= s;
+  });
+}
+
+/// Whether column 0 of the cotangent `d` [N, 2] holds one value in every row (the same bits);
+/// sets `s` to it (1 when N = 0).
+template <class T>
+bool uniform_rows(const Tensor& d_in, T& s) {
+  const Tensor d = d_in.to(cpu()).to(dtype_of<T>()).contiguous();
+  const int64_t n = d.size(0);
+  const T* g = n > 0 ? d.template data<T>() : nullptr;
+  s = n > 0 ? g[0] : T(1);
+  for (int64_t r = 1; r < n; ++r)
+    if (std::memcmp(&g[r * 2], &s, sizeof(T)) != 0) return false;
+  return true;
+}
+
 /// `r` as `dtype` on `like`'s device.
 Tensor placed(Tensor r, const Tensor& like, DType dtype) {
   if (r.dtype() != dtype) r = r.to(dtype);
@@ -221,6 +362,40 @@ std::pair<Tensor, Tensor> linear_cross_entropy_backward(const Tensor& h, const T
   auto [dh, dw] = dtype == DType::f64 ? backward<double>(h, w, targets, out, d_out)
                                       : backward<float>(h, w, targets, out, d_out);
   return {placed(std::move(dh), h, dtype), placed(std::move(dw), h, dtype)};
+}
+
+CrossEntropyWithGrads linear_cross_entropy_with_grads(const Tensor& h, const Tensor& w,
+                                                      const Tensor& targets, DType dtype) {
+  CrossEntropyWithGrads r = dtype == DType::f64 ? with_grads<double>(h, w, targets)
+                                                : with_grads<float>(h, w, targets);
+  return {placed(std::move(r.out), h, dtype), placed(std::move(r.dh), h, dtype),
+          placed(std::move(r.dw), h, dtype)};
+}
+
+std::pair<Tensor, Tensor> linear_cross_entropy_backward(const Tensor& h, const Tensor& w,
+                                                        const Tensor& targets, const Tensor& out,
+                                                        const Tensor& d_out, Tensor dh_unit,
+                                                        Tensor dw_unit, DType dtype) {
+  const auto scaled = [&](auto s) {
+    using T = decltype(s);
+    if (s != T(1))
+      for (Tensor* x : {&dh_unit, &dw_unit}) {
+        // In place where the unit gradient is a CPU tensor of T of its own, as the forward made it.
+        Tensor own = x->device().kind == DeviceKind::cpu && x->dtype() == dtype_of<T>() &&
+                             x->is_contiguous()
+                         ? *x
+                         : x->to(cpu()).to(dtype_of<T>()).contiguous();
+        scale(own, s);
+        *x = placed(std::move(own), h, dtype);
+      }
+    return std::pair<Tensor, Tensor>{std::move(dh_unit), std::move(dw_unit)};
+  };
+  if (dtype == DType::f64) {
+    if (double s; uniform_rows(d_out, s)) return scaled(s);
+  } else if (float s; uniform_rows(d_out, s)) {
+    return scaled(s);
+  }
+  return linear_cross_entropy_backward(h, w, targets, out, d_out, dtype);
 }
 
 }  // namespace ein

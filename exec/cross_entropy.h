@@ -19,10 +19,31 @@ namespace ein {
 Tensor linear_cross_entropy_forward(const Tensor& h, const Tensor& w, const Tensor& targets,
                                     DType dtype);
 
+/// The forward's [N, 2] and, from the same logits, the gradients of the sum of the rows'
+/// losses: dh [N, D] and dw [D, V] (graph.h's CrossEntropyAttr::unit_grads). The logits exist
+/// one chunk of rows at a time (all classes of each row; 128 rows, or more where a sixth of
+/// dw's bytes holds more): its logsumexps, then its softmax − one-hot in place, then dh of its
+/// rows and its share of dw: three products of 2·N·D·V in all where forward + backward take
+/// four.
+struct CrossEntropyWithGrads {
+  Tensor out, dh, dw;
+};
+CrossEntropyWithGrads linear_cross_entropy_with_grads(const Tensor& h, const Tensor& w,
+                                                      const Tensor& targets, DType dtype);
+
 /// dh [N, D] and dw [D, V], each in a buffer of its own, for the result `out` (the forward's)
 /// and its cotangent `d_out` [N, 2] (column 0 the rows' losses'; column 1 ignored).
 std::pair<Tensor, Tensor> linear_cross_entropy_backward(const Tensor& h, const Tensor& w,
                                                         const Tensor& targets, const Tensor& out,
                                                         const Tensor& d_out, DType dtype);
+
+/// The same from the forward's unit gradients (linear_cross_entropy_with_grads' dh and dw):
+/// when every row's cotangent is one value s, s·dh_unit and s·dw_unit, scaled in place (the
+/// caller hands them over: autodiff makes them for this node alone); any other cotangent
+/// recomputes the logits as linear_cross_entropy_backward does.
+std::pair<Tensor, Tensor> linear_cross_entropy_backward(const Tensor& h, const Tensor& w,
+                                                        const Tensor& targets, const Tensor& out,
+                                                        const Tensor& d_out, Tensor dh_unit,
+                                                        Tensor dw_unit, DType dtype);
 
 }  // namespace ein

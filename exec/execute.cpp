@@ -237,13 +237,22 @@ Tensor run_attention_grad(const GraphNode& n, const Values& v, Context&) {
                             a.scale, n.dtype, a.kv_repeat);
 }
 
-Tensor run_linear_cross_entropy(const GraphNode& n, const Values& v, Context&) {
-  return linear_cross_entropy_forward(arg(v, n, 0), arg(v, n, 1), arg(v, n, 2), n.dtype);
+Tensors run_linear_cross_entropy(const GraphNode& n, const Values& v, Context&) {
+  if (const auto* a = std::get_if<CrossEntropyAttr>(&n.attr); a && a->unit_grads) {
+    CrossEntropyWithGrads r =
+        linear_cross_entropy_with_grads(arg(v, n, 0), arg(v, n, 1), arg(v, n, 2), n.dtype);
+    return {std::move(r.out), std::move(r.dh), std::move(r.dw)};
+  }
+  return {linear_cross_entropy_forward(arg(v, n, 0), arg(v, n, 1), arg(v, n, 2), n.dtype)};
 }
 
 Tensors run_linear_cross_entropy_grad(const GraphNode& n, const Values& v, Context&) {
-  auto [dh, dw] = linear_cross_entropy_backward(arg(v, n, 0), arg(v, n, 1), arg(v, n, 2),
-                                                arg(v, n, 3), arg(v, n, 4), n.dtype);
+  auto [dh, dw] =
+      n.inputs.size() == 7
+          ? linear_cross_entropy_backward(arg(v, n, 0), arg(v, n, 1), arg(v, n, 2), arg(v, n, 3),
+                                          arg(v, n, 4), arg(v, n, 5), arg(v, n, 6), n.dtype)
+          : linear_cross_entropy_backward(arg(v, n, 0), arg(v, n, 1), arg(v, n, 2), arg(v, n, 3),
+                                          arg(v, n, 4), n.dtype);
   return {std::move(dh), std::move(dw)};
 }
 
@@ -276,7 +285,7 @@ constexpr std::array<Rule, 18> kRules = {
     one<run_input>,     one<run_view>,           one<run_reshape>,   one<run_permute>,
     one<run_reduce>,    one<run_contract>,       one<run_map_node>,  one<run_concat>,
     one<run_slice>,     one<run_cast>,           one<run_gather>,    one<run_scatter_add>,
-    one<run_attention>, one<run_attention_grad>, one<run_linear_cross_entropy>,
+    one<run_attention>, one<run_attention_grad>, run_linear_cross_entropy,
     run_linear_cross_entropy_grad,               run_fused_node,     run_result,
 };
 static_assert(static_cast<int>(GraphOp::result) + 1 == kRules.size(), "a rule per op in ops.def");

@@ -269,7 +269,7 @@ std::string cost_listing(const Graph& forward, const EmitOptions& o) {
       compile_graph(forward, {.differentiate = needs, .cost = true, .fuse = false});
   Backward& b = *compiled.backward;
   b.graph.origin = "backward of " + forward.origin;
-  const BackwardCost c = backward_cost(b, forward, weights);
+  const BackwardCost c = backward_cost(b, b.forward, weights);
   return format_cost(b.graph, *compiled.cost) +
          fmt::format(
              "\nbackward split ({}):\n  input gradients   {:>14} FLOPs\n  weight gradients  "

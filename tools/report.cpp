@@ -332,7 +332,7 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
                                         .cost = true,
                                         .fuse = false});
     back = std::move(c.backward);
-    bcost = backward_cost(*back, g, weights);
+    bcost = backward_cost(*back, back->forward, weights);
     bnodes = std::move(*c.cost);
     r.has_backward = true;
   } catch (const RuntimeError& e) {
@@ -547,6 +547,16 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
         r.causal_flops += c.flops;
       }
     }
+    // A cross-entropy head computing its gradients in the forward (graph.h's
+    // CrossEntropyAttr) did backward work there: its row's, as input gradients.
+    for (int f = 0; f < static_cast<int>(back->forward.nodes.size()); ++f) {
+      const auto* a = std::get_if<CrossEntropyAttr>(&back->forward.nodes[f].attr);
+      if (!a || !a->unit_grads) continue;
+      const int64_t grads = node_cost(back->forward, f).gradient_flops;
+      r.bwd_input_flops += grads;
+      if (f < static_cast<int>(row_of.size()) && row_of[f] >= 0)
+        r.rows[row_of[f]].bwd_input_flops += grads;
+    }
     if (unattributed_flops > 0)
       r.uncounted.push_back(fmt::format(
           "{} backward nodes serve no known forward node ({} FLOPs): counted in the totals, in "
@@ -601,7 +611,7 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
   r.activation_bytes = static_cast<double>(r.saved_activations);
   r.activation_peak = r.activation_bytes;
   if (back) {
-    const StepMemory live = step_memory(g, *back);
+    const StepMemory live = step_memory(back->forward, *back);
     r.activation_peak = std::max(static_cast<double>(live.peak), r.activation_bytes);
     // The backward node at the peak serves a forward expression; name it.
     const int f = live.peak_in_backward ? owner[live.peak_node] : live.peak_node;

@@ -94,8 +94,8 @@ RecomputePlan recompute_plan(const Graph& g, const std::vector<bool>& needs,
   CompiledGraph c = compile_graph(g, {.differentiate = needs, .recompute = policy, .blocks = blocks,
                                       .save_parameter_casts = save_parameter_casts, .fuse = true});
   const Backward& b = *c.backward;
-  const BackwardCost bc = backward_cost(b, g, weights);
-  Graph with_saved = g;
+  const BackwardCost bc = backward_cost(b, b.forward, weights);
+  Graph with_saved = b.forward;
   with_saved.outputs.insert(with_saved.outputs.end(), b.saved.begin(), b.saved.end());
   const Graph forward = compile_graph(std::move(with_saved), {}).fused;
   RecomputePlan plan;

@@ -273,33 +273,66 @@ void remove_dead(Backward& b, int forward_nodes) {
   b.origin = std::move(origin);
 }
 
-}  // namespace
-
-Backward differentiate(const Graph& forward, const std::vector<bool>& needs_grad,
-                       Recompute recompute, const std::vector<int>& blocks,
-                       bool save_parameter_casts) {
-  const int n_fwd = static_cast<int>(forward.nodes.size());
-  // Inputs: the node of each forward input.
-  std::vector<int> input_node(needs_grad.size(), -1);
-  for (int i = 0; i < n_fwd; ++i)
-    if (forward.nodes[i].op == GraphOp::input) {
-      const int index = std::get<InputAttr>(forward.nodes[i].attr).index;
-      if (index < 0 || index >= static_cast<int>(needs_grad.size()))
-        throw std::logic_error(
-            "differentiate: needs_grad has fewer flags than the graph has inputs");
-      input_node[index] = i;
-    }
-  // Which forward values carry a gradient: float values depending on a flagged input.
-  std::vector<bool> active(n_fwd, false);
-  for (int i = 0; i < n_fwd; ++i) {
+/// Which forward values carry a gradient: float values depending on a flagged input.
+std::vector<bool> active_values(const Graph& forward, const std::vector<bool>& needs_grad) {
+  std::vector<bool> active(forward.nodes.size(), false);
+  for (size_t i = 0; i < forward.nodes.size(); ++i) {
     const GraphNode& n = forward.nodes[i];
+    const int index = n.op == GraphOp::input ? std::get<InputAttr>(n.attr).index : -1;
+    if (n.op == GraphOp::input && (index < 0 || index >= static_cast<int>(needs_grad.size())))
+      throw std::logic_error("differentiate: needs_grad has fewer flags than the graph has inputs");
     if (!kFloatDTypes.contains(n.dtype)) continue;
-    if (n.op == GraphOp::input) active[i] = needs_grad[std::get<InputAttr>(n.attr).index];
+    if (n.op == GraphOp::input) active[i] = needs_grad[index];
     for (int in : n.inputs)
       active[i] = active[i] || active[in];
   }
+  return active;
+}
 
+/// Makes each fused cross-entropy head that carries a gradient compute its gradients in the
+/// forward, from the logits it makes anyway (graph.h's CrossEntropyAttr): its unit_grads set
+/// and its results dh (1) and dw (2) appended, for its VJP to hand to the grad node. Extends
+/// `active` over the new nodes. Not where the backward would rebuild the head rather than
+/// read what the forward saved (Recompute::full, or a head inside a checkpointed block): the
+/// forward's products would be wasted there.
+void heads_with_gradients(Graph& forward, std::vector<bool>& active, Recompute recompute,
+                          const std::vector<int>& blocks) {
+  if (recompute == Recompute::full) return;
+  const size_t n = forward.nodes.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (forward.nodes[i].op != GraphOp::linear_cross_entropy || !active[i]) continue;
+    if (recompute == Recompute::blocks && i < blocks.size() && blocks[i] >= 0) continue;
+    forward.nodes[i].attr = CrossEntropyAttr{true};
+    for (int index : {1, 2}) {
+      GraphNode r;
+      r.op = GraphOp::result;
+      r.inputs = {static_cast<int>(i)};
+      r.shape = forward.nodes[forward.nodes[i].inputs[index - 1]].shape;
+      r.dtype = forward.nodes[i].dtype;
+      r.attr = ResultAttr{index};
+      forward.nodes.push_back(std::move(r));
+      active.push_back(true);
+    }
+  }
+}
+
+}  // namespace
+
+Backward differentiate(const Graph& given, const std::vector<bool>& needs_grad,
+                       Recompute recompute, const std::vector<int>& blocks,
+                       bool save_parameter_casts) {
   Backward b;
+  b.forward = given;
+  std::vector<bool> active = active_values(given, needs_grad);
+  heads_with_gradients(b.forward, active, recompute, blocks);
+  const Graph& forward = b.forward;
+  const int n_fwd = static_cast<int>(forward.nodes.size());
+  // Inputs: the node of each forward input (active_values() checked their indices).
+  std::vector<int> input_node(needs_grad.size(), -1);
+  for (int i = 0; i < n_fwd; ++i)
+    if (forward.nodes[i].op == GraphOp::input)
+      input_node[std::get<InputAttr>(forward.nodes[i].attr).index] = i;
+
   VjpBuilder builder(b, forward.origin);
   for (const GraphNode& n : forward.nodes)
     builder.add(n.op, n.inputs, n.shape, n.dtype, n.attr);

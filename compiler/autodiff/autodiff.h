@@ -31,6 +31,11 @@ struct GradOrigin {
 /// lives only while the VJPs that need it run. The other nodes are the VJPs, with `origin`
 /// telling which forward node and operand each serves.
 struct Backward {
+  /// The forward graph the ids here refer to (forward_of, saved): the one differentiate() was
+  /// given, except that a fused cross-entropy head it differentiates computes its gradients
+  /// in the forward (graph.h's CrossEntropyAttr), their two `result` nodes appended. Run
+  /// this one, with `saved` as extra outputs, to feed the backward.
+  Graph forward;
   Graph graph;
   std::vector<int> wrt;            ///< forward input indices, in output order
   std::vector<GradOrigin> origin;  ///< one per node of `graph`

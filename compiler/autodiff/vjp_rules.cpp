@@ -351,13 +351,25 @@ void vjp_attention(Vjp& v) {
 }
 
 // linear_cross_entropy (graph.h): one linear_cross_entropy_grad node reads h, w, the targets,
-// the forward's result (each row's logsumexp) and the cotangent; it is dh, and its result 1 is
-// dw, each a buffer of its own. The targets are integers: no gradient.
+// the forward's result (each row's logsumexp) and the cotangent, and the gradients the forward
+// computed for a unit cotangent (its results 1 and 2) when it has them; it is dh, and its
+// result 1 is dw, each a buffer of its own. The targets are integers: no gradient.
 void vjp_linear_cross_entropy(Vjp& v) {
   if (!v.needed[0] && !v.needed[1]) return;
   const Shape &hs = v.in(0).shape, &ws = v.in(1).shape;
-  const int dh = v.b.add(GraphOp::linear_cross_entropy_grad,
-                         {v.n.inputs[0], v.n.inputs[1], v.n.inputs[2], v.id, v.g}, hs, v.n.dtype);
+  std::vector<int> inputs = {v.n.inputs[0], v.n.inputs[1], v.n.inputs[2], v.id, v.g};
+  if (const auto* a = std::get_if<CrossEntropyAttr>(&v.n.attr); a && a->unit_grads) {
+    int units[2] = {-1, -1};
+    for (size_t j = 0; j < v.forward.nodes.size(); ++j) {
+      const GraphNode& r = v.forward.nodes[j];
+      if (r.op == GraphOp::result && r.inputs[0] == v.id)
+        units[std::get<ResultAttr>(r.attr).index - 1] = static_cast<int>(j);
+    }
+    if (units[0] < 0 || units[1] < 0)
+      throw std::logic_error("linear_cross_entropy with unit_grads lacks its results 1 and 2");
+    inputs.insert(inputs.end(), {units[0], units[1]});
+  }
+  const int dh = v.b.add(GraphOp::linear_cross_entropy_grad, std::move(inputs), hs, v.n.dtype);
   if (v.needed[0]) v.set(0, v.b.conform(dh, v.in(0)));
   if (v.needed[1])
     v.set(1, v.b.conform(v.b.add(GraphOp::result, {dh}, ws, v.n.dtype, ResultAttr{1}), v.in(1)));

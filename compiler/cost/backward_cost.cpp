@@ -186,6 +186,17 @@ BackwardCost backward_cost(const Backward& b, const Graph& forward,
     }
     c.total += nc;
   }
+  // A cross-entropy head computing its gradients in the forward did this backward's work there.
+  for (size_t f = 0; f < forward.nodes.size(); ++f) {
+    const auto* a = std::get_if<CrossEntropyAttr>(&forward.nodes[f].attr);
+    if (!a || !a->unit_grads) continue;
+    const NodeCost nc = node_cost(forward, static_cast<int>(f));
+    NodeCost grads;
+    grads.flops = nc.gradient_flops;
+    grads.matmul_flops = nc.gradient_matmul_flops;
+    c.input_grad += grads;
+    c.total += grads;
+  }
   // Saved for backward: what the backward reads of the forward without rebuilding it (the
   // forward inputs it reads and the saved values), at the node that owns the memory.
   const std::vector<int> fwd_of = replica_sources(b, forward);
@@ -202,7 +213,11 @@ BackwardCost backward_cost(const Backward& b, const Graph& forward,
       elements *= d;
     c.saved_bytes[f] = elements * static_cast<int64_t>(element_size(n.dtype));
     c.saved_total += c.saved_bytes[f];
-    if (n.op != GraphOp::input) c.saved_activations += c.saved_bytes[f];
+    // A head's dw made in the forward is w's gradient early, the ledger's gradients line.
+    const auto* r = std::get_if<ResultAttr>(&n.attr);
+    const bool early_dw = r && r->index == 2 &&
+                          forward.nodes[n.inputs[0]].op == GraphOp::linear_cross_entropy;
+    if (n.op != GraphOp::input && !early_dw) c.saved_activations += c.saved_bytes[f];
   }
   return c;
 }

@@ -24,7 +24,9 @@ struct BackwardCost {
   std::vector<CostPhase> phases;     ///< per backward node (for execute()'s phase vector)
   std::vector<int64_t> saved_bytes;  ///< per forward node: bytes of its value the VJPs read
   int64_t saved_total = 0;           ///< sum of saved_bytes
-  int64_t saved_activations = 0;     ///< the part of saved_total that is not graph inputs
+  /// The part of saved_total that is not graph inputs, nor a cross-entropy head's dw made in
+  /// the forward (graph.h's CrossEntropyAttr: a weight's gradient, made early).
+  int64_t saved_activations = 0;
 };
 
 /// The phase of every node of `backward` (a Backward of `forward`; `weight_inputs` flags the

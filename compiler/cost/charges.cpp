@@ -15,7 +15,8 @@ GraphCharges fused_charges(const Graph& fused, const Graph& unfused, const std::
   const GraphCost costs = cost(unfused);
   // Unfused node `id`'s charges, merged by phase into `into`: its cost under its phase, less
   // the part that rebuilds forward values (cost_model.h's recompute_flops), charged as
-  // recomputation when phases are given.
+  // recomputation when phases are given, and less a forward kernel's gradients
+  // (gradient_flops), charged as input-gradient work.
   const auto charge = [&](int id, std::vector<NodeCharge>& into) {
     const NodeCost& c = costs.nodes[id];
     const auto add = [&](std::optional<CostPhase> phase, const CostTotals& cost) {
@@ -33,6 +34,14 @@ GraphCharges fused_charges(const Graph& fused, const Graph& unfused, const std::
     own.matmul_flops = c.matmul_flops;
     own.bytes_read = c.bytes_read;
     own.bytes_written = c.bytes_written;
+    if (c.gradient_flops > 0) {  // a forward kernel's gradients: the backward's work
+      CostTotals grads;
+      grads.flops = c.gradient_flops;
+      grads.matmul_flops = c.gradient_matmul_flops;
+      own.flops -= c.gradient_flops;
+      own.matmul_flops -= c.gradient_matmul_flops;
+      add(CostPhase::input_grad, grads);
+    }
     if (c.recompute_flops > 0 && phase && *phase != CostPhase::recompute) {
       CostTotals rebuilt;
       rebuilt.flops = c.recompute_flops;

@@ -174,20 +174,33 @@ NodeCost cost_attention_grad(const Graph& g, const GraphNode& n) {
 
 /// linear_cross_entropy: the logits' product (2·N·D·V) and ~4 FLOPs per logit (max, exp of
 /// the difference, sum, the pick), as the unfused head and cross-entropy cost; the logits are
-/// never written.
+/// never written. With its gradients (CrossEntropyAttr::unit_grads): also dh = dL wᵀ and
+/// dw = hᵀ dL (2·N·D·V each) and ~2 FLOPs per logit (softmax − one-hot), dh and dw written:
+/// the backward's work, its gradient_flops.
 NodeCost cost_linear_cross_entropy(const Graph& g, const GraphNode& n) {
   const Shape &h = g.nodes[n.inputs[0]].shape, &w = g.nodes[n.inputs[1]].shape;
   const int64_t logits = h[0] * w[1], matmul = 2 * logits * h[1];
-  return {matmul + 4 * logits, matmul, input_bytes(g, n), bytes_of(n)};
+  NodeCost c{matmul + 4 * logits, matmul, input_bytes(g, n), bytes_of(n)};
+  if (const auto* a = std::get_if<CrossEntropyAttr>(&n.attr); a && a->unit_grads) {
+    c.gradient_flops = 2 * matmul + 2 * logits;
+    c.gradient_matmul_flops = 2 * matmul;
+    c.flops += c.gradient_flops;
+    c.matmul_flops += c.gradient_matmul_flops;
+    c.bytes_written += (h[0] * h[1] + h[1] * w[1]) * static_cast<int64_t>(element_size(n.dtype));
+  }
+  return c;
 }
 
 /// linear_cross_entropy_grad (writes dh, and dw as its result 1): the logits once more,
-/// dh = dL wᵀ and dw = hᵀ dL (2·N·D·V
-/// each), and per logit its exp and the gradient (softmax − one-hot) · cotangent (3 FLOPs).
+/// dh = dL wᵀ and dw = hᵀ dL (2·N·D·V each), and per logit its exp and the gradient
+/// (softmax − one-hot) · cotangent (3 FLOPs). With the forward's unit gradients (inputs 5 and
+/// 6): one multiply per element of dh and dw, read and written in place.
 NodeCost cost_linear_cross_entropy_grad(const Graph& g, const GraphNode& n) {
   const Shape &h = g.nodes[n.inputs[0]].shape, &w = g.nodes[n.inputs[1]].shape;
   const int64_t logits = h[0] * w[1], matmul = 6 * logits * h[1];
-  const auto written = (h[0] * h[1] + h[1] * w[1]) * static_cast<int64_t>(element_size(n.dtype));
+  const int64_t grads = h[0] * h[1] + h[1] * w[1];
+  const auto written = grads * static_cast<int64_t>(element_size(n.dtype));
+  if (n.inputs.size() == 7) return {grads, 0, input_bytes(g, n), written};
   NodeCost c{matmul + 3 * logits, matmul, input_bytes(g, n), written};  // dh and its result dw
   c.recompute_matmul_flops = 2 * logits * h[1];  // the logits once more
   c.recompute_flops = c.recompute_matmul_flops;
@@ -401,6 +414,8 @@ NodeCost& NodeCost::operator+=(const NodeCost& o) {
   matmul_flops += o.matmul_flops;
   recompute_flops += o.recompute_flops;
   recompute_matmul_flops += o.recompute_matmul_flops;
+  gradient_flops += o.gradient_flops;
+  gradient_matmul_flops += o.gradient_matmul_flops;
   bytes_read += o.bytes_read;
   bytes_written += o.bytes_written;
   return *this;

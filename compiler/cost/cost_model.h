@@ -27,6 +27,12 @@ struct NodeCost {
   /// gradient work, as they count a rebuilt forward node.
   int64_t recompute_flops = 0;
   int64_t recompute_matmul_flops = 0;
+  /// The part of `flops` (and of `matmul_flops`) that a forward kernel spends on gradients: a
+  /// cross-entropy head computing dh and dw from the logits it makes anyway (graph.h's
+  /// CrossEntropyAttr). Costs by phase count it as input-gradient work, as they count the
+  /// backward kernel that did it before, so the forward/backward split is the model's.
+  int64_t gradient_flops = 0;
+  int64_t gradient_matmul_flops = 0;
 
   /// FLOPs per byte moved; 0 when nothing moves.
   double intensity() const;

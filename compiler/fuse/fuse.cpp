@@ -113,7 +113,7 @@ class Pass {
       case GraphOp::result:
         return g_.nodes[node.inputs[0]].op == GraphOp::fused
                    ? "already fused"
-                   : "another result of a node with two (linear_cross_entropy_grad's dw)";
+                   : "another result of a node of its own (a cross-entropy head's gradients)";
       case GraphOp::gather:
         return "gather: rows picked by run-time indices (Kernel IR has no indirect loads)";
       case GraphOp::scatter_add:

@@ -72,6 +72,9 @@ std::string attributes(const GraphNode& n) {
                          fmt::join(members, " "), n, n == 1 ? "" : "s");
     }
     std::string operator()(const ResultAttr& a) const { return fmt::format("[{}]", a.index); }
+    std::string operator()(const CrossEntropyAttr& a) const {
+      return a.unit_grads ? "[with its gradients]" : "";
+    }
     std::string operator()(const AttentionAttr& a) const {
       return fmt::format("[scale {:g}{}{}]", a.scale, a.bias ? ", bias" : "",
                          a.kv_repeat > 1 ? fmt::format(", kv groups of {}", a.kv_repeat) : "");
@@ -298,9 +301,11 @@ void verify(const Graph& g) {
         case GraphOp::cast:
         case GraphOp::gather:
         case GraphOp::scatter_add:
-        case GraphOp::linear_cross_entropy:
         case GraphOp::linear_cross_entropy_grad:
           return std::holds_alternative<std::monostate>(n.attr);
+        case GraphOp::linear_cross_entropy:
+          return std::holds_alternative<std::monostate>(n.attr) ||
+                 std::holds_alternative<CrossEntropyAttr>(n.attr);
       }
       return false;
     }();
@@ -318,6 +323,10 @@ void verify(const Graph& g) {
       if (n.inputs.size() != want)
         fail(i, fmt::format("{} takes {} inputs, has {}", graph_op_name(n.op), want, n.inputs.size()));
     }
+    if (n.op == GraphOp::linear_cross_entropy_grad && n.inputs.size() != 5 &&
+        n.inputs.size() != 7)
+      fail(i, fmt::format("linear_cross_entropy_grad takes 5 or 7 inputs, has {}",
+                          n.inputs.size()));
     if (const auto* r = std::get_if<ResultAttr>(&n.attr)) {
       const GraphNode& of = g.nodes[n.inputs[0]];
       if (of.op == GraphOp::linear_cross_entropy_grad) {
@@ -325,6 +334,13 @@ void verify(const Graph& g) {
         const Shape want{g.nodes[of.inputs[0]].shape.back(), g.nodes[of.inputs[1]].shape.back()};
         if (r->index != 1 || n.shape != want || n.dtype != of.dtype)
           fail(i, "result of linear_cross_entropy_grad must be its dw (1) of [D, V]");
+      } else if (of.op == GraphOp::linear_cross_entropy) {
+        // dh [N, D] (1) and dw [D, V] (2), when the node computes its gradients.
+        const auto* a = std::get_if<CrossEntropyAttr>(&of.attr);
+        const Shape &h = g.nodes[of.inputs[0]].shape, &w = g.nodes[of.inputs[1]].shape;
+        if (!a || !a->unit_grads || (r->index != 1 && r->index != 2) ||
+            n.shape != (r->index == 1 ? h : w) || n.dtype != of.dtype)
+          fail(i, "result of linear_cross_entropy must be its dh (1) or dw (2), with unit_grads");
       } else {
         const auto* f = std::get_if<FusedAttr>(&of.attr);
         if (!f || r->index < 0 || r->index >= static_cast<int>(f->outputs.size()))

@@ -153,7 +153,16 @@ struct AttentionAttr {
 /// logits never stored. linear_cross_entropy_grad: inputs h, w, targets, that result and its
 /// cotangent (the lse column's ignored); two results, each in a buffer of its own (so a
 /// weight's gradient is kept without a copy): dh [N, D] is the node's, dw [D, V] is `result`
-/// 1 of it. Neither has attributes.
+/// 1 of it.
+/// A linear_cross_entropy with CrossEntropyAttr::unit_grads (set by autodiff when the head
+/// is differentiated) also computes, from the same logits, the gradients of the sum of its
+/// rows' losses: dh [N, D] is its `result` 1, dw [D, V] its `result` 2 (the Liger way: three
+/// products of 2·N·D·V for forward and backward instead of four). Its grad node then reads
+/// those two as inputs 5 and 6 and, when the rows' cotangent is one value s, returns s times
+/// them in their own buffers; any other cotangent recomputes the logits as without them.
+struct CrossEntropyAttr {
+  bool unit_grads = false;
+};
 /// result: output `index` of the fused node that is its input.
 struct ResultAttr {
   int index = 0;
@@ -166,7 +175,7 @@ struct GraphNode {
   Shape shape;
   DType dtype = DType::f32;
   std::variant<std::monostate, InputAttr, ViewAttr, ReduceAttr, PermuteAttr, ContractAttr, MapAttr,
-               ConcatAttr, SliceAttr, FusedAttr, ResultAttr, AttentionAttr>
+               ConcatAttr, SliceAttr, FusedAttr, ResultAttr, AttentionAttr, CrossEntropyAttr>
       attr;
   std::string note;  ///< set by fuse() on a node it left unfused: why (empty elsewhere)
   /// Where a node that can fail on its data (a gather's indices) came from in a `.ein` script,

@@ -351,6 +351,32 @@ class Accounting(Case):
             if plan == "blocks":
                 self.assertGreater(flops["recompute"], 0)
 
+    def test_a_fused_head_counts_what_report_predicts(self):
+        # GPT-2's 50257-class tied head runs fused with its cross-entropy and computes its
+        # gradients in the forward (graph.h's CrossEntropyAttr): counted as backward work, by
+        # ein train as by ein report, its logits made once (no recomputation of them), and the
+        # step's peak (the head's dw made in the forward included) as the liveness predicts.
+        gpt = script("scripts", "gpt2_small.ein")
+        tokens = self.path("tokens.u16")
+        with open(tokens, "wb") as f:
+            f.write(struct.pack("<4000H", *[(i * 7919) % 50257 for i in range(4000)]))
+        sizes = ["--set", "D=32", "--set", "L=1", "--set", "H=2", "--set", "T=16", "--set", "B=4"]
+        for plan in ("none", "auto"):
+            log = self.path(f"head-{plan}.jsonl")
+            self.ok("train", gpt, *sizes, "--steps", "2", "--data", tokens, "--recompute", plan,
+                    "--log", log, "--quiet")
+            out, _ = self.ok("report", gpt, *sizes, "--recompute", plan, "--format", "json")
+            report = json.loads(out)
+            flops, memory = report["flops"], report["memory"]
+            a = report["attention"]
+            attention_logits = a["layers"] * 4 * a["heads"] * a["seq"] ** 2  # B = 4
+            if plan == "none":  # only the fused attention's logits are made again
+                self.assertEqual(flops["recompute"], attention_logits * (2 * a["head_dim"] + 2))
+            for line in read_log(log):
+                self.assertEqual(line["flops"], flops["per_step"], plan)
+                self.assertEqual(line["recompute_flops"], flops["recompute"], plan)
+                self.assertLess(abs(line["peak_memory"] / memory["step_peak"] - 1), 0.03, plan)
+
 
 class Peak(Case):
     # MFU on a CPU is against the larger of the computed and the measured peak, or against

@@ -16,6 +16,8 @@
 #include <ein/autograd.h>
 #include <fmt/format.h>
 
+#include "compiler/autodiff/autodiff.h"
+#include "compiler/cost/backward_cost.h"
 #include "compiler/fuse/cross_entropy.h"
 #include "exec/cross_entropy.h"
 #include "script/script.h"
@@ -119,6 +121,43 @@ void run_case(int64_t n, int64_t d, int64_t v, DType dtype, bool tied, double to
   EXPECT_NE(dh.storage(), dw.storage());
   expect_near(dh.to(DType::f64).to_vector<double>(), want.dh, tol, "dh");
   expect_near(dw.to(DType::f64).to_vector<double>(), want.dw, tol, "dw");
+
+  // The forward with the gradients of the rows' summed losses (CrossEntropyAttr::unit_grads),
+  // in chunks of rows; then the backward from them: s times them, in place, for one cotangent
+  // s on every row, the logits recomputed for any other.
+  const Want unit = reference(th.to(DType::f64).to_vector<double>(),
+                              tw.to(DType::f64).contiguous().to_vector<double>(), t,
+                              std::vector<double>(n, 1.0), n, d, v);
+  CrossEntropyWithGrads u = linear_cross_entropy_with_grads(th, tw, tt, out);
+  ASSERT_EQ(u.out.shape(), (Shape{n, 2}));
+  const std::vector<double> up = u.out.to(DType::f64).to_vector<double>();
+  for (int64_t i = 0; i < n; ++i) {
+    EXPECT_NEAR(up[2 * i], want.loss[i], tol * (1 + std::abs(want.loss[i]))) << "loss " << i;
+    EXPECT_NEAR(up[2 * i + 1], want.lse[i], tol * (1 + std::abs(want.lse[i]))) << "lse " << i;
+  }
+  expect_near(u.dh.to(DType::f64).to_vector<double>(), unit.dh, tol, "unit dh");
+  expect_near(u.dw.to(DType::f64).to_vector<double>(), unit.dw, tol, "unit dw");
+  const double s = 0.375;
+  std::vector<double> ds;
+  for (int64_t i = 0; i < n; ++i) ds.insert(ds.end(), {s, -2.0});
+  const auto [dh_s, dw_s] = linear_cross_entropy_backward(th, tw, tt, u.out,
+                                                          from_data(ds, {n, 2}).to(out), u.dh,
+                                                          u.dw, out);
+  if (n > 0 && d > 0) {
+    EXPECT_TRUE(dh_s.same_storage(u.dh)) << "scaled in place";
+  }
+  std::vector<double> sdh = unit.dh, sdw = unit.dw;
+  for (double& x : sdh) x *= s;
+  for (double& x : sdw) x *= s;
+  expect_near(dh_s.to(DType::f64).to_vector<double>(), sdh, tol, "uniform cotangent dh");
+  expect_near(dw_s.to(DType::f64).to_vector<double>(), sdw, tol, "uniform cotangent dw");
+  if (n > 1) {  // rows of different cotangents: the unit gradients cannot serve
+    u = linear_cross_entropy_with_grads(th, tw, tt, out);
+    const auto [dh_g, dw_g] = linear_cross_entropy_backward(
+        th, tw, tt, u.out, from_data(dp, {n, 2}).to(out), u.dh, u.dw, out);
+    expect_near(dh_g.to(DType::f64).to_vector<double>(), want.dh, tol, "per-row cotangent dh");
+    expect_near(dw_g.to(DType::f64).to_vector<double>(), want.dw, tol, "per-row cotangent dw");
+  }
 }
 
 TEST(LinearCrossEntropyKernel, MatchesTheDefinitionInFloat64) {
@@ -129,6 +168,8 @@ TEST(LinearCrossEntropyKernel, MatchesTheDefinitionInFloat64) {
   run_case(3, 5, 7, DType::f64, false, 1e-10);       // smaller than one tile
   run_case(600, 9, 2100, DType::f64, false, 1e-10);  // three row tiles, the last partial
   run_case(600, 9, 2100, DType::f32, true, 2e-4);
+  run_case(150, 7, 9000, DType::f64, false, 1e-10);  // dh of the gradients' chunks in pieces
+  run_case(150, 7, 9000, DType::f64, true, 1e-10);
 }
 
 TEST(LinearCrossEntropyKernel, ZeroSizes) {
@@ -171,6 +212,59 @@ TEST(LinearCrossEntropyKernel, GradientsMatchFiniteDifferences) {
       (*x)[i] = keep;
       EXPECT_NEAR(grads[at], (up - down) / (2 * step), 1e-7) << "element " << at;
     }
+}
+
+/// Whether a and b agree: both NaN, or equal within tol (infinities equal).
+void expect_same_values(const Tensor& a, const Tensor& b, double tol, const std::string& what) {
+  const std::vector<double> x = a.to(DType::f64).to_vector<double>(),
+                            y = b.to(DType::f64).to_vector<double>();
+  ASSERT_EQ(x.size(), y.size()) << what;
+  int bad = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const bool same = std::isnan(x[i]) ? std::isnan(y[i])
+                      : std::isinf(x[i]) ? x[i] == y[i]
+                                         : std::abs(x[i] - y[i]) <= tol * (1 + std::abs(y[i]));
+    if (!same && bad++ < 5)
+      ADD_FAILURE() << what << "[" << i << "] = " << x[i] << ", want " << y[i];
+  }
+  EXPECT_EQ(bad, 0) << what;
+}
+
+TEST(LinearCrossEntropyKernel, GradientsInTheForwardAgreeOnSpecialValues) {
+  // Rows of h holding inf, -inf, NaN, -0 and subnormals; a column of w of -inf (every row's
+  // logit there -inf or NaN); the gradients made in the forward against the recomputing
+  // backward, NaN for NaN, with a uniform and a per-row cotangent.
+  const int64_t n = 90, d = 6, v = 300;
+  std::mt19937 rng(9);
+  std::vector<double> h = normal(n * d, rng), w = normal(d * v, rng, 0.3);
+  h[3 * d + 1] = INFINITY;
+  h[7 * d + 2] = -INFINITY;
+  h[11 * d] = NAN;
+  for (int64_t k = 0; k < d; ++k) h[20 * d + k] = -0.0;
+  h[30 * d + 4] = 1e-310;
+  h[31 * d + 1] = 1e-41;  // an f32 subnormal
+  w[2 * v + 17] = -INFINITY;
+  std::vector<int64_t> t(n);
+  for (int64_t i = 0; i < n; ++i) t[i] = (i * 37) % v;
+  for (DType dtype : {DType::f64, DType::f32}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const Tensor th = from_data(h, {n, d}).to(dtype), tw = from_data(w, {d, v}).to(dtype),
+                 tt = from_data(t, {n});
+    const Tensor packed = linear_cross_entropy_forward(th, tw, tt, dtype);
+    const double tol = dtype == DType::f64 ? 1e-10 : 2e-4;
+    for (bool uniform : {true, false}) {
+      std::vector<double> dp;
+      for (int64_t i = 0; i < n; ++i) dp.insert(dp.end(), {uniform ? 0.5 : 0.1 * (i % 7), 0.0});
+      const Tensor g = from_data(dp, {n, 2}).to(dtype);
+      const auto [dh, dw] = linear_cross_entropy_backward(th, tw, tt, packed, g, dtype);
+      const CrossEntropyWithGrads u = linear_cross_entropy_with_grads(th, tw, tt, dtype);
+      expect_same_values(u.out, packed, tol, "forward");
+      const auto [dh_u, dw_u] =
+          linear_cross_entropy_backward(th, tw, tt, u.out, g, u.dh, u.dw, dtype);
+      expect_same_values(dh_u, dh, tol, uniform ? "dh, uniform" : "dh, per row");
+      expect_same_values(dw_u, dw, tol, uniform ? "dw, uniform" : "dw, per row");
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -266,6 +360,54 @@ TEST(LinearCrossEntropyRecogniser, SmallVocabulariesStayUnfused) {
   EXPECT_EQ(f.fused, 0);
   ASSERT_EQ(f.misses.size(), 1u);
   EXPECT_NE(f.misses[0].why.find("256 classes"), std::string::npos) << f.misses[0].why;
+}
+
+TEST(LinearCrossEntropyRecogniser, DifferentiatedHeadsComputeTheirGradientsInTheForward) {
+  // A fused head whose h or w needs a gradient computes dh and dw in its forward (its
+  // results 1 and 2, saved) and its grad node scales them: no product recomputed, the
+  // recomputation line 0. Not under Recompute::full, whose backward rebuilds the head.
+  const auto dir = std::filesystem::temp_directory_path() / "ein_cross_entropy_test";
+  std::filesystem::create_directories(dir);
+  const auto path = dir / "plan.ein";
+  std::ofstream(path) << "import nn\n" << kSpellings[0].text << "\n";
+  script::LoadOptions o;
+  o.stdlib = {EIN_STDLIB_DIR};
+  auto p = script::Program::load(path.string(), o);
+  const int64_t n = 33, d = 8, v = 2100;
+  const Graph g = p->trace("head", {{{n, d}, DType::f32}, {{d, v}, DType::f32}, {{n}, DType::i64}});
+  for (Recompute policy : {Recompute::automatic, Recompute::none, Recompute::full}) {
+    SCOPED_TRACE(static_cast<int>(policy));
+    const Backward b = differentiate(g, {true, true, false}, policy);
+    const bool in_forward = policy != Recompute::full;
+    int heads = 0, results = 0;
+    for (size_t i = 0; i < b.forward.nodes.size(); ++i) {
+      const GraphNode& f = b.forward.nodes[i];
+      if (f.op == GraphOp::linear_cross_entropy) {
+        ++heads;
+        const auto* a = std::get_if<CrossEntropyAttr>(&f.attr);
+        EXPECT_EQ(a && a->unit_grads, in_forward);
+      }
+      if (f.op == GraphOp::result) {
+        ++results;
+        EXPECT_NE(std::find(b.saved.begin(), b.saved.end(), static_cast<int>(i)), b.saved.end())
+            << "the forward's dh and dw are saved";
+      }
+    }
+    EXPECT_EQ(heads, 1);
+    EXPECT_EQ(results, in_forward ? 2 : 0);
+    EXPECT_EQ(b.forward.nodes.size(), g.nodes.size() + (in_forward ? 2 : 0));
+    for (const GraphNode& x : b.graph.nodes) {
+      if (x.op == GraphOp::linear_cross_entropy_grad) {
+        EXPECT_EQ(x.inputs.size(), in_forward ? 7u : 5u);
+      }
+    }
+    const BackwardCost c = backward_cost(b, b.forward, {false, true, false});
+    const int64_t product = 2 * n * d * v;
+    if (in_forward)
+      EXPECT_EQ(c.recompute.matmul_flops, 0);
+    else
+      EXPECT_GE(c.recompute.matmul_flops, product);  // the head's forward, and its logits again
+  }
 }
 
 }  // namespace
