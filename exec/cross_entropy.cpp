@@ -243,8 +243,8 @@ int64_t dh_parts(int64_t v) { return std::clamp<int64_t>(v / 4096, 1, 8); }
 /// row-major the pieces compute dhᵀ = w · dLᵀ, whose operands the BLAS reads as stored; a tied
 /// weight (w = Eᵀ, E [V, D] row-major) gives dh = dL · E directly. dL · wᵀ from an untied w
 /// ran at ~65 GFLOP/s per core for 128 rows against ~90 for dhᵀ (oneDNN's sgemm, K 6282 and
-/// 50257), and split over the threads by rows or columns it made every thread pack a whole
-/// vocabulary's width of one operand.
+/// 50257: bench/attention/dh_layouts.c), and split over the threads by rows or columns it made
+/// every thread pack a whole vocabulary's width of one operand.
 template <class T>
 void dh_rows(int64_t rows, int64_t d, int64_t v, View<T> dl, View<T> w, T* dh,
              std::vector<T>& partials) {
