@@ -20,6 +20,7 @@
 
 #include <ein/errors.h>
 
+#include "exec/cross_entropy_cuda.h"
 #include "exec/vector_math.h"
 #include "runtime/blas/gemm.h"
 #include "runtime/parallel.h"
@@ -342,6 +343,11 @@ bool uniform_rows(const Tensor& d_in, T& s) {
   return true;
 }
 
+/// Whether h and w live on a CUDA device (the kernels of cross_entropy_cuda.h run there).
+bool on_cuda(const Tensor& h, const Tensor& w) {
+  return h.device().kind == DeviceKind::cuda && w.device().kind == DeviceKind::cuda;
+}
+
 /// `r` as `dtype` on `like`'s device.
 Tensor placed(Tensor r, const Tensor& like, DType dtype) {
   if (r.dtype() != dtype) r = r.to(dtype);
@@ -352,6 +358,7 @@ Tensor placed(Tensor r, const Tensor& like, DType dtype) {
 
 Tensor linear_cross_entropy_forward(const Tensor& h, const Tensor& w, const Tensor& targets,
                                     DType dtype) {
+  if (on_cuda(h, w)) return linear_cross_entropy_forward_cuda(h, w, targets, dtype);
   return placed(dtype == DType::f64 ? forward<double>(h, w, targets) : forward<float>(h, w, targets),
                 h, dtype);
 }
@@ -359,6 +366,7 @@ Tensor linear_cross_entropy_forward(const Tensor& h, const Tensor& w, const Tens
 std::pair<Tensor, Tensor> linear_cross_entropy_backward(const Tensor& h, const Tensor& w,
                                                         const Tensor& targets, const Tensor& out,
                                                         const Tensor& d_out, DType dtype) {
+  if (on_cuda(h, w)) return linear_cross_entropy_backward_cuda(h, w, targets, out, d_out, dtype);
   auto [dh, dw] = dtype == DType::f64 ? backward<double>(h, w, targets, out, d_out)
                                       : backward<float>(h, w, targets, out, d_out);
   return {placed(std::move(dh), h, dtype), placed(std::move(dw), h, dtype)};
@@ -366,6 +374,7 @@ std::pair<Tensor, Tensor> linear_cross_entropy_backward(const Tensor& h, const T
 
 CrossEntropyWithGrads linear_cross_entropy_with_grads(const Tensor& h, const Tensor& w,
                                                       const Tensor& targets, DType dtype) {
+  if (on_cuda(h, w)) return linear_cross_entropy_with_grads_cuda(h, w, targets, dtype);
   CrossEntropyWithGrads r = dtype == DType::f64 ? with_grads<double>(h, w, targets)
                                                 : with_grads<float>(h, w, targets);
   return {placed(std::move(r.out), h, dtype), placed(std::move(r.dh), h, dtype),
@@ -380,6 +389,11 @@ std::pair<Tensor, Tensor> linear_cross_entropy_backward(const Tensor& h, const T
     using T = decltype(s);
     if (s != T(1))
       for (Tensor* x : {&dh_unit, &dw_unit}) {
+        if (x->device().kind == DeviceKind::cuda && x->dtype() == dtype_of<T>() &&
+            x->is_contiguous()) {
+          scale_cuda(*x, static_cast<double>(s));
+          continue;
+        }
         // In place where the unit gradient is a CPU tensor of T of its own, as the forward made it.
         Tensor own = x->device().kind == DeviceKind::cpu && x->dtype() == dtype_of<T>() &&
                              x->is_contiguous()

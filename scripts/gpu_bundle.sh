@@ -51,7 +51,7 @@ trap 'rm -rf "$stage" "$log"' EXIT
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DEIN_GPU_BUNDLE=ON \
   ${launcher[@]+"${launcher[@]}"} >"$log" 2>&1 || { cat "$log"; exit 1; }
 executables=(ein ein_ops_tests ein_cuda_tests ein_cuda_runtime_tests ein_device_tests
-             ein_cuda_timings ein_op_bandwidth)
+             ein_cuda_timings ein_op_bandwidth ein_lm_head_timings)
 cmake --build "$build" -j "$(nproc)" --target "${executables[@]}" ein_stdlib >"$log" 2>&1 ||
   { tail -n 60 "$log"; exit 1; }
 
@@ -68,6 +68,8 @@ cp tests/cli/held_back_cases.tsv "$root/tests/cli/"
 cp tests/compiler/emit/host_emulation.h "$root/tests/compiler/emit/"
 cp bench/gpu/run.sh bench/gpu/results_json.py bench/gpu/compare_gpt_gpu.py "$root/bench/gpu/"
 cp bench/compare_gpt.py bench/gpt_torch2.py "$root/bench/"
+mkdir -p "$root/bench/attention"
+cp bench/attention/lm_head.ein "$root/bench/attention/"
 cp scripts/bundle/check_cpu.sh "$root/"
 
 # 3. Shared libraries a bare machine lacks: whatever ldd resolves outside the tree, except the

@@ -44,7 +44,7 @@ if [ -z "$bin" ]; then
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$out/configure.log" ||
     { cat "$out/configure.log"; exit 1; }
   ninja -C "$build" -j"$(nproc)" ein ein_cuda_tests ein_cuda_runtime_tests ein_device_tests \
-    ein_ops_tests ein_cuda_timings ein_op_bandwidth || exit 1
+    ein_ops_tests ein_cuda_timings ein_op_bandwidth ein_lm_head_timings ein_stdlib || exit 1
   bin=$PWD/$build/bin
 fi
 
@@ -224,6 +224,28 @@ for name, f, what in (("torch dispatch x+y 1024 f32", lambda: a + b, "1 kernel")
             "torch us per call / ein's (ein's map is 1 kernel)")
 PY
 
+echo
+echo "== the fused LM head against the unfused one: 8192 x 768 x 50257 f32, forward + backward"
+# exec/cross_entropy_cuda.h: the gradients made in the forward, chunks of rows through
+# cuBLASLt; unfused: the logits and their gradient stored. The issue's target: fused peak
+# memory <= 1/10 of unfused.
+"$bin/ein_lm_head_timings" bench/attention/lm_head.ein "$bin/../share/ein/stdlib" 8192 768 50257 \
+  3 fused,unfused cuda >"$out/lm_head.jsonl" || status=1
+python3 - "$out/lm_head.jsonl" <<'PY' || status=1
+import json, sys
+runs = {r["variant"]: r for r in map(json.loads, open(sys.argv[1]))}
+for name, r in runs.items():
+    print(f"{'lm head ' + name + ' ms':<34} | {r['median_ms']:>10.3f} | {'ms':<7} | "
+          f"median of 3, loss {r['loss']:.6f}")
+    print(f"{'lm head ' + name + ' peak':<34} | {r['peak_bytes'] / 2**20:>10.3f} | {'MiB':<7} | "
+          "allocator's peak above the inputs")
+if len(runs) == 2:
+    f, u = runs["fused"], runs["unfused"]
+    print(f"{'lm head fused / unfused time':<34} | {f['median_ms'] / u['median_ms']:>10.3f} | x"
+          f"{'':<6} | medians")
+    print(f"{'lm head unfused / fused peak':<34} | {u['peak_bytes'] / f['peak_bytes']:>10.3f} | x"
+          f"{'':<6} | target >= 10")
+PY
 fi  # measure
 
 want gpt || return $status

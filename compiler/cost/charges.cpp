@@ -34,22 +34,19 @@ GraphCharges fused_charges(const Graph& fused, const Graph& unfused, const std::
     own.matmul_flops = c.matmul_flops;
     own.bytes_read = c.bytes_read;
     own.bytes_written = c.bytes_written;
-    if (c.gradient_flops > 0) {  // a forward kernel's gradients: the backward's work
-      CostTotals grads;
-      grads.flops = c.gradient_flops;
-      grads.matmul_flops = c.gradient_matmul_flops;
-      own.flops -= c.gradient_flops;
-      own.matmul_flops -= c.gradient_matmul_flops;
-      add(CostPhase::input_grad, grads);
-    }
-    if (c.recompute_flops > 0 && phase && *phase != CostPhase::recompute) {
-      CostTotals rebuilt;
-      rebuilt.flops = c.recompute_flops;
-      rebuilt.matmul_flops = c.recompute_matmul_flops;
-      own.flops -= c.recompute_flops;
-      own.matmul_flops -= c.recompute_matmul_flops;
-      add(CostPhase::recompute, rebuilt);
-    }
+    // Moves `flops` (`matmul` of them contractions') from the node's own charge to `to`'s.
+    const auto split_off = [&](int64_t flops, int64_t matmul, CostPhase to) {
+      CostTotals part;
+      part.flops = flops;
+      part.matmul_flops = matmul;
+      own.flops -= flops;
+      own.matmul_flops -= matmul;
+      add(to, part);
+    };
+    if (c.gradient_flops > 0)  // a forward kernel's gradients: the backward's work
+      split_off(c.gradient_flops, c.gradient_matmul_flops, CostPhase::input_grad);
+    if (c.recompute_flops > 0 && phase && *phase != CostPhase::recompute)
+      split_off(c.recompute_flops, c.recompute_matmul_flops, CostPhase::recompute);
     add(phase, own);
   };
   GraphCharges out(fused.nodes.size());

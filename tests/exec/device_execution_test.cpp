@@ -16,10 +16,12 @@
 #include <vector>
 
 #include <ein/ops.h>
+#include <ein/tensor_math.h>
 #include <fmt/format.h>
 
 #include "exec/amx_tiles.h"
 #include "exec/attention.h"
+#include "exec/cross_entropy.h"
 #include "exec/cuda_executor.h"
 #include "exec/indexing.h"
 #include "script/script.h"
@@ -330,6 +332,74 @@ TEST_P(DeviceExecution, FusedAttentionMatchesTheCpuKernel) {
           ADD_FAILURE() << name << "[" << i << "] = " << b[i] << ", want " << a[i];
       EXPECT_EQ(bad, 0) << name;
     }
+  }
+}
+
+// The fused LM head's CUDA path (exec/cross_entropy_cuda.h: cuBLASLt GEMMs per chunk of rows and
+// the rows kernel) against the CPU kernels (checked against float64 in
+// tests/exec/cross_entropy_test.cpp): an untied and a tied weight, two chunks of rows, targets
+// out of range, f32 and f64, zero sizes; the forward, the forward with the gradients, the
+// backward recomputing the logits for a per-row cotangent, and the in-place scaling for a
+// uniform one.
+TEST_P(DeviceExecution, FusedCrossEntropyMatchesTheCpuKernel) {
+  struct Case {
+    int64_t n, d, v;
+    bool tied;
+    DType dtype;
+    double tol;
+  };
+  for (const Case c : {Case{70, 13, 2500, false, DType::f32, 2e-5},
+                       Case{600, 9, 2100, true, DType::f32, 2e-5},
+                       Case{5, 3, 9, false, DType::f64, 1e-12}, Case{4, 0, 9, false, DType::f64, 0},
+                       Case{0, 5, 9, false, DType::f64, 0}, Case{3, 4, 0, true, DType::f64, 0}}) {
+    SCOPED_TRACE(fmt::format("n {} d {} v {}{} {}", c.n, c.d, c.v, c.tied ? " tied" : "",
+                             dtype_name(c.dtype)));
+    const Tensor h = randn({c.n, c.d}, c.dtype, cpu(), 5);
+    Tensor w = randn({c.d, c.v}, c.dtype, cpu(), 6);
+    w *= 0.3;
+    if (c.tied) w = w.permute({1, 0}).contiguous().permute({1, 0});
+    std::vector<int64_t> t;
+    for (int64_t i = 0; i < c.n; ++i)
+      t.push_back(i % 9 == 4 ? -1 : i % 13 == 6 ? c.v + 2 : (i * 37) % std::max<int64_t>(1, c.v));
+    const Tensor y = from_data(t, {c.n});
+    std::vector<double> per_row, uniform;
+    for (int64_t i = 0; i < c.n; ++i) {
+      per_row.insert(per_row.end(), {0.25 * (i % 5) - 0.5, 7.0});
+      uniform.insert(uniform.end(), {0.125, -3.0});
+    }
+    const Tensor g = from_data(per_row, {c.n, 2}).to(c.dtype);
+    const Tensor gu = from_data(uniform, {c.n, 2}).to(c.dtype);
+    const auto compare = [&](const char* name, const Tensor& want, const Tensor& got) {
+      ASSERT_TRUE(got.device().kind == DeviceKind::cuda) << name;
+      const std::vector<double> a = want.to(DType::f64).to_vector<double>(),
+                                b = got.to(cpu()).to(DType::f64).to_vector<double>();
+      ASSERT_EQ(a.size(), b.size()) << name;
+      int bad = 0;
+      for (size_t i = 0; i < a.size(); ++i)
+        if (!(std::fabs(a[i] - b[i]) <= c.tol * (1 + std::fabs(a[i]))) && !(a[i] == b[i]) &&
+            bad++ < 5)
+          ADD_FAILURE() << name << "[" << i << "] = " << b[i] << ", want " << a[i];
+      EXPECT_EQ(bad, 0) << name;
+    };
+    const Tensor hc = h.to(cuda()), wc = w.to(cuda()), yc = y.to(cuda());
+    const Tensor out = linear_cross_entropy_forward(h, w, y, c.dtype);
+    compare("forward", out, linear_cross_entropy_forward(hc, wc, yc, c.dtype));
+    const CrossEntropyWithGrads want = linear_cross_entropy_with_grads(h, w, y, c.dtype);
+    CrossEntropyWithGrads got = linear_cross_entropy_with_grads(hc, wc, yc, c.dtype);
+    compare("with grads: out", want.out, got.out);
+    compare("with grads: dh", want.dh, got.dh);
+    compare("with grads: dw", want.dw, got.dw);
+    const auto [dh, dw] = linear_cross_entropy_backward(h, w, y, out, g, c.dtype);
+    const auto [dhc, dwc] =
+        linear_cross_entropy_backward(hc, wc, yc, got.out, g.to(cuda()), c.dtype);
+    compare("backward: dh", dh, dhc);
+    compare("backward: dw", dw, dwc);
+    const auto [dhu, dwu] =
+        linear_cross_entropy_backward(h, w, y, out, gu, want.dh, want.dw, c.dtype);
+    const auto [dhuc, dwuc] =
+        linear_cross_entropy_backward(hc, wc, yc, got.out, gu.to(cuda()), got.dh, got.dw, c.dtype);
+    compare("uniform: dh", dhu, dhuc);
+    compare("uniform: dw", dwu, dwuc);
   }
 }
 
