@@ -227,17 +227,21 @@ void gemm_threads(int64_t m, int64_t n, int64_t k, View<T> a, View<T> b, double 
   gemm_batched(g);
 }
 
-/// Rows per chunk of linear_cross_entropy_with_grads: at least 128 (each chunk reads and writes
-/// all of dw, so fewer rows stream dw through memory for too little work: at 4096 × 768 × 50257
-/// f32 the dw products took 2.2 s in chunks of 64 rows, 2.0 s of 96, 1.5 s of 128), more
-/// where a sixth of dw's bytes holds more (the chunk's logits are rows × V), in multiples of 16.
-int64_t chunk_rows(int64_t n, int64_t d) {
-  return std::max<int64_t>(1, std::min(n, std::max<int64_t>(128, d / 6 / 16 * 16)));
+/// Rows per chunk of linear_cross_entropy_with_grads: as many as fit the larger of a sixth of
+/// dw's elements (D × V) and 2^21 elements (8 MiB of f32) — the chunk's logits are rows × V —
+/// in multiples of 16, and at least 128: each chunk reads and writes all of dw, so fewer rows
+/// stream dw through memory for too little work (at 4096 × 768 × 50257 f32 the dw products
+/// took 2.2 s in chunks of 64 rows, 2.0 s of 96, 1.5 s of 128), and a small vocabulary's
+/// chunks would be GEMMs too small to run well.
+int64_t chunk_rows(int64_t n, int64_t d, int64_t v) {
+  const int64_t budget = std::max<int64_t>(d * v / 6, int64_t{1} << 21);
+  const int64_t rows = budget / std::max<int64_t>(1, v) / 16 * 16;
+  return std::max<int64_t>(1, std::min(n, std::max<int64_t>(128, rows)));
 }
 
-/// Pieces of the classes that dh_rows() sums separately: fixed by V (not by the thread
-/// count), so dh has the same bits on any number of threads.
-int64_t dh_parts(int64_t v) { return std::clamp<int64_t>(v / 4096, 1, 8); }
+/// Pieces of the classes that dh_rows() sums separately: 512 classes or more each, at most 8,
+/// fixed by V (not by the thread count), so dh has the same bits on any number of threads.
+int64_t dh_parts(int64_t v) { return std::clamp<int64_t>(v / 512, 1, 8); }
 
 /// dh (rows × d, row stride d) = dL (rows × v) · wᵀ, split over the classes: each piece one
 /// GEMM on one thread into a partial of its own, the partials added in order. With w [D, V]
@@ -262,14 +266,26 @@ void dh_rows(int64_t rows, int64_t d, int64_t v, View<T> dl, View<T> w, T* dh,
         gemm<T>(rows, d, k, 1, dl.block(0, c0), w.block(0, c0).t(), 0, c, d);
     }
   });
-  parallel_for(0, rows, 8, [&](int64_t lo, int64_t hi) {
-    for (int64_t r = lo; r < hi; ++r) {
-      T* y = dh + r * d;
-      for (int64_t j = 0; j < d; ++j) {
-        const int64_t at = transposed ? j * rows + r : r * d + j;
-        T sum = partials[static_cast<size_t>(at)];
-        for (int64_t p = 1; p < parts; ++p) sum += partials[static_cast<size_t>(p * size + at)];
-        y[j] = sum;
+  // The partials summed in order, 16 rows × 64 columns of dh at a time: dhᵀ partials read
+  // along their rows, not a whole chunk apart.
+  parallel_for(0, rows, 16, [&](int64_t lo, int64_t hi) {
+    constexpr int64_t kTileRows = 16, kCols = 64;
+    T tile[kTileRows * kCols];
+    for (int64_t r0 = lo; r0 < hi; r0 += kTileRows) {
+      const int64_t r1 = std::min(hi, r0 + kTileRows);
+      for (int64_t j0 = 0; j0 < d; j0 += kCols) {
+        const int64_t j1 = std::min(d, j0 + kCols);
+        for (int64_t p = 0; p < parts; ++p) {
+          const T* part = partials.data() + p * size;
+          for (int64_t j = j0; j < j1; ++j)
+            for (int64_t r = r0; r < r1; ++r) {
+              const T x = part[transposed ? j * rows + r : r * d + j];
+              T& t = tile[(r - r0) * kCols + (j - j0)];
+              t = p == 0 ? x : t + x;
+            }
+        }
+        for (int64_t r = r0; r < r1; ++r)
+          std::copy_n(tile + (r - r0) * kCols, j1 - j0, dh + r * d + j0);
       }
     }
   });
@@ -288,7 +304,7 @@ CrossEntropyWithGrads with_grads(const Tensor& h_in, const Tensor& w_in, const T
   T* dh = r.dh.numel() > 0 ? r.dh.template data<T>() : nullptr;
   T* dw = r.dw.numel() > 0 ? r.dw.template data<T>() : nullptr;
   constexpr T inf = std::numeric_limits<T>::infinity();
-  const int64_t rows_per_chunk = chunk_rows(n, d);
+  const int64_t rows_per_chunk = chunk_rows(n, d, v);
   const Tensor chunk = empty({rows_per_chunk, v}, dtype_of<T>(), cpu());  // the allocator's
   T* logits = chunk.numel() > 0 ? chunk.template data<T>() : nullptr;
   std::vector<T> partials;

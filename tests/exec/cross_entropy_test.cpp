@@ -170,6 +170,8 @@ TEST(LinearCrossEntropyKernel, MatchesTheDefinitionInFloat64) {
   run_case(600, 9, 2100, DType::f32, true, 2e-4);
   run_case(150, 7, 9000, DType::f64, false, 1e-10);  // dh of the gradients' chunks in pieces
   run_case(150, 7, 9000, DType::f64, true, 1e-10);
+  run_case(700, 5, 9000, DType::f64, false, 1e-10);  // four chunks of rows, the last partial
+  run_case(700, 5, 9000, DType::f32, true, 2e-4);
 }
 
 TEST(LinearCrossEntropyKernel, ZeroSizes) {
