@@ -21,8 +21,8 @@ Tensor linear_cross_entropy_forward(const Tensor& h, const Tensor& w, const Tens
 
 /// The forward's [N, 2] and, from the same logits, the gradients of the sum of the rows'
 /// losses: dh [N, D] and dw [D, V] (graph.h's CrossEntropyAttr::unit_grads). The logits exist
-/// one chunk of rows at a time (all classes of each row; 128 rows, or more where a sixth of
-/// dw's bytes holds more): its logsumexps, then its softmax − one-hot in place, then dh of its
+/// one chunk of rows at a time (all classes of each row; at least 128 rows, as many as a
+/// sixth of dw's elements or 2^21 logits hold): its logsumexps, then its softmax − one-hot in place, then dh of its
 /// rows and its share of dw: three products of 2·N·D·V in all where forward + backward take
 /// four.
 struct CrossEntropyWithGrads {
