@@ -6,13 +6,17 @@
 #include "exec/attention_cuda.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <ein/errors.h>
 #include <fmt/format.h>
 
+#include "exec/attention_cuda_mma.h"
 #include "exec/cuda_executor.h"
+#include "runtime/cuda/execution.h"
 
 namespace ein {
 namespace {
@@ -311,8 +315,11 @@ struct Operands {
   int64_t brow = 0, bcol = 0;
   int block = 0;
 
+  bool shared_bias = true;  // the bias is the same for every batch row (all offsets 0)
+
+  /// The operands, q, k and v contiguous in `storage` (the compute type unless given).
   Operands(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& bias_in,
-           DType dtype, int64_t kv_repeat)
+           DType dtype, int64_t kv_repeat, std::optional<DType> storage = std::nullopt)
       : compute(dtype == DType::f64 ? DType::f64 : DType::f32) {
     const int64_t r = q_in.dim();
     for (int64_t d = 0; d + 2 < r; ++d) n *= q_in.size(d);
@@ -324,7 +331,11 @@ struct Operands {
     s = k_in.size(r - 2);
     f = v_in.size(r - 1);
     block = tile_rows(shared_words(e, f), static_cast<int64_t>(element_size(compute)));
-    const auto dense = [&](const Tensor& x) { return x.to(compute).contiguous(); };
+    const auto dense = [&](const Tensor& x) {
+      const Tensor d = x.to(storage.value_or(compute)).contiguous();
+      // 16-byte aligned, for the vector loads of the kernels (a view may start anywhere)
+      return reinterpret_cast<uintptr_t>(d.device_ptr()) % 16 == 0 ? d : d.clone();
+    };
     q = dense(q_in.detach());
     k = dense(k_in.detach());
     v = dense(v_in.detach());
@@ -345,6 +356,7 @@ struct Operands {
           rest /= size;
         }
         offsets[static_cast<size_t>(index)] = off;
+        shared_bias = shared_bias && off == 0;
       }
     }
     bias_off = from_data(offsets, {n}, dev);
@@ -371,9 +383,71 @@ bool cuda_attention_fits(int64_t e, int64_t f, DType compute) {
          tile_rows(shared_words(e, f), static_cast<int64_t>(element_size(compute))) > 0;
 }
 
+bool cuda_attention_uses_tensor_cores(const Tensor& q, const Tensor& k, const Tensor& v,
+                                      DType dtype) {
+  const DType in = q.dtype();
+  if (dtype == DType::f64 || (in != DType::bf16 && in != DType::f16) || k.dtype() != in ||
+      v.dtype() != in || q.dim() < 2 || k.dim() != q.dim() || v.dim() != q.dim())
+    return false;
+  if (const char* env = std::getenv("EIN_CUDA_ATTENTION"); env && std::string(env) == "simt")
+    return false;
+  return detail::attention_mma_key_tile(q.size(-1), v.size(-1)) > 0 &&
+         cuda_execution().arch(q.device().index) >= (in == DType::bf16 ? 80 : 70);
+}
+
+namespace {
+
+/// The forward on tensor cores (attention_cuda_mma.h): q, k, v in their 16-bit dtype.
+Tensor forward_mma(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                   const Tensor& bias_in, double scale, DType dtype, int64_t kv_repeat) {
+  const Operands o(q_in, k_in, v_in, bias_in, dtype, kv_repeat, q_in.dtype());
+  const int key_tile = detail::attention_mma_key_tile(o.e, o.f);
+  const DType bias_dtype = o.bias.defined() ? o.bias.dtype() : DType::f32;
+  const int device = q_in.device().index;
+  Shape shape = q_in.shape();
+  shape.back() = o.f + 1;
+  Tensor out = empty(shape, DType::f32, q_in.device());
+  if (o.n == 0 || o.t == 0) return out.dtype() == dtype ? out : out.to(dtype);
+  // A mask shared by every batch row becomes per-row key limits where it is "zeros, then -inf".
+  const bool limited = o.bias.defined() && o.shared_bias;
+  const Tensor limits = empty({limited ? o.t : 1}, DType::i32, q_in.device());
+  if (limited) {
+    void* buffers[] = {o.bias.device_ptr(), limits.device_ptr()};
+    const double params[] = {static_cast<double>(o.t), static_cast<double>(o.s),
+                             static_cast<double>(o.brow), static_cast<double>(o.bcol)};
+    launch_cuda_source(fmt::format("attention limits {}", dtype_name(bias_dtype)), device,
+                       [&] { return std::make_pair(detail::attention_limits_source(bias_dtype),
+                                                   std::string("ein_attention_limits")); },
+                       grid((o.t + 3) / 4), 128, buffers, params);
+  }
+  void* buffers[] = {o.q.device_ptr(), o.k.device_ptr(),        o.v.device_ptr(),
+                     o.bias_ptr(),     o.bias_off.device_ptr(), limits.device_ptr(),
+                     out.device_ptr()};
+  const double params[] = {static_cast<double>(o.n), static_cast<double>(o.t),
+                           static_cast<double>(o.s), static_cast<double>(o.heads),
+                           static_cast<double>(o.repeat), scale,
+                           static_cast<double>(o.brow), static_cast<double>(o.bcol),
+                           o.bias.defined() ? 1.0 : 0.0, limited ? 1.0 : 0.0};
+  const std::string key = fmt::format("attention forward mma {} {} {} {} {}",
+                                      dtype_name(o.q.dtype()), dtype_name(bias_dtype), o.e, o.f,
+                                      key_tile);
+  launch_cuda_source(key, device,
+                     [&] {
+                       return std::make_pair(detail::attention_mma_forward_source(
+                                                 o.q.dtype(), bias_dtype, o.e, o.f, key_tile),
+                                             std::string("ein_attention_forward_mma"));
+                     },
+                     grid(o.n * ((o.t + 63) / 64)), 128, buffers, params);
+  return out.dtype() == dtype ? out : out.to(dtype);
+}
+
+}  // namespace
+
 Tensor attention_forward_cuda(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                               const Tensor& bias_in, double scale, DType dtype,
                               int64_t kv_repeat) {
+  if (cuda_attention_uses_tensor_cores(q_in, k_in, v_in, dtype))
+    return forward_mma(q_in, k_in, v_in, bias_in, scale, dtype, kv_repeat);
   const Operands o(q_in, k_in, v_in, bias_in, dtype, kv_repeat);
   Shape shape = q_in.shape();
   shape.back() = o.f + 1;

@@ -3,8 +3,12 @@
 // bf16 tile products (exec/attention_amx.h: AMX tiles, or AVX512-BF16 where there is no AMX;
 // the variant is still called "amx", and the "tiles" field says which ran) and on the f32
 // kernels that widen the operands (force_no_amx_tiles), the two alternating round by round;
-// and f32 operands for reference. One JSON line per variant: median ms per forward + backward
-// and every round. A variant with the suffix ":forward" (amx:forward) times the forward alone.
+// and f32 operands for reference. On a GPU (bench/gpu/run.sh): `cuda`, the bf16 operands on
+// cuda:0 (the tensor-core forward, attention_cuda_mma.h), and `cuda-simt`, the same with
+// EIN_CUDA_ATTENTION=simt (the scalar kernels). One JSON line per variant: median ms per
+// forward + backward, every round, and the causal-useful TFLOP/s (2·b·h·t·t·e for a forward,
+// 2.5 times that for a forward + backward). A variant with the suffix ":forward"
+// (amx:forward, cuda:forward) times the forward alone.
 //   ein_attention_kernel_timings B H T E [rounds = 5] [variants: amx,widened,f32]
 #include <algorithm>
 #include <chrono>
@@ -47,16 +51,28 @@ int main(int argc, char** argv) {
   const Tensor mask = from_data(causal, {t, t}).as_strided({b, h, t, t}, {0, 0, t, 1}, 0);
   const double scale = 1 / std::sqrt(static_cast<double>(e));
   const Tensor qb = q.to(DType::bf16), kb = k.to(DType::bf16), vb = v.to(DType::bf16);
+  bool on_gpu = false;
+  for (const std::string& name : variants) on_gpu = on_gpu || name.starts_with("cuda");
+  Tensor qg, kg, vg, dg, mask_g;
+  if (on_gpu) {
+    qg = qb.to(cuda()), kg = kb.to(cuda()), vg = vb.to(cuda()), dg = d.to(cuda());
+    mask_g = from_data(causal, {t, t}).to(cuda()).as_strided({b, h, t, t}, {0, 0, t, 1}, 0);
+  }
   std::map<std::string, std::vector<double>> ms;
   for (int round = 0; round < rounds + 1; ++round)  // round 0 warms up
     for (const std::string& variant : variants) {
       const std::string kind = variant.substr(0, variant.find(':'));
       const bool f32 = kind == "f32", forward_only = variant.ends_with(":forward");
+      const bool gpu = kind.starts_with("cuda");
       force_no_amx_tiles(kind == "widened");
-      const Tensor &qq = f32 ? q : qb, &kk = f32 ? k : kb, &vv = f32 ? v : vb;
+      if (gpu) setenv("EIN_CUDA_ATTENTION", kind == "cuda-simt" ? "simt" : "", 1);
+      const Tensor &qq = gpu ? qg : f32 ? q : qb, &kk = gpu ? kg : f32 ? k : kb,
+                   &vv = gpu ? vg : f32 ? v : vb, &dd = gpu ? dg : d, &mm = gpu ? mask_g : mask;
+      if (gpu) synchronize();
       const auto start = std::chrono::steady_clock::now();
-      const Tensor out = attention_forward(qq, kk, vv, mask, scale, DType::f32);
-      if (!forward_only) attention_backward(qq, kk, vv, mask, out, d, scale, DType::f32);
+      const Tensor out = attention_forward(qq, kk, vv, mm, scale, DType::f32);
+      if (!forward_only) attention_backward(qq, kk, vv, mm, out, dd, scale, DType::f32);
+      if (gpu) synchronize();
       const double spent =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
       if (round > 0) ms[variant].push_back(spent);
@@ -65,9 +81,14 @@ int main(int argc, char** argv) {
   for (const std::string& variant : variants) {
     std::vector<double> sorted = ms[variant];
     std::sort(sorted.begin(), sorted.end());
-    std::printf("%s\n", fmt::format(R"({{"variant": "{}", "tiles": "{}", "b": {}, "h": {}, "t": {}, "e": {}, "median_ms": {:.2f}, "rounds_ms": [{:.2f}]}})",
-                                    variant, amx_tiles() ? "amx" : bf16_tiles() ? "avx512-bf16" : "none", b, h, t, e, sorted[sorted.size() / 2],
-                                    fmt::join(ms[variant], ", "))
-                            .c_str());
+    const double median = sorted[sorted.size() / 2];
+    const double flops = 2.0 * static_cast<double>(b * h * t * t * e) *
+                         (variant.ends_with(":forward") ? 1.0 : 2.5);
+    const char* tiles = amx_tiles() ? "amx" : bf16_tiles() ? "avx512-bf16" : "none";
+    fmt::print(R"({{"variant": "{}", "tiles": "{}", "b": {}, "h": {}, "t": {}, "e": {}, )"
+               R"("median_ms": {:.3f}, "rounds_ms": [{:.3f}], "useful_tflops": {:.3f}}})"
+               "\n",
+               variant, tiles, b, h, t, e, median, fmt::join(ms[variant], ", "),
+               flops / (median * 1e9));
   }
 }

@@ -293,6 +293,7 @@ void host_dispatch_rows() {
     void launch(int, const CudaFunction&, int64_t, int, std::span<void* const>,
                 std::span<const double>) override {}
     void gemm(int, const GemmBatch&, GemmMath) override {}
+    int arch(int) override { return 90; }
   };
   // Host memory posing as cuda:0 (the CPU's backend); it outlives every tensor.
   static const auto memory = detail::make_cpu_backend();

@@ -9,8 +9,12 @@
 #   - ein's ops against the device's copy bandwidth (ein_op_bandwidth: a fused elementwise
 #     chain, a permute made contiguous, row softmax and sums, host dispatch per launch), then
 #     the same ops in PyTorch with the ratio ein/torch under each (> 1: ein faster);
+#   - the fused LM head against the unfused one, and the fused attention (tensor-core forward,
+#     scalar kernels) against torch's scaled_dot_product_attention, in causal-useful TFLOP/s;
 #   - GPT training throughput, `ein train --device cuda` against torch eager
 #     (bench/compare_gpt.py --device cuda; skipped when torch has no CUDA).
+#   - the fused LM head against the unfused one, and the fused attention (tensor-core forward,
+#     scalar kernels) against torch's scaled_dot_product_attention, in causal-useful TFLOP/s;
 #   - GPT training throughput, `ein train --device cuda` against torch eager and torch.compile
 #     on the byte-level GPT and on a GPT-2-small-shaped one (T=1024, bf16;
 #     bench/gpu/compare_gpt_gpu.py; skipped when torch has no CUDA).
@@ -44,7 +48,8 @@ if [ -z "$bin" ]; then
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$out/configure.log" ||
     { cat "$out/configure.log"; exit 1; }
   ninja -C "$build" -j"$(nproc)" ein ein_cuda_tests ein_cuda_runtime_tests ein_device_tests \
-    ein_ops_tests ein_cuda_timings ein_op_bandwidth ein_lm_head_timings ein_stdlib || exit 1
+    ein_ops_tests ein_cuda_timings ein_op_bandwidth ein_lm_head_timings \
+    ein_attention_kernel_timings ein_stdlib || exit 1
   bin=$PWD/$build/bin
 fi
 
@@ -245,6 +250,45 @@ if len(runs) == 2:
           f"{'':<6} | medians")
     print(f"{'lm head unfused / fused peak':<34} | {u['peak_bytes'] / f['peak_bytes']:>10.3f} | x"
           f"{'':<6} | target >= 10")
+PY
+
+echo
+echo "== fused attention, causal, b 4 h 16 t 4096 e 128 bf16: ein and torch SDPA"
+# exec/attention_cuda_mma.h: the forward on tensor cores (WMMA); cuda-simt: the scalar kernels
+# (EIN_CUDA_ATTENTION=simt). The issue's target: forward >= 50% of the dense bf16 peak, here
+# the cuBLASLt bf16 4096^3 GEMM rate above (the useful FLOPs of a causal forward: 2·b·h·t·t·e).
+"$bin/ein_attention_kernel_timings" 4 16 4096 128 5 cuda:forward,cuda,cuda-simt:forward \
+  >"$out/attention.jsonl" || status=1
+python3 - "$out/attention.jsonl" <<'PY' || status=1
+import json, sys, time
+rows = [json.loads(line) for line in open(sys.argv[1])]
+for r in rows:
+    print(f"{'attention ein ' + r['variant']:<34} | {r['useful_tflops']:>10.3f} | TFLOP/s | "
+          f"median {r['median_ms']:.3f} ms of 5, causal-useful FLOPs")
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:
+    raise SystemExit(0)
+if not torch.cuda.is_available():
+    raise SystemExit(0)
+q, k, v = (torch.randn(4, 16, 4096, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+           for _ in range(3))
+flops = 2 * 4 * 16 * 4096 * 4096 * 128
+for name, backward in (("forward", False), ("forward+backward", True)):
+    times = []
+    for rep in range(6):
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        if backward:
+            o.backward(torch.ones_like(o))
+        torch.cuda.synchronize()
+        if rep:
+            times.append(time.perf_counter() - t)
+    ms = sorted(times)[len(times) // 2] * 1e3
+    tf = flops * (2.5 if backward else 1) / ms / 1e9
+    print(f"{'attention torch sdpa ' + name:<34} | {tf:>10.3f} | TFLOP/s | median {ms:.3f} ms of 5")
 PY
 fi  # measure
 

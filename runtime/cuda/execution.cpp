@@ -44,6 +44,7 @@ class DriverExecution final : public CudaExecution {
   void gemm(int device, const GemmBatch& g, GemmMath math) override {
     cublaslt_gemm(g, math, Stream::current(device));
   }
+  int arch(int device) override { return cuda_device_properties(device).arch(); }
 };
 
 struct Installed {

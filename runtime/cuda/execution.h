@@ -43,6 +43,8 @@ class CudaExecution {
                       std::span<void* const> buffers, std::span<const double> params) = 0;
   /// Queues `g` (device addresses of cuda:`device`) on its current stream.
   virtual void gemm(int device, const GemmBatch& g, GemmMath math) = 0;
+  /// cuda:`device`'s compute capability × 10 (sm_90 → 90): what its kernels may use.
+  virtual int arch(int device) = 0;
 };
 
 /// The installed implementation: the driver's unless a test installed another.

@@ -22,6 +22,7 @@
 #include "compiler/fuse/attention.h"
 #include "exec/amx_tiles.h"
 #include "exec/attention.h"
+#include "exec/attention_cuda.h"
 #include "exec/tile_gemm.h"
 #include "script/script.h"
 #include "support/fake_cuda.h"
@@ -157,6 +158,7 @@ struct Case {
   Mask mask;
   DType dtype;
   double tol;
+  bool shared = false;  // one [t, s] mask broadcast (stride 0) over the batch
 };
 
 Mat make_bias(const Case& c, std::mt19937& rng) {
@@ -190,7 +192,10 @@ void run_case(const Case& c, Device device = cpu()) {
   std::mt19937 rng(static_cast<unsigned>(c.n * 131 + c.t * 17 + c.s * 7 + c.e + static_cast<int>(c.mask)));
   const Mat q = random_mat(c.n, c.t, c.e, rng), k = random_mat(c.n, c.s, c.e, rng),
             v = random_mat(c.n, c.s, c.f, rng), d_o = random_mat(c.n, c.t, c.f, rng);
-  const Mat bias = make_bias(c, rng);
+  Mat bias = make_bias(c, rng);
+  if (c.shared)  // every batch row gets row 0's mask
+    for (int64_t b = 1; b < c.n; ++b)
+      std::copy_n(bias.v.begin(), c.t * c.s, bias.v.begin() + b * c.t * c.s);
   const bool has_bias = c.mask != Mask::none;
   const double scale = 1 / std::sqrt(static_cast<double>(std::max<int64_t>(c.e, 1)));
   // The inputs rounded to the dtype first, so the reference sees what the kernel sees.
@@ -202,7 +207,8 @@ void run_case(const Case& c, Device device = cpu()) {
   const Reference want = reference(mat_of(tq), mat_of(tk), mat_of(tv), has_bias ? &bias : nullptr,
                                    scale, d_o);
   const DType out_dtype = c.dtype == DType::f64 ? DType::f64 : DType::f32;
-  const Tensor tb = has_bias ? tensor_of(bias, out_dtype) : Tensor();
+  Tensor tb = has_bias ? tensor_of(bias, out_dtype) : Tensor();
+  if (has_bias && c.shared) tb = tb.slice(0, 0, 1).as_strided({c.n, c.t, c.s}, {0, c.s, 1}, 0);
   const Tensor packed = attention_forward(on(tq), on(tk), on(tv), on(tb), scale, out_dtype);
   ASSERT_EQ(packed.shape(), (Shape{c.n, c.t, c.f + 1}));
   ASSERT_EQ(packed.device(), device);
@@ -212,8 +218,12 @@ void run_case(const Case& c, Device device = cpu()) {
     for (int64_t col = 0; col < c.f; ++col) o.push_back(got[r * (c.f + 1) + col]);
     lse.push_back(got[r * (c.f + 1) + c.f]);
   }
-  // bf16 operands on AMX: P, dS and dO are rounded to bf16 for the tile products.
-  const bool rounded = c.dtype == DType::bf16 && device.kind == DeviceKind::cpu && bf16_tiles();
+  // bf16 operands on AMX: P, dS and dO are rounded to bf16 for the tile products; on CUDA
+  // tensor cores P is rounded to the operands' dtype (and the backward reads that o).
+  const bool rounded =
+      (c.dtype == DType::bf16 && device.kind == DeviceKind::cpu && bf16_tiles()) ||
+      (device.kind == DeviceKind::cuda &&
+       cuda_attention_uses_tensor_cores(on(tq), on(tk), on(tv), out_dtype));
   const auto terms = [&](const Mat& m) { return rounded ? &m.v : nullptr; };
   expect_near(o, want.o.v, c.tol, "o", terms(want.o_abs));
   expect_near(lse, want.lse, c.tol, "lse");
@@ -319,9 +329,9 @@ TEST(AttentionKernel, BroadcastAndPermutedOperandsAreReadInPlace) {
 // each group. The mask is one causal [t, s] matrix broadcast (stride 0) over b and h.
 // bf16 operands (q, k, v rounded to bf16 for both sides) compare the AMX kernels' group
 // loop with their one-head path, on CPUs that have AMX.
-void grouped_query_heads(Device device, double tol, DType dtype = DType::f64) {
+void grouped_query_heads(Device device, double tol, DType dtype = DType::f64, int64_t e = 5) {
   std::mt19937 rng(9);
-  const int64_t b = 2, g = 2, r = 3, h = g * r, t = 19, s = 19, e = 5;
+  const int64_t b = 2, g = 2, r = 3, h = g * r, t = 19, s = 19;
   auto random = [&](Shape shape) {
     int64_t n = 1;
     for (int64_t x : shape) n *= x;
@@ -354,19 +364,23 @@ void grouped_query_heads(Device device, double tol, DType dtype = DType::f64) {
   const auto on = [&](const Tensor& x) { return x.to(dtype).to(device); };
   const auto host = [](const Tensor& x) { return x.to(cpu()).to(DType::f64).to_vector<double>(); };
   const Tensor mask_here = dtype == DType::f64 ? mask : mask.to(compute);
-  const Tensor plain_mask =
-      from_data(causal, {1, 1, t, s}).to(compute).as_strided({b, h, t, s}, {0, 0, s, 1}, 0);
+  // The plain heads run on the CPU in f64 (checking the device against it), on the device in
+  // bf16 (whose kernels round differently from the CPU's).
+  const Device plain_device = dtype == DType::f64 ? cpu() : device;
+  const auto plain_on = [&](const Tensor& x) { return x.to(dtype).to(plain_device); };
+  const Tensor plain_mask = from_data(causal, {1, 1, t, s})
+                                .to(compute)
+                                .to(plain_device)
+                                .as_strided({b, h, t, s}, {0, 0, s, 1}, 0);
   const Tensor grouped = attention_forward(on(q), on(k), on(v), mask_here, 0.4, compute, r);
-  const Tensor plain = attention_forward(q.to(dtype), repeated(k).to(dtype), repeated(v).to(dtype),
-                                         plain_mask, 0.4, compute);
+  const Tensor plain = attention_forward(plain_on(q), plain_on(repeated(k)),
+                                         plain_on(repeated(v)), plain_mask, 0.4, compute);
   expect_near(host(grouped), host(plain), tol, "o | lse");
   const std::vector<double> gg = host(attention_backward(
       on(q), on(k), on(v), mask_here, grouped, d.to(compute).to(device), 0.4, compute, r));
   const std::vector<double> gp =
-      attention_backward(q.to(dtype), repeated(k).to(dtype), repeated(v).to(dtype), plain_mask,
-                         plain, d.to(compute), 0.4, compute)
-          .to(DType::f64)
-          .to_vector<double>();
+      host(attention_backward(plain_on(q), plain_on(repeated(k)), plain_on(repeated(v)),
+                              plain_mask, plain, d.to(compute).to(plain_device), 0.4, compute));
   const int64_t nq = b * h * t * e, nkg = b * g * s * e, nkp = b * h * s * e;
   ASSERT_EQ(gg.size(), static_cast<size_t>(nq + 2 * nkg));
   expect_near(std::vector<double>(gg.begin(), gg.begin() + nq),
@@ -394,7 +408,10 @@ TEST(AttentionKernel, GradientsMatchFiniteDifferences) {
   Mat q = random_mat(n, t, e, rng), k = random_mat(n, s, e, rng), v = random_mat(n, s, f, rng);
   const Mat w = random_mat(n, t, f, rng);  // loss = Σ w ∘ o
   Case c{n, t, s, e, f, Mask::causal, DType::f64, 0};
-  const Mat bias = make_bias(c, rng);
+  Mat bias = make_bias(c, rng);
+  if (c.shared)  // every batch row gets row 0's mask
+    for (int64_t b = 1; b < c.n; ++b)
+      std::copy_n(bias.v.begin(), c.t * c.s, bias.v.begin() + b * c.t * c.s);
   auto loss = [&](const Mat& qq, const Mat& kk, const Mat& vv) {
     const Tensor out = attention_forward(tensor_of(qq, DType::f64), tensor_of(kk, DType::f64),
                                          tensor_of(vv, DType::f64), tensor_of(bias, DType::f64),
@@ -616,6 +633,62 @@ TEST_F(AttentionOnFakeCuda, MatchesTheDefinitionInFloat64) {
   }
   run_case({2, 40, 40, 8, 8, Mask::causal, DType::bf16, 2e-4}, cuda());
   EXPECT_GT(fake_->launches(), 0);
+}
+
+// The tensor-core forward (attention_cuda_mma.h): every mask per batch row (read per element)
+// and shared (per-row key limits, or per element where a row is not "zeros, then -inf"),
+// partial row blocks and key tiles, both key tile sizes, bf16 and f16, grouped-query heads.
+TEST_F(AttentionOnFakeCuda, TensorCoresMatchTheDefinition) {
+  for (Mask m : {Mask::none, Mask::causal, Mask::random_rows, Mask::additive, Mask::padding})
+    for (bool shared : {false, true})
+      run_case({2, 70, 75, 16, 16, m, DType::bf16, 2e-4, shared}, cuda());
+  run_case({2, 37, 130, 32, 48, Mask::causal, DType::f16, 2e-4, true}, cuda());
+  run_case({1, 65, 40, 128, 128, Mask::padding, DType::bf16, 2e-4, true}, cuda());  // 32-key tiles
+  const Tensor q = zeros({1, 4, 16}, DType::bf16, cuda());
+  const Tensor v = zeros({1, 4, 16}, DType::bf16, cuda());
+  EXPECT_TRUE(cuda_attention_uses_tensor_cores(q, q, v, DType::f32));
+  EXPECT_FALSE(cuda_attention_uses_tensor_cores(q, q, v, DType::f64));
+  EXPECT_FALSE(cuda_attention_uses_tensor_cores(q, q, zeros({1, 4, 8}, DType::bf16, cuda()),
+                                                DType::f32));  // f not a multiple of 16
+  EXPECT_FALSE(cuda_attention_uses_tensor_cores(q.to(DType::f32), q, v, DType::f32));
+}
+
+TEST_F(AttentionOnFakeCuda, TensorCoresPropagateSpecialValues) {
+  // bf16 q [1, 3, 16]: row 1 NaN, row 2 subnormal; k's last key has +inf, masked for every row:
+  // a mask of zeros then -inf (per-row key limits), then with an additive term in row 2 (that
+  // row's mask read per element).
+  std::mt19937 rng(3);
+  Mat q = random_mat(1, 3, 16, rng), k = random_mat(1, 4, 16, rng), v = random_mat(1, 4, 16, rng);
+  q.at(0, 1, 5) = NAN;
+  for (int64_t c = 0; c < 16; ++c) q.at(0, 2, c) = 1e-39 * (c + 1);
+  k.at(0, 3, 0) = kInf;
+  q.at(0, 0, 0) = 1;
+  const Mat d = random_mat(1, 3, 16, rng);
+  for (bool additive : {false, true}) {
+    Mat mask{1, 3, 4, std::vector<double>(12, 0.0)};
+    for (int64_t i = 0; i < 3; ++i) mask.at(0, i, 3) = -kInf;  // key 3: masked for every row
+    if (additive) mask.at(0, 2, 1) = 0.25;
+    const Reference want = reference(q, k, v, &mask, 0.25, d);
+    const auto on_gpu = [](const Mat& m) { return tensor_of(m, DType::bf16).to(cuda()); };
+    const Tensor tq = on_gpu(q), tk = on_gpu(k), tv = on_gpu(v);
+    ASSERT_TRUE(cuda_attention_uses_tensor_cores(tq, tk, tv, DType::f32));
+    const std::vector<double> got =
+        attention_forward(tq, tk, tv, tensor_of(mask, DType::f32).to(cuda()), 0.25, DType::f32)
+            .to(cpu())
+            .to(DType::f64)
+            .to_vector<double>();
+    for (int64_t c = 0; c <= 16; ++c) {
+      EXPECT_TRUE(std::isnan(got[17 + c])) << "row 1 has a NaN query, column " << c;
+      for (int64_t row : {0, 2}) {
+        const double w = c < 16 ? want.o.v[row * 16 + c] : want.lse[row];
+        EXPECT_NEAR(got[row * 17 + c], w, 1e-2 * (1 + std::abs(w))) << row << " " << c;
+      }
+    }
+  }
+}
+
+TEST_F(AttentionOnFakeCuda, TensorCoresReadGroupedQueryHeads) {
+  grouped_query_heads(cuda(), 1e-5, DType::bf16, 16);
 }
 
 TEST_F(AttentionOnFakeCuda, ZeroSizes) {

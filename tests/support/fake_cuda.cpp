@@ -161,6 +161,9 @@ class EmulatedExecution final : public CudaExecution {
     }
   }
 
+  // The architectures its kernels are checked to compile for are sm_80 and sm_90.
+  int arch(int) override { return 90; }
+
   // cuBLASLt's semantics on the plan: D[i] = alpha·op(A[i])·op(B[i]) + beta·C[i], column-major,
   // sums accumulated in f64 and rounded once into C's type.
   void gemm(int, const GemmBatch& g, GemmMath math) override {
