@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -376,6 +377,20 @@ struct Operands {
   void* bias_ptr() const { return bias.defined() ? bias.device_ptr() : q.device_ptr(); }
 };
 
+/// delta_i = dO_i · O_i for every row of the packed result and cotangent (in o.compute).
+Tensor row_deltas(const Operands& o, const Tensor& out, const Tensor& d_out) {
+  const int64_t rows = o.n * o.t;
+  const Tensor delta = empty({rows}, o.compute, out.device());
+  const Types ty = o.types();
+  void* buffers[] = {out.device_ptr(), d_out.device_ptr(), delta.device_ptr()};
+  const double params[] = {static_cast<double>(rows)};
+  launch_cuda_source(o.key("delta"), out.device().index,
+                     [&] { return std::make_pair(delta_source(ty, o.e, o.f, o.block),
+                                                 std::string("ein_attention_delta")); },
+                     grid((rows + o.block - 1) / o.block), o.block, buffers, params);
+  return delta;
+}
+
 }  // namespace
 
 bool cuda_attention_fits(int64_t e, int64_t f, DType compute) {
@@ -397,21 +412,26 @@ bool cuda_attention_uses_tensor_cores(const Tensor& q, const Tensor& k, const Te
 
 namespace {
 
-/// The forward on tensor cores (attention_cuda_mma.h): q, k, v in their 16-bit dtype.
-Tensor forward_mma(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
-                   const Tensor& bias_in, double scale, DType dtype, int64_t kv_repeat) {
-  const Operands o(q_in, k_in, v_in, bias_in, dtype, kv_repeat, q_in.dtype());
-  const int key_tile = detail::attention_mma_key_tile(o.e, o.f);
-  const DType bias_dtype = o.bias.defined() ? o.bias.dtype() : DType::f32;
-  const int device = q_in.device().index;
-  Shape shape = q_in.shape();
-  shape.back() = o.f + 1;
-  Tensor out = empty(shape, DType::f32, q_in.device());
-  if (o.n == 0 || o.t == 0) return out.dtype() == dtype ? out : out.to(dtype);
-  // A mask shared by every batch row becomes per-row key limits where it is "zeros, then -inf".
-  const bool limited = o.bias.defined() && o.shared_bias;
-  const Tensor limits = empty({limited ? o.t : 1}, DType::i32, q_in.device());
-  if (limited) {
+/// What the tensor-core kernels (attention_cuda_mma.h) share: the operands in their 16-bit
+/// dtype, the tile, and a mask shared by every batch row made per-row key limits where it is
+/// "zeros, then -inf" (ein_attention_limits).
+struct MmaLaunch {
+  Operands o;
+  int tile;  // keys (queries) a tile
+  DType bias_dtype;
+  int device;
+  bool limited;
+  Tensor limits;
+
+  MmaLaunch(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias, DType dtype,
+            int64_t kv_repeat, bool backward)
+      : o(q, k, v, bias, dtype, kv_repeat, q.dtype()),
+        tile(detail::attention_mma_key_tile(o.e, o.f, backward)),
+        bias_dtype(o.bias.defined() ? o.bias.dtype() : DType::f32),
+        device(q.device().index),
+        limited(o.bias.defined() && o.shared_bias && o.t > 0),
+        limits(empty({limited ? o.t : 1}, DType::i32, q.device())) {
+    if (!limited) return;
     void* buffers[] = {o.bias.device_ptr(), limits.device_ptr()};
     const double params[] = {static_cast<double>(o.t), static_cast<double>(o.s),
                              static_cast<double>(o.brow), static_cast<double>(o.bcol)};
@@ -420,25 +440,85 @@ Tensor forward_mma(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                                                    std::string("ein_attention_limits")); },
                        grid((o.t + 3) / 4), 128, buffers, params);
   }
-  void* buffers[] = {o.q.device_ptr(), o.k.device_ptr(),        o.v.device_ptr(),
-                     o.bias_ptr(),     o.bias_off.device_ptr(), limits.device_ptr(),
-                     out.device_ptr()};
-  const double params[] = {static_cast<double>(o.n), static_cast<double>(o.t),
-                           static_cast<double>(o.s), static_cast<double>(o.heads),
-                           static_cast<double>(o.repeat), scale,
-                           static_cast<double>(o.brow), static_cast<double>(o.bcol),
-                           o.bias.defined() ? 1.0 : 0.0, limited ? 1.0 : 0.0};
-  const std::string key = fmt::format("attention forward mma {} {} {} {} {}",
-                                      dtype_name(o.q.dtype()), dtype_name(bias_dtype), o.e, o.f,
-                                      key_tile);
-  launch_cuda_source(key, device,
-                     [&] {
-                       return std::make_pair(detail::attention_mma_forward_source(
-                                                 o.q.dtype(), bias_dtype, o.e, o.f, key_tile),
-                                             std::string("ein_attention_forward_mma"));
-                     },
-                     grid(o.n * ((o.t + 63) / 64)), 128, buffers, params);
+
+  /// The sizes every tensor-core kernel takes after its buffers.
+  std::vector<double> params(double scale) const {
+    return {static_cast<double>(o.n),      static_cast<double>(o.t),
+            static_cast<double>(o.s),      static_cast<double>(o.heads),
+            static_cast<double>(o.repeat), scale,
+            static_cast<double>(o.brow),   static_cast<double>(o.bcol),
+            o.bias.defined() ? 1.0 : 0.0,  limited ? 1.0 : 0.0};
+  }
+
+  /// Launches `items` blocks' work of ein_attention_<kernel>_mma, whose source `source` writes
+  /// (from the 16-bit dtype, the bias dtype, e, f and the tile); `variant` tells sources of one
+  /// kernel apart.
+  template <class Source>
+  void launch(const std::string& kernel, int variant, const Source& source, int64_t items,
+              std::span<void* const> buffers, double scale) const {
+    const std::string key = fmt::format("attention {} {} mma {} {} {} {} {}", kernel, variant,
+                                        dtype_name(o.q.dtype()), dtype_name(bias_dtype), o.e,
+                                        o.f, tile);
+    launch_cuda_source(key, device,
+                       [&] {
+                         return std::make_pair(source(o.q.dtype(), bias_dtype, o.e, o.f, tile),
+                                               "ein_attention_" + kernel + "_mma");
+                       },
+                       grid(items), 128, buffers, params(scale));
+  }
+};
+
+Tensor forward_mma(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                   const Tensor& bias_in, double scale, DType dtype, int64_t kv_repeat) {
+  const MmaLaunch m(q_in, k_in, v_in, bias_in, dtype, kv_repeat, false);
+  const Operands& o = m.o;
+  Shape shape = q_in.shape();
+  shape.back() = o.f + 1;
+  Tensor out = empty(shape, DType::f32, q_in.device());
+  if (o.n > 0 && o.t > 0) {
+    void* buffers[] = {o.q.device_ptr(), o.k.device_ptr(),        o.v.device_ptr(),
+                       o.bias_ptr(),     o.bias_off.device_ptr(), m.limits.device_ptr(),
+                       out.device_ptr()};
+    m.launch("forward", 0, detail::attention_mma_forward_source, o.n * ((o.t + 63) / 64),
+             buffers, scale);
+  }
   return out.dtype() == dtype ? out : out.to(dtype);
+}
+
+Tensor backward_mma(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                    const Tensor& bias_in, const Tensor& out_in, const Tensor& d_out_in,
+                    double scale, DType dtype, int64_t kv_repeat) {
+  const MmaLaunch m(q_in, k_in, v_in, bias_in, dtype, kv_repeat, true);
+  const Operands& o = m.o;
+  const Device dev = q_in.device();
+  const int64_t nq = q_in.numel(), nk = k_in.numel(), nv = v_in.numel();
+  Tensor grads = zeros({nq + nk + nv}, DType::f32, dev);
+  if (o.n > 0 && o.t > 0 && o.s > 0) {
+    const Tensor out = out_in.detach().to(DType::f32).contiguous();
+    const Tensor d_out = d_out_in.detach().to(DType::f32).contiguous();
+    const Tensor delta = row_deltas(o, out, d_out);
+    Tensor d_o = d_out.slice(d_out.dim() - 1, 0, o.f).to(o.q.dtype()).contiguous();
+    if (reinterpret_cast<uintptr_t>(d_o.device_ptr()) % 16 != 0) d_o = d_o.clone();
+    const Tensor dq = grads.slice(0, 0, nq), dk = grads.slice(0, nq, nq + nk),
+                 dv = grads.slice(0, nq + nk, nq + nk + nv);
+    void* common[] = {o.q.device_ptr(),       o.k.device_ptr(),     o.v.device_ptr(),
+                      o.bias_ptr(),           o.bias_off.device_ptr(), m.limits.device_ptr(),
+                      out.device_ptr(),       d_o.device_ptr(),     delta.device_ptr()};
+    std::vector<void*> buffers(std::begin(common), std::end(common));
+    buffers.push_back(dq.device_ptr());
+    m.launch("dq", 0, detail::attention_mma_dq_source, o.n * ((o.t + 63) / 64), buffers, scale);
+    buffers.back() = dk.device_ptr();
+    buffers.push_back(dv.device_ptr());
+    // dK and dV in one kernel, or (wide heads) dV then dK
+    const bool split = detail::attention_mma_split_dkv(o.e, o.f);
+    for (int part : split ? std::vector<int>{1, 2} : std::vector<int>{0})
+      m.launch("dkv", part,
+               [part](DType in, DType bias, int64_t e, int64_t f, int tile) {
+                 return detail::attention_mma_dkv_source(in, bias, e, f, tile, part);
+               },
+               o.n_kv * ((o.s + 63) / 64), buffers, scale);
+  }
+  return grads.dtype() == dtype ? grads : grads.to(dtype);
 }
 
 }  // namespace
@@ -468,6 +548,8 @@ Tensor attention_forward_cuda(const Tensor& q_in, const Tensor& k_in, const Tens
 Tensor attention_backward_cuda(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                                const Tensor& bias_in, const Tensor& out_in, const Tensor& d_out_in,
                                double scale, DType dtype, int64_t kv_repeat) {
+  if (cuda_attention_uses_tensor_cores(q_in, k_in, v_in, dtype))
+    return backward_mma(q_in, k_in, v_in, bias_in, out_in, d_out_in, scale, dtype, kv_repeat);
   const Operands o(q_in, k_in, v_in, bias_in, dtype, kv_repeat);
   const Device dev = q_in.device();
   const int64_t nq = q_in.numel(), nk = k_in.numel(), nv = v_in.numel();
@@ -476,19 +558,10 @@ Tensor attention_backward_cuda(const Tensor& q_in, const Tensor& k_in, const Ten
     const Types ty = o.types();
     const Tensor out = out_in.detach().to(o.compute).contiguous();
     const Tensor d_out = d_out_in.detach().to(o.compute).contiguous();
-    const Tensor delta = empty({o.n * o.t}, o.compute, dev);
+    const Tensor delta = row_deltas(o, out, d_out);
     const Tensor dq = grads.slice(0, 0, nq), dk = grads.slice(0, nq, nq + nk),
                  dv = grads.slice(0, nq + nk, nq + nk + nv);
     const int device = dev.index;
-    const int64_t rows = o.n * o.t;
-    {
-      void* buffers[] = {out.device_ptr(), d_out.device_ptr(), delta.device_ptr()};
-      const double params[] = {static_cast<double>(rows)};
-      launch_cuda_source(o.key("delta"), device,
-                         [&] { return std::make_pair(delta_source(ty, o.e, o.f, o.block),
-                                                     std::string("ein_attention_delta")); },
-                         grid((rows + o.block - 1) / o.block), o.block, buffers, params);
-    }
     const std::vector<double> params = o.sizes(scale);
     {
       void* buffers[] = {o.q.device_ptr(), o.k.device_ptr(), o.v.device_ptr(), o.bias_ptr(),

@@ -10,8 +10,8 @@
 //    probabilities from the logsumexp.
 // Scalar FMA arithmetic in f32 (f64 for f64); q, k, v and the cotangent are converted to the
 // compute type on the device first, the bias is read in place through its strides in its own
-// dtype. The exception: the forward of bf16/f16 operands with head dims that are multiples of
-// 16 up to 128 runs on tensor cores (attention_cuda_mma.h; the backward stays scalar).
+// dtype. The exception: bf16/f16 operands with head dims that are multiples of 16 up to 128
+// run on tensor cores, forward and backward (attention_cuda_mma.h).
 // The scalar kernels' tiles fit 40 KB of static shared memory; dims too wide for that
 // return false from cuda_attention_fits() and take the CPU path.
 #pragma once
@@ -25,7 +25,8 @@ namespace ein {
 /// Whether the CUDA kernels take head dims `e` (q, k) and `f` (v) in `compute` (f32 or f64).
 bool cuda_attention_fits(int64_t e, int64_t f, DType compute);
 
-/// Whether attention_forward_cuda() runs these operands on tensor cores (attention_cuda_mma.h):
+/// Whether attention_forward_cuda() and attention_backward_cuda() run these operands on
+/// tensor cores (attention_cuda_mma.h):
 /// q, k and v all bf16 (sm_80+) or all f16 (sm_70+), head dims multiples of 16 up to 128, a
 /// result dtype other than f64, and EIN_CUDA_ATTENTION not "simt" (which keeps the scalar kernels).
 bool cuda_attention_uses_tensor_cores(const Tensor& q, const Tensor& k, const Tensor& v,

@@ -39,12 +39,20 @@ std::string bias_prelude(DType bias) {
 
 }  // namespace
 
-int attention_mma_key_tile(int64_t e, int64_t f) {
+int attention_mma_key_tile(int64_t e, int64_t f, bool backward) {
   if (e <= 0 || f <= 0 || e % 16 != 0 || f % 16 != 0 || e > 128 || f > 128) return 0;
-  for (int bk : {64, 32})
-    if (shared_bytes(e, f, bk) <= kSharedBudget) return bk;
+  // At e + f = 256 the backward kernels spill registers on sm_80 with tiles of 32 (ptxas,
+  // every e, f multiple of 16 checked for 16 and 32); tiles of 16 do not.
+  if (backward && e + f > 224) return 16;
+  for (int bk : {64, 32}) {
+    // the backward's f32 probabilities per warp, and dK/dV's per-query lse, delta and limit
+    const int64_t extra = backward ? 4 * kWarps * 16 * (bk + 4) + 12 * bk : 0;
+    if (shared_bytes(e, f, bk) + extra <= kSharedBudget) return bk;
+  }
   return 0;
 }
+
+bool attention_mma_split_dkv(int64_t e, int64_t f) { return e + f > 128; }
 
 std::string attention_limits_source(DType bias) {
   return "// Per-row key limits of an attention mask (exec/attention_cuda_mma.h)\n" +
@@ -79,17 +87,20 @@ extern "C" __global__ void __launch_bounds__(128) ein_attention_limits(
 )";
 }
 
-std::string attention_mma_forward_source(DType in, DType bias, int64_t e, int64_t f,
-                                         int key_tile) {
+namespace {
+
+/// What every tensor-core kernel starts with: the types, sizes, fragments and the device
+/// helpers they share. EIN_BK is the tile: keys per tile (forward, dQ) or queries (dK/dV).
+std::string mma_prelude(DType in, DType bias, int64_t e, int64_t f, int tile) {
   const bool bf16 = in == DType::bf16;
   const std::string defines = fmt::format(
       "typedef {0} in_t;\n#define EIN_TO_IN {1}\n"
       "#define EIN_E {2}\n#define EIN_F {3}\n#define EIN_BK {4}\n#define EIN_PAD {5}\n"
       "#define EIN_EP (EIN_E + EIN_PAD)\n#define EIN_FP (EIN_F + EIN_PAD)\n"
       "#define EIN_BKP (EIN_BK + EIN_PAD)\n#define EIN_BKS (EIN_BK + 4)\n#define EIN_WARPS {6}\n",
-      bf16 ? "__nv_bfloat16" : "__half", bf16 ? "__float2bfloat16" : "__float2half", e, f,
-      key_tile, kPad, kWarps);
-  return "// FlashAttention-2 forward on tensor cores (exec/attention_cuda_mma.h)\n"
+      bf16 ? "__nv_bfloat16" : "__half", bf16 ? "__float2bfloat16" : "__float2half", e, f, tile,
+      kPad, kWarps);
+  return "// FlashAttention-2 on tensor cores (exec/attention_cuda_mma.h)\n"
          "#ifndef EIN_EMULATED_CUDA\n#include <mma.h>\n#endif\n" +
          bias_prelude(bias) + defines + R"(
 using namespace nvcuda;
@@ -97,6 +108,16 @@ typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc_t;
 typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, in_t, wmma::row_major> a_t;
 typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, in_t, wmma::col_major> bt_t;
 typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, in_t, wmma::row_major> b_t;
+
+// The sizes every kernel takes.
+#define EIN_SIZES                                                                              \
+  const long long N = (long long)n_, T = (long long)t_, S = (long long)s_, H = (long long)h_,  \
+                  R = (long long)r_, brow = (long long)brow_, bcol = (long long)bcol_;         \
+  (void)N;                                                                                     \
+  const float scale = (float)scale_;                                                           \
+  const bool has_bias = has_bias_ != 0, has_limits = has_limits_ != 0;                         \
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;                                  \
+  const int rr = lane / 2, half = lane % 2; /* this lane's row of the warp's 16, its half */
 
 // Stages rows [j0, j0 + EIN_BK) of a [rows, W] matrix into shared rows of W + EIN_PAD,
 // 16 bytes a load, zeros past `rows`.
@@ -111,35 +132,121 @@ __device__ __forceinline__ void ein_stage(in_t* dst, const in_t* src, long long 
   }
 }
 
+// Rows [r0, r0 + 16) of a [rows, W] matrix as W / 16 A fragments, staged 16 columns at a time
+// through the warp's `stage` (256 elements; zeros past `rows`).
+template <int W>
+__device__ __forceinline__ void ein_rows_as_a(a_t* frags, const in_t* src, long long r0,
+                                              long long rows, in_t* stage, int lane) {
+#pragma unroll
+  for (int c = 0; c < W / 16; ++c) {
+    for (int x = lane; x < 256; x += 32) {
+      const long long row = r0 + x / 16;
+      stage[x] = row < rows ? src[row * W + 16 * c + x % 16] : EIN_TO_IN(0.0f);
+    }
+    __syncwarp();
+    wmma::load_matrix_sync(frags[c], stage, 16);
+    __syncwarp();
+  }
+}
+
+// Writes W / 16 accumulators (16 × W) to rows [r0, r0 + 16) of dst, `ld` floats apart, the
+// rows below `rows` only, staged through the warp's `stage` (256 floats).
+template <int W>
+__device__ __forceinline__ void ein_store_rows(float* dst, long long ld, const acc_t* frags,
+                                               long long r0, long long rows, float* stage,
+                                               int lane) {
+#pragma unroll
+  for (int c = 0; c < W / 16; ++c) {
+    wmma::store_matrix_sync(stage, frags[c], 16, wmma::mem_row_major);
+    __syncwarp();
+    for (int x = lane; x < 256; x += 32) {
+      const long long row = r0 + x / 16;
+      if (row < rows) dst[row * ld + 16 * c + x % 16] = stage[x];
+    }
+    __syncwarp();
+  }
+}
+
+// Which row of a 16 × 16 tile each accumulator element of this lane holds, read back from a
+// tile whose element (r, c) is r (the fragment layout is the implementation's).
+__device__ __forceinline__ void ein_rows_of(int* row_of, float* stage, int lane) {
+  for (int x = lane; x < 256; x += 32) stage[x] = (float)(x / 16);
+  __syncwarp();
+  acc_t rows;
+  wmma::load_matrix_sync(rows, stage, 16, wmma::mem_row_major);
+#pragma unroll
+  for (int x = 0; x < acc_t::num_elements; ++x) row_of[x] = (int)rows.x[x];
+  __syncwarp();
+}
+
+// acc[16 × EIN_BK] = a[16 × W] · bᵀ, b's rows [0, EIN_BK) staged `ld` elements apart.
+template <int W>
+__device__ __forceinline__ void ein_times_rows(acc_t* acc, const a_t* a, const in_t* b, int ld) {
+#pragma unroll
+  for (int jt = 0; jt < EIN_BK / 16; ++jt) wmma::fill_fragment(acc[jt], 0.0f);
+#pragma unroll
+  for (int c = 0; c < W / 16; ++c)
+#pragma unroll
+    for (int jt = 0; jt < EIN_BK / 16; ++jt) {
+      bt_t bf;  // b's rows as the columns of bᵀ
+      wmma::load_matrix_sync(bf, b + 16 * jt * ld + 16 * c, ld);
+      wmma::mma_sync(acc[jt], a[c], bf, acc[jt]);
+    }
+}
+
+// acc[16 × W] += p[16 × EIN_BK] · b[EIN_BK × W]: p the warp's 16-bit tile (EIN_BKP apart), b
+// staged `ld` elements apart.
+template <int W>
+__device__ __forceinline__ void ein_add_times(acc_t* acc, const in_t* p, const in_t* b, int ld) {
+#pragma unroll
+  for (int jt = 0; jt < EIN_BK / 16; ++jt) {
+    a_t pf;
+    wmma::load_matrix_sync(pf, p + 16 * jt, EIN_BKP);
+#pragma unroll
+    for (int c = 0; c < W / 16; ++c) {
+      b_t bf;
+      wmma::load_matrix_sync(bf, b + 16 * jt * ld + 16 * c, ld);
+      wmma::mma_sync(acc[c], pf, bf, acc[c]);
+    }
+  }
+}
+
+// Stores a warp's EIN_BK / 16 score accumulators to its shared rows (EIN_BKS apart).
+__device__ __forceinline__ void ein_store_scores(float* dst, const acc_t* acc) {
+#pragma unroll
+  for (int jt = 0; jt < EIN_BK / 16; ++jt)
+    wmma::store_matrix_sync(dst + 16 * jt, acc[jt], EIN_BKS, wmma::mem_row_major);
+}
+)";
+}
+
+/// `kernel` with its size parameters spelt out (the host emulation reads the entry's
+/// parameter list as written, so it cannot be a macro).
+std::string with_sizes(std::string kernel) {
+  const std::string mark = "EIN_SIZE_PARAMS";
+  const size_t at = kernel.find(mark);
+  return kernel.replace(at, mark.size(),
+                        "double n_, double t_, double s_, double h_, double r_, double scale_,\n"
+                        "    double brow_, double bcol_, double has_bias_, double has_limits_");
+}
+
+}  // namespace
+
+std::string attention_mma_forward_source(DType in, DType bias, int64_t e, int64_t f,
+                                         int key_tile) {
+  return mma_prelude(in, bias, e, f, key_tile) + with_sizes(R"(
 extern "C" __global__ void __launch_bounds__(32 * EIN_WARPS, 1) ein_attention_forward_mma(
     const in_t* q, const in_t* k, const in_t* v, const bias_t* bias, const long long* bias_off,
-    const int* limits, float* out, double n_, double t_, double s_, double h_, double r_,
-    double scale_, double brow_, double bcol_, double has_bias_, double has_limits_) {
-  const long long N = (long long)n_, T = (long long)t_, S = (long long)s_, H = (long long)h_,
-                  R = (long long)r_, brow = (long long)brow_, bcol = (long long)bcol_;
-  const float scale = (float)scale_;
-  const bool has_bias = has_bias_ != 0, has_limits = has_limits_ != 0;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int rr = lane / 2, half = lane % 2;  // this lane's row of the warp's 16, and its half
+    const int* limits, float* out, EIN_SIZE_PARAMS) {
+  EIN_SIZES
   __shared__ __align__(32) in_t ks[EIN_BK * EIN_EP];
   __shared__ __align__(32) in_t vs[EIN_BK * EIN_FP];
   __shared__ __align__(32) float ss[EIN_WARPS][16 * EIN_BKS];  // scores (and staging)
   __shared__ __align__(32) in_t ps[EIN_WARPS][16 * EIN_BKP];   // probabilities
   __shared__ float rowf[EIN_WARPS][16];                         // a factor per row
   __shared__ long long kend;                                    // keys the block reads
-
-  // Which row of a 16 × 16 tile each accumulator element of this lane holds.
   int row_of[acc_t::num_elements];
-  {
-    float* tile = ss[warp];
-    for (int x = lane; x < 256; x += 32) tile[x] = (float)(x / 16);
-    __syncwarp();
-    acc_t rows;
-    wmma::load_matrix_sync(rows, tile, 16, wmma::mem_row_major);
-#pragma unroll
-    for (int x = 0; x < acc_t::num_elements; ++x) row_of[x] = (int)rows.x[x];
-    __syncwarp();
-  }
+  ein_rows_of(row_of, ss[warp], lane);
 
   const long long qblocks = (T + 16 * EIN_WARPS - 1) / (16 * EIN_WARPS), items = N * qblocks;
   for (long long w = blockIdx.x; w < items; w += gridDim.x) {  // uniform over the block
@@ -149,28 +256,14 @@ extern "C" __global__ void __launch_bounds__(32 * EIN_WARPS, 1) ein_attention_fo
     const int limit = has_limits && i < T ? limits[i] : -1;  // -1: read the bias
     const bias_t* brow_at = has_bias && limit < 0 && i < T ? bias + bias_off[n] + i * brow : 0;
     __syncthreads();  // the previous item is done with kend and the tiles
-    if (threadIdx.x == 0) {
+    if (threadIdx.x == 0) {  // the keys the block's rows need: up to their largest limit
       long long end = has_limits ? 0 : S;
       for (long long x = i0; has_limits && x < i0 + 16 * EIN_WARPS && x < T; ++x)
         end = limits[x] < 0 ? S : (limits[x] > end ? limits[x] : end);
       kend = end;
     }
-
-    // This warp's 16 rows of q as A fragments (staged 16 columns at a time, zeros past T).
     a_t qf[EIN_E / 16];
-    {
-      in_t* stage = reinterpret_cast<in_t*>(ss[warp]);
-#pragma unroll
-      for (int c = 0; c < EIN_E / 16; ++c) {
-        for (int x = lane; x < 256; x += 32) {
-          const long long row = r0 + x / 16;
-          stage[x] = row < T ? q[(n * T + row) * EIN_E + 16 * c + x % 16] : EIN_TO_IN(0.0f);
-        }
-        __syncwarp();
-        wmma::load_matrix_sync(qf[c], stage, 16);
-        __syncwarp();
-      }
-    }
+    ein_rows_as_a<EIN_E>(qf, q + n * T * EIN_E, r0, T, reinterpret_cast<in_t*>(ss[warp]), lane);
     acc_t of[EIN_F / 16];
 #pragma unroll
     for (int c = 0; c < EIN_F / 16; ++c) wmma::fill_fragment(of[c], 0.0f);
@@ -182,22 +275,9 @@ extern "C" __global__ void __launch_bounds__(32 * EIN_WARPS, 1) ein_attention_fo
       ein_stage<EIN_E>(ks, k + kv * S * EIN_E, j0, S);
       ein_stage<EIN_F>(vs, v + kv * S * EIN_F, j0, S);
       __syncthreads();
-
-      // Scores: 16 rows × EIN_BK keys.
       acc_t sf[EIN_BK / 16];
-#pragma unroll
-      for (int jt = 0; jt < EIN_BK / 16; ++jt) wmma::fill_fragment(sf[jt], 0.0f);
-#pragma unroll
-      for (int c = 0; c < EIN_E / 16; ++c)
-#pragma unroll
-        for (int jt = 0; jt < EIN_BK / 16; ++jt) {
-          bt_t kf;  // k's rows as the columns of B = kᵀ
-          wmma::load_matrix_sync(kf, ks + 16 * jt * EIN_EP + 16 * c, EIN_EP);
-          wmma::mma_sync(sf[jt], qf[c], kf, sf[jt]);
-        }
-#pragma unroll
-      for (int jt = 0; jt < EIN_BK / 16; ++jt)
-        wmma::store_matrix_sync(ss[warp] + 16 * jt, sf[jt], EIN_BKS, wmma::mem_row_major);
+      ein_times_rows<EIN_E>(sf, qf, ks, EIN_EP);
+      ein_store_scores(ss[warp], sf);
       __syncwarp();
 
       // The online softmax of this lane's half row: its keys 2c + half (rows EIN_BKS apart and
@@ -240,17 +320,7 @@ extern "C" __global__ void __launch_bounds__(32 * EIN_WARPS, 1) ein_attention_fo
       for (int c = 0; c < EIN_F / 16; ++c)
 #pragma unroll
         for (int x = 0; x < acc_t::num_elements; ++x) of[c].x[x] *= rowf[warp][row_of[x]];
-#pragma unroll
-      for (int jt = 0; jt < EIN_BK / 16; ++jt) {
-        a_t pf;
-        wmma::load_matrix_sync(pf, ps[warp] + 16 * jt, EIN_BKP);
-#pragma unroll
-        for (int c = 0; c < EIN_F / 16; ++c) {
-          b_t vf;
-          wmma::load_matrix_sync(vf, vs + 16 * jt * EIN_FP + 16 * c, EIN_FP);
-          wmma::mma_sync(of[c], pf, vf, of[c]);
-        }
-      }
+      ein_add_times<EIN_F>(of, ps[warp], vs, EIN_FP);
       __syncwarp();  // rowf is read before the next tile writes it
     }
 
@@ -260,20 +330,225 @@ extern "C" __global__ void __launch_bounds__(32 * EIN_WARPS, 1) ein_attention_fo
       out[(n * T + i) * (EIN_F + 1) + EIN_F] = l == 0 ? EIN_NEG_INF : m + logf(l);
     __syncwarp();
 #pragma unroll
-    for (int c = 0; c < EIN_F / 16; ++c) {
+    for (int c = 0; c < EIN_F / 16; ++c)
 #pragma unroll
       for (int x = 0; x < acc_t::num_elements; ++x) of[c].x[x] *= rowf[warp][row_of[x]];
-      wmma::store_matrix_sync(ss[warp], of[c], 16, wmma::mem_row_major);
-      __syncwarp();
-      for (int x = lane; x < 256; x += 32) {
-        const long long row = r0 + x / 16;
-        if (row < T) out[(n * T + row) * (EIN_F + 1) + 16 * c + x % 16] = ss[warp][x];
-      }
-      __syncwarp();
-    }
+    ein_store_rows<EIN_F>(out + n * T * (EIN_F + 1), EIN_F + 1, of, r0, T, ss[warp], lane);
   }
 }
-)";
+)");
+}
+
+std::string attention_mma_dq_source(DType in, DType bias, int64_t e, int64_t f, int key_tile) {
+  return mma_prelude(in, bias, e, f, key_tile) + with_sizes(R"(
+// dQ = scale · Σ_j P ∘ (dP - delta) K over key tiles, P from the logsumexp, dP = dO Vᵀ.
+extern "C" __global__ void __launch_bounds__(32 * EIN_WARPS, 1) ein_attention_dq_mma(
+    const in_t* q, const in_t* k, const in_t* v, const bias_t* bias, const long long* bias_off,
+    const int* limits, const float* out, const in_t* d_out, const float* delta, float* dq,
+    EIN_SIZE_PARAMS) {
+  EIN_SIZES
+  __shared__ __align__(32) in_t ks[EIN_BK * EIN_EP];
+  __shared__ __align__(32) in_t vs[EIN_BK * EIN_FP];
+  __shared__ __align__(32) float ss[EIN_WARPS][16 * EIN_BKS];  // scores, then dP
+  __shared__ __align__(32) in_t ps[EIN_WARPS][16 * EIN_BKP];   // dS
+  __shared__ __align__(32) float pw[EIN_WARPS][16 * EIN_BKS];  // P (registers are short)
+  __shared__ long long kend;
+
+  const long long qblocks = (T + 16 * EIN_WARPS - 1) / (16 * EIN_WARPS), items = N * qblocks;
+  for (long long w = blockIdx.x; w < items; w += gridDim.x) {  // uniform over the block
+    const long long n = w / qblocks, i0 = (w % qblocks) * (16 * EIN_WARPS);
+    const long long kv = (n / H) * (H / R) + (n % H) / R;
+    const long long r0 = i0 + 16 * warp, i = r0 + rr;
+    const int limit = has_limits && i < T ? limits[i] : -1;
+    const bias_t* brow_at = has_bias && limit < 0 && i < T ? bias + bias_off[n] + i * brow : 0;
+    const float lse = i < T ? out[(n * T + i) * (EIN_F + 1) + EIN_F] : EIN_NEG_INF;
+    const float di = i < T ? delta[n * T + i] : 0.0f;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      long long end = has_limits ? 0 : S;
+      for (long long x = i0; has_limits && x < i0 + 16 * EIN_WARPS && x < T; ++x)
+        end = limits[x] < 0 ? S : (limits[x] > end ? limits[x] : end);
+      kend = end;
+    }
+    a_t qf[EIN_E / 16], df[EIN_F / 16];
+    ein_rows_as_a<EIN_E>(qf, q + n * T * EIN_E, r0, T, reinterpret_cast<in_t*>(ss[warp]), lane);
+    ein_rows_as_a<EIN_F>(df, d_out + n * T * EIN_F, r0, T, reinterpret_cast<in_t*>(ss[warp]),
+                         lane);
+    acc_t dqf[EIN_E / 16];
+#pragma unroll
+    for (int c = 0; c < EIN_E / 16; ++c) wmma::fill_fragment(dqf[c], 0.0f);
+    __syncthreads();
+
+    for (long long j0 = 0; j0 < kend; j0 += EIN_BK) {
+      __syncthreads();
+      ein_stage<EIN_E>(ks, k + kv * S * EIN_E, j0, S);
+      ein_stage<EIN_F>(vs, v + kv * S * EIN_F, j0, S);
+      __syncthreads();
+      acc_t sf[EIN_BK / 16];
+      ein_times_rows<EIN_E>(sf, qf, ks, EIN_EP);
+      ein_store_scores(ss[warp], sf);
+      __syncwarp();
+      {  // this lane's probabilities: keys 2c + half
+        const float* srow = ss[warp] + rr * EIN_BKS + half;
+        float* prow = pw[warp] + rr * EIN_BKS + half;
+#pragma unroll
+        for (int c = 0; c < EIN_BK / 2; ++c) {
+          const long long j = j0 + 2 * c + half;
+          float p = 0.0f;
+          if (j < S && (limit < 0 || j < limit) && lse != EIN_NEG_INF) {
+            const float b = brow_at ? ein_bias(brow_at + j * bcol) : 0.0f;
+            if (b != EIN_NEG_INF) p = expf(scale * srow[2 * c] + b - lse);
+          }
+          prow[2 * c] = p;
+        }
+      }
+      __syncwarp();  // the scores are read before dP overwrites them
+      ein_times_rows<EIN_F>(sf, df, vs, EIN_FP);
+      ein_store_scores(ss[warp], sf);
+      __syncwarp();
+      {
+        const float* dprow = ss[warp] + rr * EIN_BKS + half;
+        const float* prow = pw[warp] + rr * EIN_BKS + half;
+        in_t* dsrow = ps[warp] + rr * EIN_BKP + half;
+#pragma unroll
+        for (int c = 0; c < EIN_BK / 2; ++c) {
+          const float p = prow[2 * c];
+          dsrow[2 * c] = EIN_TO_IN(p == 0.0f ? 0.0f : scale * p * (dprow[2 * c] - di));
+        }
+      }
+      __syncwarp();
+      ein_add_times<EIN_E>(dqf, ps[warp], ks, EIN_EP);
+      __syncwarp();
+    }
+    ein_store_rows<EIN_E>(dq + n * T * EIN_E, EIN_E, dqf, r0, T, ss[warp], lane);
+  }
+}
+)");
+}
+
+std::string attention_mma_dkv_source(DType in, DType bias, int64_t e, int64_t f, int query_tile,
+                                     int part) {
+  return mma_prelude(in, bias, e, f, query_tile) + fmt::format("#define EIN_PART {}\n", part) +
+         with_sizes(R"(
+// Per block 64 keys (16 a warp) of one k/v row, over the query tiles of every query head that
+// reads it: dV = Σ Pᵀ dO, dK = scale · Σ (Pᵀ ∘ (dPᵀ - delta)) Q with dPᵀ = V dOᵀ; each warp
+// computes the transposed tiles (its keys × EIN_BK queries). EIN_PART 1 computes dV alone, 2
+// dK alone (wide heads: the registers of both do not fit one thread), 0 both.
+extern "C" __global__ void __launch_bounds__(32 * EIN_WARPS, 1) ein_attention_dkv_mma(
+    const in_t* q, const in_t* k, const in_t* v, const bias_t* bias, const long long* bias_off,
+    const int* limits, const float* out, const in_t* d_out, const float* delta, float* dk,
+    float* dv, EIN_SIZE_PARAMS) {
+  EIN_SIZES
+  __shared__ __align__(32) in_t qs[EIN_BK * EIN_EP];
+  __shared__ __align__(32) in_t dos[EIN_BK * EIN_FP];
+  __shared__ __align__(32) float ss[EIN_WARPS][16 * EIN_BKS];  // Sᵀ, then dPᵀ
+  __shared__ __align__(32) in_t ps[EIN_WARPS][16 * EIN_BKP];   // Pᵀ, then dSᵀ
+  __shared__ __align__(32) float pw[EIN_WARPS][16 * EIN_BKS];  // Pᵀ in f32
+  __shared__ float lses[EIN_BK], deltas[EIN_BK];
+  __shared__ int lims[EIN_BK];
+  __shared__ int skip;
+
+  const long long groups = H / R, NKV = N / R;
+  const long long kblocks = (S + 16 * EIN_WARPS - 1) / (16 * EIN_WARPS), items = NKV * kblocks;
+  for (long long w = blockIdx.x; w < items; w += gridDim.x) {  // uniform over the block
+    const long long m = w / kblocks, j0 = (w % kblocks) * (16 * EIN_WARPS);
+    const long long c0 = j0 + 16 * warp, j = c0 + rr;  // this warp's first key, this lane's key
+    a_t kf[EIN_E / 16];
+    __syncthreads();  // the previous item is done with the shared tiles
+    ein_rows_as_a<EIN_E>(kf, k + m * S * EIN_E, c0, S, reinterpret_cast<in_t*>(ss[warp]), lane);
+#if EIN_PART != 1
+    a_t vf[EIN_F / 16];
+    ein_rows_as_a<EIN_F>(vf, v + m * S * EIN_F, c0, S, reinterpret_cast<in_t*>(ss[warp]), lane);
+    acc_t dkf[EIN_E / 16];
+#pragma unroll
+    for (int c = 0; c < EIN_E / 16; ++c) wmma::fill_fragment(dkf[c], 0.0f);
+#endif
+#if EIN_PART != 2
+    acc_t dvf[EIN_F / 16];
+#pragma unroll
+    for (int c = 0; c < EIN_F / 16; ++c) wmma::fill_fragment(dvf[c], 0.0f);
+#endif
+
+    for (long long g = 0; g < R; ++g) {  // the query heads that read this k/v head
+      const long long n = (m / groups) * H + (m % groups) * R + g;
+      const bias_t* bcol_at = has_bias && j < S ? bias + bias_off[n] + j * bcol : 0;
+      for (long long i0 = 0; i0 < T; i0 += EIN_BK) {
+        __syncthreads();  // the previous tile is consumed
+        for (int x = threadIdx.x; x < EIN_BK; x += blockDim.x) {
+          const long long i = i0 + x;
+          lses[x] = i < T ? out[(n * T + i) * (EIN_F + 1) + EIN_F] : EIN_NEG_INF;
+          deltas[x] = i < T ? delta[n * T + i] : 0.0f;
+          lims[x] = has_limits && i < T ? limits[i] : -1;
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {  // skip a tile whose queries all stop before the block's keys
+          int all = has_limits;
+          for (int x = 0; all && x < EIN_BK && i0 + x < T; ++x)
+            all = lims[x] >= 0 && lims[x] <= j0;
+          skip = all;
+        }
+        __syncthreads();
+        if (skip) continue;  // uniform over the block
+        ein_stage<EIN_E>(qs, q + n * T * EIN_E, i0, T);
+        ein_stage<EIN_F>(dos, d_out + n * T * EIN_F, i0, T);
+        __syncthreads();
+        acc_t sf[EIN_BK / 16];
+        ein_times_rows<EIN_E>(sf, kf, qs, EIN_EP);  // Sᵀ: this warp's keys × the queries
+        ein_store_scores(ss[warp], sf);
+        __syncwarp();
+        {  // this lane's Pᵀ: key j, queries 2c + half
+          const float* srow = ss[warp] + rr * EIN_BKS + half;
+          float* prow = pw[warp] + rr * EIN_BKS + half;
+          in_t* p16 = ps[warp] + rr * EIN_BKP + half;
+#pragma unroll
+          for (int c = 0; c < EIN_BK / 2; ++c) {
+            const int x = 2 * c + half;
+            const long long i = i0 + x;
+            const int lim = lims[x];
+            float p = 0.0f;
+            if (j < S && i < T && lses[x] != EIN_NEG_INF && (lim < 0 ? true : j < lim)) {
+              const float b = lim < 0 && bcol_at ? ein_bias(bcol_at + i * brow) : 0.0f;
+              if (b != EIN_NEG_INF) p = expf(scale * srow[2 * c] + b - lses[x]);
+            }
+            prow[2 * c] = p;
+            p16[2 * c] = EIN_TO_IN(p);
+          }
+        }
+        __syncwarp();
+#if EIN_PART != 2
+        ein_add_times<EIN_F>(dvf, ps[warp], dos, EIN_FP);  // dV += Pᵀ dO
+#endif
+#if EIN_PART != 1
+        ein_times_rows<EIN_F>(sf, vf, dos, EIN_FP);  // dPᵀ = V dOᵀ
+        __syncwarp();  // Pᵀ and Sᵀ are read before dSᵀ and dPᵀ overwrite them
+        ein_store_scores(ss[warp], sf);
+        __syncwarp();
+        {
+          const float* dprow = ss[warp] + rr * EIN_BKS + half;
+          const float* prow = pw[warp] + rr * EIN_BKS + half;
+          in_t* dsrow = ps[warp] + rr * EIN_BKP + half;
+#pragma unroll
+          for (int c = 0; c < EIN_BK / 2; ++c) {
+            const float p = prow[2 * c];
+            dsrow[2 * c] =
+                EIN_TO_IN(p == 0.0f ? 0.0f : scale * p * (dprow[2 * c] - deltas[2 * c + half]));
+          }
+        }
+        __syncwarp();
+        ein_add_times<EIN_E>(dkf, ps[warp], qs, EIN_EP);  // dK += dSᵀ Q
+#endif
+        __syncwarp();
+      }
+    }
+#if EIN_PART != 1
+    ein_store_rows<EIN_E>(dk + m * S * EIN_E, EIN_E, dkf, c0, S, ss[warp], lane);
+#endif
+#if EIN_PART != 2
+    ein_store_rows<EIN_F>(dv + m * S * EIN_F, EIN_F, dvf, c0, S, ss[warp], lane);
+#endif
+  }
+}
+)");
 }
 
 }  // namespace ein::detail

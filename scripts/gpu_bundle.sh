@@ -51,7 +51,8 @@ trap 'rm -rf "$stage" "$log"' EXIT
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DEIN_GPU_BUNDLE=ON \
   ${launcher[@]+"${launcher[@]}"} >"$log" 2>&1 || { cat "$log"; exit 1; }
 executables=(ein ein_ops_tests ein_cuda_tests ein_cuda_runtime_tests ein_device_tests
-             ein_cuda_timings ein_op_bandwidth ein_lm_head_timings ein_attention_kernel_timings)
+             ein_attention_tests ein_cuda_timings ein_op_bandwidth ein_lm_head_timings
+             ein_attention_kernel_timings)
 cmake --build "$build" -j "$(nproc)" --target "${executables[@]}" ein_stdlib >"$log" 2>&1 ||
   { tail -n 60 "$log"; exit 1; }
 

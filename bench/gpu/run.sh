@@ -48,7 +48,7 @@ if [ -z "$bin" ]; then
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$out/configure.log" ||
     { cat "$out/configure.log"; exit 1; }
   ninja -C "$build" -j"$(nproc)" ein ein_cuda_tests ein_cuda_runtime_tests ein_device_tests \
-    ein_ops_tests ein_cuda_timings ein_op_bandwidth ein_lm_head_timings \
+    ein_attention_tests ein_ops_tests ein_cuda_timings ein_op_bandwidth ein_lm_head_timings \
     ein_attention_kernel_timings ein_stdlib || exit 1
   bin=$PWD/$build/bin
 fi
@@ -89,6 +89,8 @@ if want suites; then
   run_suite ein_cuda_runtime_tests
   run_suite ein_cuda_tests
   run_suite ein_device_tests
+  # the CUDA attention kernels against float64 (the suite's other tests need the source tree)
+  run_suite ein_attention_tests GTEST_FILTER='*AttentionOnCuda*'
 fi
 want ops && run_suite ein_ops_tests EIN_TEST_DEVICE=cuda  # every op test with its inputs on cuda:0
 

@@ -24,6 +24,7 @@
 #include "exec/attention.h"
 #include "exec/attention_cuda.h"
 #include "exec/tile_gemm.h"
+#include "runtime/cuda/driver.h"
 #include "script/script.h"
 #include "support/fake_cuda.h"
 
@@ -612,33 +613,39 @@ fn attend(q: f32[b h t e], k: f32[b g t e], v: f32[b g t e]) -> f32[b h t e] {
   expect_same_attention(*fused, *plain, qs, ks);
 }
 
-// The CUDA kernels (exec/attention_cuda.h) on the fake CUDA device: the same cases against
-// the float64 definition (odd sizes, partial tiles, every mask, fully masked rows, bf16 in),
-// zero sizes, grouped-query heads with a broadcast mask; each kernel is also compiled by
-// NVRTC for sm_80 and sm_90 where NVRTC loads.
-class AttentionOnFakeCuda : public ::testing::Test {
+// The CUDA kernels (exec/attention_cuda.h) on the fake CUDA device and, where there is one, on
+// a GPU: the same cases against the float64 definition (odd sizes, partial tiles, every mask,
+// fully masked rows, bf16 in), zero sizes, grouped-query heads with a broadcast mask; on the
+// fake device each kernel is also compiled by NVRTC for sm_80 and sm_90 where NVRTC loads.
+class AttentionOnCuda : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    std::string why;
-    if (!testing::FakeCudaDevice::available(&why)) GTEST_SKIP() << why;
-    fake_ = std::make_unique<testing::FakeCudaDevice>();
+    if (GetParam() == "fake") {
+      std::string why;
+      if (!testing::FakeCudaDevice::available(&why)) GTEST_SKIP() << why;
+      fake_ = std::make_unique<testing::FakeCudaDevice>();
+    } else if (!cuda_is_available()) {
+      GTEST_SKIP() << "no GPU: " << cuda_driver_info().reason;
+    }
   }
   std::unique_ptr<testing::FakeCudaDevice> fake_;
 };
 
-TEST_F(AttentionOnFakeCuda, MatchesTheDefinitionInFloat64) {
+TEST_P(AttentionOnCuda, MatchesTheDefinitionInFloat64) {
   for (Mask m : {Mask::none, Mask::causal, Mask::random_rows, Mask::additive}) {
     run_case({2, 37, 53, 7, 5, m, DType::f64, 1e-10}, cuda());
     run_case({2, 70, 75, 16, 9, m, DType::f32, 2e-4}, cuda());
   }
   run_case({2, 40, 40, 8, 8, Mask::causal, DType::bf16, 2e-4}, cuda());
-  EXPECT_GT(fake_->launches(), 0);
+  if (fake_) {
+    EXPECT_GT(fake_->launches(), 0);
+  }
 }
 
 // The tensor-core forward (attention_cuda_mma.h): every mask per batch row (read per element)
 // and shared (per-row key limits, or per element where a row is not "zeros, then -inf"),
 // partial row blocks and key tiles, both key tile sizes, bf16 and f16, grouped-query heads.
-TEST_F(AttentionOnFakeCuda, TensorCoresMatchTheDefinition) {
+TEST_P(AttentionOnCuda, TensorCoresMatchTheDefinition) {
   for (Mask m : {Mask::none, Mask::causal, Mask::random_rows, Mask::additive, Mask::padding})
     for (bool shared : {false, true})
       run_case({2, 70, 75, 16, 16, m, DType::bf16, 2e-4, shared}, cuda());
@@ -653,7 +660,7 @@ TEST_F(AttentionOnFakeCuda, TensorCoresMatchTheDefinition) {
   EXPECT_FALSE(cuda_attention_uses_tensor_cores(q.to(DType::f32), q, v, DType::f32));
 }
 
-TEST_F(AttentionOnFakeCuda, TensorCoresPropagateSpecialValues) {
+TEST_P(AttentionOnCuda, TensorCoresPropagateSpecialValues) {
   // bf16 q [1, 3, 16]: row 1 NaN, row 2 subnormal; k's last key has +inf, masked for every row:
   // a mask of zeros then -inf (per-row key limits), then with an additive term in row 2 (that
   // row's mask read per element).
@@ -687,17 +694,20 @@ TEST_F(AttentionOnFakeCuda, TensorCoresPropagateSpecialValues) {
   }
 }
 
-TEST_F(AttentionOnFakeCuda, TensorCoresReadGroupedQueryHeads) {
+TEST_P(AttentionOnCuda, TensorCoresReadGroupedQueryHeads) {
   grouped_query_heads(cuda(), 1e-5, DType::bf16, 16);
 }
 
-TEST_F(AttentionOnFakeCuda, ZeroSizes) {
+TEST_P(AttentionOnCuda, ZeroSizes) {
   run_case({0, 5, 5, 4, 4, Mask::none, DType::f64, 1e-12}, cuda());
   run_case({2, 0, 5, 4, 4, Mask::causal, DType::f64, 1e-12}, cuda());
   run_case({2, 5, 0, 4, 4, Mask::none, DType::f64, 1e-12}, cuda());
 }
 
-TEST_F(AttentionOnFakeCuda, GroupedQueryHeadsReadTheirGroup) { grouped_query_heads(cuda(), 1e-12); }
+TEST_P(AttentionOnCuda, GroupedQueryHeadsReadTheirGroup) { grouped_query_heads(cuda(), 1e-12); }
+
+INSTANTIATE_TEST_SUITE_P(FakeCuda, AttentionOnCuda, ::testing::Values("fake"));
+INSTANTIATE_TEST_SUITE_P(Gpu, AttentionOnCuda, ::testing::Values("gpu"));
 
 }  // namespace
 }  // namespace ein
