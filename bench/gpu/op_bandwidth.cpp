@@ -323,7 +323,7 @@ void host_dispatch_rows() {
   set_cuda_execution(nullptr);
 }
 
-/// The fused attention (exec/attention_cuda.h) at issue 18's GPU size: b=4 h=8 t=4096 e=f=128,
+/// The fused attention (exec/attention_cuda_mma.h) at issue 18's GPU size: b=4 h=8 t=4096 e=f=128,
 /// bf16 in, no mask. TFLOP/s counts the dense work, 4·b·h·t²·e forward (two matmuls) and 2.5×
 /// that backward (FlashAttention-2's count: the logits recomputed), against the device's dense
 /// bf16 peak (ein/hardware.h). The issue's target: the forward at ≥ 50% of that peak.
@@ -340,7 +340,8 @@ void attention_rows(const Options& o) {
                              std::optional<double> target) {
     const double tflops = flops / tm.seconds / 1e12;
     row(name, tflops, "TFLOP/s",
-        fmt::format("exec/attention_cuda.h, bf16 in, f32 compute; {} per call; median of {}, "
+        fmt::format("exec/attention_cuda_mma.h, bf16 on tensor cores (WMMA), f32 accumulation; "
+                    "{} per call; median of {}, "
                     "{:.3f} ms",
                     kernels(tm.launches), o.reps, tm.seconds * 1e3));
     if (peak > 0) {

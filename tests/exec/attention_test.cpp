@@ -23,8 +23,10 @@
 #include "exec/amx_tiles.h"
 #include "exec/attention.h"
 #include "exec/attention_cuda.h"
+#include "exec/attention_cuda_mma.h"
 #include "exec/tile_gemm.h"
 #include "runtime/cuda/driver.h"
+#include "runtime/cuda/nvrtc.h"
 #include "script/script.h"
 #include "support/fake_cuda.h"
 
@@ -705,6 +707,45 @@ TEST_P(AttentionOnCuda, ZeroSizes) {
 }
 
 TEST_P(AttentionOnCuda, GroupedQueryHeadsReadTheirGroup) { grouped_query_heads(cuda(), 1e-12); }
+
+// The tensor-core kernels compiled by NVRTC for sm_80 and sm_90 where registers are tightest
+// (the widest heads, where dK and dV take a kernel each and the backward tiles of 16), at
+// GPT-2's width and a narrow one: no local memory (a spill would cost every GPU run). Their
+// values are checked above; this covers widths the value tests do not run.
+TEST(AttentionTensorCoreKernels, CompileWithoutLocalMemory) {
+  if (!nvrtc_info().available) GTEST_SKIP() << nvrtc_info().reason;
+  struct Width {
+    int64_t e, f;
+    DType in;
+  };
+  for (const Width w : {Width{16, 16, DType::bf16}, Width{64, 64, DType::bf16},
+                        Width{128, 64, DType::bf16}, Width{64, 128, DType::bf16},
+                        Width{112, 128, DType::bf16}, Width{128, 112, DType::bf16},
+                        Width{128, 128, DType::bf16}, Width{128, 128, DType::f16}}) {
+    const int forward_tile = detail::attention_mma_key_tile(w.e, w.f, false);
+    const int backward_tile = detail::attention_mma_key_tile(w.e, w.f, true);
+    std::vector<std::pair<std::string, std::string>> kernels = {
+        {detail::attention_mma_forward_source(w.in, DType::f32, w.e, w.f, forward_tile),
+         "ein_attention_forward_mma"},
+        {detail::attention_mma_dq_source(w.in, DType::f32, w.e, w.f, backward_tile),
+         "ein_attention_dq_mma"}};
+    const bool split = detail::attention_mma_split_dkv(w.e, w.f);
+    for (int part : split ? std::vector<int>{1, 2} : std::vector<int>{0})
+      kernels.emplace_back(
+          detail::attention_mma_dkv_source(w.in, DType::f32, w.e, w.f, backward_tile, part),
+          "ein_attention_dkv_mma");
+    for (const auto& [source, entry] : kernels)
+      for (int arch : {80, 90}) {
+        SCOPED_TRACE(fmt::format("{} e {} f {} {} sm_{}", entry, w.e, w.f, dtype_name(w.in), arch));
+        const auto binary =
+            CudaCompiler::instance().compile(source, entry + ".cu", {arch, true, {}});
+        const auto usage = parse_ptxas_usage(binary->log, entry);
+        ASSERT_TRUE(usage) << binary->log;
+        EXPECT_EQ(usage->stack_frame, 0) << binary->log;
+        EXPECT_EQ(usage->spill_stores, 0) << binary->log;
+      }
+  }
+}
 
 INSTANTIATE_TEST_SUITE_P(FakeCuda, AttentionOnCuda, ::testing::Values("fake"));
 INSTANTIATE_TEST_SUITE_P(Gpu, AttentionOnCuda, ::testing::Values("gpu"));
