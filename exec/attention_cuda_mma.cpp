@@ -211,6 +211,21 @@ __device__ __forceinline__ void ein_add_times(acc_t* acc, const in_t* p, const i
   }
 }
 
+// dS = scale · P ∘ (dP - delta) for this lane's half row (columns 2c + half), rounded to in_t
+// for the next product: P from `p` and dP from `dp` (the warp's f32 rows, EIN_BKS apart), delta
+// per column from `col_delta` when given, else `row_delta`.
+__device__ __forceinline__ void ein_ds(in_t* ds, const float* dp, const float* p, int rr,
+                                       int half, float scale, float row_delta,
+                                       const float* col_delta) {
+#pragma unroll
+  for (int c = 0; c < EIN_BK / 2; ++c) {
+    const int x = rr * EIN_BKS + 2 * c + half;
+    const float delta = col_delta ? col_delta[2 * c + half] : row_delta;
+    ds[rr * EIN_BKP + 2 * c + half] =
+        EIN_TO_IN(p[x] == 0.0f ? 0.0f : scale * p[x] * (dp[x] - delta));
+  }
+}
+
 // Stores a warp's EIN_BK / 16 score accumulators to its shared rows (EIN_BKS apart).
 __device__ __forceinline__ void ein_store_scores(float* dst, const acc_t* acc) {
 #pragma unroll
@@ -406,16 +421,7 @@ extern "C" __global__ void __launch_bounds__(32 * EIN_WARPS, 1) ein_attention_dq
       ein_times_rows<EIN_F>(sf, df, vs, EIN_FP);
       ein_store_scores(ss[warp], sf);
       __syncwarp();
-      {
-        const float* dprow = ss[warp] + rr * EIN_BKS + half;
-        const float* prow = pw[warp] + rr * EIN_BKS + half;
-        in_t* dsrow = ps[warp] + rr * EIN_BKP + half;
-#pragma unroll
-        for (int c = 0; c < EIN_BK / 2; ++c) {
-          const float p = prow[2 * c];
-          dsrow[2 * c] = EIN_TO_IN(p == 0.0f ? 0.0f : scale * p * (dprow[2 * c] - di));
-        }
-      }
+      ein_ds(ps[warp], ss[warp], pw[warp], rr, half, scale, di, 0);
       __syncwarp();
       ein_add_times<EIN_E>(dqf, ps[warp], ks, EIN_EP);
       __syncwarp();
@@ -523,17 +529,7 @@ extern "C" __global__ void __launch_bounds__(32 * EIN_WARPS, 1) ein_attention_dk
         __syncwarp();  // Pᵀ and Sᵀ are read before dSᵀ and dPᵀ overwrite them
         ein_store_scores(ss[warp], sf);
         __syncwarp();
-        {
-          const float* dprow = ss[warp] + rr * EIN_BKS + half;
-          const float* prow = pw[warp] + rr * EIN_BKS + half;
-          in_t* dsrow = ps[warp] + rr * EIN_BKP + half;
-#pragma unroll
-          for (int c = 0; c < EIN_BK / 2; ++c) {
-            const float p = prow[2 * c];
-            dsrow[2 * c] =
-                EIN_TO_IN(p == 0.0f ? 0.0f : scale * p * (dprow[2 * c] - deltas[2 * c + half]));
-          }
-        }
+        ein_ds(ps[warp], ss[warp], pw[warp], rr, half, scale, 0.0f, deltas);
         __syncwarp();
         ein_add_times<EIN_E>(dkf, ps[warp], qs, EIN_EP);  // dK += dSᵀ Q
 #endif
