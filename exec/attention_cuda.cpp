@@ -89,10 +89,23 @@ constexpr const char* kSizes =
     "  const long long T = (long long)t_, S = (long long)s_, H = (long long)h_, R = (long long)r_;\n"
     "  const real scale = (real)scale_;\n"
     "  const long long brow = (long long)brow_, bcol = (long long)bcol_;\n"
-    "  const bool has_bias = has_bias_ != 0;\n";
+    "  const bool has_bias = has_bias_ != 0, has_limits = has_limits_ != 0;\n";
 constexpr const char* kSizeParams =
     "double n_, double nkv_, double t_, double s_, double h_, double r_, double scale_, double brow_, double bcol_, "
-    "double has_bias_";
+    "double has_bias_, double has_limits_";
+
+// The keys the block's query rows [i0, i0 + B) need (kend, shared): all of S, or, with per-row
+// key limits (a mask shared by the batch: "zeros, then -inf", limit -1 where a row is not),
+// up to their largest limit. The forward's and dQ's tile loops end there.
+constexpr const char* kKeyEnd = R"(  __syncthreads();  // the previous item is done with kend
+  if (tid == 0) {
+    long long end = has_limits ? 0 : S;
+    for (long long x = i0; has_limits && x < i0 + EIN_B && x < T; ++x)
+      end = limits[x] < 0 ? S : (limits[x] > end ? limits[x] : end);
+    kend = end;
+  }
+  __syncthreads();
+)";
 
 // Stages keys [j0, j0 + B) of k/v row `kv` in shared memory (zeros past S): the forward's and
 // dQ's tile loop.
@@ -110,29 +123,32 @@ std::string forward_source(const Types& t, int64_t e, int64_t f, int b) {
   return prelude(t, e, f, b) + fmt::format(R"(
 extern "C" __global__ void __launch_bounds__(EIN_B, 1) ein_attention_forward(
     const real* q, const real* k, const real* v, const bias_t* bias, const long long* bias_off,
-    real* out, {0}) {{
+    const int* limits, real* out, {0}) {{
 {1}
   const long long qblocks = (T + EIN_B - 1) / EIN_B, items = N * qblocks;
   const int tid = threadIdx.x;
   __shared__ real qs[EIN_B][EIN_E], acc[EIN_B][EIN_F], ks[EIN_B][EIN_E], vs[EIN_B][EIN_F];
+  __shared__ long long kend;
   for (long long w = blockIdx.x; w < items; w += gridDim.x) {{  // uniform over the block
   const long long n = w / qblocks, i0 = (w % qblocks) * EIN_B;
   const long long kv = (n / H) * (H / R) + (n % H) / R;
   const long long i = i0 + tid;
-  __syncthreads();  // the previous item's tiles are consumed
+{3}
   for (int x = tid; x < EIN_B * EIN_E; x += EIN_B) {{
     const long long row = i0 + x / EIN_E;
     qs[x / EIN_E][x % EIN_E] = row < T ? q[(n * T + row) * EIN_E + x % EIN_E] : (real)0;
   }}
   for (int c = 0; c < EIN_F; ++c) acc[tid][c] = 0;
   real m = EIN_NEG_INF, l = 0;
-  const bias_t* brow_at = has_bias && i < T ? bias + bias_off[n] + i * brow : 0;
-  for (long long j0 = 0; j0 < S; j0 += EIN_B) {{
+  const int limit = has_limits && i < T ? limits[i] : -1;  // -1: read the bias
+  const bias_t* brow_at = has_bias && limit < 0 && i < T ? bias + bias_off[n] + i * brow : 0;
+  for (long long j0 = 0; j0 < kend; j0 += EIN_B) {{
     __syncthreads();  // the previous tile is consumed (and qs is written, the first time)
 {2}    __syncthreads();
     if (i < T) {{
       const int jn = S - j0 < EIN_B ? (int)(S - j0) : EIN_B;
       for (int jj = 0; jj < jn; ++jj) {{
+        if (limit >= 0 && j0 + jj >= limit) break;  // the rest of the row is masked
         const real bias_ij = ein_bias_at(brow_at ? brow_at + (j0 + jj) * bcol : 0);
         if (bias_ij == EIN_NEG_INF) continue;
         real dot = 0;
@@ -168,7 +184,7 @@ extern "C" __global__ void __launch_bounds__(EIN_B, 1) ein_attention_forward(
   }}
 }}
 )",
-                                          kSizeParams, kSizes, kLoadKeyTile);
+                                          kSizeParams, kSizes, kLoadKeyTile, kKeyEnd);
 }
 
 std::string delta_source(const Types& t, int64_t e, int64_t f, int b) {
@@ -191,27 +207,31 @@ std::string dq_source(const Types& t, int64_t e, int64_t f, int b) {
   return prelude(t, e, f, b) + fmt::format(R"(
 extern "C" __global__ void __launch_bounds__(EIN_B, 1) ein_attention_dq(
     const real* q, const real* k, const real* v, const bias_t* bias, const long long* bias_off,
-    const real* out, const real* d_out, const real* delta, real* dq, {0}) {{
+    const int* limits, const real* out, const real* d_out, const real* delta, real* dq, {0}) {{
 {1}
   const long long qblocks = (T + EIN_B - 1) / EIN_B, items = N * qblocks;
   const int tid = threadIdx.x;
   __shared__ real ks[EIN_B][EIN_E], vs[EIN_B][EIN_F], dqs[EIN_B][EIN_E];
+  __shared__ long long kend;
   for (long long w = blockIdx.x; w < items; w += gridDim.x) {{  // uniform over the block
   const long long n = w / qblocks, i0 = (w % qblocks) * EIN_B;
   const long long kv = (n / H) * (H / R) + (n % H) / R;
   const long long i = i0 + tid;
+{3}
   for (int c = 0; c < EIN_E; ++c) dqs[tid][c] = 0;
   const real lse = i < T ? out[(n * T + i) * (EIN_F + 1) + EIN_F] : EIN_NEG_INF;
   const real di = i < T ? delta[n * T + i] : (real)0;
   const real* qi = q + (n * T + (i < T ? i : 0)) * EIN_E;
   const real* doi = d_out + (n * T + (i < T ? i : 0)) * (EIN_F + 1);
-  const bias_t* brow_at = has_bias && i < T ? bias + bias_off[n] + i * brow : 0;
-  for (long long j0 = 0; j0 < S; j0 += EIN_B) {{
+  const int limit = has_limits && i < T ? limits[i] : -1;
+  const bias_t* brow_at = has_bias && limit < 0 && i < T ? bias + bias_off[n] + i * brow : 0;
+  for (long long j0 = 0; j0 < kend; j0 += EIN_B) {{
     __syncthreads();
 {2}    __syncthreads();
     if (i < T && lse != EIN_NEG_INF) {{
       const int jn = S - j0 < EIN_B ? (int)(S - j0) : EIN_B;
       for (int jj = 0; jj < jn; ++jj) {{
+        if (limit >= 0 && j0 + jj >= limit) break;
         const real bias_ij = ein_bias_at(brow_at ? brow_at + (j0 + jj) * bcol : 0);
         if (bias_ij == EIN_NEG_INF) continue;
         real dot = 0;
@@ -231,20 +251,22 @@ extern "C" __global__ void __launch_bounds__(EIN_B, 1) ein_attention_dq(
   }}
 }}
 )",
-                                          kSizeParams, kSizes, kLoadKeyTile);
+                                          kSizeParams, kSizes, kLoadKeyTile, kKeyEnd);
 }
 
 std::string dkv_source(const Types& t, int64_t e, int64_t f, int b) {
   return prelude(t, e, f, b) + fmt::format(R"(
 extern "C" __global__ void __launch_bounds__(EIN_B, 1) ein_attention_dkv(
     const real* q, const real* k, const real* v, const bias_t* bias, const long long* bias_off,
-    const real* out, const real* d_out, const real* delta, real* dk, real* dv, {0}) {{
+    const int* limits, const real* out, const real* d_out, const real* delta, real* dk, real* dv,
+    {0}) {{
 {1}
   const long long kblocks = (S + EIN_B - 1) / EIN_B, items = NKV * kblocks;
   const int tid = threadIdx.x;
   const long long groups = H / R;
   __shared__ real qs[EIN_B][EIN_E], dos[EIN_B][EIN_F], dks[EIN_B][EIN_E], dvs[EIN_B][EIN_F];
   __shared__ real lses[EIN_B], deltas[EIN_B];
+  __shared__ int lims[EIN_B], skip;
   for (long long w = blockIdx.x; w < items; w += gridDim.x) {{  // uniform over the block
   const long long m = w / kblocks, j0 = (w % kblocks) * EIN_B;
   const long long j = j0 + tid;
@@ -257,6 +279,20 @@ extern "C" __global__ void __launch_bounds__(EIN_B, 1) ein_attention_dkv(
     const bias_t* bcol_at = has_bias && j < S ? bias + bias_off[n] + j * bcol : 0;
     for (long long i0 = 0; i0 < T; i0 += EIN_B) {{
       __syncthreads();
+      {{
+        const long long i = i0 + tid;
+        lses[tid] = i < T ? out[(n * T + i) * (EIN_F + 1) + EIN_F] : EIN_NEG_INF;
+        deltas[tid] = i < T ? delta[n * T + i] : (real)0;
+        lims[tid] = has_limits && i < T ? limits[i] : -1;
+      }}
+      __syncthreads();
+      if (tid == 0) {{  // skip a tile whose query rows all stop before the block's keys
+        int all = has_limits;
+        for (int x = 0; all && x < EIN_B && i0 + x < T; ++x) all = lims[x] >= 0 && lims[x] <= j0;
+        skip = all;
+      }}
+      __syncthreads();
+      if (skip) continue;  // uniform over the block
       for (int x = tid; x < EIN_B * EIN_E; x += EIN_B) {{
         const long long i = i0 + x / EIN_E;
         qs[x / EIN_E][x % EIN_E] = i < T ? q[(n * T + i) * EIN_E + x % EIN_E] : (real)0;
@@ -265,17 +301,14 @@ extern "C" __global__ void __launch_bounds__(EIN_B, 1) ein_attention_dkv(
         const long long i = i0 + x / EIN_F;
         dos[x / EIN_F][x % EIN_F] = i < T ? d_out[(n * T + i) * (EIN_F + 1) + x % EIN_F] : (real)0;
       }}
-      {{
-        const long long i = i0 + tid;
-        lses[tid] = i < T ? out[(n * T + i) * (EIN_F + 1) + EIN_F] : EIN_NEG_INF;
-        deltas[tid] = i < T ? delta[n * T + i] : (real)0;
-      }}
       __syncthreads();
       if (j < S) {{
         const int in = T - i0 < EIN_B ? (int)(T - i0) : EIN_B;
         for (int ii = 0; ii < in; ++ii) {{
           if (lses[ii] == EIN_NEG_INF) continue;  // a fully masked row has no gradient
-          const real bias_ij = ein_bias_at(bcol_at ? bcol_at + (i0 + ii) * brow : 0);
+          if (lims[ii] >= 0 && j >= lims[ii]) continue;  // past the row's key limit
+          const real bias_ij =
+              ein_bias_at(bcol_at && lims[ii] < 0 ? bcol_at + (i0 + ii) * brow : 0);
           if (bias_ij == EIN_NEG_INF) continue;
           real dot = 0;
           for (int c = 0; c < EIN_E; ++c) dot += qs[ii][c] * kj[c];
@@ -368,11 +401,11 @@ struct Operands {
     return fmt::format("attention {} {} {} {} {} {}", kernel, dtype_name(compute),
                        bias.defined() ? dtype_name(bias.dtype()) : "none", e, f, block);
   }
-  std::vector<double> sizes(double scale) const {
+  std::vector<double> sizes(double scale, bool limited) const {
     return {static_cast<double>(n), static_cast<double>(n_kv), static_cast<double>(t),
             static_cast<double>(s), static_cast<double>(heads),
             static_cast<double>(repeat), scale, static_cast<double>(brow),
-            static_cast<double>(bcol), bias.defined() ? 1.0 : 0.0};
+            static_cast<double>(bcol), bias.defined() ? 1.0 : 0.0, limited ? 1.0 : 0.0};
   }
   void* bias_ptr() const { return bias.defined() ? bias.device_ptr() : q.device_ptr(); }
 };
@@ -389,6 +422,30 @@ Tensor row_deltas(const Operands& o, const Tensor& out, const Tensor& d_out) {
                                                  std::string("ein_attention_delta")); },
                      grid((rows + o.block - 1) / o.block), o.block, buffers, params);
   return delta;
+}
+
+/// Per-row key limits of a bias the batch rows share (ein_attention_limits: a row's leading
+/// zeros where the rest of it is -inf, else -1), or none (`limited` false; the tensor is then a
+/// placeholder the kernels do not read).
+struct KeyLimits {
+  bool limited = false;
+  Tensor limits;
+};
+
+KeyLimits key_limits(const Operands& o, Device dev) {
+  KeyLimits k;
+  k.limited = o.bias.defined() && o.shared_bias && o.t > 0;
+  k.limits = empty({k.limited ? o.t : 1}, DType::i32, dev);
+  if (!k.limited) return k;
+  const DType bias_dtype = o.bias.dtype();
+  void* buffers[] = {o.bias.device_ptr(), k.limits.device_ptr()};
+  const double params[] = {static_cast<double>(o.t), static_cast<double>(o.s),
+                           static_cast<double>(o.brow), static_cast<double>(o.bcol)};
+  launch_cuda_source(fmt::format("attention limits {}", dtype_name(bias_dtype)), dev.index,
+                     [&] { return std::make_pair(detail::attention_limits_source(bias_dtype),
+                                                 std::string("ein_attention_limits")); },
+                     grid((o.t + 3) / 4), 128, buffers, params);
+  return k;
 }
 
 }  // namespace
@@ -413,15 +470,13 @@ bool cuda_attention_uses_tensor_cores(const Tensor& q, const Tensor& k, const Te
 namespace {
 
 /// What the tensor-core kernels (attention_cuda_mma.h) share: the operands in their 16-bit
-/// dtype, the tile, and a mask shared by every batch row made per-row key limits where it is
-/// "zeros, then -inf" (ein_attention_limits).
+/// dtype, the tile, and the key limits of a mask the batch rows share.
 struct MmaLaunch {
   Operands o;
   int tile;  // keys (queries) a tile
   DType bias_dtype;
   int device;
-  bool limited;
-  Tensor limits;
+  KeyLimits keys;
 
   MmaLaunch(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias, DType dtype,
             int64_t kv_repeat, bool backward)
@@ -429,17 +484,7 @@ struct MmaLaunch {
         tile(detail::attention_mma_key_tile(o.e, o.f, backward)),
         bias_dtype(o.bias.defined() ? o.bias.dtype() : DType::f32),
         device(q.device().index),
-        limited(o.bias.defined() && o.shared_bias && o.t > 0),
-        limits(empty({limited ? o.t : 1}, DType::i32, q.device())) {
-    if (!limited) return;
-    void* buffers[] = {o.bias.device_ptr(), limits.device_ptr()};
-    const double params[] = {static_cast<double>(o.t), static_cast<double>(o.s),
-                             static_cast<double>(o.brow), static_cast<double>(o.bcol)};
-    launch_cuda_source(fmt::format("attention limits {}", dtype_name(bias_dtype)), device,
-                       [&] { return std::make_pair(detail::attention_limits_source(bias_dtype),
-                                                   std::string("ein_attention_limits")); },
-                       grid((o.t + 3) / 4), 128, buffers, params);
-  }
+        keys(key_limits(o, q.device())) {}
 
   /// The sizes every tensor-core kernel takes after its buffers.
   std::vector<double> params(double scale) const {
@@ -447,7 +492,7 @@ struct MmaLaunch {
             static_cast<double>(o.s),      static_cast<double>(o.heads),
             static_cast<double>(o.repeat), scale,
             static_cast<double>(o.brow),   static_cast<double>(o.bcol),
-            o.bias.defined() ? 1.0 : 0.0,  limited ? 1.0 : 0.0};
+            o.bias.defined() ? 1.0 : 0.0,  keys.limited ? 1.0 : 0.0};
   }
 
   /// Launches `items` blocks' work of ein_attention_<kernel>_mma, whose source `source` writes
@@ -477,7 +522,7 @@ Tensor forward_mma(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
   Tensor out = empty(shape, DType::f32, q_in.device());
   if (o.n > 0 && o.t > 0) {
     void* buffers[] = {o.q.device_ptr(), o.k.device_ptr(),        o.v.device_ptr(),
-                       o.bias_ptr(),     o.bias_off.device_ptr(), m.limits.device_ptr(),
+                       o.bias_ptr(),     o.bias_off.device_ptr(), m.keys.limits.device_ptr(),
                        out.device_ptr()};
     m.launch("forward", 0, detail::attention_mma_forward_source, o.n * ((o.t + 63) / 64),
              buffers, scale);
@@ -502,7 +547,7 @@ Tensor backward_mma(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
     const Tensor dq = grads.slice(0, 0, nq), dk = grads.slice(0, nq, nq + nk),
                  dv = grads.slice(0, nq + nk, nq + nk + nv);
     void* common[] = {o.q.device_ptr(),       o.k.device_ptr(),     o.v.device_ptr(),
-                      o.bias_ptr(),           o.bias_off.device_ptr(), m.limits.device_ptr(),
+                      o.bias_ptr(),           o.bias_off.device_ptr(), m.keys.limits.device_ptr(),
                       out.device_ptr(),       d_o.device_ptr(),     delta.device_ptr()};
     std::vector<void*> buffers(std::begin(common), std::end(common));
     buffers.push_back(dq.device_ptr());
@@ -534,9 +579,11 @@ Tensor attention_forward_cuda(const Tensor& q_in, const Tensor& k_in, const Tens
   Tensor out = empty(shape, o.compute, q_in.device());
   if (o.n > 0 && o.t > 0) {
     const Types ty = o.types();
-    void* buffers[] = {o.q.device_ptr(), o.k.device_ptr(), o.v.device_ptr(), o.bias_ptr(),
-                       o.bias_off.device_ptr(), out.device_ptr()};
-    const std::vector<double> params = o.sizes(scale);
+    const KeyLimits keys = key_limits(o, q_in.device());
+    void* buffers[] = {o.q.device_ptr(),        o.k.device_ptr(),         o.v.device_ptr(),
+                       o.bias_ptr(),            o.bias_off.device_ptr(), keys.limits.device_ptr(),
+                       out.device_ptr()};
+    const std::vector<double> params = o.sizes(scale, keys.limited);
     launch_cuda_source(o.key("forward"), q_in.device().index,
                        [&] { return std::make_pair(forward_source(ty, o.e, o.f, o.block),
                                                    std::string("ein_attention_forward")); },
@@ -562,20 +609,23 @@ Tensor attention_backward_cuda(const Tensor& q_in, const Tensor& k_in, const Ten
     const Tensor dq = grads.slice(0, 0, nq), dk = grads.slice(0, nq, nq + nk),
                  dv = grads.slice(0, nq + nk, nq + nk + nv);
     const int device = dev.index;
-    const std::vector<double> params = o.sizes(scale);
+    const KeyLimits keys = key_limits(o, dev);
+    const std::vector<double> params = o.sizes(scale, keys.limited);
     {
-      void* buffers[] = {o.q.device_ptr(), o.k.device_ptr(), o.v.device_ptr(), o.bias_ptr(),
-                         o.bias_off.device_ptr(), out.device_ptr(), d_out.device_ptr(),
-                         delta.device_ptr(), dq.device_ptr()};
+      void* buffers[] = {o.q.device_ptr(),   o.k.device_ptr(),         o.v.device_ptr(),
+                         o.bias_ptr(),       o.bias_off.device_ptr(), keys.limits.device_ptr(),
+                         out.device_ptr(),   d_out.device_ptr(),      delta.device_ptr(),
+                         dq.device_ptr()};
       launch_cuda_source(o.key("dq"), device,
                          [&] { return std::make_pair(dq_source(ty, o.e, o.f, o.block),
                                                      std::string("ein_attention_dq")); },
                          grid(o.n * ((o.t + o.block - 1) / o.block)), o.block, buffers, params);
     }
     {
-      void* buffers[] = {o.q.device_ptr(), o.k.device_ptr(), o.v.device_ptr(), o.bias_ptr(),
-                         o.bias_off.device_ptr(), out.device_ptr(), d_out.device_ptr(),
-                         delta.device_ptr(), dk.device_ptr(), dv.device_ptr()};
+      void* buffers[] = {o.q.device_ptr(),   o.k.device_ptr(),         o.v.device_ptr(),
+                         o.bias_ptr(),       o.bias_off.device_ptr(), keys.limits.device_ptr(),
+                         out.device_ptr(),   d_out.device_ptr(),      delta.device_ptr(),
+                         dk.device_ptr(),    dv.device_ptr()};
       launch_cuda_source(o.key("dkv"), device,
                          [&] { return std::make_pair(dkv_source(ty, o.e, o.f, o.block),
                                                      std::string("ein_attention_dkv")); },

@@ -10,8 +10,10 @@
 //    probabilities from the logsumexp.
 // Scalar FMA arithmetic in f32 (f64 for f64); q, k, v and the cotangent are converted to the
 // compute type on the device first, the bias is read in place through its strides in its own
-// dtype. The exception: bf16/f16 operands with head dims that are multiples of 16 up to 128
-// run on tensor cores, forward and backward (attention_cuda_mma.h).
+// dtype, or, when the batch rows share it and a row is "zeros, then -inf" (causal, padding),
+// not at all: per-row key limits (ein_attention_limits) mask the keys and skip the tiles.
+// The exception: bf16/f16 operands with head dims that are multiples of 16 up to 128 run on
+// tensor cores, forward and backward (attention_cuda_mma.h).
 // The scalar kernels' tiles fit 40 KB of static shared memory; dims too wide for that
 // return false from cuda_attention_fits() and take the CPU path.
 #pragma once

@@ -210,9 +210,10 @@ void run_case(const Case& c, Device device = cpu()) {
   const Reference want = reference(mat_of(tq), mat_of(tk), mat_of(tv), has_bias ? &bias : nullptr,
                                    scale, d_o);
   const DType out_dtype = c.dtype == DType::f64 ? DType::f64 : DType::f32;
-  Tensor tb = has_bias ? tensor_of(bias, out_dtype) : Tensor();
+  // (broadcast on the device: a copy to it would make the stride-0 view dense)
+  Tensor tb = has_bias ? tensor_of(bias, out_dtype).to(device) : Tensor();
   if (has_bias && c.shared) tb = tb.slice(0, 0, 1).as_strided({c.n, c.t, c.s}, {0, c.s, 1}, 0);
-  const Tensor packed = attention_forward(on(tq), on(tk), on(tv), on(tb), scale, out_dtype);
+  const Tensor packed = attention_forward(on(tq), on(tk), on(tv), tb, scale, out_dtype);
   ASSERT_EQ(packed.shape(), (Shape{c.n, c.t, c.f + 1}));
   ASSERT_EQ(packed.device(), device);
   const std::vector<double> got = packed.to(cpu()).to(DType::f64).to_vector<double>();
@@ -238,7 +239,7 @@ void run_case(const Case& c, Device device = cpu()) {
   }
   const Tensor td = from_data(d_packed, {c.n, c.t, c.f + 1}).to(out_dtype);
   const Tensor grads =
-      attention_backward(on(tq), on(tk), on(tv), on(tb), packed, on(td), scale, out_dtype);
+      attention_backward(on(tq), on(tk), on(tv), tb, packed, on(td), scale, out_dtype);
   ASSERT_EQ(grads.shape(), (Shape{c.n * (c.t * c.e + c.s * c.e + c.s * c.f)}));
   const std::vector<double> g = grads.to(cpu()).to(DType::f64).to_vector<double>();
   const auto at = g.begin();
@@ -634,9 +635,12 @@ class AttentionOnCuda : public ::testing::TestWithParam<std::string> {
 };
 
 TEST_P(AttentionOnCuda, MatchesTheDefinitionInFloat64) {
-  for (Mask m : {Mask::none, Mask::causal, Mask::random_rows, Mask::additive}) {
+  for (Mask m : {Mask::none, Mask::causal, Mask::random_rows, Mask::additive, Mask::padding}) {
     run_case({2, 37, 53, 7, 5, m, DType::f64, 1e-10}, cuda());
     run_case({2, 70, 75, 16, 9, m, DType::f32, 2e-4}, cuda());
+    // a mask shared by the batch: per-row key limits where a row is "zeros, then -inf"
+    run_case({2, 37, 53, 7, 5, m, DType::f64, 1e-10, true}, cuda());
+    run_case({2, 70, 75, 16, 9, m, DType::f32, 2e-4, true}, cuda());
   }
   run_case({2, 40, 40, 8, 8, Mask::causal, DType::bf16, 2e-4}, cuda());
   if (fake_) {
