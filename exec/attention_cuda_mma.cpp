@@ -1,4 +1,5 @@
-// The tensor-core attention forward's CUDA C++ (attention_cuda_mma.h).
+// The tensor-core attention kernels' CUDA C++ (attention_cuda_mma.h): the forward, dQ, dK/dV
+// and the per-row key limits of a shared mask.
 #include "exec/attention_cuda_mma.h"
 
 #include <fmt/format.h>
@@ -41,8 +42,9 @@ std::string bias_prelude(DType bias) {
 
 int attention_mma_key_tile(int64_t e, int64_t f, bool backward) {
   if (e <= 0 || f <= 0 || e % 16 != 0 || f % 16 != 0 || e > 128 || f > 128) return 0;
-  // At e + f = 256 the backward kernels spill registers on sm_80 with tiles of 32 (ptxas,
-  // every e, f multiple of 16 checked for 16 and 32); tiles of 16 do not.
+  // At e + f = 256 the backward kernels spill registers on sm_80 with tiles of 32 (ptxas); with
+  // this rule no kernel at any e, f multiple of 16 up to 128 spills on sm_80 or sm_90
+  // (checked once for all of them; AttentionTensorCoreKernels keeps checking the widest).
   if (backward && e + f > 224) return 16;
   for (int bk : {64, 32}) {
     // the backward's f32 probabilities per warp, and dK/dV's per-query lse, delta and limit
