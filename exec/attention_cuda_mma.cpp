@@ -234,6 +234,32 @@ __device__ __forceinline__ void ein_store_scores(float* dst, const acc_t* acc) {
   for (int jt = 0; jt < EIN_BK / 16; ++jt)
     wmma::store_matrix_sync(dst + 16 * jt, acc[jt], EIN_BKS, wmma::mem_row_major);
 }
+
+// Thread 0 writes to *kend the keys the block's query rows [i0, i0 + 16 · EIN_WARPS) need: all
+// of S, or, with per-row key limits, up to their largest (a row of limit -1 needs all).
+__device__ __forceinline__ void ein_key_end(long long* kend, const int* limits, bool has_limits,
+                                            long long i0, long long T, long long S) {
+  if (threadIdx.x != 0) return;
+  long long end = has_limits ? 0 : S;
+  for (long long x = i0; has_limits && x < i0 + 16 * EIN_WARPS && x < T; ++x)
+    end = limits[x] < 0 ? S : (limits[x] > end ? limits[x] : end);
+  *kend = end;
+}
+
+// The forward's and dQ's key tile: k and v rows [j0, j0 + EIN_BK) staged in ks and vs (after
+// the previous tile is consumed), and the warp's 16 × EIN_BK scores q kᵀ in its shared rows.
+__device__ __forceinline__ void ein_key_tile_scores(in_t* ks, in_t* vs, float* scores,
+                                                    const a_t* qf, const in_t* k, const in_t* v,
+                                                    long long j0, long long S) {
+  __syncthreads();  // the previous tile is consumed
+  ein_stage<EIN_E>(ks, k, j0, S);
+  ein_stage<EIN_F>(vs, v, j0, S);
+  __syncthreads();
+  acc_t sf[EIN_BK / 16];
+  ein_times_rows<EIN_E>(sf, qf, ks, EIN_EP);
+  ein_store_scores(scores, sf);
+  __syncwarp();
+}
 )";
 }
 
@@ -273,12 +299,7 @@ extern "C" __global__ void __launch_bounds__(32 * EIN_WARPS, 1) ein_attention_fo
     const int limit = has_limits && i < T ? limits[i] : -1;  // -1: read the bias
     const bias_t* brow_at = has_bias && limit < 0 && i < T ? bias + bias_off[n] + i * brow : 0;
     __syncthreads();  // the previous item is done with kend and the tiles
-    if (threadIdx.x == 0) {  // the keys the block's rows need: up to their largest limit
-      long long end = has_limits ? 0 : S;
-      for (long long x = i0; has_limits && x < i0 + 16 * EIN_WARPS && x < T; ++x)
-        end = limits[x] < 0 ? S : (limits[x] > end ? limits[x] : end);
-      kend = end;
-    }
+    ein_key_end(&kend, limits, has_limits, i0, T, S);
     a_t qf[EIN_E / 16];
     ein_rows_as_a<EIN_E>(qf, q + n * T * EIN_E, r0, T, reinterpret_cast<in_t*>(ss[warp]), lane);
     acc_t of[EIN_F / 16];
@@ -288,14 +309,7 @@ extern "C" __global__ void __launch_bounds__(32 * EIN_WARPS, 1) ein_attention_fo
     __syncthreads();               // kend is written
 
     for (long long j0 = 0; j0 < kend; j0 += EIN_BK) {
-      __syncthreads();  // the previous tile is consumed
-      ein_stage<EIN_E>(ks, k + kv * S * EIN_E, j0, S);
-      ein_stage<EIN_F>(vs, v + kv * S * EIN_F, j0, S);
-      __syncthreads();
-      acc_t sf[EIN_BK / 16];
-      ein_times_rows<EIN_E>(sf, qf, ks, EIN_EP);
-      ein_store_scores(ss[warp], sf);
-      __syncwarp();
+      ein_key_tile_scores(ks, vs, ss[warp], qf, k + kv * S * EIN_E, v + kv * S * EIN_F, j0, S);
 
       // The online softmax of this lane's half row: its keys 2c + half (rows EIN_BKS apart and
       // interleaved halves keep the lanes' shared reads to two per bank).
@@ -381,12 +395,7 @@ extern "C" __global__ void __launch_bounds__(32 * EIN_WARPS, 1) ein_attention_dq
     const float lse = i < T ? out[(n * T + i) * (EIN_F + 1) + EIN_F] : EIN_NEG_INF;
     const float di = i < T ? delta[n * T + i] : 0.0f;
     __syncthreads();
-    if (threadIdx.x == 0) {
-      long long end = has_limits ? 0 : S;
-      for (long long x = i0; has_limits && x < i0 + 16 * EIN_WARPS && x < T; ++x)
-        end = limits[x] < 0 ? S : (limits[x] > end ? limits[x] : end);
-      kend = end;
-    }
+    ein_key_end(&kend, limits, has_limits, i0, T, S);
     a_t qf[EIN_E / 16], df[EIN_F / 16];
     ein_rows_as_a<EIN_E>(qf, q + n * T * EIN_E, r0, T, reinterpret_cast<in_t*>(ss[warp]), lane);
     ein_rows_as_a<EIN_F>(df, d_out + n * T * EIN_F, r0, T, reinterpret_cast<in_t*>(ss[warp]),
@@ -397,14 +406,7 @@ extern "C" __global__ void __launch_bounds__(32 * EIN_WARPS, 1) ein_attention_dq
     __syncthreads();
 
     for (long long j0 = 0; j0 < kend; j0 += EIN_BK) {
-      __syncthreads();
-      ein_stage<EIN_E>(ks, k + kv * S * EIN_E, j0, S);
-      ein_stage<EIN_F>(vs, v + kv * S * EIN_F, j0, S);
-      __syncthreads();
-      acc_t sf[EIN_BK / 16];
-      ein_times_rows<EIN_E>(sf, qf, ks, EIN_EP);
-      ein_store_scores(ss[warp], sf);
-      __syncwarp();
+      ein_key_tile_scores(ks, vs, ss[warp], qf, k + kv * S * EIN_E, v + kv * S * EIN_F, j0, S);
       {  // this lane's probabilities: keys 2c + half
         const float* srow = ss[warp] + rr * EIN_BKS + half;
         float* prow = pw[warp] + rr * EIN_BKS + half;
@@ -420,8 +422,9 @@ extern "C" __global__ void __launch_bounds__(32 * EIN_WARPS, 1) ein_attention_dq
         }
       }
       __syncwarp();  // the scores are read before dP overwrites them
-      ein_times_rows<EIN_F>(sf, df, vs, EIN_FP);
-      ein_store_scores(ss[warp], sf);
+      acc_t dpf[EIN_BK / 16];
+      ein_times_rows<EIN_F>(dpf, df, vs, EIN_FP);
+      ein_store_scores(ss[warp], dpf);
       __syncwarp();
       ein_ds(ps[warp], ss[warp], pw[warp], rr, half, scale, di, 0);
       __syncwarp();
