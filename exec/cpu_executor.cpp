@@ -101,7 +101,7 @@ void run_kernel_cpu(const Kernel& kernel_in, std::span<const Tensor> buffers) {
     std::vector<double>& scratch = claim.was ? own : cached;
     cached_busy = true;
     const size_t bytes = static_cast<size_t>(scratch_elements(kernel, s)) *
-                         element_size(kernel.compute);
+                         element_size(scratch_dtype(kernel));
     scratch.resize(std::max(scratch.size(), (bytes + sizeof(double) - 1) / sizeof(double)));
     ptrs[buffers.size() + 2] = scratch.data();
   }

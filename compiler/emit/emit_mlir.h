@@ -26,7 +26,7 @@ struct CpuSchedule {
   /// accumulators in a stack array of `panel` elements per stage (0: not this schedule).
   int64_t panel = 0;
   /// Mode B in one pass over one parallel dim and one reduced dim, with at most
-  /// kMaxBlockColumns points and 64 KB of sums: each outer iteration is a block of
+  /// kMaxBlockColumns points and 128 KB of accumulators: each outer iteration is a block of
   /// `row_block` whole rows, walked row by row (every buffer read and written in order, as a copy would), the block's
   /// sums kept in stack arrays and then written to the scratch area (scratch_elements()). One
   /// more iteration, number `outer_iterations`, run after all the others and alone, combines
@@ -38,7 +38,7 @@ struct CpuSchedule {
   int64_t work_per_iteration = 1;  ///< elements one outer iteration touches (for grain sizes)
 };
 
-/// The widest row (in points) that the row-block schedule takes: 16 KB of f32 sums per stage.
+/// The widest row (in points) that the row-block schedule takes: 32 KB of f64 sums per stage.
 constexpr int64_t kMaxBlockColumns = 4096;
 
 /// The schedule emit_mlir() uses for `kernel` (which must be coalesced and verified), run on
@@ -53,7 +53,11 @@ CpuSchedule schedule_cpu(const Kernel& kernel, int threads = 1);
 /// blocks: the rows per block and the number of blocks).
 std::vector<int64_t> kernel_parameters(const Kernel& kernel, const CpuSchedule& schedule);
 
-/// Elements of the compute type that a row-block schedule's blocks write their sums to
+/// The element type of a row-block schedule's scratch area: f64 for a kernel computing in
+/// f32, whose sums accumulate in f64 (emit_mlir.cpp, "Accumulators"), else the compute type.
+DType scratch_dtype(const Kernel& kernel);
+
+/// Elements of scratch_dtype() that a row-block schedule's blocks write their sums to
 /// (blocks × stages × points; 0 for the other schedules): the caller passes them as
 /// buffers[n + 2] (see emit_mlir()).
 int64_t scratch_elements(const Kernel& kernel, const CpuSchedule& schedule);

@@ -1,7 +1,8 @@
-// Internal to the MLIR emitter (emit_mlir.cpp, emit_mlir_loops.cpp): the class that writes one
-// kernel function as MLIR text. emit_mlir.cpp holds the text helpers, the buffer prologue and
-// the scalar DAG; emit_mlir_loops.cpp holds the loop structure (parallel range, stages,
-// stores). Nobody else includes this header.
+// Internal to the MLIR emitter (emit_mlir.cpp, emit_mlir_loops.cpp, emit_mlir_columns.cpp):
+// the class that writes one kernel function as MLIR text. emit_mlir.cpp holds the text helpers,
+// the buffer prologue and the scalar DAG; emit_mlir_loops.cpp holds the loop structure
+// (parallel range, stages, stores); emit_mlir_columns.cpp the panels and row blocks. Nobody
+// else includes this header.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,13 @@
 #include "compiler/emit/emit_mlir.h"
 
 namespace ein::detail {
+
+/// Terms an f32 partial sum of an f32 kernel's sum takes before it is added to the sum's f64
+/// accumulator (emit_mlir.cpp, "Accumulators"): per lane in mode A (blocks of kSumTerms quads),
+/// per point along the rows in the other schedules (blocks of kRowTerms rows: in panels and row
+/// blocks, adding the partials is a pass over the points' arrays, a 64th of the rows' work).
+inline constexpr int kSumTerms = 16;
+inline constexpr int kRowTerms = 64;
 
 /// How MLIR spells an element type (bool and u8 are i8).
 std::string_view mlir_type(DType t);
@@ -82,6 +90,24 @@ class FunctionEmitter {
   std::string stage_value(int stage, const Point& at, int w, int vdim);
   std::string combine(Combine c, const std::string& a, const std::string& b, int w);
   Point advance(const Point& at, const std::string& iv, int dim);
+  // An f32 kernel's sums accumulate in f64 (emit_mlir.cpp, "Accumulators"): the stage's
+  // accumulator type, its identity, one value added, and the result in the compute type.
+  bool wide(int stage) const;
+  bool any_wide() const;
+  std::string wide_add(const std::string& carry, const std::string& part, int w);
+  std::vector<std::string> in_blocks(
+      const std::string& lo, const std::string& hi, int64_t step,
+      const std::vector<std::string>& init, const std::vector<std::string>& types,
+      const std::function<std::vector<std::string>(const std::string&, const std::string&,
+                                                   const std::vector<std::string>&)>& block,
+      const std::function<std::vector<std::string>(const std::vector<std::string>&,
+                                                   const std::vector<std::string>&)>& merge);
+  std::string acc_type(int stage, int w) const;
+  std::string acc_identity(int stage, int w);
+  std::string accumulate(int stage, const std::string& acc, const std::string& v, int w);
+  std::string acc_result(int stage, const std::string& acc, int w);
+  std::string to_scratch(int stage, const std::string& acc, int w);
+  std::string from_scratch(int stage, const std::string& v, int w);
   std::string reduce_from(int stage, int dim, const Point& at, int w, const std::string& acc);
   std::string reduce_vectorized(int stage, int dim, const Point& at, const std::string& acc);
   void store_values(bool row, const Point& at, int w, int vdim);
@@ -98,6 +124,15 @@ class FunctionEmitter {
   std::string scratch_at(const std::string& block, int stage, const std::string& column);
   void row_block(const std::string& block, const Point& zero);
   void combine_blocks(const Point& zero);
+  std::string array_load(const std::string& array, std::string_view scalar,
+                         const std::string& column, int w);
+  void array_store(const std::string& array, std::string_view scalar, const std::string& column,
+                   const std::string& v, int w);
+  std::string panel_result(int stage, const std::string& column, int w);
+  void flush_wide(const std::string& lo, const std::string& hi, const Point& at);
+  void panel_rows(const std::string& r0, const std::string& r1, const std::string& lo,
+                  const std::string& hi, const Point& at,
+                  const std::function<void(const std::string&)>& row);
   std::string panel_acc(int stage, const std::string& column, int w);
   void set_panel_acc(int stage, const std::string& column, const std::string& v, int w);
 
@@ -115,10 +150,13 @@ class FunctionEmitter {
   bool single_pass_ = false;       // see plan_single_pass(): stages and full stores in one loop
   std::vector<std::string> panel_accs_;  // per stage, its accumulators' stack array (panels,
                                          // row blocks) ...
-  std::string acc_memref_;               // ... of this memref type
+  std::vector<std::string> wide_accs_;   // ... and a wide sum's f64 array ("" for others)
+  std::string array_length_;             // the arrays' memref length: the panel or "?"
+  std::string scratch_type_;             // the row blocks' scratch area's element type
   std::string consts_, body_;
   std::map<int64_t, std::string> index_consts_;
   std::map<std::pair<uint64_t, int>, std::string> float_consts_;
+  std::map<int, std::string> wide_zeros_;  // f64 zeros by lanes
   int next_ = 0;
   int indent_ = 2;
 };

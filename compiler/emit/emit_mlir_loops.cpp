@@ -56,6 +56,56 @@ std::string FunctionEmitter::combine(Combine c, const std::string& a, const std:
   throw std::logic_error("internal error: combine without a reduction");
 }
 
+// ---- accumulators ----------------------------------------------------------------------------
+
+bool FunctionEmitter::wide(int stage) const {
+  return k_.compute == DType::f32 && k_.stages[stage].combine == Combine::sum;
+}
+
+bool FunctionEmitter::any_wide() const {
+  for (int s = 0; s < static_cast<int>(k_.stages.size()); ++s)
+    if (wide(s)) return true;
+  return false;
+}
+
+std::string FunctionEmitter::wide_add(const std::string& carry, const std::string& part, int w) {
+  const std::string part64 = convert(part, DType::f32, DType::f64, w);
+  return op(fmt::format("arith.addf {}, {} : {}", carry, part64, vec_type(w, "f64")));
+}
+
+std::string FunctionEmitter::acc_type(int stage, int w) const {
+  return vec_type(w, wide(stage) ? "f64" : compute_);
+}
+
+std::string FunctionEmitter::acc_identity(int stage, int w) {
+  if (!wide(stage)) return literal(combine_identity(k_.stages[stage].combine), w);
+  auto it = wide_zeros_.find(w);
+  if (it != wide_zeros_.end()) return it->second;
+  const std::string name = fmt::format("%wz{}", w);
+  consts_ += w == 1
+                 ? fmt::format("  {} = arith.constant 0.0 : f64\n", name)
+                 : fmt::format("  {} = arith.constant dense<0.0> : {}\n", name, vec_type(w, "f64"));
+  return wide_zeros_[w] = name;
+}
+
+std::string FunctionEmitter::accumulate(int stage, const std::string& acc, const std::string& v,
+                                        int w) {
+  return wide(stage) ? wide_add(acc, v, w) : combine(k_.stages[stage].combine, acc, v, w);
+}
+
+std::string FunctionEmitter::acc_result(int stage, const std::string& acc, int w) {
+  return wide(stage) ? convert(acc, DType::f64, DType::f32, w) : acc;
+}
+
+std::string FunctionEmitter::to_scratch(int stage, const std::string& acc, int w) {
+  // An f32 kernel's scratch area is f64: its other stages (max, min, prod) go through exactly.
+  return k_.compute == DType::f32 && !wide(stage) ? convert(acc, DType::f32, DType::f64, w) : acc;
+}
+
+std::string FunctionEmitter::from_scratch(int stage, const std::string& v, int w) {
+  return k_.compute == DType::f32 && !wide(stage) ? convert(v, DType::f64, DType::f32, w) : v;
+}
+
 FunctionEmitter::Point FunctionEmitter::advance(const Point& at, const std::string& iv, int dim) {
   Point next = at;
   next.ivs[dim] = iv;
@@ -136,15 +186,70 @@ std::string FunctionEmitter::stage_value(int stage, const Point& at, int w, int 
   return v;
 }
 
-/// Stage `stage`'s value at this point, combined into `acc` (w lanes): one loop per reduced
-/// dim from `dim` inwards; mode A vectorizes the innermost one and reduces the lanes at its end.
+/// Walks [lo, hi) in blocks of `step`, carrying `init` (of `types`): `block(b0, b1, carries)` emits
+/// one block's loop and returns what it yields (partial sums from zero, in the compute type),
+/// `merge(carries, parts)` the carries after the block. Returns the carries after the last.
+std::vector<std::string> FunctionEmitter::in_blocks(
+    const std::string& lo, const std::string& hi, int64_t step_size,
+    const std::vector<std::string>& init, const std::vector<std::string>& types,
+    const std::function<std::vector<std::string>(const std::string&, const std::string&,
+                                                 const std::vector<std::string>&)>& block,
+    const std::function<std::vector<std::string>(const std::vector<std::string>&,
+                                                 const std::vector<std::string>&)>& merge) {
+  const size_t n = init.size();
+  const std::string res = fresh(), b = fresh(), step = index(step_size);
+  std::vector<std::string> carries;
+  std::string args;
+  for (size_t i = 0; i < n; ++i) {
+    carries.push_back(fresh());
+    args += fmt::format("{}{} = {}", i ? ", " : "", carries.back(), init[i]);
+  }
+  const std::string joined = fmt::format("{}", fmt::join(types, ", "));
+  if (n == 0)
+    line(fmt::format("scf.for {} = {} to {} step {} {{", b, lo, hi, step));
+  else
+    line(fmt::format("{}{} = scf.for {} = {} to {} step {} iter_args({}) -> ({}) {{", res,
+                     n > 1 ? fmt::format(":{}", n) : "", b, lo, hi, step, args, joined));
+  indent_ += 2;
+  const std::string end = op(fmt::format("arith.minui {}, {} : index", add_index(b, step), hi));
+  const std::vector<std::string> next = merge(carries, block(b, end, carries));
+  if (n > 0) line(fmt::format("scf.yield {} : {}", fmt::join(next, ", "), joined));
+  indent_ -= 2;
+  line("}");
+  std::vector<std::string> out;
+  for (size_t i = 0; i < n; ++i)
+    out.push_back(n > 1 ? fmt::format("{}#{}", res, i) : res);
+  return out;
+}
+
+/// Stage `stage`'s value at this point, combined into `acc` (w lanes, the stage's accumulator
+/// type): one loop per reduced dim from `dim` inwards; mode A vectorizes the innermost one and
+/// reduces the lanes at its end; a wide sum walks the innermost one in blocks of kRowTerms.
 std::string FunctionEmitter::reduce_from(int stage, int dim, const Point& at, int w,
                                          const std::string& acc) {
   const int rank = static_cast<int>(k_.domain.size());
-  const KernelStage& st = k_.stages[stage];
-  if (dim == rank) return combine(st.combine, acc, stage_value(stage, at, w, s_.vector_dim), w);
+  const Combine c = k_.stages[stage].combine;
+  if (dim == rank) return combine(c, acc, stage_value(stage, at, w, s_.vector_dim), w);
   if (dim == rank - 1 && s_.vector_dim == dim) return reduce_vectorized(stage, dim, at, acc);
-  const std::string ty = vec_type(w, compute_);
+  if (dim == rank - 1 && wide(stage)) {
+    return in_blocks(
+        index(0), sizes_[dim], kRowTerms, {acc}, {acc_type(stage, w)},
+        [&](const std::string& lo, const std::string& hi, const std::vector<std::string>&) {
+          const std::string part = fresh(), iv = fresh(), a = fresh(), ty = vec_type(w, compute_);
+          line(fmt::format("{} = scf.for {} = {} to {} step {} iter_args({} = {}) -> ({}) {{", part,
+                           iv, lo, hi, index(1), a, literal(0.0, w), ty));
+          indent_ += 2;
+          const std::string v = stage_value(stage, advance(at, iv, dim), w, s_.vector_dim);
+          line(fmt::format("scf.yield {} : {}", combine(c, a, v, w), ty));
+          indent_ -= 2;
+          line("}");
+          return std::vector<std::string>{part};
+        },
+        [&](const std::vector<std::string>& carry, const std::vector<std::string>& part) {
+          return std::vector<std::string>{wide_add(carry[0], part[0], w)};
+        })[0];
+  }
+  const std::string ty = acc_type(stage, w);
   std::string iv = fresh(), a = fresh(), res = fresh();
   line(fmt::format("{} = scf.for {} = {} to {} step {} iter_args({} = {}) -> ({}) {{", res, iv,
                    index(0), sizes_[dim], index(1), a, acc, ty));
@@ -157,7 +262,10 @@ std::string FunctionEmitter::reduce_from(int stage, int dim, const Point& at, in
 }
 
 /// Mode A: lanes over the innermost reduced dim, four vector accumulators (four independent
-/// dependency chains hide the add latency), then one, then a scalar tail; `acc` is scalar.
+/// dependency chains hide the add latency), then one, then a scalar tail; `acc` is scalar (in
+/// the stage's accumulator type). A wide sum (an f32 kernel's) runs the four accumulators over
+/// blocks of kSumTerms quads, from zero per block, and adds each block's lanes to an f64
+/// accumulator: each f32 partial sums at most kSumTerms values.
 std::string FunctionEmitter::reduce_vectorized(int stage, int dim, const Point& at,
                                                const std::string& acc) {
   const Combine c = k_.stages[stage].combine;
@@ -168,16 +276,17 @@ std::string FunctionEmitter::reduce_vectorized(int stage, int dim, const Point& 
   const std::string nv4 =
       mul_index(op(fmt::format("arith.divui {}, {} : index", n, index(4 * vw))), index(4 * vw));
   const std::string vty = vec_type(vw, compute_);
-  std::string quad = fresh(), qiv = fresh();
-  std::string qa[4] = {fresh(), fresh(), fresh(), fresh()};
   const std::string init = literal(combine_identity(c), vw);
-  line(fmt::format(
-      "{}:4 = scf.for {} = {} to {} step {} iter_args({} = {}, {} = {}, {} = {}, {} = {}) -> "
-      "({}, {}, {}, {}) {{",
-      quad, qiv, index(0), nv4, index(4 * vw), qa[0], init, qa[1], init, qa[2], init, qa[3], init,
-      vty, vty, vty, vty));
-  indent_ += 2;
-  {
+  // The four accumulators over [lo, hi) (a multiple of 4·vw), from the identity, merged.
+  auto quads = [&](const std::string& lo, const std::string& hi) {
+    std::string quad = fresh(), qiv = fresh();
+    std::string qa[4] = {fresh(), fresh(), fresh(), fresh()};
+    line(fmt::format(
+        "{}:4 = scf.for {} = {} to {} step {} iter_args({} = {}, {} = {}, {} = {}, {} = {}) -> "
+        "({}, {}, {}, {}) {{",
+        quad, qiv, lo, hi, index(4 * vw), qa[0], init, qa[1], init, qa[2], init, qa[3], init, vty,
+        vty, vty, vty));
+    indent_ += 2;
     std::string next[4];
     for (int j = 0; j < 4; ++j) {
       const std::string pos = j == 0 ? qiv : add_index(qiv, index(j * vw));
@@ -185,31 +294,56 @@ std::string FunctionEmitter::reduce_vectorized(int stage, int dim, const Point& 
     }
     line(fmt::format("scf.yield {}, {}, {}, {} : {}, {}, {}, {}", next[0], next[1], next[2],
                      next[3], vty, vty, vty, vty));
-  }
-  indent_ -= 2;
-  line("}");
-  const std::string merged = combine(c, combine(c, quad + "#0", quad + "#1", vw),
-                                     combine(c, quad + "#2", quad + "#3", vw), vw);
-  std::string iv = fresh(), a = fresh(), vres = fresh();
-  line(fmt::format("{} = scf.for {} = {} to {} step {} iter_args({} = {}) -> ({}) {{", vres, iv,
-                   nv4, nv, index(vw), a, merged, vty));
-  indent_ += 2;
-  {
-    std::string v = stage_value(stage, advance(at, iv, dim), vw, dim);
+    indent_ -= 2;
+    line("}");
+    return combine(c, combine(c, quad + "#0", quad + "#1", vw),
+                   combine(c, quad + "#2", quad + "#3", vw), vw);
+  };
+  // One vector accumulator over [nv4, nv), from `from`.
+  auto singles = [&](const std::string& from) {
+    std::string iv = fresh(), a = fresh(), res = fresh();
+    line(fmt::format("{} = scf.for {} = {} to {} step {} iter_args({} = {}) -> ({}) {{", res, iv,
+                     nv4, nv, index(vw), a, from, vty));
+    indent_ += 2;
+    const std::string v = stage_value(stage, advance(at, iv, dim), vw, dim);
     line(fmt::format("scf.yield {} : {}", combine(c, a, v, vw), vty));
+    indent_ -= 2;
+    line("}");
+    return res;
+  };
+  std::string start;
+  if (!wide(stage)) {
+    const std::string h =
+        op(fmt::format("vector.reduction <{}>, {} : {} into {}", horizontal_kind(c),
+                       singles(quads(index(0), nv4)), vty, compute_));
+    start = combine(c, acc, h, 1);
+  } else {
+    // Each block's merged f32 vector is summed across its lanes (as a tree: reassociating
+    // these few adds is what makes them cheap) and added to the f64 accumulator.
+    auto lanes = [&](const std::string& v) {
+      return op(fmt::format("vector.reduction <add>, {} fastmath<reassoc> : {} into {}", v, vty,
+                            compute_));
+    };
+    const std::string blocks =
+        // kSumTerms quads a block: each lane of each accumulator sums kSumTerms values
+        in_blocks(
+            index(0), nv4, 4 * vw * kSumTerms, {acc}, {"f64"},
+            [&](const std::string& lo, const std::string& hi, const std::vector<std::string>&) {
+              return std::vector<std::string>{lanes(quads(lo, hi))};
+            },
+            [&](const std::vector<std::string>& carry, const std::vector<std::string>& part) {
+              return std::vector<std::string>{wide_add(carry[0], part[0], 1)};
+            })[0];
+    start = wide_add(blocks, lanes(singles(init)), 1);
   }
-  indent_ -= 2;
-  line("}");
-  std::string h = op(fmt::format("vector.reduction <{}>, {} : {} into {}", horizontal_kind(c), vres,
-                                 vty, compute_));
-  std::string start = combine(c, acc, h, 1);
+  const std::string scalar = acc_type(stage, 1);
   std::string tiv = fresh(), ta = fresh(), tres = fresh();
   line(fmt::format("{} = scf.for {} = {} to {} step {} iter_args({} = {}) -> ({}) {{", tres, tiv,
-                   nv, n, index(1), ta, start, compute_));
+                   nv, n, index(1), ta, start, scalar));
   indent_ += 2;
   {
     std::string v = stage_value(stage, advance(at, tiv, dim), 1, dim);
-    line(fmt::format("scf.yield {} : {}", combine(c, ta, v, 1), compute_));
+    line(fmt::format("scf.yield {} : {}", accumulate(stage, ta, v, 1), scalar));
   }
   indent_ -= 2;
   line("}");
@@ -320,28 +454,52 @@ std::vector<std::string> FunctionEmitter::single_pass_point(const Point& at, int
 std::vector<std::string> FunctionEmitter::single_pass_from(int dim, const Point& at, int w,
                                                            const std::vector<std::string>& accs) {
   const int rank = static_cast<int>(k_.domain.size());
-  const size_t n = k_.stages.size();
+  const int n = static_cast<int>(k_.stages.size());
   if (dim == rank) return single_pass_point(at, w, accs);
-  const std::string ty = vec_type(w, compute_);
-  std::string res = fresh(), iv = fresh(), args, types;
-  std::vector<std::string> inner;
-  for (size_t s = 0; s < n; ++s) {
-    inner.push_back(fresh());
-    args += fmt::format("{}{} = {}", s ? ", " : "", inner.back(), accs[s]);
-    types += fmt::format("{}{}", s ? ", " : "", ty);
+  // Rows [lo, hi) of dim, carrying `init` (of `types`).
+  auto rows = [&](const std::string& lo, const std::string& hi,
+                  const std::vector<std::string>& init, const std::vector<std::string>& types) {
+    std::string res = fresh(), iv = fresh(), args;
+    std::vector<std::string> inner;
+    for (int s = 0; s < n; ++s) {
+      inner.push_back(fresh());
+      args += fmt::format("{}{} = {}", s ? ", " : "", inner.back(), init[s]);
+    }
+    const std::string joined = fmt::format("{}", fmt::join(types, ", "));
+    line(fmt::format("{}{} = scf.for {} = {} to {} step {} iter_args({}) -> ({}) {{", res,
+                     n > 1 ? fmt::format(":{}", n) : "", iv, lo, hi, index(1), args, joined));
+    indent_ += 2;
+    const std::vector<std::string> next = single_pass_from(dim + 1, advance(at, iv, dim), w, inner);
+    line(fmt::format("scf.yield {} : {}", fmt::join(next, ", "), joined));
+    indent_ -= 2;
+    line("}");
+    std::vector<std::string> out;
+    for (int s = 0; s < n; ++s)
+      out.push_back(n > 1 ? fmt::format("{}#{}", res, s) : res);
+    return out;
+  };
+  std::vector<std::string> types, part_types;
+  for (int s = 0; s < n; ++s) {
+    types.push_back(acc_type(s, w));
+    part_types.push_back(vec_type(w, compute_));
   }
-  line(fmt::format("{}{} = scf.for {} = {} to {} step {} iter_args({}) -> ({}) {{", res,
-                   n > 1 ? fmt::format(":{}", n) : "", iv, index(0), sizes_[dim], index(1), args,
-                   types));
-  indent_ += 2;
-  const std::vector<std::string> next = single_pass_from(dim + 1, advance(at, iv, dim), w, inner);
-  line(fmt::format("scf.yield {} : {}", fmt::join(next, ", "), types));
-  indent_ -= 2;
-  line("}");
-  std::vector<std::string> out;
-  for (size_t s = 0; s < n; ++s)
-    out.push_back(n > 1 ? fmt::format("{}#{}", res, s) : res);
-  return out;
+  if (dim < rank - 1 || !any_wide()) return rows(index(0), sizes_[dim], accs, types);
+  // The innermost dim with wide sums: blocks of kRowTerms rows, each wide sum from zero in
+  // the compute type, then added to its f64 accumulator; the other stages carry on as they are.
+  return in_blocks(
+      index(0), sizes_[dim], kRowTerms, accs, types,
+      [&](const std::string& lo, const std::string& hi, const std::vector<std::string>& carry) {
+        std::vector<std::string> init;
+        for (int s = 0; s < n; ++s)
+          init.push_back(wide(s) ? literal(0.0, w) : carry[s]);
+        return rows(lo, hi, init, part_types);
+      },
+      [&](const std::vector<std::string>& carry, const std::vector<std::string>& part) {
+        std::vector<std::string> next;
+        for (int s = 0; s < n; ++s)
+          next.push_back(wide(s) ? wide_add(carry[s], part[s], w) : part[s]);
+        return next;
+      });
 }
 
 /// One point, or `w` points along the last parallel dim: stages, full stores, row stores.
@@ -354,15 +512,17 @@ void FunctionEmitter::point(const Point& at, int w) {
   const int lanes = s_.vector_dim == p - 1 ? w : 1;
   accs_.clear();
   acc_lanes_ = lanes;
+  const int stages = static_cast<int>(k_.stages.size());
   if (single_pass_) {
     std::vector<std::string> init;
-    for (const KernelStage& st : k_.stages)
-      init.push_back(literal(combine_identity(st.combine), lanes));
+    for (int s = 0; s < stages; ++s)
+      init.push_back(acc_identity(s, lanes));
     accs_ = single_pass_from(p, at, lanes, init);
+    for (int s = 0; s < stages; ++s)
+      accs_[s] = acc_result(s, accs_[s], lanes);
   } else {
-    for (size_t s = 0; s < k_.stages.size(); ++s)
-      accs_.push_back(reduce_from(static_cast<int>(s), p, at, lanes,
-                                  literal(combine_identity(k_.stages[s].combine), lanes)));
+    for (int s = 0; s < stages; ++s)
+      accs_.push_back(acc_result(s, reduce_from(s, p, at, lanes, acc_identity(s, lanes)), lanes));
     bool any_full = false;
     for (const KernelStore& st : k_.stores)
       any_full = any_full || !k_.row_buffer(st.buffer);
@@ -371,188 +531,29 @@ void FunctionEmitter::point(const Point& at, int w) {
   store_values(true, at, lanes, std::max(s_.vector_dim, 0));
 }
 
-// ---- panels (mode B in one pass) ------------------------------------------------------------
-// An outer iteration is a panel: points [lo, hi) of the last parallel dim. The stages'
-// accumulators live in stack arrays (one per stage, index = point - lo); the panel's rows are
-// walked in order, each row step running over the panel's points in vectors (then a scalar
-// tail), so each buffer is read and written in runs of hi - lo contiguous elements. The sums
-// are combined row by row in the same order as the register schedule: the results are the
-// same bits.
-
-std::string FunctionEmitter::panel_acc(int stage, const std::string& column, int w) {
-  const std::string& memref = acc_memref_;
-  if (w == 1)
-    return op(fmt::format("memref.load {}[{}] : {}", panel_accs_[stage], column, memref));
-  return op(fmt::format("vector.load {}[{}] : {}, {}", panel_accs_[stage], column, memref,
-                        vec_type(w, compute_)));
-}
-
-void FunctionEmitter::set_panel_acc(int stage, const std::string& column, const std::string& v,
-                                    int w) {
-  const std::string& memref = acc_memref_;
-  if (w == 1)
-    line(fmt::format("memref.store {}, {}[{}] : {}", v, panel_accs_[stage], column, memref));
-  else
-    line(fmt::format("vector.store {}, {}[{}] : {}, {}", v, panel_accs_[stage], column, memref,
-                     vec_type(w, compute_)));
-}
-
-/// Points [lo, hi) of the last parallel dim from `at`, in vectors then a scalar tail: `body`
-/// gets the point's offset in the panel, its lanes and the point.
-void FunctionEmitter::panel_columns(
-    const std::string& lo, const std::string& hi, const Point& at,
-    const std::function<void(const std::string&, int, const Point&)>& body) {
-  const int last = k_.parallel_dims() - 1, vw = s_.vector_width;
-  const std::string len = op(fmt::format("arith.subi {}, {} : index", hi, lo));
-  const std::string nv = add_index(
-      lo, mul_index(op(fmt::format("arith.divui {}, {} : index", len, index(vw))), index(vw)));
-  for (int pass = 0; pass < 2; ++pass) {
-    const std::string iv = fresh();
-    line(fmt::format("scf.for {} = {} to {} step {} {{", iv, pass == 0 ? lo : nv,
-                     pass == 0 ? nv : hi, index(pass == 0 ? vw : 1)));
-    indent_ += 2;
-    body(op(fmt::format("arith.subi {}, {} : index", iv, lo)), pass == 0 ? vw : 1,
-         advance(at, iv, last));
-    indent_ -= 2;
-    line("}");
-  }
-}
-
-/// One row of points [lo, hi) at `at`: every stage combined into its array, every full store
-/// written.
-void FunctionEmitter::panel_row(const std::string& lo, const std::string& hi, const Point& at) {
-  panel_columns(lo, hi, at, [&](const std::string& col, int w, const Point& pt) {
-    std::vector<std::string> accs;
-    for (size_t s = 0; s < k_.stages.size(); ++s)
-      accs.push_back(panel_acc(static_cast<int>(s), col, w));
-    const std::vector<std::string> next = single_pass_point(pt, w, accs);
-    for (size_t s = 0; s < next.size(); ++s)
-      set_panel_acc(static_cast<int>(s), col, next[s], w);
-  });
-}
-
-/// Every stage's array over points [lo, hi) set to the stage's identity.
-void FunctionEmitter::reset_panel_accs(const std::string& lo, const std::string& hi,
-                                       const Point& base) {
-  panel_columns(lo, hi, base, [&](const std::string& col, int w, const Point&) {
-    for (size_t s = 0; s < k_.stages.size(); ++s)
-      set_panel_acc(static_cast<int>(s), col,
-                    literal(combine_identity(k_.stages[s].combine), w), w);
-  });
-}
-
-/// The rows of the panel: one loop per reduced dim from `dim` inwards, the panel's points
-/// innermost (every stage combined into its array, every full store written).
-void FunctionEmitter::panel_rows_from(int dim, const std::string& lo, const std::string& hi,
-                                      const Point& at) {
-  const int rank = static_cast<int>(k_.domain.size());
-  if (dim == rank) {
-    panel_row(lo, hi, at);
-    return;
-  }
-  const std::string iv = fresh();
-  line(fmt::format("scf.for {} = {} to {} step {} {{", iv, index(0), sizes_[dim], index(1)));
-  indent_ += 2;
-  panel_rows_from(dim + 1, lo, hi, advance(at, iv, dim));
-  indent_ -= 2;
-  line("}");
-}
-
-/// One panel: the arrays set to each stage's identity, the rows, then the row stores.
-void FunctionEmitter::panel(const std::string& lo, const std::string& hi, const Point& base) {
-  reset_panel_accs(lo, hi, base);
-  panel_rows_from(k_.parallel_dims(), lo, hi, base);
-  panel_columns(lo, hi, base, [&](const std::string& col, int w, const Point& pt) {
-    accs_.clear();
-    for (size_t s = 0; s < k_.stages.size(); ++s)
-      accs_.push_back(panel_acc(static_cast<int>(s), col, w));
-    acc_lanes_ = w;
-    store_values(true, pt, w, s_.vector_dim);
-  });
-}
-
-// ---- row blocks (mode B in one pass, one parallel and one reduced dim) -----------------------
-// An outer iteration below the block count is a block of whole rows: the sums of its rows in
-// stack arrays (one per stage, index = point), walked like a panel of every point, then
-// written to the scratch area at [block][stage][point]. The iteration at the block count
-// combines the blocks' sums in block order and writes the row stores.
-
-std::string FunctionEmitter::scratch_at(const std::string& block, int stage,
-                                        const std::string& column) {
-  const std::string row = add_index(
-      mul_index(block, index(static_cast<int64_t>(k_.stages.size()))), index(stage));
-  return add_index(mul_index(row, sizes_[0]), column);
-}
-
-void FunctionEmitter::row_block(const std::string& block, const Point& zero) {
-  const std::string n = sizes_[0], scratch = fmt::format("%m{}", k_.buffers.size() + 2);
-  const std::string memref = fmt::format("memref<?x{}>", compute_);
-  reset_panel_accs(index(0), n, zero);
-  const std::string r0 = mul_index(block, chunk_);
-  const std::string r1 =
-      op(fmt::format("arith.minui {}, {} : index", add_index(r0, chunk_), sizes_[1]));
-  const std::string iv = fresh();
-  line(fmt::format("scf.for {} = {} to {} step {} {{", iv, r0, r1, index(1)));
-  indent_ += 2;
-  panel_row(index(0), n, advance(zero, iv, 1));
-  indent_ -= 2;
-  line("}");
-  panel_columns(index(0), n, zero, [&](const std::string& col, int w, const Point&) {
-    for (size_t s = 0; s < k_.stages.size(); ++s) {
-      const std::string v = panel_acc(static_cast<int>(s), col, w),
-                        at = scratch_at(block, static_cast<int>(s), col);
-      if (w == 1)
-        line(fmt::format("memref.store {}, {}[{}] : {}", v, scratch, at, memref));
-      else
-        line(fmt::format("vector.store {}, {}[{}] : {}, {}", v, scratch, at, memref,
-                         vec_type(w, compute_)));
-    }
-  });
-}
-
-void FunctionEmitter::combine_blocks(const Point& zero) {
-  const std::string scratch = fmt::format("%m{}", k_.buffers.size() + 2);
-  const std::string memref = fmt::format("memref<?x{}>", compute_);
-  panel_columns(index(0), sizes_[0], zero, [&](const std::string& col, int w, const Point& pt) {
-    const std::string ty = vec_type(w, compute_);
-    accs_.clear();
-    for (size_t s = 0; s < k_.stages.size(); ++s) {
-      const Combine c = k_.stages[s].combine;
-      const std::string res = fresh(), b = fresh(), a = fresh();
-      line(fmt::format("{} = scf.for {} = {} to {} step {} iter_args({} = {}) -> ({}) {{", res, b,
-                       index(0), chunks_, index(1), a, literal(combine_identity(c), w), ty));
-      indent_ += 2;
-      const std::string at = scratch_at(b, static_cast<int>(s), col);
-      const std::string v =
-          w == 1 ? op(fmt::format("memref.load {}[{}] : {}", scratch, at, memref))
-                 : op(fmt::format("vector.load {}[{}] : {}, {}", scratch, at, memref, ty));
-      line(fmt::format("scf.yield {} : {}", combine(c, a, v, w), ty));
-      indent_ -= 2;
-      line("}");
-      accs_.push_back(res);
-    }
-    acc_lanes_ = w;
-    store_values(true, pt, w, s_.vector_dim);
-  });
-}
-
 void FunctionEmitter::emit_outer_loop() {
   plan_single_pass();
   if (!single_pass_) plan_stash();
   const int p = k_.parallel_dims();
   // Panels and row blocks need the single pass (the register schedule runs any chunk size).
   const bool panels = s_.panel > 0 && single_pass_ && s_.vector_dim == p - 1;
-  const bool blocks = s_.row_block > 0 && single_pass_ && s_.vector_dim == 0 && p == 1 &&
-                      k_.domain.size() == 2;
+  const bool blocks =
+      s_.row_block > 0 && single_pass_ && s_.vector_dim == 0 && p == 1 && k_.domain.size() == 2;
   if (s_.row_block > 0 && !blocks)
     throw std::logic_error("internal error: a row-block schedule for a kernel it does not fit");
   if (panels || blocks) {
-    acc_memref_ = panels ? fmt::format("memref<{}x{}>", s_.panel, compute_)
-                         : fmt::format("memref<?x{}>", compute_);
-    for (size_t s = 0; s < k_.stages.size(); ++s) {
-      panel_accs_.push_back(fresh());
-      line(fmt::format("{} = memref.alloca({}) : {}", panel_accs_.back(),
-                       blocks ? sizes_[0] : "", acc_memref_));
+    // Per stage an array of its accumulators in the compute type, and for a wide sum one of
+    // f64 that the f32 ones are added to every kRowTerms rows.
+    array_length_ = panels ? std::to_string(s_.panel) : "?";
+    auto array = [&](std::string_view scalar) {
+      const std::string name = fresh();
+      line(fmt::format("{} = memref.alloca({}) : memref<{}x{}>", name, blocks ? sizes_[0] : "",
+                       array_length_, scalar));
+      return name;
+    };
+    for (int s = 0; s < static_cast<int>(k_.stages.size()); ++s) {
+      panel_accs_.push_back(array(compute_));
+      wide_accs_.push_back(wide(s) ? array("f64") : "");
     }
   }
   Point zero{std::vector<std::string>(k_.buffers.size(), index(0)),

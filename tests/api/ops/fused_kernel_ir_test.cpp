@@ -400,7 +400,7 @@ Kernel two_stage_columns(int64_t o, int64_t p, int64_t r, int64_t q) {
 }
 
 TEST(FusedKernelIr, ColumnSumsOverFarApartRowsRunInPanels) {
-  // Rows 8 KB or more apart: a panel per thread, at most 8 KB of accumulators a stage. 5000
+  // Rows 8 KB or more apart: a panel per thread, at most 8 KB of each row a panel. 5000
   // f32 points are three panels on one or two threads (2048, 2048, 904), on four 1264-point
   // ones. Rows 4 KB apart keep the register strips.
   const Kernel wide = map_and_sum_kernel({5000, 300}, {1, 5000}, {1, 5000});
@@ -412,10 +412,10 @@ TEST(FusedKernelIr, ColumnSumsOverFarApartRowsRunInPanels) {
   EXPECT_EQ(schedule_cpu(map_and_sum_kernel({1024, 300}, {1, 1024}, {1, 1024}), 2).panel, 0);
   check_against_evaluate(wide, 60, "panels of 2048 points");
   // One tanh per loop over the panel's points (vectors, then a scalar tail); the sums in a
-  // stack array of 8 KB.
+  // stack array of 2048 f64 (f32 sums accumulate in f64).
   const std::string mlir = emit_kernel(wide, Target::mlir);
   EXPECT_EQ(occurrences(mlir, "math.tanh"), 2u) << mlir;
-  EXPECT_NE(mlir.find("memref.alloca() : memref<2048xf32>"), std::string::npos) << mlir;
+  EXPECT_NE(mlir.find("memref.alloca() : memref<2048xf64>"), std::string::npos) << mlir;
   // Two stages, two reduced dims, an outer parallel dim, f64 (1024-element arrays), odd sizes:
   // the last panel of each o ends in a scalar tail.
   const Kernel two = two_stage_columns(3, 75, 14, 9);
@@ -429,15 +429,16 @@ TEST(FusedKernelIr, ColumnSumsOverFarApartRowsRunInPanels) {
 TEST(FusedKernelIr, ColumnSumsInRowBlocks) {
   // One parallel dim of at most 4096 points and one reduced dim: blocks of whole rows, at
   // least 64K elements each and at most 32 of them, whatever the thread count. 300 points
-  // (vectors and a scalar tail) over 1000 rows: blocks of ⌈65536 / 300⌉ = 219 rows, the last
-  // one 124.
+  // (vectors and a scalar tail) over 1000 rows: ⌈65536 / 300⌉ = 219 rows, rounded up to
+  // whole runs of 64 (the f32 sums go into f64 ones every 64 rows): blocks of 256, the last
+  // one 232.
   const Kernel k = map_and_sum_kernel({300, 1000}, {1, 300}, {1, 300});
   for (int threads : {1, 2, 4}) {
     const CpuSchedule s = schedule_cpu(k, threads);
-    EXPECT_EQ(s.row_block, 219);
+    EXPECT_EQ(s.row_block, 256);
     EXPECT_EQ(s.panel, 0);
-    EXPECT_EQ(s.outer_iterations, 5);
-    EXPECT_EQ(scratch_elements(k, s), 5 * 300);
+    EXPECT_EQ(s.outer_iterations, 4);
+    EXPECT_EQ(scratch_elements(k, s), 4 * 300);
   }
   check_against_evaluate(k, 70, "row blocks: 300 points, 1000 rows");
   // Rows 8 KB apart with at most 4096 points: row blocks rather than panels; 100 rows are
@@ -456,7 +457,8 @@ TEST(FusedKernelIr, ColumnSumsInRowBlocks) {
   // Fewer rows than two blocks, or more points than 4096: the other schedules.
   EXPECT_EQ(schedule_cpu(map_and_sum_kernel({300, 400}, {1, 300}, {1, 300}), 2).row_block, 0);
   EXPECT_EQ(schedule_cpu(map_and_sum_kernel({5000, 300}, {1, 5000}, {1, 5000}), 2).row_block, 0);
-  // At most 64 KB of sums on the stack: four f32 stages over 4096 points, not five.
+  // At most 128 KB of sums on the stack (f64 for an f32 kernel): four stages over 4096
+  // points, not five.
   auto powers = [](int stages) {
     Kernel m;
     m.name = "power_sums";
@@ -570,6 +572,62 @@ void check_split(const Kernel& k, int64_t chunks, uint64_t seed, const std::stri
                  fmt::format("{}: buffer {}, split against whole", what, b));
     expect_close(parts[b], {{n}, data[b]}, tol,
                  fmt::format("{}: buffer {}, split against the float64 semantics", what, b));
+  }
+}
+
+/// A sum over the last dim of `domain` (P points × R rows), of x with `x_strides`, into an
+/// output with `out_strides`; with `store`, x is also copied to a full output (one pass).
+Kernel long_sum_kernel(Shape domain, const Shape& x_strides, const Shape& out_strides,
+                       bool store) {
+  Kernel k;
+  k.name = "long_sum";
+  k.domain = std::move(domain);
+  k.reduced = 1;
+  const int x = k.load(k.add_buffer(DType::f32, x_strides));
+  if (store) k.store(k.add_output(DType::f32, x_strides), x);
+  k.store(k.add_output(DType::f32, out_strides), k.reduce(Combine::sum, x));
+  return k;
+}
+
+TEST(FusedKernelIr, LongF32SumsAccumulateInF64InEverySchedule) {
+  // Sums of many f32 values of 0.1 (whose roundings all lean one way). Accumulated in f32
+  // they came out 8e-6 (panels: 800 terms a point) to 1e-2 (scalar: 10^6 terms in one chain)
+  // off, 4.7e-4 in mode A (64 lanes of ~47,000 terms each). Accumulated in f64, from f32
+  // partials of at most 16 terms a lane (mode A) or 64 rows (the others), each is within 1e-6
+  // (PyTorch's sum of 10^7 such values: 4.5e-7).
+  struct Case {
+    const char* what;
+    Kernel k;
+    bool (*schedule_is)(const CpuSchedule&);
+  };
+  const int64_t big = 3'000'001;
+  Case cases[] = {
+      {"mode A", long_sum_kernel({2, big}, {big, 1}, {1, 0}, false),
+       [](const CpuSchedule& s) { return s.vector_dim == 1; }},
+      {"mode B strips", long_sum_kernel({40, 100'000}, {1, 40}, {1, 0}, false),
+       [](const CpuSchedule& s) { return s.vector_dim == 0 && s.panel == 0 && s.row_block == 0; }},
+      {"scalar", long_sum_kernel({3, 1'000'000}, {1, 3}, {2, 0}, false),
+       [](const CpuSchedule& s) { return s.vector_dim == -1; }},
+      {"row blocks", long_sum_kernel({16, 250'000}, {1, 16}, {1, 0}, true),
+       [](const CpuSchedule& s) { return s.row_block > 0; }},
+      {"panels", long_sum_kernel({5000, 800}, {1, 5000}, {1, 0}, true),
+       [](const CpuSchedule& s) { return s.panel > 0; }},
+  };
+  for (Case& c : cases) {
+    const std::string name = c.what;
+    EXPECT_TRUE(c.schedule_is(schedule_cpu(c.k, 2))) << name << ": not the schedule meant";
+    std::vector<Tensor> tensors;
+    for (size_t b = 0; b < c.k.buffers.size(); ++b)
+      tensors.push_back(full({extent(c.k, static_cast<int>(b))}, b == 0 ? 0.1 : 0.0, DType::f32,
+                             cpu()));
+    run_kernel(c.k, tensors);
+    const double exact = static_cast<double>(0.1f) * static_cast<double>(c.k.domain[1]);
+    const std::vector<double> out = tensors.back().to_vector<double>();
+    const int64_t stride = c.k.buffers.back().strides[0];
+    for (int64_t p = 0; p < c.k.domain[0]; ++p) {
+      const double got = out[static_cast<size_t>(p * stride)];
+      EXPECT_NEAR(got, exact, 1e-6 * exact) << name << ", point " << p;
+    }
   }
 }
 
