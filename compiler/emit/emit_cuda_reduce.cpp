@@ -9,11 +9,16 @@
 //        then across the group (warp shuffles; for a block, then one value per warp through
 //        shared memory), so every thread holds the stage's result for the next stage and the
 //        stores. When the thread's points of the row's inputs
-//        and of the last stage's value fit in 64 registers (32 in a 512-thread block), the row is read once into registers and kept there ("on chip") for every stage and
-//        store, and the last stage's value (softmax's exp(x − max)) is kept too, so softmax
-//        reads x once, computes exp once and writes y once.
+//        and of the last stage's value fit in 64 registers (32 in a 512-thread block), the row is
+//        read once into registers and kept there ("on chip") for every stage and store, and the
+//        last stage's value (softmax's exp(x − max)) is kept too, so softmax reads x once, computes
+//        exp once and writes y once.
 //   column  otherwise (rows along a strided dim, e.g. 'n c -> c'): one thread per row, the
 //        stages as serial loops; adjacent threads take adjacent rows, so their loads coalesce.
+// A sum in an f32 kernel whose thread adds more than kF32Terms points accumulates them in a
+// double (emit_mlir.cpp, "Accumulators": 10^5 values of 0.1 in one f32 chain came out 1.4e-4
+// off); the loops are memory-bound, and the thread's result is rounded to f32 before the group
+// combines it (a tree of at most 512 values).
 #include <numeric>
 #include <string>
 #include <vector>
@@ -33,6 +38,31 @@ constexpr int kRowsPerWarpBlock = 8;
 // threads, 128 at 512), so the stages' own values still fit without spilling.
 constexpr int kOnChipWarpValues = 64;
 constexpr int kOnChipBlockValues = 32;
+constexpr int64_t kF32Terms = 64;
+
+/// Declares stage `s`'s accumulator, in a double when `terms` values of an f32 sum go in it.
+bool open_accumulator(CudaWriter& w, size_t s, int64_t terms) {
+  const KernelStage& stage = w.k.stages[s];
+  const bool wide = w.k.compute == DType::f32 && stage.combine == Combine::sum && terms > kF32Terms;
+  if (wide)
+    w.line(fmt::format("double d{} = 0.0;", s));
+  else
+    w.line(fmt::format("{} a{} = {};", w.ct, s, w.literal(combine_identity(stage.combine))));
+  return wide;
+}
+
+/// Adds `v` to stage `s`'s accumulator.
+void accumulate(CudaWriter& w, size_t s, bool wide, const std::string& v) {
+  if (wide)
+    w.line(fmt::format("d{} += (double)({});", s, v));
+  else
+    w.line(fmt::format("a{} = {};", s, w.combine(w.k.stages[s].combine, fmt::format("a{}", s), v)));
+}
+
+/// Stage `s`'s accumulator as `a<s>` in the compute type.
+void close_accumulator(CudaWriter& w, size_t s, bool wide) {
+  if (wide) w.line(fmt::format("{0} a{1} = ({0})d{1};", w.ct, s));
+}
 
 struct RowPlan {
   std::vector<int> pdims, rdims;
@@ -153,15 +183,16 @@ void emit_rows(CudaWriter& w, CudaKernel& out, RowPlan plan) {
   }
   for (size_t s = 0; s < k.stages.size(); ++s) {
     const KernelStage& stage = k.stages[s];
-    w.line(fmt::format("{} a{} = {};", w.ct, s, w.literal(combine_identity(stage.combine))));
+    const bool wide = open_accumulator(w, s, plan.items);
     const bool stashed = stage.value == plan.stash && s + 1 == k.stages.size();
     if (stashed) w.line(fmt::format("{} e[{}];", w.ct, plan.items));
     open_row_points(w, plan);
     CudaWriter::Memo memo;
     const std::string v = w.value(stage.value, row_point(w, plan), memo);
-    w.line(fmt::format("a{} = {};", s, w.combine(stage.combine, fmt::format("a{}", s), v)));
+    accumulate(w, s, wide, v);
     if (stashed) w.line("e[it] = " + v + ";");
     close_row_points(w, plan);
+    close_accumulator(w, s, wide);
     const std::string_view op = CudaWriter::combine_functor(stage.combine);
     if (warp)
       w.line(fmt::format("a{0} = ein_warp_reduce(a{0}, {1}());", s, op));
@@ -213,13 +244,13 @@ void emit_columns(CudaWriter& w, CudaKernel& out, const RowPlan& plan) {
                      w.idx, plan.rows));
   w.decompose("row", plan.pdims, "rest_p");
   for (size_t s = 0; s < k.stages.size(); ++s) {
-    const KernelStage& stage = k.stages[s];
-    w.line(fmt::format("{} a{} = {};", w.ct, s, w.literal(combine_identity(stage.combine))));
+    const bool wide = open_accumulator(w, s, plan.row);
     open_r_loops(w, plan);
     CudaWriter::Memo memo;
-    const std::string v = w.value(stage.value, w.direct_point(names), memo);
-    w.line(fmt::format("a{} = {};", s, w.combine(stage.combine, fmt::format("a{}", s), v)));
+    const std::string v = w.value(k.stages[s].value, w.direct_point(names), memo);
+    accumulate(w, s, wide, v);
     close_r_loops(w, plan);
+    close_accumulator(w, s, wide);
   }
   if (full_stores) {
     open_r_loops(w, plan);

@@ -17,6 +17,7 @@
 #include "compiler/emit/cuda_corpus.h"
 #include "api/ops/ops_test_support.h"
 #include <ein/tensor.h>
+#include "runtime/cuda/nvrtc.h"
 #include "support/host_cuda.h"
 
 namespace ein {
@@ -65,6 +66,54 @@ TEST_P(Emulate, MatchesTheFloat64Semantics) {
       const std::vector<double> got = storage[b].to_vector<double>();
       o.expect_output(b, std::vector<double>(got.begin() + misaligned, got.end() - (1 - misaligned)),
                       fmt::format("output b{} of {}\n{}", b, c.label, cuda.source));
+    }
+  }
+}
+
+/// A sum over the last dim of `domain` of an f32 input with `x_strides` into an output with
+/// `out_strides`.
+Kernel long_sum(Shape domain, const Shape& x_strides, const Shape& out_strides) {
+  Kernel k;
+  k.name = "long_sum";
+  k.domain = std::move(domain);
+  k.reduced = 1;
+  const int x = k.load(k.add_buffer(DType::f32, x_strides));
+  k.store(k.add_output(DType::f32, out_strides), k.reduce(Combine::sum, x));
+  return k;
+}
+
+// Long f32 sums of 0.1 (every rounding leaning one way), one row per 512-thread block (5,860
+// terms a thread) and one row per thread (10^5 terms): summed in f32 they came out 7e-6 and
+// 1.4e-4 off; in a double, within 1e-6.
+TEST(EmulatedSums, LongF32SumsAccumulateInADouble) {
+  if (std::string why; !testing::host_cuda_available(&why)) GTEST_SKIP() << why;
+  struct Case {
+    Kernel k;
+    CudaStrategy strategy;
+  };
+  const int64_t big = 3'000'001;
+  const Case cases[] = {
+      {long_sum({2, big}, {big, 1}, {1, 0}), CudaStrategy::row_block},
+      {long_sum({40, 100'000}, {1, 40}, {1, 0}), CudaStrategy::column},
+  };
+  for (const Case& c : cases) {
+    const CudaKernel cuda = emit_cuda(c.k);
+    EXPECT_EQ(cuda.strategy, c.strategy) << cuda.source;
+    const EmulatedLaunch launch = testing::build_emulated(cuda.source, cuda.entry);
+    Tensor x = full({c.k.domain[0] * c.k.domain[1]}, 0.1, DType::f32);
+    Tensor out = zeros({c.k.domain[0]}, DType::f32);
+    void* args[] = {x.data_ptr(), out.data_ptr()};
+    launch(args, static_cast<unsigned>(std::min(cuda.launch.grid, kEmulatedBlocks)),
+           static_cast<unsigned>(cuda.launch.block));
+    const double exact = static_cast<double>(0.1f) * static_cast<double>(c.k.domain[1]);
+    for (double got : out.to_vector<double>())
+      EXPECT_NEAR(got, exact, 1e-6 * exact) << cuda_strategy_name(c.strategy);
+    if (nvrtc_info().available) {  // and the GPU's compiler takes the double accumulator
+      const auto binary = CudaCompiler::instance().compile(cuda.source, cuda.entry + ".cu",
+                                                           {90, true, {}});
+      const auto usage = parse_ptxas_usage(binary->log, cuda.entry);
+      ASSERT_TRUE(usage) << binary->log;
+      EXPECT_EQ(usage->spill_stores, 0) << binary->log;
     }
   }
 }
