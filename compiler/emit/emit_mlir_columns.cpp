@@ -43,11 +43,12 @@ void FunctionEmitter::set_panel_acc(int stage, const std::string& column, const 
   array_store(panel_accs_[stage], compute_, column, v, w);
 }
 
-/// Stage `stage`'s accumulator at `column`: a wide sum's f64 one (after flush_wide), else the
-/// panel array's.
+/// Stage `stage`'s accumulator at `column`, in its accumulator type: a wide sum's f64 one
+/// (after flush_wide; without flushes, its f32 partial widened), else the panel array's.
 std::string FunctionEmitter::panel_result(int stage, const std::string& column, int w) {
-  return wide(stage) ? array_load(wide_accs_[stage], "f64", column, w)
-                     : panel_acc(stage, column, w);
+  if (!wide(stage)) return panel_acc(stage, column, w);
+  if (flush_rows_) return array_load(wide_accs_[stage], "f64", column, w);
+  return convert(panel_acc(stage, column, w), DType::f32, DType::f64, w);
 }
 
 /// Every wide sum's f32 partials over points [lo, hi) added to its f64 array, and reset.
@@ -63,8 +64,9 @@ void FunctionEmitter::flush_wide(const std::string& lo, const std::string& hi, c
   });
 }
 
-/// Rows [r0, r1) over points [lo, hi) from `at`: `row(iv)` walks one; with wide sums,
-/// in blocks of kRowTerms rows, each followed by flush_wide.
+/// Rows [r0, r1) over points [lo, hi) from `at`: `row(iv)` walks one; with wide sums over
+/// more than kRowTerms rows (flush_rows_), in blocks of kRowTerms rows, each followed by
+/// flush_wide.
 void FunctionEmitter::panel_rows(const std::string& r0, const std::string& r1,
                                  const std::string& lo, const std::string& hi, const Point& at,
                                  const std::function<void(const std::string&)>& row) {
@@ -76,7 +78,7 @@ void FunctionEmitter::panel_rows(const std::string& r0, const std::string& r1,
     indent_ -= 2;
     line("}");
   };
-  if (!any_wide()) {
+  if (!flush_rows_) {
     walk(r0, r1);
     return;
   }
@@ -132,7 +134,7 @@ void FunctionEmitter::reset_panel_accs(const std::string& lo, const std::string&
   panel_columns(lo, hi, base, [&](const std::string& col, int w, const Point&) {
     for (int s = 0; s < static_cast<int>(k_.stages.size()); ++s) {
       set_panel_acc(s, col, literal(combine_identity(k_.stages[s].combine), w), w);
-      if (wide(s)) array_store(wide_accs_[s], "f64", col, acc_identity(s, w), w);
+      if (wide(s) && flush_rows_) array_store(wide_accs_[s], "f64", col, acc_identity(s, w), w);
     }
   });
 }

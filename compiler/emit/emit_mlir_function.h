@@ -152,6 +152,7 @@ class FunctionEmitter {
                                          // row blocks) ...
   std::vector<std::string> wide_accs_;   // ... and a wide sum's f64 array ("" for others)
   std::string array_length_;             // the arrays' memref length: the panel or "?"
+  bool flush_rows_ = false;  // wide sums go from the f32 arrays to f64 ones every kRowTerms rows
   std::string scratch_type_;             // the row blocks' scratch area's element type
   std::string consts_, body_;
   std::map<int64_t, std::string> index_consts_;

@@ -543,8 +543,10 @@ void FunctionEmitter::emit_outer_loop() {
     throw std::logic_error("internal error: a row-block schedule for a kernel it does not fit");
   if (panels || blocks) {
     // Per stage an array of its accumulators in the compute type, and for a wide sum one of
-    // f64 that the f32 ones are added to every kRowTerms rows.
+    // f64 that the f32 ones are added to every kRowTerms rows (flush_rows_; a row block of at
+    // most kRowTerms rows sums in f32 alone and widens its sums once, for the scratch area).
     array_length_ = panels ? std::to_string(s_.panel) : "?";
+    flush_rows_ = any_wide() && (panels || s_.row_block > kRowTerms);
     auto array = [&](std::string_view scalar) {
       const std::string name = fresh();
       line(fmt::format("{} = memref.alloca({}) : memref<{}x{}>", name, blocks ? sizes_[0] : "",
@@ -553,7 +555,7 @@ void FunctionEmitter::emit_outer_loop() {
     };
     for (int s = 0; s < static_cast<int>(k_.stages.size()); ++s) {
       panel_accs_.push_back(array(compute_));
-      wide_accs_.push_back(wide(s) ? array("f64") : "");
+      wide_accs_.push_back(wide(s) && flush_rows_ ? array("f64") : "");
     }
   }
   Point zero{std::vector<std::string>(k_.buffers.size(), index(0)),
