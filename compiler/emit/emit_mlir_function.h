@@ -95,6 +95,16 @@ class FunctionEmitter {
   bool wide(int stage) const;
   bool any_wide() const;
   std::string wide_add(const std::string& carry, const std::string& part, int w);
+  // An scf.for whose iteration values are `carried` inside and whose results are `res`.
+  struct Loop {
+    std::string res;
+    std::vector<std::string> carried;
+  };
+  Loop open_loop(const std::string& iv, const std::string& lo, const std::string& hi,
+                 const std::string& step, const std::vector<std::string>& init,
+                 const std::vector<std::string>& types);
+  std::vector<std::string> close_loop(const Loop& loop, const std::vector<std::string>& next,
+                                      const std::vector<std::string>& types);
   std::vector<std::string> in_blocks(
       const std::string& lo, const std::string& hi, int64_t step,
       const std::vector<std::string>& init, const std::vector<std::string>& types,

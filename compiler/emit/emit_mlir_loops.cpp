@@ -196,29 +196,43 @@ std::vector<std::string> FunctionEmitter::in_blocks(
                                                  const std::vector<std::string>&)>& block,
     const std::function<std::vector<std::string>(const std::vector<std::string>&,
                                                  const std::vector<std::string>&)>& merge) {
+  const std::string b = fresh(), step = index(step_size);
+  const Loop loop = open_loop(b, lo, hi, step, init, types);
+  const std::string end = op(fmt::format("arith.minui {}, {} : index", add_index(b, step), hi));
+  return close_loop(loop, merge(loop.carried, block(b, end, loop.carried)), types);
+}
+
+FunctionEmitter::Loop FunctionEmitter::open_loop(const std::string& iv, const std::string& lo,
+                                                 const std::string& hi, const std::string& step,
+                                                 const std::vector<std::string>& init,
+                                                 const std::vector<std::string>& types) {
   const size_t n = init.size();
-  const std::string res = fresh(), b = fresh(), step = index(step_size);
-  std::vector<std::string> carries;
+  Loop loop{fresh(), {}};
   std::string args;
   for (size_t i = 0; i < n; ++i) {
-    carries.push_back(fresh());
-    args += fmt::format("{}{} = {}", i ? ", " : "", carries.back(), init[i]);
+    loop.carried.push_back(fresh());
+    args += fmt::format("{}{} = {}", i ? ", " : "", loop.carried.back(), init[i]);
   }
-  const std::string joined = fmt::format("{}", fmt::join(types, ", "));
   if (n == 0)
-    line(fmt::format("scf.for {} = {} to {} step {} {{", b, lo, hi, step));
+    line(fmt::format("scf.for {} = {} to {} step {} {{", iv, lo, hi, step));
   else
-    line(fmt::format("{}{} = scf.for {} = {} to {} step {} iter_args({}) -> ({}) {{", res,
-                     n > 1 ? fmt::format(":{}", n) : "", b, lo, hi, step, args, joined));
+    line(fmt::format("{}{} = scf.for {} = {} to {} step {} iter_args({}) -> ({}) {{", loop.res,
+                     n > 1 ? fmt::format(":{}", n) : "", iv, lo, hi, step, args,
+                     fmt::join(types, ", ")));
   indent_ += 2;
-  const std::string end = op(fmt::format("arith.minui {}, {} : index", add_index(b, step), hi));
-  const std::vector<std::string> next = merge(carries, block(b, end, carries));
-  if (n > 0) line(fmt::format("scf.yield {} : {}", fmt::join(next, ", "), joined));
+  return loop;
+}
+
+std::vector<std::string> FunctionEmitter::close_loop(const Loop& loop,
+                                                     const std::vector<std::string>& next,
+                                                     const std::vector<std::string>& types) {
+  const size_t n = next.size();
+  if (n > 0) line(fmt::format("scf.yield {} : {}", fmt::join(next, ", "), fmt::join(types, ", ")));
   indent_ -= 2;
   line("}");
   std::vector<std::string> out;
   for (size_t i = 0; i < n; ++i)
-    out.push_back(n > 1 ? fmt::format("{}#{}", res, i) : res);
+    out.push_back(n > 1 ? fmt::format("{}#{}", loop.res, i) : loop.res);
   return out;
 }
 
@@ -459,24 +473,10 @@ std::vector<std::string> FunctionEmitter::single_pass_from(int dim, const Point&
   // Rows [lo, hi) of dim, carrying `init` (of `types`).
   auto rows = [&](const std::string& lo, const std::string& hi,
                   const std::vector<std::string>& init, const std::vector<std::string>& types) {
-    std::string res = fresh(), iv = fresh(), args;
-    std::vector<std::string> inner;
-    for (int s = 0; s < n; ++s) {
-      inner.push_back(fresh());
-      args += fmt::format("{}{} = {}", s ? ", " : "", inner.back(), init[s]);
-    }
-    const std::string joined = fmt::format("{}", fmt::join(types, ", "));
-    line(fmt::format("{}{} = scf.for {} = {} to {} step {} iter_args({}) -> ({}) {{", res,
-                     n > 1 ? fmt::format(":{}", n) : "", iv, lo, hi, index(1), args, joined));
-    indent_ += 2;
-    const std::vector<std::string> next = single_pass_from(dim + 1, advance(at, iv, dim), w, inner);
-    line(fmt::format("scf.yield {} : {}", fmt::join(next, ", "), joined));
-    indent_ -= 2;
-    line("}");
-    std::vector<std::string> out;
-    for (int s = 0; s < n; ++s)
-      out.push_back(n > 1 ? fmt::format("{}#{}", res, s) : res);
-    return out;
+    const std::string iv = fresh();
+    const Loop loop = open_loop(iv, lo, hi, index(1), init, types);
+    return close_loop(loop, single_pass_from(dim + 1, advance(at, iv, dim), w, loop.carried),
+                      types);
   };
   std::vector<std::string> types, part_types;
   for (int s = 0; s < n; ++s) {
