@@ -90,11 +90,14 @@ class FunctionEmitter {
   std::string stage_value(int stage, const Point& at, int w, int vdim);
   std::string combine(Combine c, const std::string& a, const std::string& b, int w);
   Point advance(const Point& at, const std::string& iv, int dim);
-  // An f32 kernel's sums accumulate in f64 (emit_mlir.cpp, "Accumulators"): the stage's
-  // accumulator type, its identity, one value added, and the result in the compute type.
-  bool wide(int stage) const;
-  bool any_wide() const;
-  std::string wide_add(const std::string& carry, const std::string& part, int w);
+  std::string reduce_from(int stage, int dim, const Point& at, int w, const std::string& acc);
+  std::string reduce_vectorized(int stage, int dim, const Point& at, const std::string& acc);
+  void store_values(bool row, const Point& at, int w, int vdim);
+  void full_stores_from(int dim, const Point& at, int w);
+  void point(const Point& at, int w);
+  void emit_outer_loop();
+  void inner_loop(const std::string& lo, const std::string& hi, int w, const Point& base, int dim);
+
   // An scf.for whose iteration values are `carried` inside and whose results are `res`.
   struct Loop {
     std::string res;
@@ -112,39 +115,41 @@ class FunctionEmitter {
                                                    const std::vector<std::string>&)>& block,
       const std::function<std::vector<std::string>(const std::vector<std::string>&,
                                                    const std::vector<std::string>&)>& merge);
+
+  // An f32 kernel's sums accumulate in f64 (emit_mlir.cpp, "Accumulators"): whether a stage
+  // is such a sum ("wide"), its accumulator type and identity, a value or an f32 partial sum
+  // added, the result in the compute type, and the row blocks' scratch values.
+  bool wide(int stage) const;
+  bool any_wide() const;
   std::string acc_type(int stage, int w) const;
   std::string acc_identity(int stage, int w);
+  std::string wide_add(const std::string& carry, const std::string& part, int w);
   std::string accumulate(int stage, const std::string& acc, const std::string& v, int w);
   std::string acc_result(int stage, const std::string& acc, int w);
   std::string to_scratch(int stage, const std::string& acc, int w);
   std::string from_scratch(int stage, const std::string& v, int w);
-  std::string reduce_from(int stage, int dim, const Point& at, int w, const std::string& acc);
-  std::string reduce_vectorized(int stage, int dim, const Point& at, const std::string& acc);
-  void store_values(bool row, const Point& at, int w, int vdim);
-  void full_stores_from(int dim, const Point& at, int w);
-  void point(const Point& at, int w);
-  void emit_outer_loop();
-  void inner_loop(const std::string& lo, const std::string& hi, int w, const Point& base, int dim);
+
+  // ---- panels and row blocks (emit_mlir_columns.cpp) --------------------------------------
   void panel(const std::string& lo, const std::string& hi, const Point& base);
   void panel_row(const std::string& lo, const std::string& hi, const Point& at);
   void reset_panel_accs(const std::string& lo, const std::string& hi, const Point& base);
   void panel_rows_from(int dim, const std::string& lo, const std::string& hi, const Point& at);
+  void panel_rows(const std::string& r0, const std::string& r1, const std::string& lo,
+                  const std::string& hi, const Point& at,
+                  const std::function<void(const std::string&)>& row);
   void panel_columns(const std::string& lo, const std::string& hi, const Point& at,
                      const std::function<void(const std::string&, int, const Point&)>& body);
-  std::string scratch_at(const std::string& block, int stage, const std::string& column);
-  void row_block(const std::string& block, const Point& zero);
-  void combine_blocks(const Point& zero);
   std::string array_load(const std::string& array, std::string_view scalar,
                          const std::string& column, int w);
   void array_store(const std::string& array, std::string_view scalar, const std::string& column,
                    const std::string& v, int w);
-  std::string panel_result(int stage, const std::string& column, int w);
-  void flush_wide(const std::string& lo, const std::string& hi, const Point& at);
-  void panel_rows(const std::string& r0, const std::string& r1, const std::string& lo,
-                  const std::string& hi, const Point& at,
-                  const std::function<void(const std::string&)>& row);
   std::string panel_acc(int stage, const std::string& column, int w);
   void set_panel_acc(int stage, const std::string& column, const std::string& v, int w);
+  std::string panel_result(int stage, const std::string& column, int w);
+  void flush_wide(const std::string& lo, const std::string& hi, const Point& at);
+  std::string scratch_at(const std::string& block, int stage, const std::string& column);
+  void row_block(const std::string& block, const Point& zero);
+  void combine_blocks(const Point& zero);
 
   const Kernel& k_;
   const CpuSchedule& s_;
@@ -162,7 +167,7 @@ class FunctionEmitter {
                                          // row blocks) ...
   std::vector<std::string> wide_accs_;   // ... and a wide sum's f64 array ("" for others)
   std::string array_length_;             // the arrays' memref length: the panel or "?"
-  bool flush_rows_ = false;  // wide sums go from the f32 arrays to f64 ones every kRowTerms rows
+  bool flush_rows_ = false;              // wide sums go to f64 arrays every kRowTerms rows
   std::string scratch_type_;             // the row blocks' scratch area's element type
   std::string consts_, body_;
   std::map<int64_t, std::string> index_consts_;
