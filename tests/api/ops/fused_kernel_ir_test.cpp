@@ -575,20 +575,6 @@ void check_split(const Kernel& k, int64_t chunks, uint64_t seed, const std::stri
   }
 }
 
-/// A sum over the last dim of `domain` (P points × R rows), of x with `x_strides`, into an
-/// output with `out_strides`; with `store`, x is also copied to a full output (one pass).
-Kernel long_sum_kernel(Shape domain, const Shape& x_strides, const Shape& out_strides,
-                       bool store) {
-  Kernel k;
-  k.name = "long_sum";
-  k.domain = std::move(domain);
-  k.reduced = 1;
-  const int x = k.load(k.add_buffer(DType::f32, x_strides));
-  if (store) k.store(k.add_output(DType::f32, x_strides), x);
-  k.store(k.add_output(DType::f32, out_strides), k.reduce(Combine::sum, x));
-  return k;
-}
-
 TEST(FusedKernelIr, LongF32SumsAccumulateInF64InEverySchedule) {
   // Sums of many f32 values of 0.1 (whose roundings all lean one way). Accumulated in f32
   // they came out 8e-6 (panels: 800 terms a point) to 1e-2 (scalar: 10^6 terms in one chain)

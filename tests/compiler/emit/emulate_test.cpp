@@ -15,7 +15,7 @@
 
 #include "compiler/emit/emit_cuda.h"
 #include "compiler/emit/cuda_corpus.h"
-#include "api/ops/ops_test_support.h"
+#include "api/ops/fused_test_support.h"
 #include <ein/tensor.h>
 #include "runtime/cuda/nvrtc.h"
 #include "support/host_cuda.h"
@@ -70,18 +70,6 @@ TEST_P(Emulate, MatchesTheFloat64Semantics) {
   }
 }
 
-/// A sum over the last dim of `domain` of an f32 input with `x_strides` into an output with
-/// `out_strides`.
-Kernel long_sum(Shape domain, const Shape& x_strides, const Shape& out_strides) {
-  Kernel k;
-  k.name = "long_sum";
-  k.domain = std::move(domain);
-  k.reduced = 1;
-  const int x = k.load(k.add_buffer(DType::f32, x_strides));
-  k.store(k.add_output(DType::f32, out_strides), k.reduce(Combine::sum, x));
-  return k;
-}
-
 // Long f32 sums of 0.1 (every rounding leaning one way), one row per 512-thread block (5,860
 // terms a thread) and one row per thread (10^5 terms): summed in f32 they came out 7e-6 and
 // 1.4e-4 off; in a double, within 1e-6.
@@ -93,8 +81,8 @@ TEST(EmulatedSums, LongF32SumsAccumulateInADouble) {
   };
   const int64_t big = 3'000'001;
   const Case cases[] = {
-      {long_sum({2, big}, {big, 1}, {1, 0}), CudaStrategy::row_block},
-      {long_sum({40, 100'000}, {1, 40}, {1, 0}), CudaStrategy::column},
+      {testing::long_sum_kernel({2, big}, {big, 1}, {1, 0}), CudaStrategy::row_block},
+      {testing::long_sum_kernel({40, 100'000}, {1, 40}, {1, 0}), CudaStrategy::column},
   };
   for (const Case& c : cases) {
     const CudaKernel cuda = emit_cuda(c.k);
