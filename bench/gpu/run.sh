@@ -11,10 +11,6 @@
 #     the same ops in PyTorch with the ratio ein/torch under each (> 1: ein faster);
 #   - the fused LM head against the unfused one, and the fused attention (tensor-core forward,
 #     scalar kernels) against torch's scaled_dot_product_attention, in causal-useful TFLOP/s;
-#   - GPT training throughput, `ein train --device cuda` against torch eager
-#     (bench/compare_gpt.py --device cuda; skipped when torch has no CUDA).
-#   - the fused LM head against the unfused one, and the fused attention (tensor-core forward,
-#     scalar kernels) against torch's scaled_dot_product_attention, in causal-useful TFLOP/s;
 #   - GPT training throughput, `ein train --device cuda` against torch eager and torch.compile
 #     on the byte-level GPT and on a GPT-2-small-shaped one (T=1024, bf16;
 #     bench/gpu/compare_gpt_gpu.py; skipped when torch has no CUDA).
@@ -259,13 +255,18 @@ echo "== fused attention, causal, b 4 h 16 t 4096 e 128 bf16: ein and torch SDPA
 # exec/attention_cuda_mma.h: the forward on tensor cores (WMMA); cuda-simt: the scalar kernels
 # (EIN_CUDA_ATTENTION=simt). The issue's target: forward >= 50% of the dense bf16 peak, here
 # the cuBLASLt bf16 4096^3 GEMM rate above (the useful FLOPs of a causal forward: 2·b·h·t·t·e).
+# Also at e 64, where the backward keeps tiles of 64 and one dK/dV kernel (at e + f = 256 it
+# takes tiles of 16 and splits dK from dV: attention_cuda_mma.h), to tell the two apart.
 "$bin/ein_attention_kernel_timings" 4 16 4096 128 5 cuda:forward,cuda,cuda-simt:forward \
   >"$out/attention.jsonl" || status=1
+"$bin/ein_attention_kernel_timings" 4 16 4096 64 5 cuda:forward,cuda \
+  >>"$out/attention.jsonl" || status=1
 python3 - "$out/attention.jsonl" <<'PY' || status=1
 import json, sys, time
 rows = [json.loads(line) for line in open(sys.argv[1])]
 for r in rows:
-    print(f"{'attention ein ' + r['variant']:<34} | {r['useful_tflops']:>10.3f} | TFLOP/s | "
+    name = f"attention ein {r['variant']}" + ("" if r["e"] == 128 else f" e {r['e']}")
+    print(f"{name:<34} | {r['useful_tflops']:>10.3f} | TFLOP/s | "
           f"median {r['median_ms']:.3f} ms of 5, causal-useful FLOPs")
 try:
     import torch
