@@ -6,7 +6,9 @@
 #include "exec/attention_cuda.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -18,6 +20,7 @@
 #include "exec/attention_cuda_mma.h"
 #include "exec/cuda_executor.h"
 #include "runtime/cuda/execution.h"
+#include "runtime/cuda/nvrtc.h"
 
 namespace ein {
 namespace {
@@ -463,8 +466,22 @@ bool cuda_attention_uses_tensor_cores(const Tensor& q, const Tensor& k, const Te
     return false;
   if (const char* env = std::getenv("EIN_CUDA_ATTENTION"); env && std::string(env) == "simt")
     return false;
-  return detail::attention_mma_key_tile(q.size(-1), v.size(-1)) > 0 &&
-         cuda_execution().arch(q.device().index) >= (in == DType::bf16 ? 80 : 70);
+  if (detail::attention_mma_key_tile(q.size(-1), v.size(-1)) <= 0 ||
+      cuda_execution().arch(q.device().index) < (in == DType::bf16 ? 80 : 70))
+    return false;
+  // NVRTC whose headers lack mma.h's crt/mma.h (pip's) cannot compile the WMMA kernels. (The
+  // fake device without NVRTC emulates them and needs no headers.)
+  const NvrtcInfo& nvrtc = nvrtc_info();
+  if (!nvrtc.available || nvrtc.mma_headers) return true;
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    std::fprintf(stderr,
+                 "ein: the CUDA headers NVRTC uses (%s) have no crt/mma.h, so bf16/f16 "
+                 "attention runs on the scalar CUDA kernels, not on tensor cores; set CUDA_HOME "
+                 "to a CUDA toolkit for them\n",
+                 nvrtc.include_dir.empty() ? "none found" : nvrtc.include_dir.c_str());
+  });
+  return false;
 }
 
 namespace {

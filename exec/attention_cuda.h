@@ -30,7 +30,9 @@ bool cuda_attention_fits(int64_t e, int64_t f, DType compute);
 /// Whether attention_forward_cuda() and attention_backward_cuda() run these operands on
 /// tensor cores (attention_cuda_mma.h):
 /// q, k and v all bf16 (sm_80+) or all f16 (sm_70+), head dims multiples of 16 up to 128, a
-/// result dtype other than f64, and EIN_CUDA_ATTENTION not "simt" (which keeps the scalar kernels).
+/// result dtype other than f64, EIN_CUDA_ATTENTION not "simt" (which keeps the scalar kernels),
+/// and NVRTC's headers holding mma.h (NvrtcInfo::mma_headers; when they do not, the first call
+/// says so once on stderr).
 bool cuda_attention_uses_tensor_cores(const Tensor& q, const Tensor& k, const Tensor& v,
                                       DType dtype);
 

@@ -53,7 +53,8 @@ std::vector<std::string> default_candidates() {
   return out;
 }
 
-std::string find_include_dir(const std::string& library) {
+/// The folders find_cuda_headers() looks in (the header comment's list).
+std::vector<std::filesystem::path> include_candidates(const std::string& library) {
   std::vector<std::filesystem::path> dirs;
   if (!library.empty())
     dirs.push_back(std::filesystem::path(library).parent_path().parent_path() / "include");
@@ -63,10 +64,7 @@ std::string find_include_dir(const std::string& library) {
   dirs.push_back(EIN_CUDA_INCLUDE_HINT);
 #endif
   dirs.push_back("/usr/local/cuda/include");
-  std::error_code ec;
-  for (const auto& d : dirs)
-    if (std::filesystem::exists(d / "cuda_fp16.h", ec)) return d.lexically_normal().string();
-  return "";
+  return dirs;
 }
 
 std::filesystem::path default_disk_cache_dir() {
@@ -151,10 +149,26 @@ NvrtcInfo load_nvrtc(const std::vector<std::string>& candidates) {
     api.get_supported_archs(info.archs.data());
     std::sort(info.archs.begin(), info.archs.end());
   }
-  info.include_dir = find_include_dir(info.library);
+  const CudaHeaders headers = find_cuda_headers(include_candidates(info.library));
+  info.include_dir = headers.dir;
+  info.mma_headers = headers.mma;
   info.available = true;
   g_api = api;
   return info;
+}
+
+CudaHeaders find_cuda_headers(const std::vector<std::filesystem::path>& dirs) {
+  std::error_code ec;
+  const auto has = [&](const std::filesystem::path& d, const char* file) {
+    return std::filesystem::exists(d / file, ec);
+  };
+  CudaHeaders found;
+  for (const auto& d : dirs) {
+    if (!has(d, "cuda_fp16.h")) continue;
+    if (has(d, "mma.h") && has(d, "crt/mma.h")) return {d.lexically_normal().string(), true};
+    if (found.dir.empty()) found.dir = d.lexically_normal().string();
+  }
+  return found;
 }
 
 }  // namespace detail

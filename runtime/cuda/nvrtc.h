@@ -8,9 +8,13 @@
 // The library is the first that dlopen accepts of: $EIN_NVRTC (a path), libnvrtc.so.13 and
 // libnvrtc.so (the default search path), /usr/local/cuda/lib64/libnvrtc.so.13 and
 // /usr/local/cuda/lib64/libnvrtc.so. The headers the kernels include (cuda_fp16.h, cuda_bf16.h,
-// cuda_fp8.h) are passed with -I from the first folder holding cuda_fp16.h of: the library's
-// ../include, $CUDA_HOME/include, $CUDA_PATH/include, the toolkit CMake found at build time,
-// /usr/local/cuda/include.
+// cuda_fp8.h, and mma.h for the tensor-core attention) are passed with -I from one of: the
+// library's ../include, $CUDA_HOME/include, $CUDA_PATH/include, the toolkit CMake found at build
+// time, /usr/local/cuda/include; the first holding all of them (mma.h with its crt/mma.h), else
+// the first holding cuda_fp16.h. The second case is NVRTC from pip (the nvidia-cuda-nvrtc wheel
+// that PyTorch pulls in): its include folder has cuda_fp16.h but no crt/, so mma.h cannot
+// compile there, and NvrtcInfo::mma_headers says so (the attention then runs on its scalar
+// kernels: exec/attention_cuda.h).
 //
 // ## Targets
 //
@@ -44,6 +48,7 @@ struct NvrtcInfo {
   std::string reason;       ///< when not available: what was tried and dlopen's last error
   std::string library;      ///< the file that was loaded
   std::string include_dir;  ///< the CUDA headers' folder passed with -I ("" when none found)
+  bool mma_headers = false;  ///< whether include_dir has mma.h and its crt/mma.h (WMMA kernels)
   int major = 0, minor = 0;  ///< NVRTC's version
   std::vector<int> archs;    ///< the sm_XX numbers this NVRTC compiles for, ascending
 };
@@ -111,6 +116,14 @@ namespace detail {
 /// Loads NVRTC from the first of `candidates` dlopen accepts (nvrtc_info() uses the list in
 /// the header comment); exposed so tests can see the report for a missing library.
 NvrtcInfo load_nvrtc(const std::vector<std::string>& candidates);
+
+/// The CUDA headers' folder among `dirs` (in order): the first holding cuda_fp16.h, mma.h and
+/// crt/mma.h, else the first holding cuda_fp16.h (mma = false), else none ("").
+struct CudaHeaders {
+  std::string dir;
+  bool mma = false;
+};
+CudaHeaders find_cuda_headers(const std::vector<std::filesystem::path>& dirs);
 }  // namespace detail
 
 }  // namespace ein

@@ -652,6 +652,7 @@ TEST_P(AttentionOnCuda, MatchesTheDefinitionInFloat64) {
 // and shared (per-row key limits, or per element where a row is not "zeros, then -inf"),
 // partial row blocks and key tiles, both key tile sizes, bf16 and f16, grouped-query heads.
 TEST_P(AttentionOnCuda, TensorCoresMatchTheDefinition) {
+  if (const std::string why = testing::wmma_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
   for (Mask m : {Mask::none, Mask::causal, Mask::random_rows, Mask::additive, Mask::padding})
     for (bool shared : {false, true})
       run_case({2, 70, 75, 16, 16, m, DType::bf16, 2e-4, shared}, cuda());
@@ -667,6 +668,7 @@ TEST_P(AttentionOnCuda, TensorCoresMatchTheDefinition) {
 }
 
 TEST_P(AttentionOnCuda, TensorCoresPropagateSpecialValues) {
+  if (const std::string why = testing::wmma_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
   // bf16 q [1, 3, 16]: row 1 NaN, row 2 subnormal; k's last key has +inf, masked for every row:
   // a mask of zeros then -inf (per-row key limits), then with an additive term in row 2 (that
   // row's mask read per element).
@@ -701,6 +703,7 @@ TEST_P(AttentionOnCuda, TensorCoresPropagateSpecialValues) {
 }
 
 TEST_P(AttentionOnCuda, TensorCoresReadGroupedQueryHeads) {
+  if (const std::string why = testing::wmma_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
   grouped_query_heads(cuda(), 1e-5, DType::bf16, 16);
 }
 
@@ -718,6 +721,7 @@ TEST_P(AttentionOnCuda, GroupedQueryHeadsReadTheirGroup) { grouped_query_heads(c
 // values are checked above; this covers widths the value tests do not run.
 TEST(AttentionTensorCoreKernels, CompileWithoutLocalMemory) {
   if (!nvrtc_info().available) GTEST_SKIP() << nvrtc_info().reason;
+  if (const std::string why = testing::wmma_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
   struct Width {
     int64_t e, f;
     DType in;

@@ -278,6 +278,7 @@ TEST_P(DeviceExecution, AScriptModelTrainsAsOnTheCpu) {
 // exact gradient is 0 (softmax ignores a shift of a row's logits), so what each device gives
 // it is rounding noise, which AdamW turns into full-size steps of random sign.
 TEST_P(DeviceExecution, ABf16ScriptModelTrainsOnTensorCoresAsOnTheCpu) {
+  if (const std::string why = testing::wmma_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
   const auto [cpu_losses, cpu_params] = train_gpt(cpu(), 32, DType::bf16);
   const auto [gpu_losses, gpu_params] = train_gpt(cuda(), 32, DType::bf16);
   ASSERT_TRUE(cuda_attention_uses_tensor_cores(zeros({2, 2, 8, 16}, DType::bf16, cuda()),

@@ -229,4 +229,11 @@ int64_t FakeCudaDevice::pinned_bytes() const { return state_->pinned_bytes; }
 int64_t FakeCudaDevice::async_copies() const { return state_->async_copies; }
 int64_t FakeCudaDevice::f64_kernels_spilling() const { return state_->f64_spilling; }
 
+std::string wmma_unavailable_reason() {
+  const NvrtcInfo& nvrtc = nvrtc_info();
+  if (!nvrtc.available || nvrtc.mma_headers) return "";
+  return "NVRTC's CUDA headers (" + (nvrtc.include_dir.empty() ? "none" : nvrtc.include_dir) +
+         ") lack crt/mma.h: the tensor-core attention kernels cannot compile";
+}
+
 }  // namespace ein::testing

@@ -46,4 +46,9 @@ class FakeCudaDevice {
   std::shared_ptr<State> state_;
 };
 
+/// Why the tensor-core attention kernels (WMMA) cannot compile here, or "" when they can: NVRTC
+/// is loaded but its CUDA headers lack mma.h's crt/mma.h (NVRTC from pip), so
+/// cuda_attention_uses_tensor_cores() is false and their tests skip with this.
+std::string wmma_unavailable_reason();
+
 }  // namespace ein::testing

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "runtime/cuda/nvrtc.h"
@@ -50,6 +51,29 @@ TEST(Nvrtc, LoadsWithAVersionArchitecturesAndTheCudaHeaders) {
       << info.include_dir;
   for (int arch : {80, 90})
     EXPECT_TRUE(std::binary_search(info.archs.begin(), info.archs.end(), arch)) << arch;
+}
+
+// NVRTC from pip (PyTorch's nvidia-cuda-nvrtc wheel) comes with an include folder that has
+// cuda_fp16.h and mma.h but not the crt/mma.h that mma.h includes: a toolkit's folder later in
+// the list is preferred to it, and without one it is still used, saying that WMMA cannot compile.
+TEST(Nvrtc, TheCudaHeadersArePickedWithMmaWhereThereAreSome) {
+  namespace fs = std::filesystem;
+  const TempDir dir;
+  const fs::path& root = dir.path;
+  const fs::path pip = root / "pip", toolkit = root / "toolkit", none = root / "none";
+  for (const fs::path& d : {pip, toolkit / "crt", none}) fs::create_directories(d);
+  for (const fs::path& f : {pip / "cuda_fp16.h", pip / "mma.h", toolkit / "cuda_fp16.h",
+                            toolkit / "mma.h", toolkit / "crt" / "mma.h"})
+    std::ofstream(f) << "\n";
+  const detail::CudaHeaders both = detail::find_cuda_headers({none, pip, toolkit});
+  EXPECT_EQ(both.dir, toolkit.string());
+  EXPECT_TRUE(both.mma);
+  const detail::CudaHeaders pip_only = detail::find_cuda_headers({none, pip});
+  EXPECT_EQ(pip_only.dir, pip.string());
+  EXPECT_FALSE(pip_only.mma);
+  const detail::CudaHeaders nothing = detail::find_cuda_headers({none, root / "missing"});
+  EXPECT_EQ(nothing.dir, "");
+  EXPECT_FALSE(nothing.mma);
 }
 
 TEST(Nvrtc, ACompileErrorCarriesTheLogAndTheNumberedSource) {
