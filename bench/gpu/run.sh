@@ -19,6 +19,9 @@
 #   bash bench/gpu/run.sh --prebuilt BIN     runs the binaries in BIN, no build step: the GPU
 #                                            bundle's run.sh does this (scripts/gpu_bundle.sh)
 #   ... [--json FILE]                        the table as JSON (default gpu_results.json)
+#   ... [--logs DIR]                         keep every suite's and benchmark's full log in DIR
+#       (by default they go to a temporary folder removed at the end; a failing test's
+#       message is in its suite's log)
 #   ... [--parts suites,ops,measure,gpt]     only these parts (default all): the three CUDA
 #       suites; the op suite on the GPU (it compiles every op test's kernels with NVRTC: the
 #       longest part); NVRTC, GEMM and op-bandwidth measurements; GPT training against torch
@@ -28,17 +31,24 @@ json=$PWD/gpu_results.json
 build=build-gpu
 bin=""
 parts=suites,ops,measure,gpt
+logs=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --prebuilt) bin=$(cd "$2" && pwd); shift 2 ;;
     --json) json=$(realpath -m "$2"); shift 2 ;;
     --parts) parts=$2; shift 2 ;;
+    --logs) logs=$(realpath -m "$2"); shift 2 ;;
     *) build=$1; shift ;;
   esac
 done
 cd "$(dirname "$0")/../.."
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+if [ -n "$logs" ]; then
+  out=$logs
+  mkdir -p "$out"
+else
+  out=$(mktemp -d)
+  trap 'rm -rf "$out"' EXIT
+fi
 
 if [ -z "$bin" ]; then
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$out/configure.log" ||
