@@ -414,6 +414,7 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
     r.saved_total = bcost->saved_total;
     r.saved_activations = bcost->saved_activations;
     r.recompute_flops = bcost->recompute.flops;
+    r.kernel_recompute_flops = bcost->kernel_recompute.flops;
   }
 
   // 5. Rows.

@@ -46,6 +46,9 @@ struct RecomputePlan {
   int64_t saved_activations = 0;  ///< forward values saved for the backward (inputs excluded)
   int64_t recompute_flops = 0;    ///< forward work the backward repeats
   int64_t recompute_matmul_flops = 0;  ///< of which contractions
+  /// Of recompute_flops (and of its contractions): inside fused backward kernels, in every
+  /// plan (BackwardCost::kernel_recompute); the rest is what the plan rebuilds.
+  int64_t kernel_recompute_flops = 0, kernel_recompute_matmul_flops = 0;
   int64_t peak = 0;               ///< the activations' liveness peak as the step runs fused
   int64_t peak_with_gradients = 0;  ///< the same with the gradients as they are made
   /// Data parallel, per rank, under ZeRO 2 and 3: peak_with_gradients when the rank drops
@@ -110,6 +113,7 @@ struct Report {
   std::string unit = "token";
   int64_t fwd_flops = 0, fwd_matmul_flops = 0, bwd_input_flops = 0, bwd_weight_flops = 0;
   int64_t recompute_flops = 0, fwd_bytes = 0, bwd_bytes = 0;
+  int64_t kernel_recompute_flops = 0;  ///< of recompute_flops: inside fused backward kernels
   int64_t saved_total = 0, saved_activations = 0;
   int64_t causal_flops = 0;  ///< forward FLOPs of the attention score/value contractions
   bool has_backward = false;

@@ -36,6 +36,7 @@ std::string render_json(const Report& r, const Summary& s) {
                 {"backward_input", r.bwd_input_flops},
                 {"backward_weight", r.bwd_weight_flops},
                 {"recompute", r.recompute_flops},
+                {"recompute_in_kernels", r.kernel_recompute_flops},
                 {"per_step", r.step_flops()},
                 {"per_token", static_cast<double>(r.step_flops()) / tokens},
                 {"attention_full", r.causal_flops},
@@ -95,6 +96,8 @@ std::string render_json(const Report& r, const Summary& s) {
                      {"saved_activations", p.saved_activations},
                      {"recompute_flops", p.recompute_flops},
                      {"recompute_matmul_flops", p.recompute_matmul_flops},
+                     {"kernel_recompute_flops", p.kernel_recompute_flops},
+                     {"kernel_recompute_matmul_flops", p.kernel_recompute_matmul_flops},
                      {"peak", p.peak},
                      {"peak_with_gradients", p.peak_with_gradients}});
   }

@@ -103,6 +103,8 @@ RecomputePlan recompute_plan(const Graph& g, const std::vector<bool>& needs,
   plan.saved_activations = bc.saved_activations;
   plan.recompute_flops = bc.recompute.flops;
   plan.recompute_matmul_flops = bc.recompute.matmul_flops;
+  plan.kernel_recompute_flops = bc.kernel_recompute.flops;
+  plan.kernel_recompute_matmul_flops = bc.kernel_recompute.matmul_flops;
   const StepMemory m =
       fused_step_memory(forward, static_cast<int>(g.outputs.size()), c.fused, b.saved_base);
   plan.peak = m.peak;

@@ -28,10 +28,13 @@ Summary summarize(const Report& r) {
           ? "Backward FLOPs are the graph autodiff builds for the float parameters (data needs no "
             "gradient), split into input-gradient and weight-gradient work; not an assumed 2x."
           : "No backward: autodiff refused the graph (" + r.backward_error + "); forward only.",
-      fmt::format("Recomputation (forward values the backward rebuilds instead of saving, under "
-                  "the --recompute {} plan: {} FLOPs) is excluded from model FLOPs.",
+      fmt::format("Recomputation (forward values the backward rebuilds instead of saving: {} "
+                  "FLOPs, of which the --recompute {} plan's {} and the fused kernels' own {}) "
+                  "is excluded from model FLOPs.",
+                  grouped(static_cast<double>(r.recompute_flops)),
                   r.plans.empty() ? "auto" : recompute_name(r.plans[r.chosen].policy),
-                  grouped(static_cast<double>(r.recompute_flops))),
+                  grouped(static_cast<double>(r.recompute_flops - r.kernel_recompute_flops)),
+                  grouped(static_cast<double>(r.kernel_recompute_flops))),
       r.causal_flops > 0
           ? fmt::format("Causal attention: every count here is the full (dense) one, as the "
                         "unfused chain computes it; the fused attention kernel (docs/attention.md) "

@@ -168,6 +168,7 @@ BackwardCost backward_cost(const Backward& b, const Graph& forward,
       rebuilt.flops = rebuilt.recompute_flops = nc.recompute_flops;
       rebuilt.matmul_flops = rebuilt.recompute_matmul_flops = nc.recompute_matmul_flops;
       c.recompute += rebuilt;
+      c.kernel_recompute += rebuilt;
       c.total += rebuilt;
       nc.flops -= nc.recompute_flops;
       nc.matmul_flops -= nc.recompute_matmul_flops;

@@ -20,6 +20,10 @@ struct BackwardCost {
   NodeCost input_grad;   ///< VJP work for operands that are not weights (activations, inputs)
   NodeCost weight_grad;  ///< VJP work for operands that trace back to a weight input
   NodeCost recompute;    ///< forward values the backward rebuilds (Backward's replicas)
+  /// The part of `recompute` done inside fused backward kernels, whatever the plan: a fused
+  /// attention's or cross-entropy's backward rebuilds its logits tile by tile instead of
+  /// reading them saved (FlashAttention's trade). The rest is the plan's replicas.
+  NodeCost kernel_recompute;
   NodeCost total;        ///< the sum of the three
   std::vector<CostPhase> phases;     ///< per backward node (for execute()'s phase vector)
   std::vector<int64_t> saved_bytes;  ///< per forward node: bytes of its value the VJPs read

@@ -335,8 +335,22 @@ class Report(unittest.TestCase):
         # 50257 x 32 embedding, larger than every block's activations at this size.)
         self.assertLessEqual(by["blocks"]["peak"], by["auto"]["peak"])
         self.assertGreater(by["blocks"]["recompute_matmul_flops"], 0)
-        out = self.ok("report", script("gpt2_small.ein"), *TINY, "--recompute", "blocks")
+        # That kernel's share is the same in every plan and said apart from the plan's own
+        # (the training issue's "recomputation line is 0 under --recompute none"): under none
+        # the plan rebuilds nothing at all, under auto no contraction.
+        for plan in by.values():
+            self.assertEqual(plan["kernel_recompute_matmul_flops"],
+                             attention_logits * 2 * a["head_dim"], plan["policy"])
+        self.assertEqual(by["none"]["recompute_flops"], by["none"]["kernel_recompute_flops"])
+        self.assertEqual(by["auto"]["recompute_matmul_flops"],
+                         by["auto"]["kernel_recompute_matmul_flops"])
+        self.assertGreater(by["blocks"]["recompute_matmul_flops"],
+                           by["blocks"]["kernel_recompute_matmul_flops"])
+        self.assertEqual(j["flops"]["recompute_in_kernels"], by["blocks"]["kernel_recompute_flops"])
+        out = self.ok("report", script("gpt2_small.ein"), *two_layers, "--recompute", "blocks")
         self.assertIn("blocks *", out)
+        self.assertRegex(out, r"\n  none +saved +\S+ \S+ +recomputed +0 FLOPs \( +0 in contractions\)")
+        self.assertIn("the fused attention's (and cross-entropy's) backward kernels rebuild", out)
         self.fails(["report", script("gpt2_small.ein"), *TINY, "--recompute", "some"],
                    "--recompute some: expected none, auto or blocks")
 

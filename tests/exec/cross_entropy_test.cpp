@@ -409,6 +409,9 @@ TEST(LinearCrossEntropyRecogniser, DifferentiatedHeadsComputeTheirGradientsInThe
       EXPECT_EQ(c.recompute.matmul_flops, 0);
     else
       EXPECT_GE(c.recompute.matmul_flops, product);  // the head's forward, and its logits again
+    // Of that, the grad kernel's own: its logits, rebuilt chunk by chunk (none when the
+    // gradients are made in the forward).
+    EXPECT_EQ(c.kernel_recompute.matmul_flops, in_forward ? 0 : product);
   }
 }
 
