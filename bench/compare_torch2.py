@@ -72,6 +72,27 @@ def model_flops(a, config):
     return json.loads(out)["flops"]["per_step"]
 
 
+# torch.matmul's rate on this CPU at the step's GEMM sizes (2048 x 512 x 2048, two threads, as
+# the runs): with MKL on some CPUs (AMD Zen 5: 0.44x oneDNN's sgemm) this, not the framework
+# around it, is most of what separates the two; printed once beside ein's peak.
+TORCH_GEMM = '''
+import time, torch
+torch.set_num_threads(2)
+dtype = torch.bfloat16 if {bf16} else torch.float32
+a, b = torch.randn(2048, 512, dtype=dtype), torch.randn(512, 2048, dtype=dtype)
+for _ in range(3):
+    a @ b
+best = min((lambda t: (a @ b, time.perf_counter() - t)[1])(time.perf_counter()) for _ in range(20))
+print(2 * 2048 * 512 * 2048 / best / 1e9)
+'''
+
+
+def torch_gemm_rate(a):
+    code = TORCH_GEMM.format(bf16=a.precision == "bf16")
+    r = subprocess.run([a.python, "-c", code], capture_output=True, text=True)
+    return float(r.stdout.strip()) if r.returncode == 0 else None
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--ein", default=os.path.join(ROOT, "build", "bin", "ein"))
@@ -84,6 +105,10 @@ def main():
     a = p.parse_args()
     a.ein = os.path.abspath(a.ein)
     runs = ["ein", "eager", "compile"]
+    gemm = torch_gemm_rate(a)
+    if gemm is not None:
+        print(f"# torch.matmul {a.precision} 2048x512x2048 on 2 threads: {gemm:.1f} GFLOP/s "
+              "(best of 20), against the peak below")
     for config in a.config or CONFIGS:
         t, l, h, d, b = (int(x) for x in config.split())
         tokens = t * b
