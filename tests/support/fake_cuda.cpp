@@ -142,8 +142,22 @@ class EmulatedExecution final : public CudaExecution {
     for (int arch : {80, 90}) {
       const auto binary = CudaCompiler::instance().compile(source, entry + ".cu", {arch, true, {}});
       const auto usage = parse_ptxas_usage(binary->log, entry);
-      if (!usage)
-        throw std::logic_error("fake cuda: no ptxas report for " + entry + ":\n" + binary->log);
+      if (!usage) {
+        // Seen once on a GPU machine (H200, 2026-11-30) and never reproduced here: say all
+        // that tells a cache entry, a PTX fallback and an empty log apart.
+        const NvrtcInfo& nvrtc = nvrtc_info();
+        const NvrtcStats stats = CudaCompiler::instance().stats();
+        throw std::logic_error(
+            "fake cuda: no ptxas report for " + entry + " on sm_" + std::to_string(arch) +
+            " (NVRTC " + std::to_string(nvrtc.major) + "." + std::to_string(nvrtc.minor) +
+            " from " + nvrtc.library + "; the binary: " + (binary->ptx ? "PTX" : "cubin") +
+            " for " + std::to_string(binary->arch) + ", " + std::to_string(binary->log.size()) +
+            "-byte log; compiler so far: " + std::to_string(stats.compiled) + " compiled, " +
+            std::to_string(stats.memory_hits) + " memory hits, " +
+            std::to_string(stats.disk_hits) + " disk hits, disk cache " +
+            CudaCompiler::instance().disk_cache_dir().string() + "):\n" + binary->log +
+            "\n--- source ---\n" + source);
+      }
       if (!usage->stack_frame && !usage->spill_stores && !usage->spill_loads) continue;
       bool calls_sin_or_cos = false;
       for (const char* fn : {"sinf(", "cosf(", "sin(", "cos("})
