@@ -47,8 +47,9 @@ int attention_mma_key_tile(int64_t e, int64_t f, bool backward) {
   // (checked once for all of them; AttentionTensorCoreKernels keeps checking the widest).
   if (backward && e + f > 224) return 16;
   for (int bk : {64, 32}) {
-    // the backward's f32 probabilities per warp, and dK/dV's per-query lse, delta and limit
-    const int64_t extra = backward ? 4 * kWarps * 16 * (bk + 4) + 12 * bk : 0;
+    // the backward's f32 probabilities per warp, dK/dV's per-query lse, delta and limit, and
+    // its per-warp first query
+    const int64_t extra = backward ? 4 * kWarps * 16 * (bk + 4) + 12 * bk + 8 * kWarps : 0;
     if (shared_bytes(e, f, bk) + extra <= kSharedBudget) return bk;
   }
   return 0;
@@ -458,6 +459,7 @@ extern "C" __global__ void __launch_bounds__(32 * EIN_WARPS, 1) ein_attention_dk
   __shared__ float lses[EIN_BK], deltas[EIN_BK];
   __shared__ int lims[EIN_BK];
   __shared__ int skip;
+  __shared__ long long firsts[EIN_WARPS];  // each warp's first query that sees the block's keys
 
   const long long groups = H / R, NKV = N / R;
   const long long kblocks = (S + 16 * EIN_WARPS - 1) / (16 * EIN_WARPS), items = NKV * kblocks;
@@ -480,10 +482,28 @@ extern "C" __global__ void __launch_bounds__(32 * EIN_WARPS, 1) ein_attention_dk
     for (int c = 0; c < EIN_F / 16; ++c) wmma::fill_fragment(dvf[c], 0.0f);
 #endif
 
+    // With key limits, the query tiles before the first query that sees one of the block's
+    // keys (limit -1 or past j0) are all skipped below: start at that query's tile instead of
+    // paying three barriers for each (under a causal mask, every tile above the diagonal).
+    long long first = has_limits ? T : 0;
+    for (long long i = threadIdx.x; has_limits && i < T; i += blockDim.x)
+      if (limits[i] < 0 || limits[i] > j0) {
+        first = i;
+        break;
+      }
+    for (int d = 16; d > 0; d /= 2) {
+      const long long other = __shfl_xor_sync(0xffffffffu, first, d);
+      first = other < first ? other : first;
+    }
+    if (lane == 0) firsts[warp] = first;
+    __syncthreads();
+    for (int x = 0; x < EIN_WARPS; ++x) first = firsts[x] < first ? firsts[x] : first;
+    const long long i_start = first / EIN_BK * EIN_BK;
+
     for (long long g = 0; g < R; ++g) {  // the query heads that read this k/v head
       const long long n = (m / groups) * H + (m % groups) * R + g;
       const bias_t* bcol_at = has_bias && j < S ? bias + bias_off[n] + j * bcol : 0;
-      for (long long i0 = 0; i0 < T; i0 += EIN_BK) {
+      for (long long i0 = i_start; i0 < T; i0 += EIN_BK) {
         __syncthreads();  // the previous tile is consumed
         for (int x = threadIdx.x; x < EIN_BK; x += blockDim.x) {
           const long long i = i0 + x;
