@@ -270,9 +270,31 @@ extern "C" __global__ void __launch_bounds__(EIN_B, 1) ein_attention_dkv(
   __shared__ real qs[EIN_B][EIN_E], dos[EIN_B][EIN_F], dks[EIN_B][EIN_E], dvs[EIN_B][EIN_F];
   __shared__ real lses[EIN_B], deltas[EIN_B];
   __shared__ int lims[EIN_B], skip;
+  __shared__ long long first_tile;
   for (long long w = blockIdx.x; w < items; w += gridDim.x) {{  // uniform over the block
   const long long m = w / kblocks, j0 = (w % kblocks) * EIN_B;
   const long long j = j0 + tid;
+  // With key limits, the query tiles before the first query that sees one of the block's keys
+  // (limit -1 or past j0) are all skipped below: start at that query's tile instead of paying
+  // three barriers for each (under a causal mask, every tile above the diagonal).
+  __syncthreads();  // the previous item is done with lims and first_tile
+  {{
+    long long first = has_limits ? T : 0;
+    for (long long i = tid; has_limits && i < T; i += EIN_B)
+      if (limits[i] < 0 || limits[i] > j0) {{
+        first = i;
+        break;
+      }}
+    lims[tid] = (int)first;  // T fits an int: the limits are ints
+  }}
+  __syncthreads();
+  if (tid == 0) {{
+    long long first = lims[0];
+    for (int x = 1; x < EIN_B; ++x) first = lims[x] < first ? lims[x] : first;
+    first_tile = first / EIN_B * EIN_B;
+  }}
+  __syncthreads();
+  const long long i_start = first_tile;
   for (int c = 0; c < EIN_E; ++c) dks[tid][c] = 0;
   for (int c = 0; c < EIN_F; ++c) dvs[tid][c] = 0;
   const real* kj = k + (m * S + (j < S ? j : 0)) * EIN_E;
@@ -280,7 +302,7 @@ extern "C" __global__ void __launch_bounds__(EIN_B, 1) ein_attention_dkv(
   for (long long g = 0; g < R; ++g) {{  // the query heads that read this k/v head
     const long long n = (m / groups) * H + (m % groups) * R + g;
     const bias_t* bcol_at = has_bias && j < S ? bias + bias_off[n] + j * bcol : 0;
-    for (long long i0 = 0; i0 < T; i0 += EIN_B) {{
+    for (long long i0 = i_start; i0 < T; i0 += EIN_B) {{
       __syncthreads();
       {{
         const long long i = i0 + tid;
