@@ -534,19 +534,20 @@ struct MmaLaunch {
             o.bias.defined() ? 1.0 : 0.0,  keys.limited ? 1.0 : 0.0};
   }
 
-  /// Launches `items` blocks' work of ein_attention_<kernel>_mma, whose source `source` writes
-  /// (from the 16-bit dtype, the bias dtype, e, f and the tile); `variant` tells sources of one
-  /// kernel apart.
+  /// Launches `items` blocks' work of ein_attention_<kernel>_<flavour> (mma: WMMA, ptx: PTX's
+  /// mma.sync), whose source `source` writes (from the 16-bit dtype, the bias dtype, e, f and
+  /// the tile); `variant` tells sources of one kernel apart.
   template <class Source>
   void launch(const std::string& kernel, int variant, const Source& source, int64_t items,
-              std::span<void* const> buffers, double scale) const {
-    const std::string key = fmt::format("attention {} {} mma {} {} {} {} {}", kernel, variant,
-                                        dtype_name(o.q.dtype()), dtype_name(bias_dtype), o.e,
-                                        o.f, tile);
+              std::span<void* const> buffers, double scale,
+              const std::string& flavour = "mma") const {
+    const std::string key = fmt::format("attention {} {} {} {} {} {} {} {}", kernel, variant,
+                                        flavour, dtype_name(o.q.dtype()), dtype_name(bias_dtype),
+                                        o.e, o.f, tile);
     launch_cuda_source(key, device,
                        [&] {
                          return std::make_pair(source(o.q.dtype(), bias_dtype, o.e, o.f, tile),
-                                               "ein_attention_" + kernel + "_mma");
+                                               "ein_attention_" + kernel + "_" + flavour);
                        },
                        grid(items), 128, buffers, params(scale));
   }
@@ -563,8 +564,15 @@ Tensor forward_mma(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
     void* buffers[] = {o.q.device_ptr(), o.k.device_ptr(),        o.v.device_ptr(),
                        o.bias_ptr(),     o.bias_off.device_ptr(), m.keys.limits.device_ptr(),
                        out.device_ptr()};
-    m.launch("forward", 0, detail::attention_mma_forward_source, o.n * ((o.t + 63) / 64),
-             buffers, scale);
+    const int64_t items = o.n * ((o.t + 63) / 64);  // blocks of 64 query rows
+    if (detail::attention_forward_uses_ptx(cuda_execution().arch(m.device)))
+      m.launch("forward", 0,
+               [](DType in, DType bias, int64_t e, int64_t f, int) {
+                 return detail::attention_ptx_forward_source(in, bias, e, f);
+               },
+               items, buffers, scale, "ptx");
+    else
+      m.launch("forward", 0, detail::attention_mma_forward_source, items, buffers, scale);
   }
   return out.dtype() == dtype ? out : out.to(dtype);
 }

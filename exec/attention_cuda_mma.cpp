@@ -28,17 +28,28 @@ std::pair<const char*, const char*> bias_type(DType bias) {
   }
 }
 
-std::string bias_prelude(DType bias) {
+}  // namespace
+
+std::string attention_bias_prelude(DType bias) {
   const auto [type, read] = bias_type(bias);
   return fmt::format(
       "#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n"
       "typedef {0} bias_t;\n"
       "#define EIN_NEG_INF (-__int_as_float(0x7f800000))\n"
-      "__device__ __forceinline__ float ein_bias(const bias_t* b) {{ return {1}; }}\n",
+      "__device__ __forceinline__ float ein_bias(const bias_t* b) {{ return {1}; }}\n"
+      "// Thread 0 writes to *kend the keys that query rows [i0, i0 + rows) need: all of S or,\n"
+      "// with per-row key limits, up to their largest (a row of limit -1 needs all).\n"
+      "__device__ __forceinline__ void ein_key_end(long long* kend, const int* limits,\n"
+      "                                            bool has_limits, long long i0, int rows,\n"
+      "                                            long long T, long long S) {{\n"
+      "  if (threadIdx.x != 0) return;\n"
+      "  long long end = has_limits ? 0 : S;\n"
+      "  for (long long x = i0; has_limits && x < i0 + rows && x < T; ++x)\n"
+      "    end = limits[x] < 0 ? S : (limits[x] > end ? limits[x] : end);\n"
+      "  *kend = end;\n"
+      "}}\n",
       type, read);
 }
-
-}  // namespace
 
 int attention_mma_key_tile(int64_t e, int64_t f, bool backward) {
   if (e <= 0 || f <= 0 || e % 16 != 0 || f % 16 != 0 || e > 128 || f > 128) return 0;
@@ -59,7 +70,7 @@ bool attention_mma_split_dkv(int64_t e, int64_t f) { return e + f > 128; }
 
 std::string attention_limits_source(DType bias) {
   return "// Per-row key limits of an attention mask (exec/attention_cuda_mma.h)\n" +
-         bias_prelude(bias) + R"(
+         attention_bias_prelude(bias) + R"(
 extern "C" __global__ void __launch_bounds__(128) ein_attention_limits(
     const bias_t* bias, int* limits, double t_, double s_, double brow_, double bcol_) {
   const long long T = (long long)t_, S = (long long)s_, brow = (long long)brow_,
@@ -105,7 +116,7 @@ std::string mma_prelude(DType in, DType bias, int64_t e, int64_t f, int tile) {
       kPad, kWarps);
   return "// FlashAttention-2 on tensor cores (exec/attention_cuda_mma.h)\n"
          "#ifndef EIN_EMULATED_CUDA\n#include <mma.h>\n#endif\n" +
-         bias_prelude(bias) + defines + R"(
+         attention_bias_prelude(bias) + defines + R"(
 using namespace nvcuda;
 typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc_t;
 typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, in_t, wmma::row_major> a_t;
@@ -236,17 +247,6 @@ __device__ __forceinline__ void ein_store_scores(float* dst, const acc_t* acc) {
     wmma::store_matrix_sync(dst + 16 * jt, acc[jt], EIN_BKS, wmma::mem_row_major);
 }
 
-// Thread 0 writes to *kend the keys the block's query rows [i0, i0 + 16 · EIN_WARPS) need: all
-// of S, or, with per-row key limits, up to their largest (a row of limit -1 needs all).
-__device__ __forceinline__ void ein_key_end(long long* kend, const int* limits, bool has_limits,
-                                            long long i0, long long T, long long S) {
-  if (threadIdx.x != 0) return;
-  long long end = has_limits ? 0 : S;
-  for (long long x = i0; has_limits && x < i0 + 16 * EIN_WARPS && x < T; ++x)
-    end = limits[x] < 0 ? S : (limits[x] > end ? limits[x] : end);
-  *kend = end;
-}
-
 // The forward's and dQ's key tile: k and v rows [j0, j0 + EIN_BK) staged in ks and vs (after
 // the previous tile is consumed), and the warp's 16 × EIN_BK scores q kᵀ in its shared rows.
 __device__ __forceinline__ void ein_key_tile_scores(in_t* ks, in_t* vs, float* scores,
@@ -300,7 +300,7 @@ extern "C" __global__ void __launch_bounds__(32 * EIN_WARPS, 1) ein_attention_fo
     const int limit = has_limits && i < T ? limits[i] : -1;  // -1: read the bias
     const bias_t* brow_at = has_bias && limit < 0 && i < T ? bias + bias_off[n] + i * brow : 0;
     __syncthreads();  // the previous item is done with kend and the tiles
-    ein_key_end(&kend, limits, has_limits, i0, T, S);
+    ein_key_end(&kend, limits, has_limits, i0, 16 * EIN_WARPS, T, S);
     a_t qf[EIN_E / 16];
     ein_rows_as_a<EIN_E>(qf, q + n * T * EIN_E, r0, T, reinterpret_cast<in_t*>(ss[warp]), lane);
     acc_t of[EIN_F / 16];
@@ -396,7 +396,7 @@ extern "C" __global__ void __launch_bounds__(32 * EIN_WARPS, 1) ein_attention_dq
     const float lse = i < T ? out[(n * T + i) * (EIN_F + 1) + EIN_F] : EIN_NEG_INF;
     const float di = i < T ? delta[n * T + i] : 0.0f;
     __syncthreads();
-    ein_key_end(&kend, limits, has_limits, i0, T, S);
+    ein_key_end(&kend, limits, has_limits, i0, 16 * EIN_WARPS, T, S);
     a_t qf[EIN_E / 16], df[EIN_F / 16];
     ein_rows_as_a<EIN_E>(qf, q + n * T * EIN_E, r0, T, reinterpret_cast<in_t*>(ss[warp]), lane);
     ein_rows_as_a<EIN_F>(df, d_out + n * T * EIN_F, r0, T, reinterpret_cast<in_t*>(ss[warp]),

@@ -1,6 +1,9 @@
 // The fused attention on tensor cores, for CUDA tensors (internal to exec/; launched by
 // attention_cuda.cpp). For bf16 or f16 q, k and v with head dims that are multiples of 16 up
-// to 128, on sm_80 and newer (sm_70 for f16), the forward:
+// to 128, on sm_80 and newer (sm_70 for f16). There are two forwards with one contract: on
+// sm_80+ the one through PTX (attention_ptx_forward_source below: mma.sync with the scores in
+// registers, cp.async), and where that is not available (f16 on sm_70/75) or under
+// EIN_CUDA_ATTENTION=wmma the WMMA one:
 //  - a block of 4 warps takes 64 query rows of one batch index, 16 rows a warp; each warp
 //    keeps its rows' q as WMMA fragments and its output accumulator (f32) in registers;
 //  - per tile of BK keys (64, or 32 where 64 does not fit 48 KB of shared memory) the block
@@ -46,6 +49,32 @@ std::string attention_mma_forward_source(DType in, DType bias, int64_t e, int64_
 std::string attention_mma_dq_source(DType in, DType bias, int64_t e, int64_t f, int key_tile);
 std::string attention_mma_dkv_source(DType in, DType bias, int64_t e, int64_t f, int key_tile,
                                      int part);
+
+/// The forward kernel `ein_attention_forward_ptx` (exec/attention_cuda_ptx.cpp): the same
+/// contract as the WMMA forward, written with PTX's mma.sync m16n8k16, ldmatrix and cp.async
+/// (sm_80 and newer, bf16 or f16) so that the scores, probabilities and output stay in
+/// registers, in the layout PTX documents:
+///  - a block of 4 warps takes 64 query rows (16 a warp); q's fragments come from global
+///    memory once per block of rows;
+///  - k and v tiles of 64 keys are staged by cp.async into shared memory, each one's copy
+///    overlapping the other's product (FlashAttention-2's schedule: v's copy runs under
+///    q·kᵀ and the softmax, the next k's under p·v);
+///  - each lane holds 2 rows × 2 columns of every 16 × 8 score tile: the row max and sum need
+///    two shuffles within a group of four lanes, and the probabilities become the next
+///    product's A fragments without leaving registers (the accumulator's layout is the A
+///    operand's);
+///  - the softmax runs in base 2 (the scale and the bias multiplied by log2 e);
+///  - the blocks take the query rows from the last block down, so that under a causal mask
+///    the longest rows start first.
+std::string attention_ptx_forward_source(DType in, DType bias, int64_t e, int64_t f);
+
+/// Whether the forward runs `ein_attention_forward_ptx` (sm_80 and newer, unless
+/// EIN_CUDA_ATTENTION=wmma asks for the WMMA forward) rather than the WMMA one.
+bool attention_forward_uses_ptx(int arch);
+
+/// The C++ that starts every tensor-core kernel's source: the 16-bit headers, bias_t, ein_bias
+/// (one element of the bias as float) and EIN_NEG_INF.
+std::string attention_bias_prelude(DType bias);
 
 /// The kernel `ein_attention_limits`: per query row of a [T, S] bias, the number of leading
 /// zeros when the rest is -inf, else -1.

@@ -4,7 +4,8 @@
 // the variant is still called "amx", and the "tiles" field says which ran) and on the f32
 // kernels that widen the operands (force_no_amx_tiles), the two alternating round by round;
 // and f32 operands for reference. On a GPU (bench/gpu/run.sh): `cuda`, the bf16 operands on
-// cuda:0 (the tensor-core forward, attention_cuda_mma.h), and `cuda-simt`, the same with
+// cuda:0 (the tensor-core kernels, attention_cuda_mma.h: the forward through PTX's mma.sync),
+// `cuda-wmma`, the same with EIN_CUDA_ATTENTION=wmma (the WMMA forward), and `cuda-simt`, with
 // EIN_CUDA_ATTENTION=simt (the scalar kernels). One JSON line per variant: median ms per
 // forward + backward, every round, and the causal-useful TFLOP/s (2·b·h·t·t·e for a forward,
 // 2.5 times that for a forward + backward). A variant with the suffix ":forward"
@@ -65,7 +66,9 @@ int main(int argc, char** argv) {
       const bool f32 = kind == "f32", forward_only = variant.ends_with(":forward");
       const bool gpu = kind.starts_with("cuda");
       force_no_amx_tiles(kind == "widened");
-      if (gpu) setenv("EIN_CUDA_ATTENTION", kind == "cuda-simt" ? "simt" : "", 1);
+      if (gpu)
+        setenv("EIN_CUDA_ATTENTION",
+               kind == "cuda-simt" ? "simt" : kind == "cuda-wmma" ? "wmma" : "", 1);
       const Tensor &qq = gpu ? qg : f32 ? q : qb, &kk = gpu ? kg : f32 ? k : kb,
                    &vv = gpu ? vg : f32 ? v : vb, &dd = gpu ? dg : d, &mm = gpu ? mask_g : mask;
       if (gpu) synchronize();

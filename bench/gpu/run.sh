@@ -262,12 +262,14 @@ PY
 
 echo
 echo "== fused attention, causal, b 4 h 16 t 4096 e 128 bf16: ein and torch SDPA"
-# exec/attention_cuda_mma.h: the forward on tensor cores (WMMA); cuda-simt: the scalar kernels
+# exec/attention_cuda_mma.h: the kernels on tensor cores, the forward through PTX's mma.sync;
+# cuda-wmma: the WMMA forward (EIN_CUDA_ATTENTION=wmma); cuda-simt: the scalar kernels
 # (EIN_CUDA_ATTENTION=simt). The target: forward >= 50% of the dense bf16 peak, here
 # the cuBLASLt bf16 4096^3 GEMM rate above (the useful FLOPs of a causal forward: 2·b·h·t·t·e).
 # Also at e 64, where the backward keeps tiles of 32 and one dK/dV kernel (at e + f = 256 it
 # takes tiles of 16 and splits dK from dV: attention_cuda_mma.h), to tell the two apart.
-"$bin/ein_attention_kernel_timings" 4 16 4096 128 5 cuda:forward,cuda,cuda-simt:forward \
+"$bin/ein_attention_kernel_timings" 4 16 4096 128 5 \
+  cuda:forward,cuda-wmma:forward,cuda,cuda-simt:forward \
   >"$out/attention.jsonl" || status=1
 "$bin/ein_attention_kernel_timings" 4 16 4096 64 5 cuda:forward,cuda \
   >>"$out/attention.jsonl" || status=1

@@ -8,10 +8,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -648,16 +650,43 @@ TEST_P(AttentionOnCuda, MatchesTheDefinitionInFloat64) {
   }
 }
 
-// The tensor-core forward (attention_cuda_mma.h): every mask per batch row (read per element)
-// and shared (per-row key limits, or per element where a row is not "zeros, then -inf"),
-// partial row blocks and key tiles, both key tile sizes, bf16 and f16, grouped-query heads.
+/// EIN_CUDA_ATTENTION set to `value` (unset when empty) for the scope, as it was after.
+class ScopedAttentionChoice {
+ public:
+  explicit ScopedAttentionChoice(const std::string& value) {
+    if (const char* was = std::getenv(kName)) was_ = was;
+    if (value.empty()) ::unsetenv(kName);
+    else ::setenv(kName, value.c_str(), 1);
+  }
+  ~ScopedAttentionChoice() {
+    if (was_) ::setenv(kName, was_->c_str(), 1);
+    else ::unsetenv(kName);
+  }
+
+ private:
+  static constexpr const char* kName = "EIN_CUDA_ATTENTION";
+  std::optional<std::string> was_;
+};
+
+// The tensor-core kernels (attention_cuda_mma.h), with either forward (PTX's mma.sync, the
+// default on sm_80+ and on the fake device; WMMA under EIN_CUDA_ATTENTION=wmma): every mask
+// per batch row (read per element) and shared (per-row key limits, or per element where a row
+// is not "zeros, then -inf"), partial row blocks and key tiles, both key tile sizes of the
+// backward, bf16 and f16, grouped-query heads.
 TEST_P(AttentionOnCuda, TensorCoresMatchTheDefinition) {
   if (const std::string why = testing::wmma_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
-  for (Mask m : {Mask::none, Mask::causal, Mask::random_rows, Mask::additive, Mask::padding})
-    for (bool shared : {false, true})
-      run_case({2, 70, 75, 16, 16, m, DType::bf16, 2e-4, shared}, cuda());
-  run_case({2, 37, 130, 32, 48, Mask::causal, DType::f16, 2e-4, true}, cuda());
-  run_case({1, 65, 40, 128, 128, Mask::padding, DType::bf16, 2e-4, true}, cuda());  // 32-key tiles
+  for (const std::string forward : {"", "wmma"}) {
+    SCOPED_TRACE("forward: " + (forward.empty() ? std::string("ptx") : forward));
+    const ScopedAttentionChoice choice(forward);
+    EXPECT_EQ(detail::attention_forward_uses_ptx(90), forward.empty());
+    for (Mask m : {Mask::none, Mask::causal, Mask::random_rows, Mask::additive, Mask::padding})
+      for (bool shared : {false, true})
+        run_case({2, 70, 75, 16, 16, m, DType::bf16, 2e-4, shared}, cuda());
+    run_case({2, 37, 130, 32, 48, Mask::causal, DType::f16, 2e-4, true}, cuda());
+    run_case({1, 65, 40, 128, 128, Mask::padding, DType::bf16, 2e-4, true}, cuda());  // 32-key tiles
+    run_case({1, 130, 150, 64, 128, Mask::random_rows, DType::bf16, 2e-4}, cuda());
+  }
+  EXPECT_FALSE(detail::attention_forward_uses_ptx(75));  // f16 on Turing: the WMMA forward
   const Tensor q = zeros({1, 4, 16}, DType::bf16, cuda());
   const Tensor v = zeros({1, 4, 16}, DType::bf16, cuda());
   EXPECT_TRUE(cuda_attention_uses_tensor_cores(q, q, v, DType::f32));
@@ -735,6 +764,8 @@ TEST(AttentionTensorCoreKernels, CompileWithoutLocalMemory) {
     std::vector<std::pair<std::string, std::string>> kernels = {
         {detail::attention_mma_forward_source(w.in, DType::f32, w.e, w.f, forward_tile),
          "ein_attention_forward_mma"},
+        {detail::attention_ptx_forward_source(w.in, DType::f32, w.e, w.f),
+         "ein_attention_forward_ptx"},
         {detail::attention_mma_dq_source(w.in, DType::f32, w.e, w.f, backward_tile),
          "ein_attention_dq_mma"}};
     const bool split = detail::attention_mma_split_dkv(w.e, w.f);

@@ -8,6 +8,10 @@
 //  - __shfl_xor_sync exchanges values among the 32 threads of a warp through a per-warp
 //    barrier (all 32 lanes must take part, as the full mask requires);
 //  - __syncwarp() is a barrier of the warp's 32 threads;
+//  - PTX's mma.sync m16n8k16, ldmatrix and cp.async (the kernels' ein_mma_16816,
+//    ein_ldmatrix_x4 and ein_cp_async_16) exchange operands among the warp's lanes and give
+//    each lane its part in the PTX ISA's fragment layouts; a cp.async's destination reads as
+//    NaN until the thread waits for it;
 //  - WMMA (nvcuda::wmma: fragments, load/store/mma_sync) gives every lane of the warp the whole
 //    tile, in row-major order: the GPU spreads a fragment over the lanes in a layout the API
 //    leaves unspecified, so a kernel that uses only the API (and reads which row an accumulator
@@ -26,7 +30,9 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include <array>
 #include <barrier>
+#include <cstdint>
 #include <cmath>
 #include <type_traits>
 #include <cstring>
@@ -56,13 +62,14 @@ namespace ein_emulation {
 
 /// The barriers and shuffle slots of the block being run.
 struct Block {
-  explicit Block(unsigned threads) : block(threads), slots(threads) {
+  explicit Block(unsigned threads) : block(threads), slots(threads), registers(threads) {
     for (unsigned w = 0; w < (threads + 31) / 32; ++w)
       warps.push_back(std::make_unique<std::barrier<>>(std::min(32u, threads - 32 * w)));
   }
   std::barrier<> block;
   std::vector<std::unique_ptr<std::barrier<>>> warps;
   std::vector<double> slots;  // one per thread; float and double values pass exactly
+  std::vector<std::array<uint64_t, 6>> registers;  // one set per thread: PTX's warp-wide operands
 };
 inline Block* current = nullptr;
 
@@ -83,6 +90,103 @@ T __shfl_xor_sync(unsigned, T v, int lane_mask) {
 
 inline void __syncwarp(unsigned = 0xffffffffu) {
   ein_emulation::current->warps[threadIdx.x / 32]->arrive_and_wait();
+}
+
+// PTX's warp-wide matrix instructions and asynchronous copies as the kernels call them
+// (exec/attention_cuda_ptx.cpp): each lane's operands pass through the warp's registers, and
+// every lane takes its part of the result in the layouts the PTX ISA documents, written here
+// from its tables, not from the kernel's reading of them.
+namespace ein_emulation {
+/// The warp's lanes' register sets and this lane's index in them.
+inline std::array<uint64_t, 6>* warp_registers(unsigned& lane) {
+  lane = threadIdx.x % 32;
+  return &current->registers[threadIdx.x / 32 * 32];
+}
+inline uint16_t half_of(uint64_t reg, int which) { return static_cast<uint16_t>(reg >> (16 * which)); }
+
+/// ldmatrix .m8n8 .x4 .b16: lanes 8m..8m+7 give the addresses of matrix m's rows; r[m] gets
+/// elements (lane / 4, 2 (lane % 4) + 0 and 1) of matrix m, or of its transpose.
+template <bool Trans>
+void ldmatrix_x4(unsigned* r, const void* p) {
+  unsigned lane;
+  std::array<uint64_t, 6>* regs = warp_registers(lane);
+  regs[lane][0] = reinterpret_cast<uintptr_t>(p);
+  __syncwarp();
+  for (unsigned m = 0; m < 4; ++m) {
+    unsigned value = 0;
+    for (unsigned x = 0; x < 2; ++x) {
+      const unsigned row = Trans ? 2 * (lane % 4) + x : lane / 4;
+      const unsigned col = Trans ? lane / 4 : 2 * (lane % 4) + x;
+      const auto* row_at = reinterpret_cast<const uint16_t*>(regs[8 * m + row][0]);
+      value |= static_cast<unsigned>(row_at[col]) << (16 * x);
+    }
+    r[m] = value;
+  }
+  __syncwarp();
+}
+
+/// mma.sync .m16n8k16 .row .col, f32 accumulators: with group = lane / 4 and t = lane % 4,
+/// A's element (row, col) is half col % 2 of register (row ≥ 8) + 2 (col ≥ 8) of lane
+/// 4 (row % 8) + (col % 8) / 2; B's (k, n) half k % 2 of register k ≥ 8 of lane 4 n + (k % 8) / 2;
+/// C's register i holds (group + 8 (i ≥ 2), 2 t + i % 2).
+template <class T>
+void mma_16816(float* d, const unsigned* a, const unsigned* b) {
+  unsigned lane;
+  std::array<uint64_t, 6>* regs = warp_registers(lane);
+  for (int x = 0; x < 4; ++x) regs[lane][x] = a[x];
+  regs[lane][4] = b[0];
+  regs[lane][5] = b[1];
+  __syncwarp();
+  const auto value = [](uint64_t reg, int which) {
+    const uint16_t bits = half_of(reg, which);
+    T v;
+    std::memcpy(&v, &bits, 2);
+    return static_cast<float>(v);
+  };
+  const auto A = [&](int row, int col) {
+    return value(regs[4 * (row % 8) + (col % 8) / 2][(row >= 8) + 2 * (col >= 8)], col % 2);
+  };
+  const auto B = [&](int k, int n) { return value(regs[4 * n + (k % 8) / 2][4 + (k >= 8)], k % 2); };
+  float result[4];
+  for (int i = 0; i < 4; ++i) {
+    const int row = static_cast<int>(lane / 4) + 8 * (i / 2), col = 2 * static_cast<int>(lane % 4) + i % 2;
+    float sum = d[i];
+    for (int k = 0; k < 16; ++k) sum += A(row, k) * B(k, col);
+    result[i] = sum;
+  }
+  __syncwarp();  // every lane has read the operands before they are reused
+  for (int i = 0; i < 4; ++i) d[i] = result[i];
+}
+
+/// cp.async: the destination holds all-ones bytes (NaN in every float type) from the copy's
+/// start until this thread waits, when the copy lands; a kernel that reads a tile before its
+/// wait, or starts a copy into a tile another warp still reads, sees NaN.
+struct PendingCopy {
+  void* dst;
+  const void* src;
+  bool copy;
+};
+inline thread_local std::vector<PendingCopy> pending_copies;
+}  // namespace ein_emulation
+
+template <class T>
+void ein_mma_16816(float* d, const unsigned* a, const unsigned* b) {
+  ein_emulation::mma_16816<T>(d, a, b);
+}
+inline void ein_ldmatrix_x4(unsigned* r, const void* p) { ein_emulation::ldmatrix_x4<false>(r, p); }
+inline void ein_ldmatrix_x4_trans(unsigned* r, const void* p) {
+  ein_emulation::ldmatrix_x4<true>(r, p);
+}
+inline void ein_cp_async_16(void* dst, const void* src, bool copy) {
+  std::memset(dst, 0xff, 16);
+  ein_emulation::pending_copies.push_back({dst, src, copy});
+}
+inline void ein_cp_async_wait_all() {
+  for (const ein_emulation::PendingCopy& c : ein_emulation::pending_copies) {
+    if (c.copy) std::memcpy(c.dst, c.src, 16);
+    else std::memset(c.dst, 0, 16);
+  }
+  ein_emulation::pending_copies.clear();
 }
 
 namespace nvcuda::wmma {
