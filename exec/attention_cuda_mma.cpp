@@ -33,22 +33,47 @@ std::pair<const char*, const char*> bias_type(DType bias) {
 std::string attention_bias_prelude(DType bias) {
   const auto [type, read] = bias_type(bias);
   return fmt::format(
-      "#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n"
-      "typedef {0} bias_t;\n"
-      "#define EIN_NEG_INF (-__int_as_float(0x7f800000))\n"
-      "__device__ __forceinline__ float ein_bias(const bias_t* b) {{ return {1}; }}\n"
-      "// Thread 0 writes to *kend the keys that query rows [i0, i0 + rows) need: all of S or,\n"
-      "// with per-row key limits, up to their largest (a row of limit -1 needs all).\n"
-      "__device__ __forceinline__ void ein_key_end(long long* kend, const int* limits,\n"
-      "                                            bool has_limits, long long i0, int rows,\n"
-      "                                            long long T, long long S) {{\n"
-      "  if (threadIdx.x != 0) return;\n"
-      "  long long end = has_limits ? 0 : S;\n"
-      "  for (long long x = i0; has_limits && x < i0 + rows && x < T; ++x)\n"
-      "    end = limits[x] < 0 ? S : (limits[x] > end ? limits[x] : end);\n"
-      "  *kend = end;\n"
-      "}}\n",
-      type, read);
+             "#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n"
+             "typedef {0} bias_t;\n"
+             "#define EIN_NEG_INF (-__int_as_float(0x7f800000))\n"
+             "__device__ __forceinline__ float ein_bias(const bias_t* b) {{ return {1}; }}\n",
+             type, read) +
+         R"(
+// Thread 0 writes to *kend the keys that query rows [i0, i0 + rows) need: all of S or, with
+// per-row key limits, up to their largest (a row of limit -1 needs all).
+__device__ __forceinline__ void ein_key_end(long long* kend, const int* limits, bool has_limits,
+                                            long long i0, int rows, long long T, long long S) {
+  if (threadIdx.x != 0) return;
+  long long end = has_limits ? 0 : S;
+  for (long long x = i0; has_limits && x < i0 + rows && x < T; ++x)
+    end = limits[x] < 0 ? S : (limits[x] > end ? limits[x] : end);
+  *kend = end;
+}
+
+// The first query row that sees one of the keys from j0 on: with per-row key limits, the first
+// row of limit -1 or past j0 (T when there is none), else 0. Every thread of the block calls
+// it (WARPS warps); `firsts` holds a slot per warp in shared memory.
+template <int WARPS>
+__device__ __forceinline__ long long ein_first_query(const int* limits, bool has_limits,
+                                                     long long j0, long long T,
+                                                     long long* firsts) {
+  long long first = has_limits ? T : 0;
+  for (long long i = threadIdx.x; has_limits && i < T; i += blockDim.x)
+    if (limits[i] < 0 || limits[i] > j0) {
+      first = i;
+      break;
+    }
+  for (int d = 16; d > 0; d /= 2) {
+    const long long other = __shfl_xor_sync(0xffffffffu, first, d);
+    first = other < first ? other : first;
+  }
+  if (threadIdx.x % 32 == 0) firsts[threadIdx.x / 32] = first;
+  __syncthreads();
+#pragma unroll
+  for (int x = 0; x < WARPS; ++x) first = firsts[x] < first ? firsts[x] : first;
+  return first;
+}
+)";
 }
 
 int attention_mma_key_tile(int64_t e, int64_t f, bool backward) {
@@ -264,9 +289,9 @@ __device__ __forceinline__ void ein_key_tile_scores(in_t* ks, in_t* vs, float* s
 )";
 }
 
-/// `kernel` with its size parameters spelt out (the host emulation reads the entry's
-/// parameter list as written, so it cannot be a macro).
-std::string with_sizes(std::string kernel) {
+}  // namespace
+
+std::string attention_with_sizes(std::string kernel) {
   const std::string mark = "EIN_SIZE_PARAMS";
   const size_t at = kernel.find(mark);
   return kernel.replace(at, mark.size(),
@@ -274,11 +299,9 @@ std::string with_sizes(std::string kernel) {
                         "    double brow_, double bcol_, double has_bias_, double has_limits_");
 }
 
-}  // namespace
-
 std::string attention_mma_forward_source(DType in, DType bias, int64_t e, int64_t f,
                                          int key_tile) {
-  return mma_prelude(in, bias, e, f, key_tile) + with_sizes(R"(
+  return mma_prelude(in, bias, e, f, key_tile) + attention_with_sizes(R"(
 extern "C" __global__ void __launch_bounds__(32 * EIN_WARPS, 1) ein_attention_forward_mma(
     const in_t* q, const in_t* k, const in_t* v, const bias_t* bias, const long long* bias_off,
     const int* limits, float* out, EIN_SIZE_PARAMS) {
@@ -372,7 +395,7 @@ extern "C" __global__ void __launch_bounds__(32 * EIN_WARPS, 1) ein_attention_fo
 }
 
 std::string attention_mma_dq_source(DType in, DType bias, int64_t e, int64_t f, int key_tile) {
-  return mma_prelude(in, bias, e, f, key_tile) + with_sizes(R"(
+  return mma_prelude(in, bias, e, f, key_tile) + attention_with_sizes(R"(
 // dQ = scale · Σ_j P ∘ (dP - delta) K over key tiles, P from the logsumexp, dP = dO Vᵀ.
 extern "C" __global__ void __launch_bounds__(32 * EIN_WARPS, 1) ein_attention_dq_mma(
     const in_t* q, const in_t* k, const in_t* v, const bias_t* bias, const long long* bias_off,
@@ -441,7 +464,7 @@ extern "C" __global__ void __launch_bounds__(32 * EIN_WARPS, 1) ein_attention_dq
 std::string attention_mma_dkv_source(DType in, DType bias, int64_t e, int64_t f, int query_tile,
                                      int part) {
   return mma_prelude(in, bias, e, f, query_tile) + fmt::format("#define EIN_PART {}\n", part) +
-         with_sizes(R"(
+         attention_with_sizes(R"(
 // Per block 64 keys (16 a warp) of one k/v row, over the query tiles of every query head that
 // reads it: dV = Σ Pᵀ dO, dK = scale · Σ (Pᵀ ∘ (dPᵀ - delta)) Q with dPᵀ = V dOᵀ; each warp
 // computes the transposed tiles (its keys × EIN_BK queries). EIN_PART 1 computes dV alone, 2
@@ -485,20 +508,7 @@ extern "C" __global__ void __launch_bounds__(32 * EIN_WARPS, 1) ein_attention_dk
     // With key limits, the query tiles before the first query that sees one of the block's
     // keys (limit -1 or past j0) are all skipped below: start at that query's tile instead of
     // paying three barriers for each (under a causal mask, every tile above the diagonal).
-    long long first = has_limits ? T : 0;
-    for (long long i = threadIdx.x; has_limits && i < T; i += blockDim.x)
-      if (limits[i] < 0 || limits[i] > j0) {
-        first = i;
-        break;
-      }
-    for (int d = 16; d > 0; d /= 2) {
-      const long long other = __shfl_xor_sync(0xffffffffu, first, d);
-      first = other < first ? other : first;
-    }
-    if (lane == 0) firsts[warp] = first;
-    __syncthreads();
-    for (int x = 0; x < EIN_WARPS; ++x) first = firsts[x] < first ? firsts[x] : first;
-    const long long i_start = first / EIN_BK * EIN_BK;
+    const long long i_start = ein_first_query<EIN_WARPS>(limits, has_limits, j0, T, firsts) / EIN_BK * EIN_BK;
 
     for (long long g = 0; g < R; ++g) {  // the query heads that read this k/v head
       const long long n = (m / groups) * H + (m % groups) * R + g;

@@ -1,9 +1,9 @@
 // The fused attention on tensor cores, for CUDA tensors (internal to exec/; launched by
 // attention_cuda.cpp). For bf16 or f16 q, k and v with head dims that are multiples of 16 up
-// to 128, on sm_80 and newer (sm_70 for f16). There are two forwards with one contract: on
-// sm_80+ the one through PTX (attention_ptx_forward_source below: mma.sync with the scores in
-// registers, cp.async), and where that is not available (f16 on sm_70/75) or under
-// EIN_CUDA_ATTENTION=wmma the WMMA one:
+// to 128, on sm_80 and newer (sm_70 for f16). There are two sets of kernels with one contract:
+// on sm_80+ the ones through PTX (attention_ptx_*_source below: mma.sync with the scores in
+// registers, cp.async), and where those are not available (f16 on sm_70/75) or under
+// EIN_CUDA_ATTENTION=wmma the WMMA ones. The WMMA forward:
 //  - a block of 4 warps takes 64 query rows of one batch index, 16 rows a warp; each warp
 //    keeps its rows' q as WMMA fragments and its output accumulator (f32) in registers;
 //  - per tile of BK keys (64, or 32 where 64 does not fit 48 KB of shared memory) the block
@@ -50,27 +50,36 @@ std::string attention_mma_dq_source(DType in, DType bias, int64_t e, int64_t f, 
 std::string attention_mma_dkv_source(DType in, DType bias, int64_t e, int64_t f, int key_tile,
                                      int part);
 
-/// The forward kernel `ein_attention_forward_ptx` (exec/attention_cuda_ptx.cpp): the same
-/// contract as the WMMA forward, written with PTX's mma.sync m16n8k16, ldmatrix and cp.async
-/// (sm_80 and newer, bf16 or f16) so that the scores, probabilities and output stay in
-/// registers, in the layout PTX documents:
-///  - a block of 4 warps takes 64 query rows (16 a warp); q's fragments come from global
-///    memory once per block of rows;
-///  - k and v tiles of 64 keys are staged by cp.async into shared memory, each one's copy
-///    overlapping the other's product (FlashAttention-2's schedule: v's copy runs under
-///    q·kᵀ and the softmax, the next k's under p·v);
-///  - each lane holds 2 rows × 2 columns of every 16 × 8 score tile: the row max and sum need
-///    two shuffles within a group of four lanes, and the probabilities become the next
-///    product's A fragments without leaving registers (the accumulator's layout is the A
-///    operand's);
-///  - the softmax runs in base 2 (the scale and the bias multiplied by log2 e);
-///  - the blocks take the query rows from the last block down, so that under a causal mask
-///    the longest rows start first.
+/// The same three kernels written with PTX's mma.sync m16n8k16, ldmatrix and cp.async
+/// (exec/attention_cuda_ptx.cpp; sm_80 and newer, bf16 or f16): `ein_attention_forward_ptx`,
+/// `ein_attention_dq_ptx` and `ein_attention_dkv_ptx` take the WMMA kernels' arguments and give
+/// their results, with every score, probability and accumulator in registers, in the layout
+/// PTX documents:
+///  - a block of 4 warps takes 64 query rows (forward, dQ) or 64 keys (dK/dV), 16 a warp; the
+///    warp's own rows (q; q and dO; k and v) are A fragments read from global memory once;
+///  - the other operand's tiles (k and v; q and dO) are copied by cp.async into padded shared
+///    rows and read by ldmatrix (transposed where they are a product's B rows): the forward
+///    takes tiles of 64 keys, k's and v's copies each running under the other's products
+///    (FlashAttention-2's schedule); dQ and dK/dV take tiles of 32, double-buffered;
+///  - each lane holds 2 rows × 2 columns of every 16 × 8 score tile: a row's max and sum need
+///    two shuffles within its group of four lanes, and P (or dS), rounded to the operands'
+///    dtype, is the next product's A fragment as it stands (the accumulator's layout is A's);
+///  - the softmax runs in base 2 (the scale, the bias and the logsumexp times log2 e);
+///  - the forward and dQ take the query blocks from the last one down, so that under a causal
+///    mask the longest rows start first; dK/dV starts at the first query tile that sees its
+///    keys, and a warp skips a tile none of whose queries sees its keys;
+///  - dK and dV split as the WMMA ones do (attention_mma_split_dkv; `part` as there).
 std::string attention_ptx_forward_source(DType in, DType bias, int64_t e, int64_t f);
+std::string attention_ptx_dq_source(DType in, DType bias, int64_t e, int64_t f);
+std::string attention_ptx_dkv_source(DType in, DType bias, int64_t e, int64_t f, int part);
 
-/// Whether the forward runs `ein_attention_forward_ptx` (sm_80 and newer, unless
-/// EIN_CUDA_ATTENTION=wmma asks for the WMMA forward) rather than the WMMA one.
-bool attention_forward_uses_ptx(int arch);
+/// Whether the tensor-core kernels are the PTX ones (sm_80 and newer, unless
+/// EIN_CUDA_ATTENTION=wmma asks for the WMMA ones) rather than the WMMA ones.
+bool attention_uses_ptx(int arch);
+
+/// `kernel` with the sizes every tensor-core kernel takes spelt out where it says
+/// EIN_SIZE_PARAMS (the host emulation reads an entry's parameters as written: not a macro).
+std::string attention_with_sizes(std::string kernel);
 
 /// The C++ that starts every tensor-core kernel's source: the 16-bit headers, bias_t, ein_bias
 /// (one element of the bias as float) and EIN_NEG_INF.

@@ -1,6 +1,6 @@
-// The tensor-core attention forward through PTX (attention_cuda_mma.h,
-// attention_ptx_forward_source): mma.sync m16n8k16, ldmatrix and cp.async, with the scores,
-// probabilities and output in registers.
+// The tensor-core attention kernels through PTX (attention_cuda_mma.h, attention_ptx_*): the
+// forward, dQ and dK/dV with mma.sync m16n8k16, ldmatrix and cp.async, the scores,
+// probabilities and accumulators in registers.
 #include <cstdlib>
 #include <string>
 
@@ -10,23 +10,26 @@
 
 namespace ein::detail {
 
-bool attention_forward_uses_ptx(int arch) {
+bool attention_uses_ptx(int arch) {
   if (const char* env = std::getenv("EIN_CUDA_ATTENTION"); env && std::string(env) == "wmma")
     return false;
   return arch >= 80;  // mma.sync m16n8k16 for bf16 and f16, and cp.async
 }
 
-std::string attention_ptx_forward_source(DType in, DType bias, int64_t e, int64_t f) {
+namespace {
+
+/// What every PTX kernel starts with: the types and sizes, the three PTX instructions (the host
+/// emulation defines its own), and the tile products they share. EIN_TILE: keys a tile
+/// (forward, dQ) or queries a tile (dK/dV).
+std::string ptx_prelude(DType in, DType bias, int64_t e, int64_t f, int tile) {
   const bool bf16 = in == DType::bf16;
   const std::string defines = fmt::format(
       "typedef {0} in_t;\ntypedef {1} in2_t;\n#define EIN_TO_IN2 {2}\n#define EIN_MMA_TYPE \"{3}\"\n"
-      "#define EIN_E {4}\n#define EIN_F {5}\n",
+      "#define EIN_E {4}\n#define EIN_F {5}\n#define EIN_TILE {6}\n",
       bf16 ? "__nv_bfloat16" : "__half", bf16 ? "__nv_bfloat162" : "__half2",
-      bf16 ? "__floats2bfloat162_rn" : "__floats2half2_rn", bf16 ? "bf16" : "f16", e, f);
-  return "// FlashAttention-2's forward through PTX (exec/attention_cuda_mma.h)\n" +
+      bf16 ? "__floats2bfloat162_rn" : "__floats2half2_rn", bf16 ? "bf16" : "f16", e, f, tile);
+  return "// FlashAttention-2 through PTX (exec/attention_cuda_mma.h)\n" +
          attention_bias_prelude(bias) + defines + R"(
-#define EIN_BM 64  // query rows a block: 16 a warp
-#define EIN_BK 64  // keys a tile
 // Staged rows are padded by 8 elements (16 bytes): the 8 rows an ldmatrix reads start in 8
 // different groups of four banks.
 #define EIN_EP (EIN_E + 8)
@@ -34,11 +37,21 @@ std::string attention_ptx_forward_source(DType in, DType bias, int64_t e, int64_
 #define EIN_LOG2E 1.4426950408889634f
 #define EIN_LN2 0.6931471805599453f
 
+// The sizes every kernel takes; the softmax runs in base 2 (scale2 = scale · log2 e).
+#define EIN_SIZES                                                                              \
+  const long long N = (long long)n_, T = (long long)t_, S = (long long)s_, H = (long long)h_,  \
+                  R = (long long)r_, brow = (long long)brow_, bcol = (long long)bcol_;         \
+  (void)N;                                                                                     \
+  const float scale = (float)scale_, scale2 = scale * EIN_LOG2E;                               \
+  (void)scale;                                                                                 \
+  const bool has_bias = has_bias_ != 0, has_limits = has_limits_ != 0;                         \
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group = lane / 4, t4 = lane % 4;
+
 #ifndef EIN_EMULATED_CUDA
 // d += a·b for one 16 × 8 × 16 tile, f32 accumulators, in the fragment layouts of the PTX ISA
-// ("Matrix Fragments for mma.m16n8k16"): lane = 4 · group + t holds A's rows group and group + 8
-// at columns 2t, 2t + 1 (and + 8), B's column group at rows 2t, 2t + 1 (and + 8), and C's rows
-// group and group + 8 at columns 2t, 2t + 1. (The host emulation defines these four itself.)
+// ("Matrix Fragments for mma.m16n8k16"): lane = 4 · group + t4 holds A's rows group and
+// group + 8 at columns 2 t4, 2 t4 + 1 (and + 8), B's column group at rows 2 t4, 2 t4 + 1 (and
+// + 8), and C's rows group and group + 8 at columns 2 t4, 2 t4 + 1.
 template <class T>
 __device__ __forceinline__ void ein_mma_16816(float* d, const unsigned* a, const unsigned* b) {
   asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." EIN_MMA_TYPE "." EIN_MMA_TYPE ".f32 "
@@ -48,7 +61,7 @@ __device__ __forceinline__ void ein_mma_16816(float* d, const unsigned* a, const
 }
 // Four 8 × 8 matrices of 16-bit elements from shared memory: lanes 8m..8m+7 give the addresses
 // of matrix m's rows; r[m] gets (row lane / 4, columns 2 (lane % 4) and + 1) of matrix m, or
-// with `trans` that of its transpose.
+// with .trans that of its transpose.
 __device__ __forceinline__ void ein_ldmatrix_x4(unsigned* r, const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
@@ -79,35 +92,121 @@ __device__ __forceinline__ unsigned ein_pack(float lo, float hi) {
   return u;
 }
 
-// Starts the copies of rows [j0, j0 + EIN_BK) of a [rows, W] matrix into shared rows of W + 8
-// elements, 16 bytes each, zeros past `rows`.
+// Starts the copies of rows [j0, j0 + EIN_TILE) of a [rows, W] matrix into shared rows of
+// W + 8 elements, 16 bytes each, zeros past `rows`.
 template <int W>
 __device__ __forceinline__ void ein_stage_async(in_t* dst, const in_t* src, long long j0,
                                                 long long rows) {
-  for (int x = threadIdx.x; x < EIN_BK * (W / 8); x += blockDim.x) {
+  for (int x = threadIdx.x; x < EIN_TILE * (W / 8); x += blockDim.x) {
     const int r = x / (W / 8), c = (x % (W / 8)) * 8;
     const bool inside = j0 + r < rows;
     ein_cp_async_16(dst + r * (W + 8) + c, inside ? src + (j0 + r) * W + c : src, inside);
   }
 }
 
+// a[W / 16]: rows r0 + group and r0 + group + 8 of a [rows, W] matrix in global memory as A
+// fragments (columns 16c + 2 t4 (+ 8)), zeros past `rows`.
+template <int W>
+__device__ __forceinline__ void ein_rows_as_a(unsigned (*a)[4], const in_t* src, long long r0,
+                                              long long rows, int lane) {
+#pragma unroll
+  for (int c = 0; c < W / 16; ++c)
+#pragma unroll
+    for (int x = 0; x < 4; ++x) {
+      const long long r = r0 + lane / 4 + 8 * (x % 2);
+      a[c][x] = r < rows ? *reinterpret_cast<const unsigned*>(src + r * W + 16 * c +
+                                                              2 * (lane % 4) + 8 * (x / 2))
+                         : 0u;
+    }
+}
+
+template <int COLS>
+__device__ __forceinline__ void ein_zero(float (*acc)[4]) {
+#pragma unroll
+  for (int c = 0; c < COLS / 8; ++c)
+#pragma unroll
+    for (int x = 0; x < 4; ++x) acc[c][x] = 0.0f;
+}
+
+// acc[EIN_TILE / 8] = a · bᵀ: a the warp's 16 rows as W / 16 A fragments, b the tile's staged
+// rows (W + 8 apart) as B's columns (ldmatrix gives rows 16c + 0-7 then + 8-15, each at
+// columns 16d + 0-7 and + 8-15).
+template <int W>
+__device__ __forceinline__ void ein_times_rows(float (*acc)[4], const unsigned (*a)[4],
+                                               const in_t* b, int lane) {
+  ein_zero<EIN_TILE>(acc);
+#pragma unroll
+  for (int c = 0; c < EIN_TILE / 16; ++c)
+#pragma unroll
+    for (int d = 0; d < W / 16; ++d) {
+      unsigned r[4];
+      ein_ldmatrix_x4(r, b + (16 * c + lane % 8 + 8 * (lane / 16)) * (W + 8) + 16 * d +
+                             8 * (lane / 8 % 2));
+      ein_mma_16816<in_t>(acc[2 * c], a[d], r);
+      ein_mma_16816<in_t>(acc[2 * c + 1], a[d], r + 2);
+    }
+}
+
+// acc[W / 8] += p · b: p the warp's 16 × EIN_TILE tile in the accumulator's layout, which is
+// the A operand's (rounded to the operands' dtype, as FlashAttention-2 rounds it), b the
+// tile's staged rows (W + 8 apart) as B's rows, so ldmatrix transposes.
+template <int W>
+__device__ __forceinline__ void ein_add_times(float (*acc)[4], const float (*p)[4],
+                                              const in_t* b, int lane) {
+#pragma unroll
+  for (int c = 0; c < EIN_TILE / 16; ++c) {
+    const unsigned pa[4] = {ein_pack(p[2 * c][0], p[2 * c][1]), ein_pack(p[2 * c][2], p[2 * c][3]),
+                            ein_pack(p[2 * c + 1][0], p[2 * c + 1][1]),
+                            ein_pack(p[2 * c + 1][2], p[2 * c + 1][3])};
+#pragma unroll
+    for (int d = 0; d < W / 16; ++d) {
+      unsigned r[4];
+      ein_ldmatrix_x4_trans(r, b + (16 * c + lane % 8 + 8 * (lane / 8 % 2)) * (W + 8) + 16 * d +
+                                   8 * (lane / 16));
+      ein_mma_16816<in_t>(acc[2 * d], pa, r);
+      ein_mma_16816<in_t>(acc[2 * d + 1], pa, r + 2);
+    }
+  }
+}
+
+// Rows r0 + group and r0 + group + 8 (those below `rows`) of acc[W / 8] to dst, `ld` floats
+// apart, row h times factor[h].
+template <int W>
+__device__ __forceinline__ void ein_store_rows(float* dst, long long ld, const float (*acc)[4],
+                                               long long r0, long long rows, int lane,
+                                               const float* factor) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const long long r = r0 + lane / 4 + 8 * h;
+    if (r >= rows) continue;
+    float* row = dst + r * ld + 2 * (lane % 4);
+#pragma unroll
+    for (int c = 0; c < W / 8; ++c) {
+      row[8 * c] = acc[c][2 * h] * factor[h];
+      row[8 * c + 1] = acc[c][2 * h + 1] * factor[h];
+    }
+  }
+}
+)";
+}
+
+}  // namespace
+
+std::string attention_ptx_forward_source(DType in, DType bias, int64_t e, int64_t f) {
+  return ptx_prelude(in, bias, e, f, 64) + attention_with_sizes(R"(
+// A block of 4 warps takes 64 query rows (16 a warp), over tiles of 64 keys.
 extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_forward_ptx(
     const in_t* q, const in_t* k, const in_t* v, const bias_t* bias, const long long* bias_off,
-    const int* limits, float* out, double n_, double t_, double s_, double h_, double r_,
-    double scale_, double brow_, double bcol_, double has_bias_, double has_limits_) {
-  const long long N = (long long)n_, T = (long long)t_, S = (long long)s_, H = (long long)h_,
-                  R = (long long)r_, brow = (long long)brow_, bcol = (long long)bcol_;
-  const float scale2 = (float)scale_ * EIN_LOG2E;  // the softmax runs in base 2
-  const bool has_bias = has_bias_ != 0, has_limits = has_limits_ != 0;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group = lane / 4, t4 = lane % 4;
-  __shared__ __align__(16) in_t ks[EIN_BK * EIN_EP];
-  __shared__ __align__(16) in_t vs[EIN_BK * EIN_FP];
+    const int* limits, float* out, EIN_SIZE_PARAMS) {
+  EIN_SIZES
+  __shared__ __align__(16) in_t ks[EIN_TILE * EIN_EP];
+  __shared__ __align__(16) in_t vs[EIN_TILE * EIN_FP];
   __shared__ long long kend;  // keys the block reads
 
-  const long long qblocks = (T + EIN_BM - 1) / EIN_BM, items = N * qblocks;
+  const long long qblocks = (T + 63) / 64, items = N * qblocks;
   for (long long w = blockIdx.x; w < items; w += gridDim.x) {  // uniform over the block
     // the last block of rows first: under a causal mask the longest rows start first
-    const long long n = w / qblocks, i0 = (qblocks - 1 - w % qblocks) * EIN_BM;
+    const long long n = w / qblocks, i0 = (qblocks - 1 - w % qblocks) * 64;
     const long long kv = (n / H) * (H / R) + (n % H) / R;
     const in_t* kn = k + kv * S * EIN_E;
     const in_t* vn = v + kv * S * EIN_F;
@@ -124,59 +223,31 @@ extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_forward_ptx(
       brow_at[h] = has_bias && limit < 0 && i < T ? bias + bias_off[n] + i * brow : 0;
     }
     __syncthreads();  // the previous item is done with kend and the tiles
-    ein_key_end(&kend, limits, has_limits, i0, EIN_BM, T, S);
+    ein_key_end(&kend, limits, has_limits, i0, 64, T, S);
     __syncthreads();
     const long long end = kend;
     if (end > 0) ein_stage_async<EIN_E>(ks, kn, 0, S);
 
-    // q's A fragments: rows group (+ 8) at columns 16c + 2 t4 (+ 8), read once
     unsigned qa[EIN_E / 16][4];
-#pragma unroll
-    for (int c = 0; c < EIN_E / 16; ++c)
-#pragma unroll
-      for (int x = 0; x < 4; ++x) {
-        const long long i = r0 + group + 8 * (x % 2);
-        qa[c][x] = i < T ? *reinterpret_cast<const unsigned*>(q + (n * T + i) * EIN_E + 16 * c +
-                                                              2 * t4 + 8 * (x / 2))
-                         : 0u;
-      }
-    float o[EIN_F / 8][4];  // the output tile: rows group, group + 8; columns 8c + 2 t4 (+ 1)
-#pragma unroll
-    for (int c = 0; c < EIN_F / 8; ++c)
-#pragma unroll
-      for (int x = 0; x < 4; ++x) o[c][x] = 0.0f;
+    ein_rows_as_a<EIN_E>(qa, q + n * T * EIN_E, r0, T, lane);
+    float o[EIN_F / 8][4];
+    ein_zero<EIN_F>(o);
     // each row's running max (base 2) and this lane's part of its running sum
     float m[2] = {EIN_NEG_INF, EIN_NEG_INF}, l[2] = {0.0f, 0.0f};
 
-    for (long long j0 = 0; j0 < end; j0 += EIN_BK) {
+    for (long long j0 = 0; j0 < end; j0 += EIN_TILE) {
       ein_cp_async_wait_all();
       __syncthreads();  // k's tile is in, and every warp is done with the last v tile
-      ein_stage_async<EIN_F>(vs, vn, j0, S);
-
-      // s = q kᵀ: the 16 × 8 tiles of keys 8c..8c+7; k's rows are B's columns (ldmatrix gives
-      // keys 16c.. + 0-7 then + 8-15, each at e columns 16d + 0-7 and + 8-15)
-      float s[EIN_BK / 8][4];
-#pragma unroll
-      for (int c = 0; c < EIN_BK / 8; ++c)
-#pragma unroll
-        for (int x = 0; x < 4; ++x) s[c][x] = 0.0f;
-#pragma unroll
-      for (int c = 0; c < EIN_BK / 16; ++c)
-#pragma unroll
-        for (int d = 0; d < EIN_E / 16; ++d) {
-          unsigned b[4];
-          ein_ldmatrix_x4(b, ks + (16 * c + lane % 8 + 8 * (lane / 16)) * EIN_EP + 16 * d +
-                                 8 * (lane / 8 % 2));
-          ein_mma_16816<in_t>(s[2 * c], qa[d], b);
-          ein_mma_16816<in_t>(s[2 * c + 1], qa[d], b + 2);
-        }
+      ein_stage_async<EIN_F>(vs, vn, j0, S);  // v's copy runs under q kᵀ and the softmax
+      float s[EIN_TILE / 8][4];
+      ein_times_rows<EIN_E>(s, qa, ks, lane);
 
       // scale and mask: keys past a row's limit are -inf, and a -inf bias masks even a NaN
       // score; tiles every row sees whole, without a bias, skip the checks
-      const bool whole = j0 + EIN_BK <= lim[0] && j0 + EIN_BK <= lim[1] && !brow_at[0] &&
+      const bool whole = j0 + EIN_TILE <= lim[0] && j0 + EIN_TILE <= lim[1] && !brow_at[0] &&
                          !brow_at[1];
 #pragma unroll
-      for (int c = 0; c < EIN_BK / 8; ++c)
+      for (int c = 0; c < EIN_TILE / 8; ++c)
 #pragma unroll
         for (int x = 0; x < 4; ++x) {
           float value = s[c][x] * scale2;
@@ -193,12 +264,13 @@ extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_forward_ptx(
           s[c][x] = value;
         }
 
-      // the online softmax: a row's 64 keys lie in the four lanes of its group
+      // the online softmax: a row's keys lie in the four lanes of its group
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         float mx = m[h];
 #pragma unroll
-        for (int c = 0; c < EIN_BK / 8; ++c) mx = fmaxf(mx, fmaxf(s[c][2 * h], s[c][2 * h + 1]));
+        for (int c = 0; c < EIN_TILE / 8; ++c)
+          mx = fmaxf(mx, fmaxf(s[c][2 * h], s[c][2 * h + 1]));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         const float base = mx == EIN_NEG_INF ? 0.0f : mx;  // a row masked so far stays at 0
@@ -206,7 +278,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_forward_ptx(
         m[h] = mx;
         float sum = 0.0f;
 #pragma unroll
-        for (int c = 0; c < EIN_BK / 8; ++c)
+        for (int c = 0; c < EIN_TILE / 8; ++c)
 #pragma unroll
           for (int x = 2 * h; x < 2 * h + 2; ++x) {
             s[c][x] = exp2f(s[c][x] - base);
@@ -222,49 +294,240 @@ extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_forward_ptx(
 
       ein_cp_async_wait_all();
       __syncthreads();  // v's tile is in, and every warp is done with k's
-      if (j0 + EIN_BK < end) ein_stage_async<EIN_E>(ks, kn, j0 + EIN_BK, S);
-
-      // o += p v: p, rounded to the operands' dtype as FlashAttention-2 rounds it, is the A
-      // fragment of keys 16c..16c+15 as it stands (C's layout is A's); v's rows are B's rows,
-      // so ldmatrix transposes (keys + 0-7 then + 8-15, at f columns 16d + 0-7 and + 8-15)
-#pragma unroll
-      for (int c = 0; c < EIN_BK / 16; ++c) {
-        const unsigned pa[4] = {ein_pack(s[2 * c][0], s[2 * c][1]),
-                                ein_pack(s[2 * c][2], s[2 * c][3]),
-                                ein_pack(s[2 * c + 1][0], s[2 * c + 1][1]),
-                                ein_pack(s[2 * c + 1][2], s[2 * c + 1][3])};
-#pragma unroll
-        for (int d = 0; d < EIN_F / 16; ++d) {
-          unsigned b[4];
-          ein_ldmatrix_x4_trans(b, vs + (16 * c + lane % 8 + 8 * (lane / 8 % 2)) * EIN_FP +
-                                       16 * d + 8 * (lane / 16));
-          ein_mma_16816<in_t>(o[2 * d], pa, b);
-          ein_mma_16816<in_t>(o[2 * d + 1], pa, b + 2);
-        }
-      }
+      // the next k's copy runs under p v
+      if (j0 + EIN_TILE < end) ein_stage_async<EIN_E>(ks, kn, j0 + EIN_TILE, S);
+      ein_add_times<EIN_F>(o, s, vs, lane);
     }
 
     // o = O / l and lse = m + log2 l (in base e); a row with every key masked gets o = 0 and
     // lse = -inf
+    float inv[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       float sum = l[h];
       sum += __shfl_xor_sync(0xffffffffu, sum, 1);
       sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      inv[h] = sum == 0.0f ? 0.0f : 1.0f / sum;
       const long long i = r0 + group + 8 * h;
-      if (i >= T) continue;
-      const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
-      float* row = out + (n * T + i) * (EIN_F + 1);
-#pragma unroll
-      for (int c = 0; c < EIN_F / 8; ++c) {
-        row[8 * c + 2 * t4] = o[c][2 * h] * inv;
-        row[8 * c + 2 * t4 + 1] = o[c][2 * h + 1] * inv;
-      }
-      if (t4 == 0) row[EIN_F] = sum == 0.0f ? EIN_NEG_INF : (m[h] + log2f(sum)) * EIN_LN2;
+      if (t4 == 0 && i < T)
+        out[(n * T + i) * (EIN_F + 1) + EIN_F] =
+            sum == 0.0f ? EIN_NEG_INF : (m[h] + log2f(sum)) * EIN_LN2;
     }
+    ein_store_rows<EIN_F>(out + n * T * (EIN_F + 1), EIN_F + 1, o, r0, T, lane, inv);
   }
 }
-)";
+)");
+}
+
+std::string attention_ptx_dq_source(DType in, DType bias, int64_t e, int64_t f) {
+  return ptx_prelude(in, bias, e, f, 32) + attention_with_sizes(R"(
+// dQ = scale · Σ_j P ∘ (dP - delta) K: a block of 4 warps takes 64 query rows (16 a warp), over
+// tiles of 32 keys, double-buffered (the next tile's copy runs under this one's products).
+extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_dq_ptx(
+    const in_t* q, const in_t* k, const in_t* v, const bias_t* bias, const long long* bias_off,
+    const int* limits, const float* out, const in_t* d_out, const float* delta, float* dq,
+    EIN_SIZE_PARAMS) {
+  EIN_SIZES
+  __shared__ __align__(16) in_t ks[2][EIN_TILE * EIN_EP];
+  __shared__ __align__(16) in_t vs[2][EIN_TILE * EIN_FP];
+  __shared__ long long kend;
+
+  const long long qblocks = (T + 63) / 64, items = N * qblocks;
+  for (long long w = blockIdx.x; w < items; w += gridDim.x) {  // uniform over the block
+    const long long n = w / qblocks, i0 = (qblocks - 1 - w % qblocks) * 64;
+    const long long kv = (n / H) * (H / R) + (n % H) / R;
+    const in_t* kn = k + kv * S * EIN_E;
+    const in_t* vn = v + kv * S * EIN_F;
+    const long long r0 = i0 + 16 * warp;
+    // this lane's rows: their key limits, bias rows, logsumexp (base 2) and delta
+    long long lim[2];
+    const bias_t* brow_at[2];
+    float lse2[2], di[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const long long i = r0 + group + 8 * h;
+      const int limit = has_limits && i < T ? limits[i] : -1;
+      lim[h] = limit < 0 || limit > S ? S : limit;
+      brow_at[h] = has_bias && limit < 0 && i < T ? bias + bias_off[n] + i * brow : 0;
+      lse2[h] = i < T ? out[(n * T + i) * (EIN_F + 1) + EIN_F] * EIN_LOG2E : EIN_NEG_INF;
+      di[h] = i < T ? delta[n * T + i] : 0.0f;
+    }
+    __syncthreads();  // the previous item is done with kend and the tiles
+    ein_key_end(&kend, limits, has_limits, i0, 64, T, S);
+    __syncthreads();
+    const long long end = kend;
+    if (end > 0) {
+      ein_stage_async<EIN_E>(ks[0], kn, 0, S);
+      ein_stage_async<EIN_F>(vs[0], vn, 0, S);
+    }
+    unsigned qa[EIN_E / 16][4], da[EIN_F / 16][4];
+    ein_rows_as_a<EIN_E>(qa, q + n * T * EIN_E, r0, T, lane);
+    ein_rows_as_a<EIN_F>(da, d_out + n * T * EIN_F, r0, T, lane);
+    float acc[EIN_E / 8][4];
+    ein_zero<EIN_E>(acc);
+
+    int buf = 0;
+    for (long long j0 = 0; j0 < end; j0 += EIN_TILE, buf ^= 1) {
+      ein_cp_async_wait_all();
+      __syncthreads();  // this tile is in, and every warp is done with the other buffer
+      if (j0 + EIN_TILE < end) {
+        ein_stage_async<EIN_E>(ks[buf ^ 1], kn, j0 + EIN_TILE, S);
+        ein_stage_async<EIN_F>(vs[buf ^ 1], vn, j0 + EIN_TILE, S);
+      }
+      float p[EIN_TILE / 8][4], dp[EIN_TILE / 8][4];
+      ein_times_rows<EIN_E>(p, qa, ks[buf], lane);  // the scores
+      const bool whole = j0 + EIN_TILE <= lim[0] && j0 + EIN_TILE <= lim[1] && !brow_at[0] &&
+                         !brow_at[1];
+#pragma unroll
+      for (int c = 0; c < EIN_TILE / 8; ++c)
+#pragma unroll
+        for (int x = 0; x < 4; ++x) {
+          const int h = x / 2;
+          const long long j = j0 + 8 * c + 2 * t4 + x % 2;
+          float b = 0.0f;
+          if (!whole) b = j >= lim[h] ? EIN_NEG_INF : brow_at[h] ? ein_bias(brow_at[h] + j * bcol) : 0.0f;
+          p[c][x] = lse2[h] == EIN_NEG_INF || b == EIN_NEG_INF
+                        ? 0.0f
+                        : exp2f(p[c][x] * scale2 + b * EIN_LOG2E - lse2[h]);
+        }
+      ein_times_rows<EIN_F>(dp, da, vs[buf], lane);  // dP = dO vᵀ
+#pragma unroll
+      for (int c = 0; c < EIN_TILE / 8; ++c)
+#pragma unroll
+        for (int x = 0; x < 4; ++x)  // dS, rounded to the operands' dtype by the product
+          p[c][x] = p[c][x] == 0.0f ? 0.0f : scale * p[c][x] * (dp[c][x] - di[x / 2]);
+      ein_add_times<EIN_E>(acc, p, ks[buf], lane);  // dQ += dS k
+    }
+    const float one[2] = {1.0f, 1.0f};
+    ein_store_rows<EIN_E>(dq + n * T * EIN_E, EIN_E, acc, r0, T, lane, one);
+  }
+}
+)");
+}
+
+std::string attention_ptx_dkv_source(DType in, DType bias, int64_t e, int64_t f, int part) {
+  return ptx_prelude(in, bias, e, f, 32) + fmt::format("#define EIN_PART {}\n", part) +
+         attention_with_sizes(R"(
+// A block of 4 warps takes 64 keys (16 a warp) of one k/v head, over tiles of 32 queries of
+// every query head that reads it, double-buffered: dV = Σ Pᵀ dO and dK = scale · Σ (Pᵀ ∘ (dPᵀ -
+// delta)) Q with dPᵀ = v dOᵀ, each warp holding its keys' rows of the transposed tiles.
+// EIN_PART 1 computes dV alone, 2 dK alone (wide heads: the registers of both do not fit one
+// thread), 0 both.
+extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_dkv_ptx(
+    const in_t* q, const in_t* k, const in_t* v, const bias_t* bias, const long long* bias_off,
+    const int* limits, const float* out, const in_t* d_out, const float* delta, float* dk,
+    float* dv, EIN_SIZE_PARAMS) {
+  static_assert(EIN_TILE == 32, "the skip test: a tile's queries are the warp's lanes");
+  EIN_SIZES
+  __shared__ __align__(16) in_t qs[2][EIN_TILE * EIN_EP];
+  __shared__ __align__(16) in_t dos[2][EIN_TILE * EIN_FP];
+  __shared__ float lses[2][EIN_TILE], deltas[2][EIN_TILE];  // per query: lse in base 2, delta
+  __shared__ int lims[2][EIN_TILE];                           // per query: its key limit
+  __shared__ long long firsts[4];
+
+  const long long groups = H / R, NKV = N / R;
+  const long long kblocks = (S + 63) / 64, items = NKV * kblocks;
+  for (long long w = blockIdx.x; w < items; w += gridDim.x) {  // uniform over the block
+    // the first keys first: under a causal mask every query sees them
+    const long long m = w / kblocks, j0 = (w % kblocks) * 64;
+    const long long c0 = j0 + 16 * warp;  // this warp's first key
+    unsigned ka[EIN_E / 16][4];
+    ein_rows_as_a<EIN_E>(ka, k + m * S * EIN_E, c0, S, lane);
+#if EIN_PART != 1
+    unsigned va[EIN_F / 16][4];
+    ein_rows_as_a<EIN_F>(va, v + m * S * EIN_F, c0, S, lane);
+    float dk_acc[EIN_E / 8][4];
+    ein_zero<EIN_E>(dk_acc);
+#endif
+#if EIN_PART != 2
+    float dv_acc[EIN_F / 8][4];
+    ein_zero<EIN_F>(dv_acc);
+#endif
+    __syncthreads();  // the previous item is done with the tiles and firsts
+    // With key limits, the query tiles before the first query that sees one of the block's
+    // keys are skipped: under a causal mask, every tile above the diagonal.
+    const long long i_start = ein_first_query<4>(limits, has_limits, j0, T, firsts) / EIN_TILE *
+                              EIN_TILE;
+    const long long tiles = i_start < T ? (T - i_start + EIN_TILE - 1) / EIN_TILE : 0;
+    const long long total = R * tiles;  // tiles of every query head that reads this k/v head
+
+    // Starts the copies of tile `it` (query head g, rows i0..) into buffer `b`; its queries'
+    // logsumexp, delta and limit are stored plainly (seen after the next barrier).
+    auto stage = [&](long long it, int b) {
+      const long long g = it / tiles, i0 = i_start + (it % tiles) * EIN_TILE;
+      const long long n = (m / groups) * H + (m % groups) * R + g;
+      ein_stage_async<EIN_E>(qs[b], q + n * T * EIN_E, i0, T);
+      ein_stage_async<EIN_F>(dos[b], d_out + n * T * EIN_F, i0, T);
+      for (int x = threadIdx.x; x < EIN_TILE; x += blockDim.x) {
+        const long long i = i0 + x;
+        lses[b][x] = i < T ? out[(n * T + i) * (EIN_F + 1) + EIN_F] * EIN_LOG2E : EIN_NEG_INF;
+        deltas[b][x] = i < T ? delta[n * T + i] : 0.0f;
+        lims[b][x] = has_limits && i < T ? (int)limits[i] : -1;
+      }
+    };
+    if (total > 0) stage(0, 0);
+
+    int buf = 0;
+    for (long long it = 0; it < total; ++it, buf ^= 1) {
+      ein_cp_async_wait_all();
+      __syncthreads();  // this tile is in, and every warp is done with the other buffer
+      if (it + 1 < total) stage(it + 1, buf ^ 1);
+      const long long g = it / tiles, i0 = i_start + (it % tiles) * EIN_TILE;
+      const long long n = (m / groups) * H + (m % groups) * R + g;
+      // a warp whose keys no query of the tile sees skips it (uniform over the warp: lane x
+      // checks query x of the 32)
+      int skip = has_limits && (i0 + lane >= T || (lims[buf][lane] >= 0 && lims[buf][lane] <= c0));
+      for (int d = 16; d > 0; d /= 2) skip &= __shfl_xor_sync(0xffffffffu, skip, d);
+      if (skip) continue;
+      const bias_t* bcol_at[2];  // this lane's keys' bias columns
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const long long j = c0 + group + 8 * h;
+        bcol_at[h] = has_bias && j < S ? bias + bias_off[n] + j * bcol : 0;
+      }
+      float p[EIN_TILE / 8][4];  // Pᵀ: this lane's keys c0 + group (+ 8) × queries 8c + 2 t4 (+ 1)
+      ein_times_rows<EIN_E>(p, ka, qs[buf], lane);  // Sᵀ = k qᵀ
+#pragma unroll
+      for (int c = 0; c < EIN_TILE / 8; ++c)
+#pragma unroll
+        for (int x = 0; x < 4; ++x) {
+          const int h = x / 2, xq = 8 * c + 2 * t4 + x % 2;
+          const long long j = c0 + group + 8 * h, i = i0 + xq;
+          const int lim = lims[buf][xq];
+          const float l2 = lses[buf][xq];
+          float value = 0.0f;
+          if (j < S && i < T && l2 != EIN_NEG_INF && (lim < 0 || j < lim)) {
+            const float b = lim < 0 && bcol_at[h] ? ein_bias(bcol_at[h] + i * brow) : 0.0f;
+            if (b != EIN_NEG_INF) value = exp2f(p[c][x] * scale2 + b * EIN_LOG2E - l2);
+          }
+          p[c][x] = value;
+        }
+#if EIN_PART != 2
+      ein_add_times<EIN_F>(dv_acc, p, dos[buf], lane);  // dV += Pᵀ dO
+#endif
+#if EIN_PART != 1
+      float dp[EIN_TILE / 8][4];
+      ein_times_rows<EIN_F>(dp, va, dos[buf], lane);  // dPᵀ = v dOᵀ
+#pragma unroll
+      for (int c = 0; c < EIN_TILE / 8; ++c)
+#pragma unroll
+        for (int x = 0; x < 4; ++x) {  // dSᵀ, rounded to the operands' dtype by the product
+          const float d = deltas[buf][8 * c + 2 * t4 + x % 2];
+          p[c][x] = p[c][x] == 0.0f ? 0.0f : scale * p[c][x] * (dp[c][x] - d);
+        }
+      ein_add_times<EIN_E>(dk_acc, p, qs[buf], lane);  // dK += dSᵀ q
+#endif
+    }
+    const float one[2] = {1.0f, 1.0f};
+#if EIN_PART != 1
+    ein_store_rows<EIN_E>(dk + m * S * EIN_E, EIN_E, dk_acc, c0, S, lane, one);
+#endif
+#if EIN_PART != 2
+    ein_store_rows<EIN_F>(dv + m * S * EIN_F, EIN_F, dv_acc, c0, S, lane, one);
+#endif
+  }
+}
+)");
 }
 
 }  // namespace ein::detail

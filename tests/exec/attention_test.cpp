@@ -668,17 +668,17 @@ class ScopedAttentionChoice {
   std::optional<std::string> was_;
 };
 
-// The tensor-core kernels (attention_cuda_mma.h), with either forward (PTX's mma.sync, the
-// default on sm_80+ and on the fake device; WMMA under EIN_CUDA_ATTENTION=wmma): every mask
+// The tensor-core kernels (attention_cuda_mma.h), both sets (PTX's mma.sync, the default on
+// sm_80+ and on the fake device; WMMA under EIN_CUDA_ATTENTION=wmma): every mask
 // per batch row (read per element) and shared (per-row key limits, or per element where a row
 // is not "zeros, then -inf"), partial row blocks and key tiles, both key tile sizes of the
 // backward, bf16 and f16, grouped-query heads.
 TEST_P(AttentionOnCuda, TensorCoresMatchTheDefinition) {
   if (const std::string why = testing::wmma_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
-  for (const std::string forward : {"", "wmma"}) {
-    SCOPED_TRACE("forward: " + (forward.empty() ? std::string("ptx") : forward));
-    const ScopedAttentionChoice choice(forward);
-    EXPECT_EQ(detail::attention_forward_uses_ptx(90), forward.empty());
+  for (const std::string kernels : {"", "wmma"}) {
+    SCOPED_TRACE("kernels: " + (kernels.empty() ? std::string("ptx") : kernels));
+    const ScopedAttentionChoice choice(kernels);
+    EXPECT_EQ(detail::attention_uses_ptx(90), kernels.empty());
     for (Mask m : {Mask::none, Mask::causal, Mask::random_rows, Mask::additive, Mask::padding})
       for (bool shared : {false, true})
         run_case({2, 70, 75, 16, 16, m, DType::bf16, 2e-4, shared}, cuda());
@@ -686,7 +686,7 @@ TEST_P(AttentionOnCuda, TensorCoresMatchTheDefinition) {
     run_case({1, 65, 40, 128, 128, Mask::padding, DType::bf16, 2e-4, true}, cuda());  // 32-key tiles
     run_case({1, 130, 150, 64, 128, Mask::random_rows, DType::bf16, 2e-4}, cuda());
   }
-  EXPECT_FALSE(detail::attention_forward_uses_ptx(75));  // f16 on Turing: the WMMA forward
+  EXPECT_FALSE(detail::attention_uses_ptx(75));  // f16 on Turing: the WMMA kernels
   const Tensor q = zeros({1, 4, 16}, DType::bf16, cuda());
   const Tensor v = zeros({1, 4, 16}, DType::bf16, cuda());
   EXPECT_TRUE(cuda_attention_uses_tensor_cores(q, q, v, DType::f32));
@@ -766,13 +766,17 @@ TEST(AttentionTensorCoreKernels, CompileWithoutLocalMemory) {
          "ein_attention_forward_mma"},
         {detail::attention_ptx_forward_source(w.in, DType::f32, w.e, w.f),
          "ein_attention_forward_ptx"},
+        {detail::attention_ptx_dq_source(w.in, DType::f32, w.e, w.f), "ein_attention_dq_ptx"},
         {detail::attention_mma_dq_source(w.in, DType::f32, w.e, w.f, backward_tile),
          "ein_attention_dq_mma"}};
     const bool split = detail::attention_mma_split_dkv(w.e, w.f);
-    for (int part : split ? std::vector<int>{1, 2} : std::vector<int>{0})
+    for (int part : split ? std::vector<int>{1, 2} : std::vector<int>{0}) {
       kernels.emplace_back(
           detail::attention_mma_dkv_source(w.in, DType::f32, w.e, w.f, backward_tile, part),
           "ein_attention_dkv_mma");
+      kernels.emplace_back(detail::attention_ptx_dkv_source(w.in, DType::f32, w.e, w.f, part),
+                           "ein_attention_dkv_ptx");
+    }
     for (const auto& [source, entry] : kernels)
       for (int arch : {80, 90}) {
         SCOPED_TRACE(fmt::format("{} e {} f {} {} sm_{}", entry, w.e, w.f, dtype_name(w.in), arch));
