@@ -551,6 +551,23 @@ struct MmaLaunch {
                        },
                        grid(items), 128, buffers, params(scale));
   }
+
+  /// launch() of the PTX kernel (`ptx_source` from the dtypes, e and f) where the device takes
+  /// it (attention_uses_ptx), else of the WMMA one (`mma_source`, which also takes the tile).
+  template <class PtxSource, class MmaSource>
+  void launch_either(const std::string& kernel, int variant, const PtxSource& ptx_source,
+                     const MmaSource& mma_source, int64_t items, std::span<void* const> buffers,
+                     double scale) const {
+    if (!detail::attention_uses_ptx(cuda_execution().arch(device))) {
+      launch(kernel, variant, mma_source, items, buffers, scale);
+      return;
+    }
+    launch(kernel, variant,
+           [&](DType in, DType bias, int64_t e, int64_t f, int) {
+             return ptx_source(in, bias, e, f);
+           },
+           items, buffers, scale, "ptx");
+  }
 };
 
 Tensor forward_mma(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
@@ -564,15 +581,9 @@ Tensor forward_mma(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
     void* buffers[] = {o.q.device_ptr(), o.k.device_ptr(),        o.v.device_ptr(),
                        o.bias_ptr(),     o.bias_off.device_ptr(), m.keys.limits.device_ptr(),
                        out.device_ptr()};
-    const int64_t items = o.n * ((o.t + 63) / 64);  // blocks of 64 query rows
-    if (detail::attention_uses_ptx(cuda_execution().arch(m.device)))
-      m.launch("forward", 0,
-               [](DType in, DType bias, int64_t e, int64_t f, int) {
-                 return detail::attention_ptx_forward_source(in, bias, e, f);
-               },
-               items, buffers, scale, "ptx");
-    else
-      m.launch("forward", 0, detail::attention_mma_forward_source, items, buffers, scale);
+    m.launch_either("forward", 0, detail::attention_ptx_forward_source,
+                    detail::attention_mma_forward_source, o.n * ((o.t + 63) / 64), buffers,
+                    scale);
   }
   return out.dtype() == dtype ? out : out.to(dtype);
 }
@@ -598,27 +609,22 @@ Tensor backward_mma(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                       out.device_ptr(),       d_o.device_ptr(),     delta.device_ptr()};
     std::vector<void*> buffers(std::begin(common), std::end(common));
     buffers.push_back(dq.device_ptr());
-    const bool ptx = detail::attention_uses_ptx(cuda_execution().arch(m.device));
-    const int64_t query_blocks = o.n * ((o.t + 63) / 64), key_blocks = o.n_kv * ((o.s + 63) / 64);
-    if (ptx)
-      m.launch("dq", 0,
-               [](DType in, DType bias, int64_t e, int64_t f, int) {
-                 return detail::attention_ptx_dq_source(in, bias, e, f);
-               },
-               query_blocks, buffers, scale, "ptx");
-    else
-      m.launch("dq", 0, detail::attention_mma_dq_source, query_blocks, buffers, scale);
+    m.launch_either("dq", 0, detail::attention_ptx_dq_source, detail::attention_mma_dq_source,
+                    o.n * ((o.t + 63) / 64), buffers, scale);
     buffers.back() = dk.device_ptr();
     buffers.push_back(dv.device_ptr());
     // dK and dV in one kernel, or (wide heads) dV then dK
     const bool split = detail::attention_mma_split_dkv(o.e, o.f);
     for (int part : split ? std::vector<int>{1, 2} : std::vector<int>{0})
-      m.launch("dkv", part,
-               [part, ptx](DType in, DType bias, int64_t e, int64_t f, int tile) {
-                 return ptx ? detail::attention_ptx_dkv_source(in, bias, e, f, part)
-                            : detail::attention_mma_dkv_source(in, bias, e, f, tile, part);
-               },
-               key_blocks, buffers, scale, ptx ? "ptx" : "mma");
+      m.launch_either(
+          "dkv", part,
+          [part](DType in, DType bias, int64_t e, int64_t f) {
+            return detail::attention_ptx_dkv_source(in, bias, e, f, part);
+          },
+          [part](DType in, DType bias, int64_t e, int64_t f, int tile) {
+            return detail::attention_mma_dkv_source(in, bias, e, f, tile, part);
+          },
+          o.n_kv * ((o.s + 63) / 64), buffers, scale);
   }
   return grads.dtype() == dtype ? grads : grads.to(dtype);
 }

@@ -508,7 +508,8 @@ extern "C" __global__ void __launch_bounds__(32 * EIN_WARPS, 1) ein_attention_dk
     // With key limits, the query tiles before the first query that sees one of the block's
     // keys (limit -1 or past j0) are all skipped below: start at that query's tile instead of
     // paying three barriers for each (under a causal mask, every tile above the diagonal).
-    const long long i_start = ein_first_query<EIN_WARPS>(limits, has_limits, j0, T, firsts) / EIN_BK * EIN_BK;
+    const long long i_start =
+        ein_first_query<EIN_WARPS>(limits, has_limits, j0, T, firsts) / EIN_BK * EIN_BK;
 
     for (long long g = 0; g < R; ++g) {  // the query heads that read this k/v head
       const long long n = (m / groups) * H + (m % groups) * R + g;

@@ -47,6 +47,42 @@ std::string ptx_prelude(DType in, DType bias, int64_t e, int64_t f, int tile) {
   const bool has_bias = has_bias_ != 0, has_limits = has_limits_ != 0;                         \
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group = lane / 4, t4 = lane % 4;
 
+// The forward's and dQ's work item w of blocks of 64 query rows: the batch row n and its k/v
+// head kv (kn, vn), the block's first row i0 (the last block first: under a causal mask the
+// longest rows start first), the warp's r0, and for this lane's rows r0 + group + 8h the keys
+// they see (j < lim[h]) and their bias row, read when the row is not "zeros, then -inf" under
+// a shared mask.
+#define EIN_QUERY_ROWS                                                                         \
+  const long long n = w / qblocks, i0 = (qblocks - 1 - w % qblocks) * 64;                      \
+  const long long kv = (n / H) * (H / R) + (n % H) / R;                                        \
+  const in_t* kn = k + kv * S * EIN_E;                                                         \
+  const in_t* vn = v + kv * S * EIN_F;                                                         \
+  const long long r0 = i0 + 16 * warp;                                                         \
+  long long lim[2];                                                                            \
+  const bias_t* brow_at[2];                                                                    \
+  for (int h = 0; h < 2; ++h) {                                                                \
+    const long long i = r0 + group + 8 * h;                                                    \
+    const int limit = has_limits && i < T ? limits[i] : -1;                                    \
+    lim[h] = limit < 0 || limit > S ? S : limit;                                               \
+    brow_at[h] = has_bias && limit < 0 && i < T ? bias + bias_off[n] + i * brow : 0;           \
+  }
+
+// Whether a tile of keys from j0 lies inside both of this lane's rows' limits, with no bias:
+// then every score's additive term is 0.
+__device__ __forceinline__ bool ein_whole_tile(long long j0, const long long* lim,
+                                               const bias_t* const* brow_at) {
+  return j0 + EIN_TILE <= lim[0] && j0 + EIN_TILE <= lim[1] && !brow_at[0] && !brow_at[1];
+}
+
+// The additive term (base 2) of a row's score at key j: -inf past the row's limit `lim` or
+// where its bias row (when it has one) is -inf, else the bias times log2 e, or 0.
+__device__ __forceinline__ float ein_row_term(bool whole, long long j, long long lim,
+                                              const bias_t* brow_at, long long bcol) {
+  if (whole) return 0.0f;
+  if (j >= lim) return EIN_NEG_INF;
+  return brow_at ? ein_bias(brow_at + j * bcol) * EIN_LOG2E : 0.0f;
+}
+
 #ifndef EIN_EMULATED_CUDA
 // d += a·b for one 16 × 8 × 16 tile, f32 accumulators, in the fragment layouts of the PTX ISA
 // ("Matrix Fragments for mma.m16n8k16"): lane = 4 · group + t4 holds A's rows group and
@@ -205,23 +241,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_forward_ptx(
 
   const long long qblocks = (T + 63) / 64, items = N * qblocks;
   for (long long w = blockIdx.x; w < items; w += gridDim.x) {  // uniform over the block
-    // the last block of rows first: under a causal mask the longest rows start first
-    const long long n = w / qblocks, i0 = (qblocks - 1 - w % qblocks) * 64;
-    const long long kv = (n / H) * (H / R) + (n % H) / R;
-    const in_t* kn = k + kv * S * EIN_E;
-    const in_t* vn = v + kv * S * EIN_F;
-    const long long r0 = i0 + 16 * warp;
-    // This lane's rows r0 + group + 8h: the keys they see (j < lim) and their bias row, read
-    // when the row is not "zeros, then -inf" under a shared mask.
-    long long lim[2];
-    const bias_t* brow_at[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const long long i = r0 + group + 8 * h;
-      const int limit = has_limits && i < T ? limits[i] : -1;
-      lim[h] = limit < 0 || limit > S ? S : limit;
-      brow_at[h] = has_bias && limit < 0 && i < T ? bias + bias_off[n] + i * brow : 0;
-    }
+    EIN_QUERY_ROWS
     __syncthreads();  // the previous item is done with kend and the tiles
     ein_key_end(&kend, limits, has_limits, i0, 64, T, S);
     __syncthreads();
@@ -242,26 +262,15 @@ extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_forward_ptx(
       float s[EIN_TILE / 8][4];
       ein_times_rows<EIN_E>(s, qa, ks, lane);
 
-      // scale and mask: keys past a row's limit are -inf, and a -inf bias masks even a NaN
-      // score; tiles every row sees whole, without a bias, skip the checks
-      const bool whole = j0 + EIN_TILE <= lim[0] && j0 + EIN_TILE <= lim[1] && !brow_at[0] &&
-                         !brow_at[1];
+      // scale and mask (a -inf term masks even a NaN score)
+      const bool whole = ein_whole_tile(j0, lim, brow_at);
 #pragma unroll
       for (int c = 0; c < EIN_TILE / 8; ++c)
 #pragma unroll
         for (int x = 0; x < 4; ++x) {
-          float value = s[c][x] * scale2;
-          if (!whole) {
-            const int h = x / 2;
-            const long long j = j0 + 8 * c + 2 * t4 + x % 2;
-            if (j >= lim[h]) {
-              value = EIN_NEG_INF;
-            } else if (brow_at[h]) {
-              const float b = ein_bias(brow_at[h] + j * bcol);
-              value = b == EIN_NEG_INF ? EIN_NEG_INF : value + b * EIN_LOG2E;
-            }
-          }
-          s[c][x] = value;
+          const float b = ein_row_term(whole, j0 + 8 * c + 2 * t4 + x % 2, lim[x / 2],
+                                       brow_at[x / 2], bcol);
+          s[c][x] = b == EIN_NEG_INF ? EIN_NEG_INF : s[c][x] * scale2 + b;
         }
 
       // the online softmax: a row's keys lie in the four lanes of its group
@@ -334,21 +343,11 @@ extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_dq_ptx(
 
   const long long qblocks = (T + 63) / 64, items = N * qblocks;
   for (long long w = blockIdx.x; w < items; w += gridDim.x) {  // uniform over the block
-    const long long n = w / qblocks, i0 = (qblocks - 1 - w % qblocks) * 64;
-    const long long kv = (n / H) * (H / R) + (n % H) / R;
-    const in_t* kn = k + kv * S * EIN_E;
-    const in_t* vn = v + kv * S * EIN_F;
-    const long long r0 = i0 + 16 * warp;
-    // this lane's rows: their key limits, bias rows, logsumexp (base 2) and delta
-    long long lim[2];
-    const bias_t* brow_at[2];
-    float lse2[2], di[2];
+    EIN_QUERY_ROWS
+    float lse2[2], di[2];  // this lane's rows' logsumexp (base 2) and delta
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const long long i = r0 + group + 8 * h;
-      const int limit = has_limits && i < T ? limits[i] : -1;
-      lim[h] = limit < 0 || limit > S ? S : limit;
-      brow_at[h] = has_bias && limit < 0 && i < T ? bias + bias_off[n] + i * brow : 0;
       lse2[h] = i < T ? out[(n * T + i) * (EIN_F + 1) + EIN_F] * EIN_LOG2E : EIN_NEG_INF;
       di[h] = i < T ? delta[n * T + i] : 0.0f;
     }
@@ -376,19 +375,17 @@ extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_dq_ptx(
       }
       float p[EIN_TILE / 8][4], dp[EIN_TILE / 8][4];
       ein_times_rows<EIN_E>(p, qa, ks[buf], lane);  // the scores
-      const bool whole = j0 + EIN_TILE <= lim[0] && j0 + EIN_TILE <= lim[1] && !brow_at[0] &&
-                         !brow_at[1];
+      const bool whole = ein_whole_tile(j0, lim, brow_at);
 #pragma unroll
       for (int c = 0; c < EIN_TILE / 8; ++c)
 #pragma unroll
-        for (int x = 0; x < 4; ++x) {
+        for (int x = 0; x < 4; ++x) {  // P from the logsumexp
           const int h = x / 2;
-          const long long j = j0 + 8 * c + 2 * t4 + x % 2;
-          float b = 0.0f;
-          if (!whole) b = j >= lim[h] ? EIN_NEG_INF : brow_at[h] ? ein_bias(brow_at[h] + j * bcol) : 0.0f;
+          const float b =
+              ein_row_term(whole, j0 + 8 * c + 2 * t4 + x % 2, lim[h], brow_at[h], bcol);
           p[c][x] = lse2[h] == EIN_NEG_INF || b == EIN_NEG_INF
                         ? 0.0f
-                        : exp2f(p[c][x] * scale2 + b * EIN_LOG2E - lse2[h]);
+                        : exp2f(p[c][x] * scale2 + b - lse2[h]);
         }
       ein_times_rows<EIN_F>(dp, da, vs[buf], lane);  // dP = dO vᵀ
 #pragma unroll
@@ -485,7 +482,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_dkv_ptx(
         const long long j = c0 + group + 8 * h;
         bcol_at[h] = has_bias && j < S ? bias + bias_off[n] + j * bcol : 0;
       }
-      float p[EIN_TILE / 8][4];  // Pᵀ: this lane's keys c0 + group (+ 8) × queries 8c + 2 t4 (+ 1)
+      // Pᵀ: this lane's keys c0 + group (+ 8) × queries 8c + 2 t4 (+ 1)
+      float p[EIN_TILE / 8][4];
       ein_times_rows<EIN_E>(p, ka, qs[buf], lane);  // Sᵀ = k qᵀ
 #pragma unroll
       for (int c = 0; c < EIN_TILE / 8; ++c)
