@@ -488,19 +488,20 @@ bool cuda_attention_uses_tensor_cores(const Tensor& q, const Tensor& k, const Te
     return false;
   if (const char* env = std::getenv("EIN_CUDA_ATTENTION"); env && std::string(env) == "simt")
     return false;
+  const int arch = cuda_execution().arch(q.device().index);
   if (detail::attention_mma_key_tile(q.size(-1), v.size(-1)) <= 0 ||
-      cuda_execution().arch(q.device().index) < (in == DType::bf16 ? 80 : 70))
+      arch < (in == DType::bf16 ? 80 : 70))
     return false;
-  // NVRTC whose headers lack mma.h's crt/mma.h (pip's) cannot compile the WMMA kernels. (The
-  // fake device without NVRTC emulates them and needs no headers.)
+  // NVRTC whose headers lack mma.h's crt/mma.h (pip's) cannot compile the WMMA kernels; the
+  // PTX ones need no mma.h. (The fake device without NVRTC emulates both and needs no headers.)
   const NvrtcInfo& nvrtc = nvrtc_info();
-  if (!nvrtc.available || nvrtc.mma_headers) return true;
+  if (!nvrtc.available || nvrtc.mma_headers || detail::attention_uses_ptx(arch)) return true;
   static std::once_flag once;
   std::call_once(once, [&] {
     std::fprintf(stderr,
                  "ein: the CUDA headers NVRTC uses (%s) have no crt/mma.h, so bf16/f16 "
-                 "attention runs on the scalar CUDA kernels, not on tensor cores; set CUDA_HOME "
-                 "to a CUDA toolkit for them\n",
+                 "attention runs on the scalar CUDA kernels, not on WMMA's tensor cores; set "
+                 "CUDA_HOME to a CUDA toolkit for them\n",
                  nvrtc.include_dir.empty() ? "none found" : nvrtc.include_dir.c_str());
   });
   return false;

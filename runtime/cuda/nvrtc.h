@@ -8,13 +8,14 @@
 // The library is the first that dlopen accepts of: $EIN_NVRTC (a path), libnvrtc.so.13 and
 // libnvrtc.so (the default search path), /usr/local/cuda/lib64/libnvrtc.so.13 and
 // /usr/local/cuda/lib64/libnvrtc.so. The headers the kernels include (cuda_fp16.h, cuda_bf16.h,
-// cuda_fp8.h, and mma.h for the tensor-core attention) are passed with -I from one of: the
+// cuda_fp8.h, and mma.h for the WMMA tensor-core attention) are passed with -I from one of: the
 // library's ../include, $CUDA_HOME/include, $CUDA_PATH/include, the toolkit CMake found at build
 // time, /usr/local/cuda/include; the first holding all of them (mma.h with its crt/mma.h), else
 // the first holding cuda_fp16.h. The second case is NVRTC from pip (the nvidia-cuda-nvrtc wheel
 // that PyTorch pulls in): its include folder has cuda_fp16.h but no crt/, so mma.h cannot
-// compile there, and NvrtcInfo::mma_headers says so (the attention then runs on its scalar
-// kernels: exec/attention_cuda.h).
+// compile there, and NvrtcInfo::mma_headers says so (the attention then takes its PTX
+// tensor-core kernels on sm_80+, which need no mma.h, and its scalar ones elsewhere:
+// exec/attention_cuda.h).
 //
 // ## Targets
 //
