@@ -9,7 +9,11 @@
 // EIN_CUDA_ATTENTION=simt (the scalar kernels). One JSON line per variant: median ms per
 // forward + backward, every round, and the causal-useful TFLOP/s (2·b·h·t·t·e for a forward,
 // 2.5 times that for a forward + backward). A variant with the suffix ":forward"
-// (amx:forward, cuda:forward) times the forward alone.
+// (amx:forward, cuda:forward) times the forward alone. Each GPU variant's last result (the
+// packed forward and, unless ":forward", the gradients) is compared with the scalar CUDA
+// kernels' on the same bf16 operands, computed once before the timing: "max_diff" is the
+// largest |difference| / (largest |reference element|) over both, so that a kernel that is fast
+// but wrong on the hardware shows (bf16 rounding of P and dS gives ~1e-3 to 1e-2).
 //   ein_attention_kernel_timings B H T E [rounds = 5] [variants: amx,widened,f32]
 #include <algorithm>
 #include <chrono>
@@ -59,6 +63,27 @@ int main(int argc, char** argv) {
     qg = qb.to(cuda()), kg = kb.to(cuda()), vg = vb.to(cuda()), dg = d.to(cuda());
     mask_g = from_data(causal, {t, t}).to(cuda()).as_strided({b, h, t, t}, {0, 0, t, 1}, 0);
   }
+  // The scalar kernels' result, the reference of the GPU variants' values.
+  Tensor ref_out, ref_grads;
+  if (on_gpu) {
+    setenv("EIN_CUDA_ATTENTION", "simt", 1);
+    ref_out = attention_forward(qg, kg, vg, mask_g, scale, DType::f32);
+    ref_grads = attention_backward(qg, kg, vg, mask_g, ref_out, dg, scale, DType::f32);
+  }
+  const auto max_diff = [](const Tensor& got, const Tensor& want) {
+    const std::vector<float> x = got.to(cpu()).to_vector<float>(),
+                             y = want.to(cpu()).to_vector<float>();
+    double most = 0, size = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (std::isfinite(y[i])) size = std::max(size, std::abs(static_cast<double>(y[i])));
+      const double diff = std::abs(static_cast<double>(x[i]) - y[i]);
+      // inf - inf (a -inf logsumexp on both sides) is no difference; NaN is the largest
+      if (x[i] != y[i]) most = std::isnan(diff) ? std::numeric_limits<double>::infinity()
+                                                : std::max(most, diff);
+    }
+    return size > 0 ? most / size : most;
+  };
+  std::map<std::string, double> diffs;
   std::map<std::string, std::vector<double>> ms;
   for (int round = 0; round < rounds + 1; ++round)  // round 0 warms up
     for (const std::string& variant : variants) {
@@ -74,11 +99,15 @@ int main(int argc, char** argv) {
       if (gpu) synchronize();
       const auto start = std::chrono::steady_clock::now();
       const Tensor out = attention_forward(qq, kk, vv, mm, scale, DType::f32);
-      if (!forward_only) attention_backward(qq, kk, vv, mm, out, dd, scale, DType::f32);
+      Tensor grads;
+      if (!forward_only) grads = attention_backward(qq, kk, vv, mm, out, dd, scale, DType::f32);
       if (gpu) synchronize();
       const double spent =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
       if (round > 0) ms[variant].push_back(spent);
+      if (gpu && round == rounds)
+        diffs[variant] = std::max(max_diff(out, ref_out),
+                                  forward_only ? 0.0 : max_diff(grads, ref_grads));
     }
   force_no_amx_tiles(false);
   for (const std::string& variant : variants) {
@@ -88,10 +117,15 @@ int main(int argc, char** argv) {
     const double flops = 2.0 * static_cast<double>(b * h * t * t * e) *
                          (variant.ends_with(":forward") ? 1.0 : 2.5);
     const char* tiles = amx_tiles() ? "amx" : bf16_tiles() ? "avx512-bf16" : "none";
+    // (Python's json reads Infinity, which a NaN in the results becomes)
+    const std::string diff =
+        !diffs.contains(variant) ? ""
+        : std::isfinite(diffs[variant]) ? fmt::format(R"(, "max_diff": {:.3g})", diffs[variant])
+                                        : R"(, "max_diff": Infinity)";
     fmt::print(R"({{"variant": "{}", "tiles": "{}", "b": {}, "h": {}, "t": {}, "e": {}, )"
-               R"("median_ms": {:.3f}, "rounds_ms": [{:.3f}], "useful_tflops": {:.3f}}})"
+               R"("median_ms": {:.3f}, "rounds_ms": [{:.3f}], "useful_tflops": {:.3f}{}}})"
                "\n",
                variant, tiles, b, h, t, e, median, fmt::join(ms[variant], ", "),
-               flops / (median * 1e9));
+               flops / (median * 1e9), diff);
   }
 }

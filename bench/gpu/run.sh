@@ -276,10 +276,20 @@ echo "== fused attention, causal, b 4 h 16 t 4096 e 128 bf16: ein and torch SDPA
 python3 - "$out/attention.jsonl" <<'PY' || status=1
 import json, sys, time
 rows = [json.loads(line) for line in open(sys.argv[1])]
+wrong = False
 for r in rows:
     name = f"attention ein {r['variant']}" + ("" if r["e"] == 128 else f" e {r['e']}")
+    diff = r.get("max_diff")
+    # against the scalar kernels (max |difference| / max |element|): bf16 rounding of P and dS
+    # gives ~1e-2 at most; a wrong fragment layout or a race gives O(1)
+    bad = diff is not None and not diff <= 0.05
+    wrong = wrong or bad
     print(f"{name:<34} | {r['useful_tflops']:>10.3f} | TFLOP/s | "
-          f"median {r['median_ms']:.3f} ms of 5, causal-useful FLOPs")
+          f"median {r['median_ms']:.3f} ms of 5, causal-useful FLOPs"
+          + ("" if diff is None else f"; {diff:.2g} off the scalar kernels")
+          + (" WRONG" if bad else ""))
+if wrong:
+    sys.exit(1)
 try:
     import torch
     import torch.nn.functional as F
