@@ -335,9 +335,10 @@ TEST(AttentionKernel, BroadcastAndPermutedOperandsAreReadInPlace) {
 // each group. The mask is one causal [t, s] matrix broadcast (stride 0) over b and h.
 // bf16 operands (q, k, v rounded to bf16 for both sides) compare the AMX kernels' group
 // loop with their one-head path, on CPUs that have AMX.
-void grouped_query_heads(Device device, double tol, DType dtype = DType::f64, int64_t e = 5) {
+void grouped_query_heads(Device device, double tol, DType dtype = DType::f64, int64_t e = 5,
+                         int64_t t = 19) {
   std::mt19937 rng(9);
-  const int64_t b = 2, g = 2, r = 3, h = g * r, t = 19, s = 19;
+  const int64_t b = 2, g = 2, r = 3, h = g * r, s = t;
   auto random = [&](Shape shape) {
     int64_t n = 1;
     for (int64_t x : shape) n *= x;
@@ -734,6 +735,9 @@ TEST_P(AttentionOnCuda, TensorCoresPropagateSpecialValues) {
 TEST_P(AttentionOnCuda, TensorCoresReadGroupedQueryHeads) {
   if (const std::string why = testing::wmma_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
   grouped_query_heads(cuda(), 1e-5, DType::bf16, 16);
+  // several query tiles per head and key blocks past the first (whose causal start skips the
+  // tiles above the diagonal) in every group
+  grouped_query_heads(cuda(), 1e-5, DType::bf16, 16, 100);
 }
 
 TEST_P(AttentionOnCuda, ZeroSizes) {
