@@ -22,15 +22,17 @@
 #   ... [--logs DIR]                         keep every suite's and benchmark's full log in DIR
 #       (by default they go to a temporary folder removed at the end; a failing test's
 #       message is in its suite's log)
-#   ... [--parts suites,ops,measure,gpt]     only these parts (default all): the three CUDA
-#       suites; the op suite on the GPU (it compiles every op test's kernels with NVRTC: the
-#       longest part); NVRTC, GEMM and op-bandwidth measurements; GPT training against torch
+#   ... [--parts suites,ops,measure,attention,gpt]
+#       only these parts (default all): the CUDA suites; the op suite on the GPU (it compiles
+#       every op test's kernels with NVRTC: the longest part); NVRTC, GEMM, op-bandwidth and LM
+#       head measurements; the fused attention's kernels against float64 on the GPU (unless
+#       `suites` ran them) and their speed next to torch's SDPA; GPT training against torch
 # Exits nonzero when a test suite or a benchmark fails; the measurements are printed either way.
 set -uo pipefail
 json=$PWD/gpu_results.json
 build=build-gpu
 bin=""
-parts=suites,ops,measure,gpt
+parts=suites,ops,measure,attention,gpt
 logs=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -260,6 +262,11 @@ if len(runs) == 2:
           f"{'':<6} | target >= 10")
 PY
 
+fi  # measure
+
+if want attention; then
+# the kernels' values on this GPU first, unless the suites above checked them
+want suites || run_suite ein_attention_tests GTEST_FILTER='*AttentionOnCuda*'
 echo
 echo "== fused attention, causal, b 4 h 16 t 4096 e 128 bf16: ein and torch SDPA"
 # exec/attention_cuda_mma.h: cuda, the tensor-core kernels through PTX's mma.sync (the default
@@ -315,7 +322,7 @@ for name, backward in (("forward", False), ("forward+backward", True)):
     tf = flops * (2.5 if backward else 1) / ms / 1e9
     print(f"{'attention torch sdpa ' + name:<34} | {tf:>10.3f} | TFLOP/s | median {ms:.3f} ms of 5")
 PY
-fi  # measure
+fi  # attention
 
 want gpt || return $status
 echo
