@@ -1,9 +1,9 @@
 // The fused attention on tensor cores, for CUDA tensors (internal to exec/; launched by
 // attention_cuda.cpp). For bf16 or f16 q, k and v with head dims that are multiples of 16 up
 // to 128, on sm_80 and newer (sm_70 for f16). There are two sets of kernels with one contract:
-// on sm_80+ the ones through PTX (attention_ptx_*_source below: mma.sync with the scores in
-// registers, cp.async), and where those are not available (f16 on sm_70/75) or under
-// EIN_CUDA_ATTENTION=wmma the WMMA ones. The WMMA forward:
+// the WMMA ones (the default), and under EIN_CUDA_ATTENTION=ptx on sm_80+ the ones through PTX
+// (attention_ptx_*_source below: mma.sync with the scores in registers, cp.async), which are
+// to become the default once a GPU has run them. The WMMA forward:
 //  - a block of 4 warps takes 64 query rows of one batch index, 16 rows a warp; each warp
 //    keeps its rows' q as WMMA fragments and its output accumulator (f32) in registers;
 //  - per tile of BK keys (64, or 32 where 64 does not fit 48 KB of shared memory) the block
@@ -73,8 +73,8 @@ std::string attention_ptx_forward_source(DType in, DType bias, int64_t e, int64_
 std::string attention_ptx_dq_source(DType in, DType bias, int64_t e, int64_t f);
 std::string attention_ptx_dkv_source(DType in, DType bias, int64_t e, int64_t f, int part);
 
-/// Whether the tensor-core kernels are the PTX ones (sm_80 and newer, unless
-/// EIN_CUDA_ATTENTION=wmma asks for the WMMA ones) rather than the WMMA ones.
+/// Whether the tensor-core kernels are the PTX ones (EIN_CUDA_ATTENTION=ptx on sm_80 and newer)
+/// rather than the WMMA ones.
 bool attention_uses_ptx(int arch);
 
 /// `kernel` with the sizes every tensor-core kernel takes spelt out where it says

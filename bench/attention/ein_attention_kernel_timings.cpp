@@ -4,8 +4,8 @@
 // the variant is still called "amx", and the "tiles" field says which ran) and on the f32
 // kernels that widen the operands (force_no_amx_tiles), the two alternating round by round;
 // and f32 operands for reference. On a GPU (bench/gpu/run.sh): `cuda`, the bf16 operands on
-// cuda:0 (the tensor-core kernels, attention_cuda_mma.h: the forward through PTX's mma.sync),
-// `cuda-wmma`, the same with EIN_CUDA_ATTENTION=wmma (the WMMA forward), and `cuda-simt`, with
+// cuda:0 (the default tensor-core kernels, attention_cuda_mma.h: WMMA), `cuda-ptx`, the same
+// with EIN_CUDA_ATTENTION=ptx (the kernels through PTX's mma.sync), and `cuda-simt`, with
 // EIN_CUDA_ATTENTION=simt (the scalar kernels). One JSON line per variant: median ms per
 // forward + backward, every round, and the causal-useful TFLOP/s (2·b·h·t·t·e for a forward,
 // 2.5 times that for a forward + backward). A variant with the suffix ":forward"
@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
       force_no_amx_tiles(kind == "widened");
       if (gpu)
         setenv("EIN_CUDA_ATTENTION",
-               kind == "cuda-simt" ? "simt" : kind == "cuda-wmma" ? "wmma" : "", 1);
+               kind == "cuda-simt" ? "simt" : kind == "cuda-ptx" ? "ptx" : "", 1);
       const Tensor &qq = gpu ? qg : f32 ? q : qb, &kk = gpu ? kg : f32 ? k : kb,
                    &vv = gpu ? vg : f32 ? v : vb, &dd = gpu ? dg : d, &mm = gpu ? mask_g : mask;
       if (gpu) synchronize();

@@ -13,8 +13,8 @@
 // time, /usr/local/cuda/include; the first holding all of them (mma.h with its crt/mma.h), else
 // the first holding cuda_fp16.h. The second case is NVRTC from pip (the nvidia-cuda-nvrtc wheel
 // that PyTorch pulls in): its include folder has cuda_fp16.h but no crt/, so mma.h cannot
-// compile there, and NvrtcInfo::mma_headers says so (the attention then takes its PTX
-// tensor-core kernels on sm_80+, which need no mma.h, and its scalar ones elsewhere:
+// compile there, and NvrtcInfo::mma_headers says so (the attention then takes its scalar
+// kernels, or its PTX tensor-core ones under EIN_CUDA_ATTENTION=ptx, which need no mma.h:
 // exec/attention_cuda.h).
 //
 // ## Targets

@@ -670,16 +670,16 @@ class ScopedAttentionChoice {
 };
 
 // The tensor-core kernels (attention_cuda_mma.h), both sets (PTX's mma.sync, the default on
-// sm_80+ and on the fake device; WMMA under EIN_CUDA_ATTENTION=wmma): every mask
+// sm_80+ under EIN_CUDA_ATTENTION=ptx; WMMA, the default): every mask
 // per batch row (read per element) and shared (per-row key limits, or per element where a row
 // is not "zeros, then -inf"), partial row blocks and key tiles, both key tile sizes of the
 // backward, bf16 and f16, grouped-query heads.
 TEST_P(AttentionOnCuda, TensorCoresMatchTheDefinition) {
   if (const std::string why = testing::wmma_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
-  for (const std::string kernels : {"", "wmma"}) {
-    SCOPED_TRACE("kernels: " + (kernels.empty() ? std::string("ptx") : kernels));
+  for (const std::string kernels : {"ptx", ""}) {
+    SCOPED_TRACE("kernels: " + (kernels.empty() ? std::string("default (wmma)") : kernels));
     const ScopedAttentionChoice choice(kernels);
-    EXPECT_EQ(detail::attention_uses_ptx(90), kernels.empty());
+    EXPECT_EQ(detail::attention_uses_ptx(90), kernels == "ptx");
     for (Mask m : {Mask::none, Mask::causal, Mask::random_rows, Mask::additive, Mask::padding})
       for (bool shared : {false, true})
         run_case({2, 70, 75, 16, 16, m, DType::bf16, 2e-4, shared}, cuda());
@@ -687,6 +687,7 @@ TEST_P(AttentionOnCuda, TensorCoresMatchTheDefinition) {
     run_case({1, 65, 40, 128, 128, Mask::padding, DType::bf16, 2e-4, true}, cuda());  // 32-key tiles
     run_case({1, 130, 150, 64, 128, Mask::random_rows, DType::bf16, 2e-4}, cuda());
   }
+  const ScopedAttentionChoice choice("ptx");
   EXPECT_FALSE(detail::attention_uses_ptx(75));  // f16 on Turing: the WMMA kernels
   const Tensor q = zeros({1, 4, 16}, DType::bf16, cuda());
   const Tensor v = zeros({1, 4, 16}, DType::bf16, cuda());
@@ -709,35 +710,42 @@ TEST_P(AttentionOnCuda, TensorCoresPropagateSpecialValues) {
   k.at(0, 3, 0) = kInf;
   q.at(0, 0, 0) = 1;
   const Mat d = random_mat(1, 3, 16, rng);
-  for (bool additive : {false, true}) {
-    Mat mask{1, 3, 4, std::vector<double>(12, 0.0)};
-    for (int64_t i = 0; i < 3; ++i) mask.at(0, i, 3) = -kInf;  // key 3: masked for every row
-    if (additive) mask.at(0, 2, 1) = 0.25;
-    const Reference want = reference(q, k, v, &mask, 0.25, d);
-    const auto on_gpu = [](const Mat& m) { return tensor_of(m, DType::bf16).to(cuda()); };
-    const Tensor tq = on_gpu(q), tk = on_gpu(k), tv = on_gpu(v);
-    ASSERT_TRUE(cuda_attention_uses_tensor_cores(tq, tk, tv, DType::f32));
-    const std::vector<double> got =
-        attention_forward(tq, tk, tv, tensor_of(mask, DType::f32).to(cuda()), 0.25, DType::f32)
-            .to(cpu())
-            .to(DType::f64)
-            .to_vector<double>();
-    for (int64_t c = 0; c <= 16; ++c) {
-      EXPECT_TRUE(std::isnan(got[17 + c])) << "row 1 has a NaN query, column " << c;
-      for (int64_t row : {0, 2}) {
-        const double w = c < 16 ? want.o.v[row * 16 + c] : want.lse[row];
-        EXPECT_NEAR(got[row * 17 + c], w, 1e-2 * (1 + std::abs(w))) << row << " " << c;
+  for (const std::string kernels : {"ptx", ""})
+    for (bool additive : {false, true}) {
+      SCOPED_TRACE("kernels: " + kernels + (additive ? ", additive" : ""));
+      const ScopedAttentionChoice choice(kernels);
+      Mat mask{1, 3, 4, std::vector<double>(12, 0.0)};
+      for (int64_t i = 0; i < 3; ++i) mask.at(0, i, 3) = -kInf;  // key 3: masked for every row
+      if (additive) mask.at(0, 2, 1) = 0.25;
+      const Reference want = reference(q, k, v, &mask, 0.25, d);
+      const auto on_gpu = [](const Mat& m) { return tensor_of(m, DType::bf16).to(cuda()); };
+      const Tensor tq = on_gpu(q), tk = on_gpu(k), tv = on_gpu(v);
+      ASSERT_TRUE(cuda_attention_uses_tensor_cores(tq, tk, tv, DType::f32));
+      const std::vector<double> got =
+          attention_forward(tq, tk, tv, tensor_of(mask, DType::f32).to(cuda()), 0.25, DType::f32)
+              .to(cpu())
+              .to(DType::f64)
+              .to_vector<double>();
+      for (int64_t c = 0; c <= 16; ++c) {
+        EXPECT_TRUE(std::isnan(got[17 + c])) << "row 1 has a NaN query, column " << c;
+        for (int64_t row : {0, 2}) {
+          const double w = c < 16 ? want.o.v[row * 16 + c] : want.lse[row];
+          EXPECT_NEAR(got[row * 17 + c], w, 1e-2 * (1 + std::abs(w))) << row << " " << c;
+        }
       }
     }
-  }
 }
 
 TEST_P(AttentionOnCuda, TensorCoresReadGroupedQueryHeads) {
   if (const std::string why = testing::wmma_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
-  grouped_query_heads(cuda(), 1e-5, DType::bf16, 16);
-  // several query tiles per head and key blocks past the first (whose causal start skips the
-  // tiles above the diagonal) in every group
-  grouped_query_heads(cuda(), 1e-5, DType::bf16, 16, 100);
+  for (const std::string kernels : {"ptx", ""}) {
+    SCOPED_TRACE("kernels: " + kernels);
+    const ScopedAttentionChoice choice(kernels);
+    grouped_query_heads(cuda(), 1e-5, DType::bf16, 16);
+    // several query tiles per head and key blocks past the first (whose causal start skips the
+    // tiles above the diagonal) in every group
+    grouped_query_heads(cuda(), 1e-5, DType::bf16, 16, 100);
+  }
 }
 
 TEST_P(AttentionOnCuda, ZeroSizes) {
