@@ -290,29 +290,37 @@ std::string FunctionEmitter::zero_of(DType t, int w) {
       fmt::format("vector.broadcast {} : {} to {}", z, mlir_type(t), vec_type(w, mlir_type(t))));
 }
 
+std::string FunctionEmitter::memref_load(const std::string& memref, const std::string& length,
+                                         std::string_view scalar, const std::string& at, int w) {
+  const std::string type = fmt::format("memref<{}x{}>", length, scalar);
+  if (w == 1) return op(fmt::format("memref.load {}[{}] : {}", memref, at, type));
+  return op(fmt::format("vector.load {}[{}] : {}, {}", memref, at, type, vec_type(w, scalar)));
+}
+
+void FunctionEmitter::memref_store(const std::string& memref, const std::string& length,
+                                   std::string_view scalar, const std::string& at,
+                                   const std::string& v, int w) {
+  const std::string type = fmt::format("memref<{}x{}>", length, scalar);
+  if (w == 1)
+    line(fmt::format("memref.store {}, {}[{}] : {}", v, memref, at, type));
+  else
+    line(fmt::format("vector.store {}, {}[{}] : {}, {}", v, memref, at, type,
+                     vec_type(w, scalar)));
+}
+
 std::string FunctionEmitter::load(int b, const std::string& offset, int w, int vdim) {
   const DType st = k_.buffers[b].dtype;
-  const std::string memref = fmt::format("memref<?x{}>", mlir_type(st));
-  const bool lanes = w > 1 && k_.buffers[b].strides[vdim] != 0;
-  std::string v;
-  if (lanes) {
-    v = op(fmt::format("vector.load %m{}[{}] : {}, {}", b, offset, memref,
-                       vec_type(w, mlir_type(st))));
-    return convert(v, st, k_.compute, w);
-  }
-  v = op(fmt::format("memref.load %m{}[{}] : {}", b, offset, memref));
-  return broadcast(convert(v, st, k_.compute, 1), w);
+  const std::string memref = fmt::format("%m{}", b);
+  if (w > 1 && k_.buffers[b].strides[vdim] != 0)  // lanes along the vector dim
+    return convert(memref_load(memref, "?", mlir_type(st), offset, w), st, k_.compute, w);
+  return broadcast(convert(memref_load(memref, "?", mlir_type(st), offset, 1), st, k_.compute, 1),
+                   w);
 }
 
 void FunctionEmitter::store(int b, const std::string& value, const std::string& offset, int w) {
   const DType st = k_.buffers[b].dtype;
-  const std::string v = convert(value, k_.compute, st, w);
-  const std::string memref = fmt::format("memref<?x{}>", mlir_type(st));
-  if (w == 1)
-    line(fmt::format("memref.store {}, %m{}[{}] : {}", v, b, offset, memref));
-  else
-    line(fmt::format("vector.store {}, %m{}[{}] : {}, {}", v, b, offset, memref,
-                     vec_type(w, mlir_type(st))));
+  memref_store(fmt::format("%m{}", b), "?", mlir_type(st), offset,
+               convert(value, k_.compute, st, w), w);
 }
 
 // ---- scalar DAG ----------------------------------------------------------------------------

@@ -19,19 +19,12 @@ namespace ein::detail {
 
 std::string FunctionEmitter::array_load(const std::string& array, std::string_view scalar,
                                         const std::string& column, int w) {
-  const std::string memref = fmt::format("memref<{}x{}>", array_length_, scalar);
-  if (w == 1) return op(fmt::format("memref.load {}[{}] : {}", array, column, memref));
-  return op(fmt::format("vector.load {}[{}] : {}, {}", array, column, memref, vec_type(w, scalar)));
+  return memref_load(array, array_length_, scalar, column, w);
 }
 
 void FunctionEmitter::array_store(const std::string& array, std::string_view scalar,
                                   const std::string& column, const std::string& v, int w) {
-  const std::string memref = fmt::format("memref<{}x{}>", array_length_, scalar);
-  if (w == 1)
-    line(fmt::format("memref.store {}, {}[{}] : {}", v, array, column, memref));
-  else
-    line(fmt::format("vector.store {}, {}[{}] : {}, {}", v, array, column, memref,
-                     vec_type(w, scalar)));
+  memref_store(array, array_length_, scalar, column, v, w);
 }
 
 std::string FunctionEmitter::panel_acc(int stage, const std::string& column, int w) {
@@ -189,7 +182,6 @@ std::string FunctionEmitter::scratch_at(const std::string& block, int stage,
 
 void FunctionEmitter::row_block(const std::string& block, const Point& zero) {
   const std::string n = sizes_[0], scratch = fmt::format("%m{}", k_.buffers.size() + 2);
-  const std::string memref = fmt::format("memref<?x{}>", scratch_type_);
   reset_panel_accs(index(0), n, zero);
   const std::string r0 = mul_index(block, chunk_);
   const std::string r1 =
@@ -198,22 +190,15 @@ void FunctionEmitter::row_block(const std::string& block, const Point& zero) {
              [&](const std::string& iv) { panel_row(index(0), n, advance(zero, iv, 1)); });
   panel_columns(index(0), n, zero, [&](const std::string& col, int w, const Point&) {
     for (int s = 0; s < static_cast<int>(k_.stages.size()); ++s) {
-      const std::string v = to_scratch(s, panel_result(s, col, w), w);
-      const std::string at = scratch_at(block, s, col);
-      if (w == 1)
-        line(fmt::format("memref.store {}, {}[{}] : {}", v, scratch, at, memref));
-      else
-        line(fmt::format("vector.store {}, {}[{}] : {}, {}", v, scratch, at, memref,
-                         vec_type(w, scratch_type_)));
+      memref_store(scratch, "?", scratch_type_, scratch_at(block, s, col),
+                   to_scratch(s, panel_result(s, col, w), w), w);
     }
   });
 }
 
 void FunctionEmitter::combine_blocks(const Point& zero) {
   const std::string scratch = fmt::format("%m{}", k_.buffers.size() + 2);
-  const std::string memref = fmt::format("memref<?x{}>", scratch_type_);
   panel_columns(index(0), sizes_[0], zero, [&](const std::string& col, int w, const Point& pt) {
-    const std::string sty = vec_type(w, scratch_type_);
     accs_.clear();
     for (int s = 0; s < static_cast<int>(k_.stages.size()); ++s) {
       const std::string ty = acc_type(s, w);
@@ -221,12 +206,8 @@ void FunctionEmitter::combine_blocks(const Point& zero) {
       line(fmt::format("{} = scf.for {} = {} to {} step {} iter_args({} = {}) -> ({}) {{", res, b,
                        index(0), chunks_, index(1), a, acc_identity(s, w), ty));
       indent_ += 2;
-      const std::string at = scratch_at(b, s, col);
-      const std::string v = from_scratch(
-          s,
-          w == 1 ? op(fmt::format("memref.load {}[{}] : {}", scratch, at, memref))
-                 : op(fmt::format("vector.load {}[{}] : {}, {}", scratch, at, memref, sty)),
-          w);
+      const std::string v =
+          from_scratch(s, memref_load(scratch, "?", scratch_type_, scratch_at(b, s, col), w), w);
       // the blocks' sums (already in the accumulator type) added as they are
       const std::string next = wide(s) ? op(fmt::format("arith.addf {}, {} : {}", a, v, ty))
                                        : combine(k_.stages[s].combine, a, v, w);

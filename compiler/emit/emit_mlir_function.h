@@ -139,6 +139,13 @@ class FunctionEmitter {
                   const std::function<void(const std::string&)>& row);
   void panel_columns(const std::string& lo, const std::string& hi, const Point& at,
                      const std::function<void(const std::string&, int, const Point&)>& body);
+  /// w elements (a scalar when w is 1) of the 1-D `memref` (of MLIR type memref<`length`x
+  /// `scalar`>, length "?" for a dynamic one) from `at`, or stored there.
+  std::string memref_load(const std::string& memref, const std::string& length,
+                          std::string_view scalar, const std::string& at, int w);
+  void memref_store(const std::string& memref, const std::string& length, std::string_view scalar,
+                    const std::string& at, const std::string& v, int w);
+  /// The same on a panel's stack array (array_length_ elements).
   std::string array_load(const std::string& array, std::string_view scalar,
                          const std::string& column, int w);
   void array_store(const std::string& array, std::string_view scalar, const std::string& column,
