@@ -197,7 +197,7 @@ void FunctionEmitter::emit_prologue() {
   const int rank = static_cast<int>(k_.domain.size());
   int slot = 0;
   auto param = [&](int at) {
-    std::string raw = op(fmt::format("memref.load %m{}[{}] : memref<?xi64>", nb, index(at)));
+    const std::string raw = memref_load(fmt::format("%m{}", nb), "?", "i64", index(at), 1);
     return op(fmt::format("arith.index_cast {} : i64 to index", raw));
   };
   for (int d = 0; d < rank; ++d)
@@ -210,8 +210,8 @@ void FunctionEmitter::emit_prologue() {
   chunk_ = param(slot++);
   chunks_ = param(slot++);
   for (size_t i = 0; i < k_.params.size(); ++i) {
-    std::string raw = op(fmt::format("memref.load %m{}[{}] : memref<?xf64>", nb + 1,
-                                     index(static_cast<int64_t>(i))));
+    const std::string raw =
+        memref_load(fmt::format("%m{}", nb + 1), "?", "f64", index(static_cast<int64_t>(i)), 1);
     params_.push_back(convert(raw, DType::f64, k_.compute, 1));
   }
 }
