@@ -8,12 +8,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <memory>
-#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -31,6 +29,7 @@
 #include "runtime/cuda/nvrtc.h"
 #include "script/script.h"
 #include "support/fake_cuda.h"
+#include "support/scoped_env.h"
 
 namespace ein {
 namespace {
@@ -651,24 +650,6 @@ TEST_P(AttentionOnCuda, MatchesTheDefinitionInFloat64) {
   }
 }
 
-/// EIN_CUDA_ATTENTION set to `value` (unset when empty) for the scope, as it was after.
-class ScopedAttentionChoice {
- public:
-  explicit ScopedAttentionChoice(const std::string& value) {
-    if (const char* was = std::getenv(kName)) was_ = was;
-    if (value.empty()) ::unsetenv(kName);
-    else ::setenv(kName, value.c_str(), 1);
-  }
-  ~ScopedAttentionChoice() {
-    if (was_) ::setenv(kName, was_->c_str(), 1);
-    else ::unsetenv(kName);
-  }
-
- private:
-  static constexpr const char* kName = "EIN_CUDA_ATTENTION";
-  std::optional<std::string> was_;
-};
-
 // The tensor-core kernels (attention_cuda_mma.h), both sets (PTX's mma.sync, the default on
 // sm_80+ under EIN_CUDA_ATTENTION=ptx; WMMA, the default): every mask
 // per batch row (read per element) and shared (per-row key limits, or per element where a row
@@ -678,7 +659,7 @@ TEST_P(AttentionOnCuda, TensorCoresMatchTheDefinition) {
   if (const std::string why = testing::wmma_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
   for (const std::string kernels : {"ptx", ""}) {
     SCOPED_TRACE("kernels: " + (kernels.empty() ? std::string("default (wmma)") : kernels));
-    const ScopedAttentionChoice choice(kernels);
+    const testing::ScopedEnv choice("EIN_CUDA_ATTENTION", kernels);
     EXPECT_EQ(detail::attention_uses_ptx(90), kernels == "ptx");
     for (Mask m : {Mask::none, Mask::causal, Mask::random_rows, Mask::additive, Mask::padding})
       for (bool shared : {false, true})
@@ -687,7 +668,7 @@ TEST_P(AttentionOnCuda, TensorCoresMatchTheDefinition) {
     run_case({1, 65, 40, 128, 128, Mask::padding, DType::bf16, 2e-4, true}, cuda());  // 32-key tiles
     run_case({1, 130, 150, 64, 128, Mask::random_rows, DType::bf16, 2e-4}, cuda());
   }
-  const ScopedAttentionChoice choice("ptx");
+  const testing::ScopedEnv choice("EIN_CUDA_ATTENTION", "ptx");
   EXPECT_FALSE(detail::attention_uses_ptx(75));  // f16 on Turing: the WMMA kernels
   const Tensor q = zeros({1, 4, 16}, DType::bf16, cuda());
   const Tensor v = zeros({1, 4, 16}, DType::bf16, cuda());
@@ -713,7 +694,7 @@ TEST_P(AttentionOnCuda, TensorCoresPropagateSpecialValues) {
   for (const std::string kernels : {"ptx", ""})
     for (bool additive : {false, true}) {
       SCOPED_TRACE("kernels: " + kernels + (additive ? ", additive" : ""));
-      const ScopedAttentionChoice choice(kernels);
+      const testing::ScopedEnv choice("EIN_CUDA_ATTENTION", kernels);
       Mat mask{1, 3, 4, std::vector<double>(12, 0.0)};
       for (int64_t i = 0; i < 3; ++i) mask.at(0, i, 3) = -kInf;  // key 3: masked for every row
       if (additive) mask.at(0, 2, 1) = 0.25;
@@ -740,7 +721,7 @@ TEST_P(AttentionOnCuda, TensorCoresReadGroupedQueryHeads) {
   if (const std::string why = testing::wmma_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
   for (const std::string kernels : {"ptx", ""}) {
     SCOPED_TRACE("kernels: " + kernels);
-    const ScopedAttentionChoice choice(kernels);
+    const testing::ScopedEnv choice("EIN_CUDA_ATTENTION", kernels);
     grouped_query_heads(cuda(), 1e-5, DType::bf16, 16);
     // several query tiles per head and key blocks past the first (whose causal start skips the
     // tiles above the diagonal) in every group
