@@ -82,7 +82,8 @@ bool attention_uses_ptx(int arch);
 std::string attention_with_sizes(std::string kernel);
 
 /// The C++ that starts every tensor-core kernel's source: the 16-bit headers, bias_t, ein_bias
-/// (one element of the bias as float) and EIN_NEG_INF.
+/// (one element of the bias as float), EIN_NEG_INF, and the block helpers ein_key_end (the keys
+/// a block of query rows needs) and ein_first_query (the first query that sees a block's keys).
 std::string attention_bias_prelude(DType bias);
 
 /// The kernel `ein_attention_limits`: per query row of a [T, S] bias, the number of leading
