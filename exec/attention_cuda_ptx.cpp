@@ -461,7 +461,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_dkv_ptx(
         const long long i = i0 + x;
         lses[b][x] = i < T ? out[(n * T + i) * (EIN_F + 1) + EIN_F] * EIN_LOG2E : EIN_NEG_INF;
         deltas[b][x] = i < T ? delta[n * T + i] : 0.0f;
-        lims[b][x] = has_limits && i < T ? (int)limits[i] : -1;
+        lims[b][x] = has_limits && i < T ? limits[i] : -1;
       }
     };
     if (total > 0) stage(0, 0);
@@ -475,7 +475,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_dkv_ptx(
       const long long n = (m / groups) * H + (m % groups) * R + g;
       // a warp whose keys no query of the tile sees skips it (uniform over the warp: lane x
       // checks query x of the 32)
-      int skip = has_limits && (i0 + lane >= T || (lims[buf][lane] >= 0 && lims[buf][lane] <= c0));
+      const int lane_limit = lims[buf][lane];
+      int skip = has_limits && (i0 + lane >= T || (lane_limit >= 0 && lane_limit <= c0));
       for (int d = 16; d > 0; d /= 2) skip &= __shfl_xor_sync(0xffffffffu, skip, d);
       if (skip) continue;
       const bias_t* bcol_at[2];  // this lane's keys' bias columns

@@ -650,11 +650,10 @@ TEST_P(AttentionOnCuda, MatchesTheDefinitionInFloat64) {
   }
 }
 
-// The tensor-core kernels (attention_cuda_mma.h), both sets (PTX's mma.sync, the default on
-// sm_80+ under EIN_CUDA_ATTENTION=ptx; WMMA, the default): every mask
-// per batch row (read per element) and shared (per-row key limits, or per element where a row
-// is not "zeros, then -inf"), partial row blocks and key tiles, both key tile sizes of the
-// backward, bf16 and f16, grouped-query heads.
+// The tensor-core kernels (attention_cuda_mma.h), both sets (PTX's mma.sync under
+// EIN_CUDA_ATTENTION=ptx on sm_80+; WMMA, the default): every mask per batch row (read per
+// element) and shared (per-row key limits, or per element where a row is not "zeros, then
+// -inf"), partial row blocks and key tiles, both key tile sizes of the backward, bf16 and f16.
 TEST_P(AttentionOnCuda, TensorCoresMatchTheDefinition) {
   if (const std::string why = testing::wmma_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
   for (const std::string kernels : {"ptx", ""}) {
