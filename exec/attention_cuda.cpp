@@ -443,8 +443,8 @@ Tensor row_deltas(const Operands& o, const Tensor& out, const Tensor& d_out) {
   void* buffers[] = {out.device_ptr(), d_out.device_ptr(), delta.device_ptr()};
   const double params[] = {static_cast<double>(rows)};
   launch_cuda_source(o.key("delta"), out.device().index,
-                     [&] { return std::make_pair(delta_source(ty, o.e, o.f, o.block),
-                                                 std::string("ein_attention_delta")); },
+                     [&] { return CudaSource{delta_source(ty, o.e, o.f, o.block),
+                                                 std::string("ein_attention_delta")}; },
                      grid((rows + o.block - 1) / o.block), o.block, buffers, params);
   return delta;
 }
@@ -467,8 +467,8 @@ KeyLimits key_limits(const Operands& o, Device dev) {
   const double params[] = {static_cast<double>(o.t), static_cast<double>(o.s),
                            static_cast<double>(o.brow), static_cast<double>(o.bcol)};
   launch_cuda_source(fmt::format("attention limits {}", dtype_name(bias_dtype)), dev.index,
-                     [&] { return std::make_pair(detail::attention_limits_source(bias_dtype),
-                                                 std::string("ein_attention_limits")); },
+                     [&] { return CudaSource{detail::attention_limits_source(bias_dtype),
+                                                 std::string("ein_attention_limits")}; },
                      grid((o.t + 3) / 4), 128, buffers, params);
   return k;
 }
@@ -495,7 +495,9 @@ bool cuda_attention_uses_tensor_cores(const Tensor& q, const Tensor& k, const Te
   // NVRTC whose headers lack mma.h's crt/mma.h (pip's) cannot compile the WMMA kernels; the
   // PTX ones need no mma.h. (The fake device without NVRTC emulates both and needs no headers.)
   const NvrtcInfo& nvrtc = nvrtc_info();
-  if (!nvrtc.available || nvrtc.mma_headers || detail::attention_uses_ptx(arch)) return true;
+  if (!nvrtc.available || nvrtc.mma_headers ||
+      detail::attention_cores(arch, q.size(-1), v.size(-1)) != detail::AttentionCores::wmma)
+    return true;
   static std::once_flag once;
   std::call_once(once, [&] {
     std::fprintf(stderr,
@@ -540,26 +542,33 @@ struct MmaLaunch {
   /// the tile); `variant` tells sources of one kernel apart.
   template <class Source>
   void launch(const std::string& kernel, int variant, const Source& source, int64_t items,
-              std::span<void* const> buffers, double scale,
-              const std::string& flavour = "mma") const {
+              std::span<void* const> buffers, double scale, const std::string& flavour = "mma",
+              bool arch_specific = false) const {
     const std::string key = fmt::format("attention {} {} {} {} {} {} {} {}", kernel, variant,
                                         flavour, dtype_name(o.q.dtype()), dtype_name(bias_dtype),
                                         o.e, o.f, tile);
     launch_cuda_source(key, device,
                        [&] {
-                         return std::make_pair(source(o.q.dtype(), bias_dtype, o.e, o.f, tile),
-                                               "ein_attention_" + kernel + "_" + flavour);
+                         return CudaSource{source(o.q.dtype(), bias_dtype, o.e, o.f, tile),
+                                           "ein_attention_" + kernel + "_" + flavour,
+                                           arch_specific};
                        },
                        grid(items), 128, buffers, params(scale));
   }
 
+  /// The kernel set the device takes (attention_cores).
+  detail::AttentionCores cores() const {
+    return detail::attention_cores(cuda_execution().arch(device), o.e, o.f);
+  }
+
   /// launch() of the PTX kernel (`ptx_source` from the dtypes, e and f) where the device takes
-  /// it (attention_uses_ptx), else of the WMMA one (`mma_source`, which also takes the tile).
+  /// that set (or the wgmma one, whose backward is PTX's), else of the WMMA one (`mma_source`,
+  /// which also takes the tile).
   template <class PtxSource, class MmaSource>
   void launch_either(const std::string& kernel, int variant, const PtxSource& ptx_source,
                      const MmaSource& mma_source, int64_t items, std::span<void* const> buffers,
                      double scale) const {
-    if (!detail::attention_uses_ptx(cuda_execution().arch(device))) {
+    if (cores() == detail::AttentionCores::wmma) {
       launch(kernel, variant, mma_source, items, buffers, scale);
       return;
     }
@@ -582,9 +591,16 @@ Tensor forward_mma(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
     void* buffers[] = {o.q.device_ptr(), o.k.device_ptr(),        o.v.device_ptr(),
                        o.bias_ptr(),     o.bias_off.device_ptr(), m.keys.limits.device_ptr(),
                        out.device_ptr()};
-    m.launch_either("forward", 0, detail::attention_ptx_forward_source,
-                    detail::attention_mma_forward_source, o.n * ((o.t + 63) / 64), buffers,
-                    scale);
+    const int64_t items = o.n * ((o.t + 63) / 64);
+    if (m.cores() == detail::AttentionCores::wgmma)
+      m.launch("forward", 0,
+               [](DType in, DType bias, int64_t e, int64_t f, int) {
+                 return detail::attention_wgmma_forward_source(in, bias, e, f);
+               },
+               items, buffers, scale, "wgmma", /*arch_specific=*/true);
+    else
+      m.launch_either("forward", 0, detail::attention_ptx_forward_source,
+                      detail::attention_mma_forward_source, items, buffers, scale);
   }
   return out.dtype() == dtype ? out : out.to(dtype);
 }
@@ -649,8 +665,8 @@ Tensor attention_forward_cuda(const Tensor& q_in, const Tensor& k_in, const Tens
                        out.device_ptr()};
     const std::vector<double> params = o.sizes(scale, keys.limited);
     launch_cuda_source(o.key("forward"), q_in.device().index,
-                       [&] { return std::make_pair(forward_source(ty, o.e, o.f, o.block),
-                                                   std::string("ein_attention_forward")); },
+                       [&] { return CudaSource{forward_source(ty, o.e, o.f, o.block),
+                                                   std::string("ein_attention_forward")}; },
                        grid(o.n * ((o.t + o.block - 1) / o.block)), o.block, buffers, params);
   }
   return out.dtype() == dtype ? out : out.to(dtype);
@@ -681,8 +697,8 @@ Tensor attention_backward_cuda(const Tensor& q_in, const Tensor& k_in, const Ten
                          out.device_ptr(),   d_out.device_ptr(),      delta.device_ptr(),
                          dq.device_ptr()};
       launch_cuda_source(o.key("dq"), device,
-                         [&] { return std::make_pair(dq_source(ty, o.e, o.f, o.block),
-                                                     std::string("ein_attention_dq")); },
+                         [&] { return CudaSource{dq_source(ty, o.e, o.f, o.block),
+                                                     std::string("ein_attention_dq")}; },
                          grid(o.n * ((o.t + o.block - 1) / o.block)), o.block, buffers, params);
     }
     {
@@ -691,8 +707,8 @@ Tensor attention_backward_cuda(const Tensor& q_in, const Tensor& k_in, const Ten
                          out.device_ptr(),   d_out.device_ptr(),      delta.device_ptr(),
                          dk.device_ptr(),    dv.device_ptr()};
       launch_cuda_source(o.key("dkv"), device,
-                         [&] { return std::make_pair(dkv_source(ty, o.e, o.f, o.block),
-                                                     std::string("ein_attention_dkv")); },
+                         [&] { return CudaSource{dkv_source(ty, o.e, o.f, o.block),
+                                                     std::string("ein_attention_dkv")}; },
                          grid(o.n_kv * ((o.s + o.block - 1) / o.block)), o.block, buffers, params);
     }
   }

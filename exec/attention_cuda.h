@@ -31,7 +31,8 @@ bool cuda_attention_fits(int64_t e, int64_t f, DType compute);
 /// tensor cores (attention_cuda_mma.h):
 /// q, k and v all bf16 (sm_80+) or all f16 (sm_70+), head dims multiples of 16 up to 128, a
 /// result dtype other than f64, EIN_CUDA_ATTENTION not "simt" (which keeps the scalar kernels),
-/// and either the PTX kernels (attention_uses_ptx: sm_80+ under EIN_CUDA_ATTENTION=ptx) or
+/// and either the PTX or wgmma kernels (attention_cores: sm_80+ under EIN_CUDA_ATTENTION=ptx,
+/// sm_90 under EIN_CUDA_ATTENTION=wgmma), which need no mma.h, or
 /// NVRTC's headers holding mma.h for the WMMA ones (NvrtcInfo::mma_headers; when they do not,
 /// the first call says so once on stderr).
 bool cuda_attention_uses_tensor_cores(const Tensor& q, const Tensor& k, const Tensor& v,

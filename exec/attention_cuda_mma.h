@@ -73,9 +73,30 @@ std::string attention_ptx_forward_source(DType in, DType bias, int64_t e, int64_
 std::string attention_ptx_dq_source(DType in, DType bias, int64_t e, int64_t f);
 std::string attention_ptx_dkv_source(DType in, DType bias, int64_t e, int64_t f, int part);
 
-/// Whether the tensor-core kernels are the PTX ones (EIN_CUDA_ATTENTION=ptx on sm_80 and newer)
-/// rather than the WMMA ones.
-bool attention_uses_ptx(int arch);
+/// The forward through sm_90a's wgmma (exec/attention_cuda_wgmma.cpp; bf16 or f16, e and f 64
+/// or 128), `ein_attention_forward_wgmma`: the PTX forward's algorithm and arguments, with the
+/// block's 4 warps as one warpgroup whose products are wgmma.mma_async m64nNk16 — q (scores) and
+/// p (output) as A fragments in registers, k and v as B from shared memory in the 128-byte
+/// swizzled layout, staged by cp.async. Compiled for sm_90a (CudaSource::arch_specific).
+std::string attention_wgmma_forward_source(DType in, DType bias, int64_t e, int64_t f);
+
+/// The set of tensor-core kernels a launch takes.
+enum class AttentionCores {
+  wmma,   ///< the WMMA kernels (the default)
+  ptx,    ///< the PTX kernels (EIN_CUDA_ATTENTION=ptx on sm_80 and newer)
+  wgmma,  ///< wgmma's forward and the PTX backward (EIN_CUDA_ATTENTION=wgmma on sm_90, head
+          ///< dims 64 or 128; elsewhere that setting takes the PTX set)
+};
+AttentionCores attention_cores(int arch, int64_t e, int64_t f);
+
+/// What the PTX kernels' sources start with: the 16-bit types, the sizes (EIN_E, EIN_F, EIN_TILE:
+/// keys a tile, or queries in dK/dV), the three PTX instructions (the host emulation defines its
+/// own), and the tile products and helpers they share.
+std::string attention_ptx_prelude(DType in, DType bias, int64_t e, int64_t f, int tile);
+
+/// The forward kernel `entry` of a set whose source defines EIN_FORWARD_TILES (ks and vs),
+/// ein_stage_k, ein_stage_v, ein_landed, ein_scores and ein_add_pv after the PTX prelude.
+std::string attention_forward_kernel(const std::string& entry);
 
 /// `kernel` with the sizes every tensor-core kernel takes spelt out where it says
 /// EIN_SIZE_PARAMS (the host emulation reads an entry's parameters as written: not a macro).

@@ -10,20 +10,21 @@
 
 namespace ein::detail {
 
-bool attention_uses_ptx(int arch) {
+AttentionCores attention_cores(int arch, int64_t e, int64_t f) {
   // Opt-in until a GPU has run them: the WMMA kernels have passed their tests on an H200, these
   // only against the host emulation of the PTX layouts.
   const char* env = std::getenv("EIN_CUDA_ATTENTION");
-  return env && std::string(env) == "ptx" &&
-         arch >= 80;  // mma.sync m16n8k16 for bf16 and f16, and cp.async
+  const std::string set = env ? env : "";
+  // wgmma: sm_90a's code runs on sm_90 alone; its tiles are rows of 64 elements (128 bytes)
+  if (set == "wgmma" && arch == 90 && (e == 64 || e == 128) && (f == 64 || f == 128))
+    return AttentionCores::wgmma;
+  if ((set == "ptx" || set == "wgmma") &&
+      arch >= 80)  // mma.sync m16n8k16 for bf16 and f16, and cp.async
+    return AttentionCores::ptx;
+  return AttentionCores::wmma;
 }
 
-namespace {
-
-/// What every PTX kernel starts with: the types and sizes, the three PTX instructions (the host
-/// emulation defines its own), and the tile products they share. EIN_TILE: keys a tile
-/// (forward, dQ) or queries a tile (dK/dV).
-std::string ptx_prelude(DType in, DType bias, int64_t e, int64_t f, int tile) {
+std::string attention_ptx_prelude(DType in, DType bias, int64_t e, int64_t f, int tile) {
   const bool bf16 = in == DType::bf16;
   const std::string defines = fmt::format(
       "typedef {0} in_t;\ntypedef {1} in2_t;\n#define EIN_TO_IN2 {2}\n#define EIN_MMA_TYPE \"{3}\"\n"
@@ -228,17 +229,17 @@ __device__ __forceinline__ void ein_store_rows(float* dst, long long ld, const f
 )";
 }
 
-}  // namespace
-
-std::string attention_ptx_forward_source(DType in, DType bias, int64_t e, int64_t f) {
-  return ptx_prelude(in, bias, e, f, 64) + attention_with_sizes(R"(
-// A block of 4 warps takes 64 query rows (16 a warp), over tiles of 64 keys.
+std::string attention_forward_kernel(const std::string& entry) {
+  std::string body = R"(
+// A block of 4 warps takes 64 query rows (16 a warp), over tiles of 64 keys (EIN_TILE). The
+// products and the tiles are the set's (attention_forward_kernel): EIN_FORWARD_TILES declares
+// ks and vs, ein_stage_k and ein_stage_v start their copies, ein_landed waits for this
+// thread's, ein_scores gives s = q kᵀ and ein_add_pv adds p v to o.
 extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_forward_ptx(
     const in_t* q, const in_t* k, const in_t* v, const bias_t* bias, const long long* bias_off,
     const int* limits, float* out, EIN_SIZE_PARAMS) {
   EIN_SIZES
-  __shared__ __align__(16) in_t ks[EIN_TILE * EIN_EP];
-  __shared__ __align__(16) in_t vs[EIN_TILE * EIN_FP];
+  EIN_FORWARD_TILES
   __shared__ long long kend;  // keys the block reads
 
   const long long qblocks = (T + 63) / 64, items = N * qblocks;
@@ -248,7 +249,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_forward_ptx(
     ein_key_end(&kend, limits, has_limits, i0, 64, T, S);
     __syncthreads();
     const long long end = kend;
-    if (end > 0) ein_stage_async<EIN_E>(ks, kn, 0, S);
+    if (end > 0) ein_stage_k(ks, kn, 0, S);
 
     unsigned qa[EIN_E / 16][4];
     ein_rows_as_a<EIN_E>(qa, q + n * T * EIN_E, r0, T, lane);
@@ -258,11 +259,11 @@ extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_forward_ptx(
     float m[2] = {EIN_NEG_INF, EIN_NEG_INF}, l[2] = {0.0f, 0.0f};
 
     for (long long j0 = 0; j0 < end; j0 += EIN_TILE) {
-      ein_cp_async_wait_all();
+      ein_landed();
       __syncthreads();  // k's tile is in, and every warp is done with the last v tile
-      ein_stage_async<EIN_F>(vs, vn, j0, S);  // v's copy runs under q kᵀ and the softmax
+      ein_stage_v(vs, vn, j0, S);  // v's copy runs under q kᵀ and the softmax
       float s[EIN_TILE / 8][4];
-      ein_times_rows<EIN_E>(s, qa, ks, lane);
+      ein_scores(s, qa, ks, lane);
 
       // scale and mask (a -inf term masks even a NaN score)
       const bool whole = ein_whole_tile(j0, lim, brow_at);
@@ -303,11 +304,11 @@ extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_forward_ptx(
         }
       }
 
-      ein_cp_async_wait_all();
+      ein_landed();
       __syncthreads();  // v's tile is in, and every warp is done with k's
       // the next k's copy runs under p v
-      if (j0 + EIN_TILE < end) ein_stage_async<EIN_E>(ks, kn, j0 + EIN_TILE, S);
-      ein_add_times<EIN_F>(o, s, vs, lane);
+      if (j0 + EIN_TILE < end) ein_stage_k(ks, kn, j0 + EIN_TILE, S);
+      ein_add_pv(o, s, vs, lane);
     }
 
     // o = O / l and lse = m + log2 l (in base e); a row with every key masked gets o = 0 and
@@ -327,11 +328,40 @@ extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_forward_ptx(
     ein_store_rows<EIN_F>(out + n * T * (EIN_F + 1), EIN_F + 1, o, r0, T, lane, inv);
   }
 }
-)");
+)";
+  const std::string name = "ein_attention_forward_ptx";
+  body.replace(body.find(name), name.size(), entry);
+  return attention_with_sizes(body);
+}
+
+std::string attention_ptx_forward_source(DType in, DType bias, int64_t e, int64_t f) {
+  return attention_ptx_prelude(in, bias, e, f, 64) + R"(
+// The tiles of k and v in padded rows, read by ldmatrix.
+#define EIN_FORWARD_TILES                                                                      \
+  __shared__ __align__(16) in_t ks[EIN_TILE * EIN_EP];                                         \
+  __shared__ __align__(16) in_t vs[EIN_TILE * EIN_FP];
+__device__ __forceinline__ void ein_stage_k(in_t* dst, const in_t* src, long long j0,
+                                            long long rows) {
+  ein_stage_async<EIN_E>(dst, src, j0, rows);
+}
+__device__ __forceinline__ void ein_stage_v(in_t* dst, const in_t* src, long long j0,
+                                            long long rows) {
+  ein_stage_async<EIN_F>(dst, src, j0, rows);
+}
+__device__ __forceinline__ void ein_landed() { ein_cp_async_wait_all(); }
+__device__ __forceinline__ void ein_scores(float (*s)[4], const unsigned (*qa)[4],
+                                           const in_t* ks, int lane) {
+  ein_times_rows<EIN_E>(s, qa, ks, lane);
+}
+__device__ __forceinline__ void ein_add_pv(float (*o)[4], const float (*p)[4], const in_t* vs,
+                                           int lane) {
+  ein_add_times<EIN_F>(o, p, vs, lane);
+}
+)" + attention_forward_kernel("ein_attention_forward_ptx");
 }
 
 std::string attention_ptx_dq_source(DType in, DType bias, int64_t e, int64_t f) {
-  return ptx_prelude(in, bias, e, f, 32) + attention_with_sizes(R"(
+  return attention_ptx_prelude(in, bias, e, f, 32) + attention_with_sizes(R"(
 // dQ = scale · Σ_j P ∘ (dP - delta) K: a block of 4 warps takes 64 query rows (16 a warp), over
 // tiles of 32 keys, double-buffered (the next tile's copy runs under this one's products).
 extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_dq_ptx(
@@ -405,7 +435,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_dq_ptx(
 }
 
 std::string attention_ptx_dkv_source(DType in, DType bias, int64_t e, int64_t f, int part) {
-  return ptx_prelude(in, bias, e, f, 32) + fmt::format("#define EIN_PART {}\n", part) +
+  return attention_ptx_prelude(in, bias, e, f, 32) + fmt::format("#define EIN_PART {}\n", part) +
          attention_with_sizes(R"(
 // A block of 4 warps takes 64 keys (16 a warp) of one k/v head, over tiles of 32 queries of
 // every query head that reads it, double-buffered: dV = Σ Pᵀ dO and dK = scale · Σ (Pᵀ ∘ (dPᵀ -

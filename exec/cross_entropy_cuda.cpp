@@ -205,8 +205,8 @@ struct Operands {
     const double params[] = {static_cast<double>(rows), static_cast<double>(v),
                              static_cast<double>(r0), static_cast<double>(mode)};
     launch_cuda_source(fmt::format("linear_cross_entropy rows {}", dtype_name(compute)), device,
-                       [&] { return std::make_pair(rows_source(compute),
-                                                   std::string("ein_linear_cross_entropy_rows")); },
+                       [&] { return CudaSource{rows_source(compute),
+                                                   std::string("ein_linear_cross_entropy_rows")}; },
                        std::min<int64_t>(rows, int64_t{1} << 20), kThreads, buffers, params);
   }
 
@@ -282,7 +282,7 @@ void scale_cuda(Tensor& x, double s) {
   launch_cuda_source(fmt::format("linear_cross_entropy scale {}", dtype_name(x.dtype())),
                      x.device().index,
                      [&] {
-                       return std::make_pair(scale_source(x.dtype()), std::string("ein_scale"));
+                       return CudaSource{scale_source(x.dtype()), std::string("ein_scale")};
                      },
                      std::min<int64_t>((x.numel() + 255) / 256, int64_t{1} << 20), 256, buffers,
                      params);

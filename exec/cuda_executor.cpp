@@ -37,6 +37,7 @@ std::atomic<int64_t> g_launches{0}, g_prepared{0};
 struct Made {
   std::string source, entry;
   CudaLaunch launch;
+  bool arch_specific = false;  // CudaSource::arch_specific
 };
 
 /// A prepared kernel for `key` on `device`, made by `make` (a Made) on a miss. `key` is
@@ -51,7 +52,7 @@ std::shared_ptr<const Prepared> prepared(std::string& key, int device, Make&& ma
     auto p = std::make_shared<Prepared>();
     const Made m = make();
     p->launch = m.launch;
-    p->function = cuda_execution().prepare(device, m.source, m.entry);
+    p->function = cuda_execution().prepare(device, {m.source, m.entry, m.arch_specific});
     ++g_prepared;
     return std::shared_ptr<const Prepared>(std::move(p));
   });
@@ -251,13 +252,12 @@ Tensor scatter_add_rows_cuda(const Tensor& values_in, const std::vector<int64_t>
 }
 
 void launch_cuda_source(std::string key, int device,
-                        const std::function<std::pair<std::string, std::string>()>& make,
-                        int64_t grid, int block, std::span<void* const> buffers,
-                        std::span<const double> params) {
+                        const std::function<CudaSource()>& make, int64_t grid, int block,
+                        std::span<void* const> buffers, std::span<const double> params) {
   key.insert(0, "source ");  // apart from Kernel IR keys
   const auto p = prepared(key, device, [&] {
-    auto [source, entry] = make();
-    return Made{std::move(source), std::move(entry), {}};
+    CudaSource k = make();
+    return Made{std::move(k.source), std::move(k.entry), {}, k.arch_specific};
   });
   ++g_launches;
   cuda_execution().launch(device, *p->function, grid, block, buffers, params);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "compiler/kernel/kernel_ir.h"
+#include "runtime/cuda/execution.h"
 #include <ein/tensor.h>
 
 namespace ein {
@@ -37,8 +38,7 @@ Tensor scatter_add_rows_cuda(const Tensor& values, const std::vector<int64_t>& i
 /// CUDA C++ source and entry, prepared once per `key` and device (the same memo as Kernel IR
 /// launches), then launched as `grid` blocks of `block` threads on `device`'s current stream
 /// with `buffers` (device addresses) and `params`, in the ABI of compiler/emit/emit_cuda.h.
-void launch_cuda_source(std::string key, int device,
-                        const std::function<std::pair<std::string, std::string>()>& make,
+void launch_cuda_source(std::string key, int device, const std::function<CudaSource()>& make,
                         int64_t grid, int block, std::span<void* const> buffers,
                         std::span<const double> params);
 

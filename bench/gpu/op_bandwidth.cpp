@@ -284,10 +284,9 @@ void host_dispatch_rows() {
       const std::string& entry() const override { return name; }
     };
    public:
-    std::shared_ptr<const CudaFunction> prepare(int, const std::string&,
-                                                const std::string& entry) override {
+    std::shared_ptr<const CudaFunction> prepare(int, const CudaSource& kernel) override {
       auto f = std::make_shared<Function>();
-      f->name = entry;
+      f->name = kernel.entry;
       return f;
     }
     void launch(int, const CudaFunction&, int64_t, int, std::span<void* const>,

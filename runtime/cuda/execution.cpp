@@ -28,12 +28,13 @@ class DriverFunction final : public CudaFunction {
 
 class DriverExecution final : public CudaExecution {
  public:
-  std::shared_ptr<const CudaFunction> prepare(int device, const std::string& source,
-                                              const std::string& entry) override {
+  std::shared_ptr<const CudaFunction> prepare(int device, const CudaSource& kernel) override {
     CudaCompileOptions options;
     options.arch = cuda_device_properties(device).arch();
-    const auto binary = CudaCompiler::instance().compile(source, entry, options);
-    return std::make_shared<DriverFunction>(entry, load_cuda_function(*binary, entry, device));
+    options.arch_specific = kernel.arch_specific;
+    const auto binary = CudaCompiler::instance().compile(kernel.source, kernel.entry, options);
+    return std::make_shared<DriverFunction>(kernel.entry,
+                                            load_cuda_function(*binary, kernel.entry, device));
   }
   void launch(int device, const CudaFunction& function, int64_t grid, int block,
               std::span<void* const> buffers, std::span<const double> params) override {

@@ -28,15 +28,22 @@ class CudaFunction {
   virtual const std::string& entry() const = 0;
 };
 
+/// A kernel's CUDA C++ as prepare() takes it.
+struct CudaSource {
+  std::string source;  ///< one translation unit defining `entry` (compiler/emit/emit_cuda.h's ABI)
+  std::string entry;
+  /// Compiled for the architecture-specific target (sm_90a: wgmma, setmaxnreg), whose code runs
+  /// on that architecture alone; else for sm_XX.
+  bool arch_specific = false;
+};
+
 /// The operations tensor execution needs from CUDA devices.
 class CudaExecution {
  public:
   virtual ~CudaExecution() = default;
-  /// `source` (one translation unit defining `entry`, the ABI of compiler/emit/emit_cuda.h)
-  /// compiled and loaded for cuda:`device`. DeviceError with NVRTC's log when it does not
-  /// compile, with the driver's message when it does not load.
-  virtual std::shared_ptr<const CudaFunction> prepare(int device, const std::string& source,
-                                                      const std::string& entry) = 0;
+  /// `kernel` compiled and loaded for cuda:`device`. DeviceError with NVRTC's log when it does
+  /// not compile, with the driver's message when it does not load.
+  virtual std::shared_ptr<const CudaFunction> prepare(int device, const CudaSource& kernel) = 0;
   /// Queues `grid` blocks of `block` threads of `function` on cuda:`device`'s current stream
   /// (grid 0: nothing). `buffers` are device addresses, `params` run-time scalars.
   virtual void launch(int device, const CudaFunction& function, int64_t grid, int block,

@@ -215,7 +215,12 @@ std::shared_ptr<const CudaBinary> CudaCompiler::compile(std::string_view source,
   // 2. The target: a cubin for a supported architecture, else PTX for the newest older one.
   CudaBinary result;
   result.arch = options.arch;
-  if (!std::binary_search(info.archs.begin(), info.archs.end(), options.arch)) {
+  const bool known = std::binary_search(info.archs.begin(), info.archs.end(), options.arch);
+  if (!known && options.arch_specific)
+    throw DeviceError("NVRTC " + std::to_string(info.major) + "." + std::to_string(info.minor) +
+                      " cannot compile for sm_" + std::to_string(options.arch) +
+                      "a: it does not know sm_" + std::to_string(options.arch));
+  if (!known) {
     auto older = std::upper_bound(info.archs.begin(), info.archs.end(), options.arch);
     if (older == info.archs.begin())
       throw DeviceError("NVRTC " + std::to_string(info.major) + "." + std::to_string(info.minor) +
@@ -225,7 +230,8 @@ std::shared_ptr<const CudaBinary> CudaCompiler::compile(std::string_view source,
     result.ptx = true;
     result.arch = *std::prev(older);
   }
-  const std::string target = (result.ptx ? "compute_" : "sm_") + std::to_string(result.arch);
+  const std::string target = (result.ptx ? "compute_" : "sm_") + std::to_string(result.arch) +
+                             (options.arch_specific ? "a" : "");
   std::vector<std::string> opts = {"--gpu-architecture=" + target, "-std=c++17"};
   if (!info.include_dir.empty()) opts.push_back("-I" + info.include_dir);
   if (options.verbose && !result.ptx) opts.push_back("--ptxas-options=-v");

@@ -62,6 +62,9 @@ struct CudaCompileOptions {
   int arch = 90;         ///< the device's compute capability × 10 (sm_80 → 80, sm_90 → 90)
   bool verbose = false;  ///< pass --ptxas-options=-v: the log gets registers, stack and spills
   std::vector<std::string> extra;  ///< more NVRTC options (e.g. "-maxrregcount=32")
+  /// The architecture-specific target sm_<arch>a (wgmma, setmaxnreg on sm_90a): a cubin that
+  /// runs on that architecture alone; DeviceError when this NVRTC does not compile for <arch>.
+  bool arch_specific = false;
 };
 
 /// A compiled translation unit.

@@ -103,9 +103,10 @@ class EmulatedExecution final : public CudaExecution {
  public:
   explicit EmulatedExecution(std::shared_ptr<FakeCudaDevice::State> s) : state_(std::move(s)) {}
 
-  std::shared_ptr<const CudaFunction> prepare(int, const std::string& source,
-                                              const std::string& entry) override {
-    check_with_nvrtc(source, entry);
+  std::shared_ptr<const CudaFunction> prepare(int, const CudaSource& kernel) override {
+    const std::string& source = kernel.source;
+    const std::string& entry = kernel.entry;
+    check_with_nvrtc(kernel);
     size_t pointers = 0;
     for (const std::string& p : cuda_entry_parameters(source, entry))
       pointers += p.find('*') != std::string::npos;
@@ -129,7 +130,8 @@ class EmulatedExecution final : public CudaExecution {
             static_cast<unsigned>(block));
   }
 
-  /// What a GPU would compile: NVRTC for sm_80 and sm_90 (when NVRTC loads), failing on a
+  /// What a GPU would compile: NVRTC for sm_80 and sm_90, or sm_90a alone for an
+  /// architecture-specific kernel (when NVRTC loads), failing on a
   /// compile error or any local memory (ptxas' stack frame or spills), as the corpus test does
   /// for its kernels; so every kernel a fake run prepares is also checked to compile cleanly.
   /// Exception: kernels computing in f64 (a CPU dtype; no GPU training runs in it), whose rows
@@ -137,10 +139,13 @@ class EmulatedExecution final : public CudaExecution {
   /// those are counted (FakeCudaDevice::f64_kernels_spilling) instead. Also exempt: a stack
   /// frame without spills in a kernel calling sin or cos, whose accurate range reduction
   /// (Payne-Hanek, taken only for |x| beyond ~1e5) keeps its 2/pi digits in local memory.
-  void check_with_nvrtc(const std::string& source, const std::string& entry) {
+  void check_with_nvrtc(const CudaSource& kernel) {
+    const std::string& source = kernel.source;
+    const std::string& entry = kernel.entry;
     if (!nvrtc_info().available) return;
-    for (int arch : {80, 90}) {
-      const auto binary = CudaCompiler::instance().compile(source, entry + ".cu", {arch, true, {}});
+    for (int arch : kernel.arch_specific ? std::vector<int>{90} : std::vector<int>{80, 90}) {
+      const auto binary = CudaCompiler::instance().compile(
+          source, entry + ".cu", {arch, true, {}, kernel.arch_specific});
       const auto usage = parse_ptxas_usage(binary->log, entry);
       if (!usage) {
         // Seen once on a GPU machine (H200, 2026-11-30) and never reproduced here: say all

@@ -12,6 +12,10 @@
 //    ein_ldmatrix_x4 and ein_cp_async_16) exchange operands among the warp's lanes and give
 //    each lane its part in the PTX ISA's fragment layouts; a cp.async's destination reads as
 //    NaN until the thread waits for it;
+//  - sm_90a's wgmma.mma_async m64nNk16 (the kernels' ein_wgmma_*, with A in registers and B
+//    through a shared-memory matrix descriptor) takes the warpgroup's A registers and decodes
+//    B's descriptor (start address, leading and stride byte offsets, 128-byte swizzle) as the
+//    PTX ISA's canonical layouts say; its results land in the accumulators at the wait;
 //  - WMMA (nvcuda::wmma: fragments, load/store/mma_sync) gives every lane of the warp the whole
 //    tile, in row-major order: the GPU spreads a fragment over the lanes in a layout the API
 //    leaves unspecified, so a kernel that uses only the API (and reads which row an accumulator
@@ -30,7 +34,10 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include <algorithm>
 #include <array>
+#include <cstdio>
+#include <cstdlib>
 #include <barrier>
 #include <cstdint>
 #include <cmath>
@@ -65,9 +72,12 @@ struct Block {
   explicit Block(unsigned threads) : block(threads), slots(threads), registers(threads) {
     for (unsigned w = 0; w < (threads + 31) / 32; ++w)
       warps.push_back(std::make_unique<std::barrier<>>(std::min(32u, threads - 32 * w)));
+    for (unsigned g = 0; g < (threads + 127) / 128; ++g)
+      warpgroups.push_back(std::make_unique<std::barrier<>>(std::min(128u, threads - 128 * g)));
   }
   std::barrier<> block;
   std::vector<std::unique_ptr<std::barrier<>>> warps;
+  std::vector<std::unique_ptr<std::barrier<>>> warpgroups;  // 4 consecutive warps each
   std::vector<double> slots;  // one per thread; float and double values pass exactly
   std::vector<std::array<uint64_t, 6>> registers;  // one set per thread: PTX's warp-wide operands
 };
@@ -189,6 +199,103 @@ inline void ein_cp_async_wait_all() {
   ein_emulation::pending_copies.clear();
 }
 
+// sm_90a's warpgroup MMA as the kernels call it (exec/attention_cuda_wgmma.cpp).
+/// A shared-memory matrix descriptor: its 64 bits as the GPU takes them, and the host address
+/// that stands for shared address 0 (the tile it was made from, less the start it encodes).
+struct ein_desc_t {
+  uint64_t bits;
+  const unsigned char* window;
+};
+/// The descriptor of a 128-byte swizzled operand `offset` bytes into `tile`.
+inline ein_desc_t ein_desc(const void* tile, unsigned offset, unsigned lbo, unsigned sbo) {
+  return {(uint64_t{offset} & 0x3FFFF) >> 4 | uint64_t{lbo >> 4} << 16 |
+              uint64_t{sbo >> 4} << 32 | uint64_t{1} << 62,
+          static_cast<const unsigned char*>(tile)};
+}
+inline void ein_fence_proxy_async() {}
+inline void ein_wgmma_fence() {}
+inline void ein_wgmma_commit() {}
+
+namespace ein_emulation {
+/// This thread's products issued since its last wait: the accumulators they write and the
+/// values those get at the wait.
+struct PendingProduct {
+  float* d;
+  std::vector<float> values;
+};
+inline thread_local std::vector<PendingProduct> pending_products;
+
+/// B's element (k, n) of a descriptor, from the PTX ISA's canonical layouts of 16-bit elements
+/// with 128-byte swizzling (T = 8 elements of 16 bytes), in bytes from the start address:
+///  - K-major, ((8,m),(T,2k)):((8T,SBO),(1,T)): n % 8 at 128 bytes, n / 8 at SBO, k contiguous;
+///  - MN-major, ((T,8,m),(8,k)):((1,T,LBO),(8T,SBO)): n % 64 contiguous, n / 64 at LBO, k % 8 at
+///    128 bytes, k / 8 at SBO;
+/// then Swizzle<3,4,3> on the shared address: bits 4-6 (the 16-byte chunk) ^= bits 7-9.
+template <class T, bool NMajor>
+float descriptor_element(const ein_desc_t& b, int k, int n) {
+  const uint64_t bits = b.bits;
+  if (bits >> 62 != 1 || reinterpret_cast<uintptr_t>(b.window) % 1024 != 0) {
+    std::fprintf(stderr, "host emulation: wgmma takes 128-byte swizzled operands from a "
+                         "1024-byte aligned tile here\n");
+    std::abort();
+  }
+  const uint64_t start = (bits & 0x3FFF) << 4, lbo = (bits >> 16 & 0x3FFF) << 4,
+                 sbo = (bits >> 32 & 0x3FFF) << 4;
+  const uint64_t offset = NMajor ? (n / 64) * lbo + (k / 8) * sbo + (k % 8) * 128 + (n % 64) * 2
+                                 : (n / 8) * sbo + (n % 8) * 128 + k * 2;
+  uint64_t address = start + offset;
+  address ^= (address >> 7 & 7) << 4;
+  T v;
+  std::memcpy(&v, b.window + address, sizeof v);
+  return static_cast<float>(v);
+}
+}  // namespace ein_emulation
+
+/// wgmma.mma_async.sync.aligned.m64nNk16.f32 with A from registers: the warpgroup's 128 threads
+/// give A's 64 × 16 elements, warp w rows 16w..16w+15 in mma.sync m16n8k16's A layout (register
+/// (row ≥ 8) + 2 (col ≥ 8) of lane 4 (row % 8) + (col % 8) / 2, half col % 2); this thread's
+/// d[j][i] is D's (16w + group + 8 (i ≥ 2), 8j + 2 t + i % 2). It reads the operands now and
+/// writes d at the thread's next ein_wgmma_wait (chained products read the pending values).
+template <class T, int N, bool NMajor>
+void ein_wgmma(float (*d)[4], const unsigned* a, ein_desc_t b, int accumulate) {
+  using namespace ein_emulation;
+  Block& blk = *current;
+  const unsigned t = threadIdx.x, first = t / 128 * 128, w = t % 128 / 32, lane = t % 32;
+  for (int x = 0; x < 4; ++x) blk.registers[t][x] = a[x];
+  blk.warpgroups[t / 128]->arrive_and_wait();
+  const auto A = [&](int row, int col) {
+    const int rr = row % 16;
+    const uint64_t reg =
+        blk.registers[first + 32 * (row / 16) + 4 * (rr % 8) + (col % 8) / 2][(rr >= 8) + 2 * (col >= 8)];
+    const uint16_t bits = half_of(reg, col % 2);
+    T v;
+    std::memcpy(&v, &bits, 2);
+    return static_cast<float>(v);
+  };
+  float* flat = &d[0][0];
+  const PendingProduct* before = nullptr;
+  for (const PendingProduct& p : pending_products)
+    if (p.d == flat) before = &p;
+  std::vector<float> values(N / 2);
+  for (int j = 0; j < N / 8; ++j)
+    for (int i = 0; i < 4; ++i) {
+      const int row = 16 * static_cast<int>(w) + static_cast<int>(lane / 4) + 8 * (i / 2);
+      const int col = 8 * j + 2 * static_cast<int>(lane % 4) + i % 2;
+      float sum = accumulate ? (before ? before->values[4 * j + i] : d[j][i]) : 0.0f;
+      for (int k = 0; k < 16; ++k) sum += A(row, k) * descriptor_element<T, NMajor>(b, k, col);
+      values[4 * j + i] = sum;
+    }
+  blk.warpgroups[t / 128]->arrive_and_wait();  // every thread has read A before it is reused
+  pending_products.push_back({flat, std::move(values)});
+}
+
+/// wgmma.wait_group 0: every product this thread issued lands, in issue order.
+inline void ein_wgmma_wait() {
+  for (ein_emulation::PendingProduct& p : ein_emulation::pending_products)
+    std::copy(p.values.begin(), p.values.end(), p.d);
+  ein_emulation::pending_products.clear();
+}
+
 namespace nvcuda::wmma {
 struct matrix_a {};
 struct matrix_b {};
@@ -296,6 +403,7 @@ inline void ein_emulate_launch(unsigned grid, unsigned block, const std::functio
         kernel();
         b.block.arrive_and_drop();
         b.warps[t / 32]->arrive_and_drop();
+        b.warpgroups[t / 128]->arrive_and_drop();
       });
     for (std::thread& th : threads)
       th.join();

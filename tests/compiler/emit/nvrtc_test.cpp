@@ -1,11 +1,12 @@
 // NVRTC through dlopen (runtime/cuda/nvrtc.h): the report when the library is missing, the error
 // for code that does not compile (status, log, numbered source), the ptxas report the corpus
 // test relies on (checked on a kernel built to spill), PTX for an architecture NVRTC does not
-// know, and the memory and disk caches. Skipped, with the reason, where NVRTC is missing.
+// know, sm_90a's architecture-specific target, and the memory and disk caches. Skipped, with the reason, where NVRTC is missing.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -135,6 +136,24 @@ TEST(Nvrtc, CubinForAKnownArchitecturePtxForANewerOne) {
   EXPECT_NE(ptx->image.find(".target sm_" + std::to_string(newest)), std::string::npos);
   EXPECT_NE(ptx->image.find(".entry scale("), std::string::npos);
   EXPECT_THROW(CudaCompiler::instance().compile(kScale, "scale.cu", {10, false, {}}), DeviceError);
+}
+
+// sm_90a's instructions (wgmma here) compile for the architecture-specific target alone; a
+// target this NVRTC does not know is an error, not a PTX fallback (which would need sm_90a's
+// PTX the driver may not take).
+TEST(Nvrtc, ArchitectureSpecificTargets) {
+  SKIP_WITHOUT_NVRTC();
+  if (!std::binary_search(nvrtc_info().archs.begin(), nvrtc_info().archs.end(), 90))
+    GTEST_SKIP() << "this NVRTC does not compile for sm_90";
+  const char* fence = "extern \"C\" __global__ void fence() {\n"
+                      "  asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\");\n}\n";
+  const auto cubin = CudaCompiler::instance().compile(fence, "fence.cu", {90, false, {}, true});
+  EXPECT_FALSE(cubin->ptx);
+  EXPECT_EQ(cubin->arch, 90);
+  EXPECT_THROW(CudaCompiler::instance().compile(fence, "fence.cu", {90, false, {}}), DeviceError);
+  const int newest = nvrtc_info().archs.back();
+  EXPECT_THROW(CudaCompiler::instance().compile(kScale, "scale.cu", {newest + 1, false, {}, true}),
+               DeviceError);
 }
 
 TEST(Nvrtc, CachesInMemoryThenOnDiskKeyedBySourceOptionsAndArchitecture) {

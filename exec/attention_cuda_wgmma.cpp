@@ -1,0 +1,175 @@
+// The attention forward through sm_90a's warpgroup MMA (attention_cuda_mma.h,
+// attention_wgmma_forward_source): the PTX forward's algorithm (attention_forward_kernel) with
+// its two products as wgmma.mma_async, k and v staged in the 128-byte swizzled layout wgmma
+// reads from shared memory.
+#include <string>
+
+#include <fmt/format.h>
+
+#include "exec/attention_cuda_mma.h"
+
+namespace ein::detail {
+
+namespace {
+
+/// `name`(d, a, b, accumulate): d[N / 8][4] (+)= a · b for the warpgroup's 64 × N × 16 product,
+/// f32 accumulators, A (64 × 16) as this thread's 4 registers of two 16-bit values, B from the
+/// shared-memory descriptor b, K-major (trans_b 0) or N-major (1); d = a · b when accumulate is 0.
+std::string wgmma_function(const std::string& name, int n, int trans_b) {
+  std::string d, outputs;
+  for (int i = 0; i < n / 2; ++i) {
+    d += fmt::format("{}%{}", i ? ", " : "", i);
+    outputs += fmt::format("{}\"+f\"(d[{}][{}])", i ? ", " : "", i / 4, i % 4);
+  }
+  const int a = n / 2;
+  return fmt::format(R"(
+__device__ __forceinline__ void {0}(float (*d)[4], const unsigned* a, ein_desc_t b,
+                                    int accumulate) {{
+  asm volatile(
+      "{{\n.reg .pred p;\nsetp.ne.b32 p, %{7}, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n{1}k16.f32." EIN_MMA_TYPE "." EIN_MMA_TYPE " "
+      "{{{2}}}, {{%{3}, %{4}, %{5}, %{6}}}, %{8}, p, 1, 1, {9};\n}}\n"
+      : {10}
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(accumulate), "l"(b));
+}}
+)",
+                     name, n, d, a, a + 1, a + 2, a + 3, a + 4, a + 5, trans_b, outputs);
+}
+
+}  // namespace
+
+std::string attention_wgmma_forward_source(DType in, DType bias, int64_t e, int64_t f) {
+  const std::string instructions =
+      wgmma_function("ein_wgmma_scores", 64, 0) + wgmma_function("ein_wgmma_pv", static_cast<int>(f), 1);
+  return attention_ptx_prelude(in, bias, e, f, 64) + R"(
+// wgmma (PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"): the block's 128
+// threads are one warpgroup; warp w holds rows 16w..16w+15 of a 64-row A or D operand, in
+// mma.sync m16n8k16's layout for those rows, so the PTX forward's fragments and softmax hold as
+// they are. k and v are tiles of 64 rows in the 128-byte swizzled layout: a row's 16-byte chunk
+// c of each 64 elements sits at chunk c ^ (row % 8) of its 128 bytes, 8 rows make a 1024-byte
+// group, the groups follow each other (SBO 1024), and the next 64 elements of every row follow
+// all 64 rows (8192 bytes on).
+#define EIN_SWIZZLED_ROWS (EIN_TILE * 128)  // bytes of a tile's 64-element column block
+
+#define EIN_FORWARD_TILES                                                                      \
+  __shared__ __align__(1024) in_t ks[EIN_TILE * EIN_E];                                        \
+  __shared__ __align__(1024) in_t vs[EIN_TILE * EIN_F];
+
+#ifndef EIN_EMULATED_CUDA
+typedef unsigned long long ein_desc_t;
+// The matrix descriptor of a 128-byte swizzled operand at `offset` bytes into `tile`: its
+// shared address, the leading and stride byte offsets (each >> 4) and the swizzle mode 1.
+__device__ __forceinline__ ein_desc_t ein_desc(const void* tile, unsigned offset, unsigned lbo,
+                                               unsigned sbo) {
+  const unsigned address = (unsigned)__cvta_generic_to_shared(tile) + offset;
+  return (ein_desc_t)((address & 0x3FFFF) >> 4) | (ein_desc_t)(lbo >> 4) << 16 |
+         (ein_desc_t)(sbo >> 4) << 32 | 1ull << 62;
+}
+__device__ __forceinline__ void ein_wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void ein_wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void ein_wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+}
+// What cp.async wrote (the generic proxy) is seen by wgmma's reads (the async proxy) once the
+// writing thread fences and a barrier follows.
+__device__ __forceinline__ void ein_fence_proxy_async() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+// wgmma reads its registers and writes its accumulators asynchronously, until the wait: these
+// make each register a new value after the wait, so that the compiler neither reuses an
+// operand's register nor reads an accumulator before it.
+__device__ __forceinline__ void ein_keep(float& x) { asm volatile("" : "+f"(x)::"memory"); }
+__device__ __forceinline__ void ein_keep(unsigned& x) { asm volatile("" : "+r"(x)::"memory"); }
+)" + instructions + R"(
+#else
+__device__ __forceinline__ void ein_keep(float&) {}
+__device__ __forceinline__ void ein_keep(unsigned&) {}
+__device__ __forceinline__ void ein_wgmma_scores(float (*d)[4], const unsigned* a, ein_desc_t b,
+                                                 int accumulate) {
+  ein_wgmma<in_t, EIN_TILE, false>(d, a, b, accumulate);
+}
+__device__ __forceinline__ void ein_wgmma_pv(float (*d)[4], const unsigned* a, ein_desc_t b,
+                                             int accumulate) {
+  ein_wgmma<in_t, EIN_F, true>(d, a, b, accumulate);
+}
+#endif
+
+// Starts the copies of rows [j0, j0 + EIN_TILE) of a [rows, W] matrix into `dst` in the
+// swizzled layout, zeros past `rows`; consecutive threads take consecutive chunks of a row.
+template <int W>
+__device__ __forceinline__ void ein_stage_swizzled(in_t* dst, const in_t* src, long long j0,
+                                                   long long rows) {
+  for (int x = threadIdx.x; x < EIN_TILE * (W / 8); x += blockDim.x) {
+    const int r = x / (W / 8), c = x % (W / 8);
+    const bool inside = j0 + r < rows;
+    char* at = (char*)dst + (c / 8) * EIN_SWIZZLED_ROWS + (r / 8) * 1024 + (r % 8) * 128 +
+               ((c % 8) ^ (r % 8)) * 16;
+    ein_cp_async_16(at, inside ? src + (j0 + r) * W + 8 * c : src, inside);
+  }
+}
+__device__ __forceinline__ void ein_stage_k(in_t* dst, const in_t* src, long long j0,
+                                            long long rows) {
+  ein_stage_swizzled<EIN_E>(dst, src, j0, rows);
+}
+__device__ __forceinline__ void ein_stage_v(in_t* dst, const in_t* src, long long j0,
+                                            long long rows) {
+  ein_stage_swizzled<EIN_F>(dst, src, j0, rows);
+}
+__device__ __forceinline__ void ein_landed() {
+  ein_cp_async_wait_all();
+  ein_fence_proxy_async();
+}
+
+// s = q kᵀ: k's rows are B's columns (K-major, e contiguous); step kk takes elements 16kk..,
+// 32 bytes a step into the 128-byte rows of column block kk / 4.
+__device__ __forceinline__ void ein_scores(float (*s)[4], const unsigned (*qa)[4],
+                                           const in_t* ks, int) {
+  ein_wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < EIN_E / 16; ++kk)
+    ein_wgmma_scores(s, qa[kk], ein_desc(ks, (kk / 4) * EIN_SWIZZLED_ROWS + (kk % 4) * 32, 16, 1024),
+                     kk > 0);
+  ein_wgmma_commit();
+  ein_wgmma_wait();
+#pragma unroll
+  for (int c = 0; c < EIN_TILE / 8; ++c)
+#pragma unroll
+    for (int x = 0; x < 4; ++x) ein_keep(s[c][x]);
+}
+
+// o += p v: p, rounded to the operands' dtype, is A as it stands in the accumulator's layout;
+// v's rows are B's rows (N-major: e contiguous), step kk takes keys 16kk.. (two 1024-byte
+// groups), and the next 64 elements of e lie EIN_SWIZZLED_ROWS on (the leading byte offset).
+__device__ __forceinline__ void ein_add_pv(float (*o)[4], const float (*p)[4], const in_t* vs,
+                                           int) {
+  unsigned pa[EIN_TILE / 16][4];
+#pragma unroll
+  for (int c = 0; c < EIN_TILE / 16; ++c) {
+    pa[c][0] = ein_pack(p[2 * c][0], p[2 * c][1]);
+    pa[c][1] = ein_pack(p[2 * c][2], p[2 * c][3]);
+    pa[c][2] = ein_pack(p[2 * c + 1][0], p[2 * c + 1][1]);
+    pa[c][3] = ein_pack(p[2 * c + 1][2], p[2 * c + 1][3]);
+  }
+  ein_wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < EIN_TILE / 16; ++kk)
+    ein_wgmma_pv(o, pa[kk], ein_desc(vs, kk * 2048, EIN_SWIZZLED_ROWS, 1024), 1);
+  ein_wgmma_commit();
+  ein_wgmma_wait();
+#pragma unroll
+  for (int c = 0; c < EIN_F / 8; ++c)
+#pragma unroll
+    for (int x = 0; x < 4; ++x) ein_keep(o[c][x]);
+#pragma unroll
+  for (int c = 0; c < EIN_TILE / 16; ++c)
+#pragma unroll
+    for (int x = 0; x < 4; ++x) ein_keep(pa[c][x]);
+}
+)" + attention_forward_kernel("ein_attention_forward_wgmma");
+}
+
+}  // namespace ein::detail

@@ -1,0 +1,231 @@
+// The fused attention's CUDA kernels (exec/attention_cuda.h, attention_cuda_mma.h) against the
+// float64 definition (tests/exec/attention_cases.h) on the fake CUDA device and, where there is
+// one, on a GPU; and the tensor-core kernels compiled by NVRTC without local memory.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "exec/attention.h"
+#include "exec/attention_cuda.h"
+#include "exec/attention_cuda_mma.h"
+#include "runtime/cuda/driver.h"
+#include "runtime/cuda/nvrtc.h"
+#include "support/fake_cuda.h"
+#include "support/scoped_env.h"
+#include "tests/exec/attention_cases.h"
+
+namespace ein {
+namespace {
+
+using namespace attention_testing;
+
+// The CUDA kernels (exec/attention_cuda.h) on the fake CUDA device and, where there is one, on
+// a GPU: the same cases against the float64 definition (odd sizes, partial tiles, every mask,
+// fully masked rows, bf16 in), zero sizes, grouped-query heads with a broadcast mask; on the
+// fake device each kernel is also compiled by NVRTC for sm_80 and sm_90 where NVRTC loads.
+class AttentionOnCuda : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == "fake") {
+      std::string why;
+      if (!testing::FakeCudaDevice::available(&why)) GTEST_SKIP() << why;
+      fake_ = std::make_unique<testing::FakeCudaDevice>();
+    } else if (!cuda_is_available()) {
+      GTEST_SKIP() << "no GPU: " << cuda_driver_info().reason;
+    }
+  }
+  std::unique_ptr<testing::FakeCudaDevice> fake_;
+};
+
+TEST_P(AttentionOnCuda, MatchesTheDefinitionInFloat64) {
+  for (Mask m : {Mask::none, Mask::causal, Mask::random_rows, Mask::additive, Mask::padding}) {
+    run_case({2, 37, 53, 7, 5, m, DType::f64, 1e-10}, cuda());
+    run_case({2, 70, 75, 16, 9, m, DType::f32, 2e-4}, cuda());
+    // a mask shared by the batch: per-row key limits where a row is "zeros, then -inf"
+    run_case({2, 37, 53, 7, 5, m, DType::f64, 1e-10, true}, cuda());
+    run_case({2, 70, 75, 16, 9, m, DType::f32, 2e-4, true}, cuda());
+  }
+  run_case({2, 40, 40, 8, 8, Mask::causal, DType::bf16, 2e-4}, cuda());
+  if (fake_) {
+    EXPECT_GT(fake_->launches(), 0);
+  }
+}
+
+// The tensor-core kernel sets (attention_cuda_mma.h): PTX's mma.sync under
+// EIN_CUDA_ATTENTION=ptx on sm_80+, wgmma's forward (with the PTX backward) under
+// EIN_CUDA_ATTENTION=wgmma on sm_90 for head dims 64 and 128, WMMA by default. Every mask per
+// batch row (read per element) and shared (per-row key limits, or per element where a row is
+// not "zeros, then -inf"), partial row blocks and key tiles, both key tile sizes of the
+// backward, bf16 and f16.
+const char* const kTensorCoreSets[] = {"wgmma", "ptx", ""};
+
+std::string set_name(const std::string& kernels) {
+  return "kernels: " + (kernels.empty() ? std::string("default (wmma)") : kernels);
+}
+
+TEST_P(AttentionOnCuda, TensorCoresMatchTheDefinition) {
+  if (const std::string why = testing::wmma_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  using detail::AttentionCores;
+  for (const std::string kernels : kTensorCoreSets) {
+    SCOPED_TRACE(set_name(kernels));
+    const testing::ScopedEnv choice("EIN_CUDA_ATTENTION", kernels);
+    const AttentionCores wide = kernels == "wgmma" ? AttentionCores::wgmma
+                                : kernels == "ptx" ? AttentionCores::ptx
+                                                   : AttentionCores::wmma;
+    EXPECT_EQ(detail::attention_cores(90, 64, 128), wide);
+    EXPECT_EQ(detail::attention_cores(90, 16, 16),  // wgmma's tiles are rows of 64 elements
+              kernels.empty() ? AttentionCores::wmma : AttentionCores::ptx);
+    for (Mask m : {Mask::none, Mask::causal, Mask::random_rows, Mask::additive, Mask::padding})
+      for (bool shared : {false, true}) {
+        run_case({2, 70, 75, 16, 16, m, DType::bf16, 2e-4, shared}, cuda());
+        if (kernels == "wgmma")  // the widths wgmma takes, partial tiles of 64 rows and keys
+          run_case({2, 70, 75, 64, 64, m, DType::bf16, 2e-4, shared}, cuda());
+      }
+    run_case({2, 37, 130, 32, 48, Mask::causal, DType::f16, 2e-4, true}, cuda());
+    run_case({1, 65, 40, 128, 128, Mask::padding, DType::bf16, 2e-4, true}, cuda());  // 32-key tiles
+    run_case({1, 130, 150, 64, 128, Mask::random_rows, DType::bf16, 2e-4}, cuda());
+    if (kernels == "wgmma") {
+      run_case({1, 130, 200, 128, 64, Mask::causal, DType::f16, 2e-4, true}, cuda());
+      run_case({2, 64, 128, 128, 128, Mask::none, DType::bf16, 2e-4}, cuda());  // whole tiles
+    }
+  }
+  const testing::ScopedEnv choice("EIN_CUDA_ATTENTION", "wgmma");
+  EXPECT_EQ(detail::attention_cores(80, 64, 64), detail::AttentionCores::ptx);  // Ampere
+  EXPECT_EQ(detail::attention_cores(100, 64, 64), detail::AttentionCores::ptx);  // sm_90a only
+  EXPECT_EQ(detail::attention_cores(75, 64, 64),
+            detail::AttentionCores::wmma);  // f16 on Turing: the WMMA kernels
+  const Tensor q = zeros({1, 4, 16}, DType::bf16, cuda());
+  const Tensor v = zeros({1, 4, 16}, DType::bf16, cuda());
+  EXPECT_TRUE(cuda_attention_uses_tensor_cores(q, q, v, DType::f32));
+  EXPECT_FALSE(cuda_attention_uses_tensor_cores(q, q, v, DType::f64));
+  EXPECT_FALSE(cuda_attention_uses_tensor_cores(q, q, zeros({1, 4, 8}, DType::bf16, cuda()),
+                                                DType::f32));  // f not a multiple of 16
+  EXPECT_FALSE(cuda_attention_uses_tensor_cores(q.to(DType::f32), q, v, DType::f32));
+}
+
+TEST_P(AttentionOnCuda, TensorCoresPropagateSpecialValues) {
+  if (const std::string why = testing::wmma_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  // bf16 q [1, 3, e]: row 1 NaN, row 2 subnormal; k's last key has +inf, masked for every row:
+  // a mask of zeros then -inf (per-row key limits), then with an additive term in row 2 (that
+  // row's mask read per element). e 16, and 64 for the wgmma forward.
+  for (const int64_t e : {16, 64}) {
+    std::mt19937 rng(3);
+    Mat q = random_mat(1, 3, e, rng), k = random_mat(1, 4, e, rng), v = random_mat(1, 4, e, rng);
+    q.at(0, 1, 5) = NAN;
+    for (int64_t c = 0; c < e; ++c) q.at(0, 2, c) = 1e-39 * (c % 16 + 1);
+    k.at(0, 3, 0) = kInf;
+    q.at(0, 0, 0) = 1;
+    const Mat d = random_mat(1, 3, e, rng);
+    for (const std::string kernels : kTensorCoreSets)
+      for (bool additive : {false, true}) {
+        SCOPED_TRACE(fmt::format("{}, e {}{}", set_name(kernels), e, additive ? ", additive" : ""));
+        const testing::ScopedEnv choice("EIN_CUDA_ATTENTION", kernels);
+        Mat mask{1, 3, 4, std::vector<double>(12, 0.0)};
+        for (int64_t i = 0; i < 3; ++i) mask.at(0, i, 3) = -kInf;  // key 3: masked for every row
+        if (additive) mask.at(0, 2, 1) = 0.25;
+        const Reference want = reference(q, k, v, &mask, 0.25, d);
+        const auto on_gpu = [](const Mat& m) { return tensor_of(m, DType::bf16).to(cuda()); };
+        const Tensor tq = on_gpu(q), tk = on_gpu(k), tv = on_gpu(v);
+        ASSERT_TRUE(cuda_attention_uses_tensor_cores(tq, tk, tv, DType::f32));
+        const std::vector<double> got =
+            attention_forward(tq, tk, tv, tensor_of(mask, DType::f32).to(cuda()), 0.25, DType::f32)
+                .to(cpu())
+                .to(DType::f64)
+                .to_vector<double>();
+        for (int64_t c = 0; c <= e; ++c) {
+          EXPECT_TRUE(std::isnan(got[(e + 1) + c])) << "row 1 has a NaN query, column " << c;
+          for (int64_t row : {0, 2}) {
+            const double w = c < e ? want.o.v[row * e + c] : want.lse[row];
+            EXPECT_NEAR(got[row * (e + 1) + c], w, 1e-2 * (1 + std::abs(w))) << row << " " << c;
+          }
+        }
+      }
+  }
+}
+
+TEST_P(AttentionOnCuda, TensorCoresReadGroupedQueryHeads) {
+  if (const std::string why = testing::wmma_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  for (const std::string kernels : kTensorCoreSets) {
+    SCOPED_TRACE(set_name(kernels));
+    const testing::ScopedEnv choice("EIN_CUDA_ATTENTION", kernels);
+    grouped_query_heads(cuda(), 1e-5, DType::bf16, 16);
+    if (kernels == "wgmma") grouped_query_heads(cuda(), 1e-5, DType::bf16, 64, 100);
+    // several query tiles per head and key blocks past the first (whose causal start skips the
+    // tiles above the diagonal) in every group
+    grouped_query_heads(cuda(), 1e-5, DType::bf16, 16, 100);
+  }
+}
+
+TEST_P(AttentionOnCuda, ZeroSizes) {
+  run_case({0, 5, 5, 4, 4, Mask::none, DType::f64, 1e-12}, cuda());
+  run_case({2, 0, 5, 4, 4, Mask::causal, DType::f64, 1e-12}, cuda());
+  run_case({2, 5, 0, 4, 4, Mask::none, DType::f64, 1e-12}, cuda());
+}
+
+TEST_P(AttentionOnCuda, GroupedQueryHeadsReadTheirGroup) { grouped_query_heads(cuda(), 1e-12); }
+
+// The tensor-core kernels compiled by NVRTC for sm_80 and sm_90 where registers are tightest
+// (the widest heads, where dK and dV take a kernel each and the backward tiles of 16), at
+// GPT-2's width and a narrow one: no local memory (a spill would cost every GPU run). Their
+// values are checked above; this covers widths the value tests do not run.
+TEST(AttentionTensorCoreKernels, CompileWithoutLocalMemory) {
+  if (!nvrtc_info().available) GTEST_SKIP() << nvrtc_info().reason;
+  if (const std::string why = testing::wmma_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  struct Width {
+    int64_t e, f;
+    DType in;
+  };
+  for (const Width w : {Width{16, 16, DType::bf16}, Width{64, 64, DType::bf16},
+                        Width{128, 64, DType::bf16}, Width{64, 128, DType::bf16},
+                        Width{112, 128, DType::bf16}, Width{128, 112, DType::bf16},
+                        Width{128, 128, DType::bf16}, Width{128, 128, DType::f16}}) {
+    const int forward_tile = detail::attention_mma_key_tile(w.e, w.f, false);
+    const int backward_tile = detail::attention_mma_key_tile(w.e, w.f, true);
+    std::vector<std::pair<std::string, std::string>> kernels = {
+        {detail::attention_mma_forward_source(w.in, DType::f32, w.e, w.f, forward_tile),
+         "ein_attention_forward_mma"},
+        {detail::attention_ptx_forward_source(w.in, DType::f32, w.e, w.f),
+         "ein_attention_forward_ptx"},
+        {detail::attention_ptx_dq_source(w.in, DType::f32, w.e, w.f), "ein_attention_dq_ptx"},
+        {detail::attention_mma_dq_source(w.in, DType::f32, w.e, w.f, backward_tile),
+         "ein_attention_dq_mma"}};
+    const bool split = detail::attention_mma_split_dkv(w.e, w.f);
+    for (int part : split ? std::vector<int>{1, 2} : std::vector<int>{0}) {
+      kernels.emplace_back(
+          detail::attention_mma_dkv_source(w.in, DType::f32, w.e, w.f, backward_tile, part),
+          "ein_attention_dkv_mma");
+      kernels.emplace_back(detail::attention_ptx_dkv_source(w.in, DType::f32, w.e, w.f, part),
+                           "ein_attention_dkv_ptx");
+    }
+    const bool wgmma = (w.e == 64 || w.e == 128) && (w.f == 64 || w.f == 128);
+    if (wgmma)
+      kernels.emplace_back(detail::attention_wgmma_forward_source(w.in, DType::f32, w.e, w.f),
+                           "ein_attention_forward_wgmma");
+    for (const auto& [source, entry] : kernels) {
+      const bool arch_specific = entry == "ein_attention_forward_wgmma";  // sm_90a alone
+      for (int arch : arch_specific ? std::vector<int>{90} : std::vector<int>{80, 90}) {
+        SCOPED_TRACE(fmt::format("{} e {} f {} {} sm_{}{}", entry, w.e, w.f, dtype_name(w.in), arch,
+                                 arch_specific ? "a" : ""));
+        const auto binary = CudaCompiler::instance().compile(source, entry + ".cu",
+                                                             {arch, true, {}, arch_specific});
+        const auto usage = parse_ptxas_usage(binary->log, entry);
+        ASSERT_TRUE(usage) << binary->log;
+        EXPECT_EQ(usage->stack_frame, 0) << binary->log;
+        EXPECT_EQ(usage->spill_stores, 0) << binary->log;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(FakeCuda, AttentionOnCuda, ::testing::Values("fake"));
+INSTANTIATE_TEST_SUITE_P(Gpu, AttentionOnCuda, ::testing::Values("gpu"));
+
+}  // namespace
+}  // namespace ein
