@@ -5,7 +5,8 @@
 // kernels that widen the operands (force_no_amx_tiles), the two alternating round by round;
 // and f32 operands for reference. On a GPU (bench/gpu/run.sh): `cuda`, the bf16 operands on
 // cuda:0 (the default tensor-core kernels, attention_cuda_mma.h: WMMA), `cuda-ptx`, the same
-// with EIN_CUDA_ATTENTION=ptx (the kernels through PTX's mma.sync), and `cuda-simt`, with
+// with EIN_CUDA_ATTENTION=ptx (the kernels through PTX's mma.sync), `cuda-wgmma`, with
+// EIN_CUDA_ATTENTION=wgmma (sm_90a's wgmma forward, PTX's backward), and `cuda-simt`, with
 // EIN_CUDA_ATTENTION=simt (the scalar kernels). One JSON line per variant: median ms per
 // forward + backward, every round, and the causal-useful TFLOP/s (2·b·h·t·t·e for a forward,
 // 2.5 times that for a forward + backward). A variant with the suffix ":forward"
@@ -43,7 +44,16 @@ int main(int argc, char** argv) {
   const int rounds = argc > 5 ? std::atoi(argv[5]) : 5;
   std::vector<std::string> variants;
   std::stringstream list(argc > 6 ? argv[6] : "amx,widened,f32");
-  for (std::string v; std::getline(list, v, ',');) variants.push_back(v);
+  for (std::string v; std::getline(list, v, ',');) {
+    const std::string kind = v.substr(0, v.find(':'));
+    if (kind != "amx" && kind != "widened" && kind != "f32" && kind != "cuda" &&
+        kind != "cuda-ptx" && kind != "cuda-wgmma" && kind != "cuda-simt") {
+      std::fprintf(stderr, "unknown variant %s (amx, widened, f32, cuda, cuda-ptx, cuda-wgmma, "
+                           "cuda-simt, each with an optional :forward)\n", v.c_str());
+      return 2;
+    }
+    variants.push_back(v);
+  }
   // q, k and v as a GPT's projections give them: [b, t, (h e)] read as [b, h, t, e].
   const auto heads = [&](uint64_t seed) {
     return randn({b, t, h, e}, DType::f32, cpu(), seed).permute({0, 2, 1, 3});
@@ -93,7 +103,7 @@ int main(int argc, char** argv) {
       force_no_amx_tiles(kind == "widened");
       if (gpu)
         setenv("EIN_CUDA_ATTENTION",
-               kind == "cuda-simt" ? "simt" : kind == "cuda-ptx" ? "ptx" : "", 1);
+               kind == "cuda" ? "" : kind.substr(5).c_str(), 1);  // cuda-ptx: "ptx", ...
       const Tensor &qq = gpu ? qg : f32 ? q : qb, &kk = gpu ? kg : f32 ? k : kb,
                    &vv = gpu ? vg : f32 ? v : vb, &dd = gpu ? dg : d, &mm = gpu ? mask_g : mask;
       if (gpu) synchronize();

@@ -1,7 +1,8 @@
 // NVRTC through dlopen (runtime/cuda/nvrtc.h): the report when the library is missing, the error
 // for code that does not compile (status, log, numbered source), the ptxas report the corpus
 // test relies on (checked on a kernel built to spill), PTX for an architecture NVRTC does not
-// know, sm_90a's architecture-specific target, and the memory and disk caches. Skipped, with the reason, where NVRTC is missing.
+// know, sm_90a's architecture-specific target, and the memory and disk caches. Skipped, with
+// the reason, where NVRTC is missing.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
