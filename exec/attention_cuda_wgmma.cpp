@@ -39,16 +39,19 @@ __device__ __forceinline__ void {0}(float (*d)[4], const unsigned* a, ein_desc_t
 }  // namespace
 
 std::string attention_wgmma_forward_source(DType in, DType bias, int64_t e, int64_t f) {
-  const std::string instructions =
-      wgmma_function("ein_wgmma_scores", 64, 0) + wgmma_function("ein_wgmma_pv", static_cast<int>(f), 1);
-  return attention_ptx_prelude(in, bias, e, f, 64) + R"(
+  // Keys a tile: 128 (FlashAttention-3's) where the scores' 64 registers a thread fit beside
+  // narrow heads, else 64.
+  const int tile = e + f <= 128 ? 128 : 64;
+  const std::string instructions = wgmma_function("ein_wgmma_scores", tile, 0) +
+                                   wgmma_function("ein_wgmma_pv", static_cast<int>(f), 1);
+  return attention_ptx_prelude(in, bias, e, f, tile) + R"(
 // wgmma (PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"): the block's 128
 // threads are one warpgroup; warp w holds rows 16w..16w+15 of a 64-row A or D operand, in
 // mma.sync m16n8k16's layout for those rows, so the PTX forward's fragments and softmax hold as
-// they are. k and v are tiles of 64 rows in the 128-byte swizzled layout: a row's 16-byte chunk
-// c of each 64 elements sits at chunk c ^ (row % 8) of its 128 bytes, 8 rows make a 1024-byte
-// group, the groups follow each other (SBO 1024), and the next 64 elements of every row follow
-// all 64 rows (8192 bytes on).
+// they are. k and v are tiles of EIN_TILE rows in the 128-byte swizzled layout: a row's 16-byte
+// chunk c of each 64 elements sits at chunk c ^ (row % 8) of its 128 bytes, 8 rows make a
+// 1024-byte group, the groups follow each other (SBO 1024), and the next 64 elements of every
+// row follow all EIN_TILE rows (EIN_SWIZZLED_ROWS bytes on).
 #define EIN_SWIZZLED_ROWS (EIN_TILE * 128)  // bytes of a tile's 64-element column block
 
 #define EIN_FORWARD_TILES                                                                      \
