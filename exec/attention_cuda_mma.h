@@ -80,6 +80,14 @@ std::string attention_ptx_dkv_source(DType in, DType bias, int64_t e, int64_t f,
 /// swizzled layout, staged by cp.async. Compiled for sm_90a (CudaSource::arch_specific).
 std::string attention_wgmma_forward_source(DType in, DType bias, int64_t e, int64_t f);
 
+/// Keys a tile of the wgmma forward for head dims `e` and `f`: 128 or 64.
+int attention_wgmma_key_tile(int64_t e, int64_t f);
+
+/// The wgmma forward's source without its kernel: the PTX prelude (EIN_TILE the key tile) and
+/// the set's tiles (EIN_FORWARD_TILES), staging (ein_stage_k, ein_stage_v, ein_landed) and
+/// products (ein_scores: s = q kᵀ; ein_add_pv: o += p v), for a kernel of 128 threads.
+std::string attention_wgmma_prelude(DType in, DType bias, int64_t e, int64_t f);
+
 /// The set of tensor-core kernels a launch takes.
 enum class AttentionCores {
   wmma,   ///< the WMMA kernels (the default)

@@ -38,10 +38,13 @@ __device__ __forceinline__ void {0}(float (*d)[4], const unsigned* a, ein_desc_t
 
 }  // namespace
 
-std::string attention_wgmma_forward_source(DType in, DType bias, int64_t e, int64_t f) {
-  // Keys a tile: 128 (FlashAttention-3's) where the scores' 64 registers a thread fit beside
-  // narrow heads, else 64.
-  const int tile = e + f <= 128 ? 128 : 64;
+int attention_wgmma_key_tile(int64_t e, int64_t f) {
+  // 128 (FlashAttention-3's) where the scores' 64 registers a thread fit beside narrow heads
+  return e + f <= 128 ? 128 : 64;
+}
+
+std::string attention_wgmma_prelude(DType in, DType bias, int64_t e, int64_t f) {
+  const int tile = attention_wgmma_key_tile(e, f);
   const std::string instructions = wgmma_function("ein_wgmma_scores", tile, 0) +
                                    wgmma_function("ein_wgmma_pv", static_cast<int>(f), 1);
   return attention_ptx_prelude(in, bias, e, f, tile) + R"(
@@ -172,7 +175,12 @@ __device__ __forceinline__ void ein_add_pv(float (*o)[4], const float (*p)[4], c
 #pragma unroll
     for (int x = 0; x < 4; ++x) ein_keep(pa[c][x]);
 }
-)" + attention_forward_kernel("ein_attention_forward_wgmma");
+)";
+}
+
+std::string attention_wgmma_forward_source(DType in, DType bias, int64_t e, int64_t f) {
+  return attention_wgmma_prelude(in, bias, e, f) +
+         attention_forward_kernel("ein_attention_forward_wgmma");
 }
 
 }  // namespace ein::detail

@@ -16,6 +16,7 @@
 #include "exec/attention_cuda.h"
 #include "exec/attention_cuda_mma.h"
 #include "runtime/cuda/driver.h"
+#include "runtime/cuda/execution.h"
 #include "runtime/cuda/nvrtc.h"
 #include "support/fake_cuda.h"
 #include "support/scoped_env.h"
@@ -160,6 +161,85 @@ TEST_P(AttentionOnCuda, TensorCoresReadGroupedQueryHeads) {
     // several query tiles per head and key blocks past the first (whose causal start skips the
     // tiles above the diagonal) in every group
     grouped_query_heads(cuda(), 1e-5, DType::bf16, 16, 100);
+  }
+}
+
+// The wgmma forward's operand layouts, one product each way, on tiles whose elements say where
+// they are: k[n][c] and v[j][c] hold their row (n, j) in one launch and their column c in
+// another; q and p are one-hot (row r picks column r % E of q and key r % TILE of p), so
+// s[r][n] = k[n][r % E] and o[r][c] = v[r % TILE][c] name the element each product read. On a
+// GPU a wrong descriptor, swizzle or fragment reading shows as which element went where.
+const char* const kWgmmaProbe = R"(
+extern "C" __global__ void __launch_bounds__(128, 1) ein_wgmma_probe(
+    const in_t* k, const in_t* v, const in_t* q, float* s_out, float* o_out) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group = lane / 4, t4 = lane % 4;
+  EIN_FORWARD_TILES
+  ein_stage_k(ks, k, 0, EIN_TILE);
+  ein_stage_v(vs, v, 0, EIN_TILE);
+  ein_landed();
+  __syncthreads();
+  unsigned qa[EIN_E / 16][4];
+  ein_rows_as_a<EIN_E>(qa, q, 16 * warp, 64, lane);
+  float s[EIN_TILE / 8][4];
+  ein_scores(s, qa, ks, lane);
+  const float one[2] = {1.0f, 1.0f};
+  ein_store_rows<EIN_TILE>(s_out, EIN_TILE, s, 16 * warp, 64, lane, one);
+  for (int c = 0; c < EIN_TILE / 8; ++c)
+    for (int x = 0; x < 4; ++x) {
+      const int row = 16 * warp + group + 8 * (x / 2), key = 8 * c + 2 * t4 + x % 2;
+      s[c][x] = key == row % EIN_TILE ? 1.0f : 0.0f;
+    }
+  float o[EIN_F / 8][4];
+  ein_zero<EIN_F>(o);
+  ein_add_pv(o, s, vs, lane);
+  ein_store_rows<EIN_F>(o_out, EIN_F, o, 16 * warp, 64, lane, one);
+}
+)";
+
+TEST_P(AttentionOnCuda, WgmmaOperandLayouts) {
+  if (cuda_execution().arch(0) != 90) GTEST_SKIP() << "wgmma needs sm_90 (H100, H200)";
+  for (const auto& [e, f] : {std::pair<int64_t, int64_t>{64, 64}, {128, 128}, {128, 64}}) {
+    const int64_t tile = detail::attention_wgmma_key_tile(e, f);
+    SCOPED_TRACE(fmt::format("e {} f {}, tiles of {} keys", e, f, tile));
+    const auto function = cuda_execution().prepare(
+        0, {detail::attention_wgmma_prelude(DType::bf16, DType::f32, e, f) + kWgmmaProbe,
+            "ein_wgmma_probe", /*arch_specific=*/true});
+    // [0]: rows, [1]: columns read
+    std::vector<float> s_read[2], o_read[2];
+    for (int columns : {0, 1}) {
+      const auto filled = [&](int64_t rows, int64_t cols) {
+        std::vector<float> x(static_cast<size_t>(rows * cols));
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < cols; ++c) x[r * cols + c] = static_cast<float>(columns ? c : r);
+        return from_data(x, {rows, cols}).to(DType::bf16).to(cuda());
+      };
+      std::vector<float> one_hot(static_cast<size_t>(64 * e), 0.0f);
+      for (int64_t r = 0; r < 64; ++r) one_hot[r * e + r % e] = 1.0f;
+      const Tensor k = filled(tile, e), v = filled(tile, f),
+                   q = from_data(one_hot, {64, e}).to(DType::bf16).to(cuda());
+      const Tensor s = zeros({64, tile}, DType::f32, cuda()), o = zeros({64, f}, DType::f32, cuda());
+      void* buffers[] = {k.device_ptr(), v.device_ptr(), q.device_ptr(), s.device_ptr(),
+                         o.device_ptr()};
+      cuda_execution().launch(0, *function, 1, 128, buffers, {});
+      s_read[columns] = s.to(cpu()).to_vector<float>();
+      o_read[columns] = o.to(cpu()).to_vector<float>();
+    }
+    int wrong = 0;
+    for (int64_t r = 0; r < 64; ++r) {
+      for (int64_t n = 0; n < tile; ++n) {
+        const size_t i = static_cast<size_t>(r * tile + n);
+        if ((s_read[0][i] != n || s_read[1][i] != r % e) && wrong++ < 8)
+          ADD_FAILURE() << "s[" << r << "][" << n << "] read k[" << s_read[0][i] << "]["
+                        << s_read[1][i] << "], want k[" << n << "][" << r % e << "]";
+      }
+      for (int64_t c = 0; c < f; ++c) {
+        const size_t i = static_cast<size_t>(r * f + c);
+        if ((o_read[0][i] != r % tile || o_read[1][i] != c) && wrong++ < 8)
+          ADD_FAILURE() << "o[" << r << "][" << c << "] read v[" << o_read[0][i] << "]["
+                        << o_read[1][i] << "], want v[" << r % tile << "][" << c << "]";
+      }
+    }
+    EXPECT_EQ(wrong, 0);
   }
 }
 
