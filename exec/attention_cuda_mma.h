@@ -84,7 +84,7 @@ std::string attention_wgmma_forward_source(DType in, DType bias, int64_t e, int6
 int attention_wgmma_key_tile(int64_t e, int64_t f);
 
 /// The wgmma forward's source without its kernel: the PTX prelude (EIN_TILE the key tile) and
-/// the set's tiles (EIN_FORWARD_TILES), staging (ein_stage_k, ein_stage_v, ein_landed) and
+/// the set's tiles (EIN_FORWARD_TILES), staging (ein_stage_tile<W>, ein_landed) and
 /// products (ein_scores: s = q kᵀ; ein_add_pv: o += p v), for a kernel of 128 threads.
 std::string attention_wgmma_prelude(DType in, DType bias, int64_t e, int64_t f);
 
@@ -103,7 +103,7 @@ AttentionCores attention_cores(int arch, int64_t e, int64_t f);
 std::string attention_ptx_prelude(DType in, DType bias, int64_t e, int64_t f, int tile);
 
 /// The forward kernel `entry` of a set whose source defines EIN_FORWARD_TILES (ks and vs),
-/// ein_stage_k, ein_stage_v, ein_landed, ein_scores and ein_add_pv after the PTX prelude.
+/// ein_stage_tile<W>, ein_landed, ein_scores and ein_add_pv after the PTX prelude.
 std::string attention_forward_kernel(const std::string& entry);
 
 /// `kernel` with the sizes every tensor-core kernel takes spelt out where it says

@@ -233,8 +233,8 @@ std::string attention_forward_kernel(const std::string& entry) {
   std::string body = R"(
 // A block of 4 warps takes 64 query rows (16 a warp), over tiles of 64 keys (EIN_TILE). The
 // products and the tiles are the set's (attention_forward_kernel): EIN_FORWARD_TILES declares
-// ks and vs, ein_stage_k and ein_stage_v start their copies, ein_landed waits for this
-// thread's, ein_scores gives s = q kᵀ and ein_add_pv adds p v to o.
+// ks and vs, ein_stage_tile<W> starts the copies of a tile of rows W wide, ein_landed waits
+// for this thread's, ein_scores gives s = q kᵀ and ein_add_pv adds p v to o.
 extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_forward_ptx(
     const in_t* q, const in_t* k, const in_t* v, const bias_t* bias, const long long* bias_off,
     const int* limits, float* out, EIN_SIZE_PARAMS) {
@@ -249,7 +249,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_forward_ptx(
     ein_key_end(&kend, limits, has_limits, i0, 64, T, S);
     __syncthreads();
     const long long end = kend;
-    if (end > 0) ein_stage_k(ks, kn, 0, S);
+    if (end > 0) ein_stage_tile<EIN_E>(ks, kn, 0, S);
 
     unsigned qa[EIN_E / 16][4];
     ein_rows_as_a<EIN_E>(qa, q + n * T * EIN_E, r0, T, lane);
@@ -261,7 +261,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_forward_ptx(
     for (long long j0 = 0; j0 < end; j0 += EIN_TILE) {
       ein_landed();
       __syncthreads();  // k's tile is in, and every warp is done with the last v tile
-      ein_stage_v(vs, vn, j0, S);  // v's copy runs under q kᵀ and the softmax
+      ein_stage_tile<EIN_F>(vs, vn, j0, S);  // v's copy runs under q kᵀ and the softmax
       float s[EIN_TILE / 8][4];
       ein_scores(s, qa, ks, lane);
 
@@ -307,7 +307,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_forward_ptx(
       ein_landed();
       __syncthreads();  // v's tile is in, and every warp is done with k's
       // the next k's copy runs under p v
-      if (j0 + EIN_TILE < end) ein_stage_k(ks, kn, j0 + EIN_TILE, S);
+      if (j0 + EIN_TILE < end) ein_stage_tile<EIN_E>(ks, kn, j0 + EIN_TILE, S);
       ein_add_pv(o, s, vs, lane);
     }
 
@@ -340,13 +340,10 @@ std::string attention_ptx_forward_source(DType in, DType bias, int64_t e, int64_
 #define EIN_FORWARD_TILES                                                                      \
   __shared__ __align__(16) in_t ks[EIN_TILE * EIN_EP];                                         \
   __shared__ __align__(16) in_t vs[EIN_TILE * EIN_FP];
-__device__ __forceinline__ void ein_stage_k(in_t* dst, const in_t* src, long long j0,
-                                            long long rows) {
-  ein_stage_async<EIN_E>(dst, src, j0, rows);
-}
-__device__ __forceinline__ void ein_stage_v(in_t* dst, const in_t* src, long long j0,
-                                            long long rows) {
-  ein_stage_async<EIN_F>(dst, src, j0, rows);
+template <int W>
+__device__ __forceinline__ void ein_stage_tile(in_t* dst, const in_t* src, long long j0,
+                                               long long rows) {
+  ein_stage_async<W>(dst, src, j0, rows);
 }
 __device__ __forceinline__ void ein_landed() { ein_cp_async_wait_all(); }
 __device__ __forceinline__ void ein_scores(float (*s)[4], const unsigned (*qa)[4],

@@ -107,8 +107,8 @@ __device__ __forceinline__ void ein_wgmma_pv(float (*d)[4], const unsigned* a, e
 // Starts the copies of rows [j0, j0 + EIN_TILE) of a [rows, W] matrix into `dst` in the
 // swizzled layout, zeros past `rows`; consecutive threads take consecutive chunks of a row.
 template <int W>
-__device__ __forceinline__ void ein_stage_swizzled(in_t* dst, const in_t* src, long long j0,
-                                                   long long rows) {
+__device__ __forceinline__ void ein_stage_tile(in_t* dst, const in_t* src, long long j0,
+                                               long long rows) {
   for (int x = threadIdx.x; x < EIN_TILE * (W / 8); x += blockDim.x) {
     const int r = x / (W / 8), c = x % (W / 8);
     const bool inside = j0 + r < rows;
@@ -116,14 +116,6 @@ __device__ __forceinline__ void ein_stage_swizzled(in_t* dst, const in_t* src, l
                ((c % 8) ^ (r % 8)) * 16;
     ein_cp_async_16(at, inside ? src + (j0 + r) * W + 8 * c : src, inside);
   }
-}
-__device__ __forceinline__ void ein_stage_k(in_t* dst, const in_t* src, long long j0,
-                                            long long rows) {
-  ein_stage_swizzled<EIN_E>(dst, src, j0, rows);
-}
-__device__ __forceinline__ void ein_stage_v(in_t* dst, const in_t* src, long long j0,
-                                            long long rows) {
-  ein_stage_swizzled<EIN_F>(dst, src, j0, rows);
 }
 __device__ __forceinline__ void ein_landed() {
   ein_cp_async_wait_all();

@@ -18,6 +18,7 @@
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/execution.h"
 #include "runtime/cuda/nvrtc.h"
+#include "support/cuda_device_test.h"
 #include "support/fake_cuda.h"
 #include "support/scoped_env.h"
 #include "tests/exec/attention_cases.h"
@@ -31,19 +32,7 @@ using namespace attention_testing;
 // a GPU: the same cases against the float64 definition (odd sizes, partial tiles, every mask,
 // fully masked rows, bf16 in), zero sizes, grouped-query heads with a broadcast mask; on the
 // fake device each kernel is also compiled by NVRTC for sm_80 and sm_90 where NVRTC loads.
-class AttentionOnCuda : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override {
-    if (GetParam() == "fake") {
-      std::string why;
-      if (!testing::FakeCudaDevice::available(&why)) GTEST_SKIP() << why;
-      fake_ = std::make_unique<testing::FakeCudaDevice>();
-    } else if (!cuda_is_available()) {
-      GTEST_SKIP() << "no GPU: " << cuda_driver_info().reason;
-    }
-  }
-  std::unique_ptr<testing::FakeCudaDevice> fake_;
-};
+class AttentionOnCuda : public testing::CudaDeviceTest {};
 
 TEST_P(AttentionOnCuda, MatchesTheDefinitionInFloat64) {
   for (Mask m : {Mask::none, Mask::causal, Mask::random_rows, Mask::additive, Mask::padding}) {
@@ -174,8 +163,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) ein_wgmma_probe(
     const in_t* k, const in_t* v, const in_t* q, float* s_out, float* o_out) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group = lane / 4, t4 = lane % 4;
   EIN_FORWARD_TILES
-  ein_stage_k(ks, k, 0, EIN_TILE);
-  ein_stage_v(vs, v, 0, EIN_TILE);
+  ein_stage_tile<EIN_E>(ks, k, 0, EIN_TILE);
+  ein_stage_tile<EIN_F>(vs, v, 0, EIN_TILE);
   ein_landed();
   __syncthreads();
   unsigned qa[EIN_E / 16][4];

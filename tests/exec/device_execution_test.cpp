@@ -35,6 +35,7 @@
 #include "api/train_dist.h"
 #include "runtime/dist/gradient_sync.h"
 #include "runtime/dist/nccl_communicator.h"
+#include "support/cuda_device_test.h"
 #include "support/fake_cuda.h"
 
 namespace ein {
@@ -48,18 +49,8 @@ Tensor randint_tokens(int64_t seed) {
   return from_data(t, {2, 9});
 }
 
-class DeviceExecution : public ::testing::TestWithParam<std::string> {
+class DeviceExecution : public testing::CudaDeviceTest {
  protected:
-  void SetUp() override {
-    if (GetParam() == "fake") {
-      std::string why;
-      if (!testing::FakeCudaDevice::available(&why)) GTEST_SKIP() << why;
-      fake_ = std::make_unique<testing::FakeCudaDevice>();
-    } else if (!cuda_is_available()) {
-      GTEST_SKIP() << "no GPU: " << cuda_driver_info().reason;
-    }
-  }
-  void TearDown() override { fake_.reset(); }
 
   /// The CPU tensor `x` on cuda:0, laid out like `x` (its strides kept: a permuted or sliced
   /// view stays one on the device).
@@ -86,8 +77,6 @@ class DeviceExecution : public ::testing::TestWithParam<std::string> {
       }
     EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << g.size() << " elements differ";
   }
-
-  std::unique_ptr<testing::FakeCudaDevice> fake_;
 };
 
 TEST_P(DeviceExecution, StridedCopiesConvertAndStayOnTheDevice) {
