@@ -442,10 +442,12 @@ Tensor row_deltas(const Operands& o, const Tensor& out, const Tensor& d_out) {
   const Types ty = o.types();
   void* buffers[] = {out.device_ptr(), d_out.device_ptr(), delta.device_ptr()};
   const double params[] = {static_cast<double>(rows)};
-  launch_cuda_source(o.key("delta"), out.device().index,
-                     [&] { return CudaSource{delta_source(ty, o.e, o.f, o.block),
-                                                 std::string("ein_attention_delta")}; },
-                     grid((rows + o.block - 1) / o.block), o.block, buffers, params);
+  launch_cuda_source(
+      o.key("delta"), out.device().index,
+      [&] {
+        return CudaSource{delta_source(ty, o.e, o.f, o.block), std::string("ein_attention_delta")};
+      },
+      grid((rows + o.block - 1) / o.block), o.block, buffers, params);
   return delta;
 }
 
@@ -466,10 +468,13 @@ KeyLimits key_limits(const Operands& o, Device dev) {
   void* buffers[] = {o.bias.device_ptr(), k.limits.device_ptr()};
   const double params[] = {static_cast<double>(o.t), static_cast<double>(o.s),
                            static_cast<double>(o.brow), static_cast<double>(o.bcol)};
-  launch_cuda_source(fmt::format("attention limits {}", dtype_name(bias_dtype)), dev.index,
-                     [&] { return CudaSource{detail::attention_limits_source(bias_dtype),
-                                                 std::string("ein_attention_limits")}; },
-                     grid((o.t + 3) / 4), 128, buffers, params);
+  launch_cuda_source(
+      fmt::format("attention limits {}", dtype_name(bias_dtype)), dev.index,
+      [&] {
+        return CudaSource{detail::attention_limits_source(bias_dtype),
+                          std::string("ein_attention_limits")};
+      },
+      grid((o.t + 3) / 4), 128, buffers, params);
   return k;
 }
 
@@ -544,16 +549,16 @@ struct MmaLaunch {
   void launch(const std::string& kernel, int variant, const Source& source, int64_t items,
               std::span<void* const> buffers, double scale, const std::string& flavour = "mma",
               bool arch_specific = false) const {
-    const std::string key = fmt::format("attention {} {} {} {} {} {} {} {}", kernel, variant,
-                                        flavour, dtype_name(o.q.dtype()), dtype_name(bias_dtype),
-                                        o.e, o.f, tile);
-    launch_cuda_source(key, device,
-                       [&] {
-                         return CudaSource{source(o.q.dtype(), bias_dtype, o.e, o.f, tile),
-                                           "ein_attention_" + kernel + "_" + flavour,
-                                           arch_specific};
-                       },
-                       grid(items), 128, buffers, params(scale));
+    const std::string key =
+        fmt::format("attention {} {} {} {} {} {} {} {}", kernel, variant, flavour,
+                    dtype_name(o.q.dtype()), dtype_name(bias_dtype), o.e, o.f, tile);
+    launch_cuda_source(
+        key, device,
+        [&] {
+          return CudaSource{source(o.q.dtype(), bias_dtype, o.e, o.f, tile),
+                            "ein_attention_" + kernel + "_" + flavour, arch_specific};
+        },
+        grid(items), 128, buffers, params(scale));
   }
 
   /// The kernel set the device takes (attention_cores).
@@ -664,10 +669,13 @@ Tensor attention_forward_cuda(const Tensor& q_in, const Tensor& k_in, const Tens
                        o.bias_ptr(),            o.bias_off.device_ptr(), keys.limits.device_ptr(),
                        out.device_ptr()};
     const std::vector<double> params = o.sizes(scale, keys.limited);
-    launch_cuda_source(o.key("forward"), q_in.device().index,
-                       [&] { return CudaSource{forward_source(ty, o.e, o.f, o.block),
-                                                   std::string("ein_attention_forward")}; },
-                       grid(o.n * ((o.t + o.block - 1) / o.block)), o.block, buffers, params);
+    launch_cuda_source(
+        o.key("forward"), q_in.device().index,
+        [&] {
+          return CudaSource{forward_source(ty, o.e, o.f, o.block),
+                            std::string("ein_attention_forward")};
+        },
+        grid(o.n * ((o.t + o.block - 1) / o.block)), o.block, buffers, params);
   }
   return out.dtype() == dtype ? out : out.to(dtype);
 }
@@ -692,24 +700,28 @@ Tensor attention_backward_cuda(const Tensor& q_in, const Tensor& k_in, const Ten
     const KeyLimits keys = key_limits(o, dev);
     const std::vector<double> params = o.sizes(scale, keys.limited);
     {
-      void* buffers[] = {o.q.device_ptr(),   o.k.device_ptr(),         o.v.device_ptr(),
-                         o.bias_ptr(),       o.bias_off.device_ptr(), keys.limits.device_ptr(),
-                         out.device_ptr(),   d_out.device_ptr(),      delta.device_ptr(),
+      void* buffers[] = {o.q.device_ptr(), o.k.device_ptr(),        o.v.device_ptr(),
+                         o.bias_ptr(),     o.bias_off.device_ptr(), keys.limits.device_ptr(),
+                         out.device_ptr(), d_out.device_ptr(),      delta.device_ptr(),
                          dq.device_ptr()};
-      launch_cuda_source(o.key("dq"), device,
-                         [&] { return CudaSource{dq_source(ty, o.e, o.f, o.block),
-                                                     std::string("ein_attention_dq")}; },
-                         grid(o.n * ((o.t + o.block - 1) / o.block)), o.block, buffers, params);
+      launch_cuda_source(
+          o.key("dq"), device,
+          [&] {
+            return CudaSource{dq_source(ty, o.e, o.f, o.block), std::string("ein_attention_dq")};
+          },
+          grid(o.n * ((o.t + o.block - 1) / o.block)), o.block, buffers, params);
     }
     {
-      void* buffers[] = {o.q.device_ptr(),   o.k.device_ptr(),         o.v.device_ptr(),
-                         o.bias_ptr(),       o.bias_off.device_ptr(), keys.limits.device_ptr(),
-                         out.device_ptr(),   d_out.device_ptr(),      delta.device_ptr(),
-                         dk.device_ptr(),    dv.device_ptr()};
-      launch_cuda_source(o.key("dkv"), device,
-                         [&] { return CudaSource{dkv_source(ty, o.e, o.f, o.block),
-                                                     std::string("ein_attention_dkv")}; },
-                         grid(o.n_kv * ((o.s + o.block - 1) / o.block)), o.block, buffers, params);
+      void* buffers[] = {o.q.device_ptr(), o.k.device_ptr(),        o.v.device_ptr(),
+                         o.bias_ptr(),     o.bias_off.device_ptr(), keys.limits.device_ptr(),
+                         out.device_ptr(), d_out.device_ptr(),      delta.device_ptr(),
+                         dk.device_ptr(),  dv.device_ptr()};
+      launch_cuda_source(
+          o.key("dkv"), device,
+          [&] {
+            return CudaSource{dkv_source(ty, o.e, o.f, o.block), std::string("ein_attention_dkv")};
+          },
+          grid(o.n_kv * ((o.s + o.block - 1) / o.block)), o.block, buffers, params);
     }
   }
   return grads.dtype() == dtype ? grads : grads.to(dtype);

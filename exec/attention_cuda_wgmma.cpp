@@ -129,8 +129,8 @@ __device__ __forceinline__ void ein_scores(float (*s)[4], const unsigned (*qa)[4
   ein_wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < EIN_E / 16; ++kk)
-    ein_wgmma_scores(s, qa[kk], ein_desc(ks, (kk / 4) * EIN_SWIZZLED_ROWS + (kk % 4) * 32, 16, 1024),
-                     kk > 0);
+    ein_wgmma_scores(
+        s, qa[kk], ein_desc(ks, (kk / 4) * EIN_SWIZZLED_ROWS + (kk % 4) * 32, 16, 1024), kk > 0);
   ein_wgmma_commit();
   ein_wgmma_wait();
 #pragma unroll

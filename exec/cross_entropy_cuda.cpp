@@ -204,10 +204,12 @@ struct Operands {
                        d_out.defined() ? d_out.device_ptr() : out.device_ptr()};
     const double params[] = {static_cast<double>(rows), static_cast<double>(v),
                              static_cast<double>(r0), static_cast<double>(mode)};
-    launch_cuda_source(fmt::format("linear_cross_entropy rows {}", dtype_name(compute)), device,
-                       [&] { return CudaSource{rows_source(compute),
-                                                   std::string("ein_linear_cross_entropy_rows")}; },
-                       std::min<int64_t>(rows, int64_t{1} << 20), kThreads, buffers, params);
+    launch_cuda_source(
+        fmt::format("linear_cross_entropy rows {}", dtype_name(compute)), device,
+        [&] {
+          return CudaSource{rows_source(compute), std::string("ein_linear_cross_entropy_rows")};
+        },
+        std::min<int64_t>(rows, int64_t{1} << 20), kThreads, buffers, params);
   }
 
   /// Every chunk through the rows kernel in `mode`, with the gradients' GEMMs unless
@@ -279,13 +281,12 @@ void scale_cuda(Tensor& x, double s) {
   if (x.numel() == 0) return;
   void* buffers[] = {x.device_ptr()};
   const double params[] = {static_cast<double>(x.numel()), s};
-  launch_cuda_source(fmt::format("linear_cross_entropy scale {}", dtype_name(x.dtype())),
-                     x.device().index,
-                     [&] {
-                       return CudaSource{scale_source(x.dtype()), std::string("ein_scale")};
-                     },
-                     std::min<int64_t>((x.numel() + 255) / 256, int64_t{1} << 20), 256, buffers,
-                     params);
+  launch_cuda_source(
+      fmt::format("linear_cross_entropy scale {}", dtype_name(x.dtype())), x.device().index,
+      [&] {
+        return CudaSource{scale_source(x.dtype()), std::string("ein_scale")};
+      },
+      std::min<int64_t>((x.numel() + 255) / 256, int64_t{1} << 20), 256, buffers, params);
 }
 
 }  // namespace ein

@@ -206,7 +206,8 @@ TEST_P(AttentionOnCuda, WgmmaOperandLayouts) {
       for (int64_t r = 0; r < 64; ++r) one_hot[r * e + r % e] = 1.0f;
       const Tensor k = filled(tile, e), v = filled(tile, f),
                    q = from_data(one_hot, {64, e}).to(DType::bf16).to(cuda());
-      const Tensor s = zeros({64, tile}, DType::f32, cuda()), o = zeros({64, f}, DType::f32, cuda());
+      const Tensor s = zeros({64, tile}, DType::f32, cuda());
+      const Tensor o = zeros({64, f}, DType::f32, cuda());
       void* buffers[] = {k.device_ptr(), v.device_ptr(), q.device_ptr(), s.device_ptr(),
                          o.device_ptr()};
       cuda_execution().launch(0, *function, 1, 128, buffers, {});

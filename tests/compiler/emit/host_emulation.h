@@ -265,8 +265,8 @@ void ein_wgmma(float (*d)[4], const unsigned* a, ein_desc_t b, int accumulate) {
   blk.warpgroups[t / 128]->arrive_and_wait();
   const auto A = [&](int row, int col) {
     const int rr = row % 16;
-    const uint64_t reg =
-        blk.registers[first + 32 * (row / 16) + 4 * (rr % 8) + (col % 8) / 2][(rr >= 8) + 2 * (col >= 8)];
+    const unsigned holder = first + 32 * (row / 16) + 4 * (rr % 8) + (col % 8) / 2;
+    const uint64_t reg = blk.registers[holder][(rr >= 8) + 2 * (col >= 8)];
     const uint16_t bits = half_of(reg, col % 2);
     T v;
     std::memcpy(&v, &bits, 2);
