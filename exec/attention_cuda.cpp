@@ -566,22 +566,27 @@ struct MmaLaunch {
     return detail::attention_cores(cuda_execution().arch(device), o.e, o.f);
   }
 
-  /// launch() of the PTX kernel (`ptx_source` from the dtypes, e and f) where the device takes
-  /// that set (or the wgmma one, whose backward is PTX's), else of the WMMA one (`mma_source`,
+  /// launch() of the kernel of the set the device takes: PTX's (`ptx_source`, from the dtypes,
+  /// e and f), wgmma's (`wgmma_source`, the same; compiled for sm_90a) or WMMA's (`mma_source`,
   /// which also takes the tile).
-  template <class PtxSource, class MmaSource>
-  void launch_either(const std::string& kernel, int variant, const PtxSource& ptx_source,
-                     const MmaSource& mma_source, int64_t items, std::span<void* const> buffers,
-                     double scale) const {
-    if (cores() == detail::AttentionCores::wmma) {
-      launch(kernel, variant, mma_source, items, buffers, scale);
-      return;
+  template <class PtxSource, class WgmmaSource, class MmaSource>
+  void launch_set(const std::string& kernel, int variant, const PtxSource& ptx_source,
+                  const WgmmaSource& wgmma_source, const MmaSource& mma_source, int64_t items,
+                  std::span<void* const> buffers, double scale) const {
+    const auto ignoring_tile = [](const auto& source) {
+      return [&source](DType in, DType bias, int64_t e, int64_t f, int) {
+        return source(in, bias, e, f);
+      };
+    };
+    switch (cores()) {
+      case detail::AttentionCores::wmma:
+        return launch(kernel, variant, mma_source, items, buffers, scale);
+      case detail::AttentionCores::ptx:
+        return launch(kernel, variant, ignoring_tile(ptx_source), items, buffers, scale, "ptx");
+      case detail::AttentionCores::wgmma:
+        return launch(kernel, variant, ignoring_tile(wgmma_source), items, buffers, scale, "wgmma",
+                      /*arch_specific=*/true);
     }
-    launch(kernel, variant,
-           [&](DType in, DType bias, int64_t e, int64_t f, int) {
-             return ptx_source(in, bias, e, f);
-           },
-           items, buffers, scale, "ptx");
   }
 };
 
@@ -596,16 +601,9 @@ Tensor forward_mma(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
     void* buffers[] = {o.q.device_ptr(), o.k.device_ptr(),        o.v.device_ptr(),
                        o.bias_ptr(),     o.bias_off.device_ptr(), m.keys.limits.device_ptr(),
                        out.device_ptr()};
-    const int64_t items = o.n * ((o.t + 63) / 64);
-    if (m.cores() == detail::AttentionCores::wgmma)
-      m.launch("forward", 0,
-               [](DType in, DType bias, int64_t e, int64_t f, int) {
-                 return detail::attention_wgmma_forward_source(in, bias, e, f);
-               },
-               items, buffers, scale, "wgmma", /*arch_specific=*/true);
-    else
-      m.launch_either("forward", 0, detail::attention_ptx_forward_source,
-                      detail::attention_mma_forward_source, items, buffers, scale);
+    m.launch_set("forward", 0, detail::attention_ptx_forward_source,
+                 detail::attention_wgmma_forward_source, detail::attention_mma_forward_source,
+                 o.n * ((o.t + 63) / 64), buffers, scale);
   }
   return out.dtype() == dtype ? out : out.to(dtype);
 }
@@ -631,17 +629,20 @@ Tensor backward_mma(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                       out.device_ptr(),       d_o.device_ptr(),     delta.device_ptr()};
     std::vector<void*> buffers(std::begin(common), std::end(common));
     buffers.push_back(dq.device_ptr());
-    m.launch_either("dq", 0, detail::attention_ptx_dq_source, detail::attention_mma_dq_source,
-                    o.n * ((o.t + 63) / 64), buffers, scale);
+    m.launch_set("dq", 0, detail::attention_ptx_dq_source, detail::attention_wgmma_dq_source,
+                 detail::attention_mma_dq_source, o.n * ((o.t + 63) / 64), buffers, scale);
     buffers.back() = dk.device_ptr();
     buffers.push_back(dv.device_ptr());
     // dK and dV in one kernel, or (wide heads) dV then dK
     const bool split = detail::attention_mma_split_dkv(o.e, o.f);
     for (int part : split ? std::vector<int>{1, 2} : std::vector<int>{0})
-      m.launch_either(
+      m.launch_set(
           "dkv", part,
           [part](DType in, DType bias, int64_t e, int64_t f) {
             return detail::attention_ptx_dkv_source(in, bias, e, f, part);
+          },
+          [part](DType in, DType bias, int64_t e, int64_t f) {
+            return detail::attention_wgmma_dkv_source(in, bias, e, f, part);
           },
           [part](DType in, DType bias, int64_t e, int64_t f, int tile) {
             return detail::attention_mma_dkv_source(in, bias, e, f, tile, part);

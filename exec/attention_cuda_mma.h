@@ -1,9 +1,11 @@
 // The fused attention on tensor cores, for CUDA tensors (internal to exec/; launched by
 // attention_cuda.cpp). For bf16 or f16 q, k and v with head dims that are multiples of 16 up
-// to 128, on sm_80 and newer (sm_70 for f16). There are two sets of kernels with one contract:
-// the WMMA ones (the default), and under EIN_CUDA_ATTENTION=ptx on sm_80+ the ones through PTX
-// (attention_ptx_*_source below: mma.sync with the scores in registers, cp.async), which are
-// to become the default once a GPU has run them. The WMMA forward:
+// to 128, on sm_80 and newer (sm_70 for f16). There are three sets of kernels with one
+// contract: the WMMA ones (the default); under EIN_CUDA_ATTENTION=ptx on sm_80+ the ones
+// through PTX (attention_ptx_*_source below: mma.sync with the scores in registers, cp.async),
+// which are to become the default once a GPU has run them; and under EIN_CUDA_ATTENTION=wgmma
+// on sm_90 (heads of 64 or 128) the same bodies through Hopper's wgmma (attention_wgmma_*).
+// The WMMA forward:
 //  - a block of 4 warps takes 64 query rows of one batch index, 16 rows a warp; each warp
 //    keeps its rows' q as WMMA fragments and its output accumulator (f32) in registers;
 //  - per tile of BK keys (64, or 32 where 64 does not fit 48 KB of shared memory) the block
@@ -73,38 +75,49 @@ std::string attention_ptx_forward_source(DType in, DType bias, int64_t e, int64_
 std::string attention_ptx_dq_source(DType in, DType bias, int64_t e, int64_t f);
 std::string attention_ptx_dkv_source(DType in, DType bias, int64_t e, int64_t f, int part);
 
-/// The forward through sm_90a's wgmma (exec/attention_cuda_wgmma.cpp; bf16 or f16, e and f 64
-/// or 128), `ein_attention_forward_wgmma`: the PTX forward's algorithm and arguments, with the
-/// block's 4 warps as one warpgroup whose products are wgmma.mma_async m64nNk16 — q (scores) and
-/// p (output) as A fragments in registers, k and v as B from shared memory in the 128-byte
-/// swizzled layout, staged by cp.async. Compiled for sm_90a (CudaSource::arch_specific).
+/// The same three kernels through sm_90a's wgmma (exec/attention_cuda_wgmma.cpp; bf16 or f16, e
+/// and f 64 or 128): `ein_attention_forward_wgmma`, `ein_attention_dq_wgmma` and
+/// `ein_attention_dkv_wgmma`, the PTX kernels' bodies and arguments with the block's 4 warps as
+/// one warpgroup whose products are wgmma.mma_async m64nNk16: the warpgroup's own operand (q,
+/// p, k, dS, ...) as A fragments in registers, the staged tile as B from shared memory in the
+/// 128-byte swizzled layout (K-major for q kᵀ-like products, N-major for p v-like ones). The
+/// forward takes tiles of attention_wgmma_key_tile keys, the backward tiles of 32; in dK/dV
+/// the whole block skips a query tile that none of its keys' rows sees. Compiled for sm_90a
+/// (CudaSource::arch_specific).
 std::string attention_wgmma_forward_source(DType in, DType bias, int64_t e, int64_t f);
+std::string attention_wgmma_dq_source(DType in, DType bias, int64_t e, int64_t f);
+std::string attention_wgmma_dkv_source(DType in, DType bias, int64_t e, int64_t f, int part);
 
 /// Keys a tile of the wgmma forward for head dims `e` and `f`: 128 or 64.
 int attention_wgmma_key_tile(int64_t e, int64_t f);
 
-/// The wgmma forward's source without its kernel: the PTX prelude (EIN_TILE the key tile) and
-/// the set's tiles (EIN_FORWARD_TILES), staging (ein_stage_tile<W>, ein_landed) and
-/// products (ein_scores: s = q kᵀ; ein_add_pv: o += p v), for a kernel of 128 threads.
-std::string attention_wgmma_prelude(DType in, DType bias, int64_t e, int64_t f);
+/// The wgmma set's source without a kernel: the PTX prelude (EIN_TILE = `tile`) and the set's
+/// tile contract (below), for kernels of 128 threads.
+std::string attention_wgmma_prelude(DType in, DType bias, int64_t e, int64_t f, int tile);
 
 /// The set of tensor-core kernels a launch takes.
 enum class AttentionCores {
   wmma,   ///< the WMMA kernels (the default)
   ptx,    ///< the PTX kernels (EIN_CUDA_ATTENTION=ptx on sm_80 and newer)
-  wgmma,  ///< wgmma's forward and the PTX backward (EIN_CUDA_ATTENTION=wgmma on sm_90, head
-          ///< dims 64 or 128; elsewhere that setting takes the PTX set)
+  wgmma,  ///< the wgmma kernels (EIN_CUDA_ATTENTION=wgmma on sm_90, head dims 64 or 128;
+          ///< elsewhere that setting takes the PTX set)
 };
 AttentionCores attention_cores(int arch, int64_t e, int64_t f);
 
-/// What the PTX kernels' sources start with: the 16-bit types, the sizes (EIN_E, EIN_F, EIN_TILE:
-/// keys a tile, or queries in dK/dV), the three PTX instructions (the host emulation defines its
-/// own), and the tile products and helpers they share.
+/// What the PTX and wgmma kernels' sources start with: the 16-bit types, the sizes (EIN_E,
+/// EIN_F, EIN_TILE: keys a tile, or queries in dK/dV), mma.sync, ldmatrix and cp.async (the host
+/// emulation defines its own), and the fragment helpers they share.
 std::string attention_ptx_prelude(DType in, DType bias, int64_t e, int64_t f, int tile);
 
-/// The forward kernel `entry` of a set whose source defines EIN_FORWARD_TILES (ks and vs),
-/// ein_stage_tile<W>, ein_landed, ein_scores and ein_add_pv after the PTX prelude.
+/// The forward, dQ and dK/dV kernels (entry `entry`) of a set whose source defines, after the
+/// PTX prelude, the tile contract: EIN_TILE_ELEMENTS(W) and EIN_TILE_ALIGN (a tile of EIN_TILE
+/// rows W wide in shared memory), ein_stage_rows<W> (start the copies of a tile),
+/// ein_landed() (this thread's copies are in, for every reader after the next barrier),
+/// ein_times_rows<W> (acc = a · bᵀ for a tile b) and ein_add_times<W> (acc += p · b), and
+/// EIN_BLOCK_UNIFORM_SKIP (dK/dV skips query tiles per block, not per warp).
 std::string attention_forward_kernel(const std::string& entry);
+std::string attention_dq_kernel(const std::string& entry);
+std::string attention_dkv_kernel(const std::string& entry, int part);
 
 /// `kernel` with the sizes every tensor-core kernel takes spelt out where it says
 /// EIN_SIZE_PARAMS (the host emulation reads an entry's parameters as written: not a macro).

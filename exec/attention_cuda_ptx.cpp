@@ -33,10 +33,6 @@ std::string attention_ptx_prelude(DType in, DType bias, int64_t e, int64_t f, in
       bf16 ? "__floats2bfloat162_rn" : "__floats2half2_rn", bf16 ? "bf16" : "f16", e, f, tile);
   return "// FlashAttention-2 through PTX (exec/attention_cuda_mma.h)\n" +
          attention_bias_prelude(bias) + defines + R"(
-// Staged rows are padded by 8 elements (16 bytes): the 8 rows an ldmatrix reads start in 8
-// different groups of four banks.
-#define EIN_EP (EIN_E + 8)
-#define EIN_FP (EIN_F + 8)
 #define EIN_LOG2E 1.4426950408889634f
 #define EIN_LN2 0.6931471805599453f
 
@@ -131,18 +127,6 @@ __device__ __forceinline__ unsigned ein_pack(float lo, float hi) {
   return u;
 }
 
-// Starts the copies of rows [j0, j0 + EIN_TILE) of a [rows, W] matrix into shared rows of
-// W + 8 elements, 16 bytes each, zeros past `rows`.
-template <int W>
-__device__ __forceinline__ void ein_stage_async(in_t* dst, const in_t* src, long long j0,
-                                                long long rows) {
-  for (int x = threadIdx.x; x < EIN_TILE * (W / 8); x += blockDim.x) {
-    const int r = x / (W / 8), c = (x % (W / 8)) * 8;
-    const bool inside = j0 + r < rows;
-    ein_cp_async_16(dst + r * (W + 8) + c, inside ? src + (j0 + r) * W + c : src, inside);
-  }
-}
-
 // a[W / 16]: rows r0 + group and r0 + group + 8 of a [rows, W] matrix in global memory as A
 // fragments (columns 16c + 2 t4 (+ 8)), zeros past `rows`.
 template <int W>
@@ -165,6 +149,56 @@ __device__ __forceinline__ void ein_zero(float (*acc)[4]) {
   for (int c = 0; c < COLS / 8; ++c)
 #pragma unroll
     for (int x = 0; x < 4; ++x) acc[c][x] = 0.0f;
+}
+
+// Rows r0 + group and r0 + group + 8 (those below `rows`) of acc[W / 8] to dst, `ld` floats
+// apart, row h times factor[h].
+template <int W>
+__device__ __forceinline__ void ein_store_rows(float* dst, long long ld, const float (*acc)[4],
+                                               long long r0, long long rows, int lane,
+                                               const float* factor) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const long long r = r0 + lane / 4 + 8 * h;
+    if (r >= rows) continue;
+    float* row = dst + r * ld + 2 * (lane % 4);
+#pragma unroll
+    for (int c = 0; c < W / 8; ++c) {
+      row[8 * c] = acc[c][2 * h] * factor[h];
+      row[8 * c + 1] = acc[c][2 * h + 1] * factor[h];
+    }
+  }
+}
+)";
+}
+
+namespace {
+
+/// `kernel` (spelt with the entry `name`) with the entry `entry` and the sizes spelt out.
+std::string with_entry(std::string kernel, const std::string& name, const std::string& entry) {
+  kernel.replace(kernel.find(name), name.size(), entry);
+  return attention_with_sizes(kernel);
+}
+
+/// The ldmatrix set's tiles and products (attention_cuda_mma.h's "tile contract").
+const std::string kLdmatrixProducts = R"(
+// The tiles of the ldmatrix set: staged rows padded by 8 elements (16 bytes), so that the 8
+// rows an ldmatrix reads start in 8 different groups of four banks.
+#define EIN_TILE_ELEMENTS(W) (EIN_TILE * ((W) + 8))
+#define EIN_TILE_ALIGN 16
+#define EIN_BLOCK_UNIFORM_SKIP 0  // dK/dV: a warp skips the query tiles its keys are not seen by
+__device__ __forceinline__ void ein_landed() { ein_cp_async_wait_all(); }
+
+// Starts the copies of rows [j0, j0 + EIN_TILE) of a [rows, W] matrix into shared rows of
+// W + 8 elements, 16 bytes each, zeros past `rows`.
+template <int W>
+__device__ __forceinline__ void ein_stage_rows(in_t* dst, const in_t* src, long long j0,
+                                               long long rows) {
+  for (int x = threadIdx.x; x < EIN_TILE * (W / 8); x += blockDim.x) {
+    const int r = x / (W / 8), c = (x % (W / 8)) * 8;
+    const bool inside = j0 + r < rows;
+    ein_cp_async_16(dst + r * (W + 8) + c, inside ? src + (j0 + r) * W + c : src, inside);
+  }
 }
 
 // acc[EIN_TILE / 8] = a · bᵀ: a the warp's 16 rows as W / 16 A fragments, b the tile's staged
@@ -207,39 +241,20 @@ __device__ __forceinline__ void ein_add_times(float (*acc)[4], const float (*p)[
     }
   }
 }
-
-// Rows r0 + group and r0 + group + 8 (those below `rows`) of acc[W / 8] to dst, `ld` floats
-// apart, row h times factor[h].
-template <int W>
-__device__ __forceinline__ void ein_store_rows(float* dst, long long ld, const float (*acc)[4],
-                                               long long r0, long long rows, int lane,
-                                               const float* factor) {
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const long long r = r0 + lane / 4 + 8 * h;
-    if (r >= rows) continue;
-    float* row = dst + r * ld + 2 * (lane % 4);
-#pragma unroll
-    for (int c = 0; c < W / 8; ++c) {
-      row[8 * c] = acc[c][2 * h] * factor[h];
-      row[8 * c + 1] = acc[c][2 * h + 1] * factor[h];
-    }
-  }
-}
 )";
-}
+
+}  // namespace
 
 std::string attention_forward_kernel(const std::string& entry) {
-  std::string body = R"(
-// A block of 4 warps takes 64 query rows (16 a warp), over tiles of 64 keys (EIN_TILE). The
-// products and the tiles are the set's (attention_forward_kernel): EIN_FORWARD_TILES declares
-// ks and vs, ein_stage_tile<W> starts the copies of a tile of rows W wide, ein_landed waits
-// for this thread's, ein_scores gives s = q kᵀ and ein_add_pv adds p v to o.
+  const std::string body = R"(
+// A block of 4 warps takes 64 query rows (16 a warp), over tiles of EIN_TILE keys, through the
+// set's tiles and products (attention_forward_kernel).
 extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_forward_ptx(
     const in_t* q, const in_t* k, const in_t* v, const bias_t* bias, const long long* bias_off,
     const int* limits, float* out, EIN_SIZE_PARAMS) {
   EIN_SIZES
-  EIN_FORWARD_TILES
+  __shared__ __align__(EIN_TILE_ALIGN) in_t ks[EIN_TILE_ELEMENTS(EIN_E)];
+  __shared__ __align__(EIN_TILE_ALIGN) in_t vs[EIN_TILE_ELEMENTS(EIN_F)];
   __shared__ long long kend;  // keys the block reads
 
   const long long qblocks = (T + 63) / 64, items = N * qblocks;
@@ -249,7 +264,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_forward_ptx(
     ein_key_end(&kend, limits, has_limits, i0, 64, T, S);
     __syncthreads();
     const long long end = kend;
-    if (end > 0) ein_stage_tile<EIN_E>(ks, kn, 0, S);
+    if (end > 0) ein_stage_rows<EIN_E>(ks, kn, 0, S);
 
     unsigned qa[EIN_E / 16][4];
     ein_rows_as_a<EIN_E>(qa, q + n * T * EIN_E, r0, T, lane);
@@ -261,9 +276,9 @@ extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_forward_ptx(
     for (long long j0 = 0; j0 < end; j0 += EIN_TILE) {
       ein_landed();
       __syncthreads();  // k's tile is in, and every warp is done with the last v tile
-      ein_stage_tile<EIN_F>(vs, vn, j0, S);  // v's copy runs under q kᵀ and the softmax
+      ein_stage_rows<EIN_F>(vs, vn, j0, S);  // v's copy runs under q kᵀ and the softmax
       float s[EIN_TILE / 8][4];
-      ein_scores(s, qa, ks, lane);
+      ein_times_rows<EIN_E>(s, qa, ks, lane);
 
       // scale and mask (a -inf term masks even a NaN score)
       const bool whole = ein_whole_tile(j0, lim, brow_at);
@@ -307,8 +322,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_forward_ptx(
       ein_landed();
       __syncthreads();  // v's tile is in, and every warp is done with k's
       // the next k's copy runs under p v
-      if (j0 + EIN_TILE < end) ein_stage_tile<EIN_E>(ks, kn, j0 + EIN_TILE, S);
-      ein_add_pv(o, s, vs, lane);
+      if (j0 + EIN_TILE < end) ein_stage_rows<EIN_E>(ks, kn, j0 + EIN_TILE, S);
+      ein_add_times<EIN_F>(o, s, vs, lane);
     }
 
     // o = O / l and lse = m + log2 l (in base e); a row with every key masked gets o = 0 and
@@ -329,36 +344,16 @@ extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_forward_ptx(
   }
 }
 )";
-  const std::string name = "ein_attention_forward_ptx";
-  body.replace(body.find(name), name.size(), entry);
-  return attention_with_sizes(body);
+  return with_entry(body, "ein_attention_forward_ptx", entry);
 }
 
 std::string attention_ptx_forward_source(DType in, DType bias, int64_t e, int64_t f) {
-  return attention_ptx_prelude(in, bias, e, f, 64) + R"(
-// The tiles of k and v in padded rows, read by ldmatrix.
-#define EIN_FORWARD_TILES                                                                      \
-  __shared__ __align__(16) in_t ks[EIN_TILE * EIN_EP];                                         \
-  __shared__ __align__(16) in_t vs[EIN_TILE * EIN_FP];
-template <int W>
-__device__ __forceinline__ void ein_stage_tile(in_t* dst, const in_t* src, long long j0,
-                                               long long rows) {
-  ein_stage_async<W>(dst, src, j0, rows);
-}
-__device__ __forceinline__ void ein_landed() { ein_cp_async_wait_all(); }
-__device__ __forceinline__ void ein_scores(float (*s)[4], const unsigned (*qa)[4],
-                                           const in_t* ks, int lane) {
-  ein_times_rows<EIN_E>(s, qa, ks, lane);
-}
-__device__ __forceinline__ void ein_add_pv(float (*o)[4], const float (*p)[4], const in_t* vs,
-                                           int lane) {
-  ein_add_times<EIN_F>(o, p, vs, lane);
-}
-)" + attention_forward_kernel("ein_attention_forward_ptx");
+  return attention_ptx_prelude(in, bias, e, f, 64) + kLdmatrixProducts +
+         attention_forward_kernel("ein_attention_forward_ptx");
 }
 
-std::string attention_ptx_dq_source(DType in, DType bias, int64_t e, int64_t f) {
-  return attention_ptx_prelude(in, bias, e, f, 32) + attention_with_sizes(R"(
+std::string attention_dq_kernel(const std::string& entry) {
+  return with_entry(R"(
 // dQ = scale · Σ_j P ∘ (dP - delta) K: a block of 4 warps takes 64 query rows (16 a warp), over
 // tiles of 32 keys, double-buffered (the next tile's copy runs under this one's products).
 extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_dq_ptx(
@@ -366,8 +361,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_dq_ptx(
     const int* limits, const float* out, const in_t* d_out, const float* delta, float* dq,
     EIN_SIZE_PARAMS) {
   EIN_SIZES
-  __shared__ __align__(16) in_t ks[2][EIN_TILE * EIN_EP];
-  __shared__ __align__(16) in_t vs[2][EIN_TILE * EIN_FP];
+  __shared__ __align__(EIN_TILE_ALIGN) in_t ks[2][EIN_TILE_ELEMENTS(EIN_E)];
+  __shared__ __align__(EIN_TILE_ALIGN) in_t vs[2][EIN_TILE_ELEMENTS(EIN_F)];
   __shared__ long long kend;
 
   const long long qblocks = (T + 63) / 64, items = N * qblocks;
@@ -385,8 +380,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_dq_ptx(
     __syncthreads();
     const long long end = kend;
     if (end > 0) {
-      ein_stage_async<EIN_E>(ks[0], kn, 0, S);
-      ein_stage_async<EIN_F>(vs[0], vn, 0, S);
+      ein_stage_rows<EIN_E>(ks[0], kn, 0, S);
+      ein_stage_rows<EIN_F>(vs[0], vn, 0, S);
     }
     unsigned qa[EIN_E / 16][4], da[EIN_F / 16][4];
     ein_rows_as_a<EIN_E>(qa, q + n * T * EIN_E, r0, T, lane);
@@ -396,11 +391,11 @@ extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_dq_ptx(
 
     int buf = 0;
     for (long long j0 = 0; j0 < end; j0 += EIN_TILE, buf ^= 1) {
-      ein_cp_async_wait_all();
+      ein_landed();
       __syncthreads();  // this tile is in, and every warp is done with the other buffer
       if (j0 + EIN_TILE < end) {
-        ein_stage_async<EIN_E>(ks[buf ^ 1], kn, j0 + EIN_TILE, S);
-        ein_stage_async<EIN_F>(vs[buf ^ 1], vn, j0 + EIN_TILE, S);
+        ein_stage_rows<EIN_E>(ks[buf ^ 1], kn, j0 + EIN_TILE, S);
+        ein_stage_rows<EIN_F>(vs[buf ^ 1], vn, j0 + EIN_TILE, S);
       }
       float p[EIN_TILE / 8][4], dp[EIN_TILE / 8][4];
       ein_times_rows<EIN_E>(p, qa, ks[buf], lane);  // the scores
@@ -428,12 +423,17 @@ extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_dq_ptx(
     ein_store_rows<EIN_E>(dq + n * T * EIN_E, EIN_E, acc, r0, T, lane, one);
   }
 }
-)");
+)", "ein_attention_dq_ptx", entry);
 }
 
-std::string attention_ptx_dkv_source(DType in, DType bias, int64_t e, int64_t f, int part) {
-  return attention_ptx_prelude(in, bias, e, f, 32) + fmt::format("#define EIN_PART {}\n", part) +
-         attention_with_sizes(R"(
+std::string attention_ptx_dq_source(DType in, DType bias, int64_t e, int64_t f) {
+  return attention_ptx_prelude(in, bias, e, f, 32) + kLdmatrixProducts +
+         attention_dq_kernel("ein_attention_dq_ptx");
+}
+
+std::string attention_dkv_kernel(const std::string& entry, int part) {
+  return fmt::format("#define EIN_PART {}\n", part) +
+         with_entry(R"(
 // A block of 4 warps takes 64 keys (16 a warp) of one k/v head, over tiles of 32 queries of
 // every query head that reads it, double-buffered: dV = Σ Pᵀ dO and dK = scale · Σ (Pᵀ ∘ (dPᵀ -
 // delta)) Q with dPᵀ = v dOᵀ, each warp holding its keys' rows of the transposed tiles.
@@ -445,8 +445,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_dkv_ptx(
     float* dv, EIN_SIZE_PARAMS) {
   static_assert(EIN_TILE == 32, "the skip test: a tile's queries are the warp's lanes");
   EIN_SIZES
-  __shared__ __align__(16) in_t qs[2][EIN_TILE * EIN_EP];
-  __shared__ __align__(16) in_t dos[2][EIN_TILE * EIN_FP];
+  __shared__ __align__(EIN_TILE_ALIGN) in_t qs[2][EIN_TILE_ELEMENTS(EIN_E)];
+  __shared__ __align__(EIN_TILE_ALIGN) in_t dos[2][EIN_TILE_ELEMENTS(EIN_F)];
   __shared__ float lses[2][EIN_TILE], deltas[2][EIN_TILE];  // per query: lse in base 2, delta
   __shared__ int lims[2][EIN_TILE];                           // per query: its key limit
   __shared__ long long firsts[4];
@@ -482,8 +482,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_dkv_ptx(
     auto stage = [&](long long it, int b) {
       const long long g = it / tiles, i0 = i_start + (it % tiles) * EIN_TILE;
       const long long n = (m / groups) * H + (m % groups) * R + g;
-      ein_stage_async<EIN_E>(qs[b], q + n * T * EIN_E, i0, T);
-      ein_stage_async<EIN_F>(dos[b], d_out + n * T * EIN_F, i0, T);
+      ein_stage_rows<EIN_E>(qs[b], q + n * T * EIN_E, i0, T);
+      ein_stage_rows<EIN_F>(dos[b], d_out + n * T * EIN_F, i0, T);
       for (int x = threadIdx.x; x < EIN_TILE; x += blockDim.x) {
         const long long i = i0 + x;
         lses[b][x] = i < T ? out[(n * T + i) * (EIN_F + 1) + EIN_F] * EIN_LOG2E : EIN_NEG_INF;
@@ -495,15 +495,17 @@ extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_dkv_ptx(
 
     int buf = 0;
     for (long long it = 0; it < total; ++it, buf ^= 1) {
-      ein_cp_async_wait_all();
+      ein_landed();
       __syncthreads();  // this tile is in, and every warp is done with the other buffer
       if (it + 1 < total) stage(it + 1, buf ^ 1);
       const long long g = it / tiles, i0 = i_start + (it % tiles) * EIN_TILE;
       const long long n = (m / groups) * H + (m % groups) * R + g;
       // a warp whose keys no query of the tile sees skips it (uniform over the warp: lane x
-      // checks query x of the 32)
+      // checks query x of the 32), or the block when none sees its keys (EIN_BLOCK_UNIFORM_SKIP:
+      // a warpgroup's products take all four warps)
       const int lane_limit = lims[buf][lane];
-      int skip = has_limits && (i0 + lane >= T || (lane_limit >= 0 && lane_limit <= c0));
+      const long long seen_from = EIN_BLOCK_UNIFORM_SKIP ? j0 : c0;
+      int skip = has_limits && (i0 + lane >= T || (lane_limit >= 0 && lane_limit <= seen_from));
       for (int d = 16; d > 0; d /= 2) skip &= __shfl_xor_sync(0xffffffffu, skip, d);
       if (skip) continue;
       const bias_t* bcol_at[2];  // this lane's keys' bias columns
@@ -555,7 +557,12 @@ extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_dkv_ptx(
 #endif
   }
 }
-)");
+)", "ein_attention_dkv_ptx", entry);
+}
+
+std::string attention_ptx_dkv_source(DType in, DType bias, int64_t e, int64_t f, int part) {
+  return attention_ptx_prelude(in, bias, e, f, 32) + kLdmatrixProducts +
+         attention_dkv_kernel("ein_attention_dkv_ptx", part);
 }
 
 }  // namespace ein::detail

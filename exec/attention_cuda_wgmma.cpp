@@ -1,7 +1,7 @@
-// The attention forward through sm_90a's warpgroup MMA (attention_cuda_mma.h,
-// attention_wgmma_forward_source): the PTX forward's algorithm (attention_forward_kernel) with
-// its two products as wgmma.mma_async, k and v staged in the 128-byte swizzled layout wgmma
-// reads from shared memory.
+// The tensor-core attention kernels through sm_90a's warpgroup MMA (attention_cuda_mma.h,
+// attention_wgmma_*): the PTX kernels' bodies (attention_forward_kernel, attention_dq_kernel,
+// attention_dkv_kernel) with their products as wgmma.mma_async, the tiles staged in the
+// 128-byte swizzled layout wgmma reads from shared memory.
 #include <string>
 
 #include <fmt/format.h>
@@ -12,10 +12,11 @@ namespace ein::detail {
 
 namespace {
 
-/// `name`(d, a, b, accumulate): d[N / 8][4] (+)= a · b for the warpgroup's 64 × N × 16 product,
-/// f32 accumulators, A (64 × 16) as this thread's 4 registers of two 16-bit values, B from the
-/// shared-memory descriptor b, K-major (trans_b 0) or N-major (1); d = a · b when accumulate is 0.
-std::string wgmma_function(const std::string& name, int n, int trans_b) {
+/// ein_wgmma<n, trans_b>(d, a, b, accumulate): d[N / 8][4] (+)= a · b for the warpgroup's 64 × N ×
+/// 16 product, f32 accumulators, A (64 × 16) as this thread's 4 registers of two 16-bit values,
+/// B from the shared-memory descriptor b, K-major (trans_b 0) or N-major (1); d = a · b when
+/// accumulate is 0.
+std::string wgmma_function(int n, int trans_b) {
   std::string d, outputs;
   for (int i = 0; i < n / 2; ++i) {
     d += fmt::format("{}%{}", i ? ", " : "", i);
@@ -23,8 +24,9 @@ std::string wgmma_function(const std::string& name, int n, int trans_b) {
   }
   const int a = n / 2;
   return fmt::format(R"(
-__device__ __forceinline__ void {0}(float (*d)[4], const unsigned* a, ein_desc_t b,
-                                    int accumulate) {{
+template <>
+__device__ __forceinline__ void ein_wgmma<{1}, {9}>(float (*d)[4], const unsigned* a,
+                                                 ein_desc_t b, int accumulate) {{
   asm volatile(
       "{{\n.reg .pred p;\nsetp.ne.b32 p, %{7}, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n{1}k16.f32." EIN_MMA_TYPE "." EIN_MMA_TYPE " "
@@ -33,7 +35,7 @@ __device__ __forceinline__ void {0}(float (*d)[4], const unsigned* a, ein_desc_t
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(accumulate), "l"(b));
 }}
 )",
-                     name, n, d, a, a + 1, a + 2, a + 3, a + 4, a + 5, trans_b, outputs);
+                     "", n, d, a, a + 1, a + 2, a + 3, a + 4, a + 5, trans_b, outputs);
 }
 
 }  // namespace
@@ -43,26 +45,29 @@ int attention_wgmma_key_tile(int64_t e, int64_t f) {
   return e + f <= 128 ? 128 : 64;
 }
 
-std::string attention_wgmma_prelude(DType in, DType bias, int64_t e, int64_t f) {
-  const int tile = attention_wgmma_key_tile(e, f);
-  const std::string instructions = wgmma_function("ein_wgmma_scores", tile, 0) +
-                                   wgmma_function("ein_wgmma_pv", static_cast<int>(f), 1);
+std::string attention_wgmma_prelude(DType in, DType bias, int64_t e, int64_t f, int tile) {
+  // the products' shapes: q kᵀ-like ones N = EIN_TILE (K-major), p v-like ones N = e or f
+  std::string instructions = wgmma_function(tile, 0) + wgmma_function(static_cast<int>(e), 1);
+  if (f != e) instructions += wgmma_function(static_cast<int>(f), 1);
   return attention_ptx_prelude(in, bias, e, f, tile) + R"(
 // wgmma (PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"): the block's 128
 // threads are one warpgroup; warp w holds rows 16w..16w+15 of a 64-row A or D operand, in
-// mma.sync m16n8k16's layout for those rows, so the PTX forward's fragments and softmax hold as
-// they are. k and v are tiles of EIN_TILE rows in the 128-byte swizzled layout: a row's 16-byte
-// chunk c of each 64 elements sits at chunk c ^ (row % 8) of its 128 bytes, 8 rows make a
-// 1024-byte group, the groups follow each other (SBO 1024), and the next 64 elements of every
-// row follow all EIN_TILE rows (EIN_SWIZZLED_ROWS bytes on).
+// mma.sync m16n8k16's layout for those rows, so the PTX kernels' fragments and softmax hold as
+// they are. A tile is EIN_TILE rows in the 128-byte swizzled layout: a row's 16-byte chunk c of
+// each 64 elements sits at chunk c ^ (row % 8) of its 128 bytes, 8 rows make a 1024-byte group,
+// the groups follow each other (SBO 1024), and the next 64 elements of every row follow all
+// EIN_TILE rows (EIN_SWIZZLED_ROWS bytes on).
 #define EIN_SWIZZLED_ROWS (EIN_TILE * 128)  // bytes of a tile's 64-element column block
 
-#define EIN_FORWARD_TILES                                                                      \
-  __shared__ __align__(1024) in_t ks[EIN_TILE * EIN_E];                                        \
-  __shared__ __align__(1024) in_t vs[EIN_TILE * EIN_F];
+#define EIN_TILE_ELEMENTS(W) (EIN_TILE * (W))
+#define EIN_TILE_ALIGN 1024
+#define EIN_BLOCK_UNIFORM_SKIP 1  // dK/dV: a warpgroup's products take all four warps
 
 #ifndef EIN_EMULATED_CUDA
 typedef unsigned long long ein_desc_t;
+template <int N, int TRANS_B>
+__device__ __forceinline__ void ein_wgmma(float (*d)[4], const unsigned* a, ein_desc_t b,
+                                          int accumulate);
 // The matrix descriptor of a 128-byte swizzled operand at `offset` bytes into `tile`: its
 // shared address, the leading and stride byte offsets (each >> 4) and the swizzle mode 1.
 __device__ __forceinline__ ein_desc_t ein_desc(const void* tile, unsigned offset, unsigned lbo,
@@ -94,20 +99,17 @@ __device__ __forceinline__ void ein_keep(unsigned& x) { asm volatile("" : "+r"(x
 #else
 __device__ __forceinline__ void ein_keep(float&) {}
 __device__ __forceinline__ void ein_keep(unsigned&) {}
-__device__ __forceinline__ void ein_wgmma_scores(float (*d)[4], const unsigned* a, ein_desc_t b,
-                                                 int accumulate) {
-  ein_wgmma<in_t, EIN_TILE, false>(d, a, b, accumulate);
-}
-__device__ __forceinline__ void ein_wgmma_pv(float (*d)[4], const unsigned* a, ein_desc_t b,
-                                             int accumulate) {
-  ein_wgmma<in_t, EIN_F, true>(d, a, b, accumulate);
+template <int N, int TRANS_B>
+__device__ __forceinline__ void ein_wgmma(float (*d)[4], const unsigned* a, ein_desc_t b,
+                                          int accumulate) {
+  ein_emulated_wgmma<in_t, N, TRANS_B != 0>(d, a, b, accumulate);
 }
 #endif
 
 // Starts the copies of rows [j0, j0 + EIN_TILE) of a [rows, W] matrix into `dst` in the
 // swizzled layout, zeros past `rows`; consecutive threads take consecutive chunks of a row.
 template <int W>
-__device__ __forceinline__ void ein_stage_tile(in_t* dst, const in_t* src, long long j0,
+__device__ __forceinline__ void ein_stage_rows(in_t* dst, const in_t* src, long long j0,
                                                long long rows) {
   for (int x = threadIdx.x; x < EIN_TILE * (W / 8); x += blockDim.x) {
     const int r = x / (W / 8), c = x % (W / 8);
@@ -122,28 +124,32 @@ __device__ __forceinline__ void ein_landed() {
   ein_fence_proxy_async();
 }
 
-// s = q kᵀ: k's rows are B's columns (K-major, e contiguous); step kk takes elements 16kk..,
-// 32 bytes a step into the 128-byte rows of column block kk / 4.
-__device__ __forceinline__ void ein_scores(float (*s)[4], const unsigned (*qa)[4],
-                                           const in_t* ks, int) {
+// acc[EIN_TILE / 8] = a · bᵀ: a the warpgroup's 64 rows as W / 16 A fragments a thread, b's
+// rows B's columns (K-major, W contiguous); step kk takes columns 16kk.., 32 bytes a step into
+// the 128-byte rows of column block kk / 4.
+template <int W>
+__device__ __forceinline__ void ein_times_rows(float (*acc)[4], const unsigned (*a)[4],
+                                               const in_t* b, int) {
   ein_wgmma_fence();
 #pragma unroll
-  for (int kk = 0; kk < EIN_E / 16; ++kk)
-    ein_wgmma_scores(
-        s, qa[kk], ein_desc(ks, (kk / 4) * EIN_SWIZZLED_ROWS + (kk % 4) * 32, 16, 1024), kk > 0);
+  for (int kk = 0; kk < W / 16; ++kk)
+    ein_wgmma<EIN_TILE, 0>(
+        acc, a[kk], ein_desc(b, (kk / 4) * EIN_SWIZZLED_ROWS + (kk % 4) * 32, 16, 1024), kk > 0);
   ein_wgmma_commit();
   ein_wgmma_wait();
 #pragma unroll
   for (int c = 0; c < EIN_TILE / 8; ++c)
 #pragma unroll
-    for (int x = 0; x < 4; ++x) ein_keep(s[c][x]);
+    for (int x = 0; x < 4; ++x) ein_keep(acc[c][x]);
 }
 
-// o += p v: p, rounded to the operands' dtype, is A as it stands in the accumulator's layout;
-// v's rows are B's rows (N-major: e contiguous), step kk takes keys 16kk.. (two 1024-byte
-// groups), and the next 64 elements of e lie EIN_SWIZZLED_ROWS on (the leading byte offset).
-__device__ __forceinline__ void ein_add_pv(float (*o)[4], const float (*p)[4], const in_t* vs,
-                                           int) {
+// acc[W / 8] += p · b: p the warpgroup's 64 × EIN_TILE tile, rounded to the operands' dtype, is
+// A as it stands in the accumulator's layout; b's rows are B's rows (N-major: W contiguous),
+// step kk takes rows 16kk.. (two 1024-byte groups), and the next 64 columns lie
+// EIN_SWIZZLED_ROWS on (the leading byte offset).
+template <int W>
+__device__ __forceinline__ void ein_add_times(float (*acc)[4], const float (*p)[4],
+                                              const in_t* b, int) {
   unsigned pa[EIN_TILE / 16][4];
 #pragma unroll
   for (int c = 0; c < EIN_TILE / 16; ++c) {
@@ -155,13 +161,13 @@ __device__ __forceinline__ void ein_add_pv(float (*o)[4], const float (*p)[4], c
   ein_wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < EIN_TILE / 16; ++kk)
-    ein_wgmma_pv(o, pa[kk], ein_desc(vs, kk * 2048, EIN_SWIZZLED_ROWS, 1024), 1);
+    ein_wgmma<W, 1>(acc, pa[kk], ein_desc(b, kk * 2048, EIN_SWIZZLED_ROWS, 1024), 1);
   ein_wgmma_commit();
   ein_wgmma_wait();
 #pragma unroll
-  for (int c = 0; c < EIN_F / 8; ++c)
+  for (int c = 0; c < W / 8; ++c)
 #pragma unroll
-    for (int x = 0; x < 4; ++x) ein_keep(o[c][x]);
+    for (int x = 0; x < 4; ++x) ein_keep(acc[c][x]);
 #pragma unroll
   for (int c = 0; c < EIN_TILE / 16; ++c)
 #pragma unroll
@@ -171,8 +177,17 @@ __device__ __forceinline__ void ein_add_pv(float (*o)[4], const float (*p)[4], c
 }
 
 std::string attention_wgmma_forward_source(DType in, DType bias, int64_t e, int64_t f) {
-  return attention_wgmma_prelude(in, bias, e, f) +
+  return attention_wgmma_prelude(in, bias, e, f, attention_wgmma_key_tile(e, f)) +
          attention_forward_kernel("ein_attention_forward_wgmma");
+}
+
+std::string attention_wgmma_dq_source(DType in, DType bias, int64_t e, int64_t f) {
+  return attention_wgmma_prelude(in, bias, e, f, 32) + attention_dq_kernel("ein_attention_dq_wgmma");
+}
+
+std::string attention_wgmma_dkv_source(DType in, DType bias, int64_t e, int64_t f, int part) {
+  return attention_wgmma_prelude(in, bias, e, f, 32) +
+         attention_dkv_kernel("ein_attention_dkv_wgmma", part);
 }
 
 }  // namespace ein::detail

@@ -6,7 +6,7 @@
 // and f32 operands for reference. On a GPU (bench/gpu/run.sh): `cuda`, the bf16 operands on
 // cuda:0 (the default tensor-core kernels, attention_cuda_mma.h: WMMA), `cuda-ptx`, the same
 // with EIN_CUDA_ATTENTION=ptx (the kernels through PTX's mma.sync), `cuda-wgmma`, with
-// EIN_CUDA_ATTENTION=wgmma (sm_90a's wgmma forward, PTX's backward), and `cuda-simt`, with
+// EIN_CUDA_ATTENTION=wgmma (the kernels through sm_90a's wgmma), and `cuda-simt`, with
 // EIN_CUDA_ATTENTION=simt (the scalar kernels). One JSON line per variant: median ms per
 // forward + backward, every round, and the causal-useful TFLOP/s (2·b·h·t·t·e for a forward,
 // 2.5 times that for a forward + backward). A variant with the suffix ":forward"

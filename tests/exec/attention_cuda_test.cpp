@@ -49,8 +49,8 @@ TEST_P(AttentionOnCuda, MatchesTheDefinitionInFloat64) {
 }
 
 // The tensor-core kernel sets (attention_cuda_mma.h): PTX's mma.sync under
-// EIN_CUDA_ATTENTION=ptx on sm_80+, wgmma's forward (with the PTX backward) under
-// EIN_CUDA_ATTENTION=wgmma on sm_90 for head dims 64 and 128, WMMA by default. Every mask per
+// EIN_CUDA_ATTENTION=ptx on sm_80+, wgmma's under EIN_CUDA_ATTENTION=wgmma on sm_90 for head
+// dims 64 and 128, WMMA by default. Every mask per
 // batch row (read per element) and shared (per-row key limits, or per element where a row is
 // not "zeros, then -inf"), partial row blocks and key tiles, both key tile sizes of the
 // backward, bf16 and f16.
@@ -153,7 +153,7 @@ TEST_P(AttentionOnCuda, TensorCoresReadGroupedQueryHeads) {
   }
 }
 
-// The wgmma forward's operand layouts, one product each way, on tiles whose elements say where
+// The wgmma kernels' operand layouts, one product each way, on tiles whose elements say where
 // they are: k[n][c] and v[j][c] hold their row (n, j) in one launch and their column c in
 // another; q and p are one-hot (row r picks column r % E of q and key r % TILE of p), so
 // s[r][n] = k[n][r % E] and o[r][c] = v[r % TILE][c] name the element each product read. On a
@@ -162,15 +162,16 @@ const char* const kWgmmaProbe = R"(
 extern "C" __global__ void __launch_bounds__(128, 1) ein_wgmma_probe(
     const in_t* k, const in_t* v, const in_t* q, float* s_out, float* o_out) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group = lane / 4, t4 = lane % 4;
-  EIN_FORWARD_TILES
-  ein_stage_tile<EIN_E>(ks, k, 0, EIN_TILE);
-  ein_stage_tile<EIN_F>(vs, v, 0, EIN_TILE);
+  __shared__ __align__(EIN_TILE_ALIGN) in_t ks[EIN_TILE_ELEMENTS(EIN_E)];
+  __shared__ __align__(EIN_TILE_ALIGN) in_t vs[EIN_TILE_ELEMENTS(EIN_F)];
+  ein_stage_rows<EIN_E>(ks, k, 0, EIN_TILE);
+  ein_stage_rows<EIN_F>(vs, v, 0, EIN_TILE);
   ein_landed();
   __syncthreads();
   unsigned qa[EIN_E / 16][4];
   ein_rows_as_a<EIN_E>(qa, q, 16 * warp, 64, lane);
   float s[EIN_TILE / 8][4];
-  ein_scores(s, qa, ks, lane);
+  ein_times_rows<EIN_E>(s, qa, ks, lane);
   const float one[2] = {1.0f, 1.0f};
   ein_store_rows<EIN_TILE>(s_out, EIN_TILE, s, 16 * warp, 64, lane, one);
   for (int c = 0; c < EIN_TILE / 8; ++c)
@@ -180,7 +181,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) ein_wgmma_probe(
     }
   float o[EIN_F / 8][4];
   ein_zero<EIN_F>(o);
-  ein_add_pv(o, s, vs, lane);
+  ein_add_times<EIN_F>(o, s, vs, lane);
   ein_store_rows<EIN_F>(o_out, EIN_F, o, 16 * warp, 64, lane, one);
 }
 )";
@@ -191,7 +192,8 @@ TEST_P(AttentionOnCuda, WgmmaOperandLayouts) {
     const int64_t tile = detail::attention_wgmma_key_tile(e, f);
     SCOPED_TRACE(fmt::format("e {} f {}, tiles of {} keys", e, f, tile));
     const auto function = cuda_execution().prepare(
-        0, {detail::attention_wgmma_prelude(DType::bf16, DType::f32, e, f) + kWgmmaProbe,
+        0, {detail::attention_wgmma_prelude(DType::bf16, DType::f32, e, f, static_cast<int>(tile)) +
+                kWgmmaProbe,
             "ein_wgmma_probe", /*arch_specific=*/true});
     // [0]: rows, [1]: columns read
     std::vector<float> s_read[2], o_read[2];
@@ -274,12 +276,17 @@ TEST(AttentionTensorCoreKernels, CompileWithoutLocalMemory) {
       kernels.emplace_back(detail::attention_ptx_dkv_source(w.in, DType::f32, w.e, w.f, part),
                            "ein_attention_dkv_ptx");
     }
-    const bool wgmma = (w.e == 64 || w.e == 128) && (w.f == 64 || w.f == 128);
-    if (wgmma)
+    if ((w.e == 64 || w.e == 128) && (w.f == 64 || w.f == 128)) {
       kernels.emplace_back(detail::attention_wgmma_forward_source(w.in, DType::f32, w.e, w.f),
                            "ein_attention_forward_wgmma");
+      kernels.emplace_back(detail::attention_wgmma_dq_source(w.in, DType::f32, w.e, w.f),
+                           "ein_attention_dq_wgmma");
+      for (int part : split ? std::vector<int>{1, 2} : std::vector<int>{0})
+        kernels.emplace_back(detail::attention_wgmma_dkv_source(w.in, DType::f32, w.e, w.f, part),
+                             "ein_attention_dkv_wgmma");
+    }
     for (const auto& [source, entry] : kernels) {
-      const bool arch_specific = entry == "ein_attention_forward_wgmma";  // sm_90a alone
+      const bool arch_specific = entry.ends_with("_wgmma");  // sm_90a alone
       for (int arch : arch_specific ? std::vector<int>{90} : std::vector<int>{80, 90}) {
         SCOPED_TRACE(fmt::format("{} e {} f {} {} sm_{}{}", entry, w.e, w.f, dtype_name(w.in), arch,
                                  arch_specific ? "a" : ""));

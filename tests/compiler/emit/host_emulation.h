@@ -12,7 +12,7 @@
 //    ein_ldmatrix_x4 and ein_cp_async_16) exchange operands among the warp's lanes and give
 //    each lane its part in the PTX ISA's fragment layouts; a cp.async's destination reads as
 //    NaN until the thread waits for it;
-//  - sm_90a's wgmma.mma_async m64nNk16 (the kernels' ein_wgmma_*, with A in registers and B
+//  - sm_90a's wgmma.mma_async m64nNk16 (the kernels' ein_wgmma, with A in registers and B
 //    through a shared-memory matrix descriptor) takes the warpgroup's A registers and decodes
 //    B's descriptor (start address, leading and stride byte offsets, 128-byte swizzle) as the
 //    PTX ISA's canonical layouts say; its results land in the accumulators at the wait;
@@ -257,7 +257,7 @@ float descriptor_element(const ein_desc_t& b, int k, int n) {
 /// d[j][i] is D's (16w + group + 8 (i ≥ 2), 8j + 2 t + i % 2). It reads the operands now and
 /// writes d at the thread's next ein_wgmma_wait (chained products read the pending values).
 template <class T, int N, bool NMajor>
-void ein_wgmma(float (*d)[4], const unsigned* a, ein_desc_t b, int accumulate) {
+void ein_emulated_wgmma(float (*d)[4], const unsigned* a, ein_desc_t b, int accumulate) {
   using namespace ein_emulation;
   Block& blk = *current;
   const unsigned t = threadIdx.x, first = t / 128 * 128, w = t % 128 / 32, lane = t % 32;
