@@ -1,6 +1,8 @@
 // The tensor-core attention kernels through PTX (attention_cuda_mma.h, attention_ptx_*): the
 // forward, dQ and dK/dV with mma.sync m16n8k16, ldmatrix and cp.async, the scores,
-// probabilities and accumulators in registers.
+// probabilities and accumulators in registers. Their bodies (attention_*_kernel) take the tiles
+// and products from the set's tile contract, so the wgmma set (attention_cuda_wgmma.cpp) runs
+// them too.
 #include <cstdlib>
 #include <string>
 
