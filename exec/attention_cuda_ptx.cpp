@@ -3,12 +3,14 @@
 // probabilities and accumulators in registers. Their bodies (attention_*_kernel) take the tiles
 // and products from the set's tile contract, so the wgmma set (attention_cuda_wgmma.cpp) runs
 // them too.
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
 #include <fmt/format.h>
 
 #include "exec/attention_cuda_mma.h"
+#include "runtime/cuda/nvrtc.h"
 
 namespace ein::detail {
 
@@ -17,8 +19,13 @@ AttentionCores attention_cores(int arch, int64_t e, int64_t f) {
   // only against the host emulation of the PTX layouts.
   const char* env = std::getenv("EIN_CUDA_ATTENTION");
   const std::string set = env ? env : "";
-  // wgmma: sm_90a's code runs on sm_90 alone; its tiles are rows of 64 elements (128 bytes)
-  if (set == "wgmma" && arch == 90 && (e == 64 || e == 128) && (f == 64 || f == 128))
+  // wgmma: sm_90a's code runs on sm_90 alone, and NVRTC compiles it from 12.0 on (the fake
+  // device without NVRTC emulates it); its tiles are rows of 64 elements (128 bytes)
+  const NvrtcInfo& nvrtc = nvrtc_info();
+  const bool sm_90a =
+      !nvrtc.available ||
+      (nvrtc.major >= 12 && std::binary_search(nvrtc.archs.begin(), nvrtc.archs.end(), 90));
+  if (set == "wgmma" && arch == 90 && sm_90a && (e == 64 || e == 128) && (f == 64 || f == 128))
     return AttentionCores::wgmma;
   if ((set == "ptx" || set == "wgmma") &&
       arch >= 80)  // mma.sync m16n8k16 for bf16 and f16, and cp.async
