@@ -25,17 +25,17 @@ std::string wgmma_function(int n, int trans_b) {
   const int a = n / 2;
   return fmt::format(R"(
 template <>
-__device__ __forceinline__ void ein_wgmma<{1}, {9}>(float (*d)[4], const unsigned* a,
+__device__ __forceinline__ void ein_wgmma<{0}, {8}>(float (*d)[4], const unsigned* a,
                                                  ein_desc_t b, int accumulate) {{
   asm volatile(
-      "{{\n.reg .pred p;\nsetp.ne.b32 p, %{7}, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n{1}k16.f32." EIN_MMA_TYPE "." EIN_MMA_TYPE " "
-      "{{{2}}}, {{%{3}, %{4}, %{5}, %{6}}}, %{8}, p, 1, 1, {9};\n}}\n"
-      : {10}
+      "{{\n.reg .pred p;\nsetp.ne.b32 p, %{6}, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n{0}k16.f32." EIN_MMA_TYPE "." EIN_MMA_TYPE " "
+      "{{{1}}}, {{%{2}, %{3}, %{4}, %{5}}}, %{7}, p, 1, 1, {8};\n}}\n"
+      : {9}
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(accumulate), "l"(b));
 }}
 )",
-                     "", n, d, a, a + 1, a + 2, a + 3, a + 4, a + 5, trans_b, outputs);
+                     n, d, a, a + 1, a + 2, a + 3, a + 4, a + 5, trans_b, outputs);
 }
 
 }  // namespace
