@@ -110,7 +110,9 @@ EmulatedLaunch build_emulated(const std::string& source, const std::string& entr
   std::lock_guard lock(mutex);
   const std::filesystem::path dir = EIN_EMULATED_KERNEL_DIR;
   const std::filesystem::path& header = precompiled_emulation(dir);
-  const std::string stem = fmt::format("{:016x}", XXH3_64bits(unit.data(), unit.size()));
+  // keyed by the unit and the emulation it is compiled against (the header's name holds its hash)
+  const std::string keyed = unit + header.filename().string();
+  const std::string stem = fmt::format("{:016x}", XXH3_64bits(keyed.data(), keyed.size()));
   const std::filesystem::path src = dir / (stem + ".cpp"), lib = dir / (stem + ".so");
   if (!std::filesystem::exists(lib)) {
     std::ofstream(src) << unit;

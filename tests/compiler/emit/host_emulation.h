@@ -15,7 +15,7 @@
 //  - sm_90a's wgmma.mma_async m64nNk16 (the kernels' ein_wgmma, with A in registers and B
 //    through a shared-memory matrix descriptor) takes the warpgroup's A registers and decodes
 //    B's descriptor (start address, leading and stride byte offsets, 128-byte swizzle) as the
-//    PTX ISA's canonical layouts say; its results land in the accumulators at the wait;
+//    PTX ISA's canonical layouts say; B is read and the results land at the wait;
 //  - WMMA (nvcuda::wmma: fragments, load/store/mma_sync) gives every lane of the warp the whole
 //    tile, in row-major order: the GPU spreads a fragment over the lanes in a layout the API
 //    leaves unspecified, so a kernel that uses only the API (and reads which row an accumulator
@@ -217,14 +217,6 @@ inline void ein_wgmma_fence() {}
 inline void ein_wgmma_commit() {}
 
 namespace ein_emulation {
-/// This thread's products issued since its last wait: the accumulators they write and the
-/// values those get at the wait.
-struct PendingProduct {
-  float* d;
-  std::vector<float> values;
-};
-inline thread_local std::vector<PendingProduct> pending_products;
-
 /// B's element (k, n) of a descriptor, from the PTX ISA's canonical layouts of 16-bit elements
 /// with 128-byte swizzling (T = 8 elements of 16 bytes), in bytes from the start address:
 ///  - K-major, ((8,m),(T,2k)):((8T,SBO),(1,T)): n % 8 at 128 bytes, n / 8 at SBO, k contiguous;
@@ -249,51 +241,64 @@ float descriptor_element(const ein_desc_t& b, int k, int n) {
   std::memcpy(&v, b.window + address, sizeof v);
   return static_cast<float>(v);
 }
+
+/// A product this thread issued and has not waited for: A as the warpgroup gave it (read at the
+/// issue, as the registers may change after it only once the product is done), B's descriptor
+/// (read at the wait: a kernel that overwrites the tile before its wait sees the new values,
+/// as the tensor cores might), and what the product writes.
+struct PendingProduct {
+  float* d;  // this thread's N / 2 accumulators
+  int n;
+  bool accumulate;
+  std::vector<float> a;  // A's 64 × 16 elements, row-major
+  ein_desc_t b;
+  float (*b_element)(const ein_desc_t&, int, int);
+};
+inline thread_local std::vector<PendingProduct> pending_products;
 }  // namespace ein_emulation
 
 /// wgmma.mma_async.sync.aligned.m64nNk16.f32 with A from registers: the warpgroup's 128 threads
 /// give A's 64 × 16 elements, warp w rows 16w..16w+15 in mma.sync m16n8k16's A layout (register
 /// (row ≥ 8) + 2 (col ≥ 8) of lane 4 (row % 8) + (col % 8) / 2, half col % 2); this thread's
-/// d[j][i] is D's (16w + group + 8 (i ≥ 2), 8j + 2 t + i % 2). It reads the operands now and
-/// writes d at the thread's next ein_wgmma_wait (chained products read the pending values).
+/// d[j][i] is D's (16w + group + 8 (i ≥ 2), 8j + 2 t + i % 2). A is read now; B, and d when
+/// accumulating, at the thread's next ein_wgmma_wait, which writes d.
 template <class T, int N, bool NMajor>
 void ein_emulated_wgmma(float (*d)[4], const unsigned* a, ein_desc_t b, int accumulate) {
   using namespace ein_emulation;
   Block& blk = *current;
-  const unsigned t = threadIdx.x, first = t / 128 * 128, w = t % 128 / 32, lane = t % 32;
+  const unsigned t = threadIdx.x, first = t / 128 * 128;
   for (int x = 0; x < 4; ++x) blk.registers[t][x] = a[x];
   blk.warpgroups[t / 128]->arrive_and_wait();
-  const auto A = [&](int row, int col) {
-    const int rr = row % 16;
-    const unsigned holder = first + 32 * (row / 16) + 4 * (rr % 8) + (col % 8) / 2;
-    const uint64_t reg = blk.registers[holder][(rr >= 8) + 2 * (col >= 8)];
-    const uint16_t bits = half_of(reg, col % 2);
-    T v;
-    std::memcpy(&v, &bits, 2);
-    return static_cast<float>(v);
-  };
-  float* flat = &d[0][0];
-  const PendingProduct* before = nullptr;
-  for (const PendingProduct& p : pending_products)
-    if (p.d == flat) before = &p;
-  std::vector<float> values(N / 2);
-  for (int j = 0; j < N / 8; ++j)
-    for (int i = 0; i < 4; ++i) {
-      const int row = 16 * static_cast<int>(w) + static_cast<int>(lane / 4) + 8 * (i / 2);
-      const int col = 8 * j + 2 * static_cast<int>(lane % 4) + i % 2;
-      float sum = accumulate ? (before ? before->values[4 * j + i] : d[j][i]) : 0.0f;
-      for (int k = 0; k < 16; ++k) sum += A(row, k) * descriptor_element<T, NMajor>(b, k, col);
-      values[4 * j + i] = sum;
+  std::vector<float> whole(64 * 16);
+  for (int row = 0; row < 64; ++row)
+    for (int col = 0; col < 16; ++col) {
+      const int rr = row % 16;
+      const unsigned holder = first + 32 * (row / 16) + 4 * (rr % 8) + (col % 8) / 2;
+      const uint16_t bits = half_of(blk.registers[holder][(rr >= 8) + 2 * (col >= 8)], col % 2);
+      T v;
+      std::memcpy(&v, &bits, 2);
+      whole[row * 16 + col] = static_cast<float>(v);
     }
   blk.warpgroups[t / 128]->arrive_and_wait();  // every thread has read A before it is reused
-  pending_products.push_back({flat, std::move(values)});
+  pending_products.push_back(
+      {&d[0][0], N, accumulate != 0, std::move(whole), b, &descriptor_element<T, NMajor>});
 }
 
-/// wgmma.wait_group 0: every product this thread issued lands, in issue order.
+/// wgmma.wait_group 0: every product this thread issued lands, in issue order (a chained
+/// product accumulates onto the one before it).
 inline void ein_wgmma_wait() {
-  for (ein_emulation::PendingProduct& p : ein_emulation::pending_products)
-    std::copy(p.values.begin(), p.values.end(), p.d);
-  ein_emulation::pending_products.clear();
+  using namespace ein_emulation;
+  const unsigned w = threadIdx.x % 128 / 32, lane = threadIdx.x % 32;
+  for (const PendingProduct& p : pending_products)
+    for (int j = 0; j < p.n / 8; ++j)
+      for (int i = 0; i < 4; ++i) {
+        const int row = 16 * static_cast<int>(w) + static_cast<int>(lane / 4) + 8 * (i / 2);
+        const int col = 8 * j + 2 * static_cast<int>(lane % 4) + i % 2;
+        float sum = p.accumulate ? p.d[4 * j + i] : 0.0f;
+        for (int k = 0; k < 16; ++k) sum += p.a[row * 16 + k] * p.b_element(p.b, k, col);
+        p.d[4 * j + i] = sum;
+      }
+  pending_products.clear();
 }
 
 namespace nvcuda::wmma {
