@@ -136,6 +136,15 @@ __device__ __forceinline__ unsigned ein_pack(float lo, float hi) {
   return u;
 }
 
+// Two 16 × 8 accumulator tiles p[0], p[1] (columns 0-7, 8-15) as one 16 × 16 A fragment,
+// rounded to the operands' dtype: the accumulator's layout is A's.
+__device__ __forceinline__ void ein_as_a(unsigned* a, const float (*p)[4]) {
+  a[0] = ein_pack(p[0][0], p[0][1]);
+  a[1] = ein_pack(p[0][2], p[0][3]);
+  a[2] = ein_pack(p[1][0], p[1][1]);
+  a[3] = ein_pack(p[1][2], p[1][3]);
+}
+
 // a[W / 16]: rows r0 + group and r0 + group + 8 of a [rows, W] matrix in global memory as A
 // fragments (columns 16c + 2 t4 (+ 8)), zeros past `rows`.
 template <int W>
@@ -237,9 +246,8 @@ __device__ __forceinline__ void ein_add_times(float (*acc)[4], const float (*p)[
                                               const in_t* b, int lane) {
 #pragma unroll
   for (int c = 0; c < EIN_TILE / 16; ++c) {
-    const unsigned pa[4] = {ein_pack(p[2 * c][0], p[2 * c][1]), ein_pack(p[2 * c][2], p[2 * c][3]),
-                            ein_pack(p[2 * c + 1][0], p[2 * c + 1][1]),
-                            ein_pack(p[2 * c + 1][2], p[2 * c + 1][3])};
+    unsigned pa[4];
+    ein_as_a(pa, p + 2 * c);
 #pragma unroll
     for (int d = 0; d < W / 16; ++d) {
       unsigned r[4];

@@ -97,14 +97,22 @@ __device__ __forceinline__ void ein_keep(float& x) { asm volatile("" : "+f"(x)::
 __device__ __forceinline__ void ein_keep(unsigned& x) { asm volatile("" : "+r"(x)::"memory"); }
 )" + instructions + R"(
 #else
-__device__ __forceinline__ void ein_keep(float&) {}
-__device__ __forceinline__ void ein_keep(unsigned&) {}
+template <class T>
+__device__ __forceinline__ void ein_keep(T&) {}
 template <int N, int TRANS_B>
 __device__ __forceinline__ void ein_wgmma(float (*d)[4], const unsigned* a, ein_desc_t b,
                                           int accumulate) {
   ein_emulated_wgmma<in_t, N, TRANS_B != 0>(d, a, b, accumulate);
 }
 #endif
+// ein_keep on each register of x[ROWS][4]
+template <int ROWS, class T>
+__device__ __forceinline__ void ein_keep_all(T (*x)[4]) {
+#pragma unroll
+  for (int c = 0; c < ROWS; ++c)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) ein_keep(x[c][i]);
+}
 
 // Starts the copies of rows [j0, j0 + EIN_TILE) of a [rows, W] matrix into `dst` in the
 // swizzled layout, zeros past `rows`; consecutive threads take consecutive chunks of a row.
@@ -137,10 +145,7 @@ __device__ __forceinline__ void ein_times_rows(float (*acc)[4], const unsigned (
         acc, a[kk], ein_desc(b, (kk / 4) * EIN_SWIZZLED_ROWS + (kk % 4) * 32, 16, 1024), kk > 0);
   ein_wgmma_commit();
   ein_wgmma_wait();
-#pragma unroll
-  for (int c = 0; c < EIN_TILE / 8; ++c)
-#pragma unroll
-    for (int x = 0; x < 4; ++x) ein_keep(acc[c][x]);
+  ein_keep_all<EIN_TILE / 8>(acc);
 }
 
 // acc[W / 8] += p · b: p the warpgroup's 64 × EIN_TILE tile, rounded to the operands' dtype, is
@@ -152,26 +157,15 @@ __device__ __forceinline__ void ein_add_times(float (*acc)[4], const float (*p)[
                                               const in_t* b, int) {
   unsigned pa[EIN_TILE / 16][4];
 #pragma unroll
-  for (int c = 0; c < EIN_TILE / 16; ++c) {
-    pa[c][0] = ein_pack(p[2 * c][0], p[2 * c][1]);
-    pa[c][1] = ein_pack(p[2 * c][2], p[2 * c][3]);
-    pa[c][2] = ein_pack(p[2 * c + 1][0], p[2 * c + 1][1]);
-    pa[c][3] = ein_pack(p[2 * c + 1][2], p[2 * c + 1][3]);
-  }
+  for (int c = 0; c < EIN_TILE / 16; ++c) ein_as_a(pa[c], p + 2 * c);
   ein_wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < EIN_TILE / 16; ++kk)
     ein_wgmma<W, 1>(acc, pa[kk], ein_desc(b, kk * 2048, EIN_SWIZZLED_ROWS, 1024), 1);
   ein_wgmma_commit();
   ein_wgmma_wait();
-#pragma unroll
-  for (int c = 0; c < W / 8; ++c)
-#pragma unroll
-    for (int x = 0; x < 4; ++x) ein_keep(acc[c][x]);
-#pragma unroll
-  for (int c = 0; c < EIN_TILE / 16; ++c)
-#pragma unroll
-    for (int x = 0; x < 4; ++x) ein_keep(pa[c][x]);
+  ein_keep_all<W / 8>(acc);
+  ein_keep_all<EIN_TILE / 16>(pa);
 }
 )";
 }
