@@ -31,7 +31,8 @@ using namespace attention_testing;
 // The CUDA kernels (exec/attention_cuda.h) on the fake CUDA device and, where there is one, on
 // a GPU: the same cases against the float64 definition (odd sizes, partial tiles, every mask,
 // fully masked rows, bf16 in), zero sizes, grouped-query heads with a broadcast mask; on the
-// fake device each kernel is also compiled by NVRTC for sm_80 and sm_90 where NVRTC loads.
+// fake device each kernel is also compiled by NVRTC (sm_80 and sm_90, or sm_90a for the wgmma
+// set) where NVRTC loads.
 class AttentionOnCuda : public testing::CudaDeviceTest {};
 
 TEST_P(AttentionOnCuda, MatchesTheDefinitionInFloat64) {
@@ -50,10 +51,9 @@ TEST_P(AttentionOnCuda, MatchesTheDefinitionInFloat64) {
 
 // The tensor-core kernel sets (attention_cuda_mma.h): PTX's mma.sync under
 // EIN_CUDA_ATTENTION=ptx on sm_80+, wgmma's under EIN_CUDA_ATTENTION=wgmma on sm_90 for head
-// dims 64 and 128, WMMA by default. Every mask per
-// batch row (read per element) and shared (per-row key limits, or per element where a row is
-// not "zeros, then -inf"), partial row blocks and key tiles, both key tile sizes of the
-// backward, bf16 and f16.
+// dims 64 and 128, WMMA by default. Every mask per batch row (read per element) and shared
+// (per-row key limits, or per element where a row is not "zeros, then -inf"), partial row
+// blocks and key tiles, both key tile sizes of the backward, bf16 and f16.
 const char* const kTensorCoreSets[] = {"wgmma", "ptx", ""};
 
 std::string set_name(const std::string& kernels) {
