@@ -544,11 +544,11 @@ struct MmaLaunch {
 
   /// Launches `items` blocks' work of ein_attention_<kernel>_<flavour> (mma: WMMA, ptx: PTX's
   /// mma.sync), whose source `source` writes (from the 16-bit dtype, the bias dtype, e, f and
-  /// the tile); `variant` tells sources of one kernel apart.
+  /// the tile), in blocks of `threads`; `variant` tells sources of one kernel apart.
   template <class Source>
   void launch(const std::string& kernel, int variant, const Source& source, int64_t items,
               std::span<void* const> buffers, double scale, const std::string& flavour = "mma",
-              bool arch_specific = false) const {
+              bool arch_specific = false, int threads = 128) const {
     const std::string key =
         fmt::format("attention {} {} {} {} {} {} {} {}", kernel, variant, flavour,
                     dtype_name(o.q.dtype()), dtype_name(bias_dtype), o.e, o.f, tile);
@@ -558,7 +558,7 @@ struct MmaLaunch {
           return CudaSource{source(o.q.dtype(), bias_dtype, o.e, o.f, tile),
                             "ein_attention_" + kernel + "_" + flavour, arch_specific};
         },
-        grid(items), 128, buffers, params(scale));
+        grid(items), threads, buffers, params(scale));
   }
 
   /// The kernel set the device takes (attention_cores).
@@ -568,11 +568,13 @@ struct MmaLaunch {
 
   /// launch() of the kernel of the set the device takes: PTX's (`ptx_source`, from the dtypes,
   /// e and f), wgmma's (`wgmma_source`, the same; compiled for sm_90a) or WMMA's (`mma_source`,
-  /// which also takes the tile).
+  /// which also takes the tile). A block has 128 threads, or (the forward) two a query row of
+  /// forward_rows().
   template <class PtxSource, class WgmmaSource, class MmaSource>
   void launch_set(const std::string& kernel, int variant, const PtxSource& ptx_source,
                   const WgmmaSource& wgmma_source, const MmaSource& mma_source, int64_t items,
                   std::span<void* const> buffers, double scale) const {
+    const int threads = kernel == "forward" ? 2 * forward_rows() : 128;
     const auto ignoring_tile = [](const auto& source) {
       return [&source](DType in, DType bias, int64_t e, int64_t f, int) {
         return source(in, bias, e, f);
@@ -580,14 +582,18 @@ struct MmaLaunch {
     };
     switch (cores()) {
       case detail::AttentionCores::wmma:
-        return launch(kernel, variant, mma_source, items, buffers, scale);
+        return launch(kernel, variant, mma_source, items, buffers, scale, "mma", false, threads);
       case detail::AttentionCores::ptx:
-        return launch(kernel, variant, ignoring_tile(ptx_source), items, buffers, scale, "ptx");
+        return launch(kernel, variant, ignoring_tile(ptx_source), items, buffers, scale, "ptx",
+                      false, threads);
       case detail::AttentionCores::wgmma:
         return launch(kernel, variant, ignoring_tile(wgmma_source), items, buffers, scale, "wgmma",
-                      /*arch_specific=*/true);
+                      /*arch_specific=*/true, threads);
     }
   }
+
+  /// Query rows a block of the forward takes (attention_forward_rows).
+  int forward_rows() const { return detail::attention_forward_rows(cores()); }
 };
 
 Tensor forward_mma(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
@@ -601,9 +607,10 @@ Tensor forward_mma(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
     void* buffers[] = {o.q.device_ptr(), o.k.device_ptr(),        o.v.device_ptr(),
                        o.bias_ptr(),     o.bias_off.device_ptr(), m.keys.limits.device_ptr(),
                        out.device_ptr()};
+    const int64_t rows = m.forward_rows();
     m.launch_set("forward", 0, detail::attention_ptx_forward_source,
                  detail::attention_wgmma_forward_source, detail::attention_mma_forward_source,
-                 o.n * ((o.t + 63) / 64), buffers, scale);
+                 o.n * ((o.t + rows - 1) / rows), buffers, scale);
   }
   return out.dtype() == dtype ? out : out.to(dtype);
 }

@@ -77,11 +77,12 @@ std::string attention_ptx_dkv_source(DType in, DType bias, int64_t e, int64_t f,
 
 /// The same three kernels through sm_90a's wgmma (exec/attention_cuda_wgmma.cpp; bf16 or f16, e
 /// and f 64 or 128): `ein_attention_forward_wgmma`, `ein_attention_dq_wgmma` and
-/// `ein_attention_dkv_wgmma`, the PTX kernels' bodies and arguments with the block's 4 warps as
-/// one warpgroup whose products are wgmma.mma_async m64nNk16: the warpgroup's own operand (q,
-/// p, k, dS, ...) as A fragments in registers, the staged tile as B from shared memory in the
-/// 128-byte swizzled layout (K-major for q kᵀ-like products, N-major for p v-like ones). The
-/// forward takes tiles of attention_wgmma_key_tile keys, the backward tiles of 32; in dK/dV
+/// `ein_attention_dkv_wgmma`, the PTX kernels' bodies and arguments with each 4 warps of a
+/// block as a warpgroup whose products are wgmma.mma_async m64nNk16: the warpgroup's own
+/// operand (q, p, k, dS, ...) as A fragments in registers, the staged tile as B from shared
+/// memory in the 128-byte swizzled layout (K-major for q kᵀ-like products, N-major for p v-like
+/// ones). The forward's blocks are two warpgroups (attention_forward_rows) over tiles of
+/// attention_wgmma_key_tile keys, the backward's one over tiles of 32; in dK/dV
 /// the whole block skips a query tile that none of its keys' rows sees. Compiled for sm_90a
 /// (CudaSource::arch_specific).
 std::string attention_wgmma_forward_source(DType in, DType bias, int64_t e, int64_t f);
@@ -91,9 +92,10 @@ std::string attention_wgmma_dkv_source(DType in, DType bias, int64_t e, int64_t 
 /// Keys a tile of the wgmma forward for head dims `e` and `f`: 128 or 64.
 int attention_wgmma_key_tile(int64_t e, int64_t f);
 
-/// The wgmma set's source without a kernel: the PTX prelude (EIN_TILE = `tile`) and the set's
-/// tile contract (below), for kernels of 128 threads.
-std::string attention_wgmma_prelude(DType in, DType bias, int64_t e, int64_t f, int tile);
+/// The wgmma set's source without a kernel: the PTX prelude (EIN_TILE = `tile`, EIN_ROWS =
+/// `rows`) and the set's tile contract (below), for kernels whose warps make warpgroups.
+std::string attention_wgmma_prelude(DType in, DType bias, int64_t e, int64_t f, int tile,
+                                    int rows = 64);
 
 /// The set of tensor-core kernels a launch takes.
 enum class AttentionCores {
@@ -104,10 +106,17 @@ enum class AttentionCores {
 };
 AttentionCores attention_cores(int arch, int64_t e, int64_t f);
 
+/// Query rows a block of the forward of set `cores` takes, 16 a warp: 128 in the wgmma set (two
+/// warpgroups reading each staged tile: half the copies a FLOP of one), else 64. dQ's blocks
+/// take 64.
+int attention_forward_rows(AttentionCores cores);
+
 /// What the PTX and wgmma kernels' sources start with: the 16-bit types, the sizes (EIN_E,
-/// EIN_F, EIN_TILE: keys a tile, or queries in dK/dV), mma.sync, ldmatrix and cp.async (the host
-/// emulation defines its own), and the fragment helpers they share.
-std::string attention_ptx_prelude(DType in, DType bias, int64_t e, int64_t f, int tile);
+/// EIN_F, EIN_TILE: keys a tile, or queries in dK/dV; EIN_ROWS: query rows a block of the
+/// forward or dQ), mma.sync, ldmatrix and cp.async (the host emulation defines its own), and
+/// the fragment helpers they share.
+std::string attention_ptx_prelude(DType in, DType bias, int64_t e, int64_t f, int tile,
+                                  int rows = 64);
 
 /// The forward, dQ and dK/dV kernels (entry `entry`) of a set whose source defines, after the
 /// PTX prelude, the tile contract: EIN_TILE_ELEMENTS(W) and EIN_TILE_ALIGN (a tile of EIN_TILE

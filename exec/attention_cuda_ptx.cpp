@@ -33,13 +33,18 @@ AttentionCores attention_cores(int arch, int64_t e, int64_t f) {
   return AttentionCores::wmma;
 }
 
-std::string attention_ptx_prelude(DType in, DType bias, int64_t e, int64_t f, int tile) {
+int attention_forward_rows(AttentionCores cores) {
+  return cores == AttentionCores::wgmma ? 128 : 64;
+}
+
+std::string attention_ptx_prelude(DType in, DType bias, int64_t e, int64_t f, int tile, int rows) {
   const bool bf16 = in == DType::bf16;
   const std::string defines = fmt::format(
       "typedef {0} in_t;\ntypedef {1} in2_t;\n#define EIN_TO_IN2 {2}\n#define EIN_MMA_TYPE \"{3}\"\n"
-      "#define EIN_E {4}\n#define EIN_F {5}\n#define EIN_TILE {6}\n",
+      "#define EIN_E {4}\n#define EIN_F {5}\n#define EIN_TILE {6}\n#define EIN_ROWS {7}\n",
       bf16 ? "__nv_bfloat16" : "__half", bf16 ? "__nv_bfloat162" : "__half2",
-      bf16 ? "__floats2bfloat162_rn" : "__floats2half2_rn", bf16 ? "bf16" : "f16", e, f, tile);
+      bf16 ? "__floats2bfloat162_rn" : "__floats2half2_rn", bf16 ? "bf16" : "f16", e, f, tile,
+      rows);
   return "// FlashAttention-2 through PTX (exec/attention_cuda_mma.h)\n" +
          attention_bias_prelude(bias) + defines + R"(
 #define EIN_LOG2E 1.4426950408889634f
@@ -55,13 +60,17 @@ std::string attention_ptx_prelude(DType in, DType bias, int64_t e, int64_t f, in
   const bool has_bias = has_bias_ != 0, has_limits = has_limits_ != 0;                         \
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group = lane / 4, t4 = lane % 4;
 
-// The forward's and dQ's work item w of blocks of 64 query rows: the batch row n and its k/v
+// The forward's and dQ's blocks: EIN_ROWS query rows, 16 a warp (2 · EIN_ROWS threads; two
+// blocks an SM at 64 rows).
+#define EIN_ROWS_BOUNDS __launch_bounds__(2 * EIN_ROWS, 128 / EIN_ROWS)
+
+// The forward's and dQ's work item w of blocks of EIN_ROWS query rows: the batch row n and its k/v
 // head kv (kn, vn), the block's first row i0 (the last block first: under a causal mask the
 // longest rows start first), the warp's r0, and for this lane's rows r0 + group + 8h the keys
 // they see (j < lim[h]) and their bias row, read when the row is not "zeros, then -inf" under
 // a shared mask.
 #define EIN_QUERY_ROWS                                                                         \
-  const long long n = w / qblocks, i0 = (qblocks - 1 - w % qblocks) * 64;                      \
+  const long long n = w / qblocks, i0 = (qblocks - 1 - w % qblocks) * EIN_ROWS;                \
   const long long kv = (n / H) * (H / R) + (n % H) / R;                                        \
   const in_t* kn = k + kv * S * EIN_E;                                                         \
   const in_t* vn = v + kv * S * EIN_F;                                                         \
@@ -264,9 +273,9 @@ __device__ __forceinline__ void ein_add_times(float (*acc)[4], const float (*p)[
 
 std::string attention_forward_kernel(const std::string& entry) {
   const std::string body = R"(
-// A block of 4 warps takes 64 query rows (16 a warp), over tiles of EIN_TILE keys, through the
-// set's tiles and products (attention_forward_kernel).
-extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_forward_ptx(
+// A block of EIN_ROWS / 16 warps takes EIN_ROWS query rows (16 a warp), over tiles of EIN_TILE
+// keys, through the set's tiles and products (attention_forward_kernel).
+extern "C" __global__ void EIN_ROWS_BOUNDS ein_attention_forward_ptx(
     const in_t* q, const in_t* k, const in_t* v, const bias_t* bias, const long long* bias_off,
     const int* limits, float* out, EIN_SIZE_PARAMS) {
   EIN_SIZES
@@ -274,11 +283,11 @@ extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_forward_ptx(
   __shared__ __align__(EIN_TILE_ALIGN) in_t vs[EIN_TILE_ELEMENTS(EIN_F)];
   __shared__ long long kend;  // keys the block reads
 
-  const long long qblocks = (T + 63) / 64, items = N * qblocks;
+  const long long qblocks = (T + EIN_ROWS - 1) / EIN_ROWS, items = N * qblocks;
   for (long long w = blockIdx.x; w < items; w += gridDim.x) {  // uniform over the block
     EIN_QUERY_ROWS
     __syncthreads();  // the previous item is done with kend and the tiles
-    ein_key_end(&kend, limits, has_limits, i0, 64, T, S);
+    ein_key_end(&kend, limits, has_limits, i0, EIN_ROWS, T, S);
     __syncthreads();
     const long long end = kend;
     if (end > 0) ein_stage_rows<EIN_E>(ks, kn, 0, S);
@@ -371,9 +380,10 @@ std::string attention_ptx_forward_source(DType in, DType bias, int64_t e, int64_
 
 std::string attention_dq_kernel(const std::string& entry) {
   return with_entry(R"(
-// dQ = scale · Σ_j P ∘ (dP - delta) K: a block of 4 warps takes 64 query rows (16 a warp), over
-// tiles of 32 keys, double-buffered (the next tile's copy runs under this one's products).
-extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_dq_ptx(
+// dQ = scale · Σ_j P ∘ (dP - delta) K: a block of EIN_ROWS / 16 warps takes EIN_ROWS query rows
+// (16 a warp), over tiles of 32 keys, double-buffered (the next tile's copy runs under this
+// one's products).
+extern "C" __global__ void EIN_ROWS_BOUNDS ein_attention_dq_ptx(
     const in_t* q, const in_t* k, const in_t* v, const bias_t* bias, const long long* bias_off,
     const int* limits, const float* out, const in_t* d_out, const float* delta, float* dq,
     EIN_SIZE_PARAMS) {
@@ -382,7 +392,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_dq_ptx(
   __shared__ __align__(EIN_TILE_ALIGN) in_t vs[2][EIN_TILE_ELEMENTS(EIN_F)];
   __shared__ long long kend;
 
-  const long long qblocks = (T + 63) / 64, items = N * qblocks;
+  const long long qblocks = (T + EIN_ROWS - 1) / EIN_ROWS, items = N * qblocks;
   for (long long w = blockIdx.x; w < items; w += gridDim.x) {  // uniform over the block
     EIN_QUERY_ROWS
     float lse2[2], di[2];  // this lane's rows' logsumexp (base 2) and delta
@@ -393,7 +403,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_dq_ptx(
       di[h] = i < T ? delta[n * T + i] : 0.0f;
     }
     __syncthreads();  // the previous item is done with kend and the tiles
-    ein_key_end(&kend, limits, has_limits, i0, 64, T, S);
+    ein_key_end(&kend, limits, has_limits, i0, EIN_ROWS, T, S);
     __syncthreads();
     const long long end = kend;
     if (end > 0) {

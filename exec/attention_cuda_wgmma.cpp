@@ -45,18 +45,20 @@ int attention_wgmma_key_tile(int64_t e, int64_t f) {
   return e + f <= 128 ? 128 : 64;
 }
 
-std::string attention_wgmma_prelude(DType in, DType bias, int64_t e, int64_t f, int tile) {
+std::string attention_wgmma_prelude(DType in, DType bias, int64_t e, int64_t f, int tile,
+                                    int rows) {
   // the products' shapes: q kᵀ-like ones N = EIN_TILE (K-major), p v-like ones N = e or f
   std::string instructions = wgmma_function(tile, 0) + wgmma_function(static_cast<int>(e), 1);
   if (f != e) instructions += wgmma_function(static_cast<int>(f), 1);
-  return attention_ptx_prelude(in, bias, e, f, tile) + R"(
-// wgmma (PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"): the block's 128
-// threads are one warpgroup; warp w holds rows 16w..16w+15 of a 64-row A or D operand, in
-// mma.sync m16n8k16's layout for those rows, so the PTX kernels' fragments and softmax hold as
-// they are. A tile is EIN_TILE rows in the 128-byte swizzled layout: a row's 16-byte chunk c of
-// each 64 elements sits at chunk c ^ (row % 8) of its 128 bytes, 8 rows make a 1024-byte group,
-// the groups follow each other (SBO 1024), and the next 64 elements of every row follow all
-// EIN_TILE rows (EIN_SWIZZLED_ROWS bytes on).
+  return attention_ptx_prelude(in, bias, e, f, tile, rows) + R"(
+// wgmma (PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"): each 128 threads
+// of the block are a warpgroup, issuing its own products; its warp w % 4 holds rows 16(w % 4)
+// to 16(w % 4) + 15 of a 64-row A or D operand, in mma.sync m16n8k16's layout for those rows,
+// so the PTX kernels' fragments and softmax hold as they are. A tile is EIN_TILE rows in the
+// 128-byte swizzled layout: a row's 16-byte chunk c of each 64 elements sits at chunk
+// c ^ (row % 8) of its 128 bytes, 8 rows make a 1024-byte group, the groups follow each other
+// (SBO 1024), and the next 64 elements of every row follow all EIN_TILE rows
+// (EIN_SWIZZLED_ROWS bytes on).
 #define EIN_SWIZZLED_ROWS (EIN_TILE * 128)  // bytes of a tile's 64-element column block
 
 #define EIN_TILE_ELEMENTS(W) (EIN_TILE * (W))
@@ -171,7 +173,8 @@ __device__ __forceinline__ void ein_add_times(float (*acc)[4], const float (*p)[
 }
 
 std::string attention_wgmma_forward_source(DType in, DType bias, int64_t e, int64_t f) {
-  return attention_wgmma_prelude(in, bias, e, f, attention_wgmma_key_tile(e, f)) +
+  return attention_wgmma_prelude(in, bias, e, f, attention_wgmma_key_tile(e, f),
+                                 attention_forward_rows(AttentionCores::wgmma)) +
          attention_forward_kernel("ein_attention_forward_wgmma");
 }
 
