@@ -568,13 +568,12 @@ struct MmaLaunch {
 
   /// launch() of the kernel of the set the device takes: PTX's (`ptx_source`, from the dtypes,
   /// e and f), wgmma's (`wgmma_source`, the same; compiled for sm_90a) or WMMA's (`mma_source`,
-  /// which also takes the tile). A block has 128 threads, or (the forward) two a query row of
-  /// forward_rows().
+  /// which also takes the tile), in blocks of two threads a row of block_rows().
   template <class PtxSource, class WgmmaSource, class MmaSource>
   void launch_set(const std::string& kernel, int variant, const PtxSource& ptx_source,
                   const WgmmaSource& wgmma_source, const MmaSource& mma_source, int64_t items,
                   std::span<void* const> buffers, double scale) const {
-    const int threads = kernel == "forward" ? 2 * forward_rows() : 128;
+    const int threads = 2 * block_rows();
     const auto ignoring_tile = [](const auto& source) {
       return [&source](DType in, DType bias, int64_t e, int64_t f, int) {
         return source(in, bias, e, f);
@@ -592,8 +591,8 @@ struct MmaLaunch {
     }
   }
 
-  /// Query rows a block of the forward takes (attention_forward_rows).
-  int forward_rows() const { return detail::attention_forward_rows(cores()); }
+  /// Query rows (forward, dQ) or keys (dK/dV) a block takes (attention_block_rows).
+  int block_rows() const { return detail::attention_block_rows(cores()); }
 };
 
 Tensor forward_mma(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
@@ -607,7 +606,7 @@ Tensor forward_mma(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
     void* buffers[] = {o.q.device_ptr(), o.k.device_ptr(),        o.v.device_ptr(),
                        o.bias_ptr(),     o.bias_off.device_ptr(), m.keys.limits.device_ptr(),
                        out.device_ptr()};
-    const int64_t rows = m.forward_rows();
+    const int64_t rows = m.block_rows();
     m.launch_set("forward", 0, detail::attention_ptx_forward_source,
                  detail::attention_wgmma_forward_source, detail::attention_mma_forward_source,
                  o.n * ((o.t + rows - 1) / rows), buffers, scale);
@@ -636,8 +635,9 @@ Tensor backward_mma(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                       out.device_ptr(),       d_o.device_ptr(),     delta.device_ptr()};
     std::vector<void*> buffers(std::begin(common), std::end(common));
     buffers.push_back(dq.device_ptr());
+    const int64_t rows = m.block_rows();
     m.launch_set("dq", 0, detail::attention_ptx_dq_source, detail::attention_wgmma_dq_source,
-                 detail::attention_mma_dq_source, o.n * ((o.t + 63) / 64), buffers, scale);
+                 detail::attention_mma_dq_source, o.n * ((o.t + rows - 1) / rows), buffers, scale);
     buffers.back() = dk.device_ptr();
     buffers.push_back(dv.device_ptr());
     // dK and dV in one kernel, or (wide heads) dV then dK
@@ -654,7 +654,7 @@ Tensor backward_mma(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
           [part](DType in, DType bias, int64_t e, int64_t f, int tile) {
             return detail::attention_mma_dkv_source(in, bias, e, f, tile, part);
           },
-          o.n_kv * ((o.s + 63) / 64), buffers, scale);
+          o.n_kv * ((o.s + rows - 1) / rows), buffers, scale);
   }
   return grads.dtype() == dtype ? grads : grads.to(dtype);
 }

@@ -81,8 +81,8 @@ std::string attention_ptx_dkv_source(DType in, DType bias, int64_t e, int64_t f,
 /// block as a warpgroup whose products are wgmma.mma_async m64nNk16: the warpgroup's own
 /// operand (q, p, k, dS, ...) as A fragments in registers, the staged tile as B from shared
 /// memory in the 128-byte swizzled layout (K-major for q kᵀ-like products, N-major for p v-like
-/// ones). The forward's blocks are two warpgroups (attention_forward_rows) over tiles of
-/// attention_wgmma_key_tile keys, the backward's one over tiles of 32; in dK/dV
+/// ones). A block is two warpgroups (attention_block_rows); the forward takes tiles of
+/// attention_wgmma_key_tile keys, the backward tiles of 32; in dK/dV
 /// the whole block skips a query tile that none of its keys' rows sees. Compiled for sm_90a
 /// (CudaSource::arch_specific).
 std::string attention_wgmma_forward_source(DType in, DType bias, int64_t e, int64_t f);
@@ -106,10 +106,10 @@ enum class AttentionCores {
 };
 AttentionCores attention_cores(int arch, int64_t e, int64_t f);
 
-/// Query rows a block of the forward of set `cores` takes, 16 a warp: 128 in the wgmma set (two
-/// warpgroups reading each staged tile: half the copies a FLOP of one), else 64. dQ's blocks
-/// take 64.
-int attention_forward_rows(AttentionCores cores);
+/// Query rows (forward, dQ) or keys (dK/dV) a block of set `cores` takes, 16 a warp, 2 · rows
+/// threads: 128 in the wgmma set (two warpgroups reading each staged tile: half the copies a
+/// FLOP of one), else 64.
+int attention_block_rows(AttentionCores cores);
 
 /// What the PTX and wgmma kernels' sources start with: the 16-bit types, the sizes (EIN_E,
 /// EIN_F, EIN_TILE: keys a tile, or queries in dK/dV; EIN_ROWS: query rows a block of the

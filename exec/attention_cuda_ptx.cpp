@@ -33,7 +33,7 @@ AttentionCores attention_cores(int arch, int64_t e, int64_t f) {
   return AttentionCores::wmma;
 }
 
-int attention_forward_rows(AttentionCores cores) {
+int attention_block_rows(AttentionCores cores) {
   return cores == AttentionCores::wgmma ? 128 : 64;
 }
 
@@ -60,8 +60,8 @@ std::string attention_ptx_prelude(DType in, DType bias, int64_t e, int64_t f, in
   const bool has_bias = has_bias_ != 0, has_limits = has_limits_ != 0;                         \
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group = lane / 4, t4 = lane % 4;
 
-// The forward's and dQ's blocks: EIN_ROWS query rows, 16 a warp (2 · EIN_ROWS threads; two
-// blocks an SM at 64 rows).
+// A block takes EIN_ROWS query rows (forward, dQ) or keys (dK/dV), 16 a warp: 2 · EIN_ROWS
+// threads, two blocks an SM at 64 rows.
 #define EIN_ROWS_BOUNDS __launch_bounds__(2 * EIN_ROWS, 128 / EIN_ROWS)
 
 // The forward's and dQ's work item w of blocks of EIN_ROWS query rows: the batch row n and its k/v
@@ -461,12 +461,12 @@ std::string attention_ptx_dq_source(DType in, DType bias, int64_t e, int64_t f) 
 std::string attention_dkv_kernel(const std::string& entry, int part) {
   return fmt::format("#define EIN_PART {}\n", part) +
          with_entry(R"(
-// A block of 4 warps takes 64 keys (16 a warp) of one k/v head, over tiles of 32 queries of
-// every query head that reads it, double-buffered: dV = Σ Pᵀ dO and dK = scale · Σ (Pᵀ ∘ (dPᵀ -
-// delta)) Q with dPᵀ = v dOᵀ, each warp holding its keys' rows of the transposed tiles.
-// EIN_PART 1 computes dV alone, 2 dK alone (wide heads: the registers of both do not fit one
-// thread), 0 both.
-extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_dkv_ptx(
+// A block of EIN_ROWS / 16 warps takes EIN_ROWS keys (16 a warp) of one k/v head, over tiles of
+// 32 queries of every query head that reads it, double-buffered: dV = Σ Pᵀ dO and dK = scale ·
+// Σ (Pᵀ ∘ (dPᵀ - delta)) Q with dPᵀ = v dOᵀ, each warp holding its keys' rows of the
+// transposed tiles. EIN_PART 1 computes dV alone, 2 dK alone (wide heads: the registers of
+// both do not fit one thread), 0 both.
+extern "C" __global__ void EIN_ROWS_BOUNDS ein_attention_dkv_ptx(
     const in_t* q, const in_t* k, const in_t* v, const bias_t* bias, const long long* bias_off,
     const int* limits, const float* out, const in_t* d_out, const float* delta, float* dk,
     float* dv, EIN_SIZE_PARAMS) {
@@ -476,13 +476,13 @@ extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_dkv_ptx(
   __shared__ __align__(EIN_TILE_ALIGN) in_t dos[2][EIN_TILE_ELEMENTS(EIN_F)];
   __shared__ float lses[2][EIN_TILE], deltas[2][EIN_TILE];  // per query: lse in base 2, delta
   __shared__ int lims[2][EIN_TILE];                           // per query: its key limit
-  __shared__ long long firsts[4];
+  __shared__ long long firsts[EIN_ROWS / 16];
 
   const long long groups = H / R, NKV = N / R;
-  const long long kblocks = (S + 63) / 64, items = NKV * kblocks;
+  const long long kblocks = (S + EIN_ROWS - 1) / EIN_ROWS, items = NKV * kblocks;
   for (long long w = blockIdx.x; w < items; w += gridDim.x) {  // uniform over the block
     // the first keys first: under a causal mask every query sees them
-    const long long m = w / kblocks, j0 = (w % kblocks) * 64;
+    const long long m = w / kblocks, j0 = (w % kblocks) * EIN_ROWS;
     const long long c0 = j0 + 16 * warp;  // this warp's first key
     unsigned ka[EIN_E / 16][4];
     ein_rows_as_a<EIN_E>(ka, k + m * S * EIN_E, c0, S, lane);
@@ -499,8 +499,8 @@ extern "C" __global__ void __launch_bounds__(128, 2) ein_attention_dkv_ptx(
     __syncthreads();  // the previous item is done with the tiles and firsts
     // With key limits, the query tiles before the first query that sees one of the block's
     // keys are skipped: under a causal mask, every tile above the diagonal.
-    const long long i_start = ein_first_query<4>(limits, has_limits, j0, T, firsts) / EIN_TILE *
-                              EIN_TILE;
+    const long long i_start =
+        ein_first_query<EIN_ROWS / 16>(limits, has_limits, j0, T, firsts) / EIN_TILE * EIN_TILE;
     const long long tiles = i_start < T ? (T - i_start + EIN_TILE - 1) / EIN_TILE : 0;
     const long long total = R * tiles;  // tiles of every query head that reads this k/v head
 

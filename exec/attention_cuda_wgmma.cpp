@@ -38,6 +38,9 @@ __device__ __forceinline__ void ein_wgmma<{0}, {8}>(float (*d)[4], const unsigne
                      n, d, a, a + 1, a + 2, a + 3, a + 4, a + 5, trans_b, outputs);
 }
 
+// Rows (queries or keys) a block takes: two warpgroups
+int rows() { return attention_block_rows(AttentionCores::wgmma); }
+
 }  // namespace
 
 int attention_wgmma_key_tile(int64_t e, int64_t f) {
@@ -173,17 +176,17 @@ __device__ __forceinline__ void ein_add_times(float (*acc)[4], const float (*p)[
 }
 
 std::string attention_wgmma_forward_source(DType in, DType bias, int64_t e, int64_t f) {
-  return attention_wgmma_prelude(in, bias, e, f, attention_wgmma_key_tile(e, f),
-                                 attention_forward_rows(AttentionCores::wgmma)) +
+  return attention_wgmma_prelude(in, bias, e, f, attention_wgmma_key_tile(e, f), rows()) +
          attention_forward_kernel("ein_attention_forward_wgmma");
 }
 
 std::string attention_wgmma_dq_source(DType in, DType bias, int64_t e, int64_t f) {
-  return attention_wgmma_prelude(in, bias, e, f, 32) + attention_dq_kernel("ein_attention_dq_wgmma");
+  return attention_wgmma_prelude(in, bias, e, f, 32, rows()) +
+         attention_dq_kernel("ein_attention_dq_wgmma");
 }
 
 std::string attention_wgmma_dkv_source(DType in, DType bias, int64_t e, int64_t f, int part) {
-  return attention_wgmma_prelude(in, bias, e, f, 32) +
+  return attention_wgmma_prelude(in, bias, e, f, 32, rows()) +
          attention_dkv_kernel("ein_attention_dkv_wgmma", part);
 }
 
