@@ -544,11 +544,12 @@ struct MmaLaunch {
 
   /// Launches `items` blocks' work of ein_attention_<kernel>_<flavour> (mma: WMMA, ptx: PTX's
   /// mma.sync), whose source `source` writes (from the 16-bit dtype, the bias dtype, e, f and
-  /// the tile), in blocks of `threads`; `variant` tells sources of one kernel apart.
+  /// the tile), in blocks of `threads` with `shared_bytes` of dynamic shared memory; `variant`
+  /// tells sources of one kernel apart.
   template <class Source>
   void launch(const std::string& kernel, int variant, const Source& source, int64_t items,
               std::span<void* const> buffers, double scale, const std::string& flavour = "mma",
-              bool arch_specific = false, int threads = 128) const {
+              bool arch_specific = false, int threads = 128, int shared_bytes = 0) const {
     const std::string key =
         fmt::format("attention {} {} {} {} {} {} {} {}", kernel, variant, flavour,
                     dtype_name(o.q.dtype()), dtype_name(bias_dtype), o.e, o.f, tile);
@@ -558,7 +559,7 @@ struct MmaLaunch {
           return CudaSource{source(o.q.dtype(), bias_dtype, o.e, o.f, tile),
                             "ein_attention_" + kernel + "_" + flavour, arch_specific};
         },
-        grid(items), threads, buffers, params(scale));
+        grid(items), threads, buffers, params(scale), shared_bytes);
   }
 
   /// The kernel set the device takes (attention_cores).
@@ -568,12 +569,15 @@ struct MmaLaunch {
 
   /// launch() of the kernel of the set the device takes: PTX's (`ptx_source`, from the dtypes,
   /// e and f), wgmma's (`wgmma_source`, the same; compiled for sm_90a) or WMMA's (`mma_source`,
-  /// which also takes the tile), in blocks of two threads a row of block_rows().
+  /// which also takes the tile), in blocks of two threads a row of block_rows(); the forward's
+  /// with its dynamic shared memory (attention_forward_shared_bytes).
   template <class PtxSource, class WgmmaSource, class MmaSource>
   void launch_set(const std::string& kernel, int variant, const PtxSource& ptx_source,
                   const WgmmaSource& wgmma_source, const MmaSource& mma_source, int64_t items,
                   std::span<void* const> buffers, double scale) const {
     const int threads = 2 * block_rows();
+    const int shared =
+        kernel == "forward" ? detail::attention_forward_shared_bytes(cores(), o.e, o.f) : 0;
     const auto ignoring_tile = [](const auto& source) {
       return [&source](DType in, DType bias, int64_t e, int64_t f, int) {
         return source(in, bias, e, f);
@@ -584,10 +588,10 @@ struct MmaLaunch {
         return launch(kernel, variant, mma_source, items, buffers, scale, "mma", false, threads);
       case detail::AttentionCores::ptx:
         return launch(kernel, variant, ignoring_tile(ptx_source), items, buffers, scale, "ptx",
-                      false, threads);
+                      false, threads, shared);
       case detail::AttentionCores::wgmma:
         return launch(kernel, variant, ignoring_tile(wgmma_source), items, buffers, scale, "wgmma",
-                      /*arch_specific=*/true, threads);
+                      /*arch_specific=*/true, threads, shared);
     }
   }
 

@@ -61,8 +61,9 @@ std::string attention_mma_dkv_source(DType in, DType bias, int64_t e, int64_t f,
 ///    warp's own rows (q; q and dO; k and v) are A fragments read from global memory once;
 ///  - the other operand's tiles (k and v; q and dO) are copied by cp.async into padded shared
 ///    rows and read by ldmatrix (transposed where they are a product's B rows): the forward
-///    takes tiles of 64 keys, k's and v's copies each running under the other's products
-///    (FlashAttention-2's schedule); dQ and dK/dV take tiles of 32, double-buffered;
+///    takes tiles of 64 keys, dQ and dK/dV tiles of 32, all double-buffered (the next tile's
+///    copies run under this one's products and softmax; the forward's tiles are dynamic shared
+///    memory, attention_forward_shared_bytes);
 ///  - each lane holds 2 rows × 2 columns of every 16 × 8 score tile: a row's max and sum need
 ///    two shuffles within its group of four lanes, and P (or dS), rounded to the operands'
 ///    dtype, is the next product's A fragment as it stands (the accumulator's layout is A's);
@@ -111,6 +112,11 @@ AttentionCores attention_cores(int arch, int64_t e, int64_t f);
 /// FLOP of one), else 64.
 int attention_block_rows(AttentionCores cores);
 
+/// Bytes of dynamic shared memory a block of the forward of set `cores` takes (its k and v
+/// tiles, double-buffered, and their alignment; 0 for WMMA's, whose are static). Its source
+/// says the same number (EIN_SHARED_BYTES).
+int attention_forward_shared_bytes(AttentionCores cores, int64_t e, int64_t f);
+
 /// What the PTX and wgmma kernels' sources start with: the 16-bit types, the sizes (EIN_E,
 /// EIN_F, EIN_TILE: keys a tile, or queries in dK/dV; EIN_ROWS: query rows a block of the
 /// forward or dQ), mma.sync, ldmatrix and cp.async (the host emulation defines its own), and
@@ -122,8 +128,14 @@ std::string attention_ptx_prelude(DType in, DType bias, int64_t e, int64_t f, in
 /// PTX prelude, the tile contract: EIN_TILE_ELEMENTS(W) and EIN_TILE_ALIGN (a tile of EIN_TILE
 /// rows W wide in shared memory), ein_stage_rows<W> (start the copies of a tile),
 /// ein_landed() (this thread's copies are in, for every reader after the next barrier),
-/// ein_times_rows<W> (acc = a · bᵀ for a tile b) and ein_add_times<W> (acc += p · b), and
-/// EIN_BLOCK_UNIFORM_SKIP (dK/dV skips query tiles per block, not per warp).
+/// ein_start_times_rows<W> (start acc = a · bᵀ for a tile b), ein_start_add_times<W> (start
+/// acc += pa · b), ein_products_wait<N>() (all but the last N started have landed) and
+/// ein_keep_all (a product's registers changed there), and EIN_BLOCK_UNIFORM_SKIP (dK/dV skips
+/// query tiles per block, not per warp). The prelude's ein_times_rows<W> and ein_add_times<W>
+/// are those products landed at once. The forward overlaps the scores of one key tile with
+/// p · v of the one before (FlashAttention-3's overlap within a warpgroup, where products are
+/// asynchronous: wgmma), its k and v tiles double-buffered in dynamic shared memory
+/// (attention_forward_shared_bytes; its source says EIN_SHARED_BYTES).
 std::string attention_forward_kernel(const std::string& entry);
 std::string attention_dq_kernel(const std::string& entry);
 std::string attention_dkv_kernel(const std::string& entry, int part);

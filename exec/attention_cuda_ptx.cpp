@@ -37,6 +37,19 @@ int attention_block_rows(AttentionCores cores) {
   return cores == AttentionCores::wgmma ? 128 : 64;
 }
 
+int attention_forward_shared_bytes(AttentionCores cores, int64_t e, int64_t f) {
+  // two tiles of k and two of v (EIN_TILE_ELEMENTS of each set), 16-bit, and the alignment
+  const auto bytes = [e, f](int64_t tile, int64_t pad, int64_t align) {
+    return static_cast<int>(2 * 2 * tile * (e + pad + f + pad) + align);
+  };
+  switch (cores) {
+    case AttentionCores::ptx: return bytes(64, 8, 16);
+    case AttentionCores::wgmma: return bytes(attention_wgmma_key_tile(e, f), 0, 1024);
+    case AttentionCores::wmma: break;
+  }
+  return 0;
+}
+
 std::string attention_ptx_prelude(DType in, DType bias, int64_t e, int64_t f, int tile, int rows) {
   const bool bf16 = in == DType::bf16;
   const std::string defines = fmt::format(
@@ -135,6 +148,17 @@ __device__ __forceinline__ void ein_cp_async_16(void* dst, const void* src, bool
 __device__ __forceinline__ void ein_cp_async_wait_all() {
   asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
+// A shared variable's address in the shared window (whose multiples of 1024 the swizzled tiles
+// start at).
+__device__ __forceinline__ unsigned ein_shared_address(const void* p) {
+  return (unsigned)__cvta_generic_to_shared(p);
+}
+// The kernel's dynamic shared memory (the launch's bytes).
+#define EIN_DYNAMIC_SHARED(name) extern __shared__ __align__(16) unsigned char name[]
+#else
+__device__ __forceinline__ unsigned ein_shared_address(const void* p) {
+  return (unsigned)(unsigned long long)p;
+}
 #endif
 
 // Two floats as one register of the operands' dtype: `lo` in the low half.
@@ -196,6 +220,43 @@ __device__ __forceinline__ void ein_store_rows(float* dst, long long ld, const f
     }
   }
 }
+
+// The products of a set's tile contract (attention_cuda_mma.h): ein_start_times_rows<W>
+// (acc = a · bᵀ) and ein_start_add_times<W> (acc += pa · b, pa the A fragments of a 64 ×
+// EIN_TILE tile) start a product, which has landed in acc once ein_products_wait<N>() has let
+// at most N later-started ones run on; until then neither acc nor the operand registers may be
+// touched. ein_keep_all<ROWS>(x) tells the compiler that x[ROWS][4] changed there.
+template <int W>
+__device__ __forceinline__ void ein_start_times_rows(float (*acc)[4], const unsigned (*a)[4],
+                                                     const in_t* b, int lane);
+template <int W>
+__device__ __forceinline__ void ein_start_add_times(float (*acc)[4], const unsigned (*pa)[4],
+                                                    const in_t* b, int lane);
+template <int N>
+__device__ __forceinline__ void ein_products_wait();
+template <int ROWS, class T>
+__device__ __forceinline__ void ein_keep_all(T (*x)[4]);
+
+// The same, landed before they return: acc[EIN_TILE / 8] = a · bᵀ, and acc[W / 8] += p · b
+// with p rounded to the operands' dtype (as FlashAttention-2 rounds it) as A fragments.
+template <int W>
+__device__ __forceinline__ void ein_times_rows(float (*acc)[4], const unsigned (*a)[4],
+                                               const in_t* b, int lane) {
+  ein_start_times_rows<W>(acc, a, b, lane);
+  ein_products_wait<0>();
+  ein_keep_all<EIN_TILE / 8>(acc);
+}
+template <int W>
+__device__ __forceinline__ void ein_add_times(float (*acc)[4], const float (*p)[4],
+                                              const in_t* b, int lane) {
+  unsigned pa[EIN_TILE / 16][4];
+#pragma unroll
+  for (int c = 0; c < EIN_TILE / 16; ++c) ein_as_a(pa[c], p + 2 * c);
+  ein_start_add_times<W>(acc, pa, b, lane);
+  ein_products_wait<0>();
+  ein_keep_all<W / 8>(acc);
+  ein_keep_all<EIN_TILE / 16>(pa);
+}
 )";
 }
 
@@ -228,12 +289,18 @@ __device__ __forceinline__ void ein_stage_rows(in_t* dst, const in_t* src, long 
   }
 }
 
+// mma.sync is synchronous: a product "started" is done, and there is nothing to wait for.
+template <int N>
+__device__ __forceinline__ void ein_products_wait() {}
+template <int ROWS, class T>
+__device__ __forceinline__ void ein_keep_all(T (*)[4]) {}
+
 // acc[EIN_TILE / 8] = a · bᵀ: a the warp's 16 rows as W / 16 A fragments, b the tile's staged
 // rows (W + 8 apart) as B's columns (ldmatrix gives rows 16c + 0-7 then + 8-15, each at
 // columns 16d + 0-7 and + 8-15).
 template <int W>
-__device__ __forceinline__ void ein_times_rows(float (*acc)[4], const unsigned (*a)[4],
-                                               const in_t* b, int lane) {
+__device__ __forceinline__ void ein_start_times_rows(float (*acc)[4], const unsigned (*a)[4],
+                                                     const in_t* b, int lane) {
   ein_zero<EIN_TILE>(acc);
 #pragma unroll
   for (int c = 0; c < EIN_TILE / 16; ++c)
@@ -247,25 +314,22 @@ __device__ __forceinline__ void ein_times_rows(float (*acc)[4], const unsigned (
     }
 }
 
-// acc[W / 8] += p · b: p the warp's 16 × EIN_TILE tile in the accumulator's layout, which is
-// the A operand's (rounded to the operands' dtype, as FlashAttention-2 rounds it), b the
-// tile's staged rows (W + 8 apart) as B's rows, so ldmatrix transposes.
+// acc[W / 8] += pa · b: pa the warp's 16 × EIN_TILE tile as A fragments (the accumulator's
+// layout is the A operand's: ein_as_a), b the tile's staged rows (W + 8 apart) as B's rows, so
+// ldmatrix transposes.
 template <int W>
-__device__ __forceinline__ void ein_add_times(float (*acc)[4], const float (*p)[4],
-                                              const in_t* b, int lane) {
+__device__ __forceinline__ void ein_start_add_times(float (*acc)[4], const unsigned (*pa)[4],
+                                                    const in_t* b, int lane) {
 #pragma unroll
-  for (int c = 0; c < EIN_TILE / 16; ++c) {
-    unsigned pa[4];
-    ein_as_a(pa, p + 2 * c);
+  for (int c = 0; c < EIN_TILE / 16; ++c)
 #pragma unroll
     for (int d = 0; d < W / 16; ++d) {
       unsigned r[4];
       ein_ldmatrix_x4_trans(r, b + (16 * c + lane % 8 + 8 * (lane / 8 % 2)) * (W + 8) + 16 * d +
                                    8 * (lane / 16));
-      ein_mma_16816<in_t>(acc[2 * d], pa, r);
-      ein_mma_16816<in_t>(acc[2 * d + 1], pa, r + 2);
+      ein_mma_16816<in_t>(acc[2 * d], pa[c], r);
+      ein_mma_16816<in_t>(acc[2 * d + 1], pa[c], r + 2);
     }
-  }
 }
 )";
 
@@ -274,13 +338,26 @@ __device__ __forceinline__ void ein_add_times(float (*acc)[4], const float (*p)[
 std::string attention_forward_kernel(const std::string& entry) {
   const std::string body = R"(
 // A block of EIN_ROWS / 16 warps takes EIN_ROWS query rows (16 a warp), over tiles of EIN_TILE
-// keys, through the set's tiles and products (attention_forward_kernel).
+// keys, through the set's tiles and products (attention_forward_kernel). Step t starts the
+// scores of tile t, then p v of tile t - 1 (FlashAttention-3's overlap within a warpgroup: on
+// wgmma the softmax of tile t runs while the tensor cores do p v), and the copies of k's tile
+// t + 1 and v's tile t, each double-buffered, run under a whole step.
 extern "C" __global__ void EIN_ROWS_BOUNDS ein_attention_forward_ptx(
     const in_t* q, const in_t* k, const in_t* v, const bias_t* bias, const long long* bias_off,
     const int* limits, float* out, EIN_SIZE_PARAMS) {
   EIN_SIZES
-  __shared__ __align__(EIN_TILE_ALIGN) in_t ks[EIN_TILE_ELEMENTS(EIN_E)];
-  __shared__ __align__(EIN_TILE_ALIGN) in_t vs[EIN_TILE_ELEMENTS(EIN_F)];
+  // k's two tiles, then v's two, in the dynamic shared memory from its first multiple of
+  // EIN_TILE_ALIGN bytes (the host gives EIN_SHARED_BYTES: that much more than the tiles)
+  EIN_DYNAMIC_SHARED(shared);
+  constexpr int kTile = EIN_TILE_ELEMENTS(EIN_E), vTile = EIN_TILE_ELEMENTS(EIN_F);
+  static_assert(kTile * sizeof(in_t) % EIN_TILE_ALIGN == 0 &&
+                    vTile * sizeof(in_t) % EIN_TILE_ALIGN == 0 &&
+                    2 * (kTile + vTile) * sizeof(in_t) + EIN_TILE_ALIGN <= EIN_SHARED_BYTES,
+                "the tiles fit the host's EIN_SHARED_BYTES, attention_forward_shared_bytes");
+  in_t* const tiles = (in_t*)(shared + (EIN_TILE_ALIGN - ein_shared_address(shared) %
+                                        EIN_TILE_ALIGN) % EIN_TILE_ALIGN);
+  in_t* const ks = tiles;               // buffer b at ks + b * kTile
+  in_t* const vs = tiles + 2 * kTile;  // buffer b at vs + b * vTile
   __shared__ long long kend;  // keys the block reads
 
   const long long qblocks = (T + EIN_ROWS - 1) / EIN_ROWS, items = N * qblocks;
@@ -289,7 +366,7 @@ extern "C" __global__ void EIN_ROWS_BOUNDS ein_attention_forward_ptx(
     __syncthreads();  // the previous item is done with kend and the tiles
     ein_key_end(&kend, limits, has_limits, i0, EIN_ROWS, T, S);
     __syncthreads();
-    const long long end = kend;
+    const long long end = kend, tiles_end = (end + EIN_TILE - 1) / EIN_TILE;
     if (end > 0) ein_stage_rows<EIN_E>(ks, kn, 0, S);
 
     unsigned qa[EIN_E / 16][4];
@@ -299,14 +376,10 @@ extern "C" __global__ void EIN_ROWS_BOUNDS ein_attention_forward_ptx(
     // each row's running max (base 2) and this lane's part of its running sum
     float m[2] = {EIN_NEG_INF, EIN_NEG_INF}, l[2] = {0.0f, 0.0f};
 
-    for (long long j0 = 0; j0 < end; j0 += EIN_TILE) {
-      ein_landed();
-      __syncthreads();  // k's tile is in, and every warp is done with the last v tile
-      ein_stage_rows<EIN_F>(vs, vn, j0, S);  // v's copy runs under q kᵀ and the softmax
-      float s[EIN_TILE / 8][4];
-      ein_times_rows<EIN_E>(s, qa, ks, lane);
-
-      // scale and mask (a -inf term masks even a NaN score)
+    // Tile j0's scores s (landed) scaled, masked (a -inf term masks even a NaN score) and
+    // turned into probabilities by the online softmax (a row's keys lie in the four lanes of its
+    // group), m and l moved on; alpha[h] is the factor of row h's earlier sums.
+    auto softmax = [&](float (*s)[4], long long j0, float* alpha) {
       const bool whole = ein_whole_tile(j0, lim, brow_at);
 #pragma unroll
       for (int c = 0; c < EIN_TILE / 8; ++c)
@@ -316,8 +389,6 @@ extern "C" __global__ void EIN_ROWS_BOUNDS ein_attention_forward_ptx(
                                        brow_at[x / 2], bcol);
           s[c][x] = b == EIN_NEG_INF ? EIN_NEG_INF : s[c][x] * scale2 + b;
         }
-
-      // the online softmax: a row's keys lie in the four lanes of its group
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         float mx = m[h];
@@ -327,7 +398,7 @@ extern "C" __global__ void EIN_ROWS_BOUNDS ein_attention_forward_ptx(
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         const float base = mx == EIN_NEG_INF ? 0.0f : mx;  // a row masked so far stays at 0
-        const float alpha = exp2f(m[h] - base);
+        alpha[h] = exp2f(m[h] - base);
         m[h] = mx;
         float sum = 0.0f;
 #pragma unroll
@@ -337,19 +408,59 @@ extern "C" __global__ void EIN_ROWS_BOUNDS ein_attention_forward_ptx(
             s[c][x] = exp2f(s[c][x] - base);
             sum += s[c][x];
           }
-        l[h] = l[h] * alpha + sum;
-#pragma unroll
-        for (int c = 0; c < EIN_F / 8; ++c) {
-          o[c][2 * h] *= alpha;
-          o[c][2 * h + 1] *= alpha;
-        }
+        l[h] = l[h] * alpha[h] + sum;
       }
+    };
 
+    // Step t: k's tile t and v's tile t - 1 are in, and every warp is done with k's tile t - 1
+    // and v's tile t - 2, whose buffers the copies of k's tile t + 1 and v's tile t take.
+    auto step = [&](long long t) {
       ein_landed();
-      __syncthreads();  // v's tile is in, and every warp is done with k's
-      // the next k's copy runs under p v
-      if (j0 + EIN_TILE < end) ein_stage_rows<EIN_E>(ks, kn, j0 + EIN_TILE, S);
-      ein_add_times<EIN_F>(o, s, vs, lane);
+      __syncthreads();
+      const int buf = (int)(t % 2);
+      if (t + 1 < tiles_end)
+        ein_stage_rows<EIN_E>(ks + (buf ^ 1) * kTile, kn, (t + 1) * EIN_TILE, S);
+      if (t < tiles_end) ein_stage_rows<EIN_F>(vs + buf * vTile, vn, t * EIN_TILE, S);
+      return buf;
+    };
+
+    // Tile 0's scores alone, then per tile t its scores and tile t - 1's p v (pa: tile t - 1's
+    // probabilities as A fragments), then the last p v alone; straight-line between the waits,
+    // so that ptxas sees which products each wait lands.
+    unsigned pa[EIN_TILE / 16][4];
+    float alpha[2];
+    if (end > 0) {
+      float s[EIN_TILE / 8][4];
+      ein_start_times_rows<EIN_E>(s, qa, ks + step(0) * kTile, lane);
+      ein_products_wait<0>();
+      ein_keep_all<EIN_TILE / 8>(s);
+      softmax(s, 0, alpha);
+#pragma unroll
+      for (int c = 0; c < EIN_TILE / 16; ++c) ein_as_a(pa[c], s + 2 * c);
+    }
+    for (long long t = 1; t < tiles_end; ++t) {
+      const int buf = step(t);
+      float s[EIN_TILE / 8][4];
+      ein_start_times_rows<EIN_E>(s, qa, ks + buf * kTile, lane);
+      ein_start_add_times<EIN_F>(o, pa, vs + (buf ^ 1) * vTile, lane);
+      ein_products_wait<1>();  // the scores; p v may still run
+      ein_keep_all<EIN_TILE / 8>(s);
+      softmax(s, t * EIN_TILE, alpha);
+      ein_products_wait<0>();  // p v: o to the new maxima, and pa the new probabilities
+      ein_keep_all<EIN_F / 8>(o);
+      ein_keep_all<EIN_TILE / 16>(pa);
+#pragma unroll
+      for (int c = 0; c < EIN_F / 8; ++c)
+#pragma unroll
+        for (int x = 0; x < 4; ++x) o[c][x] *= alpha[x / 2];
+#pragma unroll
+      for (int c = 0; c < EIN_TILE / 16; ++c) ein_as_a(pa[c], s + 2 * c);
+    }
+    if (end > 0) {
+      const int buf = step(tiles_end);
+      ein_start_add_times<EIN_F>(o, pa, vs + (buf ^ 1) * vTile, lane);
+      ein_products_wait<0>();
+      ein_keep_all<EIN_F / 8>(o);
     }
 
     // o = O / l and lse = m + log2 l (in base e); a row with every key masked gets o = 0 and
@@ -374,7 +485,9 @@ extern "C" __global__ void EIN_ROWS_BOUNDS ein_attention_forward_ptx(
 }
 
 std::string attention_ptx_forward_source(DType in, DType bias, int64_t e, int64_t f) {
-  return attention_ptx_prelude(in, bias, e, f, 64) + kLdmatrixProducts +
+  return fmt::format("#define EIN_SHARED_BYTES {}\n",
+                     attention_forward_shared_bytes(AttentionCores::ptx, e, f)) +
+         attention_ptx_prelude(in, bias, e, f, 64) + kLdmatrixProducts +
          attention_forward_kernel("ein_attention_forward_ptx");
 }
 

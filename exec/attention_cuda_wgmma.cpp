@@ -87,8 +87,9 @@ __device__ __forceinline__ void ein_wgmma_fence() {
 __device__ __forceinline__ void ein_wgmma_commit() {
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
+template <int N>  // at most N of the last groups committed still run
 __device__ __forceinline__ void ein_wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 // What cp.async wrote (the generic proxy) is seen by wgmma's reads (the async proxy) once the
 // writing thread fences and a barrier follows.
@@ -137,46 +138,47 @@ __device__ __forceinline__ void ein_landed() {
   ein_fence_proxy_async();
 }
 
-// acc[EIN_TILE / 8] = a · bᵀ: a the warpgroup's 64 rows as W / 16 A fragments a thread, b's
-// rows B's columns (K-major, W contiguous); step kk takes columns 16kk.., 32 bytes a step into
-// the 128-byte rows of column block kk / 4.
+// Each product is one commit group of the warpgroup's wgmmas; it lands at the wait that leaves
+// fewer groups running than were committed after it.
+template <int N>
+__device__ __forceinline__ void ein_products_wait() {
+  ein_wgmma_wait<N>();
+}
+
+// Starts acc[EIN_TILE / 8] = a · bᵀ: a the warpgroup's 64 rows as W / 16 A fragments a thread,
+// b's rows B's columns (K-major, W contiguous); step kk takes columns 16kk.., 32 bytes a step
+// into the 128-byte rows of column block kk / 4.
 template <int W>
-__device__ __forceinline__ void ein_times_rows(float (*acc)[4], const unsigned (*a)[4],
-                                               const in_t* b, int) {
+__device__ __forceinline__ void ein_start_times_rows(float (*acc)[4], const unsigned (*a)[4],
+                                                     const in_t* b, int) {
   ein_wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < W / 16; ++kk)
     ein_wgmma<EIN_TILE, 0>(
         acc, a[kk], ein_desc(b, (kk / 4) * EIN_SWIZZLED_ROWS + (kk % 4) * 32, 16, 1024), kk > 0);
   ein_wgmma_commit();
-  ein_wgmma_wait();
-  ein_keep_all<EIN_TILE / 8>(acc);
 }
 
-// acc[W / 8] += p · b: p the warpgroup's 64 × EIN_TILE tile, rounded to the operands' dtype, is
-// A as it stands in the accumulator's layout; b's rows are B's rows (N-major: W contiguous),
-// step kk takes rows 16kk.. (two 1024-byte groups), and the next 64 columns lie
+// Starts acc[W / 8] += pa · b: pa the warpgroup's 64 × EIN_TILE tile as A fragments (as it
+// stands in the accumulator's layout: ein_as_a); b's rows are B's rows (N-major: W
+// contiguous), step kk takes rows 16kk.. (two 1024-byte groups), and the next 64 columns lie
 // EIN_SWIZZLED_ROWS on (the leading byte offset).
 template <int W>
-__device__ __forceinline__ void ein_add_times(float (*acc)[4], const float (*p)[4],
-                                              const in_t* b, int) {
-  unsigned pa[EIN_TILE / 16][4];
-#pragma unroll
-  for (int c = 0; c < EIN_TILE / 16; ++c) ein_as_a(pa[c], p + 2 * c);
+__device__ __forceinline__ void ein_start_add_times(float (*acc)[4], const unsigned (*pa)[4],
+                                                    const in_t* b, int) {
   ein_wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < EIN_TILE / 16; ++kk)
     ein_wgmma<W, 1>(acc, pa[kk], ein_desc(b, kk * 2048, EIN_SWIZZLED_ROWS, 1024), 1);
   ein_wgmma_commit();
-  ein_wgmma_wait();
-  ein_keep_all<W / 8>(acc);
-  ein_keep_all<EIN_TILE / 16>(pa);
 }
 )";
 }
 
 std::string attention_wgmma_forward_source(DType in, DType bias, int64_t e, int64_t f) {
-  return attention_wgmma_prelude(in, bias, e, f, attention_wgmma_key_tile(e, f), rows()) +
+  return fmt::format("#define EIN_SHARED_BYTES {}\n",
+                     attention_forward_shared_bytes(AttentionCores::wgmma, e, f)) +
+         attention_wgmma_prelude(in, bias, e, f, attention_wgmma_key_tile(e, f), rows()) +
          attention_forward_kernel("ein_attention_forward_wgmma");
 }
 

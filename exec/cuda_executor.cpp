@@ -61,7 +61,7 @@ std::shared_ptr<const Prepared> prepared(std::string& key, int device, Make&& ma
 void launch(const Prepared& p, int device, std::span<void* const> buffers,
             std::span<const double> params) {
   ++g_launches;
-  cuda_execution().launch(device, *p.function, p.launch.grid, p.launch.block, buffers, params);
+  cuda_execution().launch(device, *p.function, p.launch.grid, p.launch.block, buffers, params, 0);
 }
 
 /// The CUDA device the launch's tensors share; RuntimeError when they are elsewhere.
@@ -149,7 +149,7 @@ void launch_indexed(Made (*source)(const char*), const char* type,
   void* ptrs[] = {idx.device_ptr(), data.device_ptr(), out.device_ptr()};
   const double params[] = {static_cast<double>(indices.size()), static_cast<double>(width)};
   ++g_launches;
-  cuda_execution().launch(dev.index, *p->function, blocks_for(work), kBlock, ptrs, params);
+  cuda_execution().launch(dev.index, *p->function, blocks_for(work), kBlock, ptrs, params, 0);
 }
 
 /// The strided copy the runtime's Tensor::copy_ runs on CUDA tensors: a Kernel IR copy.
@@ -253,14 +253,15 @@ Tensor scatter_add_rows_cuda(const Tensor& values_in, const std::vector<int64_t>
 
 void launch_cuda_source(std::string key, int device,
                         const std::function<CudaSource()>& make, int64_t grid, int block,
-                        std::span<void* const> buffers, std::span<const double> params) {
+                        std::span<void* const> buffers, std::span<const double> params,
+                        int shared_bytes) {
   key.insert(0, "source ");  // apart from Kernel IR keys
   const auto p = prepared(key, device, [&] {
     CudaSource k = make();
     return Made{std::move(k.source), std::move(k.entry), {}, k.arch_specific};
   });
   ++g_launches;
-  cuda_execution().launch(device, *p->function, grid, block, buffers, params);
+  cuda_execution().launch(device, *p->function, grid, block, buffers, params, shared_bytes);
 }
 
 CudaExecutorStats cuda_executor_stats() {

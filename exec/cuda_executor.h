@@ -37,10 +37,11 @@ Tensor scatter_add_rows_cuda(const Tensor& values, const std::vector<int64_t>& i
 /// A hand-written kernel (the fused attention's, exec/attention_cuda.cpp): `make` returns its
 /// CUDA C++ source and entry, prepared once per `key` and device (the same memo as Kernel IR
 /// launches), then launched as `grid` blocks of `block` threads on `device`'s current stream
-/// with `buffers` (device addresses) and `params`, in the ABI of compiler/emit/emit_cuda.h.
+/// with `buffers` (device addresses) and `params`, in the ABI of compiler/emit/emit_cuda.h,
+/// and `shared_bytes` of dynamic shared memory a block.
 void launch_cuda_source(std::string key, int device, const std::function<CudaSource()>& make,
                         int64_t grid, int block, std::span<void* const> buffers,
-                        std::span<const double> params);
+                        std::span<const double> params, int shared_bytes = 0);
 
 /// Counters of the CUDA executor since process start.
 struct CudaExecutorStats {

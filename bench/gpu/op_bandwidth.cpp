@@ -290,7 +290,7 @@ void host_dispatch_rows() {
       return f;
     }
     void launch(int, const CudaFunction&, int64_t, int, std::span<void* const>,
-                std::span<const double>) override {}
+                std::span<const double>, int) override {}
     void gemm(int, const GemmBatch&, GemmMath) override {}
     int arch(int) override { return 90; }
   };

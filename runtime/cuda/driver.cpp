@@ -122,6 +122,7 @@ CudaDriverInfo load_cuda_driver(const std::vector<std::string>& candidates, Cuda
   sym(loaded.module_load_data, "cuModuleLoadData");
   sym(loaded.module_unload, "cuModuleUnload");
   sym(loaded.module_get_function, "cuModuleGetFunction");
+  sym(loaded.func_set_attribute, "cuFuncSetAttribute");
   sym(loaded.launch_kernel, "cuLaunchKernel");
   // A driver that cannot be used is unloaded, so a later dlopen of its soname does not find
   // it already loaded (the toolkit's stub is named libcuda.so.1 too).

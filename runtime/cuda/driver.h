@@ -61,6 +61,7 @@ struct CudaDriverApi {
   int (*module_load_data)(CuModule* module, const void* image) = nullptr;
   int (*module_unload)(CuModule module) = nullptr;
   int (*module_get_function)(CuFunction* function, CuModule module, const char* name) = nullptr;
+  int (*func_set_attribute)(CuFunction f, int attribute, int value) = nullptr;
   int (*launch_kernel)(CuFunction f, unsigned grid_x, unsigned grid_y, unsigned grid_z,
                        unsigned block_x, unsigned block_y, unsigned block_z, unsigned shared_bytes,
                        CuStream stream, void** params, void** extra) = nullptr;

@@ -37,10 +37,11 @@ class DriverExecution final : public CudaExecution {
                                             load_cuda_function(*binary, kernel.entry, device));
   }
   void launch(int device, const CudaFunction& function, int64_t grid, int block,
-              std::span<void* const> buffers, std::span<const double> params) override {
+              std::span<void* const> buffers, std::span<const double> params,
+              int shared_bytes) override {
     const auto& f = static_cast<const DriverFunction&>(function);
     launch_cuda_function(f.function(), f.entry(), grid, block, buffers, params,
-                         Stream::current(device));
+                         Stream::current(device), shared_bytes);
   }
   void gemm(int device, const GemmBatch& g, GemmMath math) override {
     cublaslt_gemm(g, math, Stream::current(device));

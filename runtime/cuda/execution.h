@@ -45,9 +45,11 @@ class CudaExecution {
   /// not compile, with the driver's message when it does not load.
   virtual std::shared_ptr<const CudaFunction> prepare(int device, const CudaSource& kernel) = 0;
   /// Queues `grid` blocks of `block` threads of `function` on cuda:`device`'s current stream
-  /// (grid 0: nothing). `buffers` are device addresses, `params` run-time scalars.
+  /// (grid 0: nothing), each with `shared_bytes` of dynamic shared memory (its extern
+  /// __shared__ array). `buffers` are device addresses, `params` run-time scalars.
   virtual void launch(int device, const CudaFunction& function, int64_t grid, int block,
-                      std::span<void* const> buffers, std::span<const double> params) = 0;
+                      std::span<void* const> buffers, std::span<const double> params,
+                      int shared_bytes) = 0;
   /// Queues `g` (device addresses of cuda:`device`) on its current stream.
   virtual void gemm(int device, const GemmBatch& g, GemmMath math) = 0;
   /// cuda:`device`'s compute capability × 10 (sm_90 → 90): what its kernels may use.

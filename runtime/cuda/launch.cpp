@@ -64,7 +64,7 @@ void launch_cuda_kernel(const CudaBinary& binary, std::string_view entry, int64_
 
 void launch_cuda_function(CuFunction f, std::string_view entry, int64_t grid, int block,
                           std::span<void* const> buffers, std::span<const double> params,
-                          const Stream& stream) {
+                          const Stream& stream, int shared_bytes) {
   if (grid == 0) return;
   const int device = stream.device();
   make_cuda_context_current(device);
@@ -78,10 +78,19 @@ void launch_cuda_function(CuFunction f, std::string_view entry, int64_t grid, in
     args.push_back(&v);
   for (double& s : scalars)
     args.push_back(&s);
-  check_cuda(cuda_driver().launch_kernel(f, blocks, 1, 1, static_cast<unsigned>(block), 1, 1, 0,
-                                         stream.handle(), args.data(), nullptr),
+  // Above the 48 KB every kernel may take, a function must be allowed its dynamic shared
+  // memory first (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES): cheap, so every launch does.
+  constexpr int kMaxDynamicSharedSizeBytes = 8, kDefaultShared = 48 * 1024;
+  if (shared_bytes > kDefaultShared)
+    check_cuda(cuda_driver().func_set_attribute(f, kMaxDynamicSharedSizeBytes, shared_bytes),
+               "cuFuncSetAttribute(" + std::string(entry) + ", " + std::to_string(shared_bytes) +
+                   " bytes of dynamic shared memory)");
+  check_cuda(cuda_driver().launch_kernel(f, blocks, 1, 1, static_cast<unsigned>(block), 1, 1,
+                                         static_cast<unsigned>(shared_bytes), stream.handle(),
+                                         args.data(), nullptr),
              "cuLaunchKernel(" + std::string(entry) + ", grid " + std::to_string(blocks) +
-                 ", block " + std::to_string(block) + ")");
+                 ", block " + std::to_string(block) +
+                 (shared_bytes ? ", " + std::to_string(shared_bytes) + " shared bytes" : "") + ")");
 }
 
 }  // namespace ein

@@ -18,8 +18,9 @@ namespace ein {
 /// (grid 0: an empty domain, nothing is launched; a grid beyond the device's gridDim.x limit is
 /// lowered to it, which the emitted grid-stride loops allow). `buffers` are device addresses
 /// in the kernel's buffer order, `params` its run-time scalars. Static shared memory needs
-/// nothing at launch. The module is loaded on first use and kept for the process, per device
-/// and image. DeviceError with the driver's message when loading or launching fails.
+/// nothing at launch (dynamic: launch_cuda_function). The module is loaded on first use and kept
+/// for the process, per device and image. DeviceError with the driver's message when loading or
+/// launching fails.
 void launch_cuda_kernel(const CudaBinary& binary, std::string_view entry, int64_t grid, int block,
                         std::span<void* const> buffers, std::span<const double> params,
                         const Stream& stream);
@@ -28,9 +29,11 @@ void launch_cuda_kernel(const CudaBinary& binary, std::string_view entry, int64_
 /// for the process). DeviceError with the driver's message when loading fails.
 CuFunction load_cuda_function(const CudaBinary& binary, std::string_view entry, int device);
 
-/// launch_cuda_kernel() for a function already loaded on `stream`'s device (no lookup).
+/// launch_cuda_kernel() for a function already loaded on `stream`'s device (no lookup), with
+/// `shared_bytes` of dynamic shared memory (extern __shared__; above 48 KB the function is
+/// first allowed that much).
 void launch_cuda_function(CuFunction function, std::string_view entry, int64_t grid, int block,
                           std::span<void* const> buffers, std::span<const double> params,
-                          const Stream& stream);
+                          const Stream& stream, int shared_bytes = 0);
 
 }  // namespace ein

@@ -212,7 +212,7 @@ TEST_P(AttentionOnCuda, WgmmaOperandLayouts) {
       const Tensor o = zeros({64, f}, DType::f32, cuda());
       void* buffers[] = {k.device_ptr(), v.device_ptr(), q.device_ptr(), s.device_ptr(),
                          o.device_ptr()};
-      cuda_execution().launch(0, *function, 1, 128, buffers, {});
+      cuda_execution().launch(0, *function, 1, 128, buffers, {}, 0);
       s_read[columns] = s.to(cpu()).to_vector<float>();
       o_read[columns] = o.to(cpu()).to_vector<float>();
     }
@@ -233,6 +233,34 @@ TEST_P(AttentionOnCuda, WgmmaOperandLayouts) {
     }
     EXPECT_EQ(wrong, 0);
   }
+}
+
+// The forward's double-buffered tiles are dynamic shared memory (attention_forward_shared_bytes,
+// above 48 KB at the widest heads): within a block's limit on the architectures each set runs
+// on (sm_80's 163 KB for the PTX set, sm_90's 227 KB for wgmma's), and a launch asking for more
+// than a block may have is refused with the device's error, on the fake device as on a GPU.
+TEST_P(AttentionOnCuda, ForwardSharedMemoryFitsABlock) {
+  using detail::AttentionCores;
+  for (int64_t e = 16; e <= 128; e += 16)
+    for (int64_t f = 16; f <= 128; f += 16) {
+      SCOPED_TRACE(fmt::format("e {} f {}", e, f));
+      EXPECT_EQ(detail::attention_forward_shared_bytes(AttentionCores::wmma, e, f), 0);
+      const int ptx = detail::attention_forward_shared_bytes(AttentionCores::ptx, e, f);
+      EXPECT_GE(ptx, 2 * 64 * (e + f) * 2);  // two tiles each of k and v, 16-bit
+      EXPECT_LE(ptx, 163 * 1024);
+      if ((e == 64 || e == 128) && (f == 64 || f == 128)) {
+        const int wgmma = detail::attention_forward_shared_bytes(AttentionCores::wgmma, e, f);
+        EXPECT_GE(wgmma, 2 * detail::attention_wgmma_key_tile(e, f) * (e + f) * 2);
+        EXPECT_LE(wgmma, 227 * 1024);
+      }
+    }
+  const auto function = cuda_execution().prepare(
+      0, {"extern \"C\" __global__ void ein_nothing(float* x) { x[0] = 1.0f; }\n", "ein_nothing"});
+  const Tensor x = zeros({1}, DType::f32, cuda());
+  void* buffers[] = {x.device_ptr()};
+  cuda_execution().launch(0, *function, 1, 32, buffers, {}, 64 * 1024);  // above 48 KB: allowed
+  EXPECT_EQ(x.to(cpu()).item(), 1.0);
+  EXPECT_THROW(cuda_execution().launch(0, *function, 1, 32, buffers, {}, 1 << 20), DeviceError);
 }
 
 TEST_P(AttentionOnCuda, ZeroSizes) {
@@ -296,6 +324,11 @@ TEST(AttentionTensorCoreKernels, CompileWithoutLocalMemory) {
         ASSERT_TRUE(usage) << binary->log;
         EXPECT_EQ(usage->stack_frame, 0) << binary->log;
         EXPECT_EQ(usage->spill_stores, 0) << binary->log;
+        // ptxas serialises wgmma (and says so) where registers a product writes are read
+        // before its wait lands them: the forward's scores of one tile would then no longer
+        // overlap the previous tile's p v
+        EXPECT_EQ(binary->log.find("serialized"), std::string::npos) << binary->log;
+        EXPECT_EQ(binary->log.find("is injected"), std::string::npos) << binary->log;
       }
     }
   }

@@ -26,6 +26,8 @@ namespace {
 
 /// Blocks an emulated launch runs at most (the grid-stride loops cover the rest).
 constexpr int64_t kMaxBlocks = 2;
+/// Dynamic shared memory a block may ask for on sm_90 (227 KB; sm_80 allows 163 KB).
+constexpr int kMaxSharedBytes = 227 * 1024;
 
 class HostMemory final : public DeviceBackend {
  public:
@@ -115,9 +117,14 @@ class EmulatedExecution final : public CudaExecution {
   }
 
   void launch(int, const CudaFunction& function, int64_t grid, int block,
-              std::span<void* const> buffers, std::span<const double> params) override {
+              std::span<void* const> buffers, std::span<const double> params,
+              int shared_bytes) override {
     if (grid == 0) return;
     const auto& f = static_cast<const EmulatedFunction&>(function);
+    if (shared_bytes < 0 || shared_bytes > kMaxSharedBytes)  // as cuLaunchKernel refuses it
+      throw DeviceError("fake cuda: " + f.entry() + " asks for " + std::to_string(shared_bytes) +
+                        " bytes of dynamic shared memory a block; an sm_90 block takes at most " +
+                        std::to_string(kMaxSharedBytes));
     if (buffers.size() != f.pointers())
       throw std::logic_error("fake cuda: " + f.entry() + " takes " +
                              std::to_string(f.pointers()) + " pointers, the launch passed " +
@@ -127,7 +134,7 @@ class EmulatedExecution final : public CudaExecution {
       args.push_back(const_cast<double*>(&p));
     ++state_->launches;
     f.run()(args.data(), static_cast<unsigned>(std::min(grid, kMaxBlocks)),
-            static_cast<unsigned>(block));
+            static_cast<unsigned>(block), static_cast<unsigned>(shared_bytes));
   }
 
   /// What a GPU would compile: NVRTC for sm_80 and sm_90, or sm_90a alone for an

@@ -104,7 +104,8 @@ EmulatedLaunch build_emulated(const std::string& source, const std::string& entr
   }
   const std::string unit =
       source + "extern \"C\" void ein_emulated_launch(void* const* args, unsigned grid, "
-               "unsigned block) {\n  ein_emulate_launch(grid, block, [&] { " +
+               "unsigned block, unsigned shared_bytes) {\n  ein_emulate_launch(grid, block, "
+               "shared_bytes, [&] { " +
       entry + "(" + call + "); });\n}\n";
   static std::mutex mutex;  // one compile at a time writes a given file
   std::lock_guard lock(mutex);

@@ -12,7 +12,8 @@ namespace ein::testing {
 
 /// Runs the kernel: `args` holds one device pointer per buffer, then one `const double*` per
 /// double parameter; `grid` blocks of `block` threads, blocks one after another.
-using EmulatedLaunch = void (*)(void* const* args, unsigned grid, unsigned block);
+using EmulatedLaunch = void (*)(void* const* args, unsigned grid, unsigned block,
+                                unsigned shared_bytes);
 
 /// Whether the host can run CUDA C++ (the CUDA headers were found at configure time); when
 /// not, `why` says what is missing.

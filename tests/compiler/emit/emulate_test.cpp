@@ -59,7 +59,7 @@ TEST_P(Emulate, MatchesTheFloat64Semantics) {
     for (double& p : params)
       args.push_back(&p);
     launch(args.data(), static_cast<unsigned>(std::min(cuda.launch.grid, kEmulatedBlocks)),
-           static_cast<unsigned>(cuda.launch.block));
+           static_cast<unsigned>(cuda.launch.block), 0);
 
     for (size_t b = 0; b < nb; ++b) {
       if (!o.general.buffers[b].output) continue;
@@ -92,7 +92,7 @@ TEST(EmulatedSums, LongF32SumsAccumulateInADouble) {
     Tensor out = zeros({c.k.domain[0]}, DType::f32);
     void* args[] = {x.data_ptr(), out.data_ptr()};
     launch(args, static_cast<unsigned>(std::min(cuda.launch.grid, kEmulatedBlocks)),
-           static_cast<unsigned>(cuda.launch.block));
+           static_cast<unsigned>(cuda.launch.block), 0);
     const double exact = static_cast<double>(0.1f) * static_cast<double>(c.k.domain[1]);
     for (double got : out.to_vector<double>())
       EXPECT_NEAR(got, exact, 1e-6 * exact) << cuda_strategy_name(c.strategy);

@@ -15,14 +15,17 @@
 //  - sm_90a's wgmma.mma_async m64nNk16 (the kernels' ein_wgmma, with A in registers and B
 //    through a shared-memory matrix descriptor) takes the warpgroup's A registers and decodes
 //    B's descriptor (start address, leading and stride byte offsets, 128-byte swizzle) as the
-//    PTX ISA's canonical layouts say; B is read and the results land at the wait;
+//    PTX ISA's canonical layouts say; B is read, and the results land, at the wait_group that
+//    completes its commit group (a thread that ends with a product pending aborts);
 //  - WMMA (nvcuda::wmma: fragments, load/store/mma_sync) gives every lane of the warp the whole
 //    tile, in row-major order: the GPU spreads a fragment over the lanes in a layout the API
 //    leaves unspecified, so a kernel that uses only the API (and reads which row an accumulator
 //    element holds back from memory) is right under either; store_matrix_sync writes from lane 0
 //    alone, so a reader missing its __syncwarp() races as it would on the GPU;
 //  - __shared__ variables are function-local statics: one copy, shared by the block's threads
-//    (blocks never overlap, so one copy is enough);
+//    (blocks never overlap, so one copy is enough); a kernel's dynamic shared memory
+//    (EIN_DYNAMIC_SHARED) is the launch's bytes, all 0xff (NaN in every float type) when each
+//    block starts, followed by a guard that a block must leave as it is;
 //  - a thread that returns stops counting at the barriers (arrive_and_drop), as exited
 //    threads do on the GPU;
 //  - math is the host's libm (expf, erff, ...) and the 16-bit and fp8 types are the CUDA
@@ -82,8 +85,14 @@ struct Block {
   std::vector<std::array<uint64_t, 6>> registers;  // one set per thread: PTX's warp-wide operands
 };
 inline Block* current = nullptr;
+/// The launch's dynamic shared memory (1024-byte aligned), and the guard bytes after it.
+inline unsigned char* dynamic_shared = nullptr;
+constexpr size_t kSharedGuard = 1024;
 
 }  // namespace ein_emulation
+
+/// The kernel's dynamic shared memory (extern __shared__ on a GPU).
+#define EIN_DYNAMIC_SHARED(name) unsigned char* const name = ein_emulation::dynamic_shared
 
 inline void __syncthreads() { ein_emulation::current->block.arrive_and_wait(); }
 
@@ -214,7 +223,6 @@ inline ein_desc_t ein_desc(const void* tile, unsigned offset, unsigned lbo, unsi
 }
 inline void ein_fence_proxy_async() {}
 inline void ein_wgmma_fence() {}
-inline void ein_wgmma_commit() {}
 
 namespace ein_emulation {
 /// B's element (k, n) of a descriptor, from the PTX ISA's canonical layouts of 16-bit elements
@@ -253,9 +261,14 @@ struct PendingProduct {
   std::vector<float> a;  // A's 64 × 16 elements, row-major
   ein_desc_t b;
   float (*b_element)(const ein_desc_t&, int, int);
+  long long group;  // the commit group it belongs to: the thread's commits before its issue
 };
 inline thread_local std::vector<PendingProduct> pending_products;
+inline thread_local long long committed_groups = 0;
 }  // namespace ein_emulation
+
+/// wgmma.commit_group: the products issued since the last commit make a group.
+inline void ein_wgmma_commit() { ++ein_emulation::committed_groups; }
 
 /// wgmma.mma_async.sync.aligned.m64nNk16.f32 with A from registers: the warpgroup's 128 threads
 /// give A's 64 × 16 elements, warp w rows 16w..16w+15 in mma.sync m16n8k16's A layout (register
@@ -280,16 +293,24 @@ void ein_emulated_wgmma(float (*d)[4], const unsigned* a, ein_desc_t b, int accu
       whole[row * 16 + col] = static_cast<float>(v);
     }
   blk.warpgroups[t / 128]->arrive_and_wait();  // every thread has read A before it is reused
-  pending_products.push_back(
-      {&d[0][0], N, accumulate != 0, std::move(whole), b, &descriptor_element<T, NMajor>});
+  pending_products.push_back({&d[0][0], N, accumulate != 0, std::move(whole), b,
+                              &descriptor_element<T, NMajor>, committed_groups});
 }
 
-/// wgmma.wait_group 0: every product this thread issued lands, in issue order (a chained
-/// product accumulates onto the one before it).
-inline void ein_wgmma_wait() {
+/// wgmma.wait_group N: the products of every group but the last N this thread committed land,
+/// in issue order (a chained product accumulates onto the one before it: d is read now, so a
+/// kernel that changes an accumulator before its product's wait gets a wrong sum); the others
+/// stay pending.
+template <int N>
+void ein_wgmma_wait() {
   using namespace ein_emulation;
   const unsigned w = threadIdx.x % 128 / 32, lane = threadIdx.x % 32;
-  for (const PendingProduct& p : pending_products)
+  std::vector<PendingProduct> running;
+  for (PendingProduct& p : pending_products) {
+    if (p.group >= committed_groups - N) {
+      running.push_back(std::move(p));
+      continue;
+    }
     for (int j = 0; j < p.n / 8; ++j)
       for (int i = 0; i < 4; ++i) {
         const int row = 16 * static_cast<int>(w) + static_cast<int>(lane / 4) + 8 * (i / 2);
@@ -298,7 +319,8 @@ inline void ein_wgmma_wait() {
         for (int k = 0; k < 16; ++k) sum += p.a[row * 16 + k] * p.b_element(p.b, k, col);
         p.d[4 * j + i] = sum;
       }
-  pending_products.clear();
+  }
+  pending_products = std::move(running);
 }
 
 namespace nvcuda::wmma {
@@ -393,11 +415,19 @@ using std::signbit;  // CUDA's math API has it unqualified; <cmath> keeps it in 
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
 
-/// Runs `kernel` as a launch of `grid` blocks of `block` threads.
-inline void ein_emulate_launch(unsigned grid, unsigned block, const std::function<void()>& kernel) {
+/// Runs `kernel` as a launch of `grid` blocks of `block` threads with `shared_bytes` of dynamic
+/// shared memory.
+inline void ein_emulate_launch(unsigned grid, unsigned block, unsigned shared_bytes,
+                               const std::function<void()>& kernel) {
   gridDim = {grid, 1, 1};
   blockDim = {block, 1, 1};
+  const size_t shared_size = shared_bytes + ein_emulation::kSharedGuard;
+  std::unique_ptr<unsigned char, decltype(&std::free)> shared(
+      static_cast<unsigned char*>(std::aligned_alloc(1024, (shared_size + 1023) / 1024 * 1024)),
+      &std::free);
+  ein_emulation::dynamic_shared = shared.get();
   for (unsigned g = 0; g < grid; ++g) {
+    std::memset(shared.get(), 0xff, shared_size);
     ein_emulation::Block b(block);
     ein_emulation::current = &b;
     std::vector<std::thread> threads;
@@ -406,6 +436,11 @@ inline void ein_emulate_launch(unsigned grid, unsigned block, const std::functio
         threadIdx = {t, 0, 0};
         blockIdx = {g, 0, 0};
         kernel();
+        if (!ein_emulation::pending_products.empty()) {
+          std::fprintf(stderr, "host emulation: thread %u ended with a wgmma product it never "
+                               "waited for\n", t);
+          std::abort();
+        }
         b.block.arrive_and_drop();
         b.warps[t / 32]->arrive_and_drop();
         b.warpgroups[t / 128]->arrive_and_drop();
@@ -413,5 +448,12 @@ inline void ein_emulate_launch(unsigned grid, unsigned block, const std::functio
     for (std::thread& th : threads)
       th.join();
     ein_emulation::current = nullptr;
+    for (size_t i = shared_bytes; i < shared_size; ++i)
+      if (shared.get()[i] != 0xff) {
+        std::fprintf(stderr, "host emulation: a block wrote past its %u bytes of dynamic shared "
+                             "memory (byte %zu)\n", shared_bytes, i);
+        std::abort();
+      }
   }
+  ein_emulation::dynamic_shared = nullptr;
 }
