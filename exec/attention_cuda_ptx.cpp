@@ -461,6 +461,7 @@ extern "C" __global__ void EIN_ROWS_BOUNDS ein_attention_forward_ptx(
       ein_start_add_times<EIN_F>(o, pa, vs + (buf ^ 1) * vTile, lane);
       ein_products_wait<0>();
       ein_keep_all<EIN_F / 8>(o);
+      ein_keep_all<EIN_TILE / 16>(pa);  // read by the product until its wait
     }
 
     // o = O / l and lse = m + log2 l (in base e); a row with every key masked gets o = 0 and
