@@ -135,7 +135,8 @@ std::string attention_ptx_prelude(DType in, DType bias, int64_t e, int64_t f, in
 /// are those products landed at once. The forward overlaps the scores of one key tile with
 /// p · v of the one before (FlashAttention-3's overlap within a warpgroup, where products are
 /// asynchronous: wgmma), its k and v tiles double-buffered in dynamic shared memory
-/// (attention_forward_shared_bytes; its source says EIN_SHARED_BYTES).
+/// (attention_forward_shared_bytes; its source says EIN_SHARED_BYTES). dQ overlaps the
+/// scores' exponentials with dP = dO vᵀ; dK/dV Pᵀ with dPᵀ, and dSᵀ with dV += Pᵀ dO.
 std::string attention_forward_kernel(const std::string& entry);
 std::string attention_dq_kernel(const std::string& entry);
 std::string attention_dkv_kernel(const std::string& entry, int part);

@@ -538,8 +538,12 @@ extern "C" __global__ void EIN_ROWS_BOUNDS ein_attention_dq_ptx(
         ein_stage_rows<EIN_E>(ks[buf ^ 1], kn, j0 + EIN_TILE, S);
         ein_stage_rows<EIN_F>(vs[buf ^ 1], vn, j0 + EIN_TILE, S);
       }
+      // the scores and dP = dO vᵀ, P from the scores while dP runs
       float p[EIN_TILE / 8][4], dp[EIN_TILE / 8][4];
-      ein_times_rows<EIN_E>(p, qa, ks[buf], lane);  // the scores
+      ein_start_times_rows<EIN_E>(p, qa, ks[buf], lane);
+      ein_start_times_rows<EIN_F>(dp, da, vs[buf], lane);
+      ein_products_wait<1>();
+      ein_keep_all<EIN_TILE / 8>(p);
       const bool whole = ein_whole_tile(j0, lim, brow_at);
 #pragma unroll
       for (int c = 0; c < EIN_TILE / 8; ++c)
@@ -552,7 +556,8 @@ extern "C" __global__ void EIN_ROWS_BOUNDS ein_attention_dq_ptx(
                         ? 0.0f
                         : exp2f(p[c][x] * scale2 + b - lse2[h]);
         }
-      ein_times_rows<EIN_F>(dp, da, vs[buf], lane);  // dP = dO vᵀ
+      ein_products_wait<0>();
+      ein_keep_all<EIN_TILE / 8>(dp);
 #pragma unroll
       for (int c = 0; c < EIN_TILE / 8; ++c)
 #pragma unroll
@@ -655,9 +660,18 @@ extern "C" __global__ void EIN_ROWS_BOUNDS ein_attention_dkv_ptx(
         const long long j = c0 + group + 8 * h;
         bcol_at[h] = has_bias && j < S ? bias + bias_off[n] + j * bcol : 0;
       }
-      // Pᵀ: this lane's keys c0 + group (+ 8) × queries 8c + 2 t4 (+ 1)
+      // Sᵀ = k qᵀ and (for dK) dPᵀ = v dOᵀ started together, Pᵀ from Sᵀ while dPᵀ runs: this
+      // lane's keys c0 + group (+ 8) × queries 8c + 2 t4 (+ 1)
       float p[EIN_TILE / 8][4];
-      ein_times_rows<EIN_E>(p, ka, qs[buf], lane);  // Sᵀ = k qᵀ
+      ein_start_times_rows<EIN_E>(p, ka, qs[buf], lane);
+#if EIN_PART != 1
+      float dp[EIN_TILE / 8][4];
+      ein_start_times_rows<EIN_F>(dp, va, dos[buf], lane);
+      ein_products_wait<1>();
+#else
+      ein_products_wait<0>();
+#endif
+      ein_keep_all<EIN_TILE / 8>(p);
 #pragma unroll
       for (int c = 0; c < EIN_TILE / 8; ++c)
 #pragma unroll
@@ -674,11 +688,14 @@ extern "C" __global__ void EIN_ROWS_BOUNDS ein_attention_dkv_ptx(
           p[c][x] = value;
         }
 #if EIN_PART != 2
-      ein_add_times<EIN_F>(dv_acc, p, dos[buf], lane);  // dV += Pᵀ dO
+      unsigned pa[EIN_TILE / 16][4];  // dV += Pᵀ dO, running under dSᵀ
+#pragma unroll
+      for (int c = 0; c < EIN_TILE / 16; ++c) ein_as_a(pa[c], p + 2 * c);
+      ein_start_add_times<EIN_F>(dv_acc, pa, dos[buf], lane);
 #endif
 #if EIN_PART != 1
-      float dp[EIN_TILE / 8][4];
-      ein_times_rows<EIN_F>(dp, va, dos[buf], lane);  // dPᵀ = v dOᵀ
+      ein_products_wait<EIN_PART == 0 ? 1 : 0>();  // dPᵀ (dV's product may still run)
+      ein_keep_all<EIN_TILE / 8>(dp);
 #pragma unroll
       for (int c = 0; c < EIN_TILE / 8; ++c)
 #pragma unroll
@@ -686,7 +703,19 @@ extern "C" __global__ void EIN_ROWS_BOUNDS ein_attention_dkv_ptx(
           const float d = deltas[buf][8 * c + 2 * t4 + x % 2];
           p[c][x] = p[c][x] == 0.0f ? 0.0f : scale * p[c][x] * (dp[c][x] - d);
         }
-      ein_add_times<EIN_E>(dk_acc, p, qs[buf], lane);  // dK += dSᵀ q
+      unsigned sa[EIN_TILE / 16][4];  // dK += dSᵀ q
+#pragma unroll
+      for (int c = 0; c < EIN_TILE / 16; ++c) ein_as_a(sa[c], p + 2 * c);
+      ein_start_add_times<EIN_E>(dk_acc, sa, qs[buf], lane);
+#endif
+      ein_products_wait<0>();
+#if EIN_PART != 2
+      ein_keep_all<EIN_F / 8>(dv_acc);
+      ein_keep_all<EIN_TILE / 16>(pa);
+#endif
+#if EIN_PART != 1
+      ein_keep_all<EIN_E / 8>(dk_acc);
+      ein_keep_all<EIN_TILE / 16>(sa);
 #endif
     }
     const float one[2] = {1.0f, 1.0f};
