@@ -119,8 +119,8 @@ int attention_forward_shared_bytes(AttentionCores cores, int64_t e, int64_t f);
 
 /// What the PTX and wgmma kernels' sources start with: the 16-bit types, the sizes (EIN_E,
 /// EIN_F, EIN_TILE: keys a tile, or queries in dK/dV; EIN_ROWS: query rows a block of the
-/// forward or dQ), mma.sync, ldmatrix and cp.async (the host emulation defines its own), and
-/// the fragment helpers they share.
+/// forward or dQ, keys of dK/dV), mma.sync, ldmatrix and cp.async (the host emulation defines
+/// its own), and the fragment helpers they share.
 std::string attention_ptx_prelude(DType in, DType bias, int64_t e, int64_t f, int tile,
                                   int rows = 64);
 
