@@ -17,6 +17,7 @@ struct Loaded {
   std::mutex mutex;
   std::map<std::pair<int, std::string>, CuModule> modules;
   std::map<std::pair<CuModule, std::string>, CuFunction> functions;
+  std::map<CuFunction, int> shared_allowed;  // dynamic shared bytes each function may take
 };
 
 Loaded& loaded() {
@@ -79,12 +80,19 @@ void launch_cuda_function(CuFunction f, std::string_view entry, int64_t grid, in
   for (double& s : scalars)
     args.push_back(&s);
   // Above the 48 KB every kernel may take, a function must be allowed its dynamic shared
-  // memory first (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES): cheap, so every launch does.
+  // memory first (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES), once for the most it asks.
   constexpr int kMaxDynamicSharedSizeBytes = 8, kDefaultShared = 48 * 1024;
-  if (shared_bytes > kDefaultShared)
-    check_cuda(cuda_driver().func_set_attribute(f, kMaxDynamicSharedSizeBytes, shared_bytes),
-               "cuFuncSetAttribute(" + std::string(entry) + ", " + std::to_string(shared_bytes) +
-                   " bytes of dynamic shared memory)");
+  if (shared_bytes > kDefaultShared) {
+    Loaded& l = loaded();
+    std::lock_guard lock(l.mutex);
+    int& allowed = l.shared_allowed[f];
+    if (shared_bytes > allowed) {
+      check_cuda(cuda_driver().func_set_attribute(f, kMaxDynamicSharedSizeBytes, shared_bytes),
+                 "cuFuncSetAttribute(" + std::string(entry) + ", " +
+                     std::to_string(shared_bytes) + " bytes of dynamic shared memory)");
+      allowed = shared_bytes;
+    }
+  }
   check_cuda(cuda_driver().launch_kernel(f, blocks, 1, 1, static_cast<unsigned>(block), 1, 1,
                                          static_cast<unsigned>(shared_bytes), stream.handle(),
                                          args.data(), nullptr),

@@ -11,7 +11,8 @@
 namespace ein::testing {
 
 /// Runs the kernel: `args` holds one device pointer per buffer, then one `const double*` per
-/// double parameter; `grid` blocks of `block` threads, blocks one after another.
+/// double parameter; `grid` blocks of `block` threads, blocks one after another, with
+/// `shared_bytes` of dynamic shared memory.
 using EmulatedLaunch = void (*)(void* const* args, unsigned grid, unsigned block,
                                 unsigned shared_bytes);
 
