@@ -23,7 +23,6 @@
 
 #include <algorithm>
 #include <array>
-#include <map>
 #include <optional>
 
 #include <fmt/format.h>
@@ -208,18 +207,8 @@ NodeCost cost_linear_cross_entropy_grad(const Graph& g, const GraphNode& n) {
 }
 
 NodeCost cost_contract(const Graph& g, const GraphNode& n) {
-  const auto& a = std::get<ContractAttr>(n.attr);
-  std::map<int, int64_t> sizes;  // axis label → size, over both operands
-  const auto collect = [&](const GraphNode& x, const std::vector<int>& labels) {
-    for (size_t d = 0; d < labels.size(); ++d)
-      sizes[labels[d]] = x.shape[d];
-  };
-  collect(g.nodes[n.inputs[0]], a.a_axes);
-  collect(g.nodes[n.inputs[1]], a.b_axes);
-  int64_t points = 1;
-  for (const auto& [label, size] : sizes)
-    points *= size;
-  return {2 * points, 2 * points, input_bytes(g, n), bytes_of(n)};
+  const int64_t flops = contract_flops(g, n);
+  return {flops, flops, input_bytes(g, n), bytes_of(n)};
 }
 
 /// Marks the nodes reachable from `roots`.
@@ -299,15 +288,29 @@ std::string shape_text(const GraphNode& n) {
   return fmt::format("{}[{}]", dtype_name(n.dtype), dims);
 }
 
-/// The strides (in elements) of each node's value up to node `last`, when every graph input is
-/// contiguous; nullopt where it depends on run-time choices (a contraction may return a
-/// permuted view; a cast keeps its input's layout). Mirrors execute.cpp's rules.
-std::vector<std::optional<Shape>> static_strides(const Graph& g, int last) {
+/// Whether reshape node `id` will be a view, given the static strides of its input.
+bool reshape_is_view(const Graph& g, int id, const std::vector<std::optional<Shape>>& strides) {
+  const GraphNode& n = g.nodes[id];
+  const std::optional<Shape>& in = strides[n.inputs[0]];
+  return g.nodes[n.inputs[0]].shape == n.shape ||
+         (in && view_strides(g.nodes[n.inputs[0]].shape, *in, n.shape).has_value());
+}
+
+}  // namespace
+
+std::vector<std::optional<Shape>> static_strides(
+    const Graph& g, int last, std::span<const std::optional<Shape>> input_strides) {
   std::vector<std::optional<Shape>> out(last + 1);
   for (int i = 0; i <= last; ++i) {
     const GraphNode& n = g.nodes[i];
     const std::optional<Shape> in = n.inputs.empty() ? std::nullopt : out[n.inputs[0]];
     switch (n.op) {
+      case GraphOp::input: {
+        const auto index = static_cast<size_t>(std::get<InputAttr>(n.attr).index);
+        out[i] = index < input_strides.size() ? input_strides[index]
+                                              : std::optional<Shape>(contiguous_strides(n.shape));
+        break;
+      }
       case GraphOp::view:
         if (in) out[i] = view_output_strides(std::get<ViewAttr>(n.attr), *in);
         break;
@@ -343,11 +346,12 @@ std::vector<std::optional<Shape>> static_strides(const Graph& g, int last) {
         out[i] = strides;
         break;
       }
-      case GraphOp::input:
       case GraphOp::map:
       case GraphOp::concat:
       case GraphOp::fused:
       case GraphOp::result:
+      case GraphOp::attention:  // exec/attention.h: o and the logsumexp, rows of e + 1
+      case GraphOp::attention_grad:
         out[i] = contiguous_strides(n.shape);
         break;
       default:
@@ -356,16 +360,6 @@ std::vector<std::optional<Shape>> static_strides(const Graph& g, int last) {
   }
   return out;
 }
-
-/// Whether reshape node `id` will be a view, given the static strides of its input.
-bool reshape_is_view(const Graph& g, int id, const std::vector<std::optional<Shape>>& strides) {
-  const GraphNode& n = g.nodes[id];
-  const std::optional<Shape>& in = strides[n.inputs[0]];
-  return g.nodes[n.inputs[0]].shape == n.shape ||
-         (in && view_strides(g.nodes[n.inputs[0]].shape, *in, n.shape).has_value());
-}
-
-}  // namespace
 
 int64_t kernel_flops(const Kernel& k, const Shape& domain) {
   const int64_t points = numel(domain);

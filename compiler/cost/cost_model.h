@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -51,6 +53,13 @@ enum class ReshapeLayout : uint8_t {
 
 /// The cost of node `id` of `graph` (ReshapeLayout::analyse walks the graph up to `id`).
 NodeCost node_cost(const Graph& graph, int id, ReshapeLayout reshape = ReshapeLayout::analyse);
+
+/// The strides (in elements) of each node's value up to node `last` as the executor makes it
+/// (mirrors execute.cpp's rules), when graph input i has the strides `input_strides[i]`
+/// (nullopt: unknown), contiguous past the span's end; nullopt where they depend on run-time
+/// choices (a contraction may return a permuted view; a cast keeps its input's layout).
+std::vector<std::optional<Shape>> static_strides(
+    const Graph& graph, int last, std::span<const std::optional<Shape>> input_strides = {});
 
 /// FLOPs of one Kernel IR kernel over `domain` (the map and fused rules): each arithmetic
 /// scalar node once per point it is evaluated at, plus one per point per reduction stage.

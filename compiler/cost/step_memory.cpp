@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "compiler/cost/backward_cost.h"
+#include "compiler/cost/cost_model.h"
 #include <ein/tensor.h>
 
 namespace ein {
@@ -120,12 +121,33 @@ StepMemory fused_step_memory(const Graph& forward, int outputs, const Graph& bac
   // A contraction that writes its slot of a concat (ConcatAttr::placed) is the concat's
   // buffer, allocated when the first of them runs (exec/execute.cpp).
   const std::vector<int> forward_into = placed_into(forward), backward_into = placed_into(backward);
+  // A reshape is a view unless its input's layout is known and allows none (a permuted view
+  // of the attention's output, whose rows hold the logsumexp too): then the executor copies.
+  const std::vector<std::optional<Shape>> forward_strides = static_strides(forward, nf - 1);
+  std::vector<std::optional<Shape>> backward_inputs;
+  for (const GraphNode& n : backward.nodes) {
+    if (n.op != GraphOp::input) continue;
+    const int index = std::get<InputAttr>(n.attr).index;
+    const int k = index - saved_base + outputs;
+    if (static_cast<int>(backward_inputs.size()) <= index) backward_inputs.resize(index + 1);
+    backward_inputs[index] = index >= saved_base && k < static_cast<int>(forward.outputs.size())
+                                 ? forward_strides[forward.outputs[k]]
+                                 : std::optional<Shape>(contiguous_strides(n.shape));
+  }
+  const std::vector<std::optional<Shape>> backward_strides =
+      static_strides(backward, nb - 1, backward_inputs);
+  const auto copies = [&](const Graph& g, const std::vector<std::optional<Shape>>& strides,
+                          const GraphNode& n) {
+    const std::optional<Shape>& in = strides[n.inputs[0]];
+    return n.op == GraphOp::reshape && in && g.nodes[n.inputs[0]].shape != n.shape &&
+           !view_strides(g.nodes[n.inputs[0]].shape, *in, n.shape);
+  };
   const auto place = [&](const Graph& g, int offset, int i) {
     const GraphNode& n = g.nodes[i];
     const int id = offset + i;
     const int into = (offset == 0 ? forward_into : backward_into)[static_cast<size_t>(i)];
     buf[id] = id;
-    if (is_alias(n.op)) {
+    if (is_alias(n.op) && !copies(g, offset == 0 ? forward_strides : backward_strides, n)) {
       buf[id] = buf[offset + n.inputs[0]];
     } else if (into >= 0) {
       buf[id] = offset + into;

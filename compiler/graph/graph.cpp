@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -354,6 +355,21 @@ void verify(const Graph& g) {
   }
   for (int o : g.outputs)
     if (o < 0 || o >= static_cast<int>(g.nodes.size())) fail(g.nodes.size(), "bad output");
+}
+
+int64_t contract_flops(const Graph& g, const GraphNode& n) {
+  const auto& a = std::get<ContractAttr>(n.attr);
+  std::map<int, int64_t> sizes;  // axis label → size, over both operands
+  const auto collect = [&](const GraphNode& x, const std::vector<int>& labels) {
+    for (size_t d = 0; d < labels.size(); ++d)
+      sizes[labels[d]] = x.shape[d];
+  };
+  collect(g.nodes[n.inputs[0]], a.a_axes);
+  collect(g.nodes[n.inputs[1]], a.b_axes);
+  int64_t points = 1;
+  for (const auto& [label, size] : sizes)
+    points *= size;
+  return 2 * points;
 }
 
 std::vector<int> outputs_final_after(const Graph& g) {

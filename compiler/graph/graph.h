@@ -194,6 +194,10 @@ struct Graph {
   int add(GraphNode node);
 };
 
+/// A contraction node's FLOPs: 2 × the product of the sizes of all distinct axes of both
+/// operands (one multiply and one add per point of the joint index space).
+int64_t contract_flops(const Graph& graph, const GraphNode& contract);
+
 /// One line per node: `%3 = reduce[mean] %2 : f32[8, 64]`.
 std::string dump(const Graph& graph);
 

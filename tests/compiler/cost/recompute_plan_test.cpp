@@ -11,6 +11,7 @@
 #include "compiler/cost/backward_cost.h"
 #include "compiler/cost/graph_builder.h"
 #include "compiler/cost/step_memory.h"
+#include "compiler/fuse/fuse.h"
 #include "compiler/pipeline.h"
 
 namespace ein {
@@ -346,6 +347,31 @@ TEST(RecomputePlan, GradientsFreedEarlyNeverRaiseThePeakWithGradients) {
   EXPECT_EQ(dropped.peak, kept.peak);  // activations are not affected
   EXPECT_EQ(kept.peak_with_gradients, kept.peak + D * F * 4);  // the first gradient's birth
   EXPECT_EQ(dropped.peak_with_gradients, kept.peak_with_gradients);
+}
+
+// A reshape that no strides make a view of its input copies when the executor runs it
+// (exec/execute.cpp's run_reshape): the liveness counts its bytes. Merging a permuted
+// value's dims (h (b e) of b h e) copies; merging contiguous ones (b (h e)) is a view.
+TEST(RecomputePlan, FusedLivenessCountsTheReshapesThatCopy) {
+  constexpr int64_t H = 4, E = 8;
+  for (const bool permuted : {true, false}) {
+    testing::GraphBuilder b;
+    const int x = b.input({B, H, E}), w = b.input({B * E, F}), v = b.input({H * E, F});
+    const int sq = b.map({x}, {{0, 1, 2}}, {B, H, E},
+                         [](Kernel& k, auto& in) { return k.apply(ScalarOp::square, in[0]); });
+    const int y = permuted ? b.einsum("h n, n f -> h f",
+                                      {b.pattern("b h e -> h (b e)", PatternOp::rearrange, {sq}), w})
+                           : b.einsum("b n, n f -> b f",
+                                      {b.pattern("b h e -> b (h e)", PatternOp::rearrange, {sq}), v});
+    b.output(b.reduce("r f ->", Reduction::mean, y));
+    const Graph forward = fuse(b.graph());
+    int64_t reshaped = -1;
+    const StepMemory s = fused_step_memory(forward, 1, Graph{}, 0);
+    for (size_t i = 0; i < forward.nodes.size(); ++i)  // the rearrange's (not the loss's)
+      if (forward.nodes[i].op == GraphOp::reshape && forward.nodes[i].shape.size() == 2)
+        reshaped = s.forward_bytes[i];
+    EXPECT_EQ(reshaped, permuted ? B * H * E * 4 : 0) << (permuted ? "h (b e)" : "b (h e)");
+  }
 }
 
 TEST(RecomputePlan, NamesRoundTrip) {
