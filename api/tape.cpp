@@ -41,34 +41,38 @@ struct CachedBackward {
 };
 
 /// Backward plans by (forward graph, needs-grad mask, which inputs are weights, recompute
-/// policy, whether ZeRO 3 fetches the parameters); entries hold the forward graph so its
-/// address is never reused while cached.
+/// policy, activation budget, whether ZeRO 3 fetches the parameters); entries hold the forward
+/// graph so its address is never reused while cached.
 std::shared_ptr<const CachedBackward> backward_of(const std::shared_ptr<const Graph>& graph,
                                                   const std::vector<bool>& needs_grad,
                                                   const std::vector<bool>& weights,
-                                                  Recompute recompute,
+                                                  Recompute recompute, double budget,
                                                   const std::vector<int>& blocks) {
   static std::mutex mutex;
-  using Key = std::tuple<const Graph*, std::vector<bool>, std::vector<bool>, Recompute, bool>;
+  using Key =
+      std::tuple<const Graph*, std::vector<bool>, std::vector<bool>, Recompute, double, bool>;
   static std::map<Key,
                   std::pair<std::shared_ptr<const Graph>, std::shared_ptr<const CachedBackward>>>
       cache;
   // Without blocks, Recompute::blocks plans as automatic (and shares its cache entry); the
   // blocks are the graph's own (its tracer's), so the graph's address keys them too.
   if (recompute == Recompute::blocks && blocks.empty()) recompute = Recompute::automatic;
+  if (recompute != Recompute::automatic) budget = 1;  // only auto's plan has a budget
   // ZeRO 3 (a FetchScope on this thread): the backward fetches a sharded parameter again
   // rather than every rank holding the whole model's bf16 casts through the step.
   const bool save_parameter_casts = !dist::fetching();
   std::lock_guard lock(mutex);
-  Key key{graph.get(), needs_grad, weights, recompute, save_parameter_casts};
+  Key key{graph.get(), needs_grad, weights, recompute, budget, save_parameter_casts};
   if (auto it = cache.find(key); it != cache.end()) return it->second.second;
   // Bounded: a program tracing graphs on the fly must not grow; plans in use stay alive
   // (their GradNodes hold them).
   if (cache.size() >= 4096) cache.clear();
   auto entry = std::make_shared<CachedBackward>();
-  CompiledGraph c = compile_graph(
-      *graph, {.differentiate = needs_grad, .recompute = recompute, .blocks = blocks,
-               .save_parameter_casts = save_parameter_casts});
+  CompiledGraph c = compile_graph(*graph, {.differentiate = needs_grad,
+                                           .recompute = recompute,
+                                           .blocks = blocks,
+                                           .save_parameter_casts = save_parameter_casts,
+                                           .activation_budget = budget});
   entry->backward = std::move(*c.backward);
   entry->fused = std::move(c.fused);
   const Graph& forward = entry->backward.forward;  // the caller's, or with heads' gradients
@@ -217,7 +221,8 @@ std::vector<Tensor> run_recorded(const std::shared_ptr<const Graph>& graph, cons
     weights.push_back(x.requires_grad() && x.is_leaf());
   // The backward is planned before the forward runs: the plan says which forward values the
   // forward must hand over besides its outputs (the recompute policy's saved set).
-  auto plan = backward_of(graph, needs_grad, weights, recompute_policy(), blocks);
+  auto plan =
+      backward_of(graph, needs_grad, weights, recompute_policy(), activation_budget(), blocks);
   std::vector<Tensor> outputs = execute(plan->forward, detached, plan->forward_charges);
   std::vector<Tensor> saved(outputs.begin() + static_cast<std::ptrdiff_t>(graph->outputs.size()),
                             outputs.end());

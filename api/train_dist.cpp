@@ -19,10 +19,12 @@ std::string settings_text(const TrainOptions& o) {
   std::string data = o.data ? fmt::format("{} B={} T={} {}", o.data->kind, o.data->batch,
                                           o.data->context, o.data->order)
                             : "fn batch";
-  return fmt::format("steps={} seed={} precision={} recompute={} lr={} schedule={} warmup={} "
-                     "clip={} accumulate={} zero={} bucket_mb={} overlap={} data={} resume={}",
-                     o.steps, o.seed, o.precision, o.recompute, o.lr, o.schedule, o.warmup, o.clip,
-                     o.accumulate, o.zero, o.bucket_mb, o.overlap, data, o.resume);
+  return fmt::format(
+      "steps={} seed={} precision={} recompute={} activation_budget={} lr={} "
+      "schedule={} warmup={} clip={} accumulate={} zero={} bucket_mb={} "
+      "overlap={} data={} resume={}",
+      o.steps, o.seed, o.precision, o.recompute, o.activation_budget, o.lr, o.schedule, o.warmup,
+      o.clip, o.accumulate, o.zero, o.bucket_mb, o.overlap, data, o.resume);
 }
 
 std::string parameters_text(const std::vector<NamedTensor>& params) {

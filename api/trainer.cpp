@@ -277,7 +277,14 @@ TrainResult Trainer::fit() {
   if (!policy)
     throw UserError(
         fmt::format("--recompute {}: expected none, auto, blocks or full", o.recompute));
-  const RecomputeScope recompute(*policy);  // the ops this thread records from now on
+  if (!(o.activation_budget >= 0 && o.activation_budget <= 1))
+    throw UserError(fmt::format("--activation-budget {}: expected a fraction from 0 to 1",
+                                o.activation_budget));
+  if (o.activation_budget < 1 && *policy != Recompute::automatic)
+    throw UserError(fmt::format("--activation-budget applies to --recompute auto, not {}",
+                                o.recompute));
+  // The ops this thread records from now on.
+  const RecomputeScope recompute(*policy, o.activation_budget);
   const int64_t steps = o.steps;
   if (steps < 0) throw UserError("--steps must be >= 0");
   if (o.accumulate < 1) throw UserError("accumulate must be >= 1");

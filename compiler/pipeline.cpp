@@ -81,7 +81,7 @@ CompiledGraph compile_graph(Graph graph, const GraphStages& stages) {
   dump_stage(Stage::ir, graph.origin, [&] { return dump(graph); });
   if (!stages.differentiate.empty()) {
     c.backward = differentiate(graph, stages.differentiate, stages.recompute, stages.blocks,
-                               stages.save_parameter_casts);
+                               stages.save_parameter_casts, stages.activation_budget);
     dump_stage(Stage::backward, graph.origin, [&] { return dump(c.backward->graph); });
     c.graph = c.backward->graph;
   } else {

@@ -59,6 +59,9 @@ struct GraphStages {
   std::vector<int> blocks = {};  ///< per graph node, its block under Recompute::blocks (-1: none)
   /// Keep parameters' casts to the compute dtype for the backward (autodiff.h; false: ZeRO 3).
   bool save_parameter_casts = true;
+  /// Under Recompute::automatic, the fraction of its saved bytes the forward may save
+  /// (autodiff.h; 1: no contraction is recomputed).
+  double activation_budget = 1;
   bool cost = false;                ///< cost every node of the graph the later stages take
   bool fuse = true;                 ///< fuse that graph into kernels
 };

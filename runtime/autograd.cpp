@@ -6,12 +6,14 @@
 #include <unordered_map>
 
 #include <ein/errors.h>
+#include <fmt/format.h>
 
 namespace ein {
 namespace {
 
 thread_local bool grad_mode = true;
 thread_local Recompute recompute_mode = Recompute::automatic;
+thread_local double budget_mode = 1;
 
 /// A gradient we may keep as a tensor's grad(): one nobody else holds, else a copy (so later
 /// in-place zeroing or optimizer steps never write through an alias).
@@ -70,11 +72,21 @@ std::optional<Recompute> parse_recompute(std::string_view name) {
   return std::nullopt;
 }
 
-RecomputeScope::RecomputeScope(Recompute policy) : previous_(recompute_mode) {
+double activation_budget() {
+  return budget_mode;
+}
+
+RecomputeScope::RecomputeScope(Recompute policy, double activation_budget)
+    : previous_(recompute_mode), previous_budget_(budget_mode) {
+  if (!(activation_budget >= 0 && activation_budget <= 1))
+    throw RuntimeError(
+        fmt::format("activation budget {}: expected a fraction from 0 to 1", activation_budget));
   recompute_mode = policy;
+  budget_mode = activation_budget;
 }
 RecomputeScope::~RecomputeScope() {
   recompute_mode = previous_;
+  budget_mode = previous_budget_;
 }
 
 void zero_grad(const std::vector<Tensor>& params, bool set_to_none) {

@@ -329,6 +329,7 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
     CompiledGraph c = compile_graph(g, {.differentiate = needs,
                                         .recompute = o.recompute,
                                         .blocks = trace.blocks,
+                                        .activation_budget = o.activation_budget,
                                         .cost = true,
                                         .fuse = false});
     back = std::move(c.backward);
@@ -630,9 +631,15 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
   // The plans of every policy, built and measured as for the chosen one (the chosen one's are
   // the numbers above); the blocks plan is the activation-checkpointing what-if.
   if (back)
-    add_recompute_plans(r, g, needs, weights, trace, o.recompute, sharded ? &*sharded : nullptr,
-                        compute_dtype != DType::f32);
+    add_recompute_plans(r, g, needs, weights, trace, o.recompute, o.activation_budget,
+                        sharded ? &*sharded : nullptr, compute_dtype != DType::f32);
   return r;
+}
+
+std::string plan_name(const RecomputePlan& plan) {
+  return plan.activation_budget < 1
+             ? fmt::format("{} {:g}", recompute_name(plan.policy), plan.activation_budget)
+             : recompute_name(plan.policy);
 }
 
 double Report::bytes_of(napkin::StatePart part) const {

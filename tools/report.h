@@ -38,11 +38,13 @@ struct ReportOptions {
   std::optional<DType> compute;
   int depth = -1;                  ///< module depth rows are merged to (-1: no merging)
   Recompute recompute = Recompute::automatic;  ///< the plan the numbers are for (ein train's)
+  double activation_budget = 1;  ///< with automatic: ein train --activation-budget (1: none)
 };
 
 /// One save/recompute plan of the step (autodiff's, as `ein train --recompute` runs it).
 struct RecomputePlan {
   Recompute policy = Recompute::automatic;
+  double activation_budget = 1;   ///< automatic's budget (autodiff.h); 1 for the other plans
   int64_t saved_activations = 0;  ///< forward values saved for the backward (inputs excluded)
   int64_t recompute_flops = 0;    ///< forward work the backward repeats
   int64_t recompute_matmul_flops = 0;  ///< of which contractions
@@ -181,6 +183,10 @@ struct Report {
   /// Bytes of one part of the training state (the whole model's) under optimizer/precision.
   double bytes_of(napkin::StatePart part) const;
 };
+
+/// A plan's name in the tables: the policy's (recompute_name), with auto's activation budget
+/// when below 1 ("auto 0.6").
+std::string plan_name(const RecomputePlan& plan);
 
 /// Loads `file` without allocating, traces `options.fn` for its example types, differentiates
 /// with respect to the float parameters and accounts for every node. Throws UserError or

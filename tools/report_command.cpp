@@ -27,6 +27,7 @@ struct ReportFlags {
   std::string file, fn = "train.loss", hw = "h100", math = "bf16", gpus = "1", mfu = "0.4";
   std::string bucket_mb = "25";
   std::string tokens, optimizer, precision, recompute = "auto", format = "text", output;
+  double activation_budget = 1;
   std::vector<std::string> sets;
   int depth = -1;
 };
@@ -64,6 +65,13 @@ int run_report(const ReportFlags& f) {
     if (!recompute || *recompute == Recompute::full)
       throw RuntimeError(fmt::format("--recompute {}: expected none, auto or blocks", f.recompute));
     o.recompute = *recompute;
+    if (!(f.activation_budget >= 0 && f.activation_budget <= 1))
+      throw RuntimeError(fmt::format("--activation-budget {}: expected a fraction from 0 to 1",
+                                     f.activation_budget));
+    if (f.activation_budget < 1 && *recompute != Recompute::automatic)
+      throw RuntimeError(
+          fmt::format("--activation-budget applies to --recompute auto, not {}", f.recompute));
+    o.activation_budget = f.activation_budget;
     const report::Report r = report::make_report(f.file, parse_settings(f.sets), o);
     const report::Summary s = report::summarize(r);
     std::string out;
@@ -107,6 +115,9 @@ void add_report_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--recompute", f->recompute,
                   "the save/recompute plan of the step, as ein train --recompute: auto (default), "
                   "none or blocks");
+  cmd->add_option("--activation-budget", f->activation_budget,
+                  "with --recompute auto, as ein train --activation-budget: the fraction (0 to "
+                  "1, default 1) of its saved activation bytes the forward may keep");
   cmd->add_option("--depth", f->depth, "merge modules below this depth (blocks.0.attn has depth 3)");
   cmd->add_option("--format", f->format, "text, md, json or html (default text)");
   cmd->add_option("-o,--output", f->output, "write to this file instead of stdout");

@@ -92,6 +92,7 @@ std::string render_json(const Report& r, const Summary& s) {
   for (size_t k = 0; k < r.plans.size(); ++k) {
     const report::RecomputePlan& p = r.plans[k];
     plans.push_back({{"policy", recompute_name(p.policy)},
+                     {"activation_budget", p.activation_budget},
                      {"chosen", static_cast<int>(k) == r.chosen},
                      {"saved_activations", p.saved_activations},
                      {"recompute_flops", p.recompute_flops},

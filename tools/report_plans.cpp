@@ -86,13 +86,18 @@ class GradientDrops {
 /// A save/recompute plan of the step as ein train runs it (api/tape.cpp): the backward under
 /// `policy`, fused, after the forward fused with the values the backward reads as extra
 /// outputs; its liveness as the executor frees values (compiler/cost/step_memory.h). With
-/// `sharded`, also each rank's peak under ZeRO 2 and 3.
+/// `sharded`, also each rank's peak under ZeRO 2 and 3. `budget`: automatic's activation budget.
 RecomputePlan recompute_plan(const Graph& g, const std::vector<bool>& needs,
                              const std::vector<bool>& weights, const std::vector<int>& blocks,
-                             Recompute policy, const ShardedGradients* sharded = nullptr,
+                             Recompute policy, double budget,
+                             const ShardedGradients* sharded = nullptr,
                              bool save_parameter_casts = true) {
-  CompiledGraph c = compile_graph(g, {.differentiate = needs, .recompute = policy, .blocks = blocks,
-                                      .save_parameter_casts = save_parameter_casts, .fuse = true});
+  CompiledGraph c = compile_graph(g, {.differentiate = needs,
+                                      .recompute = policy,
+                                      .blocks = blocks,
+                                      .save_parameter_casts = save_parameter_casts,
+                                      .activation_budget = budget,
+                                      .fuse = true});
   const Backward& b = *c.backward;
   const BackwardCost bc = backward_cost(b, b.forward, weights);
   Graph with_saved = b.forward;
@@ -100,6 +105,7 @@ RecomputePlan recompute_plan(const Graph& g, const std::vector<bool>& needs,
   const Graph forward = compile_graph(std::move(with_saved), {}).fused;
   RecomputePlan plan;
   plan.policy = policy;
+  plan.activation_budget = budget;
   plan.saved_activations = bc.saved_activations;
   plan.recompute_flops = bc.recompute.flops;
   plan.recompute_matmul_flops = bc.recompute.matmul_flops;
@@ -132,11 +138,20 @@ RecomputePlan recompute_plan(const Graph& g, const std::vector<bool>& needs,
 
 void add_recompute_plans(Report& r, const Graph& g, const std::vector<bool>& needs,
                          const std::vector<bool>& weights, const script::TraceInfo& trace,
-                         Recompute chosen, const ShardedGradients* sharded, bool casts_to_compute) {
-  for (const Recompute policy : {Recompute::none, Recompute::automatic, Recompute::blocks}) {
-    RecomputePlan plan = recompute_plan(g, needs, weights, trace.blocks, policy,
-                                        policy == chosen ? sharded : nullptr);
-    if (policy == chosen) {
+                         Recompute chosen, double budget, const ShardedGradients* sharded,
+                         bool casts_to_compute) {
+  // none, auto, auto within the budget (when below 1), blocks: the last is the checkpointing
+  // what-if.
+  std::vector<std::pair<Recompute, double>> policies{{Recompute::none, 1},
+                                                     {Recompute::automatic, 1}};
+  if (chosen == Recompute::automatic && budget < 1) policies.emplace_back(chosen, budget);
+  policies.emplace_back(Recompute::blocks, 1);
+  for (const auto& [policy, plan_budget] : policies) {
+    const bool is_chosen =
+        policy == chosen && (policy != Recompute::automatic || plan_budget == budget);
+    RecomputePlan plan = recompute_plan(g, needs, weights, trace.blocks, policy, plan_budget,
+                                        is_chosen ? sharded : nullptr);
+    if (is_chosen) {
       r.chosen = static_cast<int>(r.plans.size());
       r.activation_peak = static_cast<double>(plan.peak);
       r.temporaries = r.activation_peak - r.activation_bytes;
@@ -152,8 +167,8 @@ void add_recompute_plans(Report& r, const Graph& g, const std::vector<bool>& nee
       // model's bf16 copies through the step (api/tape.cpp): its plan without them.
       double zero3_casts = 0;
       if (casts_to_compute && sharded) {
-        const RecomputePlan without = recompute_plan(g, needs, weights, trace.blocks, policy,
-                                                     sharded, false);
+        const RecomputePlan without =
+            recompute_plan(g, needs, weights, trace.blocks, policy, plan_budget, sharded, false);
         zero3_casts = static_cast<double>(plan.peak_with_gradients - without.peak_with_gradients);
       }
       for (size_t rank = 0; rank < r.owned_fraction.size(); ++rank) {

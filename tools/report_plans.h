@@ -21,8 +21,9 @@ struct ShardedGradients {
   int ranks = 0;
 };
 
-/// Builds the plans of every policy into `r.plans` (none, auto, blocks: the last is the
-/// activation-checkpointing what-if) and sets the chosen one's numbers: the activation peak,
+/// Builds the plans of every policy into `r.plans` (none, auto, auto within `budget` when the
+/// chosen plan is auto with a budget below 1, blocks: the last is the activation-checkpointing
+/// what-if) and sets the chosen one's numbers: the activation peak,
 /// temporaries, totals, the step's peak and the per-rank ZeRO peaks (which need
 /// `r.state_bytes`, `r.activation_bytes`, `r.owned_fraction` and the ledger made first).
 /// `g` is the traced forward, `needs` its inputs that get gradients, `weights` those that are
@@ -30,6 +31,7 @@ struct ShardedGradients {
 /// `casts_to_compute`: the step reads f32 weights through casts to bf16 or fp16.
 void add_recompute_plans(Report& r, const Graph& g, const std::vector<bool>& needs,
                          const std::vector<bool>& weights, const script::TraceInfo& trace,
-                         Recompute chosen, const ShardedGradients* sharded, bool casts_to_compute);
+                         Recompute chosen, double budget, const ShardedGradients* sharded,
+                         bool casts_to_compute);
 
 }  // namespace ein::report

@@ -32,7 +32,7 @@ Summary summarize(const Report& r) {
                   "FLOPs, of which the --recompute {} plan's {} and the fused kernels' own {}) "
                   "is excluded from model FLOPs.",
                   grouped(static_cast<double>(r.recompute_flops)),
-                  r.plans.empty() ? "auto" : recompute_name(r.plans[r.chosen].policy),
+                  r.plans.empty() ? "auto" : report::plan_name(r.plans[r.chosen]),
                   grouped(static_cast<double>(r.recompute_flops - r.kernel_recompute_flops)),
                   grouped(static_cast<double>(r.kernel_recompute_flops))),
       r.causal_flops > 0

@@ -139,18 +139,20 @@ std::string render_text(const Report& r, const Summary& s, bool md) {
   for (size_t k = 0; k < r.plans.size(); ++k) {
     const report::RecomputePlan& p = r.plans[k];
     const std::string name =
-        fmt::format("{}{}", recompute_name(p.policy), static_cast<int>(k) == r.chosen ? " *" : "");
+        fmt::format("{}{}", report::plan_name(p), static_cast<int>(k) == r.chosen ? " *" : "");
     // The plan's own: what fused kernels rebuild inside their backward is the same in every
     // plan and gets its line below.
     const double plan_flops = static_cast<double>(p.recompute_flops - p.kernel_recompute_flops);
     const double plan_matmul =
         static_cast<double>(p.recompute_matmul_flops - p.kernel_recompute_matmul_flops);
-    out += md ? fmt::format("| {} | {} | {} | {} | {} |\n", name, si(static_cast<double>(p.saved_activations), "B"),
-                            si(plan_flops), si(plan_matmul), si(static_cast<double>(p.peak), "B"))
-              : fmt::format("  {:<9} saved {:>10}  recomputed {:>10} FLOPs ({:>10} in contractions)  "
-                            "liveness peak {:>10}\n",
-                            name, si(static_cast<double>(p.saved_activations), "B"), si(plan_flops),
-                            si(plan_matmul), si(static_cast<double>(p.peak), "B"));
+    out += md ? fmt::format("| {} | {} | {} | {} | {} |\n", name,
+                            si(static_cast<double>(p.saved_activations), "B"), si(plan_flops),
+                            si(plan_matmul), si(static_cast<double>(p.peak), "B"))
+              : fmt::format(
+                    "  {:<10} saved {:>10}  recomputed {:>10} FLOPs ({:>10} in contractions)  "
+                    "liveness peak {:>10}\n",
+                    name, si(static_cast<double>(p.saved_activations), "B"), si(plan_flops),
+                    si(plan_matmul), si(static_cast<double>(p.peak), "B"));
   }
   if (!r.plans.empty() && r.plans[r.chosen].kernel_recompute_flops > 0) {
     const report::RecomputePlan& p = r.plans[r.chosen];
@@ -164,6 +166,13 @@ std::string render_text(const Report& r, const Summary& s, bool md) {
   line("none saves every forward value a gradient reads; auto (the default) rebuilds elementwise "
        "values from saved ones when that saves nothing new; blocks checkpoints each module of a "
        "list (its values other code reads are saved, the rest recomputed in its backward).");
+  if (!r.plans.empty() && r.plans[r.chosen].activation_budget < 1)
+    line(
+        fmt::format("{} is auto within --activation-budget {:g}: the forward saves at most "
+                    "that fraction of auto's bytes, the backward recomputing contractions (a "
+                    "matmul's output, a bias or residual added to it) for the rest, the fewest "
+                    "FLOPs per byte first.",
+                    report::plan_name(r.plans[r.chosen]), r.plans[r.chosen].activation_budget));
   if (r.checkpoint_modules > 0)
     line(fmt::format("checkpointing each of the {} modules of {} (--recompute blocks): activations {} per "
                      "device instead of {}; total {}: {}; {:.3g}x the model FLOPs per step ({} "

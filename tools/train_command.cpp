@@ -20,6 +20,7 @@ namespace {
 /// The flags of `ein train`.
 struct TrainFlags {
   std::string file, device = "auto", precision, recompute, checkpoint, data, log, init;
+  std::optional<double> activation_budget;
   std::vector<std::string> sets;
   std::optional<int64_t> steps;
   uint64_t seed = 0;
@@ -49,6 +50,7 @@ int run_train(const TrainFlags& f) {
     TrainOptions& o = script.options;
     if (!f.precision.empty()) o.precision = f.precision;
     if (!f.recompute.empty()) o.recompute = f.recompute;
+    if (f.activation_budget) o.activation_budget = *f.activation_budget;
     if (f.steps) o.steps = *f.steps;
     o.data_path = f.data;
     o.checkpoint = f.checkpoint;
@@ -100,6 +102,11 @@ void add_train_command(CLI::App& app, int& exit_code) {
                 "elementwise values whose inputs are saved anyway), none, blocks (activation "
                 "checkpointing of each module of a list, e.g. a GPT's blocks) or full (the "
                 "whole forward; saves only inputs)");
+  c->add_option("--activation-budget", o->activation_budget,
+                "with --recompute auto: the fraction (0 to 1, default 1) of its saved "
+                "activation bytes the forward may keep; below 1 the backward recomputes "
+                "contractions (matmul outputs, biases and residuals added to them), the fewest "
+                "FLOPs per byte first, until the rest fits");
   c->add_option("--checkpoint", o->checkpoint, "directory for step_N.safetensors checkpoints");
   c->add_flag("--resume", o->resume, "continue from the latest good checkpoint in --checkpoint");
   c->add_option("--keep", o->keep, "checkpoints kept (default 3)");

@@ -8,6 +8,7 @@
 #include "compiler/autodiff/autodiff.h"
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
 #include <stdexcept>
 #include <utility>
@@ -68,8 +69,16 @@ bool rebuilt_free(const GraphNode& n) {
 ///     read it. A parameter's cast to the compute dtype (bf16, f16) stays saved: its readers
 ///     are contractions, which no fusion folds it into (unless `save_parameter_casts` is
 ///     false: ZeRO 3 fetches the parameter again instead).
+///  3. Recompute::automatic with an `activation_budget` below 1 (the fraction of 2.'s saved
+///     bytes the forward may save, as torch.compile's activation_memory_budget): a saved value
+///     that contractions rebuild from available values (a matmul's output, or the maps after
+///     it: a bias added, a residual summed), through at most kMaxRebuiltChain nodes of at
+///     least 32 bits, is rebuilt instead, the fewest contraction FLOPs per saved byte first,
+///     until the rest fits or no such value is left. Attention and cross-entropy outputs,
+///     reductions and 16-bit values stay saved.
 void save_forward_values(Backward& b, const Graph& forward, int n_inputs, Recompute policy,
-                         const std::vector<int>& blocks, bool save_parameter_casts) {
+                         const std::vector<int>& blocks, bool save_parameter_casts,
+                         double activation_budget) {
   Graph& g = b.graph;
   const int nf = static_cast<int>(forward.nodes.size());
   std::vector<char> live(g.nodes.size(), 0);
@@ -138,15 +147,28 @@ void save_forward_values(Backward& b, const Graph& forward, int n_inputs, Recomp
     // nodes that would be rebuilt for it go to `chain`. A LayerNorm's output
     // ((x - mu) * rsqrt(var + eps) * weight + bias) is four maps from x and two saved row
     // statistics: x is saved anyway (the LayerNorm's VJP reads it), so the output need not be.
-    const auto rebuildable = [&](auto&& self, int x, int& budget, std::vector<int>& chain) -> bool {
+    // Per forward node: rebuilt through a contraction (3.), or from such a value.
+    std::vector<char> heavy(nf, 0);
+    // With `contractions` (3.), contractions may be on the way too, but not from a value a
+    // contraction rebuilds: one rebuilt from another would live from the first's readers to
+    // the last's (rebuilding a residual stream from the first block's input holds it all).
+    const auto rebuildable = [&](auto&& self, int x, int& budget, std::vector<int>& chain,
+                                 bool contractions) -> bool {
+      if (contractions && heavy[x]) return false;
       if (exact(x)) return true;
       const GraphNode& n = g.nodes[x];
-      if (fate[x] != unused || (n.op != GraphOp::map && n.op != GraphOp::cast) ||
+      if (contractions && fate[x] == unused && rebuilt_free(n) && !n.inputs.empty()) {
+        chain.push_back(x);  // a view of a value rebuilt on the way (a contraction's operand)
+        return self(self, n.inputs[0], budget, chain, contractions);
+      }
+      const bool op_ok = n.op == GraphOp::map || n.op == GraphOp::cast ||
+                         (contractions && n.op == GraphOp::contract);
+      if (fate[x] != unused || !op_ok ||
           (kFloatDTypes.contains(n.dtype) && element_size(n.dtype) < 4) || --budget < 0)
         return false;
       chain.push_back(x);
       return std::all_of(n.inputs.begin(), n.inputs.end(),
-                         [&](int in) { return self(self, in, budget, chain); });
+                         [&](int in) { return self(self, in, budget, chain, contractions); });
     };
     // A parameter read in the compute dtype (a cast of an input that gets a gradient, e.g. an
     // f32 weight read as bf16) stays saved: the contractions of the backward read it
@@ -166,11 +188,71 @@ void save_forward_values(Backward& b, const Graph& forward, int n_inputs, Recomp
       int budget = kMaxRebuiltChain;
       std::vector<int> chain;
       if (!std::all_of(n.inputs.begin(), n.inputs.end(),
-                       [&](int in) { return rebuildable(rebuildable, in, budget, chain); }))
+                       [&](int in) { return rebuildable(rebuildable, in, budget, chain, false); }))
         continue;
       fate[i] = rebuilt;
       for (int c : chain)
         fate[c] = rebuilt;
+    }
+    if (policy == Recompute::automatic && activation_budget < 1) {
+      // 3. The contractions that rebuild a saved value (with the maps between), the fewest
+      // FLOPs per byte first, until the saved bytes fit the budget.
+      const auto bytes = [&](int i) {
+        const Shape& shape = g.nodes[i].shape;
+        return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>()) *
+               static_cast<int64_t>(element_size(g.nodes[i].dtype));
+      };
+      // The contraction FLOPs that rebuild saved value i from what the backward has, or -1.
+      const auto rebuild_flops = [&](int i, std::vector<int>& chain) -> int64_t {
+        const GraphNode& n = g.nodes[i];
+        const bool op_ok =
+            n.op == GraphOp::map || n.op == GraphOp::cast || n.op == GraphOp::contract;
+        if (fate[i] != saved || !op_ok || parameter_cast(n)) return -1;
+        int budget = kMaxRebuiltChain;
+        chain = {i};
+        if (!std::all_of(n.inputs.begin(), n.inputs.end(),
+                         [&](int in) { return rebuildable(rebuildable, in, budget, chain, true); }))
+          return -1;
+        std::sort(chain.begin(), chain.end());
+        chain.erase(std::unique(chain.begin(), chain.end()), chain.end());
+        int64_t flops = 0;
+        for (int c : chain)
+          if (g.nodes[c].op == GraphOp::contract) flops += contract_flops(g, g.nodes[c]);
+        return flops;
+      };
+      struct Candidate {
+        int node;
+        int64_t flops, bytes;
+      };
+      std::vector<Candidate> candidates;
+      int64_t kept_bytes = 0;
+      for (int i = 0; i < nf; ++i) {
+        if (fate[i] != saved) continue;
+        kept_bytes += bytes(i);
+        std::vector<int> chain;
+        if (const int64_t flops = rebuild_flops(i, chain); flops > 0)
+          candidates.push_back({i, flops, bytes(i)});
+      }
+      // Fewest FLOPs per byte; of equals the larger value, then the later one.
+      std::sort(candidates.begin(), candidates.end(), [](const Candidate& x, const Candidate& y) {
+        const double xy = static_cast<double>(x.flops) * static_cast<double>(y.bytes);
+        const double yx = static_cast<double>(y.flops) * static_cast<double>(x.bytes);
+        if (xy != yx) return xy < yx;
+        return x.bytes != y.bytes ? x.bytes > y.bytes : x.node > y.node;
+      });
+      const double allowed = activation_budget * static_cast<double>(kept_bytes);
+      for (const Candidate& c : candidates) {
+        if (static_cast<double>(kept_bytes) <= allowed) break;
+        std::vector<int> chain;  // again: values rebuilt since may have changed it
+        if (rebuild_flops(c.node, chain) < 0) continue;
+        for (int x : chain)
+          fate[x] = rebuilt, heavy[x] = 1;
+        for (int j = c.node + 1; j < nf; ++j)  // values rebuilt from it (2.) are heavy too
+          if (fate[j] == rebuilt && !heavy[j])
+            for (int in : g.nodes[j].inputs)
+              if (heavy[in]) heavy[j] = 1;
+        kept_bytes -= c.bytes;
+      }
     }
   }
   b.recompute = policy;
@@ -318,9 +400,9 @@ void heads_with_gradients(Graph& forward, std::vector<bool>& active, Recompute r
 
 }  // namespace
 
-Backward differentiate(const Graph& given, const std::vector<bool>& needs_grad,
-                       Recompute recompute, const std::vector<int>& blocks,
-                       bool save_parameter_casts) {
+Backward differentiate(const Graph& given, const std::vector<bool>& needs_grad, Recompute recompute,
+                       const std::vector<int>& blocks, bool save_parameter_casts,
+                       double activation_budget) {
   Backward b;
   b.forward = given;
   std::vector<bool> active = active_values(given, needs_grad);
@@ -376,7 +458,8 @@ Backward differentiate(const Graph& given, const std::vector<bool>& needs_grad,
   }
   b.graph = builder.take();
   if (recompute != Recompute::full)
-    save_forward_values(b, forward, n_inputs, recompute, blocks, save_parameter_casts);
+    save_forward_values(b, forward, n_inputs, recompute, blocks, save_parameter_casts,
+                        activation_budget);
   remove_dead(b, n_fwd);
   sink_rebuilt(b);
   verify(b.graph);

@@ -58,8 +58,11 @@ struct Backward {
 /// compute dtype (an input that gets a gradient, read as bf16 or f16) is saved rather than
 /// cast again in the backward; false under ZeRO 3, whose backward fetches a sharded parameter
 /// again instead of holding the whole model's casts through the step.
+/// `activation_budget` (0 to 1; 1: off), under automatic: the fraction of the plan's saved
+/// bytes the forward may save; contractions rebuild the rest in the backward, the fewest FLOPs
+/// per byte first (autodiff.cpp's save_forward_values, 3.).
 Backward differentiate(const Graph& forward, const std::vector<bool>& needs_grad,
-                       Recompute recompute = Recompute::full,
-                       const std::vector<int>& blocks = {}, bool save_parameter_casts = true);
+                       Recompute recompute = Recompute::full, const std::vector<int>& blocks = {},
+                       bool save_parameter_casts = true, double activation_budget = 1);
 
 }  // namespace ein

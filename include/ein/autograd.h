@@ -120,16 +120,24 @@ const char* recompute_name(Recompute policy);
 /// The policy recompute_name() spells `name`; nullopt for another word.
 std::optional<Recompute> parse_recompute(std::string_view name);
 
-/// A scope in which ops record with another policy.
+/// Under Recompute::automatic, the fraction of the plan's saved bytes a recorded op's forward
+/// may save on this thread (`ein train --activation-budget`; 1 unless a RecomputeScope sets
+/// it): below 1, the backward recomputes contractions (a matmul's output, the bias or residual
+/// added to it) instead of saving their results, the fewest FLOPs per saved byte first, until
+/// the rest fits, as torch.compile's activation_memory_budget does.
+double activation_budget();
+
+/// A scope in which ops record with another policy (and activation budget, in [0, 1]).
 class RecomputeScope {
  public:
-  explicit RecomputeScope(Recompute policy);
+  explicit RecomputeScope(Recompute policy, double activation_budget = 1);
   ~RecomputeScope();
   RecomputeScope(const RecomputeScope&) = delete;
   RecomputeScope& operator=(const RecomputeScope&) = delete;
 
  private:
   Recompute previous_;
+  double previous_budget_;
 };
 
 /// Clears the gradients of `params`: set_to_none drops them (the default, like PyTorch 2),

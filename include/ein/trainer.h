@@ -140,6 +140,9 @@ struct TrainOptions {
   /// all), "blocks" (activation checkpointing of each module of a list, e.g. a GPT's blocks)
   /// or "full" (saves nothing but inputs; the backward recomputes the forward)
   std::string recompute = "auto";
+  /// Under recompute "auto": the fraction of its saved activation bytes the forward may keep
+  /// (autograd.h's activation_budget; 1: all). Below 1 the backward recomputes contractions.
+  double activation_budget = 1;
   double lr = 1e-3;                  ///< the peak learning rate
   std::string schedule = "constant"; ///< "constant" or "cosine" (linear warmup, nanoGPT's)
   int64_t warmup = 0;                ///< cosine: warmup steps

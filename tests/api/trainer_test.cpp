@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <tuple>
 
 #include <unistd.h>
 
@@ -341,15 +342,17 @@ TEST(Trainer, ParameterGradientsAreFinalBeforeTheBackwardEnds) {
 TEST(Trainer, EveryRecomputePolicyTrainsTheSameModel) {
   std::map<std::string, std::vector<double>> losses;
   std::map<std::string, std::vector<double>> params;
-  for (const std::string policy : {"full", "none", "auto", "blocks"}) {
+  // "auto 0.3": auto within --activation-budget 0.3 (contractions recomputed).
+  for (const std::string policy : {"full", "none", "auto", "blocks", "auto 0.3"}) {
     std::ostringstream out;
     TrainScript s = tiny_byte_gpt(3, out);
-    s.options.recompute = policy;
+    s.options.recompute = policy.substr(0, policy.find(' '));
+    if (policy == "auto 0.3") s.options.activation_budget = 0.3;
     Trainer trainer(*s.model, s.options);
     losses[policy] = trainer.fit().losses;
     params[policy] = parameter_values(*s.model);
   }
-  for (const std::string policy : {"none", "auto", "blocks"}) {
+  for (const std::string policy : {"none", "auto", "blocks", "auto 0.3"}) {
     ASSERT_EQ(losses[policy].size(), 4u) << policy;
     for (size_t k = 0; k < 4; ++k)
       EXPECT_NEAR(losses[policy][k], losses["full"][k], 1e-5) << policy << " step " << k + 1;
@@ -376,6 +379,23 @@ TEST(Trainer, EveryRecomputePolicyTrainsTheSameModel) {
         }
       },
       UserError);
+  // A budget is a fraction, and only auto's plan has one.
+  for (const auto& [recompute, budget, message] :
+       {std::tuple{"auto", 1.5, "--activation-budget 1.5: expected a fraction from 0 to 1"},
+        std::tuple{"auto", -0.1, "--activation-budget -0.1: expected a fraction from 0 to 1"},
+        std::tuple{"blocks", 0.5, "--activation-budget applies to --recompute auto, not blocks"}}) {
+    TrainScript bad = load_train_script(example("gpt/byte_gpt.ein"));
+    bad.options.recompute = recompute;
+    bad.options.activation_budget = budget;
+    bad.options.out = &out;
+    Trainer t(*bad.model, bad.options);
+    try {
+      t.fit();
+      ADD_FAILURE() << "no error for " << message;
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(Trainer, StopEndsAfterTheCurrentStep) {

@@ -302,6 +302,28 @@ class Report(unittest.TestCase):
         self.assertGreater(saved["unfused", 96] / saved["unfused", 48], 2.2)
         self.assertLess(saved["fused", 96], saved["unfused", 96])
 
+    def test_activation_budget(self):
+        # auto within --activation-budget 0.5: a plan of its own after auto's, chosen, saving
+        # at most half of auto's bytes by recomputing contractions; the same model work.
+        two_layers = [a if a != "L=1" else "L=2" for a in TINY]
+        j = self.json(script("gpt2_small.ein"), *two_layers, "--activation-budget", "0.5")
+        plans = j["memory"]["recompute_plans"]
+        self.assertEqual([(p["policy"], p["activation_budget"]) for p in plans],
+                         [("none", 1), ("auto", 1), ("auto", 0.5), ("blocks", 1)])
+        auto, budget = plans[1], plans[2]
+        self.assertEqual([p["chosen"] for p in plans], [False, False, True, False])
+        self.assertLessEqual(budget["saved_activations"], auto["saved_activations"] / 2)
+        self.assertGreater(budget["recompute_matmul_flops"], auto["recompute_matmul_flops"])
+        self.assertEqual(budget["saved_activations"], j["memory"]["activations"])
+        self.assertAlmostEqual(budget["peak"], j["memory"]["activation_peak"])
+        self.assertEqual(budget["recompute_flops"], j["flops"]["recompute"])
+        plain = self.json(script("gpt2_small.ein"), *two_layers)
+        self.assertEqual(j["flops"]["per_step"], plain["flops"]["per_step"])
+        text = self.ok("report", script("gpt2_small.ein"), *two_layers,
+                       "--activation-budget", "0.5")
+        self.assertIn("auto 0.5 *", text)
+        self.assertIn("auto 0.5 is auto within --activation-budget 0.5", text)
+
     def test_recompute_plans(self):
         # The three plans autodiff builds, the chosen one marked and giving the main numbers.
         two_layers = [a if a != "L=1" else "L=2" for a in TINY]
@@ -413,6 +435,10 @@ class Report(unittest.TestCase):
         self.fails(["report", gpt, "--mfu", "1.5"], "--mfu: a fraction in (0, 1], got '1.5'")
         self.fails(["report", gpt, "--tokens", "lots"], "--tokens")
         self.fails(["report", os.path.join(EXAMPLES, "no_such.ein")], "no_such.ein")
+        self.fails(["report", gpt, "--activation-budget", "1.5"],
+                   "--activation-budget 1.5: expected a fraction from 0 to 1")
+        self.fails(["report", gpt, "--recompute", "blocks", "--activation-budget", "0.5"],
+                   "--activation-budget applies to --recompute auto, not blocks")
 
 
 def main():

@@ -316,12 +316,15 @@ class Accounting(Case):
         gpt = script("gpt", "byte_gpt.ein")
         # fp32, and bf16 as ein train runs it (f32 weights read through bf16 casts, which the
         # backward reads saved; the report traces the step in bf16 too).
+        # "auto 0.5": auto within --activation-budget 0.5 (contractions recomputed).
         for precision, plan in [(p, plan) for p in ("fp32", "bf16")
-                                for plan in ("none", "auto", "blocks")]:
-            log = self.path(f"{precision}-{plan}.jsonl")
-            self.ok("train", gpt, *self.SIZES, "--steps", "3", "--recompute", plan,
+                                for plan in ("none", "auto", "blocks", "auto 0.5")]:
+            policy, *budget = plan.split()
+            flags = ["--recompute", policy] + (["--activation-budget", budget[0]] if budget else [])
+            log = self.path(f"{precision}-{policy}{''.join(budget)}.jsonl")
+            self.ok("train", gpt, *self.SIZES, "--steps", "3", *flags,
                     "--precision", precision, "--log", log, "--quiet")
-            out, _ = self.ok("report", gpt, *self.SIZES, "--recompute", plan,
+            out, _ = self.ok("report", gpt, *self.SIZES, *flags,
                              "--precision", precision, "--format", "json")
             report = json.loads(out)
             self.assertEqual(report["memory"]["compute"], precision)
@@ -329,13 +332,13 @@ class Accounting(Case):
             flops = report["flops"]
             # Memory too: the allocator's peak in a step against the report's liveness of the
             # same fused graphs (parameters, optimizer state, activations, gradients so far).
-            # The issue asks for 10%; what the liveness cannot see (token batches, BLAS
-            # scratch) is well under 1% here, except under `blocks` with the fused attention:
-            # 2.1% above (one [B H T E] buffer more than the liveness at the peak, not yet
-            # traced to its node).
+            # The issue asks for 10%; what the liveness cannot see (the token batches, BLAS
+            # scratch) is 0.3% here (12 KB). A reshape the executor copies (the attention's
+            # output, whose rows hold the logsumexp too, as the projection reads it) counts as
+            # a buffer of its own: taken for a view, it made `blocks` 2.1% above.
             predicted = report["memory"]["step_peak"]
             for line in read_log(log)[1:]:
-                self.assertLess(abs(line["peak_memory"] / predicted - 1), 0.03,
+                self.assertLess(abs(line["peak_memory"] / predicted - 1), 0.01,
                                 f"{what}: measured {line['peak_memory']} predicted {predicted}")
             for line in read_log(log):
                 self.assertEqual(line["flops"], flops["per_step"], what)
@@ -350,6 +353,23 @@ class Accounting(Case):
                 self.assertEqual(flops["recompute"], logits * (2 * a["head_dim"] + 2))
             if plan == "blocks":
                 self.assertGreater(flops["recompute"], 0)
+            if plan == "auto 0.5":
+                # Recomputing contractions changes no loss: the backward rebuilds them from
+                # the same operands with the same kernels. bf16 rebuilds no 16-bit value.
+                auto_log = read_log(self.path(f"{precision}-auto.jsonl"))
+                self.assertEqual([x["loss"] for x in read_log(log)],
+                                 [x["loss"] for x in auto_log], what)
+                plans = report["memory"]["recompute_plans"]
+                chosen = next(p for p in plans if p["chosen"])
+                auto = next(p for p in plans if p["policy"] == "auto" and not p["chosen"])
+                self.assertEqual(chosen["activation_budget"], 0.5)
+                if precision == "fp32":
+                    self.assertLessEqual(chosen["saved_activations"],
+                                         0.5 * auto["saved_activations"], what)
+                    self.assertGreater(chosen["recompute_matmul_flops"],
+                                       chosen["kernel_recompute_matmul_flops"], what)
+                else:
+                    self.assertEqual(chosen["saved_activations"], auto["saved_activations"])
 
     def test_a_fused_head_counts_what_report_predicts(self):
         # GPT-2's 50257-class tied head runs fused with its cross-entropy and computes its

@@ -349,6 +349,56 @@ TEST(RecomputePlan, GradientsFreedEarlyNeverRaiseThePeakWithGradients) {
   EXPECT_EQ(dropped.peak_with_gradients, kept.peak_with_gradients);
 }
 
+// --activation-budget: auto saves h (B·F) and y (B·D). Rebuilding h costs x·w1 (2·B·D·F
+// FLOPs for B·F·4 bytes), y costs gelu(h)·w2 (the same FLOPs for B·D·4 bytes): h goes first,
+// and then the rest (y) fits half of auto's bytes.
+TEST(RecomputePlan, ABudgetRecomputesTheFewestFlopsPerByteFirst) {
+  Mlp m;
+  const Graph& g = m.b.graph();
+  const Backward automatic = differentiate(g, kWeights, Recompute::automatic);
+  const int64_t auto_saved = backward_cost(automatic, g, kWeights).saved_activations;
+  const Backward half = differentiate(g, kWeights, Recompute::automatic, {}, true, 0.5);
+  EXPECT_EQ(saved_storage(half, g), (std::vector<int>{storage(g, m.y)}));
+  const BackwardCost c = backward_cost(half, g, kWeights);
+  EXPECT_LE(c.saved_activations, auto_saved / 2);
+  EXPECT_EQ(c.recompute.matmul_flops, 2 * B * D * F);  // x·w1 once more
+  // A budget of 1 is auto.
+  EXPECT_EQ(saved_storage(differentiate(g, kWeights, Recompute::automatic, {}, true, 1), g),
+            saved_storage(automatic, g));
+  // Only auto has a budget.
+  const Backward none = differentiate(g, kWeights, Recompute::none, {}, true, 0.5);
+  EXPECT_EQ(saved_storage(none, g), saved_storage(differentiate(g, kWeights, Recompute::none), g));
+}
+
+// A value a contraction rebuilds is no operand of another rebuild: rebuilding block 1's input
+// x_0 from h_0, itself rebuilt from the graph's input, would hold it from block 1's backward
+// to block 0's (at a GPT's scale, the residual stream rebuilt from the first block held the
+// whole stream: a liveness peak of 508 MB instead of 156 MB). With no budget left, each block's
+// first matmul is rebuilt from a saved value, and the block outputs stay saved.
+TEST(RecomputePlan, ABudgetRebuildsOneContractionDeep) {
+  Blocks m;
+  const Graph& g = m.b.graph();
+  const Backward b = differentiate(g, kBlockWeights, Recompute::automatic, m.blocks, true, 0);
+  EXPECT_EQ(saved_storage(b, g),
+            (std::vector<int>{storage(g, m.outputs[0]), storage(g, m.outputs[1])}));
+  const BackwardCost c = backward_cost(b, g, kBlockWeights);
+  EXPECT_EQ(c.recompute.matmul_flops, 2 * (2 * B * D * F));
+  for (size_t j = 0; j < b.graph.nodes.size(); ++j) {
+    if (b.forward_of[j] < 0 || b.graph.nodes[j].op != GraphOp::contract) continue;
+    for (int in : b.graph.nodes[j].inputs) {
+      int x = in;  // through the maps and views rebuilt for it
+      while (b.forward_of[x] >= 0 && b.graph.nodes[x].op != GraphOp::input &&
+             b.graph.nodes[x].op != GraphOp::contract && !b.graph.nodes[x].inputs.empty())
+        x = b.graph.nodes[x].inputs[0];
+      EXPECT_NE(b.graph.nodes[x].op, GraphOp::contract) << "rebuilt contraction " << j;
+    }
+  }
+  // The same gradient work as every other plan.
+  EXPECT_EQ(c.weight_grad.matmul_flops,
+            backward_cost(differentiate(g, kBlockWeights, Recompute::full), g, kBlockWeights)
+                .weight_grad.matmul_flops);
+}
+
 // A reshape that no strides make a view of its input copies when the executor runs it
 // (exec/execute.cpp's run_reshape): the liveness counts its bytes. Merging a permuted
 // value's dims (h (b e) of b h e) copies; merging contiguous ones (b (h e)) is a view.
