@@ -151,6 +151,9 @@ struct Report {
   int checkpoint_modules = 0;
   double checkpoint_activations = 0;  ///< the blocks plan's liveness peak
   int64_t checkpoint_recompute_flops = 0;  ///< the blocks plan's recomputed forward work
+  /// The activation-budget what-if: auto within each of kWhatIfBudgets (ein train
+  /// --activation-budget), the trade of recomputed contractions for saved bytes.
+  std::vector<RecomputePlan> budget_plans;
   double gpus = 1, mfu = 0;
   double bucket_mb = 25;  ///< data parallel: the gradient bucket size in MiB (ReportOptions::bucket_mb)
   std::optional<double> tokens;
@@ -183,6 +186,9 @@ struct Report {
   /// Bytes of one part of the training state (the whole model's) under optimizer/precision.
   double bytes_of(napkin::StatePart part) const;
 };
+
+/// The activation budgets the report's what-if plans auto within.
+inline constexpr double kWhatIfBudgets[] = {0.75, 0.5, 0.25, 0};
 
 /// A plan's name in the tables: the policy's (recompute_name), with auto's activation budget
 /// when below 1 ("auto 0.6").

@@ -147,6 +147,16 @@ std::string render_html(const Report& r, const Summary& s) {
     h += fmt::format("<p>Checkpointing each of the {} modules of {}: activations {} per device, total {}: <b>{}</b>, {:.3g}x the model FLOPs per step.</p>",
                      r.checkpoint_modules, escape(r.checkpoint_scope), si(s.checkpoint_activations, "B"), si(s.checkpoint_total, "B"),
                      fits_text(s.checkpoint_fits), s.checkpoint_flops_ratio);
+  if (!s.budgets.empty()) {
+    h += "<table><tr><th>activation budget</th><th>activations</th><th>total per device</th>"
+         "<th></th><th>FLOPs per step</th></tr>";
+    for (const Summary::Budget& b : s.budgets)
+      h += fmt::format(
+          "<tr><td class=n>{:g}</td><td class=n>{}</td><td class=n>{}</td><td>{}</td>"
+          "<td class=n>{:.3g}x</td></tr>",
+          b.budget, si(b.activations, "B"), si(b.total, "B"), fits_text(b.fits), b.flops_ratio);
+    h += "</table>";
+  }
   if (r.tokens)
     h += fmt::format("<h2>Time</h2><p>{} tokens: {:.4g} days on {} GPUs at MFU {} ({:.4g} by 6N·D), {:.4g} GPU-hours; {:.3g} tokens per parameter (Chinchilla about 20).</p>",
                      si(*r.tokens), s.days, grouped(r.gpus), r.mfu, s.days_6n, s.gpu_hours, s.tokens_per_param);

@@ -111,6 +111,22 @@ std::string render_json(const Report& r, const Summary& s) {
                                     {"fits", s.checkpoint_fits},
                                     {"recompute_flops", r.checkpoint_recompute_flops},
                                     {"flops_ratio", s.checkpoint_flops_ratio}};
+  json budgets = json::array();
+  for (size_t k = 0; k < r.budget_plans.size(); ++k) {
+    const report::RecomputePlan& p = r.budget_plans[k];
+    const Summary::Budget& b = s.budgets[k];
+    budgets.push_back({{"activation_budget", b.budget},
+                       {"saved_activations", p.saved_activations},
+                       {"recompute_flops", p.recompute_flops},
+                       {"recompute_matmul_flops", p.recompute_matmul_flops},
+                       {"peak", p.peak},
+                       {"peak_with_gradients", p.peak_with_gradients},
+                       {"activations", b.activations},
+                       {"total", b.total},
+                       {"fits", b.fits},
+                       {"flops_ratio", b.flops_ratio}});
+  }
+  j["memory"]["activation_budgets"] = budgets;
   json dims = json::object();
   for (const script::DimInfo& d : r.dims) dims[d.name] = d.value;
   j["dims"] = dims;

@@ -199,6 +199,9 @@ void add_recompute_plans(Report& r, const Graph& g, const std::vector<bool>& nee
   const RecomputePlan& blocks = r.plans.back();
   r.checkpoint_activations = static_cast<double>(blocks.peak);
   r.checkpoint_recompute_flops = blocks.recompute_flops;
+  for (const double what_if : kWhatIfBudgets)
+    r.budget_plans.push_back(
+        recompute_plan(g, needs, weights, trace.blocks, Recompute::automatic, what_if));
 }
 
 }  // namespace ein::report

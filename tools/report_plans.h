@@ -23,11 +23,11 @@ struct ShardedGradients {
 
 /// Builds the plans of every policy into `r.plans` (none, auto, auto within `budget` when the
 /// chosen plan is auto with a budget below 1, blocks: the last is the activation-checkpointing
-/// what-if) and sets the chosen one's numbers: the activation peak,
-/// temporaries, totals, the step's peak and the per-rank ZeRO peaks (which need
-/// `r.state_bytes`, `r.activation_bytes`, `r.owned_fraction` and the ledger made first).
-/// `g` is the traced forward, `needs` its inputs that get gradients, `weights` those that are
-/// parameters; `sharded` the data-parallel gradient ownership (nullptr: one device);
+/// what-if), auto within each of kWhatIfBudgets into `r.budget_plans`, and sets the chosen one's
+/// numbers: the activation peak, temporaries, totals, the step's peak and the per-rank ZeRO peaks
+/// (which need `r.state_bytes`, `r.activation_bytes`, `r.owned_fraction` and the ledger made
+/// first). `g` is the traced forward, `needs` its inputs that get gradients, `weights` those that
+/// are parameters; `sharded` the data-parallel gradient ownership (nullptr: one device);
 /// `casts_to_compute`: the step reads f32 weights through casts to bf16 or fp16.
 void add_recompute_plans(Report& r, const Graph& g, const std::vector<bool>& needs,
                          const std::vector<bool>& weights, const script::TraceInfo& trace,

@@ -111,6 +111,14 @@ Summary summarize(const Report& r) {
     s.checkpoint_fits = s.checkpoint_total <= r.device_memory;
     s.checkpoint_flops_ratio = (step + static_cast<double>(r.checkpoint_recompute_flops)) / step;
   }
+  for (const RecomputePlan& p : r.budget_plans) {
+    Summary::Budget b{.budget = p.activation_budget,
+                      .activations = static_cast<double>(p.peak) / r.gpus};
+    b.total = r.state_bytes + b.activations;
+    b.fits = b.total <= r.device_memory;
+    b.flops_ratio = (step + static_cast<double>(p.recompute_flops)) / step;
+    s.budgets.push_back(b);
+  }
   if (r.layers > 0) {
     napkin::TransformerShape shape;
     shape.seq = static_cast<double>(r.seq);

@@ -44,6 +44,14 @@ struct Summary {
   /// Activation checkpointing of each module-list element (per device, plain data parallel).
   double checkpoint_activations = 0, checkpoint_total = 0, checkpoint_flops_ratio = 0;
   bool checkpoint_fits = false;  ///< checkpoint_total within the device memory
+  /// Auto within an activation budget (Report::budget_plans), per device as the checkpointing.
+  struct Budget {
+    double budget = 1;
+    double activations = 0, total = 0;  ///< bytes per device: the liveness peak, with the state
+    bool fits = false;                  ///< total fits
+    double flops_ratio = 0;  ///< (model FLOPs + all recomputation) / model FLOPs, per step
+  };
+  std::vector<Budget> budgets;
   /// Korthikanti et al.'s activation bytes for the attention shape found (16-bit, all layers);
   /// absent when no attention was identified.
   std::optional<napkin::ActivationMemory> korthikanti;

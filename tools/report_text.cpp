@@ -189,6 +189,38 @@ std::string render_text(const Report& r, const Summary& s, bool md) {
                      r.layers, r.seq, r.batch, r.heads * r.head_dim, r.heads, si(s.korthikanti->none, "B"),
                      si(s.korthikanti->selective, "B"), si(s.korthikanti->full, "B"), si(r.activation_bytes, "B")));
 
+  if (!r.budget_plans.empty()) {
+    h("What if: an activation budget (ein train --activation-budget F, with --recompute auto)");
+    if (md)
+      out +=
+          "| budget | saved for backward | recomputed by the plan (FLOPs) | of which contractions "
+          "| activations per device | total | | FLOPs per step |\n"
+          "|---|---:|---:|---:|---:|---:|---|---:|\n";
+    for (size_t k = 0; k < r.budget_plans.size(); ++k) {
+      const report::RecomputePlan& p = r.budget_plans[k];
+      const Summary::Budget& b = s.budgets[k];
+      const double plan_flops = static_cast<double>(p.recompute_flops - p.kernel_recompute_flops);
+      const double plan_matmul =
+          static_cast<double>(p.recompute_matmul_flops - p.kernel_recompute_matmul_flops);
+      const std::string saved = si(static_cast<double>(p.saved_activations), "B");
+      out += md ? fmt::format("| {:g} | {} | {} | {} | {} | {} | {} | {:.3g}x |\n", b.budget, saved,
+                              si(plan_flops), si(plan_matmul), si(b.activations, "B"),
+                              si(b.total, "B"), fits_text(b.fits), b.flops_ratio)
+                : fmt::format(
+                      "  budget {:<5g} saved {:>10}  recomputed {:>10} FLOPs ({:>10} in "
+                      "contractions)  activations {:>10}  total {:>10}  {}  {:.3g}x "
+                      "FLOPs\n",
+                      b.budget, saved, si(plan_flops), si(plan_matmul), si(b.activations, "B"),
+                      si(b.total, "B"), fits_text(b.fits), b.flops_ratio);
+    }
+    line(
+        "the forward saves at most that fraction of auto's bytes; the backward recomputes "
+        "contractions for the rest (a matmul's output, a bias or residual added to it), the "
+        "fewest FLOPs per byte first, and none from another's rebuild. Activations are the "
+        "step's liveness peak, which also holds what the backward rebuilds while it reads it; "
+        "FLOPs per step count all recomputation against the model FLOPs.");
+  }
+
   h("Time");
   if (r.tokens) {
     line(fmt::format("{} tokens: {} FLOPs (exact graph count), {} GPUs at {} dense {} FLOP/s, MFU {}",

@@ -323,6 +323,21 @@ class Report(unittest.TestCase):
                        "--activation-budget", "0.5")
         self.assertIn("auto 0.5 *", text)
         self.assertIn("auto 0.5 is auto within --activation-budget 0.5", text)
+        # The what-if: auto within 0.75, 0.5, 0.25 and 0, whatever the plan chosen; the 0.5
+        # row is the plan above. Fewer bytes saved for more FLOPs down the table.
+        for report in (j, plain):
+            rows = report["memory"]["activation_budgets"]
+            self.assertEqual([r["activation_budget"] for r in rows], [0.75, 0.5, 0.25, 0])
+            for a, b in zip(rows, rows[1:]):
+                self.assertLessEqual(b["saved_activations"], a["saved_activations"])
+                self.assertGreaterEqual(b["recompute_flops"], a["recompute_flops"])
+            self.assertLess(rows[0]["saved_activations"], auto["saved_activations"])
+            for key in ("saved_activations", "recompute_flops", "peak"):
+                self.assertEqual(rows[1][key], budget[key], key)
+            self.assertAlmostEqual(rows[1]["flops_ratio"],
+                                   1 + budget["recompute_flops"] / j["flops"]["per_step"])
+        self.assertIn("What if: an activation budget", text)
+        self.assertRegex(text, r"\n  budget 0\.5 +saved +\S+ \S+ +recomputed")
 
     def test_recompute_plans(self):
         # The three plans autodiff builds, the chosen one marked and giving the main numbers.
