@@ -6,6 +6,7 @@ peak `ein train` measures.
 
     python3 bench/activation_budget.py --ein build/bin/ein [--config "512 6 8 512 4"]
         [--plans auto auto:0.5 auto:0.4 blocks] [--rounds 3] [--steps 4] [--warmup 1]
+        [--precision fp32|bf16|fp16]
 
 A plan is `none`, `auto`, `blocks`, `auto:F` (auto within --activation-budget F) or `unfused`
 (auto with the attention left unfused, EIN_ATTENTION=unfused: the step before the fused
@@ -15,7 +16,7 @@ of auto's time to the plan's (above 1: faster than auto) and their median, `ein 
 activation peak (the liveness of the fused step: saved values and temporaries) and how many
 times below the unfused plan's it is, the recomputed FLOPs the run counted beside the model
 FLOPs, the allocator's peak in a step against the report's memory.step_peak, and the loss of
-the last step (the same in every plan).
+the last step (in fp32 the same in every plan).
 """
 import argparse
 import json
@@ -28,9 +29,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "examples", "gpt", "byte_gpt.ein")
 
 
-def command(ein, config, plan):
+def command(config, plan, precision):
     """(arguments after the script, extra environment) for `plan`."""
-    args = []
+    args = ["--precision", precision]
     for name, value in zip("TLHDB", config.split()):
         args += ["--set", f"{name}={value}"]
     policy, _, budget = plan.partition(":")
@@ -41,8 +42,8 @@ def command(ein, config, plan):
     return args, env
 
 
-def train(ein, config, plan, steps, warmup):
-    args, env = command(ein, config, plan)
+def train(ein, config, plan, precision, steps, warmup):
+    args, env = command(config, plan, precision)
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "log.jsonl")
         subprocess.run([ein, "train", SCRIPT, *args, "--steps", str(steps), "--log", log,
@@ -55,8 +56,8 @@ def train(ein, config, plan, steps, warmup):
             "flops": rows[-1]["flops"], "recompute": rows[-1]["recompute_flops"]}
 
 
-def report(ein, config, plan):
-    args, env = command(ein, config, plan)
+def report(ein, config, plan, precision):
+    args, env = command(config, plan, precision)
     out = subprocess.run([ein, "report", SCRIPT, *args, "--format", "json"], check=True,
                          capture_output=True, text=True, env=dict(os.environ, **env)).stdout
     return json.loads(out)["memory"]
@@ -71,15 +72,16 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--precision", default="fp32", help="ein train --precision")
     a = p.parse_args()
     runs = {plan: [] for plan in a.plans}
     for r in range(a.rounds):
         order = a.plans[r % len(a.plans):] + a.plans[:r % len(a.plans)]
         for plan in order:
-            runs[plan].append(train(a.ein, a.config, plan, a.steps, a.warmup))
-    memory = {plan: report(a.ein, a.config, plan) for plan in a.plans}
+            runs[plan].append(train(a.ein, a.config, plan, a.precision, a.steps, a.warmup))
+    memory = {plan: report(a.ein, a.config, plan, a.precision) for plan in a.plans}
     base = "unfused" if "unfused" in a.plans else a.plans[0]
-    print(f"byte GPT, T L H D B = {a.config}: {a.rounds} rounds of {a.steps} steps "
+    print(f"byte GPT, T L H D B = {a.config}, {a.precision}: {a.rounds} rounds of {a.steps} steps "
           f"({a.warmup} warm-up)")
     print("| plan | ms/step | auto/plan per round | median | activation peak (report) "
           f"| below {base} | recomputed / model FLOPs | allocator peak: measured / predicted "

@@ -72,10 +72,12 @@ bool rebuilt_free(const GraphNode& n) {
 ///  3. Recompute::automatic with an `activation_budget` below 1 (the fraction of 2.'s saved
 ///     bytes the forward may save, as torch.compile's activation_memory_budget): a saved value
 ///     that contractions rebuild from available values (a matmul's output, or the maps after
-///     it: a bias added, a residual summed), through at most kMaxRebuiltChain nodes of at
-///     least 32 bits, is rebuilt instead, the fewest contraction FLOPs per saved byte first,
-///     until the rest fits or no such value is left. Attention and cross-entropy outputs,
-///     reductions and 16-bit values stay saved.
+///     it: a bias added, a residual summed), through at most kMaxRebuiltChain nodes, is
+///     rebuilt instead, the fewest contraction FLOPs per saved byte first, until the rest fits
+///     or no such value is left. Attention and cross-entropy outputs and reductions stay
+///     saved. Unlike 2., 16-bit values may be on the way or read (a bf16 step's activations
+///     are all 16-bit): no statistic is rebuilt, so nothing cancels, and a rebuilt value
+///     differs from the forward's at most by the 16-bit rounding the forward saved it with.
 void save_forward_values(Backward& b, const Graph& forward, int n_inputs, Recompute policy,
                          const std::vector<int>& blocks, bool save_parameter_casts,
                          double activation_budget) {
@@ -142,20 +144,21 @@ void save_forward_values(Backward& b, const Graph& forward, int n_inputs, Recomp
       return fate[x] != saved || element_size(g.nodes[x].dtype) >= 4 ||
              !kFloatDTypes.contains(g.nodes[x].dtype);
     };
+    // Per forward node: rebuilt through a contraction (3.), or from such a value.
+    std::vector<char> heavy(nf, 0);
     // Whether x is there exactly, or is an elementwise value nobody saves (a map or cast of at
     // least 32 bits) computable from such values through at most `budget` more of them; the
     // nodes that would be rebuilt for it go to `chain`. A LayerNorm's output
     // ((x - mu) * rsqrt(var + eps) * weight + bias) is four maps from x and two saved row
     // statistics: x is saved anyway (the LayerNorm's VJP reads it), so the output need not be.
-    // Per forward node: rebuilt through a contraction (3.), or from such a value.
-    std::vector<char> heavy(nf, 0);
-    // With `contractions` (3.), contractions may be on the way too, but not from a value a
-    // contraction rebuilds: one rebuilt from another would live from the first's readers to
-    // the last's (rebuilding a residual stream from the first block's input holds it all).
+    // With `contractions` (3.), contractions and 16-bit values may be on the way too, and any
+    // available value read, but not a value a contraction rebuilds: one rebuilt from another
+    // would live from the first's readers to the last's (rebuilding a residual stream from the
+    // first block's input holds it all).
     const auto rebuildable = [&](auto&& self, int x, int& budget, std::vector<int>& chain,
                                  bool contractions) -> bool {
       if (contractions && heavy[x]) return false;
-      if (exact(x)) return true;
+      if (contractions ? available(x) : exact(x)) return true;
       const GraphNode& n = g.nodes[x];
       if (contractions && fate[x] == unused && rebuilt_free(n) && !n.inputs.empty()) {
         chain.push_back(x);  // a view of a value rebuilt on the way (a contraction's operand)
@@ -164,7 +167,8 @@ void save_forward_values(Backward& b, const Graph& forward, int n_inputs, Recomp
       const bool op_ok = n.op == GraphOp::map || n.op == GraphOp::cast ||
                          (contractions && n.op == GraphOp::contract);
       if (fate[x] != unused || !op_ok ||
-          (kFloatDTypes.contains(n.dtype) && element_size(n.dtype) < 4) || --budget < 0)
+          (!contractions && kFloatDTypes.contains(n.dtype) && element_size(n.dtype) < 4) ||
+          --budget < 0)
         return false;
       chain.push_back(x);
       return std::all_of(n.inputs.begin(), n.inputs.end(),

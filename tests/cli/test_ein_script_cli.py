@@ -354,22 +354,25 @@ class Accounting(Case):
             if plan == "blocks":
                 self.assertGreater(flops["recompute"], 0)
             if plan == "auto 0.5":
-                # Recomputing contractions changes no loss: the backward rebuilds them from
-                # the same operands with the same kernels. bf16 rebuilds no 16-bit value.
+                # Recomputing contractions changes no fp32 loss: the backward rebuilds them
+                # from the same operands with the same kernels. In bf16 a value rebuilt from
+                # bf16 activations may differ from the forward's by that rounding.
                 auto_log = read_log(self.path(f"{precision}-auto.jsonl"))
-                self.assertEqual([x["loss"] for x in read_log(log)],
-                                 [x["loss"] for x in auto_log], what)
+                losses = [x["loss"] for x in read_log(log)]
+                if precision == "fp32":
+                    self.assertEqual(losses, [x["loss"] for x in auto_log], what)
+                for a, b in zip(losses, [x["loss"] for x in auto_log]):
+                    self.assertAlmostEqual(a, b, delta=0.02, msg=what)
                 plans = report["memory"]["recompute_plans"]
                 chosen = next(p for p in plans if p["chosen"])
                 auto = next(p for p in plans if p["policy"] == "auto" and not p["chosen"])
                 self.assertEqual(chosen["activation_budget"], 0.5)
+                self.assertLess(chosen["saved_activations"], auto["saved_activations"], what)
+                self.assertGreater(chosen["recompute_matmul_flops"],
+                                   chosen["kernel_recompute_matmul_flops"], what)
                 if precision == "fp32":
                     self.assertLessEqual(chosen["saved_activations"],
                                          0.5 * auto["saved_activations"], what)
-                    self.assertGreater(chosen["recompute_matmul_flops"],
-                                       chosen["kernel_recompute_matmul_flops"], what)
-                else:
-                    self.assertEqual(chosen["saved_activations"], auto["saved_activations"])
 
     def test_a_fused_head_counts_what_report_predicts(self):
         # GPT-2's 50257-class tied head runs fused with its cross-entropy and computes its

@@ -370,6 +370,18 @@ TEST(RecomputePlan, ABudgetRecomputesTheFewestFlopsPerByteFirst) {
   EXPECT_EQ(saved_storage(none, g), saved_storage(differentiate(g, kWeights, Recompute::none), g));
 }
 
+// In bf16 auto rebuilds nothing (AutoRebuildsNothingFromA16BitSavedValue); a budget's
+// contractions may read 16-bit values: h from x and w1, then y from the saved g = gelu(h).
+TEST(RecomputePlan, ABudgetRebuildsContractionsOf16BitValues) {
+  Mlp m(DType::bf16);
+  const Graph& g = m.b.graph();
+  const Backward half = differentiate(g, kWeights, Recompute::automatic, {}, true, 0.5);
+  EXPECT_EQ(saved_storage(half, g), (std::vector<int>{storage(g, m.g)}));
+  const BackwardCost c = backward_cost(half, g, kWeights);
+  EXPECT_EQ(c.saved_activations, B * F * 2);
+  EXPECT_EQ(c.recompute.matmul_flops, 2 * (2 * B * D * F));
+}
+
 // A value a contraction rebuilds is no operand of another rebuild: rebuilding block 1's input
 // x_0 from h_0, itself rebuilt from the graph's input, would hold it from block 1's backward
 // to block 0's (at a GPT's scale, the residual stream rebuilt from the first block held the
