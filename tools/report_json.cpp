@@ -9,9 +9,26 @@
 #include "tools/report_summary.h"
 
 namespace ein::report {
+namespace {
+
+using nlohmann::json;
+
+/// What a save/recompute plan's JSON says in every list it is in (memory.recompute_plans,
+/// memory.activation_budgets).
+json plan_json(const RecomputePlan& p) {
+  return {{"activation_budget", p.activation_budget},
+          {"saved_activations", p.saved_activations},
+          {"recompute_flops", p.recompute_flops},
+          {"recompute_matmul_flops", p.recompute_matmul_flops},
+          {"kernel_recompute_flops", p.kernel_recompute_flops},
+          {"kernel_recompute_matmul_flops", p.kernel_recompute_matmul_flops},
+          {"peak", p.peak},
+          {"peak_with_gradients", p.peak_with_gradients}};
+}
+
+}  // namespace
 
 std::string render_json(const Report& r, const Summary& s) {
-  using nlohmann::json;
   json j;
   j["file"] = r.file;
   j["fn"] = r.fn;
@@ -90,17 +107,10 @@ std::string render_json(const Report& r, const Summary& s) {
                                   {"full", s.korthikanti->full}};
   json plans = json::array();
   for (size_t k = 0; k < r.plans.size(); ++k) {
-    const report::RecomputePlan& p = r.plans[k];
-    plans.push_back({{"policy", recompute_name(p.policy)},
-                     {"activation_budget", p.activation_budget},
-                     {"chosen", static_cast<int>(k) == r.chosen},
-                     {"saved_activations", p.saved_activations},
-                     {"recompute_flops", p.recompute_flops},
-                     {"recompute_matmul_flops", p.recompute_matmul_flops},
-                     {"kernel_recompute_flops", p.kernel_recompute_flops},
-                     {"kernel_recompute_matmul_flops", p.kernel_recompute_matmul_flops},
-                     {"peak", p.peak},
-                     {"peak_with_gradients", p.peak_with_gradients}});
+    json p = plan_json(r.plans[k]);
+    p["policy"] = recompute_name(r.plans[k].policy);
+    p["chosen"] = static_cast<int>(k) == r.chosen;
+    plans.push_back(std::move(p));
   }
   j["memory"]["recompute_plans"] = plans;
   if (r.checkpoint_modules > 0)
@@ -113,18 +123,13 @@ std::string render_json(const Report& r, const Summary& s) {
                                     {"flops_ratio", s.checkpoint_flops_ratio}};
   json budgets = json::array();
   for (size_t k = 0; k < r.budget_plans.size(); ++k) {
-    const report::RecomputePlan& p = r.budget_plans[k];
     const Summary::Budget& b = s.budgets[k];
-    budgets.push_back({{"activation_budget", b.budget},
-                       {"saved_activations", p.saved_activations},
-                       {"recompute_flops", p.recompute_flops},
-                       {"recompute_matmul_flops", p.recompute_matmul_flops},
-                       {"peak", p.peak},
-                       {"peak_with_gradients", p.peak_with_gradients},
-                       {"activations", b.activations},
-                       {"total", b.total},
-                       {"fits", b.fits},
-                       {"flops_ratio", b.flops_ratio}});
+    json p = plan_json(r.budget_plans[k]);
+    p.update({{"activations", b.activations},
+              {"total", b.total},
+              {"fits", b.fits},
+              {"flops_ratio", b.flops_ratio}});
+    budgets.push_back(std::move(p));
   }
   j["memory"]["activation_budgets"] = budgets;
   json dims = json::object();

@@ -199,9 +199,15 @@ void add_recompute_plans(Report& r, const Graph& g, const std::vector<bool>& nee
   const RecomputePlan& blocks = r.plans.back();
   r.checkpoint_activations = static_cast<double>(blocks.peak);
   r.checkpoint_recompute_flops = blocks.recompute_flops;
-  for (const double what_if : kWhatIfBudgets)
-    r.budget_plans.push_back(
-        recompute_plan(g, needs, weights, trace.blocks, Recompute::automatic, what_if));
+  for (const double what_if : kWhatIfBudgets) {
+    // The chosen plan when it is this one (--activation-budget 0.5), else built here.
+    const auto same = std::find_if(r.plans.begin(), r.plans.end(), [&](const RecomputePlan& p) {
+      return p.policy == Recompute::automatic && p.activation_budget == what_if;
+    });
+    r.budget_plans.push_back(same != r.plans.end() ? *same
+                                                   : recompute_plan(g, needs, weights, trace.blocks,
+                                                                    Recompute::automatic, what_if));
+  }
 }
 
 }  // namespace ein::report
