@@ -215,7 +215,7 @@ std::vector<Tensor> run_recorded(const std::shared_ptr<const Graph>& graph, cons
     needs_grad.push_back(x.requires_grad() && kFloatDTypes.contains(x.dtype()));
     any = any || needs_grad.back();
   }
-  if (!any || !grad_enabled()) return execute(fused, detached);
+  if (!any || !grad_enabled()) return execute(fused, std::move(detached));
   std::vector<bool> weights;
   for (const Tensor& x : inputs)
     weights.push_back(x.requires_grad() && x.is_leaf());

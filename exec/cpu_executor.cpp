@@ -34,7 +34,7 @@ struct Compiled {
   CpuKernelFn fn = nullptr;
 };
 
-std::atomic<int64_t> g_launches{0}, g_built{0};
+std::atomic<int64_t> g_launches{0}, g_built{0}, g_planned{0};
 
 std::shared_ptr<const Compiled> compile(const Kernel& kernel, const std::string& key) {
   verify(kernel);
@@ -56,24 +56,54 @@ std::shared_ptr<const Compiled> lookup(const Kernel& kernel, const CpuSchedule& 
   return cache->get(key, [&] { return compile(kernel, key); });
 }
 
-}  // namespace
+/// What a launch of a kernel takes besides its buffers and its params' values, all of it
+/// decided by the kernel's code, its exact layout and the thread count: the prepared kernel's
+/// compiled code, schedule, run-time sizes and strides, and its row-block scratch.
+struct Launch {
+  bool empty = false;  ///< nothing runs: an empty parallel dim, or an empty row and no row store
+  CpuSchedule schedule;
+  std::vector<int64_t> parameters;  ///< kernel_parameters()
+  size_t scratch_bytes = 0;
+  std::shared_ptr<const Compiled> compiled;
+};
 
-void run_kernel_cpu(const Kernel& kernel_in, std::span<const Tensor> buffers) {
-  // Nothing to do when a parallel dim is empty, or the row is empty and nothing is stored per
-  // row (a row store over an empty row still writes the stages' identities).
+std::shared_ptr<const Launch> plan_launch(const Kernel& kernel_in) {
+  ++g_planned;
+  auto launch = std::make_shared<Launch>();
   Kernel general = to_general_form(kernel_in);
   for (int d = 0; d < general.parallel_dims(); ++d)
-    if (general.domain[d] == 0) return;
+    launch->empty = launch->empty || general.domain[d] == 0;
   bool empty_row = false, row_stores = false;
   for (int d = general.parallel_dims(); d < static_cast<int>(general.domain.size()); ++d)
     empty_row = empty_row || general.domain[d] == 0;
   for (const KernelStore& st : general.stores)
     row_stores = row_stores || (general.reduced > 0 && general.row_buffer(st.buffer));
-  if (empty_row && !row_stores) return;
+  launch->empty = launch->empty || (empty_row && !row_stores);
+  if (launch->empty) return launch;
   const Kernel kernel = prepare_kernel(std::move(general));
-  const CpuSchedule s = schedule_cpu(kernel, num_threads());
-  const auto compiled = lookup(kernel, s);
-  std::vector<int64_t> params = kernel_parameters(kernel, s);
+  const CpuSchedule& s = launch->schedule = schedule_cpu(kernel, num_threads());
+  launch->compiled = lookup(kernel, s);
+  launch->parameters = kernel_parameters(kernel, s);
+  if (s.row_block > 0)
+    launch->scratch_bytes =
+        static_cast<size_t>(scratch_elements(kernel, s)) * element_size(scratch_dtype(kernel));
+  return launch;
+}
+
+}  // namespace
+
+void run_kernel_cpu(const Kernel& kernel_in, std::span<const Tensor> buffers) {
+  // The launch is planned once per code, exact layout and thread count (a few hundred bytes
+  // each, the memo bounded as shapes vary); a repeated launch only looks it up.
+  static auto* plans = new MemoCache<Launch>(4096);
+  thread_local std::string key;
+  kernel_code_key(kernel_in, key, /*exact_layout=*/true);
+  const int threads = num_threads();
+  key.append(reinterpret_cast<const char*>(&threads), sizeof threads);
+  const auto plan = plans->get(key, [&] { return plan_launch(kernel_in); });
+  if (plan->empty) return;
+  const CpuSchedule& s = plan->schedule;
+  const auto& compiled = plan->compiled;
   void* pointers[18];
   std::vector<void*> many;
   void** ptrs = pointers;
@@ -83,8 +113,10 @@ void run_kernel_cpu(const Kernel& kernel_in, std::span<const Tensor> buffers) {
   }
   for (size_t i = 0; i < buffers.size(); ++i)
     ptrs[i] = buffers[i].data_ptr();
-  ptrs[buffers.size()] = params.data();
-  ptrs[buffers.size() + 1] = const_cast<double*>(kernel.params.data());
+  // The kernel only reads its sizes, strides and params (emit_mlir loads them), so the memo's
+  // own array serves every launch.
+  ptrs[buffers.size()] = const_cast<int64_t*>(plan->parameters.data());
+  ptrs[buffers.size() + 1] = const_cast<double*>(kernel_in.params.data());
   // Row blocks write their sums here; the iteration after the last block combines them. The
   // thread's cached area, unless a kernel of this thread is using it already (a task stolen
   // while waiting in a nested parallel_for): then one of this call's own.
@@ -100,8 +132,7 @@ void run_kernel_cpu(const Kernel& kernel_in, std::span<const Tensor> buffers) {
   if (extra) {
     std::vector<double>& scratch = claim.was ? own : cached;
     cached_busy = true;
-    const size_t bytes = static_cast<size_t>(scratch_elements(kernel, s)) *
-                         element_size(scratch_dtype(kernel));
+    const size_t bytes = plan->scratch_bytes;
     scratch.resize(std::max(scratch.size(), (bytes + sizeof(double) - 1) / sizeof(double)));
     ptrs[buffers.size() + 2] = scratch.data();
   }
@@ -118,7 +149,7 @@ void run_kernel_cpu(const Kernel& kernel_in, std::span<const Tensor> buffers) {
 }
 
 ExecutorStats executor_stats() {
-  return {g_launches.load(), g_built.load()};
+  return {g_launches.load(), g_built.load(), g_planned.load()};
 }
 
 }  // namespace ein

@@ -165,7 +165,9 @@ Tensor run_map_node(const GraphNode& n, const Values& v, Context& c) {
   const auto& a = std::get<MapAttr>(n.attr);
   Kernel k = *a.body;
   k.domain = n.shape;
+  k.buffers.reserve(n.inputs.size() + 1);  // run_map adds the output
   std::vector<Tensor> ins;
+  ins.reserve(n.inputs.size() + 1);
   std::vector<DType> dtypes;
   for (size_t i = 0; i < n.inputs.size(); ++i) {
     Tensor x = arg(v, n, i);
@@ -175,12 +177,12 @@ Tensor run_map_node(const GraphNode& n, const Values& v, Context& c) {
     for (size_t d = 0; d < a.axes[i].size(); ++d)
       if (x.size(static_cast<int64_t>(d)) != 1)
         strides[a.axes[i][d]] = x.stride(static_cast<int64_t>(d));
-    k.add_buffer(x.dtype(), strides);
+    k.add_buffer(x.dtype(), std::move(strides));
     dtypes.push_back(x.dtype());
     ins.push_back(std::move(x));
   }
   k.compute = compute_type(dtypes);
-  return run_map(std::move(k), ins, n.dtype, c.device);
+  return run_map(std::move(k), std::move(ins), n.dtype, c.device);
 }
 
 Tensor run_concat(const GraphNode& n, const Values& v, Context& c) {
@@ -277,7 +279,9 @@ using Rule = Tensors (*)(const GraphNode&, const Values&, Context&);
 /// A rule for an op with one result.
 template <Tensor (*F)(const GraphNode&, const Values&, Context&)>
 Tensors one(const GraphNode& n, const Values& v, Context& c) {
-  return {F(n, v, c)};
+  Tensors result;
+  result.push_back(F(n, v, c));  // moved: `return {F(...)}` would copy it out of the list
+  return result;
 }
 
 // One rule per op, in ops.def order.

@@ -99,13 +99,12 @@ void copy_into(const Tensor& dst, const Tensor& src_in, const std::string& origi
   run_kernel(k, buffers);
 }
 
-Tensor run_map(Kernel k, const std::vector<Tensor>& inputs, DType out_dtype, Device device) {
+Tensor run_map(Kernel k, std::vector<Tensor> inputs, DType out_dtype, Device device) {
   Tensor out = empty(k.domain, out_dtype, inputs.empty() ? device : inputs.front().device());
   k.add_buffer(out_dtype, out.strides(), true);
   if (k.result < 0) k.result = k.body;
-  std::vector<Tensor> buffers = inputs;
-  buffers.push_back(out);
-  run_kernel(k, buffers);
+  inputs.push_back(out);  // the kernel's buffers: its inputs, then its output
+  run_kernel(k, inputs);
   return out;
 }
 

@@ -28,8 +28,7 @@ Tensor reduce_dims(const Tensor& x, const std::vector<bool>& reduced, Reduction 
 /// Runs a pointwise `kernel` whose domain, input buffers, nodes and body are set (no output
 /// buffer yet) on `inputs` (one per buffer), into a fresh contiguous tensor of `out_dtype` on
 /// the inputs' device (`device` when there are none).
-Tensor run_map(Kernel kernel, const std::vector<Tensor>& inputs, DType out_dtype,
-               Device device = cpu());
+Tensor run_map(Kernel kernel, std::vector<Tensor> inputs, DType out_dtype, Device device = cpu());
 
 /// The arithmetic type kernels use for these element types: f64 if any is f64 or when i64/i32
 /// values meet no float (integer arithmetic, exact below 2^53), else f32.
