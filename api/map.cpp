@@ -23,26 +23,55 @@
 namespace ein {
 namespace {
 
-/// The graph of `p` for these input types, built once (the autograd tape caches backward
-/// graphs by graph, so one graph per program and types keeps that cache small).
-std::shared_ptr<const Graph> graph(const MapProgram& p, const std::vector<TensorType>& types,
-                                   const Shape& sizes, DType out) {
-  // Keyed by the program's text, not its address: map_program()'s bounded cache may free a
-  // program, and a new one at the same address must not find the old graph.
-  std::string key = fmt::format("{}|{}|{}", p.kernel.origin, fmt::join(sizes, ","), dtype_name(out));
-  for (const TensorType& t : types)
-    key += fmt::format("|{}:{}", dtype_name(t.dtype), fmt::join(t.shape, ","));
-  static std::shared_mutex mutex;
-  static std::unordered_map<std::string, std::shared_ptr<const Graph>> cache;
-  {
-    std::shared_lock lock(mutex);
-    if (auto it = cache.find(key); it != cache.end()) return it->second;
+/// What a call of map() is keyed by once its inputs are checked: the text as given (before
+/// `...` is expanded), the dtype asked for (-1: none) and each input's dtype and shape, as
+/// bytes in `key`. Everything run_map() derives from the text and the inputs before it runs
+/// the graph (the program, the bound sizes, the result dtype, the checks that threw for a bad
+/// call) depends on these alone, so a call whose key was seen runs the graph that call built.
+void call_key(std::string& key, std::string_view text, std::optional<DType> out,
+              const std::vector<Tensor>& inputs) {
+  const auto put = [&key](auto value) {
+    key.append(reinterpret_cast<const char*>(&value), sizeof value);
+  };
+  key.clear();
+  put(text.size());
+  key += text;
+  put(out ? static_cast<int>(*out) : -1);
+  for (const Tensor& x : inputs) {
+    put(static_cast<int>(x.dtype()));
+    put(x.shape().size());
+    key.append(reinterpret_cast<const char*>(x.shape().data()), x.shape().size() * sizeof(int64_t));
   }
-  auto g =
-      std::make_shared<const Graph>(lower_map(p.body, p.axes, types, sizes, out, p.kernel.origin));
-  std::unique_lock lock(mutex);
-  if (cache.size() >= kMapProgramCapacity && !cache.contains(key)) cache.clear();  // bounded
-  return cache.emplace(std::move(key), std::move(g)).first->second;
+}
+
+/// The graphs of the calls seen (call_key()), at most kMapProgramCapacity of them. One graph
+/// per key, not per call, also keeps the autograd tape's cache of backward graphs (keyed by
+/// graph) small.
+class CallCache {
+ public:
+  std::shared_ptr<const Graph> find(std::string_view key) const {
+    std::shared_lock lock(mutex_);
+    const auto it = graphs_.find(key);
+    return it == graphs_.end() ? nullptr : it->second;
+  }
+  std::shared_ptr<const Graph> add(std::string_view key, std::shared_ptr<const Graph> g) {
+    std::unique_lock lock(mutex_);
+    if (graphs_.size() >= kMapProgramCapacity && !graphs_.contains(key)) graphs_.clear();
+    return graphs_.emplace(std::string(key), std::move(g)).first->second;
+  }
+
+ private:
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  mutable std::shared_mutex mutex_;
+  std::unordered_map<std::string, std::shared_ptr<const Graph>, Hash, std::equal_to<>> graphs_;
+};
+
+CallCache& call_cache() {
+  static CallCache* cache = new CallCache;  // never destroyed: maps may run at exit
+  return *cache;
 }
 
 /// Whether the program maps integers to integers: every node is a load, an integral constant
@@ -132,41 +161,76 @@ DType readable(DType t) {  // kernels do not read fp8: such inputs are converted
   return t == DType::f8e4m3 || t == DType::f8e5m2 ? DType::f32 : t;
 }
 
-Tensor run_map(std::string_view expression_in, const std::vector<Tensor>& given,
-               std::optional<DType> out_dtype) {
-  const std::string expanded = expand_ellipsis(expression_in, given);
-  const std::string_view expression = expanded;
-  const auto p = map_program(expression);
-  std::vector<Tensor> inputs = given;
-  for (Tensor& x : inputs)
-    if (x.defined() && readable(x.dtype()) != x.dtype()) x = x.to(readable(x.dtype()));
-  const MapExpr& e = p->expr;
+/// Throws unless there is a tensor for each input the expression declares.
+void check_count(const MapExpr& e, const std::vector<Tensor>& inputs) {
   if (inputs.size() != e.inputs.size())
     throw UserError(fmt::format("the expression has {} inputs, but {} tensors were given",
                                 e.inputs.size(), inputs.size()),
                     e.source, e.arrow);
-  std::vector<Shape> shapes;
-  std::vector<DType> dtypes;
+}
+
+/// The checks of a call that no key stands for: every input defined, all on one device; a
+/// call failing them throws what the expression says (its input names, with carets).
+void check_inputs(std::string_view text, const std::vector<Tensor>& inputs) {
+  bool ok = true;
+  for (const Tensor& x : inputs)
+    ok = ok && x.defined() && x.device() == inputs.front().device();
+  if (ok) return;
+  const auto p = map_program(expand_ellipsis(text, inputs));
+  const MapExpr& e = p->expr;
+  check_count(e, inputs);
   for (size_t i = 0; i < inputs.size(); ++i) {
-    const Tensor& x = inputs[i];
-    if (!x.defined())
+    if (!inputs[i].defined())
       throw UserError(fmt::format("input '{}' is an undefined tensor", e.inputs[i].name),
                       e.source, e.inputs[i].range);
-    if (x.device() != inputs.front().device())
+    if (inputs[i].device() != inputs.front().device())
       throw UserError(fmt::format("input '{}' is on {} but '{}' is on {}; inputs must share one "
                                   "device (move them with .to(...))",
-                                  e.inputs[i].name, x.device().str(), e.inputs.front().name,
+                                  e.inputs[i].name, inputs[i].device().str(), e.inputs.front().name,
                                   inputs.front().device().str()),
                       e.source, e.inputs[i].range);
+  }
+}
+
+/// The graph a call runs, built from the text and the inputs (fp8 already read as f32).
+std::shared_ptr<const Graph> build_graph(std::string_view expression_in,
+                                         const std::vector<Tensor>& inputs,
+                                         std::optional<DType> out_dtype) {
+  const std::string expanded = expand_ellipsis(expression_in, inputs);
+  const auto p = map_program(expanded);
+  const MapExpr& e = p->expr;
+  check_count(e, inputs);
+  std::vector<Shape> shapes;
+  std::vector<DType> dtypes;
+  std::vector<TensorType> types;
+  for (const Tensor& x : inputs) {
     shapes.push_back(x.shape());
     dtypes.push_back(x.dtype());
+    types.push_back({x.shape(), x.dtype()});
   }
   const Shape sizes = bind_map_sizes(*p, shapes);
   const DType out = out_dtype ? *out_dtype : result_dtype(*p, dtypes);
-  std::vector<TensorType> types;
-  for (const Tensor& x : inputs)
-    types.push_back({x.shape(), x.dtype()});
-  return run_recorded(graph(*p, types, sizes, out), inputs).front();
+  return std::make_shared<const Graph>(
+      lower_map(p->body, p->axes, types, sizes, out, p->kernel.origin));
+}
+
+Tensor run_map(std::string_view expression, const std::vector<Tensor>& given,
+               std::optional<DType> out_dtype) {
+  check_inputs(expression, given);
+  bool fp8 = false;
+  for (const Tensor& x : given)
+    fp8 = fp8 || readable(x.dtype()) != x.dtype();
+  if (fp8) {  // read as f32: the key and the graph are those of the converted inputs
+    std::vector<Tensor> inputs = given;
+    for (Tensor& x : inputs)
+      if (readable(x.dtype()) != x.dtype()) x = x.to(readable(x.dtype()));
+    return run_map(expression, inputs, out_dtype);
+  }
+  thread_local std::string key;
+  call_key(key, expression, out_dtype, given);
+  std::shared_ptr<const Graph> g = call_cache().find(key);
+  if (!g) g = call_cache().add(key, build_graph(expression, given, out_dtype));
+  return run_recorded(g, given).front();
 }
 
 }  // namespace

@@ -31,7 +31,9 @@
 #include <fmt/format.h>
 
 #include <ein/diagnostic.h>
+#include "api/map.h"
 #include "api/ops/ops_test_support.h"
+#include "exec/cpu_executor.h"
 
 namespace ein::testing {
 namespace {
@@ -434,6 +436,77 @@ TEST(Map, MixedDtypes) {
     tol.rtol *= 2;
     tol.atol *= 2;
     expect_close(got, want, tol, fmt::format("{} * {}", dtype_name(m.x), dtype_name(m.y)));
+  }
+}
+
+// map() keys a call by its text, the dtype asked for and its inputs' dtypes and shapes (a
+// call with a key seen before runs the graph that call built), so calls of one text that
+// differ in any of these each get their own graph: sizes of one rank (3 against 1 broadcasts),
+// dtypes, map_as's dtype, inputs read as f32 (fp8). Every call twice, the second from the
+// cache; a bad call between good ones still says what is wrong.
+TEST(Map, CallsOfOneTextGetTheGraphOfTheirShapesAndDtypes) {
+  const std::string text = "x[a b], y[b] -> x * y + 1";
+  for (int round = 0; round < 2; ++round)
+    for (const Shape& xs : {Shape{2, 3}, Shape{3, 3}, Shape{2, 1}, Shape{1, 3}})
+      for (const DType dtype : {DType::f32, DType::f64, DType::f16}) {
+        const std::string context =
+            fmt::format("round {}, x {} {}", round, shape_str(xs), dtype_name(dtype));
+        const Tensor x = tensor_of(normal_values(checked_numel(xs), 5), xs, dtype);
+        const Tensor y = tensor_of(normal_values(3, 6), {3}, dtype);
+        const Array want = B(BinaryOp::add, B(BinaryOp::mul, to_array(x), to_array(y)), K(1));
+        const Tensor got = map(text, {x, y});
+        EXPECT_EQ(got.dtype(), dtype) << context;
+        expect_close(got, reference::cast(want, dtype), tolerance_for(dtype, 2), context);
+        const Tensor wide = map_as(text, {x, y}, DType::f64);
+        EXPECT_EQ(wide.dtype(), DType::f64) << context;
+        expect_close(wide, want, tolerance_for(dtype == DType::f64 ? DType::f64 : DType::f32, 2),
+                     context + ", as f64");
+      }
+  const Tensor x = tensor_of(normal_values(6, 7), {2, 3}, DType::f32);
+  const Tensor y = tensor_of(normal_values(3, 8), {3}, DType::f32);
+  for (int round = 0; round < 2; ++round) {  // the bad call is not cached as a good one
+    try {
+      (void)map(text, {x, tensor_of(normal_values(4, 9), {4}, DType::f32)});
+      ADD_FAILURE() << "a size mismatch did not throw";
+    } catch (const UserError& e) {
+      const std::string what = e.what();
+      EXPECT_EQ(what.rfind("map:1:", 0), 0u) << what;
+      EXPECT_NE(what.find("axis 'b' has length 4 here but 3 earlier"), std::string::npos) << what;
+    }
+    expect_close(map(text, {x, y}),
+                 B(BinaryOp::add, B(BinaryOp::mul, to_array(x), to_array(y)), K(1)),
+                 tolerance_for(DType::f32, 2), "after a bad call");
+  }
+  const Tensor x8 = x.to(DType::f8e4m3), y8 = y.to(DType::f8e4m3);
+  for (int round = 0; round < 2; ++round) {
+    const Tensor got = map(text, {x8, y8});
+    EXPECT_EQ(got.dtype(), DType::f32);
+    const Array want =
+        B(BinaryOp::add, B(BinaryOp::mul, to_array(x8.to(DType::f32)), to_array(y8.to(DType::f32))),
+          K(1));
+    expect_close(got, want, tolerance_for(DType::f32, 2), "fp8 inputs");
+  }
+}
+
+// A CPU launch is planned once per kernel code, exact layout and thread count; a repeated
+// launch plans nothing, and a new layout of the same code gets a plan of its own (and the
+// right values).
+TEST(Map, ARepeatedLaunchIsPlannedOnce) {
+  const std::string text = "x[a b] -> x * 2 + 1";
+  const Tensor x = randn({24, 40}, DType::f32, cpu(), 3);
+  const auto planned = [] { return executor_stats().launches_planned; };
+  for (const Tensor& in : {x, x.transpose(0, 1), x.slice(1, 0, 40, 2), x.slice(0, 0, 12)}) {
+    const std::string context =
+        fmt::format("shape {} strides {}", shape_str(in.shape()), shape_str(in.strides()));
+    const int64_t before = planned();
+    const Tensor first = map(text, {in});
+    EXPECT_GE(planned(), before + 1) << context;
+    const int64_t after_first = planned();
+    const Tensor second = map(text, {in});
+    EXPECT_EQ(planned(), after_first) << context;
+    const Array want = B(BinaryOp::add, B(BinaryOp::mul, to_array(in), K(2)), K(1));
+    expect_close(first, want, tolerance_for(DType::f32), context);
+    expect_close(second, want, tolerance_for(DType::f32), context + ", again");
   }
 }
 
