@@ -514,6 +514,21 @@ bool cuda_attention_uses_tensor_cores(const Tensor& q, const Tensor& k, const Te
   return false;
 }
 
+const char* cuda_attention_kernel_set(const Tensor& q, const Tensor& k, const Tensor& v,
+                                      DType dtype) {
+  if (!cuda_attention_uses_tensor_cores(q, k, v, dtype)) return "simt";
+  switch (
+      detail::attention_cores(cuda_execution().arch(q.device().index), q.size(-1), v.size(-1))) {
+    case detail::AttentionCores::wmma:
+      return "wmma";
+    case detail::AttentionCores::ptx:
+      return "ptx";
+    case detail::AttentionCores::wgmma:
+      return "wgmma";
+  }
+  return "simt";
+}
+
 namespace {
 
 /// What the tensor-core kernels (attention_cuda_mma.h) share: the operands in their 16-bit

@@ -38,6 +38,12 @@ bool cuda_attention_fits(int64_t e, int64_t f, DType compute);
 bool cuda_attention_uses_tensor_cores(const Tensor& q, const Tensor& k, const Tensor& v,
                                       DType dtype);
 
+/// Which kernels attention_forward_cuda() and attention_backward_cuda() run these operands on:
+/// "wmma", "ptx" or "wgmma" (the tensor-core sets of attention_cuda_mma.h), or "simt" (the
+/// scalar kernels above). What a benchmark prints, so that a GPU run says which set it timed.
+const char* cuda_attention_kernel_set(const Tensor& q, const Tensor& k, const Tensor& v,
+                                      DType dtype);
+
 /// attention_forward() on CUDA tensors (same arguments and result).
 Tensor attention_forward_cuda(const Tensor& q, const Tensor& k, const Tensor& v,
                               const Tensor& bias, double scale, DType dtype, int64_t kv_repeat);

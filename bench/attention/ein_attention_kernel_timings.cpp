@@ -14,7 +14,9 @@
 // packed forward and, unless ":forward", the gradients) is compared with the scalar CUDA
 // kernels' on the same bf16 operands, computed once before the timing: "max_diff" is the
 // largest |difference| / (largest |reference element|) over both, so that a kernel that is fast
-// but wrong on the hardware shows (bf16 rounding of P and dS gives ~1e-3 to 1e-2).
+// but wrong on the hardware shows (bf16 rounding of P and dS gives ~1e-3 to 1e-2). "kernels"
+// is the set a GPU variant ran (cuda_attention_kernel_set: wmma, ptx, wgmma or simt), so that
+// one that fell back to another set (no mma.h for WMMA, no sm_90a for wgmma) says so.
 //   ein_attention_kernel_timings B H T E [rounds = 5] [variants: amx,widened,f32]
 #include <algorithm>
 #include <chrono>
@@ -32,6 +34,7 @@
 
 #include "exec/amx_tiles.h"
 #include "exec/attention.h"
+#include "exec/attention_cuda.h"
 
 int main(int argc, char** argv) {
   using namespace ein;
@@ -94,6 +97,7 @@ int main(int argc, char** argv) {
     return size > 0 ? most / size : most;
   };
   std::map<std::string, double> diffs;
+  std::map<std::string, std::string> kernel_sets;  // per GPU variant: the set that ran
   std::map<std::string, std::vector<double>> ms;
   for (int round = 0; round < rounds + 1; ++round)  // round 0 warms up
     for (const std::string& variant : variants) {
@@ -106,7 +110,10 @@ int main(int argc, char** argv) {
                kind == "cuda" ? "" : kind.substr(5).c_str(), 1);  // cuda-ptx: "ptx", ...
       const Tensor &qq = gpu ? qg : f32 ? q : qb, &kk = gpu ? kg : f32 ? k : kb,
                    &vv = gpu ? vg : f32 ? v : vb, &dd = gpu ? dg : d, &mm = gpu ? mask_g : mask;
-      if (gpu) synchronize();
+      if (gpu) {
+        synchronize();
+        kernel_sets[variant] = cuda_attention_kernel_set(qq, kk, vv, DType::f32);
+      }
       const auto start = std::chrono::steady_clock::now();
       const Tensor out = attention_forward(qq, kk, vv, mm, scale, DType::f32);
       Tensor grads;
@@ -128,14 +135,17 @@ int main(int argc, char** argv) {
                          (variant.ends_with(":forward") ? 1.0 : 2.5);
     const char* tiles = amx_tiles() ? "amx" : bf16_tiles() ? "avx512-bf16" : "none";
     // (Python's json reads Infinity, which a NaN in the results becomes)
+    const std::string set = kernel_sets.contains(variant)
+                                ? fmt::format(R"(, "kernels": "{}")", kernel_sets[variant])
+                                : "";
     const std::string diff =
         !diffs.contains(variant) ? ""
         : std::isfinite(diffs[variant]) ? fmt::format(R"(, "max_diff": {:.3g})", diffs[variant])
                                         : R"(, "max_diff": Infinity)";
     fmt::print(R"({{"variant": "{}", "tiles": "{}", "b": {}, "h": {}, "t": {}, "e": {}, )"
-               R"("median_ms": {:.3f}, "rounds_ms": [{:.3f}], "useful_tflops": {:.3f}{}}})"
+               R"("median_ms": {:.3f}, "rounds_ms": [{:.3f}], "useful_tflops": {:.3f}{}{}}})"
                "\n",
                variant, tiles, b, h, t, e, median, fmt::join(ms[variant], ", "),
-               flops / (median * 1e9), diff);
+               flops / (median * 1e9), set, diff);
   }
 }

@@ -138,9 +138,17 @@ int main(int argc, char** argv) {
   if (argc <= 2 && ein::cuda_is_available()) arch = ein::cuda_device_properties(0).arch();
   fmt::print("{:<34} | {:>10} | {:<7} | {}\n", "measure", "value", "unit", "how");
   try {
-    if (ein::nvrtc_info().available)
+    if (const ein::NvrtcInfo& nvrtc = ein::nvrtc_info(); nvrtc.available) {
+      // Which NVRTC and headers the kernels compile with: without crt/mma.h, bf16 attention
+      // takes the scalar kernels by default (exec/attention_cuda.h)
+      row("nvrtc version", nvrtc.major, "",
+          fmt::format("NVRTC {}.{} from {}; headers {} {}", nvrtc.major, nvrtc.minor, nvrtc.library,
+                      nvrtc.include_dir.empty() ? "none found" : nvrtc.include_dir,
+                      nvrtc.mma_headers ? "with crt/mma.h (WMMA attention)"
+                                        : "without crt/mma.h (WMMA attention falls back to the "
+                                          "scalar kernels)"));
       time_nvrtc(source.str(), arch);
-    else
+    } else
       skipped("nvrtc compile", ein::nvrtc_info().reason);
     if (ein::cuda_is_available())
       time_gpu();

@@ -43,6 +43,7 @@
 #include <fmt/format.h>
 
 #include "exec/attention.h"
+#include "exec/attention_cuda.h"
 
 #include "exec/cuda_executor.h"
 #include "runtime/cuda/backend.h"
@@ -333,16 +334,17 @@ void attention_rows(const Options& o) {
   const Tensor v = randn({b, h, t, e}, DType::bf16, cuda(), 13);
   const double scale = 1 / std::sqrt(static_cast<double>(e));
   const double fwd_flops = 4.0 * b * h * t * t * e;
+  const char* set = cuda_attention_kernel_set(q, k, v, DType::bf16);
   const HardwareProfile* hw = hardware_for_gpu(cuda_device_properties(0).name);
   const double peak = hw ? hw->peak(MathMode::bf16) : 0;
   const auto flops_row = [&](const std::string& name, double flops, const Timing& tm,
                              std::optional<double> target) {
     const double tflops = flops / tm.seconds / 1e12;
     row(name, tflops, "TFLOP/s",
-        fmt::format("exec/attention_cuda_mma.h, bf16 on tensor cores (WMMA), f32 accumulation; "
-                    "{} per call; median of {}, "
-                    "{:.3f} ms",
-                    kernels(tm.launches), o.reps, tm.seconds * 1e3));
+        fmt::format("exec/attention_cuda_mma.h, bf16 in, f32 accumulation, the {} kernels "
+                    "(wmma, ptx and wgmma: tensor cores; simt: scalar); {} per call; median of "
+                    "{}, {:.3f} ms",
+                    set, kernels(tm.launches), o.reps, tm.seconds * 1e3));
     if (peak > 0) {
       const double pct = 100.0 * tflops * 1e12 / peak;
       row("  % of dense bf16 peak", pct, "%",

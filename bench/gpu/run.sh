@@ -294,7 +294,8 @@ for r in rows:
     bad = diff is not None and not diff <= 0.05
     wrong = wrong or bad
     print(f"{name:<34} | {r['useful_tflops']:>10.3f} | TFLOP/s | "
-          f"median {r['median_ms']:.3f} ms of 5, causal-useful FLOPs"
+          f"median {r['median_ms']:.3f} ms of 5, causal-useful FLOPs, "
+          f"kernels {r.get('kernels', '?')}"
           + ("" if diff is None else f"; {diff:.2g} off the scalar kernels")
           + (" WRONG" if bad else ""))
 if wrong:

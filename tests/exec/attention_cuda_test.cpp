@@ -98,6 +98,17 @@ TEST_P(AttentionOnCuda, TensorCoresMatchTheDefinition) {
   EXPECT_FALSE(cuda_attention_uses_tensor_cores(q, q, zeros({1, 4, 8}, DType::bf16, cuda()),
                                                 DType::f32));  // f not a multiple of 16
   EXPECT_FALSE(cuda_attention_uses_tensor_cores(q.to(DType::f32), q, v, DType::f32));
+  // The set a benchmark reports: what attention_cores picks, or the scalar kernels
+  const Tensor q64 = zeros({1, 4, 64}, DType::bf16, cuda());
+  EXPECT_STREQ(cuda_attention_kernel_set(q64, q64, q64, DType::f32), "wgmma");
+  EXPECT_STREQ(cuda_attention_kernel_set(q, q, v, DType::f32), "ptx");  // rows of 16: not wgmma
+  EXPECT_STREQ(cuda_attention_kernel_set(q.to(DType::f32), q, v, DType::f32), "simt");
+  {
+    const testing::ScopedEnv scalar("EIN_CUDA_ATTENTION", "simt");
+    EXPECT_STREQ(cuda_attention_kernel_set(q64, q64, q64, DType::f32), "simt");
+  }
+  const testing::ScopedEnv by_default("EIN_CUDA_ATTENTION", "");
+  EXPECT_STREQ(cuda_attention_kernel_set(q64, q64, q64, DType::f32), "wmma");
 }
 
 TEST_P(AttentionOnCuda, TensorCoresPropagateSpecialValues) {
