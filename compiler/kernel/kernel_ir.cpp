@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <stdexcept>
@@ -428,16 +429,19 @@ void kernel_code_key(const Kernel& k, std::string& out, bool exact_layout) {
       put(out, static_cast<int8_t>(s == 0 ? 0 : s == 1 ? 1 : 2));
   }
   put(out, k.nodes.size());
-  for (const ScalarNode& n : k.nodes) {
-    put(out, n.op);
-    put(out, n.a);
-    put(out, n.b);
-    put(out, n.c);
-    put(out, n.buffer);
-    put(out, n.stage);
-    put(out, n.dim);
-    put(out, n.param);
-    put(out, n.value);
+  // A node's fields in one append (a key is made per launch): no padding to leave undefined.
+  struct NodeKey {
+    int32_t op, a, b, c, buffer, stage, dim, param;
+    double value;
+  };
+  static_assert(sizeof(NodeKey) == 8 * sizeof(int32_t) + sizeof(double));
+  const size_t at = out.size();
+  out.resize(at + k.nodes.size() * sizeof(NodeKey));
+  for (size_t i = 0; i < k.nodes.size(); ++i) {
+    const ScalarNode& n = k.nodes[i];
+    const NodeKey key{
+        static_cast<int32_t>(n.op), n.a, n.b, n.c, n.buffer, n.stage, n.dim, n.param, n.value};
+    std::memcpy(out.data() + at + i * sizeof(NodeKey), &key, sizeof key);
   }
   put(out, k.stages.size());
   for (const KernelStage& s : k.stages) {
@@ -453,11 +457,12 @@ void kernel_code_key(const Kernel& k, std::string& out, bool exact_layout) {
   put(out, k.body);
   put(out, k.result);
   if (!exact_layout) return;
-  for (int64_t size : k.domain)
-    put(out, size);
+  const auto put_all = [&out](const Shape& values) {
+    out.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(int64_t));
+  };
+  put_all(k.domain);
   for (const KernelBuffer& b : k.buffers)
-    for (int64_t s : b.strides)
-      put(out, s);
+    put_all(b.strides);
 }
 
 
