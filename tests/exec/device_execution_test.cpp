@@ -172,6 +172,12 @@ TEST_P(DeviceExecution, ContractionsGoThroughTheGemmPlan) {
   const Tensor w = randn({32, 8}, DType::f32, cpu(), 9).to(DType::bf16);
   expect_close(einsum("s d, d f -> s f", {on_gpu(x), on_gpu(w)}),
                einsum("s d, d f -> s f", {x, w}), 1e-2, "bf16");
+  // Two products of 520 · 400 · 330 multiply-adds, one operand transposed: on the fake device,
+  // beyond its naive loop (the host's f64 GEMM on the plan's operands, fake_cuda.cpp).
+  const Tensor big_q = randn({2, 520, 330}, DType::f32, cpu(), 10);
+  const Tensor big_k = randn({2, 330, 400}, DType::f32, cpu(), 11).permute({0, 2, 1});
+  expect_close(einsum("b q d, b k d -> b q k", {on_gpu(big_q), on_gpu(big_k)}),
+               einsum("b q d, b k d -> b q k", {big_q, big_k}), 1e-4, "large");
 }
 
 TEST_P(DeviceExecution, GathersAndScatterAddsMatchTheCpu) {

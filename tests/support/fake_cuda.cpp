@@ -7,11 +7,13 @@
 #include <cstring>
 #include <stdexcept>
 #include <utility>
+#include <vector>
 
-#include "runtime/cuda/execution.h"
 #include <ein/device.h>
-#include "runtime/cuda/nvrtc.h"
 #include <ein/scalar_convert.h>
+#include "runtime/blas/gemm.h"
+#include "runtime/cuda/execution.h"
+#include "runtime/cuda/nvrtc.h"
 #include "support/host_cuda.h"
 
 namespace ein::testing {
@@ -99,6 +101,46 @@ DType dtype_of(int cuda_data_type) {
     case 14: return DType::bf16;
   }
   throw std::logic_error("fake cuda: unknown cudaDataType " + std::to_string(cuda_data_type));
+}
+
+/// Multiply-adds above which a fake GEMM runs as large_product (the naive loop would take
+/// minutes: an LM head's logits are 10^11).
+constexpr int64_t kLargeGemm = int64_t{1} << 26;
+
+/// The same sums as the naive loop for one matrix of a large GEMM, in another order: op(A) and
+/// op(B) gathered densely in f64 (as cuBLASLt's plan reads them: `op_a(i, l)`, `op_b(l, j)`),
+/// multiplied by the host's f64 GEMM a panel of rows at a time, and each sum handed to
+/// `store(i, j, sum)`.
+template <class OpA, class OpB, class Store>
+void large_product(int64_t rows, int64_t cols, int64_t inner, const OpA& op_a, const OpB& op_b,
+                   const Store& store) {
+  std::vector<double> a(static_cast<size_t>(rows * inner)), b(static_cast<size_t>(inner * cols));
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t l = 0; l < inner; ++l)
+      a[i * inner + l] = op_a(i, l);
+  for (int64_t j = 0; j < cols; ++j)
+    for (int64_t l = 0; l < inner; ++l)
+      b[l * cols + j] = op_b(l, j);
+  const int64_t panel =
+      std::clamp<int64_t>((int64_t{1} << 24) / std::max<int64_t>(cols, 1), 1, rows);
+  std::vector<double> sums(static_cast<size_t>(panel * cols));
+  for (int64_t i0 = 0; i0 < rows; i0 += panel) {
+    GemmBatch h;
+    h.dtype = DType::f64;
+    h.m = std::min(panel, rows - i0);
+    h.n = cols;
+    h.k = inner;
+    h.a = a.data() + i0 * inner;
+    h.lda = std::max<int64_t>(inner, 1);
+    h.b = b.data();
+    h.ldb = std::max<int64_t>(cols, 1);
+    h.c = sums.data();
+    h.ldc = std::max<int64_t>(cols, 1);
+    gemm_batched(h);
+    for (int64_t j = 0; j < cols; ++j)
+      for (int64_t i = 0; i < h.m; ++i)
+        store(i0 + i, j, sums[i * cols + j]);
+  }
 }
 
 class EmulatedExecution final : public CudaExecution {
@@ -206,20 +248,35 @@ class EmulatedExecution final : public CudaExecution {
     };
     const auto rows = static_cast<int64_t>(p.c.rows), cols = static_cast<int64_t>(p.c.cols);
     const auto inner = static_cast<int64_t>(p.trans_a ? p.a.rows : p.a.cols);
-    for (int64_t t = 0; t < p.c.batch_count; ++t)
+    // op(A)(i, l) and op(B)(l, j) of matrix t, as cuBLASLt reads them
+    const auto op_a = [&](int64_t t, int64_t i, int64_t l) {
+      return p.trans_a ? at(p.a_ptr, ta, sa, p.a, t, l, i) : at(p.a_ptr, ta, sa, p.a, t, i, l);
+    };
+    const auto op_b = [&](int64_t t, int64_t l, int64_t j) {
+      return p.trans_b ? at(p.b_ptr, tb, sb, p.b, t, j, l) : at(p.b_ptr, tb, sb, p.b, t, l, j);
+    };
+    const auto store = [&](int64_t t, int64_t i, int64_t j, double sum) {
+      char* d = static_cast<char*>(p.c_ptr) +
+                (t * p.c.batch_stride + i + j * p.c.ld) * static_cast<int64_t>(sc);
+      const double old = g.beta == 0 ? 0 : g.beta * load_as_double(d, tc);
+      store_from_double(d, tc, g.alpha * sum + old);
+    };
+    for (int64_t t = 0; t < p.c.batch_count; ++t) {
+      if (rows * cols * inner > kLargeGemm) {
+        large_product(
+            rows, cols, inner, [&](int64_t i, int64_t l) { return op_a(t, i, l); },
+            [&](int64_t l, int64_t j) { return op_b(t, l, j); },
+            [&](int64_t i, int64_t j, double sum) { store(t, i, j, sum); });
+        continue;
+      }
       for (int64_t i = 0; i < rows; ++i)
         for (int64_t j = 0; j < cols; ++j) {
           double sum = 0;
           for (int64_t l = 0; l < inner; ++l)
-            sum += (p.trans_a ? at(p.a_ptr, ta, sa, p.a, t, l, i)
-                              : at(p.a_ptr, ta, sa, p.a, t, i, l)) *
-                   (p.trans_b ? at(p.b_ptr, tb, sb, p.b, t, j, l)
-                              : at(p.b_ptr, tb, sb, p.b, t, l, j));
-          char* d = static_cast<char*>(p.c_ptr) +
-                    (t * p.c.batch_stride + i + j * p.c.ld) * static_cast<int64_t>(sc);
-          const double old = g.beta == 0 ? 0 : g.beta * load_as_double(d, tc);
-          store_from_double(d, tc, g.alpha * sum + old);
+            sum += op_a(t, i, l) * op_b(t, l, j);
+          store(t, i, j, sum);
         }
+    }
   }
 
  private:

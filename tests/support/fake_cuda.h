@@ -2,13 +2,15 @@
 //  - cuda:N memory is host memory (a DeviceBackend on aligned_alloc registered for
 //    DeviceKind::cuda), so tensors `.to(ein::cuda())` work and their bytes can be inspected;
 //  - kernels are the real CUDA C++ ein emits, compiled for the host against the emulation of
-//    tests/compiler/emit/host_emulation.h (tests/support/host_cuda.h) and run with at most two blocks,
-//    so every grid-stride loop wraps; each is also compiled by NVRTC for sm_80 and sm_90
+//    tests/compiler/emit/host_emulation.h (tests/support/host_cuda.h) and run with at most two
+//    blocks, so every grid-stride loop wraps; each is also compiled by NVRTC for sm_80 and sm_90
 //    (where NVRTC loads) and refused on a compile error or any local memory (f64 kernels:
 //    counted, see fake_cuda.cpp);
 //  - GEMMs go through cuBLASLt's plan (plan_cublaslt_gemm, the same row-major → column-major
 //    mapping the GPU gets) and a naive column-major interpreter of cuBLASLt's semantics, in
-//    f64 arithmetic with f32 rounding of 16-bit products' sums as cuBLASLt's f32 accumulation.
+//    f64 arithmetic with f32 rounding of 16-bit products' sums as cuBLASLt's f32 accumulation
+//    (products beyond 2^26 multiply-adds: the plan's operands gathered in f64 and multiplied
+//    by the host's f64 GEMM, the same sums in another order).
 // So the whole path from a graph node to a launch (device placement, allocation, memoised
 // emission, the kernel ABI, total stores, copies, GEMM layouts, gathers) runs in CI. What it
 // cannot check: the GPU's own arithmetic, streams and timing.
