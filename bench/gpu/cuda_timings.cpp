@@ -141,7 +141,9 @@ int main(int argc, char** argv) {
     if (const ein::NvrtcInfo& nvrtc = ein::nvrtc_info(); nvrtc.available) {
       // Which NVRTC and headers the kernels compile with: without crt/mma.h, bf16 attention
       // takes the scalar kernels by default (exec/attention_cuda.h)
-      row("nvrtc version", nvrtc.major, "",
+      fmt::print(
+          "{:<34} | {:>10} | {:<7} | {}\n", "nvrtc version",
+          fmt::format("{}.{}", nvrtc.major, nvrtc.minor), "",
           fmt::format("NVRTC {}.{} from {}; headers {} {}", nvrtc.major, nvrtc.minor, nvrtc.library,
                       nvrtc.include_dir.empty() ? "none found" : nvrtc.include_dir,
                       nvrtc.mma_headers ? "with crt/mma.h (WMMA attention)"
