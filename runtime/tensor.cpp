@@ -296,7 +296,8 @@ void Tensor::copy_(const Tensor& src) const {
   if (numel() == 0) return;
   if (device().kind != DeviceKind::cpu) {
     if (DeviceCopyFn copy = device_copy(device().kind)) {
-      if (from.device() != device()) from = from.to(cpu()).to(device());
+      // Moved before it is broadcast: a scalar filling a tensor crosses as one element.
+      if (from.device() != device()) from = src.detach().to(cpu()).to(device()).expand(sizes_);
       if (may_overlap(*this, from)) from = from.clone();
       copy(*this, from);
       return;
@@ -327,7 +328,9 @@ void Tensor::fill_(double value) const {
   check_no_grad("fill_()");
   check_writable_layout("fill_");
   if (device().kind != DeviceKind::cpu) {
-    copy_(full(sizes_, value, dtype_, cpu()));
+    // One element on the device, broadcast by the device's copy kernel: neither a full-size
+    // host buffer nor a full-size transfer and device temporary (zeros() on a GPU comes here).
+    copy_(full({}, value, dtype_, cpu()));
     return;
   }
   // The value broadcast with stride 0 everywhere: no scratch tensor, so fill_ allocates nothing.
