@@ -157,8 +157,13 @@ void copy_on_cuda(const Tensor& dst, const Tensor& src) {
   copy_into(dst, src, "copy");
 }
 
+void fill_on_cuda(const Tensor& dst, double value) {
+  fill_into(dst, value);
+}
+
 [[maybe_unused]] const bool g_copy_installed = [] {
   set_device_copy(DeviceKind::cuda, copy_on_cuda);
+  set_device_fill(DeviceKind::cuda, fill_on_cuda);
   return true;
 }();
 

@@ -48,6 +48,21 @@ DType compute_type(const std::vector<DType>& dtypes) {
   return wide_int && !any_float ? DType::f64 : DType::f32;
 }
 
+void fill_into(const Tensor& dst, double value) {
+  check_defined(dst, "fill");
+  if (dst.numel() == 0) return;
+  Kernel k;
+  k.name = "fill";
+  k.origin = fmt::format("fill of {} with a run-time value", shape_str(dst.shape()));
+  k.domain = dst.shape();
+  // The value converts to the dtype through the compute type: f32 for the 16- and 8-bit floats.
+  k.compute = is_float(dst.dtype()) && dst.dtype() != DType::f64 ? DType::f32 : DType::f64;
+  k.add_output(dst.dtype(), dst.strides());
+  k.store(0, k.param(value));
+  const Tensor buffers[] = {dst};
+  run_kernel(k, buffers);
+}
+
 void copy_into(const Tensor& dst, const Tensor& src_in, const std::string& origin) {
   check_defined(dst, "copy");
   check_defined(src_in, "copy");

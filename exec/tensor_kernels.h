@@ -17,6 +17,11 @@ namespace ein {
 /// Copies `src` into `dst` (same shape; any strides on both sides; dtypes may differ).
 void copy_into(const Tensor& dst, const Tensor& src, const std::string& origin = "");
 
+/// Sets every element of `dst` (any strides, none 0 over more than one element) to `value`
+/// converted to its dtype: one kernel whose value is a run-time parameter, so every value
+/// shares its code.
+void fill_into(const Tensor& dst, double value);
+
 /// Reduces the dims of `x` flagged in `reduced` with `r`; the result has the kept dims in
 /// order, laid out with `out_order` (a permutation of the kept dims: out dim i is kept dim
 /// out_order[i]; empty keeps the order). var/std need `ddof`. The result keeps a float

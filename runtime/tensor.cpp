@@ -247,9 +247,14 @@ Tensor Tensor::to(DType dtype) const {
 namespace {
 
 std::atomic<DeviceCopyFn> g_device_copy[2] = {nullptr, nullptr};  // per DeviceKind
+std::atomic<DeviceFillFn> g_device_fill[2] = {nullptr, nullptr};
 
 DeviceCopyFn device_copy(DeviceKind kind) {
   return g_device_copy[static_cast<int>(kind)].load(std::memory_order_acquire);
+}
+
+DeviceFillFn device_fill(DeviceKind kind) {
+  return g_device_fill[static_cast<int>(kind)].load(std::memory_order_acquire);
 }
 
 // Whether the element ranges [first, last] of two views of one storage intersect.
@@ -270,6 +275,10 @@ bool may_overlap(const Tensor& a, const Tensor& b) {
 
 void set_device_copy(DeviceKind kind, DeviceCopyFn copy) {
   g_device_copy[static_cast<int>(kind)].store(copy, std::memory_order_release);
+}
+
+void set_device_fill(DeviceKind kind, DeviceFillFn fill) {
+  g_device_fill[static_cast<int>(kind)].store(fill, std::memory_order_release);
 }
 
 void Tensor::check_writable_layout(const char* op) const {
@@ -328,9 +337,13 @@ void Tensor::fill_(double value) const {
   check_no_grad("fill_()");
   check_writable_layout("fill_");
   if (device().kind != DeviceKind::cpu) {
-    // One element on the device, broadcast by the device's copy kernel: neither a full-size
-    // host buffer nor a full-size transfer and device temporary (zeros() on a GPU comes here).
-    copy_(full({}, value, dtype_, cpu()));
+    // The device's fill kernel, the value its argument (zeros() on a GPU comes here): nothing
+    // crosses, nothing waits. Without one, one element crosses and the copy kernel broadcasts it.
+    if (numel() == 0) return;
+    if (DeviceFillFn fill = device_fill(device().kind))
+      fill(*this, value);
+    else
+      copy_(full({}, value, dtype_, cpu()));
     return;
   }
   // The value broadcast with stride 0 everywhere: no scratch tensor, so fill_ allocates nothing.

@@ -269,6 +269,13 @@ using DeviceCopyFn = void (*)(const Tensor& dst, const Tensor& src);
 /// Without it, copy_() into a strided view on that device is an error saying so.
 void set_device_copy(DeviceKind kind, DeviceCopyFn copy);
 
+/// Sets every element of `dst`, a writable view on a device other than the CPU, to `value`
+/// converted to its dtype; runs that device's fill kernel with the value as its argument.
+using DeviceFillFn = void (*)(const Tensor& dst, double value);
+/// Installs the fill of a device kind (exec/cuda_executor.h, as the copy). Without it, fill_()
+/// there copies the value over as one element and broadcasts it with the copy kernel.
+void set_device_fill(DeviceKind kind, DeviceFillFn fill);
+
 namespace detail {
 /// Throws unless `count` values fill a tensor of `sizes`.
 void check_data_count(int64_t count, const Shape& sizes);
