@@ -11,6 +11,7 @@
 #include "compiler/kernel/prepare.h"
 #include "exec/cpu_executor.h"
 #include "exec/cuda_executor.h"
+#include "exec/tensor_kernels.h"
 
 namespace ein {
 namespace {
@@ -21,8 +22,23 @@ bool has_total_stores(const Kernel& k) {
   return false;
 }
 
+Reduction reduction_of(Combine c) {
+  switch (c) {
+    case Combine::prod:
+      return Reduction::prod;
+    case Combine::max:
+      return Reduction::max;
+    case Combine::min:
+      return Reduction::min;
+    default:
+      return Reduction::sum;
+  }
+}
+
 /// Runs a kernel with total stores: each total goes to a scratch buffer with one value per
-/// point of P (rewrite_total_stores), and the host combines those values in double afterwards.
+/// point of P (rewrite_total_stores), combined in double afterwards: by the host for CPU
+/// tensors; on another device by a reduction kernel there, so that nothing waits for it (a
+/// training step's mean loss comes here).
 void run_with_totals(const Kernel& kernel, std::span<const Tensor> buffers) {
   Kernel k = to_general_form(kernel);
   const Shape rows(k.domain.begin(), k.domain.begin() + k.parallel_dims());
@@ -30,11 +46,19 @@ void run_with_totals(const Kernel& kernel, std::span<const Tensor> buffers) {
   for (const KernelStore& st : k.stores)
     if (st.total != Combine::none) totals.emplace_back(st.buffer, st.total);
   rewrite_total_stores(k);
+  const Device device = buffers.front().device();
   std::vector<Tensor> bound(buffers.begin(), buffers.end());
-  for (const auto& [b, combine] : totals)
-    bound[b] = empty(rows, k.compute, buffers[b].device());
+  for (const auto& [b, combine] : totals) {
+    if (device.kind != DeviceKind::cpu) k.buffers[b].dtype = DType::f64;  // the rows exactly
+    bound[b] = empty(rows, k.buffers[b].dtype, device);
+  }
   run_kernel(k, bound);
   for (const auto& [b, combine] : totals) {
+    if (device.kind != DeviceKind::cpu) {
+      buffers[b].copy_(reduce_dims(bound[b], std::vector<bool>(rows.size(), true),
+                                   reduction_of(combine), std::nullopt));
+      continue;
+    }
     double acc = combine_identity(combine);
     for (double v : bound[b].to_vector<double>())
       acc = combine_values(combine, acc, v);
