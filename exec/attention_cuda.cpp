@@ -19,6 +19,7 @@
 
 #include "exec/attention_cuda_mma.h"
 #include "exec/cuda_executor.h"
+#include "exec/memo_cache.h"
 #include "runtime/cuda/execution.h"
 #include "runtime/cuda/nvrtc.h"
 
@@ -361,6 +362,18 @@ extern "C" __global__ void __launch_bounds__(EIN_B, 1) ein_attention_dkv(
                                           kSizeParams, kSizes);
 }
 
+/// The per-batch-row bias offsets on `dev`, copied there once per table and device: a table
+/// copied on every call would wait for the device's stream (a copy from pageable memory does).
+Tensor offsets_on(const std::vector<int64_t>& offsets, Device dev) {
+  static MemoCache<Tensor> tables(256);
+  std::string key(reinterpret_cast<const char*>(offsets.data()), offsets.size() * sizeof(int64_t));
+  key += fmt::format(" on {} of {}", dev.str(), static_cast<const void*>(&backend_for(dev)));
+  return *tables.get(key, [&] {
+    return std::make_shared<const Tensor>(
+        from_data(offsets, {static_cast<int64_t>(offsets.size())}, dev));
+  });
+}
+
 /// Blocks for `items` work items: one each, up to 2^20 (the block-stride loops do the rest).
 int64_t grid(int64_t items) {
   return std::min<int64_t>(items, int64_t{1} << 20);
@@ -418,7 +431,7 @@ struct Operands {
         shared_bias = shared_bias && off == 0;
       }
     }
-    bias_off = from_data(offsets, {n}, dev);
+    bias_off = offsets_on(offsets, dev);
   }
 
   Types types() const { return types_for(compute, bias.defined() ? bias.dtype() : DType::f32); }

@@ -193,11 +193,19 @@ std::vector<Tensor> Interpreter::feed(const Traced& t, const std::vector<Tensor>
         inputs.push_back(f.slot->tensor);
         break;
       case Feed::Kind::constant:
-        inputs.push_back(f.constant.to(options_.device));
+      case Feed::Kind::arange: {
+        const auto make = [&] {
+          return (f.kind == Feed::Kind::constant ? f.constant : ein::arange(f.shape.at(0), f.dtype))
+              .to(options_.device);
+        };
+        if (options_.device.kind == DeviceKind::cpu) {  // nothing to move; made as it runs
+          inputs.push_back(make());
+          break;
+        }
+        if (!f.resident.defined() || f.resident.device() != options_.device) f.resident = make();
+        inputs.push_back(f.resident);
         break;
-      case Feed::Kind::arange:
-        inputs.push_back(ein::arange(f.shape.at(0), f.dtype).to(options_.device));
-        break;
+      }
       case Feed::Kind::normal:
         inputs.push_back(
             randn(f.shape, f.dtype, options_.device, draw_seed(options_.seed, stream, f.draw)));

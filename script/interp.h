@@ -26,6 +26,9 @@ struct Feed {
   int index = 0;                     ///< arg: which argument
   std::shared_ptr<ParamSlot> slot;   ///< param
   Tensor constant;                   ///< constant
+  /// constant, arange on a device other than the CPU: the value there, moved or made once (a
+  /// copy to a GPU on every call would wait for its stream)
+  mutable Tensor resident;
   Shape shape;                       ///< arange, normal, uniform, randint
   DType dtype = DType::f32;
   uint64_t draw = 0;                 ///< normal, uniform, randint: which draw of the call
