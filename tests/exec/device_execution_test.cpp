@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -213,9 +214,8 @@ TEST_P(DeviceExecution, GradientsThroughTheTapeMatchTheCpu) {
 
 /// Three AdamW steps of tests/models/gpt_reference.ein (T 8, B 2, one block of `d` features
 /// in two heads) on `device`, in `compute` (bf16: mixed precision): the losses and parameters.
-std::pair<std::vector<double>, std::vector<script::NamedTensor>> train_gpt(Device device,
-                                                                           int64_t d,
-                                                                           DType compute) {
+std::pair<std::vector<double>, std::vector<script::NamedTensor>> train_gpt(
+    Device device, int64_t d, DType compute, const std::function<void()>& after_step = {}) {
   script::LoadOptions o;
   o.sets = {{"T", "8"}, {"D", std::to_string(d)}, {"B", "2"}, {"L", "1"}};
   o.seed = 7;
@@ -235,6 +235,7 @@ std::pair<std::vector<double>, std::vector<script::NamedTensor>> train_gpt(Devic
     std::vector<Tensor> params;
     for (const auto& n : p->parameters()) params.push_back(n.tensor);
     zero_grad(params);
+    if (after_step) after_step();
   }
   return {losses, p->parameters()};
 }
@@ -264,6 +265,53 @@ TEST_P(DeviceExecution, AScriptModelTrainsAsOnTheCpu) {
   for (size_t i = 0; i < fresh.size(); ++i)
     expect_close(fresh[i].second, gpu_params[i].tensor.detach(), 0,
                  "restored " + fresh[i].first);
+}
+
+// After its first, a training step on the device moves its batch there, its loss back and the
+// embedding's token ids both ways (the host checks and wraps them: a read back, and a copy over
+// for the gather and for the scatter-add), and nothing else. Parameters, gradients, optimizer
+// state and intermediates stay put, the mean loss is combined there, zeroed buffers are filled
+// by a kernel, and constants and the attention's bias offsets are moved once: on a GPU every
+// copy from pageable host memory, however small, waits for the stream. Also fill_ on a strided
+// view, and of other dtypes: the values, and no bytes moved.
+TEST_P(DeviceExecution, AStepMovesOnlyItsBatchItsLossAndItsTokenIds) {
+  if (!fake_) GTEST_SKIP() << "counts the copies of the fake device";
+  std::vector<std::pair<int64_t, int64_t>> moved;  // bytes to the device and back, after a step
+  train_gpt(cuda(), 16, DType::f32,
+            [&] { moved.emplace_back(fake_->bytes_to_device(), fake_->bytes_to_host()); });
+  ASSERT_EQ(moved.size(), 3u);
+  const int64_t tokens = 2 * 8 * 8;  // x or y: [2, 8] i64
+  for (size_t s = 1; s < moved.size(); ++s) {
+    SCOPED_TRACE(fmt::format("step {}", s + 1));
+    EXPECT_EQ(moved[s].first - moved[s - 1].first, 2 * tokens + 2 * tokens);
+    EXPECT_EQ(moved[s].second - moved[s - 1].second, 2 * tokens + 4);  // and the f32 loss
+  }
+
+  const Tensor x = randn({6, 10}, DType::f32, cpu(), 12).to(cuda());
+  const int64_t before = fake_->bytes_to_device() + fake_->bytes_to_host();
+  const Tensor view = x.slice(1, 2, 9).permute({1, 0});
+  view.fill_(-2.5);
+  std::vector<Tensor> filled;
+  for (const DType dtype : {DType::bf16, DType::f64, DType::i64, DType::boolean}) {
+    filled.push_back(zeros({3, 5}, dtype, cuda()));
+    filled.back().fill_(dtype == DType::boolean ? 1 : -3);
+  }
+  EXPECT_EQ(fake_->bytes_to_device() + fake_->bytes_to_host(), before);
+  for (const Tensor& t : filled)
+    EXPECT_EQ(t.to(cpu()).to(DType::f64).to_vector<double>(),
+              std::vector<double>(15, t.dtype() == DType::boolean ? 1 : -3))
+        << dtype_name(t.dtype());
+  const std::vector<float> got = x.to(cpu()).to_vector<float>();
+  const std::vector<float> want = [&] {
+    Tensor w = x.to(cpu()).clone();
+    w.slice(1, 2, 9).fill_(-2.5);
+    return w.to_vector<float>();
+  }();
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(zeros({2, 3}, DType::i64, cuda()).to(cpu()).to_vector<int64_t>(),
+            std::vector<int64_t>(6, 0));
+  EXPECT_EQ(full({4}, 3, DType::bf16, cuda()).to(cpu()).to(DType::f32).to_vector<float>(),
+            std::vector<float>(4, 3.0f));
 }
 
 // The same GPT in bf16 with heads of 16 features: its attention runs on the tensor-core

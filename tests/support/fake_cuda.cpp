@@ -20,7 +20,7 @@ namespace ein::testing {
 
 struct FakeCudaDevice::State {
   std::atomic<int64_t> prepared{0}, launches{0}, gemms{0}, bytes{0}, f64_spilling{0};
-  std::atomic<int64_t> pinned_bytes{0}, async_copies{0};
+  std::atomic<int64_t> pinned_bytes{0}, async_copies{0}, bytes_to_device{0}, bytes_to_host{0};
   std::shared_ptr<DeviceBackend> backend;
 };
 
@@ -48,9 +48,11 @@ class HostMemory final : public DeviceBackend {
     std::free(ptr);
   }
   void copy_from_host(Device, void* dst, const void* src, int64_t n) override {
+    state_->bytes_to_device += n;
     std::memcpy(dst, src, static_cast<size_t>(n));
   }
   void copy_to_host(Device, void* dst, const void* src, int64_t n) override {
+    state_->bytes_to_host += n;
     std::memcpy(dst, src, static_cast<size_t>(n));
   }
   void copy_on_device(Device, void* dst, const void* src, int64_t n) override {
@@ -68,10 +70,12 @@ class HostMemory final : public DeviceBackend {
   }
   void copy_from_host_async(Device, void* dst, const void* src, int64_t n) override {
     ++state_->async_copies;
+    state_->bytes_to_device += n;
     std::memcpy(dst, src, static_cast<size_t>(n));
   }
   void copy_to_host_async(Device, void* dst, const void* src, int64_t n) override {
     ++state_->async_copies;
+    state_->bytes_to_host += n;
     std::memcpy(dst, src, static_cast<size_t>(n));
   }
 
@@ -310,6 +314,12 @@ int64_t FakeCudaDevice::gemms() const { return state_->gemms; }
 int64_t FakeCudaDevice::bytes_in_use() const { return state_->bytes; }
 int64_t FakeCudaDevice::pinned_bytes() const { return state_->pinned_bytes; }
 int64_t FakeCudaDevice::async_copies() const { return state_->async_copies; }
+int64_t FakeCudaDevice::bytes_to_device() const {
+  return state_->bytes_to_device;
+}
+int64_t FakeCudaDevice::bytes_to_host() const {
+  return state_->bytes_to_host;
+}
 int64_t FakeCudaDevice::f64_kernels_spilling() const { return state_->f64_spilling; }
 
 std::string wmma_unavailable_reason() {

@@ -40,6 +40,8 @@ class FakeCudaDevice {
   int64_t bytes_in_use() const;      ///< fake device memory allocated now
   int64_t pinned_bytes() const;      ///< pinned host memory allocated now
   int64_t async_copies() const;      ///< non-blocking host<->device copies
+  int64_t bytes_to_device() const;   ///< bytes copied from the host, blocking or not
+  int64_t bytes_to_host() const;     ///< bytes copied to the host, blocking or not
   int64_t f64_kernels_spilling() const;  ///< f64 kernels with local memory (fake_cuda.cpp)
 
   struct State;
