@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Where NVRTC's cold compile time goes, for one CUDA source: NVRTC's own phase timings
+(`--time`: the C++ front end, the NVVM optimizer, PTX to SASS) and the wall time of the compile,
+for ein's options (with ptxas' -v for its report) and for variants of them, each compiled
+`--rounds` times (a comment line
+appended each time so that nothing is cached). No GPU needed. BENCHMARKS.md and docs/cuda.md
+quote it for the softmax kernel that bench/gpu/run.sh compiles:
+
+  build/bin/ein emit softmax --shape 64,1024,512 --dtype bf16 --target cuda > /tmp/softmax.cu
+  python3 bench/gpu/nvrtc_phases.py /tmp/softmax.cu --rounds 3
+"""
+import argparse
+import ctypes
+import os
+import re
+import statistics
+import tempfile
+import time
+
+VARIANTS = {
+    "ein's options": [],
+    "--Ofast-compile=min": ["--Ofast-compile=min"],
+    "--Ofast-compile=mid": ["--Ofast-compile=mid"],
+    "-minimal": ["-minimal"],
+}
+
+
+def load(path):
+    for name in [path, "libnvrtc.so.13", "libnvrtc.so", "/usr/local/cuda/lib64/libnvrtc.so"]:
+        if not name:
+            continue
+        try:
+            return ctypes.CDLL(name)
+        except OSError:
+            pass
+    raise SystemExit("no libnvrtc found (set --nvrtc)")
+
+
+def compile_once(lib, source, options, timing_file):
+    prog = ctypes.c_void_p()
+    if lib.nvrtcCreateProgram(ctypes.byref(prog), source, b"bench.cu", 0, None, None) != 0:
+        raise SystemExit("nvrtcCreateProgram failed")
+    opts = [o.encode() for o in options] + [b"--time=" + timing_file.encode()]
+    argv = (ctypes.c_char_p * len(opts))(*opts)
+    start = time.perf_counter()
+    status = lib.nvrtcCompileProgram(prog, len(opts), argv)
+    wall = (time.perf_counter() - start) * 1e3
+    size = ctypes.c_size_t()
+    lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+    log = ctypes.create_string_buffer(size.value)
+    lib.nvrtcGetProgramLog(prog, log)
+    lib.nvrtcDestroyProgram(ctypes.byref(prog))
+    if status != 0:
+        return None, log.value.decode(errors="replace")
+    phases = {}
+    with open(timing_file) as f:
+        for line in f:
+            cells = [c.strip() for c in line.split(",")]
+            if len(cells) >= 3 and cells[0] != "File name":
+                phases[cells[1]] = float(cells[2])
+    return (wall, phases), log.value.decode(errors="replace")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("source")
+    ap.add_argument("--arch", default="90")
+    ap.add_argument("--include", default="/usr/local/cuda/include")
+    ap.add_argument("--nvrtc", default=os.environ.get("EIN_NVRTC", ""))
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    lib = load(args.nvrtc)
+    major, minor = ctypes.c_int(), ctypes.c_int()
+    lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor))
+    base = [f"--gpu-architecture=sm_{args.arch}", "-std=c++17", f"-I{args.include}",
+            "--ptxas-options=-v"]
+    with open(args.source, "rb") as f:
+        source = f.read()
+    print(f"NVRTC {major.value}.{minor.value}, sm_{args.arch}, {args.rounds} rounds; medians in ms")
+    print(f"{'options':<22} | {'wall':>6} | {'front end':>9} | {'NVVM':>6} | {'ptxas':>6} | "
+          "ptxas' report")
+    results = {}  # variant: [(wall and phases, or None; log)] per round
+    with tempfile.TemporaryDirectory() as tmp:
+        timing = os.path.join(tmp, "time.csv")
+        for round_ in range(args.rounds + 1):  # round 0 warms NVRTC up
+            for name, extra in VARIANTS.items():
+                tag = f"\n// round {round_} {name}\n".encode()
+                result, log = compile_once(lib, source + tag, base + extra, timing)
+                if round_ > 0:
+                    results.setdefault(name, []).append((result, log))
+    for name, runs in results.items():
+        if runs[0][0] is None:
+            print(f"{name:<22} | not accepted: {runs[0][1].strip().splitlines()[0]}")
+            continue
+        wall = statistics.median(r[0][0] for r in runs)
+        phase = lambda key: statistics.median(r[0][1].get(key, float("nan")) for r in runs)
+        report = re.findall(r"\d+ bytes stack frame|Used \d+ registers", runs[-1][1])
+        print(f"{name:<22} | {wall:6.1f} | {phase('CUDA C++ Frontend'):9.0f} | "
+              f"{phase('NVVM Optimizer'):6.0f} | {phase('PTX Translation'):6.0f} | "
+              f"{'; '.join(report)}")
+
+
+if __name__ == "__main__":
+    main()
