@@ -163,8 +163,8 @@ class Tensor {
   /// src broadcasts to shape(), any dtypes and strides.
   void copy_(const Tensor& src) const;
   /// Sets every element to `value` converted to dtype() (const like copy_). On a device, the
-  /// value crosses as one element and the device's copy kernel broadcasts it: no full-size
-  /// host buffer or transfer (zeros() and full() on a GPU).
+  /// device's fill kernel with the value as its argument (set_device_fill): nothing crosses
+  /// from the host (zeros() and full() on a GPU).
   void fill_(double value) const;
   /// The single element of a tensor with numel() == 1, as a double.
   double item() const;
