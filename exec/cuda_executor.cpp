@@ -132,13 +132,15 @@ int64_t blocks_for(int64_t work) {
 }
 
 /// Launches the row kernel `source(type)` (gather or scatter-add, prepared once per type) with
-/// `indices` copied to the device, `data` and `out`, and params (index count, `width`), over
-/// `work` threads.
+/// `indices` (`on_device` when given, else copied there), `data` and `out`, and params (index
+/// count, `width`), over `work` threads.
 void launch_indexed(Made (*source)(const char*), const char* type,
-                    const std::vector<int64_t>& indices, const Tensor& data, const Tensor& out,
-                    int64_t width, int64_t work) {
+                    const std::vector<int64_t>& indices, const Tensor& on_device,
+                    const Tensor& data, const Tensor& out, int64_t width, int64_t work) {
   const Device dev = data.device();
-  const Tensor idx = from_data(indices, {static_cast<int64_t>(indices.size())}, dev);
+  const Tensor idx = on_device.defined()
+                         ? on_device
+                         : from_data(indices, {static_cast<int64_t>(indices.size())}, dev);
   std::string key =
       fmt::format("{} {}", source == gather_source ? "gather" : "scatter_add", type);
   const auto p = prepared(key, dev.index, [&] {
@@ -225,7 +227,7 @@ void run_kernel_cuda(const Kernel& kernel, std::span<const Tensor> buffers) {
 }
 
 Tensor gather_rows_cuda(const Tensor& table_in, const std::vector<int64_t>& indices,
-                        const Shape& out_shape) {
+                        const Shape& out_shape, const Tensor& on_device) {
   const Tensor table = table_in.detach().contiguous();
   const Device dev = table.device();
   Tensor out = empty(out_shape, table.dtype(), dev);
@@ -234,13 +236,13 @@ Tensor gather_rows_cuda(const Tensor& table_in, const std::vector<int64_t>& indi
   if (out.numel() == 0 || row_bytes == 0) return out;
   const auto address = static_cast<int64_t>(reinterpret_cast<uintptr_t>(table.device_ptr()));
   const auto [word, word_bytes] = word_for(std::gcd(row_bytes, address & -address));
-  launch_indexed(gather_source, word, indices, table, out, row_bytes / word_bytes,
+  launch_indexed(gather_source, word, indices, on_device, table, out, row_bytes / word_bytes,
                  static_cast<int64_t>(indices.size()) * (row_bytes / word_bytes));
   return out;
 }
 
 Tensor scatter_add_rows_cuda(const Tensor& values_in, const std::vector<int64_t>& indices,
-                             const Shape& out_shape) {
+                             const Shape& out_shape, const Tensor& on_device) {
   const Tensor values = values_in.detach().contiguous();
   const Device dev = values.device();
   const DType dtype = values.dtype();
@@ -251,8 +253,8 @@ Tensor scatter_add_rows_cuda(const Tensor& values_in, const std::vector<int64_t>
                             ? 0
                             : checked_numel(out_shape) / out_shape[0];
   if (indices.empty() || width == 0) return out;
-  launch_indexed(scatter_source, dtype == DType::f64 ? "double" : "float", indices, values, out,
-                 width, width);
+  launch_indexed(scatter_source, dtype == DType::f64 ? "double" : "float", indices, on_device,
+                 values, out, width, width);
   return out;
 }
 

@@ -25,14 +25,15 @@ namespace ein {
 void run_kernel_cuda(const Kernel& kernel, std::span<const Tensor> buffers);
 
 /// out[i, ...] = table[indices[i], ...] on the table's CUDA device; `indices` are already
-/// checked and wrapped into [0, rows) (int64, on the host).
+/// checked and wrapped into [0, rows) (int64, on the host). `on_device`, when given, holds the
+/// same indices contiguous on that device (int64): the kernel reads them, and nothing crosses.
 Tensor gather_rows_cuda(const Tensor& table, const std::vector<int64_t>& indices,
-                        const Shape& out_shape);
+                        const Shape& out_shape, const Tensor& on_device = Tensor());
 
 /// out[indices[i], ...] += values[i, ...] into zeros of `out_shape` on the values' CUDA
 /// device, in index order for every element (deterministic); values are f32 or f64.
 Tensor scatter_add_rows_cuda(const Tensor& values, const std::vector<int64_t>& indices,
-                             const Shape& out_shape);
+                             const Shape& out_shape, const Tensor& on_device = Tensor());
 
 /// A hand-written kernel (the fused attention's, exec/attention_cuda.cpp): `make` returns its
 /// CUDA C++ source and entry, prepared once per `key` and device (the same memo as Kernel IR

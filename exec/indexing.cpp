@@ -24,8 +24,9 @@
 namespace ein {
 namespace {
 
-/// The indices as int64, wrapped into [0, n), checked.
-std::vector<int64_t> checked_indices(const Tensor& indices, int64_t n, const char* op) {
+/// The indices as int64, wrapped into [0, n), checked; `wrapped` says whether any was negative.
+std::vector<int64_t> checked_indices(const Tensor& indices, int64_t n, const char* op,
+                                     bool* wrapped = nullptr) {
   if (!indices.defined() || !is_integer(indices.dtype()))
     throw RuntimeError(fmt::format("{}: indices must be an integer tensor, got {}", op,
                                    indices.defined() ? dtype_name(indices.dtype()) : "undefined"));
@@ -37,9 +38,18 @@ std::vector<int64_t> checked_indices(const Tensor& indices, int64_t n, const cha
           fmt::format("{}: index {} at flat position {} is out of range for {} "
                       "rows (valid: {}..{})",
                       op, idx[i], i, n, -n, n - 1));
+    if (wrapped && v != idx[i]) *wrapped = true;
     idx[i] = v;
   }
   return idx;
+}
+
+/// The indices as the CUDA kernels read them, when the tensor already is that on `device`:
+/// int64 there, none wrapped (so no copy of the checked ones crosses; a copy from the host
+/// waits for the stream). Else undefined: the kernels take the checked ones.
+Tensor resident_indices(const Tensor& indices, Device device, bool wrapped) {
+  if (wrapped || indices.device() != device || indices.dtype() != DType::i64) return Tensor();
+  return indices.detach().contiguous();
 }
 
 Shape result_shape(const Tensor& indices, const Shape& row) {
@@ -66,10 +76,12 @@ Tensor gather_rows(const Tensor& table, const Tensor& indices) {
   if (!table.defined() || table.dim() == 0)
     throw RuntimeError("gather: the table needs a first dim of rows");
   const int64_t n = table.size(0);
-  const std::vector<int64_t> idx = checked_indices(indices, n, "gather");
+  bool wrapped = false;
+  const std::vector<int64_t> idx = checked_indices(indices, n, "gather", &wrapped);
   const Shape row(table.shape().begin() + 1, table.shape().end());
   if (table.device().kind == DeviceKind::cuda)
-    return gather_rows_cuda(table, idx, result_shape(indices, row));
+    return gather_rows_cuda(table, idx, result_shape(indices, row),
+                            resident_indices(indices, table.device(), wrapped));
   const Tensor t = table.detach().contiguous();
   Tensor out = empty(result_shape(indices, row), table.dtype());
   const int64_t bytes = (n == 0 ? 0 : t.nbytes() / n);
@@ -86,7 +98,8 @@ Tensor gather_rows(const Tensor& table, const Tensor& indices) {
 
 Tensor scatter_add_rows(const Tensor& values, const Tensor& indices, int64_t num_rows) {
   if (num_rows < 0) throw RuntimeError("scatter_add: the number of rows must be >= 0");
-  const std::vector<int64_t> idx = checked_indices(indices, num_rows, "scatter_add");
+  bool wrapped = false;
+  const std::vector<int64_t> idx = checked_indices(indices, num_rows, "scatter_add", &wrapped);
   const int64_t k = indices.dim();
   if (values.dim() < k ||
       !std::equal(indices.shape().begin(), indices.shape().end(), values.shape().begin()))
@@ -105,7 +118,9 @@ Tensor scatter_add_rows(const Tensor& values, const Tensor& indices, int64_t num
   detail::count_launch(
       "scatter_add", {v.numel(), 0, v.nbytes() + indices.nbytes() + out_bytes, out_bytes, 0});
   if (values.device().kind == DeviceKind::cuda)
-    return scatter_add_rows_cuda(v, idx, out_shape).to(dtype);
+    return scatter_add_rows_cuda(v, idx, out_shape,
+                                 resident_indices(indices, values.device(), wrapped))
+        .to(dtype);
   Tensor out = zeros(out_shape, acc);
   const int64_t width = checked_numel(row);
   if (acc == DType::f64)
