@@ -1,7 +1,8 @@
 // Google Benchmark micro-benchmarks of the CPU ops at the sizes of bench/compare_cpu.py:
-// a copying rearrange, a mean, a fused map, an f32 -> bf16 cast, two einsums (BLAS), and the host overhead of a
-// cached view and of a tiny kernel. Bytes and FLOPs are reported as counters; comparisons
-// with PyTorch and numpy live in compare_cpu.py, which uses ein_cpu_timings instead.
+// a copying rearrange, a mean, a fused map, an f32 -> bf16 cast, two einsums (BLAS), and the host
+// overhead of a cached view and of a tiny kernel, and a 402.7 MB host fill. Bytes and FLOPs are
+// reported as counters; comparisons with PyTorch and numpy live in compare_cpu.py, which uses
+// ein_cpu_timings instead.
 //   build-bench/bin/bench_ops --benchmark_repetitions=10 --benchmark_report_aggregates_only=true
 #include <cstdint>
 
@@ -116,6 +117,16 @@ void BM_SmallMap(benchmark::State& state) {
     benchmark::DoNotOptimize(map("x[i] -> x * 2 + 1", {x}));
 }
 BENCHMARK(BM_SmallMap);
+
+// full() of 402.7 MB of f32 on the CPU: the host fill that zeros() on a CUDA tensor paid before
+// it became a device kernel (the fused attention's gradients at b h t e = 4 16 4096 128,
+// BENCHMARKS.md). Five iterations; the first touches fresh pages unless the allocator kept them.
+void BM_FullHostBuffer(benchmark::State& state) {
+  for (auto _ : state)
+    benchmark::DoNotOptimize(full({100663296}, 0.0, DType::f32, cpu()));
+  set_rates(state, 4.0 * 100663296, 0);
+}
+BENCHMARK(BM_FullHostBuffer)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(5);
 
 }  // namespace
 }  // namespace ein
