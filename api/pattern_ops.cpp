@@ -14,17 +14,18 @@
 #include <ein/ops.h>
 #include <fmt/format.h>
 
-#include "dsl/pattern_messages.h"
-#include "exec/execute.h"
+#include <ein/diagnostic.h>
+#include <ein/pattern_cache.h>
+#include <ein/pattern_parser.h>
+#include "api/tape.h"
 #include "compiler/graph/graph_builder.h"
 #include "compiler/graph/lower_patterns.h"
 #include "compiler/pipeline.h"
-#include <ein/pattern_cache.h>
-#include "api/tape.h"
-#include <ein/diagnostic.h>
-#include <ein/pattern_parser.h>
+#include "dsl/pattern_messages.h"
+#include "exec/execute.h"
 #include "runtime/cuda/backend.h"
 #include "runtime/cuda/driver.h"
+#include "runtime/device_checks.h"
 
 namespace ein {
 namespace {
@@ -237,9 +238,10 @@ Tensor tril(const Tensor& x, int64_t diagonal) {
 
 void synchronize() {
   // Only a CUDA backend that was used has queued work (launches are asynchronous there).
-  if (!has_backend(DeviceKind::cuda) || !cuda_is_available()) return;
-  for (int d = 0; d < cuda_driver_info().device_count; ++d)
-    cuda_synchronize(d);
+  if (has_backend(DeviceKind::cuda) && cuda_is_available())
+    for (int d = 0; d < cuda_driver_info().device_count; ++d)
+      cuda_synchronize(d);
+  detail::run_device_checks();  // what kernels found wrong in their inputs (a fake's too)
 }
 
 }  // namespace ein

@@ -89,41 +89,74 @@ std::pair<const char*, int64_t> word_for(int64_t row_bytes) {
 
 constexpr int kBlock = 256;
 
-Made gather_source(const char* word) {
+/// The C type of an index tensor's elements as the row kernels read them.
+const char* index_type(DType dtype) {
+  return dtype == DType::i32 ? "int" : "long long";
+}
+
+// An index is wrapped (negative: from the end); one out of range is skipped (a gathered row
+// reads as zeros) and its flat position stored into *bad, the first by atomicMin, for the host
+// to report when it next waits for the device (runtime/device_checks.h). `bad` is null when the
+// host checked the indices first.
+constexpr const char* kIndexComment =
+    "// An index out of range is skipped and its flat position stored into *bad (the first),\n"
+    "// which the host reads when it next waits for the device (runtime/device_checks.h).\n";
+
+Made gather_source(const char* word, const char* index) {
   Made m;
   m.entry = "ein_gather_rows";
   m.source = fmt::format(
       "// Row gather (exec/cuda_executor.cpp): out[i, :] = table[idx[i], :], rows moved as\n"
-      "// `words` words of {0}; idx already checked and wrapped on the host.\n"
-      "extern \"C\" __global__ void __launch_bounds__({1}) {2}(const long long* idx,\n"
-      "    const {0}* table, {0}* out, double count_, double words_) {{\n"
+      "// `words` words of {0}; a negative index counts from the end.\n{4}"
+      "typedef {0} ein_word;\n"
+      "extern \"C\" __global__ void __launch_bounds__({1}) {2}(const {3}* idx,\n"
+      "    const ein_word* table, ein_word* out, unsigned long long* bad, double count_,\n"
+      "    double words_, double rows_) {{\n"
       "  const long long count = (long long)count_, words = (long long)words_;\n"
-      "  const long long total = count * words;\n"
+      "  const long long rows = (long long)rows_, total = count * words;\n"
       "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;\n"
       "       i += (long long)gridDim.x * blockDim.x) {{\n"
       "    const long long r = i / words, c = i - r * words;\n"
-      "    out[i] = table[idx[r] * words + c];\n"
+      "    long long k = (long long)idx[r];\n"
+      "    if (k < 0) k += rows;\n"
+      "    if (k < 0 || k >= rows) {{\n"
+      "      if (c == 0 && bad) atomicMin(bad, (unsigned long long)r);\n"
+      "      out[i] = ein_word();\n"
+      "      continue;\n"
+      "    }}\n"
+      "    out[i] = table[k * words + c];\n"
       "  }}\n"
       "}}\n",
-      word, kBlock, m.entry);
+      word, kBlock, m.entry, index, kIndexComment);
   return m;
 }
 
-Made scatter_source(const char* type) {
+Made scatter_source(const char* type, const char* index) {
   Made m;
   m.entry = "ein_scatter_add_rows";
   m.source = fmt::format(
       "// Row scatter-add (exec/cuda_executor.cpp): out[idx[i], c] += values[i, c]. One\n"
       "// thread per column walks the indices in order, so repeated indices never race and\n"
-      "// every sum has one order (deterministic, as on the CPU).\n"
-      "extern \"C\" __global__ void __launch_bounds__({1}) {2}(const long long* idx,\n"
-      "    const {0}* values, {0}* out, double count_, double width_) {{\n"
+      "// every sum has one order (deterministic, as on the CPU). A negative index counts\n"
+      "// from the end.\n{4}"
+      "extern \"C\" __global__ void __launch_bounds__({1}) {2}(const {3}* idx,\n"
+      "    const {0}* values, {0}* out, unsigned long long* bad, double count_,\n"
+      "    double width_, double rows_) {{\n"
       "  const long long count = (long long)count_, width = (long long)width_;\n"
+      "  const long long rows = (long long)rows_;\n"
       "  for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < width;\n"
       "       c += (long long)gridDim.x * blockDim.x)\n"
-      "    for (long long i = 0; i < count; ++i) out[idx[i] * width + c] += values[i * width + c];\n"
+      "    for (long long i = 0; i < count; ++i) {{\n"
+      "      long long k = (long long)idx[i];\n"
+      "      if (k < 0) k += rows;\n"
+      "      if (k < 0 || k >= rows) {{\n"
+      "        if (c == 0 && bad) atomicMin(bad, (unsigned long long)i);\n"
+      "        continue;\n"
+      "      }}\n"
+      "      out[k * width + c] += values[i * width + c];\n"
+      "    }}\n"
       "}}\n",
-      type, kBlock, m.entry);
+      type, kBlock, m.entry, index, kIndexComment);
   return m;
 }
 
@@ -131,25 +164,27 @@ int64_t blocks_for(int64_t work) {
   return std::min<int64_t>((work + kBlock - 1) / kBlock, int64_t{1} << 20);
 }
 
-/// Launches the row kernel `source(type)` (gather or scatter-add, prepared once per type) with
-/// `indices` (`on_device` when given, else copied there), `data` and `out`, and params (index
-/// count, `width`), over `work` threads.
-void launch_indexed(Made (*source)(const char*), const char* type,
-                    const std::vector<int64_t>& indices, const Tensor& on_device,
-                    const Tensor& data, const Tensor& out, int64_t width, int64_t work) {
+/// Launches the row kernel `source(type, index type)` (gather or scatter-add, prepared once
+/// per pair) with `indices` (copied to the device when checked on the host), `data` and `out`,
+/// and params (index count, `width`, the rows the indices address), over `work` threads.
+void launch_indexed(Made (*source)(const char*, const char*), const char* type,
+                    const RowIndices& indices, const Tensor& data, const Tensor& out, int64_t width,
+                    int64_t rows, int64_t work) {
   const Device dev = data.device();
-  const Tensor idx = on_device.defined()
-                         ? on_device
-                         : from_data(indices, {static_cast<int64_t>(indices.size())}, dev);
+  const Tensor idx = indices.on_device.defined()
+                         ? indices.on_device
+                         : from_data(indices.checked, {indices.count()}, dev);
+  const char* index = index_type(idx.dtype());
   std::string key =
-      fmt::format("{} {}", source == gather_source ? "gather" : "scatter_add", type);
+      fmt::format("{} {} {}", source == gather_source ? "gather" : "scatter_add", type, index);
   const auto p = prepared(key, dev.index, [&] {
-    Made m = source(type);
+    Made m = source(type, index);
     m.launch = {1, kBlock, 0};
     return m;
   });
-  void* ptrs[] = {idx.device_ptr(), data.device_ptr(), out.device_ptr()};
-  const double params[] = {static_cast<double>(indices.size()), static_cast<double>(width)};
+  void* ptrs[] = {idx.device_ptr(), data.device_ptr(), out.device_ptr(), indices.bad};
+  const double params[] = {static_cast<double>(indices.count()), static_cast<double>(width),
+                           static_cast<double>(rows)};
   ++g_launches;
   cuda_execution().launch(dev.index, *p->function, blocks_for(work), kBlock, ptrs, params, 0);
 }
@@ -226,23 +261,27 @@ void run_kernel_cuda(const Kernel& kernel, std::span<const Tensor> buffers) {
   launch_kernel(kernel, buffers, kernel.params, key);
 }
 
-Tensor gather_rows_cuda(const Tensor& table_in, const std::vector<int64_t>& indices,
-                        const Shape& out_shape, const Tensor& on_device) {
+int64_t RowIndices::count() const {
+  return on_device.defined() ? on_device.numel() : static_cast<int64_t>(checked.size());
+}
+
+Tensor gather_rows_cuda(const Tensor& table_in, const RowIndices& indices, const Shape& out_shape) {
   const Tensor table = table_in.detach().contiguous();
   const Device dev = table.device();
   Tensor out = empty(out_shape, table.dtype(), dev);
   const int64_t rows = table.size(0);
-  const int64_t row_bytes = rows == 0 ? 0 : table.nbytes() / rows;
-  if (out.numel() == 0 || row_bytes == 0) return out;
+  const Shape row(table.shape().begin() + 1, table.shape().end());
+  const int64_t row_bytes = checked_numel(row) * table.element_size();  // (of 0 rows too)
+  if (out.numel() == 0) return out;
   const auto address = static_cast<int64_t>(reinterpret_cast<uintptr_t>(table.device_ptr()));
   const auto [word, word_bytes] = word_for(std::gcd(row_bytes, address & -address));
-  launch_indexed(gather_source, word, indices, on_device, table, out, row_bytes / word_bytes,
-                 static_cast<int64_t>(indices.size()) * (row_bytes / word_bytes));
+  launch_indexed(gather_source, word, indices, table, out, row_bytes / word_bytes, rows,
+                 indices.count() * (row_bytes / word_bytes));
   return out;
 }
 
-Tensor scatter_add_rows_cuda(const Tensor& values_in, const std::vector<int64_t>& indices,
-                             const Shape& out_shape, const Tensor& on_device) {
+Tensor scatter_add_rows_cuda(const Tensor& values_in, const RowIndices& indices,
+                             const Shape& out_shape) {
   const Tensor values = values_in.detach().contiguous();
   const Device dev = values.device();
   const DType dtype = values.dtype();
@@ -252,9 +291,9 @@ Tensor scatter_add_rows_cuda(const Tensor& values_in, const std::vector<int64_t>
   const int64_t width = out_shape.empty() || out_shape[0] == 0
                             ? 0
                             : checked_numel(out_shape) / out_shape[0];
-  if (indices.empty() || width == 0) return out;
-  launch_indexed(scatter_source, dtype == DType::f64 ? "double" : "float", indices, on_device,
-                 values, out, width, width);
+  if (indices.count() == 0 || width == 0) return out;
+  launch_indexed(scatter_source, dtype == DType::f64 ? "double" : "float", indices, values, out,
+                 width, out_shape[0], width);
   return out;
 }
 

@@ -24,16 +24,26 @@ namespace ein {
 /// keys the memo, so a repeated launch neither re-forms nor re-emits it.
 void run_kernel_cuda(const Kernel& kernel, std::span<const Tensor> buffers);
 
-/// out[i, ...] = table[indices[i], ...] on the table's CUDA device; `indices` are already
-/// checked and wrapped into [0, rows) (int64, on the host). `on_device`, when given, holds the
-/// same indices contiguous on that device (int64): the kernel reads them, and nothing crosses.
-Tensor gather_rows_cuda(const Tensor& table, const std::vector<int64_t>& indices,
-                        const Shape& out_shape, const Tensor& on_device = Tensor());
+/// The row indices a gather or scatter-add kernel reads: `checked` ones (wrapped into [0,
+/// rows) on the host), or `on_device`, an int64 or int32 tensor contiguous on the kernel's
+/// device that the kernel wraps and checks where it is, storing the first bad flat position
+/// into `bad` (a word of runtime/device_checks.h) instead of the host reading them first.
+struct RowIndices {
+  std::vector<int64_t> checked;
+  Tensor on_device;
+  void* bad = nullptr;
+  int64_t count() const;
+};
+
+/// out[i, ...] = table[indices[i], ...] on the table's CUDA device (an index out of range gives
+/// zeros, and its position in `bad`).
+Tensor gather_rows_cuda(const Tensor& table, const RowIndices& indices, const Shape& out_shape);
 
 /// out[indices[i], ...] += values[i, ...] into zeros of `out_shape` on the values' CUDA
-/// device, in index order for every element (deterministic); values are f32 or f64.
-Tensor scatter_add_rows_cuda(const Tensor& values, const std::vector<int64_t>& indices,
-                             const Shape& out_shape, const Tensor& on_device = Tensor());
+/// device, in index order for every element (deterministic); values are f32 or f64. An index
+/// out of range adds nothing (and its position goes to `bad`).
+Tensor scatter_add_rows_cuda(const Tensor& values, const RowIndices& indices,
+                             const Shape& out_shape);
 
 /// A hand-written kernel (the fused attention's, exec/attention_cuda.cpp): `make` returns its
 /// CUDA C++ source and entry, prepared once per `key` and device (the same memo as Kernel IR

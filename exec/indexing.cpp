@@ -16,40 +16,61 @@
 #include <ein/ops.h>
 #include <fmt/format.h>
 
-#include "exec/cuda_executor.h"
 #include "compiler/graph/graph.h"
+#include "exec/cuda_executor.h"
 #include "runtime/counters.h"
+#include "runtime/device_checks.h"
 #include "runtime/parallel.h"
 
 namespace ein {
 namespace {
 
-/// The indices as int64, wrapped into [0, n), checked; `wrapped` says whether any was negative.
-std::vector<int64_t> checked_indices(const Tensor& indices, int64_t n, const char* op,
-                                     bool* wrapped = nullptr) {
+std::string out_of_range(const char* op, int64_t index, int64_t position, int64_t n) {
+  return fmt::format(
+      "{}: index {} at flat position {} is out of range for {} rows (valid: "
+      "{}..{})",
+      op, index, position, n, -n, n - 1);
+}
+
+void check_index_type(const Tensor& indices, const char* op) {
   if (!indices.defined() || !is_integer(indices.dtype()))
     throw RuntimeError(fmt::format("{}: indices must be an integer tensor, got {}", op,
                                    indices.defined() ? dtype_name(indices.dtype()) : "undefined"));
+}
+
+/// The indices as int64, wrapped into [0, n), checked.
+std::vector<int64_t> checked_indices(const Tensor& indices, int64_t n, const char* op) {
+  check_index_type(indices, op);
   std::vector<int64_t> idx = indices.to_vector<int64_t>();
   for (size_t i = 0; i < idx.size(); ++i) {
     const int64_t v = idx[i] < 0 ? idx[i] + n : idx[i];
-    if (v < 0 || v >= n)
-      throw RuntimeError(
-          fmt::format("{}: index {} at flat position {} is out of range for {} "
-                      "rows (valid: {}..{})",
-                      op, idx[i], i, n, -n, n - 1));
-    if (wrapped && v != idx[i]) *wrapped = true;
+    if (v < 0 || v >= n) throw RuntimeError(out_of_range(op, idx[i], static_cast<int64_t>(i), n));
     idx[i] = v;
   }
   return idx;
 }
 
-/// The indices as the CUDA kernels read them, when the tensor already is that on `device`:
-/// int64 there, none wrapped (so no copy of the checked ones crosses; a copy from the host
-/// waits for the stream). Else undefined: the kernels take the checked ones.
-Tensor resident_indices(const Tensor& indices, Device device, bool wrapped) {
-  if (wrapped || indices.device() != device || indices.dtype() != DType::i64) return Tensor();
-  return indices.detach().contiguous();
+/// The indices as the CUDA row kernels on `device` read them (`launches`: whether the kernel
+/// runs at all). An int64 or int32 tensor already there is read where it is and checked by
+/// the kernel, the error deferred to the host's next wait for the device (a copy to the host
+/// would wait now: twice a training step, for the embedding's forward and backward); others
+/// are checked here and copied over.
+RowIndices row_indices(const Tensor& indices, Device device, int64_t n, const char* op,
+                       bool launches) {
+  check_index_type(indices, op);
+  RowIndices r;
+  const DType type = indices.dtype();
+  if (!launches || indices.device() != device || (type != DType::i64 && type != DType::i32)) {
+    r.checked = checked_indices(indices, n, op);
+    return r;
+  }
+  r.on_device = indices.detach().contiguous();
+  r.bad = detail::defer_device_check(device, [op, n, idx = r.on_device](int64_t position) {
+    // The kernel's tensor (held until now): the value it read, unless changed in place since.
+    const Tensor at = idx.reshape({idx.numel()}).slice(0, position, position + 1);
+    return out_of_range(op, at.to(DType::i64).to_vector<int64_t>().front(), position, n);
+  });
+  return r;
 }
 
 Shape result_shape(const Tensor& indices, const Shape& row) {
@@ -76,12 +97,14 @@ Tensor gather_rows(const Tensor& table, const Tensor& indices) {
   if (!table.defined() || table.dim() == 0)
     throw RuntimeError("gather: the table needs a first dim of rows");
   const int64_t n = table.size(0);
-  bool wrapped = false;
-  const std::vector<int64_t> idx = checked_indices(indices, n, "gather", &wrapped);
   const Shape row(table.shape().begin() + 1, table.shape().end());
-  if (table.device().kind == DeviceKind::cuda)
-    return gather_rows_cuda(table, idx, result_shape(indices, row),
-                            resident_indices(indices, table.device(), wrapped));
+  if (table.device().kind == DeviceKind::cuda) {
+    check_index_type(indices, "gather");
+    const bool launches = indices.numel() > 0 && checked_numel(row) > 0;
+    return gather_rows_cuda(table, row_indices(indices, table.device(), n, "gather", launches),
+                            result_shape(indices, row));
+  }
+  const std::vector<int64_t> idx = checked_indices(indices, n, "gather");
   const Tensor t = table.detach().contiguous();
   Tensor out = empty(result_shape(indices, row), table.dtype());
   const int64_t bytes = (n == 0 ? 0 : t.nbytes() / n);
@@ -98,8 +121,12 @@ Tensor gather_rows(const Tensor& table, const Tensor& indices) {
 
 Tensor scatter_add_rows(const Tensor& values, const Tensor& indices, int64_t num_rows) {
   if (num_rows < 0) throw RuntimeError("scatter_add: the number of rows must be >= 0");
-  bool wrapped = false;
-  const std::vector<int64_t> idx = checked_indices(indices, num_rows, "scatter_add", &wrapped);
+  const bool on_cuda = values.defined() && values.device().kind == DeviceKind::cuda;
+  std::vector<int64_t> idx;
+  if (on_cuda)
+    check_index_type(indices, "scatter_add");
+  else
+    idx = checked_indices(indices, num_rows, "scatter_add");
   const int64_t k = indices.dim();
   if (values.dim() < k ||
       !std::equal(indices.shape().begin(), indices.shape().end(), values.shape().begin()))
@@ -117,12 +144,15 @@ Tensor scatter_add_rows(const Tensor& values, const Tensor& indices, int64_t num
   const int64_t out_bytes = checked_numel(out_shape) * static_cast<int64_t>(element_size(acc));
   detail::count_launch(
       "scatter_add", {v.numel(), 0, v.nbytes() + indices.nbytes() + out_bytes, out_bytes, 0});
-  if (values.device().kind == DeviceKind::cuda)
-    return scatter_add_rows_cuda(v, idx, out_shape,
-                                 resident_indices(indices, values.device(), wrapped))
-        .to(dtype);
-  Tensor out = zeros(out_shape, acc);
   const int64_t width = checked_numel(row);
+  if (on_cuda) {
+    const bool launches = indices.numel() > 0 && width > 0;
+    return scatter_add_rows_cuda(
+               v, row_indices(indices, values.device(), num_rows, "scatter_add", launches),
+               out_shape)
+        .to(dtype);
+  }
+  Tensor out = zeros(out_shape, acc);
   if (acc == DType::f64)
     scatter(v.data<double>(), out.data<double>(), idx, width);
   else

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "runtime/copy.h"
+#include "runtime/device_checks.h"
 
 namespace ein {
 
@@ -187,10 +188,12 @@ Tensor Tensor::to(Device target) const {
   if (bytes == 0) return out;
   if (device().kind == DeviceKind::cpu)
     backend_for(target).copy_from_host(target, into, from, bytes);
-  else if (target.kind == DeviceKind::cpu)
+  else if (target.kind == DeviceKind::cpu) {
     backend_for(device()).copy_to_host(device(), into, from, bytes);
-  else  // between two GPUs: through the host, the simple way until peer copies exist
+    detail::run_device_checks(device());  // the host has waited for the device: read its checks
+  } else {  // between two GPUs: through the host, the simple way until peer copies exist
     return to(cpu()).to(target);
+  }
   return out;
 }
 

@@ -49,6 +49,9 @@ class DeviceBackend {
   virtual void copy_to_host(Device device, void* dst, const void* src, int64_t nbytes) = 0;
   /// Copies `nbytes` between two buffers of `device`.
   virtual void copy_on_device(Device device, void* dst, const void* src, int64_t nbytes) = 0;
+  /// Waits until the work queued on `device`, on every stream, is done. The default: a kind
+  /// whose operations are synchronous has nothing to wait for.
+  virtual void synchronize(Device device) { (void)device; }
 
   /// Page-locked host memory that this kind's asynchronous copies read and write without a
   /// staging copy (cuMemHostAlloc; torch's pin_memory). nullptr when it cannot be had; the

@@ -84,6 +84,8 @@ class CudaBackend final : public DeviceBackend {
                "cuMemcpyDtoDAsync");
   }
 
+  void synchronize(Device device) override { cuda_synchronize(device.index); }
+
   // Tensor::pin_memory and non-blocking copies: portable page-locked memory, and the copies
   // queued on the current stream without waiting.
   void* allocate_pinned(int64_t nbytes) override {

@@ -4,6 +4,8 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/device_checks.h"
+
 namespace ein {
 namespace {
 
@@ -55,6 +57,7 @@ Stream::~Stream() {
 void Stream::synchronize() const {
   make_cuda_context_current(device_);
   check_cuda(cuda_driver().stream_synchronize(handle_), "cuStreamSynchronize");
+  detail::run_device_checks(cuda(device_));
 }
 
 CuStream current_stream(int device) {

@@ -20,22 +20,23 @@
 #include <ein/tensor_math.h>
 #include <fmt/format.h>
 
+#include <ein/autograd.h>
+#include <ein/checkpoint.h>
+#include <ein/storage.h>
+#include "api/train_dist.h"
 #include "exec/amx_tiles.h"
 #include "exec/attention.h"
 #include "exec/attention_cuda.h"
 #include "exec/cross_entropy.h"
 #include "exec/cuda_executor.h"
 #include "exec/indexing.h"
-#include "script/script.h"
-#include <ein/autograd.h>
 #include "runtime/blas/contract.h"
-#include <ein/checkpoint.h>
-#include <ein/storage.h>
 #include "runtime/cuda/backend.h"
 #include "runtime/cuda/driver.h"
-#include "api/train_dist.h"
+#include "runtime/device_checks.h"
 #include "runtime/dist/gradient_sync.h"
 #include "runtime/dist/nccl_communicator.h"
+#include "script/script.h"
 #include "support/cuda_device_test.h"
 #include "support/fake_cuda.h"
 
@@ -202,8 +203,90 @@ TEST_P(DeviceExecution, GathersAndScatterAddsMatchTheCpu) {
   const Tensor idx32 = idx_t.to(DType::i32);
   expect_close(gather_rows(on_gpu(table), on_gpu(idx32)), gather_rows(table, idx32), 0,
                "gather, int32 indices");
-  EXPECT_THROW(gather_rows(on_gpu(table), on_gpu(from_data<int64_t>({10}, {1}))), RuntimeError)
-      << "an index past the table";
+  // Zero-width rows: nothing to launch, the host checks the indices.
+  EXPECT_THROW(gather_rows(on_gpu(zeros({10, 0})), on_gpu(from_data<int64_t>({10}, {1}))),
+               RuntimeError)
+      << "an index past a table of empty rows";
+}
+
+// Indices already on the device are checked there: a copy to the host to check them first
+// would wait for the stream. An index out of range is reported at the host's next wait for
+// the device (a copy of any tensor to the host, ein::synchronize()) with the message the CPU
+// gives at once: the first bad flat position, of the first op that found one, once.
+TEST_P(DeviceExecution, IndicesOnTheDeviceAreCheckedThereAndReportedAtTheNextWait) {
+  const auto error_of = [](const std::function<void()>& run) -> std::string {
+    try {
+      run();
+    } catch (const RuntimeError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  const Tensor table = randn({10, 6}, DType::f32, cpu(), 10);
+  const Tensor values = randn({5, 6}, DType::f32, cpu(), 11);
+  const Tensor bad = from_data<int64_t>({0, 3, -11, 9, 10}, {5});  // positions 2 and 4
+  const std::string gather_error = error_of([&] { gather_rows(table, bad); });
+  ASSERT_NE(gather_error.find("gather: index -11 at flat position 2 is out of range for 10 rows"),
+            std::string::npos)
+      << gather_error;
+
+  Tensor out;
+  EXPECT_EQ(error_of([&] { out = gather_rows(on_gpu(table), on_gpu(bad)); }), "no error");
+  EXPECT_EQ(error_of([&] { (void)out.to(cpu()); }), gather_error);
+  EXPECT_EQ(error_of([&] { (void)out.to(cpu()); }), "no error") << "reported once";
+
+  // int32 indices, a scatter-add, a table of no rows; reported by ein::synchronize() too.
+  const Tensor bad32 = bad.to(DType::i32);
+  Tensor sum = scatter_add_rows(on_gpu(values), on_gpu(bad32), 10);
+  EXPECT_EQ(error_of([] { synchronize(); }),
+            error_of([&] { scatter_add_rows(values, bad32, 10); }));
+  const Tensor none = zeros({0, 6});
+  out = gather_rows(on_gpu(none), on_gpu(from_data<int64_t>({0}, {1})));
+  EXPECT_EQ(error_of([&] { (void)out.to(cpu()); }),
+            error_of([&] { gather_rows(none, from_data<int64_t>({0}, {1})); }));
+
+  // Two ops with bad indices: the first one's error; then good indices give the CPU's rows.
+  out = gather_rows(on_gpu(table), on_gpu(bad));
+  sum = scatter_add_rows(on_gpu(values), on_gpu(from_data<int64_t>({1, 2, 3, 4, 99}, {5})), 10);
+  EXPECT_EQ(error_of([&] { (void)sum.to(cpu()); }), gather_error);
+  const Tensor good = from_data<int64_t>({0, 3, -10, 9, 1}, {5});
+  expect_close(gather_rows(on_gpu(table), on_gpu(good)), gather_rows(table, good), 0, "gather");
+  expect_close(scatter_add_rows(on_gpu(values), on_gpu(good), 10),
+               scatter_add_rows(values, good, 10), 1e-6, "scatter_add");
+}
+
+// More checks than the device keeps words for (4 here): a launch that needs a word reads the
+// oldest first, so the error of an earlier launch may come from a later one; none is lost.
+TEST_P(DeviceExecution, DeviceChecksOutliveTheirWords) {
+  if (!fake_) GTEST_SKIP() << "sets the words of a fresh device (the fake's)";
+  const int64_t words = detail::set_device_check_words(4);
+  const Tensor table = randn({10, 6}, DType::f32, cpu(), 10).to(cuda());
+  const Tensor good = from_data<int64_t>({0, 3, -10, 9, 1}, {5}).to(cuda());
+  const Tensor bad = from_data<int64_t>({0, 3, -11, 9, 10}, {5}).to(cuda());
+  for (const int bad_launch : {0, 3, 4, 8}) {
+    SCOPED_TRACE(fmt::format("launch {} of 9 bad", bad_launch));
+    std::vector<std::string> errors;
+    for (int i = 0; i <= 9; ++i) {
+      try {
+        if (i < 9)
+          (void)gather_rows(table, i == bad_launch ? bad : good);
+        else
+          synchronize();
+      } catch (const RuntimeError& e) {
+        errors.push_back(fmt::format("{} at {}", e.what(), i));
+      }
+      EXPECT_LE(detail::pending_device_checks(table.device()), 4);
+    }
+    // The words of launches 0-3 are read at launch 4, those of 4-7 at 8, the rest at the end.
+    const int reported = bad_launch < 8 ? bad_launch / 4 * 4 + 4 : 9;
+    ASSERT_EQ(errors.size(), 1u);
+    EXPECT_NE(errors[0].find(fmt::format("index -11 at flat position 2 is out of range for 10 "
+                                         "rows (valid: -10..9) at {}",
+                                         reported)),
+              std::string::npos)
+        << errors[0];
+  }
+  detail::set_device_check_words(words);
 }
 
 TEST_P(DeviceExecution, GradientsThroughTheTapeMatchTheCpu) {
@@ -278,13 +361,13 @@ TEST_P(DeviceExecution, AScriptModelTrainsAsOnTheCpu) {
 }
 
 // After its first, a training step on the device moves its batch there and back its loss and
-// the embedding's token ids (the host checks them, for the gather and for the scatter-add; the
-// kernels read the ids on the device), and nothing else. Parameters, gradients, optimizer state
-// and intermediates stay put, the mean loss is combined there, zeroed buffers are filled by a
-// kernel, and constants and the attention's bias offsets are moved once: on a GPU every copy
-// from pageable host memory, however small, waits for the stream. Also fill_ on a strided
-// view, and of other dtypes: the values, and no bytes moved.
-TEST_P(DeviceExecution, AStepMovesOnlyItsBatchItsLossAndItsTokenIds) {
+// the words of the device's checks of the embedding's token ids (one for the gather, read with
+// the loss, one for the scatter-add, read at the step's end), and nothing else. Parameters,
+// gradients, optimizer state and intermediates stay put, the mean loss is combined there, zeroed
+// buffers are filled by a kernel, and constants and the attention's bias offsets are moved once: on
+// a GPU every copy from pageable host memory, however small, waits for the stream. Also fill_ on a
+// strided view, and of other dtypes: the values, and no bytes moved.
+TEST_P(DeviceExecution, AStepMovesOnlyItsBatchAndItsLoss) {
   if (!fake_) GTEST_SKIP() << "counts the copies of the fake device";
   std::vector<std::pair<int64_t, int64_t>> moved;  // bytes to the device and back, after a step
   train_gpt(cuda(), 16, DType::f32,
@@ -294,7 +377,7 @@ TEST_P(DeviceExecution, AStepMovesOnlyItsBatchItsLossAndItsTokenIds) {
   for (size_t s = 1; s < moved.size(); ++s) {
     SCOPED_TRACE(fmt::format("step {}", s + 1));
     EXPECT_EQ(moved[s].first - moved[s - 1].first, 2 * tokens);
-    EXPECT_EQ(moved[s].second - moved[s - 1].second, 2 * tokens + 4);  // and the f32 loss
+    EXPECT_EQ(moved[s].second - moved[s - 1].second, 4 + 2 * 8);  // the f32 loss, two words
   }
 
   const Tensor x = randn({6, 10}, DType::f32, cpu(), 12).to(cuda());

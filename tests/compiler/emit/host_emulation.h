@@ -39,16 +39,17 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <barrier>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <barrier>
-#include <cstdint>
-#include <cmath>
-#include <type_traits>
 #include <cstring>
 #include <functional>
 #include <memory>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #undef __global__
@@ -410,6 +411,14 @@ inline double __longlong_as_double(long long i) {
   double d;
   std::memcpy(&d, &i, sizeof d);
   return d;
+}
+/// CUDA's atomicMin on a 64-bit word (the old value), atomic among the block's real threads.
+inline unsigned long long atomicMin(unsigned long long* address, unsigned long long value) {
+  std::atomic_ref<unsigned long long> word(*address);
+  unsigned long long old = word.load();
+  while (value < old && !word.compare_exchange_weak(old, value)) {
+  }
+  return old;
 }
 using std::signbit;  // CUDA's math API has it unqualified; <cmath> keeps it in std
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
