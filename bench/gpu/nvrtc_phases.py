@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Where NVRTC's cold compile time goes, for one CUDA source: NVRTC's own phase timings
 (`--time`: the C++ front end, the NVVM optimizer, PTX to SASS) and the wall time of the compile,
-for ein's options (with ptxas' -v for its report) and for variants of them, each compiled
-`--rounds` times (a comment line
-appended each time so that nothing is cached). No GPU needed. BENCHMARKS.md and docs/cuda.md
+for ein's options (with ptxas' -v for its report) and for variants of them and of the source
+(the 16-bit types from the CUDA headers, as ein emitted them before), each compiled `--rounds`
+times, the variants in turn (a comment line appended each time so that nothing is cached). No GPU needed. BENCHMARKS.md and docs/cuda.md
 quote it for the softmax kernel that bench/gpu/run.sh compiles:
 
   build/bin/ein emit softmax --shape 64,1024,512 --dtype bf16 --target cuda > /tmp/softmax.cu
@@ -17,11 +17,35 @@ import statistics
 import tempfile
 import time
 
+LIGHT = b"#if defined(EIN_EMULATED_CUDA) || __CUDA_ARCH__ < 800\n"
+
+
+def with_headers(source):
+    """The source as ein emitted it before 2026-12-01: the CUDA 16-bit headers included instead
+    of emit_cuda.cpp's light types (each block: #if LIGHT, the #include, #else, the light
+    definitions with #if blocks of their own, #endif)."""
+    out, lines = [], iter(source.splitlines(keepends=True))
+    for line in lines:
+        if line != LIGHT:
+            out.append(line)
+            continue
+        out.append(next(lines))  # the #include
+        depth = 1
+        for inner in lines:
+            depth += inner.startswith(b"#if") - (inner == b"#endif\n")
+            if depth == 0:
+                break
+    return b"".join(out)
+
+
+# name: (source transform, options added, options removed)
 VARIANTS = {
-    "ein's options": [],
-    "--Ofast-compile=min": ["--Ofast-compile=min"],
-    "--Ofast-compile=mid": ["--Ofast-compile=mid"],
-    "-minimal": ["-minimal"],
+    "ein's options": (None, [], []),
+    "--Ofast-compile=min": (None, ["--Ofast-compile=min"], []),
+    "--Ofast-compile=mid": (None, ["--Ofast-compile=mid"], []),
+    "without -minimal": (None, [], ["-minimal"]),
+    "with the 16-bit headers": (with_headers, [], []),
+    "both (ein before 12-01)": (with_headers, [], ["-minimal"]),
 }
 
 
@@ -72,30 +96,35 @@ def main():
     lib = load(args.nvrtc)
     major, minor = ctypes.c_int(), ctypes.c_int()
     lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor))
+    # As runtime/cuda/nvrtc.cpp compiles (-minimal from NVRTC 12.4), with ptxas' report.
     base = [f"--gpu-architecture=sm_{args.arch}", "-std=c++17", f"-I{args.include}",
             "--ptxas-options=-v"]
+    if (major.value, minor.value) >= (12, 4):
+        base.insert(2, "-minimal")
     with open(args.source, "rb") as f:
         source = f.read()
     print(f"NVRTC {major.value}.{minor.value}, sm_{args.arch}, {args.rounds} rounds; medians in ms")
-    print(f"{'options':<22} | {'wall':>6} | {'front end':>9} | {'NVVM':>6} | {'ptxas':>6} | "
+    print(f"{'variant':<24} | {'wall':>6} | {'front end':>9} | {'NVVM':>6} | {'ptxas':>6} | "
           "ptxas' report")
     results = {}  # variant: [(wall and phases, or None; log)] per round
     with tempfile.TemporaryDirectory() as tmp:
         timing = os.path.join(tmp, "time.csv")
         for round_ in range(args.rounds + 1):  # round 0 warms NVRTC up
-            for name, extra in VARIANTS.items():
+            for name, (transform, added, removed) in VARIANTS.items():
                 tag = f"\n// round {round_} {name}\n".encode()
-                result, log = compile_once(lib, source + tag, base + extra, timing)
+                text = transform(source) if transform else source
+                options = [o for o in base if o not in removed] + added
+                result, log = compile_once(lib, text + tag, options, timing)
                 if round_ > 0:
                     results.setdefault(name, []).append((result, log))
     for name, runs in results.items():
         if runs[0][0] is None:
-            print(f"{name:<22} | not accepted: {runs[0][1].strip().splitlines()[0]}")
+            print(f"{name:<24} | not accepted: {runs[0][1].strip().splitlines()[0]}")
             continue
         wall = statistics.median(r[0][0] for r in runs)
         phase = lambda key: statistics.median(r[0][1].get(key, float("nan")) for r in runs)
         report = re.findall(r"\d+ bytes stack frame|Used \d+ registers", runs[-1][1])
-        print(f"{name:<22} | {wall:6.1f} | {phase('CUDA C++ Frontend'):9.0f} | "
+        print(f"{name:<24} | {wall:6.1f} | {phase('CUDA C++ Frontend'):9.0f} | "
               f"{phase('NVVM Optimizer'):6.0f} | {phase('PTX Translation'):6.0f} | "
               f"{'; '.join(report)}")
 

@@ -5,9 +5,9 @@
 //   1. prepare the kernel (compiler/kernel/prepare.h: the general form, total stores as
 //      per-row scratch stores, which is the ABI in emit_cuda.h, coalesced) and verify it;
 //   2. let the strategy write the entry's body and choose the launch;
-//   3. assemble: header comment (user text through comment_text.h), includes (cuda_fp16.h,
-//      cuda_bf16.h, cuda_fp8.h only when a buffer needs them), prelude, entry signature,
-//      parameter conversions, body.
+//   3. assemble: header comment (user text through comment_text.h), the 16-bit types when a
+//      buffer needs them (light ones, or cuda_fp16.h, cuda_bf16.h, cuda_fp8.h), prelude, entry
+//      signature, parameter conversions, body.
 // The scalar formulas are those of kernel_eval.cpp (the float64 oracle) and emit_mlir.cpp.
 #include "compiler/emit/emit_cuda.h"
 #include "compiler/kernel/prepare.h"
@@ -394,6 +394,36 @@ std::string CudaWriter::value(int i, const Point& at, Memo& memo) {
 
 namespace {
 
+// The 16-bit float types as a kernel computing in f32 uses them (storage, and conversions to
+// and from f32) without <cuda_fp16.h> or <cuda_bf16.h>: parsing one is about half of NVRTC's
+// front end for a small kernel (7 of 15 ms; docs/cuda.md, "NVRTC"). On sm_80 and newer
+// these are the headers' own instructions, so the cubin is the same (corpus_compile_test.cpp
+// compares them); older targets and the host emulation take the headers.
+constexpr const char* kLightHalf = R"(#if defined(EIN_EMULATED_CUDA) || __CUDA_ARCH__ < 800
+#include <cuda_fp16.h>
+#else
+struct __align__(2) __half { unsigned short x; };
+__device__ __forceinline__ float __half2float(__half h) { float f; asm("{  cvt.f32.f16 %0, %1;}\n" : "=f"(f) : "h"(h.x)); return f; }
+__device__ __forceinline__ __half __float2half_rn(float f) { __half h; asm("{  cvt.rn.f16.f32 %0, %1;}\n" : "=h"(h.x) : "f"(f)); return h; }
+#endif
+)";
+constexpr const char* kLightBf16 = R"(#if defined(EIN_EMULATED_CUDA) || __CUDA_ARCH__ < 800
+#include <cuda_bf16.h>
+#else
+struct __align__(2) __nv_bfloat16 { unsigned short x; };
+__device__ __forceinline__ float __bfloat162float(__nv_bfloat16 h) {
+  float f;
+#if __CUDA_ARCH__ >= 900
+  asm("{ cvt.f32.bf16 %0, %1;}\n" : "=f"(f) : "h"(h.x));
+#else
+  asm("{ mov.b32 %0, {0,%1};}\n" : "=f"(f) : "h"(h.x));
+#endif
+  return f;
+}
+__device__ __forceinline__ __nv_bfloat16 __float2bfloat16_rn(float f) { __nv_bfloat16 h; asm("{  cvt.rn.bf16.f32 %0, %1;}\n" : "=h"(h.x) : "f"(f)); return h; }
+#endif
+)";
+
 // Helpers every kernel may use, with the semantics of apply_scalar_op() (kernel/scalar_math.h):
 // max and min propagate NaN like torch.amax and order -0 below +0 (IEEE 754-2019 maximum);
 // relu keeps -0 and NaN (torch.relu); sign is 0 for ±0 and NaN (torch.sign). The reductions are the textbook shuffle trees (CUDA Programming Guide,
@@ -533,8 +563,10 @@ CudaKernel emit_cuda(const Kernel& kernel) {
   src += fmt::format("// launch:   grid {} x block {}, {} bytes of static shared memory\n",
                      out.launch.grid, out.launch.block, out.launch.shared_bytes);
   src += "// ABI:      buffers in Kernel IR order (inputs, then outputs), then params as double\n";
-  if (f16) src += "#include <cuda_fp16.h>\n";
-  if (bf16) src += "#include <cuda_bf16.h>\n";
+  // The light types serve f32 kernels without fp8 (whose header brings the full ones).
+  const bool light = k.compute != DType::f64 && !f8;
+  if (f16) src += light ? kLightHalf : "#include <cuda_fp16.h>\n";
+  if (bf16) src += light ? kLightBf16 : "#include <cuda_bf16.h>\n";
   if (f8) src += "#include <cuda_fp8.h>\n";
   src += kPrelude;
   src += fmt::format("\nextern \"C\" __global__ void __launch_bounds__({}) {}(", out.launch.block,

@@ -233,6 +233,9 @@ std::shared_ptr<const CudaBinary> CudaCompiler::compile(std::string_view source,
   const std::string target = (result.ptx ? "compute_" : "sm_") + std::to_string(result.arch) +
                              (options.arch_specific ? "a" : "");
   std::vector<std::string> opts = {"--gpu-architecture=" + target, "-std=c++17"};
+  // Without the runtime API's device-side declarations (textures, cudadevrt, device launches),
+  // which no ein kernel uses: 3 ms less of a small kernel's front end (NVRTC 12.4 and newer).
+  if (info.major > 12 || (info.major == 12 && info.minor >= 4)) opts.push_back("-minimal");
   if (!info.include_dir.empty()) opts.push_back("-I" + info.include_dir);
   if (options.verbose && !result.ptx) opts.push_back("--ptxas-options=-v");
   opts.insert(opts.end(), options.extra.begin(), options.extra.end());
