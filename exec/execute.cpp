@@ -22,6 +22,7 @@
 #include "exec/tensor_kernels.h"
 #include "runtime/blas/contract.h"
 #include "runtime/counters.h"
+#include "runtime/device_checks.h"
 #include "runtime/dist/gradient_sync.h"
 
 namespace ein {
@@ -211,13 +212,19 @@ Tensor run_slice(const GraphNode& n, const Values& v, Context&) {
 }
 
 Tensor run_gather(const GraphNode& n, const Values& v, Context&) {
+  if (!n.source) return gather_rows(arg(v, n, 0), arg(v, n, 1));
+  // Indices out of range: at the script's expression, whether found now (on the host) or when
+  // the host next waits for the device that checked them (runtime/device_checks.h).
+  const auto at_expression = [source = n.source, range = n.range](std::string_view what) {
+    if (what.starts_with("gather: ")) what.remove_prefix(8);  // the script wrote x[indices]
+    throw UserError(std::string(what), source, range);
+  };
+  const detail::DeviceCheckScope deferred(at_expression);
   try {
     return gather_rows(arg(v, n, 0), arg(v, n, 1));
-  } catch (const RuntimeError& e) {  // indices out of range: at the script's expression
-    if (!n.source) throw;
-    std::string_view what = e.what();
-    if (what.starts_with("gather: ")) what.remove_prefix(8);  // the script wrote x[indices]
-    throw UserError(std::string(what), n.source, n.range);
+  } catch (const RuntimeError& e) {
+    at_expression(e.what());
+    throw;  // (at_expression throws)
   }
 }
 

@@ -15,12 +15,19 @@ namespace {
 std::atomic<int64_t> g_words{1024};
 constexpr int64_t kClear = -1;  // ~0 as the kernels' unsigned atomicMin sees it
 
+thread_local DeviceCheckReport t_report;  // the innermost DeviceCheckScope's
+
+struct Check {
+  DeviceCheckMessage message;
+  DeviceCheckReport report;  // empty: a RuntimeError
+};
+
 /// One device's check words and the checks pending in them, in launch order (check i's word
 /// is words[i]).
 struct DeviceState {
   const DeviceBackend* backend = nullptr;  // the backend the words live on
   Tensor words;
-  std::vector<DeviceCheckMessage> pending;
+  std::vector<Check> pending;
 };
 
 struct Registry {
@@ -45,6 +52,13 @@ DeviceState& state_of(Registry& r, Device device) {
 
 }  // namespace
 
+DeviceCheckScope::DeviceCheckScope(DeviceCheckReport report)
+    : previous_(std::exchange(t_report, std::move(report))) {}
+
+DeviceCheckScope::~DeviceCheckScope() {
+  t_report = std::move(previous_);
+}
+
 void* defer_device_check(Device device, DeviceCheckMessage message) {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
@@ -56,7 +70,7 @@ void* defer_device_check(Device device, DeviceCheckMessage message) {
   if (!s->words.defined())
     s->words = full({g_words.load()}, static_cast<double>(kClear), DType::i64, device);
   void* word = static_cast<int64_t*>(s->words.device_ptr()) + s->pending.size();
-  s->pending.push_back(std::move(message));
+  s->pending.push_back({std::move(message), t_report});
   return word;
 }
 
@@ -67,7 +81,7 @@ void run_device_checks(Device device) {
   if (it == r.devices.end() || it->second.pending.empty()) return;
   DeviceState& s = state_of(r, device);
   if (s.pending.empty()) return;
-  const std::vector<DeviceCheckMessage> checks = std::move(s.pending);
+  const std::vector<Check> checks = std::move(s.pending);
   s.pending.clear();
   const auto used = static_cast<int64_t>(checks.size());
   // Every stream's kernels, not only the current one's: a check may come from any.
@@ -75,9 +89,14 @@ void run_device_checks(Device device) {
   const Tensor range = s.words.slice(0, 0, used);
   const std::vector<int64_t> found = range.to_vector<int64_t>();
   range.fill_(static_cast<double>(kClear));
-  for (int64_t i = 0; i < used; ++i)
-    if (found[static_cast<size_t>(i)] != kClear)
-      throw RuntimeError(checks[static_cast<size_t>(i)](found[static_cast<size_t>(i)]));
+  for (int64_t i = 0; i < used; ++i) {
+    const int64_t position = found[static_cast<size_t>(i)];
+    if (position == kClear) continue;
+    const Check& check = checks[static_cast<size_t>(i)];
+    const std::string message = check.message(position);
+    if (check.report) check.report(message);
+    throw RuntimeError(message);
+  }
 }
 
 void run_device_checks() {

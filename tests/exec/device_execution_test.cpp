@@ -8,7 +8,11 @@
 //   Gpu/...       on the machine's GPU; skipped, with the driver's reason, where there is none.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -22,6 +26,7 @@
 
 #include <ein/autograd.h>
 #include <ein/checkpoint.h>
+#include <ein/diagnostic.h>
 #include <ein/storage.h>
 #include "api/train_dist.h"
 #include "exec/amx_tiles.h"
@@ -253,6 +258,33 @@ TEST_P(DeviceExecution, IndicesOnTheDeviceAreCheckedThereAndReportedAtTheNextWai
   expect_close(gather_rows(on_gpu(table), on_gpu(good)), gather_rows(table, good), 0, "gather");
   expect_close(scatter_add_rows(on_gpu(values), on_gpu(good), 10),
                scatter_add_rows(values, good, 10), 1e-6, "scatter_add");
+}
+
+// A script's x[indices] with an index out of range: the error points at the expression on the
+// device as on the CPU, though there it comes when the host next waits (reading the result).
+TEST_P(DeviceExecution, AScriptsBadIndexIsReportedAtItsExpression) {
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() / fmt::format("ein_bad_index_{}.ein", ::getpid());
+  std::ofstream(path) << "fn look(w: f32[4 3], i: i64[2]) = w[i] * 2\n";
+  const auto error_on = [&](Device device) -> std::string {
+    script::LoadOptions o;
+    o.device = device;
+    const auto p = script::Program::load(path.string(), o);
+    try {
+      const Tensor w = randn({4, 3}, DType::f32, cpu(), 3).to(device);
+      const Tensor out = p->call("look", {w, from_data<int64_t>({1, 7}, {2}).to(device)}).at(0);
+      (void)out.to(cpu());
+    } catch (const UserError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  const std::string on_cpu = error_on(cpu());
+  EXPECT_NE(on_cpu.find(":1:35: error: index 7 at flat position 1 is out of range for 4 rows"),
+            std::string::npos)
+      << on_cpu;
+  EXPECT_EQ(error_on(cuda()), on_cpu);
+  std::filesystem::remove(path);
 }
 
 // More checks than the device keeps words for (4 here): a launch that needs a word reads the
