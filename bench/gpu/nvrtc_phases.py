@@ -2,12 +2,13 @@
 """Where NVRTC's cold compile time goes, for one CUDA source: NVRTC's own phase timings
 (`--time`: the C++ front end, the NVVM optimizer, PTX to SASS) and the wall time of the compile,
 for ein's options (with ptxas' -v for its report) and for variants of them and of the source
-(the 16-bit types from the CUDA headers, as ein emitted them before), each compiled `--rounds`
+(the 16-bit types from the CUDA headers, and the generic max and min, as ein emitted them
+before 2026-12-01), each compiled `--rounds`
 times, the variants in turn (a comment line appended each time so that nothing is cached). No GPU needed. BENCHMARKS.md and docs/cuda.md
 quote it for the softmax kernel that bench/gpu/run.sh compiles:
 
   build/bin/ein emit softmax --shape 64,1024,512 --dtype bf16 --target cuda > /tmp/softmax.cu
-  python3 bench/gpu/nvrtc_phases.py /tmp/softmax.cu --rounds 3
+  python3 bench/gpu/nvrtc_phases.py /tmp/softmax.cu --rounds 5
 """
 import argparse
 import ctypes
@@ -38,6 +39,19 @@ def with_headers(source):
     return b"".join(out)
 
 
+def generic_max_min(source):
+    """The source without the prelude's f32 and f64 ein_max/ein_min (hardware max and min):
+    the generic template's NaN, comparison and signbit chain for every type, as before
+    2026-12-01."""
+    return b"".join(line for line in source.splitlines(keepends=True)
+                    if not re.match(rb"__device__ __forceinline__ (float|double) ein_m(ax|in)\(",
+                                    line))
+
+
+def as_before(source):
+    return generic_max_min(with_headers(source))
+
+
 # name: (source transform, options added, options removed)
 VARIANTS = {
     "ein's options": (None, [], []),
@@ -45,7 +59,8 @@ VARIANTS = {
     "--Ofast-compile=mid": (None, ["--Ofast-compile=mid"], []),
     "without -minimal": (None, [], ["-minimal"]),
     "with the 16-bit headers": (with_headers, [], []),
-    "both (ein before 12-01)": (with_headers, [], ["-minimal"]),
+    "the generic max and min": (generic_max_min, [], []),
+    "ein before 2026-12-01": (as_before, [], ["-minimal"]),
 }
 
 

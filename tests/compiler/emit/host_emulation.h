@@ -407,6 +407,21 @@ inline float __int_as_float(int i) {
   std::memcpy(&f, &i, sizeof f);
   return f;
 }
+inline unsigned __float_as_uint(float f) {
+  unsigned u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+inline float __uint_as_float(unsigned u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+inline long long __double_as_longlong(double d) {
+  long long i;
+  std::memcpy(&i, &d, sizeof i);
+  return i;
+}
 inline double __longlong_as_double(long long i) {
   double d;
   std::memcpy(&d, &i, sizeof d);
