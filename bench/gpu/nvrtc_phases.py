@@ -3,8 +3,8 @@
 (`--time`: the C++ front end, the NVVM optimizer, PTX to SASS) and the wall time of the compile,
 for ein's options (with ptxas' -v for its report) and for variants of them and of the source
 (the 16-bit types from the CUDA headers, and the generic max and min, as ein emitted them
-before 2026-12-01), each compiled `--rounds`
-times, the variants in turn (a comment line appended each time so that nothing is cached). No GPU needed. BENCHMARKS.md and docs/cuda.md
+before 2026-12-01), each compiled `--rounds` times, the variants in turn (a comment line
+appended each time so that nothing is cached). No GPU needed. BENCHMARKS.md and docs/cuda.md
 quote it for the softmax kernel that bench/gpu/run.sh compiles:
 
   build/bin/ein emit softmax --shape 64,1024,512 --dtype bf16 --target cuda > /tmp/softmax.cu
@@ -42,10 +42,16 @@ def with_headers(source):
 def generic_max_min(source):
     """The source without the prelude's f32 and f64 ein_max/ein_min (hardware max and min):
     the generic template's NaN, comparison and signbit chain for every type, as before
-    2026-12-01."""
-    return b"".join(line for line in source.splitlines(keepends=True)
-                    if not re.match(rb"__device__ __forceinline__ (float|double) ein_m(ax|in)\(",
-                                    line))
+    2026-12-01. Each overload runs from its first line to a line "}"."""
+    out, skipping = [], False
+    for line in source.splitlines(keepends=True):
+        if re.match(rb"__device__ __forceinline__ (float|double) ein_m(ax|in)\(", line):
+            skipping = True
+        if not skipping:
+            out.append(line)
+        elif line == b"}\n":
+            skipping = False
+    return b"".join(out)
 
 
 def as_before(source):

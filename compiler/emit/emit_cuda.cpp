@@ -403,8 +403,16 @@ constexpr const char* kLightHalf = R"(#if defined(EIN_EMULATED_CUDA) || __CUDA_A
 #include <cuda_fp16.h>
 #else
 struct __align__(2) __half { unsigned short x; };
-__device__ __forceinline__ float __half2float(__half h) { float f; asm("{  cvt.f32.f16 %0, %1;}\n" : "=f"(f) : "h"(h.x)); return f; }
-__device__ __forceinline__ __half __float2half_rn(float f) { __half h; asm("{  cvt.rn.f16.f32 %0, %1;}\n" : "=h"(h.x) : "f"(f)); return h; }
+__device__ __forceinline__ float __half2float(__half h) {
+  float f;
+  asm("{  cvt.f32.f16 %0, %1;}\n" : "=f"(f) : "h"(h.x));
+  return f;
+}
+__device__ __forceinline__ __half __float2half_rn(float f) {
+  __half h;
+  asm("{  cvt.rn.f16.f32 %0, %1;}\n" : "=h"(h.x) : "f"(f));
+  return h;
+}
 #endif
 )";
 constexpr const char* kLightBf16 = R"(#if defined(EIN_EMULATED_CUDA) || __CUDA_ARCH__ < 800
@@ -420,7 +428,11 @@ __device__ __forceinline__ float __bfloat162float(__nv_bfloat16 h) {
 #endif
   return f;
 }
-__device__ __forceinline__ __nv_bfloat16 __float2bfloat16_rn(float f) { __nv_bfloat16 h; asm("{  cvt.rn.bf16.f32 %0, %1;}\n" : "=h"(h.x) : "f"(f)); return h; }
+__device__ __forceinline__ __nv_bfloat16 __float2bfloat16_rn(float f) {
+  __nv_bfloat16 h;
+  asm("{  cvt.rn.bf16.f32 %0, %1;}\n" : "=h"(h.x) : "f"(f));
+  return h;
+}
 #endif
 )";
 
@@ -428,19 +440,38 @@ __device__ __forceinline__ __nv_bfloat16 __float2bfloat16_rn(float f) { __nv_bfl
 // max and min propagate NaN like torch.amax and order -0 below +0 (IEEE 754-2019 maximum);
 // for f32 and f64 through the hardware's max and min (fmaxf: the larger of two distinct
 // numbers), a zero result taking its sign from the operands' (max: -0 only if both have the
-// sign bit, the other being ≤ 0; min: -0 if either has it), which NVRTC compiles in ~5 ms less
-// than the generic form for a softmax row (signbit is costly to it; docs/cuda.md, "NVRTC");
-// relu keeps -0 and NaN (torch.relu); sign is 0 for ±0 and NaN (torch.sign). The reductions are the
-// textbook shuffle trees (CUDA Programming Guide, "Warp Shuffle Functions"); ein_vec is PyTorch's
-// aligned_vector: alignas makes the compiler issue one 16-byte ld/st.global.v4 per vector.
+// sign bit, the other being ≤ 0; min: -0 if either has it), which NVRTC compiles in 1-3 ms
+// less than the generic form for a softmax row (signbit is costly to it; docs/cuda.md,
+// "NVRTC"); relu keeps -0 and NaN (torch.relu); sign is 0 for ±0 and NaN (torch.sign). The
+// reductions are the textbook shuffle trees (CUDA Programming Guide, "Warp Shuffle
+// Functions"); ein_vec is PyTorch's aligned_vector: alignas makes the compiler issue one
+// 16-byte ld/st.global.v4 per vector.
 constexpr const char* kPrelude =
     R"(// ---- ein prelude ----------------------------------------------------------------------
 template <class T> __device__ __forceinline__ T ein_max(T a, T b) { return (a != a || b != b) ? a + b : (a > b ? a : (b > a ? b : (signbit(a) ? b : a))); }
 template <class T> __device__ __forceinline__ T ein_min(T a, T b) { return (a != a || b != b) ? a + b : (a < b ? a : (b < a ? b : (signbit(a) ? a : b))); }
-__device__ __forceinline__ float ein_max(float a, float b) { const float m = fmaxf(a, b); return (a != a || b != b) ? a + b : (m == 0.0f ? __uint_as_float(__float_as_uint(a) & __float_as_uint(b) & 0x80000000u) : m); }
-__device__ __forceinline__ float ein_min(float a, float b) { const float m = fminf(a, b); return (a != a || b != b) ? a + b : (m == 0.0f ? __uint_as_float((__float_as_uint(a) | __float_as_uint(b)) & 0x80000000u) : m); }
-__device__ __forceinline__ double ein_max(double a, double b) { const double m = fmax(a, b); return (a != a || b != b) ? a + b : (m == 0.0 ? __longlong_as_double(__double_as_longlong(a) & __double_as_longlong(b) & (-9223372036854775807ll - 1)) : m); }
-__device__ __forceinline__ double ein_min(double a, double b) { const double m = fmin(a, b); return (a != a || b != b) ? a + b : (m == 0.0 ? __longlong_as_double((__double_as_longlong(a) | __double_as_longlong(b)) & (-9223372036854775807ll - 1)) : m); }
+__device__ __forceinline__ float ein_max(float a, float b) {
+  const float m = fmaxf(a, b);
+  const unsigned sign = __float_as_uint(a) & __float_as_uint(b) & 0x80000000u;
+  return (a != a || b != b) ? a + b : (m == 0.0f ? __uint_as_float(sign) : m);
+}
+__device__ __forceinline__ float ein_min(float a, float b) {
+  const float m = fminf(a, b);
+  const unsigned sign = (__float_as_uint(a) | __float_as_uint(b)) & 0x80000000u;
+  return (a != a || b != b) ? a + b : (m == 0.0f ? __uint_as_float(sign) : m);
+}
+__device__ __forceinline__ double ein_max(double a, double b) {
+  const double m = fmax(a, b);
+  const long long bit = -9223372036854775807ll - 1;  // the sign bit
+  const long long sign = __double_as_longlong(a) & __double_as_longlong(b) & bit;
+  return (a != a || b != b) ? a + b : (m == 0.0 ? __longlong_as_double(sign) : m);
+}
+__device__ __forceinline__ double ein_min(double a, double b) {
+  const double m = fmin(a, b);
+  const long long bit = -9223372036854775807ll - 1;  // the sign bit
+  const long long sign = (__double_as_longlong(a) | __double_as_longlong(b)) & bit;
+  return (a != a || b != b) ? a + b : (m == 0.0 ? __longlong_as_double(sign) : m);
+}
 template <class T> __device__ __forceinline__ T ein_relu(T x) { return x < T(0) ? T(0) : x; }
 template <class T> __device__ __forceinline__ T ein_sign(T x) { return T(x > T(0) ? 1 : 0) - T(x < T(0) ? 1 : 0); }
 struct EinSum { template <class T> __device__ __forceinline__ T operator()(T a, T b) const { return a + b; } };
