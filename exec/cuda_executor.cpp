@@ -94,10 +94,8 @@ const char* index_type(DType dtype) {
   return dtype == DType::i32 ? "int" : "long long";
 }
 
-// An index is wrapped (negative: from the end); one out of range is skipped (a gathered row
-// reads as zeros) and its flat position stored into *bad, the first by atomicMin, for the host
-// to report when it next waits for the device (runtime/device_checks.h). `bad` is null when the
-// host checked the indices first.
+// What the row kernels do with an index out of range (`bad` is null when the host checked the
+// indices first).
 constexpr const char* kIndexComment =
     "// An index out of range is skipped and its flat position stored into *bad (the first),\n"
     "// which the host reads when it next waits for the device (runtime/device_checks.h).\n";

@@ -198,8 +198,8 @@ TEST_P(DeviceExecution, GathersAndScatterAddsMatchTheCpu) {
   const Tensor values = randn({2, 3, 6}, DType::f32, cpu(), 11);
   expect_close(scatter_add_rows(on_gpu(values), on_gpu(idx), 10),
                scatter_add_rows(values, idx, 10), 1e-6, "scatter_add with repeated rows");
-  // Indices the kernels read where they are (int64 on the device, none negative; here a
-  // transposed view), and int32 ones, which they take copied over.
+  // Indices the kernels read where they are: a transposed view (made contiguous on the
+  // device) and int32 ones.
   const Tensor idx_t = from_data<int64_t>({3, 1, 3, 0, 9, 3}, {3, 2}).permute({1, 0});
   expect_close(scatter_add_rows(on_gpu(values), on_gpu(idx_t), 10),
                scatter_add_rows(values, idx_t, 10), 1e-6, "scatter_add, transposed indices");
