@@ -116,15 +116,24 @@ EmulatedLaunch build_emulated(const std::string& source, const std::string& entr
   const std::string stem = fmt::format("{:016x}", XXH3_64bits(keyed.data(), keyed.size()));
   const std::filesystem::path src = dir / (stem + ".cpp"), lib = dir / (stem + ".so");
   if (!std::filesystem::exists(lib)) {
-    std::ofstream(src) << unit;
-    const std::filesystem::path tmp = dir / fmt::format("{}.{}.so", stem, ::getpid());
+    // Test processes share the folder and may build one kernel at once: each writes and compiles
+    // files of its own, then renames them into place (atomic: another sees all or nothing). One
+    // shared source file would be truncated under a compiler reading it, which then builds a
+    // library without the entry.
+    const std::string own = fmt::format("{}.{}", stem, ::getpid());
+    const std::filesystem::path own_src = dir / (own + ".cpp"), own_lib = dir / (own + ".so");
+    std::ofstream(own_src) << unit;
     run_compiler(fmt::format("{} -shared -include {} {} -o {}", compiler_flags(), header.string(),
-                             src.string(), tmp.string()));
-    std::filesystem::rename(tmp, lib);  // atomic: a parallel test process sees all or nothing
+                             own_src.string(), own_lib.string()));
+    std::filesystem::rename(own_lib, lib);
+    std::filesystem::rename(own_src, src);  // kept to read what a library was built from
   }
   void* handle = ::dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) throw std::runtime_error(std::string("dlopen: ") + ::dlerror());
-  return reinterpret_cast<EmulatedLaunch>(::dlsym(handle, "ein_emulated_launch"));
+  void* launch = ::dlsym(handle, "ein_emulated_launch");
+  if (!launch)
+    throw std::runtime_error(lib.string() + " has no ein_emulated_launch (" + entry + ")");
+  return reinterpret_cast<EmulatedLaunch>(launch);
 }
 
 }  // namespace ein::testing

@@ -7,7 +7,10 @@
 // What this does not check: device libm and the GPU's own conversions (host_emulation.h).
 // Skipped when the CUDA headers (cuda_fp16.h, ...) are not installed.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 
@@ -103,6 +106,54 @@ TEST(EmulatedSums, LongF32SumsAccumulateInADouble) {
       ASSERT_TRUE(usage) << binary->log;
       EXPECT_EQ(usage->spill_stores, 0) << binary->log;
     }
+  }
+}
+
+// Test processes share the folder of emulated kernels: several building one new kernel at once
+// (as `ctest -j` does with a fresh build tree) each load a library that runs it. The source is
+// long (it is written in several pieces) and new to the folder, so every process compiles it.
+TEST(EmulatedBuilds, ProcessesBuildingOneKernelAtOnceEachGetIt) {
+  if (std::string why; !testing::host_cuda_available(&why)) GTEST_SKIP() << why;
+  const auto nonce = std::chrono::steady_clock::now().time_since_epoch().count();
+  const float value = static_cast<float>(nonce % 1000) + 0.5f;
+  const std::string source = "// " + std::to_string(nonce) + "\n" + std::string(1 << 20, '/') +
+                             fmt::format(
+                                 "\nextern \"C\" __global__ void ein_shared_build(float* out) {{\n"
+                                 "  out[threadIdx.x] = {}f;\n}}\n",
+                                 value);
+  constexpr int kProcesses = 6;
+  int start[2];
+  ASSERT_EQ(::pipe(start), 0);
+  std::vector<pid_t> children;
+  for (int i = 0; i < kProcesses; ++i) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {  // wait for the start, build, run: exit 0 when the value is there
+      ::close(start[1]);
+      char go;
+      if (::read(start[0], &go, 1) != 1) ::_exit(3);
+      try {
+        const EmulatedLaunch launch = testing::build_emulated(source, "ein_shared_build");
+        float out[4] = {};
+        void* args[] = {out};
+        launch(args, 1, 4, 0);
+        ::_exit(out[3] == value ? 0 : 1);
+      } catch (...) {
+        ::_exit(2);
+      }
+    }
+    children.push_back(pid);
+  }
+  ::close(start[0]);
+  const std::string go(kProcesses, 'g');
+  ASSERT_EQ(::write(start[1], go.data(), go.size()), static_cast<ssize_t>(go.size()));
+  ::close(start[1]);
+  for (const pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "a process " << (WIFSIGNALED(status) ? "was killed by signal " : "exited with ")
+        << (WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
   }
 }
 
