@@ -10,12 +10,13 @@
 
 #include <ein/diagnostic.h>
 #include "script/script.h"
+#include "support/temp_path.h"
 
 namespace ein {
 namespace {
 
 std::string write_script(const std::string& name, const std::string& text) {
-  const auto path = std::filesystem::temp_directory_path() / name;
+  const auto path = testing::temp_path(name);
   std::ofstream(path) << text;
   return path.string();
 }

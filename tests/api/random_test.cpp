@@ -15,6 +15,7 @@
 #include <ein/tensor.h>
 
 #include "script/script.h"
+#include "support/temp_path.h"
 
 namespace ein {
 namespace {
@@ -87,7 +88,7 @@ TEST(Generator, InitialisersWithoutASeedDrawFreshNumbers) {
 // A script's first call with seed s (what `ein run --seed s` does) draws randn then rand as
 // manual_seed(s) then randn and rand in C++.
 TEST(Generator, AScriptAndCppAgreeForTheSameSeed) {
-  const auto path = std::filesystem::temp_directory_path() / "ein_generator_agree.ein";
+  const auto path = testing::temp_path("ein_generator_agree.ein");
   std::ofstream(path) << "fn pair() -> f32[5] = randn(5) + rand(5)\n";
   script::LoadOptions options;
   options.seed = 17;

@@ -26,6 +26,7 @@
 #include "exec/attention.h"
 #include "exec/tile_gemm.h"
 #include "script/script.h"
+#include "support/temp_path.h"
 #include "tests/exec/attention_cases.h"
 
 namespace ein {
@@ -222,7 +223,7 @@ const Spelling kSpellings[] = {
 };
 
 std::filesystem::path write_script(const Spelling& sp) {
-  const auto dir = std::filesystem::temp_directory_path() / "ein_attention_test";
+  const auto dir = testing::temp_path("ein_attention_test");
   std::filesystem::create_directories(dir);
   const auto path = dir / (std::string(sp.name) + ".ein");
   const std::string kv = std::string(sp.layout) == "b t h e" ? "b s h e" : "b h s e";
@@ -302,7 +303,7 @@ TEST(AttentionRecogniser, SpellingsTable) {
 TEST(AttentionRecogniser, GroupedQueryHeadsAreNotCopied) {
   // stdlib/llama.ein's spelling: k and v repeated per group with einops' repeat. The fused
   // node reads the groups (kv groups of 2), and values and gradients equal the unfused trace.
-  const auto dir = std::filesystem::temp_directory_path() / "ein_attention_test";
+  const auto dir = testing::temp_path("ein_attention_test");
   std::filesystem::create_directories(dir);
   const auto path = dir / "gqa.ein";
   std::ofstream(path) << R"(import nn

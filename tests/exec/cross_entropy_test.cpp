@@ -21,6 +21,7 @@
 #include "compiler/fuse/cross_entropy.h"
 #include "exec/cross_entropy.h"
 #include "script/script.h"
+#include "support/temp_path.h"
 
 namespace ein {
 namespace {
@@ -295,7 +296,7 @@ const Spelling kSpellings[] = {
 };
 
 TEST(LinearCrossEntropyRecogniser, SpellingsTable) {
-  const auto dir = std::filesystem::temp_directory_path() / "ein_cross_entropy_test";
+  const auto dir = testing::temp_path("ein_cross_entropy_test");
   std::filesystem::create_directories(dir);
   const int64_t v = 2100;  // two class tiles, the second partial; above kMinFusedClasses
   for (const Spelling& sp : kSpellings) {
@@ -349,7 +350,7 @@ TEST(LinearCrossEntropyRecogniser, SpellingsTable) {
 }
 
 TEST(LinearCrossEntropyRecogniser, SmallVocabulariesStayUnfused) {
-  const auto dir = std::filesystem::temp_directory_path() / "ein_cross_entropy_test";
+  const auto dir = testing::temp_path("ein_cross_entropy_test");
   std::filesystem::create_directories(dir);
   const auto path = dir / "small.ein";
   std::ofstream(path) << "import nn\n" << kSpellings[0].text << "\n";
@@ -368,7 +369,7 @@ TEST(LinearCrossEntropyRecogniser, DifferentiatedHeadsComputeTheirGradientsInThe
   // A fused head whose h or w needs a gradient computes dh and dw in its forward (its
   // results 1 and 2, saved) and its grad node scales them: no product recomputed, the
   // recomputation line 0. Not under Recompute::full, whose backward rebuilds the head.
-  const auto dir = std::filesystem::temp_directory_path() / "ein_cross_entropy_test";
+  const auto dir = testing::temp_path("ein_cross_entropy_test");
   std::filesystem::create_directories(dir);
   const auto path = dir / "plan.ein";
   std::ofstream(path) << "import nn\n" << kSpellings[0].text << "\n";

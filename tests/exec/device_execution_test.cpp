@@ -44,6 +44,7 @@
 #include "script/script.h"
 #include "support/cuda_device_test.h"
 #include "support/fake_cuda.h"
+#include "support/temp_path.h"
 
 namespace ein {
 namespace {
@@ -378,7 +379,7 @@ TEST_P(DeviceExecution, AScriptModelTrainsAsOnTheCpu) {
                  cpu_params[i].name);
 
   // A checkpoint of the device's parameters holds their values, and restores onto the device.
-  const std::string path = ::testing::TempDir() + "device_params.safetensors";
+  const std::string path = testing::temp_path("device_params.safetensors").string();
   std::vector<std::pair<std::string, Tensor>> named;
   for (const auto& p : gpu_params) named.emplace_back(p.name, p.tensor.detach());
   save_safetensors(path, named);

@@ -9,8 +9,9 @@
 #include <ein/nn.h>
 #include <ein/ops.h>
 
-#include "exec/cpu_executor.h"
 #include "api/autograd/gradcheck.h"
+#include "exec/cpu_executor.h"
+#include "support/temp_path.h"
 
 namespace ein::testing {
 namespace {
@@ -165,7 +166,7 @@ TEST(Module, NamesStateDictAndStrictLoading) {
                                              "layers.1.bias", "mask"}));
   EXPECT_EQ(net.parameters().size(), 4u);
   EXPECT_TRUE(net.first.weight.requires_grad() && net.first.weight.is_leaf());
-  const std::string path = ::testing::TempDir() + "ein_module.safetensors";
+  const std::string path = ein::testing::temp_path("ein_module.safetensors").string();
   net.save(path);
   TinyNet other;
   other.first.weight.detach().fill_(0);

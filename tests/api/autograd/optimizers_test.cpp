@@ -11,8 +11,9 @@
 #include <ein/checkpoint.h>
 #include <ein/optim.h>
 
-#include "exec/cpu_executor.h"
 #include <ein/autograd.h>
+#include "exec/cpu_executor.h"
+#include "support/temp_path.h"
 
 namespace ein {
 namespace {
@@ -225,7 +226,7 @@ void check_resume(Options options, const char* name) {
     opt.step();
   };
   for (int t = 1; t <= 3; ++t) step(live, a, b, t);
-  const std::string path = ::testing::TempDir() + "ein_optim_state.safetensors";
+  const std::string path = ein::testing::temp_path("ein_optim_state.safetensors").string();
   save_safetensors(path, live.state_dict());
   Tensor a2 = a.detach().clone().requires_grad_(), b2 = b.detach().clone().requires_grad_();
   Optimizer loaded({a2, b2}, options);
