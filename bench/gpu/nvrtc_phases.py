@@ -3,9 +3,10 @@
 (`--time`: the C++ front end, the NVVM optimizer, PTX to SASS) and the wall time of the compile,
 for ein's options (with ptxas' -v for its report) and for variants of them and of the source
 (the 16-bit types from the CUDA headers, and the generic max and min, as ein emitted them
-before 2026-12-01), each compiled `--rounds` times, the variants in turn (a comment line
-appended each time so that nothing is cached). No GPU needed. BENCHMARKS.md and docs/cuda.md
-quote it for the softmax kernel that bench/gpu/run.sh compiles:
+before 2026-12-01; divisions as reciprocal products), and optionally another source
+(`--compare`: the kernel as another build emits it), each compiled `--rounds` times, the
+variants in turn (a comment line appended each time so that nothing is cached). No GPU needed.
+BENCHMARKS.md and docs/cuda.md quote it for the softmax kernel that bench/gpu/run.sh compiles:
 
   build/bin/ein emit softmax --shape 64,1024,512 --dtype bf16 --target cuda > /tmp/softmax.cu
   python3 bench/gpu/nvrtc_phases.py /tmp/softmax.cu --rounds 5
@@ -58,6 +59,15 @@ def as_before(source):
     return generic_max_min(with_headers(source))
 
 
+def reciprocal_product(source):
+    """Each division of a point's value by a row's accumulator (`e[it] / a1`) as a product with
+    its reciprocal, which NVVM hoists out of the unrolled loop: what the IEEE divisions cost.
+    Not something ein can do: the product rounds twice, and an exact form (Markstein's
+    correction, with a/b itself for zeros, infinities, NaN and subnormals) compiles slower than
+    the division."""
+    return re.sub(rb"(\w+\[it\]) / (a\d+)", rb"\1 * (1.0f / \2)", source)
+
+
 # name: (source transform, options added, options removed)
 VARIANTS = {
     "ein's options": (None, [], []),
@@ -67,6 +77,7 @@ VARIANTS = {
     "with the 16-bit headers": (with_headers, [], []),
     "the generic max and min": (generic_max_min, [], []),
     "ein before 2026-12-01": (as_before, [], ["-minimal"]),
+    "reciprocal, not IEEE": (reciprocal_product, [], []),
 }
 
 
@@ -113,6 +124,9 @@ def main():
     ap.add_argument("--include", default="/usr/local/cuda/include")
     ap.add_argument("--nvrtc", default=os.environ.get("EIN_NVRTC", ""))
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--compare", metavar="OTHER.cu",
+                    help="also time this source with ein's options in the same rounds (the same "
+                         "kernel as another build of ein emits it)")
     args = ap.parse_args()
     lib = load(args.nvrtc)
     major, minor = ctypes.c_int(), ctypes.c_int()
@@ -124,6 +138,11 @@ def main():
         base.insert(2, "-minimal")
     with open(args.source, "rb") as f:
         source = f.read()
+    variants = dict(VARIANTS)
+    if args.compare:
+        with open(args.compare, "rb") as f:
+            other = f.read()
+        variants["--compare source"] = (lambda _: other, [], [])
     print(f"NVRTC {major.value}.{minor.value}, sm_{args.arch}, {args.rounds} rounds; medians in ms")
     print(f"{'variant':<24} | {'wall':>6} | {'front end':>9} | {'NVVM':>6} | {'ptxas':>6} | "
           "ptxas' report")
@@ -131,7 +150,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         timing = os.path.join(tmp, "time.csv")
         for round_ in range(args.rounds + 1):  # round 0 warms NVRTC up
-            for name, (transform, added, removed) in VARIANTS.items():
+            for name, (transform, added, removed) in variants.items():
                 tag = f"\n// round {round_} {name}\n".encode()
                 text = transform(source) if transform else source
                 options = [o for o in base if o not in removed] + added

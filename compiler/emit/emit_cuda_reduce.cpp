@@ -73,6 +73,11 @@ struct RowPlan {
   bool on_chip = false;
   std::vector<int> cached;    // the inputs kept in registers
   int stash = -1;             // the node kept in registers with them (the last stage's value)
+
+  /// Whether the threads' points overrun the row, so that each must check its point is in it:
+  /// not when they cover it exactly (softmax over 512: 16 a lane), where the check would be
+  /// code for NVRTC to prove away on every unrolled point.
+  bool ragged() const { return items * threads != row; }
 };
 
 /// Whether node `target`'s value is needed to compute node `i`.
@@ -109,7 +114,7 @@ void open_row_points(CudaWriter& w, const RowPlan& plan) {
     w.line("#pragma unroll");
     w.open(fmt::format("for (int it = 0; it < {}; ++it)", plan.items));
     w.line(fmt::format("const {} r = lane + it * {};", w.idx, plan.threads));
-    w.open(fmt::format("if (r < {})", plan.row));
+    if (plan.ragged()) w.open(fmt::format("if (r < {})", plan.row));
   } else {
     w.open(fmt::format("for ({} r = lane; r < {}; r += {})", w.idx, plan.row, plan.threads));
   }
@@ -118,7 +123,7 @@ void open_row_points(CudaWriter& w, const RowPlan& plan) {
 
 void close_row_points(CudaWriter& w, const RowPlan& plan) {
   w.close();
-  if (plan.on_chip) w.close();
+  if (plan.on_chip && plan.ragged()) w.close();
 }
 
 /// A point of the row: cached inputs from their registers, the rest from memory.

@@ -82,6 +82,13 @@ TEST(EmitCuda, SoftmaxRowsUseWarpShufflesAndKeepTheRowInRegisters) {
   EXPECT_TRUE(has(k, "e[it] = ")) << k.source;       // exp(x - max) kept, not recomputed
   EXPECT_EQ(k.source.find("expf("), k.source.rfind("expf(")) << "one exp per element\n"
                                                              << k.source;
+  EXPECT_TRUE(has(k, "if (r < 1000)")) << k.source;  // the lanes' last points overrun the row
+
+  // Rows the lanes cover exactly (16 points each) check no point.
+  const CudaKernel exact = emit_one(softmax_graph({64, 512}));
+  EXPECT_TRUE(exact.row_on_chip);
+  EXPECT_TRUE(has(exact, "float c0[16];")) << exact.source;
+  EXPECT_FALSE(has(exact, "if (r <")) << exact.source;
 }
 
 TEST(EmitCuda, LongRowsUseABlockReductionThroughSharedMemory) {
