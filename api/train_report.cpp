@@ -62,7 +62,11 @@ std::string printable_utf8(const std::string& bytes) {
     const std::string_view rest = std::string_view(bytes).substr(i);
     const uint32_t n = utf8_char_size(rest);
     const auto c = static_cast<unsigned char>(bytes[i]);
-    if (n == 1 && (c >= 0x80 || (c < 0x20 && c != '\n' && c != '\t')))
+    // C0 controls but newline and tab, DEL, and the C1 controls U+0080..U+009F (C2 80..C2 9F),
+    // which some terminals take as escape sequences (U+009B is CSI).
+    const bool control = n == 1 ? (c < 0x20 && c != '\n' && c != '\t') || c == 0x7F
+                                : n == 2 && c == 0xC2 && static_cast<unsigned char>(rest[1]) < 0xA0;
+    if ((n == 1 && c >= 0x80) || control)
       text += "\xEF\xBF\xBD";
     else
       text.append(rest.substr(0, n));

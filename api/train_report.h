@@ -12,8 +12,8 @@ namespace ein::detail {
 /// "step 30/30 | loss 2.951 | 14.5 ktok/s | 40.9 GFLOP/s | MFU 12.3% | ETA 0:00", the ETA
 /// from `average_seconds` per step so far.
 std::string progress_line(const StepStats& s, double average_seconds);
-/// `bytes` as valid UTF-8: a byte that starts no valid character (and control bytes other
-/// than newline and tab) becomes U+FFFD.
+/// `bytes` as valid UTF-8 safe to print on a terminal: a byte that starts no valid character,
+/// and a control character other than newline and tab (C0, DEL, C1), becomes U+FFFD.
 std::string printable_utf8(const std::string& bytes);
 
 }  // namespace ein::detail

@@ -22,6 +22,8 @@
 #include <ein/optim.h>
 #include <ein/trainer.h>
 
+#include "api/train_report.h"
+
 namespace ein {
 namespace {
 
@@ -243,6 +245,21 @@ TEST(Trainer, ByteGptFromTokenDataAndSample) {
   const std::string text = trainer.sample();
   EXPECT_EQ(text.rfind("The ", 0), 0u) << text;
   EXPECT_GE(text.size(), 9u);
+}
+
+// Sampled bytes reach the terminal as valid UTF-8 without control characters: invalid bytes
+// and C0, DEL and C1 controls (U+009B is CSI) become U+FFFD; newline, tab, ASCII and valid
+// multi-byte characters stay.
+TEST(Trainer, SampledBytesArePrintable) {
+  const std::string bad = "\xEF\xBF\xBD";
+  EXPECT_EQ(detail::printable_utf8("ab\n\tc"), "ab\n\tc");
+  EXPECT_EQ(detail::printable_utf8("\x1b[2J\x07\x7f"), bad + "[2J" + bad + bad);
+  EXPECT_EQ(detail::printable_utf8("\xC2\x9B"
+                                   "1m\xC2\x80\xC2\x9F"),
+            bad + "1m" + bad + bad);
+  EXPECT_EQ(detail::printable_utf8("\xC2\xA0\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80"),
+            "\xC2\xA0\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80");  // nbsp, é, €, an emoji
+  EXPECT_EQ(detail::printable_utf8("\xFF\xC3"), bad + bad);   // no character; one cut short
 }
 
 /// A script's model without Trainable::optimizer_step_scaled (the default: false), so the
