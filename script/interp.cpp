@@ -302,10 +302,17 @@ double Interpreter::state_initial(const std::string& name) {
   return 0;
 }
 
-std::vector<TensorType> Interpreter::example_types(const std::shared_ptr<Closure>& fn,
-                                                   int64_t free_size) {
+std::vector<TensorType> Interpreter::example_types(
+    const std::shared_ptr<Closure>& fn, int64_t free_size, bool distinct,
+    std::vector<std::pair<std::string, int64_t>>* free) {
   std::vector<TensorType> out;
   DimMemo memo;
+  std::vector<std::pair<std::string, int64_t>> unbound;  // the dims bound nowhere, in order
+  auto free_dim = [&](const std::string& name) {
+    unbound.emplace_back(
+        name, distinct ? free_size * static_cast<int64_t>(unbound.size() + 1) : free_size);
+    return unbound.back().second;
+  };
   const Unit* saved = cur_;
   cur_ = fn->unit;
   // A number named in a type is its size: a non-negative integer that fits int64.
@@ -326,10 +333,10 @@ std::vector<TensorType> Interpreter::example_types(const std::shared_ptr<Closure
         Value* x = fn->env->find(d.name);
         check_size_value(x, d.name, d.range);
         memo.bind_single(d.name, x && x->kind == Value::Kind::number ? static_cast<int64_t>(x->num)
-                                                                      : free_size);
+                                                                     : free_dim(d.name));
       }
       if (d.kind == DimKind::named_variadic && !memo.variadic(d.name))
-        memo.bind_variadic(d.name, VariadicSizes{{free_size}, false});
+        memo.bind_variadic(d.name, VariadicSizes{{free_dim("*" + d.name)}, false});
       if (d.kind == DimKind::anonymous_variadic)
         fail(p.type->range, "an example input needs named dims; '...' has no size");
     }
@@ -338,13 +345,14 @@ std::vector<TensorType> Interpreter::example_types(const std::shared_ptr<Closure
         Value* x = fn->env->find(name);
         check_size_value(x, name, p.type->range);
         memo.bind_single(name, x && x->kind == Value::Kind::number ? static_cast<int64_t>(x->num)
-                                                                    : free_size);
+                                                                   : free_dim(name));
       }
     out.push_back({resolve_shape(*p.type, memo), spec_dtype(*p.type)});
     check_tensor_size(out.back().shape, out.back().dtype, p.type->range,
                       fmt::format("the example input '{}'", p.name));
   }
   cur_ = saved;
+  if (free) *free = std::move(unbound);
   return out;
 }
 

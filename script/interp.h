@@ -116,8 +116,12 @@ class Interpreter {
   Traced trace_update(const Shape& shape, DType dtype, std::vector<std::string>& states);
   /// The initial value of optimizer state `name` (`state m = 0.1`; 0 when not given).
   double state_initial(const std::string& name);
-  /// Input types from a function's annotations.
-  std::vector<TensorType> example_types(const std::shared_ptr<Closure>& fn, int64_t free_size);
+  /// Input types from a function's annotations. Dims bound nowhere get `free_size`, or with
+  /// `distinct` each its own multiple of it (free_size, 2·free_size, ... in order of
+  /// appearance); `free`, when given, receives their names and sizes.
+  std::vector<TensorType> example_types(
+      const std::shared_ptr<Closure>& fn, int64_t free_size, bool distinct = false,
+      std::vector<std::pair<std::string, int64_t>>* free = nullptr);
 
   /// The train block's scope, or null.
   EnvPtr train_env() const { return train_env_; }

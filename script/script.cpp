@@ -81,6 +81,33 @@ std::vector<Tensor> Program::call(const std::string& fn, const std::vector<Tenso
   return impl_->run(t, args, state_->calls++);
 }
 
+namespace {
+
+/// Traces `fn` again with a size of its own for each dim nothing binds (8, 16, 24, ...: each
+/// divisible by whatever 8 is): a function that traced with all of them 8 but fails now
+/// treats two dims of different names as one (`x: f32[b d]`, `w: f32[e f]`, `x @ w`), which
+/// a call with real sizes would find. The error says so.
+void check_distinct_dims(Interpreter& in, const std::shared_ptr<Closure>& fn) {
+  std::vector<std::pair<std::string, int64_t>> free;
+  const std::vector<TensorType> types = in.example_types(fn, 8, true, &free);
+  if (free.size() < 2) return;
+  try {
+    in.trace(fn, types, false);
+  } catch (UserError& e) {
+    std::string sizes;
+    for (const auto& [name, size] : free)
+      sizes += fmt::format("{}{}={}", sizes.empty() ? "" : ", ", name, size);
+    e.note(
+        fmt::format("{0} traces with 8 for every dim that nothing binds, but not with a size "
+                    "of its own for each ({1}), as ein check tries too: {0} treats dims of "
+                    "different names as one. Give them one name, or bind them with `dim`",
+                    fn->qualname, sizes));
+    throw;
+  }
+}
+
+}  // namespace
+
 int Program::check_all() {
   int n = 0;
   for (const std::string& fn : functions()) {
@@ -89,6 +116,7 @@ int Program::check_all() {
       impl_->trace(closure, {}, false);
     } else {
       impl_->trace(closure, impl_->example_types(closure, 8), false);
+      check_distinct_dims(*impl_, closure);
     }
     ++n;
   }

@@ -420,6 +420,33 @@ class Peak(Case):
         self.assertIn("EIN_CPU_PEAK=fast: expected a positive number of FLOP/s", r.stderr)
 
 
+class Check(Case):
+    # `ein check` traces each function with 8 for the dims nothing binds, then with a size of
+    # its own for each (8, 16, 24, ...): a function that only traces when two dims of
+    # different names are equal is an error, which a call with real sizes would also be.
+    NOTE = "treats dims of different names as one"
+
+    def test_dims_of_different_names_used_as_one(self):
+        path = self.write("mixed.ein",
+                          "fn proj(x: f32[b s d], w: f32[e f]) -> f32[b s f] = x @ w\n")
+        err = self.fails(["check", path], "mixed.ein:1:53: error: '@' needs",
+                         "(8, 16, 24) @ (32, 40)", self.NOTE, "b=8, s=16, d=24, e=32, f=40")
+        self.assertIn(" x @ w\n", err)  # the caret's line
+        path = self.write("bcast.ein", "fn add(x: f32[b s], y: f32[s b]) -> f32[b s] = x + y\n")
+        self.fails(["check", path], self.NOTE, "b=8, s=16")
+        # as a user would run it, with sizes that differ: the same mismatch
+        self.fails(["run", path, "--shape", "2,3", "--shape", "3,2"], "bcast.ein:1:")
+
+    def test_one_name_for_one_dim_and_sizes_that_divide(self):
+        path = self.write("fine.ein",
+                          "fn proj(x: f32[b s d], w: f32[d f]) -> f32[b s f] = x @ w\n"
+                          "fn heads(x: f32[b c]) -> f32[b h k] =\n"
+                          "  rearrange(x, \"b (h k) -> b h k\", h = 4)\n"
+                          "fn one(x: f32[n]) -> f32[n] = x * 2.0\n")
+        out, _ = self.ok("check", path)
+        self.assertIn("ok (3 functions checked", out)
+
+
 class Run(Case):
     def test_bf16_tracks_f32(self):
         # Mixed precision: bf16 activations, f32 master weights, gradients and AdamW state.
