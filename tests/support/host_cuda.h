@@ -20,6 +20,10 @@ using EmulatedLaunch = void (*)(void* const* args, unsigned grid, unsigned block
 /// not, `why` says what is missing.
 bool host_cuda_available(std::string* why = nullptr);
 
+/// Whether emulated kernels are compiled with UBSan's alignment check (the host compiler has
+/// its runtime), so that a misaligned typed access stops the process as a GPU would fault.
+bool host_cuda_checks_alignment();
+
 /// The parameter declarations of extern "C" function `entry` in `source` ("const float* in0").
 std::vector<std::string> cuda_entry_parameters(const std::string& source, const std::string& entry);
 

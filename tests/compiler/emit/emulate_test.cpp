@@ -157,6 +157,48 @@ TEST(EmulatedBuilds, ProcessesBuildingOneKernelAtOnceEachGetIt) {
   }
 }
 
+// A misaligned access, which x86 forgives and a GPU faults on, stops an emulated kernel with a
+// message: a 16-byte typed load one float off (UBSan's alignment check, where the host compiler
+// has it), and cp.async and ldmatrix addresses off 16 bytes (the emulation's own checks).
+TEST(EmulatedBuilds, MisalignedAccessesStopTheKernel) {
+  if (std::string why; !testing::host_cuda_available(&why)) GTEST_SKIP() << why;
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  struct Case {
+    const char* entry;
+    const char* body;  // {} is the offset in floats: 0 aligned, else not
+    int offset;
+    const char* message;
+  };
+  std::vector<Case> cases = {
+      {"ein_probe_copy", "ein_cp_async_16(out + 4 + {}, out + 8, true); ein_cp_async_wait_all();",
+       1, "a cp.async destination at .*, not on 16 bytes"},
+      {"ein_probe_source", "ein_cp_async_16(out, out + 8 + {}, true); ein_cp_async_wait_all();", 1,
+       "a cp.async source at .*, not on 16 bytes"},
+      {"ein_probe_rows",
+       "unsigned r[4]; ein_ldmatrix_x4(r, out + {} + 8 * (threadIdx.x % 8)); out[32] = r[0];", 2,
+       "an ldmatrix row at .*, not on 16 bytes"},
+  };
+  if (testing::host_cuda_checks_alignment())
+    cases.push_back({"ein_probe_vector",
+                     "out[0] = reinterpret_cast<const ein_probe_vec*>(out + 4 + {})->v[0];", 1,
+                     "misaligned address .* requires 16 byte alignment"});
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.entry);
+    auto build = [&](int offset) {
+      const std::string source = fmt::format(
+          "struct alignas(16) ein_probe_vec {{ float v[4]; }};\n"
+          "extern \"C\" __global__ void {}(float* out) {{\n  {}\n}}\n",
+          c.entry, fmt::format(fmt::runtime(c.body), offset));
+      return testing::build_emulated(source, c.entry);
+    };
+    alignas(64) float buffer[64] = {};
+    void* args[] = {buffer};
+    build(0)(args, 1, 32, 0);  // on aligned addresses it runs
+    const EmulatedLaunch misaligned = build(c.offset);
+    EXPECT_DEATH(misaligned(args, 1, 32, 0), c.message);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Corpus, Emulate,
                          ::testing::Range(0, static_cast<int>(testing::cuda_corpus().size())),
                          [](const auto& p) { return testing::corpus_test_name(p.param); });

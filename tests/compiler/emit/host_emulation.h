@@ -28,6 +28,10 @@
 //    block starts, followed by a guard that a block must leave as it is;
 //  - a thread that returns stops counting at the barriers (arrive_and_drop), as exited
 //    threads do on the GPU;
+//  - a misaligned access that the GPU faults on stops the process with a message: ldmatrix
+//    rows and cp.async's source and destination off 16 bytes here, typed accesses (a 16-byte
+//    ein_vec, a uint4) by UBSan's alignment check, which units are compiled with where the
+//    host compiler has it (tests/support/host_cuda.cpp);
 //  - math is the host's libm (expf, erff, ...) and the 16-bit and fp8 types are the CUDA
 //    headers' host implementations: values may differ from the GPU's in the last ulp, so
 //    this checks indexing, reductions, synchronisation and conversions, not device libm.
@@ -117,6 +121,17 @@ inline void __syncwarp(unsigned = 0xffffffffu) {
 // every lane takes its part of the result in the layouts the PTX ISA documents, written here
 // from its tables, not from the kernel's reading of them.
 namespace ein_emulation {
+/// Stops the process when `p` is not on a multiple of `bytes`, as the GPU faults there
+/// ("misaligned address") where the host reads on.
+inline void require_aligned(const void* p, uintptr_t bytes, const char* what) {
+  if (reinterpret_cast<uintptr_t>(p) % bytes == 0) return;
+  std::fprintf(stderr,
+               "host emulation: %s at %p, not on %u bytes: a misaligned address on the "
+               "GPU\n",
+               what, p, static_cast<unsigned>(bytes));
+  std::abort();
+}
+
 /// The warp's lanes' register sets and this lane's index in them.
 inline std::array<uint64_t, 6>* warp_registers(unsigned& lane) {
   lane = threadIdx.x % 32;
@@ -130,6 +145,7 @@ template <bool Trans>
 void ldmatrix_x4(unsigned* r, const void* p) {
   unsigned lane;
   std::array<uint64_t, 6>* regs = warp_registers(lane);
+  require_aligned(p, 16, "an ldmatrix row");
   regs[lane][0] = reinterpret_cast<uintptr_t>(p);
   __syncwarp();
   for (unsigned m = 0; m < 4; ++m) {
@@ -198,6 +214,8 @@ inline void ein_ldmatrix_x4_trans(unsigned* r, const void* p) {
   ein_emulation::ldmatrix_x4<true>(r, p);
 }
 inline void ein_cp_async_16(void* dst, const void* src, bool copy) {
+  ein_emulation::require_aligned(dst, 16, "a cp.async destination");
+  if (copy) ein_emulation::require_aligned(src, 16, "a cp.async source");
   std::memset(dst, 0xff, 16);
   ein_emulation::pending_copies.push_back({dst, src, copy});
 }
