@@ -3,7 +3,7 @@
 (`--time`: the C++ front end, the NVVM optimizer, PTX to SASS) and the wall time of the compile,
 for ein's options (with ptxas' -v for its report) and for variants of them and of the source
 (the 16-bit types from the CUDA headers, and the generic max and min, as ein emitted them
-before 2026-12-01; divisions as reciprocal products), and optionally another source
+before 2026-12-01; divisions as reciprocal products, plain or exact), and optionally another source
 (`--compare`: the kernel as another build emits it), each compiled `--rounds` times, the
 variants in turn (a comment line appended each time so that nothing is cached). No GPU needed.
 BENCHMARKS.md and docs/cuda.md quote it for the softmax kernel that bench/gpu/run.sh compiles:
@@ -68,6 +68,37 @@ def reciprocal_product(source):
     return re.sub(rb"(\w+\[it\]) / (a\d+)", rb"\1 * (1.0f / \2)", source)
 
 
+# An exact quotient from the reciprocal (Markstein's correction; bench/gpu/markstein_check.cpp
+# compares it with a / b on the host): with y = 1/b rounded, q = a*y, r = fma(-q, b, a) exactly,
+# fma(r, y, q) is a / b rounded, where nothing under- or overflows; a / b itself elsewhere.
+MARKSTEIN = b"""
+struct EinDivisor { float b, y; bool fast; };
+__device__ __forceinline__ EinDivisor ein_divisor(float b) {
+  const float m = fabsf(b);
+  return {b, 1.0f / b, m >= 0x1p-125f && m <= 0x1p125f};
+}
+__device__ __noinline__ float ein_div_exact(float a, float b) { return a / b; }
+__device__ __forceinline__ float ein_div(float a, const EinDivisor& d) {
+  const float q = a * d.y, m = fabsf(q);
+  if (d.fast && fabsf(a) >= 0x1p-100f && m >= 0x1p-125f && m <= 0x1p126f)
+    return fmaf(fmaf(-q, d.b, a), d.y, q);
+  return ein_div_exact(a, d.b);
+}
+"""
+
+
+def markstein(source):
+    """Each division of a point's value by a row's accumulator through MARKSTEIN's ein_div, the
+    divisor's reciprocal taken once: exact, unlike reciprocal_product."""
+    source = source.replace(b'extern "C" __global__', MARKSTEIN + b'extern "C" __global__', 1)
+    divisors = sorted(set(re.findall(rb"\w+\[it\] / (a\d+)", source)))
+    for a in divisors:
+        reduced = re.compile(rb"( *)(%s = ein_(?:warp|block)_reduce\([^\n]*\n)" % a)
+        source = reduced.sub(rb"\1\2\1const EinDivisor inv_%s = ein_divisor(%s);\n" % (a, a),
+                             source)
+    return re.sub(rb"(\w+\[it\]) / (a\d+)", rb"ein_div(\1, inv_\2)", source)
+
+
 # name: (source transform, options added, options removed)
 VARIANTS = {
     "ein's options": (None, [], []),
@@ -78,6 +109,7 @@ VARIANTS = {
     "the generic max and min": (generic_max_min, [], []),
     "ein before 2026-12-01": (as_before, [], ["-minimal"]),
     "reciprocal, not IEEE": (reciprocal_product, [], []),
+    "reciprocal, Markstein": (markstein, [], []),
 }
 
 
