@@ -185,10 +185,13 @@ std::optional<PtxasUsage> parse_ptxas_usage(std::string_view log, std::string_vi
   const std::string rest(log.substr(at + head.size(), 400));
   static const std::regex frame(
       R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)");
-  static const std::regex regs(R"(Used (\d+) registers)");
-  std::smatch m, r;
+  static const std::regex regs(R"(Used (\d+) registers[^\n]*)");
+  static const std::regex smem(R"((\d+) bytes smem)");
+  std::smatch m, r, s;
   if (!std::regex_search(rest, m, frame) || !std::regex_search(rest, r, regs)) return std::nullopt;
-  return PtxasUsage{std::stoi(r[1]), std::stoll(m[1]), std::stoll(m[2]), std::stoll(m[3])};
+  const std::string used = r[0];  // "Used 40 registers, used 1 barriers, 4096 bytes smem, ..."
+  const int64_t shared = std::regex_search(used, s, smem) ? std::stoll(s[1]) : 0;
+  return PtxasUsage{std::stoi(r[1]), std::stoll(m[1]), std::stoll(m[2]), std::stoll(m[3]), shared};
 }
 
 struct CudaCompiler::Impl {

@@ -81,6 +81,7 @@ struct PtxasUsage {
   int64_t stack_frame = 0;   ///< bytes of local memory per thread for the frame
   int64_t spill_stores = 0;  ///< bytes of registers spilled to local memory
   int64_t spill_loads = 0;
+  int64_t shared_bytes = 0;  ///< static shared memory a block (its __shared__ arrays)
 };
 
 /// The usage of entry `entry` in a verbose log, or nullopt when the log does not report it.

@@ -124,6 +124,39 @@ extern "C" __global__ void pressure(const float* x, float* y) {
   EXPECT_FALSE(parse_ptxas_usage(free->log, "other"));
 }
 
+// The static shared memory of each function is read from its own report line (a function
+// without any must not take the next one's).
+TEST(Nvrtc, PtxasUsageReadsEachFunctionsStaticSharedMemory) {
+  const std::string log =
+      "ptxas info    : Function properties for plain\n"
+      "ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+      "ptxas info    : Used 10 registers, used 0 barriers\n"
+      "ptxas info    : Function properties for tiled\n"
+      "ptxas         .     8 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+      "ptxas info    : Used 40 registers, used 1 barriers, 16384 bytes smem, 400 bytes cmem[0]\n";
+  const auto plain = parse_ptxas_usage(log, "plain"), tiled = parse_ptxas_usage(log, "tiled");
+  ASSERT_TRUE(plain && tiled);
+  EXPECT_EQ(plain->registers, 10);
+  EXPECT_EQ(plain->shared_bytes, 0);
+  EXPECT_EQ(tiled->registers, 40);
+  EXPECT_EQ(tiled->stack_frame, 8);
+  EXPECT_EQ(tiled->shared_bytes, 16384);
+
+  SKIP_WITHOUT_NVRTC();
+  const char* src = R"(
+extern "C" __global__ void __launch_bounds__(128) reversed(float* o) {
+  __shared__ float s[1024];
+  s[threadIdx.x] = o[threadIdx.x];
+  __syncthreads();
+  o[threadIdx.x] = s[1023 - threadIdx.x];
+}
+)";
+  const auto binary = CudaCompiler::instance().compile(src, "reversed.cu", {90, true, {}});
+  const auto usage = parse_ptxas_usage(binary->log, "reversed");
+  ASSERT_TRUE(usage) << binary->log;
+  EXPECT_EQ(usage->shared_bytes, 4096) << binary->log;
+}
+
 TEST(Nvrtc, CubinForAKnownArchitecturePtxForANewerOne) {
   SKIP_WITHOUT_NVRTC();
   const auto cubin = CudaCompiler::instance().compile(kScale, "scale.cu", {80, false, {}});
