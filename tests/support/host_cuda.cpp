@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -24,14 +25,57 @@ bool host_cuda_available(std::string* why) {
   return true;
 }
 
-std::vector<std::string> cuda_entry_parameters(const std::string& source,
-                                               const std::string& entry) {
-  // The definition: `entry(` after `__global__` (a __launch_bounds__ may sit between).
+namespace {
+
+/// Where `entry(` of extern "C" function `entry`'s definition is in `source`: after the first
+/// `__global__` (a __launch_bounds__ may sit between).
+size_t definition_of(const std::string& source, const std::string& entry) {
   const size_t global = source.find("__global__");
   const size_t at = source.find(entry + "(", global == std::string::npos ? 0 : global);
   if (at == std::string::npos)
     throw std::runtime_error("no definition of " + entry + " in the kernel source");
-  const size_t open = at + entry.size() + 1, close = source.find(')', open);
+  return at;
+}
+
+/// The first argument of the __launch_bounds__ that `entry`'s definition carries, written
+/// there or through a macro defined as one (`#define EIN_ROWS_BOUNDS __launch_bounds__(...)`),
+/// as C++ for the unit to evaluate ("32 * EIN_WARPS"); "" when it has none.
+std::string launch_bounds(const std::string& source, const std::string& entry) {
+  const size_t at = definition_of(source, entry);
+  const size_t global = source.rfind("__global__", at);
+  std::string between = global == std::string::npos ? "" : source.substr(global, at - global);
+  static const std::string bounds = "__launch_bounds__(";
+  if (between.find(bounds) == std::string::npos) {
+    // a macro: the word before the name, if it is defined as a __launch_bounds__
+    const size_t end = between.find_last_not_of(" \n\t");
+    if (end == std::string::npos) return "";
+    size_t begin = end;
+    while (begin > 0 && (std::isalnum(static_cast<unsigned char>(between[begin - 1])) ||
+                         between[begin - 1] == '_'))
+      --begin;
+    const std::string define = "#define " + between.substr(begin, end + 1 - begin) + " ";
+    const size_t d = source.find(define);
+    if (d == std::string::npos) return "";
+    between = source.substr(d + define.size(), source.find('\n', d) - d - define.size());
+  }
+  const size_t open = between.find(bounds);
+  if (open == std::string::npos) return "";
+  int depth = 0;
+  for (size_t i = open + bounds.size(); i < between.size(); ++i) {
+    const char c = between[i];
+    if (depth == 0 && (c == ')' || c == ','))
+      return between.substr(open + bounds.size(), i - open - bounds.size());
+    depth += c == '(' ? 1 : c == ')' ? -1 : 0;
+  }
+  return "";
+}
+
+}  // namespace
+
+std::vector<std::string> cuda_entry_parameters(const std::string& source,
+                                               const std::string& entry) {
+  const size_t open = definition_of(source, entry) + entry.size() + 1;
+  const size_t close = source.find(')', open);
   std::vector<std::string> out;
   std::string list = source.substr(open, close - open);
   size_t start = 0;
@@ -133,11 +177,13 @@ EmulatedLaunch build_emulated(const std::string& source, const std::string& entr
                                    ? fmt::format("*static_cast<const double*>(args[{}])", i)
                                    : fmt::format("static_cast<{}>(args[{}])", type, i));
   }
-  const std::string unit =
-      source + "extern \"C\" void ein_emulated_launch(void* const* args, unsigned grid, "
-               "unsigned block, unsigned shared_bytes) {\n  ein_emulate_launch(grid, block, "
-               "shared_bytes, [&] { " +
-      entry + "(" + call + "); });\n}\n";
+  // A block above the kernel's __launch_bounds__ (or 1024) is refused, as cuLaunchKernel does.
+  const std::string bounds = launch_bounds(source, entry);
+  const std::string unit = fmt::format(
+      "{}extern \"C\" void ein_emulated_launch(void* const* args, unsigned grid, unsigned "
+      "block, unsigned shared_bytes) {{\n  ein_emulate_launch(\"{}\", {}, grid, block, "
+      "shared_bytes, [&] {{ {}({}); }});\n}}\n",
+      source, entry, bounds.empty() ? "1024" : "(" + bounds + ")", entry, call);
   static std::mutex mutex;  // one compile at a time writes a given file
   std::lock_guard lock(mutex);
   const std::filesystem::path dir = EIN_EMULATED_KERNEL_DIR;

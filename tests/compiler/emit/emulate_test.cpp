@@ -199,6 +199,56 @@ TEST(EmulatedBuilds, MisalignedAccessesStopTheKernel) {
   }
 }
 
+// A block of more threads than a kernel's __launch_bounds__ allow, written on the definition or
+// through a macro (as the attention kernels do), or than 1024 without bounds, stops the launch
+// with a message, as cuLaunchKernel refuses it on a GPU.
+TEST(EmulatedBuilds, BlocksBeyondTheLaunchBoundsAreRefused) {
+  if (std::string why; !testing::host_cuda_available(&why)) GTEST_SKIP() << why;
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  struct Case {
+    const char* entry;
+    const char* preamble;
+    const char* bounds;
+    unsigned allowed;
+  };
+  const Case cases[] = {
+      {"ein_probe_direct", "", "__launch_bounds__(64)", 64},
+      {"ein_probe_macro", "#define EIN_W 2\n#define EIN_B __launch_bounds__(32 * (EIN_W), 1)\n",
+       "EIN_B", 64},
+      {"ein_probe_unbounded", "", "", 1024},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.entry);
+    const std::string source = fmt::format(
+        "{}extern \"C\" __global__ void {} {}(float* out) {{\n  out[threadIdx.x] = 1;\n}}\n",
+        c.preamble, c.bounds, c.entry);
+    const EmulatedLaunch launch = testing::build_emulated(source, c.entry);
+    std::vector<float> buffer(2048);
+    void* args[] = {buffer.data()};
+    launch(args, 1, c.allowed, 0);
+    EXPECT_EQ(buffer[c.allowed - 1], 1.0f);
+    EXPECT_DEATH(launch(args, 1, c.allowed + 32, 0),
+                 fmt::format("{} launched with blocks of {} threads, where its __launch_bounds__ "
+                             "allow 1 to {}: a GPU refuses the launch",
+                             c.entry, c.allowed + 32, c.allowed));
+  }
+}
+
+// Blocks run one after another, the last first: CUDA gives no order between blocks, so a kernel
+// that counts on block 0 going first fails here.
+TEST(EmulatedBuilds, TheLastBlockRunsFirst) {
+  if (std::string why; !testing::host_cuda_available(&why)) GTEST_SKIP() << why;
+  const std::string source =
+      "extern \"C\" __global__ void ein_probe_order(float* out) {\n"
+      "  if (threadIdx.x == 0) out[1 + blockIdx.x] = out[0]++;\n}\n";
+  float buffer[4] = {};
+  void* args[] = {buffer};
+  testing::build_emulated(source, "ein_probe_order")(args, 3, 32, 0);
+  EXPECT_EQ(buffer[0], 3.0f);
+  EXPECT_EQ(buffer[1], 2.0f);  // block 0 ran last
+  EXPECT_EQ(buffer[3], 0.0f);  // block 2 first
+}
+
 INSTANTIATE_TEST_SUITE_P(Corpus, Emulate,
                          ::testing::Range(0, static_cast<int>(testing::cuda_corpus().size())),
                          [](const auto& p) { return testing::corpus_test_name(p.param); });

@@ -3,8 +3,11 @@
 // the kernel's source; see emulate_test.cpp). It is faithful to the execution model the
 // kernels rely on, not to the GPU's arithmetic:
 //  - every block runs as blockDim.x real threads (std::thread), so __syncthreads() is a true
-//    barrier of the block and a missing barrier is a real race; blocks run one after another
-//    (CUDA gives no order between blocks, and the kernels assume none);
+//    barrier of the block and a missing barrier is a real race; blocks run one after another,
+//    the last first (CUDA gives no order between blocks: a kernel that counts on block 0 going
+//    first is caught);
+//  - a launch of more threads a block than the kernel's __launch_bounds__ (or 1024) stops the
+//    process with a message, as cuLaunchKernel refuses it;
 //  - __shfl_xor_sync exchanges values among the 32 threads of a warp through a per-warp
 //    barrier (all 32 lanes must take part, as the full mask requires);
 //  - __syncwarp() is a barrier of the warp's 32 threads;
@@ -457,10 +460,19 @@ using std::signbit;  // CUDA's math API has it unqualified; <cmath> keeps it in 
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
 
-/// Runs `kernel` as a launch of `grid` blocks of `block` threads with `shared_bytes` of dynamic
-/// shared memory.
-inline void ein_emulate_launch(unsigned grid, unsigned block, unsigned shared_bytes,
+/// Runs `kernel` (`entry`, whose __launch_bounds__ allow `max_threads` a block) as a launch of
+/// `grid` blocks of `block` threads with `shared_bytes` of dynamic shared memory.
+inline void ein_emulate_launch(const char* entry, unsigned max_threads, unsigned grid,
+                               unsigned block, unsigned shared_bytes,
                                const std::function<void()>& kernel) {
+  max_threads = std::min(max_threads, 1024u);
+  if (block == 0 || block > max_threads) {
+    std::fprintf(stderr,
+                 "host emulation: %s launched with blocks of %u threads, where its "
+                 "__launch_bounds__ allow 1 to %u: a GPU refuses the launch\n",
+                 entry, block, max_threads);
+    std::abort();
+  }
   gridDim = {grid, 1, 1};
   blockDim = {block, 1, 1};
   const size_t shared_size = shared_bytes + ein_emulation::kSharedGuard;
@@ -468,7 +480,7 @@ inline void ein_emulate_launch(unsigned grid, unsigned block, unsigned shared_by
       static_cast<unsigned char*>(std::aligned_alloc(1024, (shared_size + 1023) / 1024 * 1024)),
       &std::free);
   ein_emulation::dynamic_shared = shared.get();
-  for (unsigned g = 0; g < grid; ++g) {
+  for (unsigned g = grid; g-- > 0;) {  // the last block first
     std::memset(shared.get(), 0xff, shared_size);
     ein_emulation::Block b(block);
     ein_emulation::current = &b;
