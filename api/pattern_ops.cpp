@@ -237,10 +237,16 @@ Tensor tril(const Tensor& x, int64_t diagonal) {
 }
 
 void synchronize() {
-  // Only a CUDA backend that was used has queued work (launches are asynchronous there).
-  if (has_backend(DeviceKind::cuda) && cuda_is_available())
-    for (int d = 0; d < cuda_driver_info().device_count; ++d)
-      cuda_synchronize(d);
+  // Only a CUDA backend that was used has queued work (launches are asynchronous there); one
+  // without a driver is a test's fake device, whose backend keeps its own queue.
+  if (has_backend(DeviceKind::cuda)) {
+    if (cuda_is_available()) {
+      for (int d = 0; d < cuda_driver_info().device_count; ++d)
+        cuda_synchronize(d);
+    } else {
+      backend_for(cuda()).synchronize(cuda());
+    }
+  }
   detail::run_device_checks();  // what kernels found wrong in their inputs (a fake's too)
 }
 

@@ -126,11 +126,14 @@ TEST_P(DeviceExecution, PinnedTensorsCopyWithoutBlocking) {
     const int64_t async_before = fake_ ? fake_->async_copies() : 0;
     const Tensor on_device = p.to(cuda(), /*non_blocking=*/true);
     const Tensor back = on_device.to(cpu(), /*non_blocking=*/true);
-    if (!fake_) cuda_synchronize(0);  // the fake device's copies are done when they return
     EXPECT_TRUE(back.is_pinned());
     if (fake_) {
       EXPECT_EQ(fake_->async_copies(), async_before + 2);
+      // The fake lands a copy to the host as late as a GPU may: when the host waits.
+      for (const float v : back.to_vector<float>())
+        ASSERT_TRUE(std::isnan(v)) << "read before synchronize(), the copy has not landed";
     }
+    synchronize();
     EXPECT_EQ(back.to_vector<float>(), x.permute({1, 0}).contiguous().to_vector<float>());
     // Pageable memory, or non_blocking = false: the synchronous copies.
     const Tensor sync = x.to(cuda(), true).to(cpu(), false);

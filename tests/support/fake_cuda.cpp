@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -14,14 +15,80 @@
 #include "runtime/blas/gemm.h"
 #include "runtime/cuda/execution.h"
 #include "runtime/cuda/nvrtc.h"
+#include "support/fake_device_memory.h"
 #include "support/host_cuda.h"
 
 namespace ein::testing {
+
+namespace {
+
+/// The fake's one stream: launches, GEMMs and blocking copies run when called (the stream has
+/// caught up with them), but an asynchronous copy is put off as long as a GPU may put it off,
+/// so that code that does not wait for one sees what it would see on a GPU at worst: a copy to
+/// the device reads its (pinned) source only when the next operation needs the stream to have
+/// reached it, and a copy to the host lands (its destination reads as NaN until then) only when
+/// the host waits: synchronize(), a blocking copy, or freeing pinned memory.
+class FakeStream {
+ public:
+  void upload(void* dst, const void* src, int64_t n) {
+    std::lock_guard lock(mutex_);
+    queue_.push_back({dst, src, static_cast<size_t>(n), {}});
+  }
+  void download(void* dst, const void* src, int64_t n) {
+    std::lock_guard lock(mutex_);
+    run_uploads();  // queued before it
+    Copy c{dst, nullptr, static_cast<size_t>(n), {}};
+    {
+      const DeviceMemoryAccess access("an asynchronous copy to the host", {src});
+      c.bytes.assign(static_cast<const unsigned char*>(src),
+                     static_cast<const unsigned char*>(src) + n);
+    }
+    std::memset(dst, 0xff, c.n);  // not there yet: NaN in every float type
+    queue_.push_back(std::move(c));
+  }
+  /// Before an operation the stream runs after what is queued.
+  void catch_up() {
+    std::lock_guard lock(mutex_);
+    run_uploads();
+  }
+  /// The host waits for the stream.
+  void drain() {
+    std::lock_guard lock(mutex_);
+    run_uploads();
+    for (const Copy& c : queue_)
+      std::memcpy(c.dst, c.bytes.data(), c.n);
+    queue_.clear();
+  }
+
+ private:
+  struct Copy {
+    void* dst;
+    const void* src;  // an upload's source, read when it runs
+    size_t n;
+    std::vector<unsigned char> bytes;  // a download's bytes, read when it was queued
+  };
+  void run_uploads() {
+    for (Copy& c : queue_)
+      if (c.src) {
+        const DeviceMemoryAccess access("an asynchronous copy to the device", {c.dst});
+        std::memcpy(c.dst, c.src, c.n);
+        c.src = nullptr;
+        c.dst = nullptr;
+      }
+    std::erase_if(queue_, [](const Copy& c) { return c.dst == nullptr; });
+  }
+
+  std::mutex mutex_;
+  std::vector<Copy> queue_;  // in the order queued
+};
+
+}  // namespace
 
 struct FakeCudaDevice::State {
   std::atomic<int64_t> prepared{0}, launches{0}, gemms{0}, bytes{0}, f64_spilling{0};
   std::atomic<int64_t> pinned_bytes{0}, async_copies{0}, bytes_to_device{0}, bytes_to_host{0};
   std::shared_ptr<DeviceBackend> backend;
+  FakeStream stream;
 };
 
 namespace {
@@ -36,47 +103,53 @@ class HostMemory final : public DeviceBackend {
   explicit HostMemory(std::shared_ptr<FakeCudaDevice::State> s) : state_(std::move(s)) {}
   std::string name() const override { return "fake cuda"; }
   void* allocate(Device, int64_t nbytes) override {
-    const auto size = static_cast<size_t>((std::max<int64_t>(nbytes, 1) + 63) / 64 * 64);
-    void* p = std::aligned_alloc(64, size);
-    // Fresh device memory holds garbage: a kernel that reads before writing is caught.
-    if (p) std::memset(p, 0xA5, size);
-    state_->bytes += nbytes;
+    void* p = allocate_device_memory(nbytes);
+    if (p) state_->bytes += nbytes;
     return p;
   }
   void free(Device, void* ptr, int64_t nbytes) override {
+    state_->stream.catch_up();  // a queued copy into it lands first
     state_->bytes -= nbytes;
-    std::free(ptr);
+    free_device_memory(ptr);
   }
   void copy_from_host(Device, void* dst, const void* src, int64_t n) override {
+    state_->stream.drain();
     state_->bytes_to_device += n;
+    const DeviceMemoryAccess access("a copy to the device", {dst});
     std::memcpy(dst, src, static_cast<size_t>(n));
   }
   void copy_to_host(Device, void* dst, const void* src, int64_t n) override {
+    state_->stream.drain();
     state_->bytes_to_host += n;
+    const DeviceMemoryAccess access("a copy to the host", {src});
     std::memcpy(dst, src, static_cast<size_t>(n));
   }
   void copy_on_device(Device, void* dst, const void* src, int64_t n) override {
+    state_->stream.catch_up();
+    const DeviceMemoryAccess access("a copy on the device", {dst, src});
     std::memmove(dst, src, static_cast<size_t>(n));
   }
-  // Pinned host memory is ordinary host memory here, and an asynchronous copy is done by the
-  // time it returns (a stream that has already run); both are counted for the tests.
+  void synchronize(Device) override { state_->stream.drain(); }
+  // Pinned host memory is ordinary host memory here; both it and the asynchronous copies are
+  // counted for the tests.
   void* allocate_pinned(int64_t nbytes) override {
     state_->pinned_bytes += nbytes;
     return std::aligned_alloc(64, static_cast<size_t>((std::max<int64_t>(nbytes, 1) + 63) / 64 * 64));
   }
   void free_pinned(void* ptr, int64_t nbytes) override {
+    state_->stream.drain();  // cuMemFreeHost waits for the device
     state_->pinned_bytes -= nbytes;
     std::free(ptr);
   }
   void copy_from_host_async(Device, void* dst, const void* src, int64_t n) override {
     ++state_->async_copies;
     state_->bytes_to_device += n;
-    std::memcpy(dst, src, static_cast<size_t>(n));
+    state_->stream.upload(dst, src, n);
   }
   void copy_to_host_async(Device, void* dst, const void* src, int64_t n) override {
     ++state_->async_copies;
     state_->bytes_to_host += n;
-    std::memcpy(dst, src, static_cast<size_t>(n));
+    state_->stream.download(dst, src, n);
   }
 
  private:
@@ -85,16 +158,22 @@ class HostMemory final : public DeviceBackend {
 
 class EmulatedFunction final : public CudaFunction {
  public:
-  EmulatedFunction(std::string entry, EmulatedLaunch launch, size_t pointers)
-      : entry_(std::move(entry)), run_(launch), pointers_(pointers) {}
+  EmulatedFunction(std::string entry, EmulatedLaunch launch, size_t pointers, int64_t static_shared)
+      : entry_(std::move(entry)),
+        run_(launch),
+        pointers_(pointers),
+        static_shared_(static_shared) {}
   const std::string& entry() const override { return entry_; }
   EmulatedLaunch run() const { return run_; }
   size_t pointers() const { return pointers_; }
+  /// Bytes of __shared__ arrays a block has on sm_90 (ptxas' smem; 0 without NVRTC).
+  int64_t static_shared() const { return static_shared_; }
 
  private:
   std::string entry_;
   EmulatedLaunch run_;
   size_t pointers_;
+  int64_t static_shared_;
 };
 
 DType dtype_of(int cuda_data_type) {
@@ -154,12 +233,13 @@ class EmulatedExecution final : public CudaExecution {
   std::shared_ptr<const CudaFunction> prepare(int, const CudaSource& kernel) override {
     const std::string& source = kernel.source;
     const std::string& entry = kernel.entry;
-    check_with_nvrtc(kernel);
+    const int64_t static_shared = check_with_nvrtc(kernel);
     size_t pointers = 0;
     for (const std::string& p : cuda_entry_parameters(source, entry))
       pointers += p.find('*') != std::string::npos;
     ++state_->prepared;
-    return std::make_shared<EmulatedFunction>(entry, build_emulated(source, entry), pointers);
+    return std::make_shared<EmulatedFunction>(entry, build_emulated(source, entry), pointers,
+                                              static_shared);
   }
 
   void launch(int, const CudaFunction& function, int64_t grid, int block,
@@ -167,10 +247,13 @@ class EmulatedExecution final : public CudaExecution {
               int shared_bytes) override {
     if (grid == 0) return;
     const auto& f = static_cast<const EmulatedFunction&>(function);
-    if (shared_bytes < 0 || shared_bytes > kMaxSharedBytes)  // as cuLaunchKernel refuses it
+    // as cuLaunchKernel refuses it: the __shared__ arrays count towards the limit
+    if (shared_bytes < 0 || f.static_shared() + shared_bytes > kMaxSharedBytes)
       throw DeviceError("fake cuda: " + f.entry() + " asks for " + std::to_string(shared_bytes) +
-                        " bytes of dynamic shared memory a block; an sm_90 block takes at most " +
-                        std::to_string(kMaxSharedBytes));
+                        " bytes of dynamic shared memory a block beside " +
+                        std::to_string(f.static_shared()) +
+                        " of __shared__ arrays; an sm_90 block takes at most " +
+                        std::to_string(kMaxSharedBytes) + " in all");
     if (buffers.size() != f.pointers())
       throw std::logic_error("fake cuda: " + f.entry() + " takes " +
                              std::to_string(f.pointers()) + " pointers, the launch passed " +
@@ -179,6 +262,9 @@ class EmulatedExecution final : public CudaExecution {
     for (const double& p : params)
       args.push_back(const_cast<double*>(&p));
     ++state_->launches;
+    state_->stream.catch_up();
+    const DeviceMemoryAccess access("kernel " + f.entry(),
+                                    std::vector<const void*>(buffers.begin(), buffers.end()));
     f.run()(args.data(), static_cast<unsigned>(std::min(grid, kMaxBlocks)),
             static_cast<unsigned>(block), static_cast<unsigned>(shared_bytes));
   }
@@ -192,10 +278,13 @@ class EmulatedExecution final : public CudaExecution {
   /// those are counted (FakeCudaDevice::f64_kernels_spilling) instead. Also exempt: a stack
   /// frame without spills in a kernel calling sin or cos, whose accurate range reduction
   /// (Payne-Hanek, taken only for |x| beyond ~1e5) keeps its 2/pi digits in local memory.
-  void check_with_nvrtc(const CudaSource& kernel) {
+  /// Returns the kernel's static shared memory on sm_90 (0 when NVRTC is not there).
+  int64_t check_with_nvrtc(const CudaSource& kernel) {
     const std::string& source = kernel.source;
     const std::string& entry = kernel.entry;
-    if (!nvrtc_info().available) return;
+    int64_t static_shared = 0;
+    bool f64_counted = false;
+    if (!nvrtc_info().available) return static_shared;
     for (int arch : kernel.arch_specific ? std::vector<int>{90} : std::vector<int>{80, 90}) {
       const auto binary = CudaCompiler::instance().compile(
           source, entry + ".cu", {arch, true, {}, kernel.arch_specific});
@@ -216,6 +305,7 @@ class EmulatedExecution final : public CudaExecution {
             CudaCompiler::instance().disk_cache_dir().string() + "):\n" + binary->log +
             "\n--- source ---\n" + source);
       }
+      if (arch == 90) static_shared = usage->shared_bytes;
       if (!usage->stack_frame && !usage->spill_stores && !usage->spill_loads) continue;
       bool calls_sin_or_cos = false;
       for (const char* fn : {"sinf(", "cosf(", "sin(", "cos("})
@@ -225,12 +315,14 @@ class EmulatedExecution final : public CudaExecution {
             calls_sin_or_cos = true;
       if (calls_sin_or_cos && !usage->spill_stores && !usage->spill_loads) continue;
       if (source.find(", compute f64\n") != std::string::npos) {
-        ++state_->f64_spilling;
-        return;
+        if (!f64_counted) ++state_->f64_spilling;  // a kernel once, whichever spills
+        f64_counted = true;
+        continue;
       }
       throw std::logic_error("fake cuda: " + entry + " uses local memory on sm_" +
                                std::to_string(arch) + ":\n" + binary->log + source);
     }
+    return static_shared;
   }
 
   // The architectures its kernels are checked to compile for are sm_80 and sm_90.
@@ -242,6 +334,8 @@ class EmulatedExecution final : public CudaExecution {
     const CublasLtPlan p = plan_cublaslt_gemm(g, math);
     ++state_->gemms;
     if (p.empty) return;
+    state_->stream.catch_up();
+    const DeviceMemoryAccess access("a cuBLASLt GEMM", {p.a_ptr, p.b_ptr, p.c_ptr});
     const DType ta = dtype_of(p.a.data_type), tb = dtype_of(p.b.data_type),
                 tc = dtype_of(p.c.data_type);
     const size_t sa = element_size(ta), sb = element_size(tb), sc = element_size(tc);

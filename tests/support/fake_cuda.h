@@ -1,19 +1,25 @@
 // A CUDA device for tests on machines without one. While a FakeCudaDevice lives:
-//  - cuda:N memory is host memory (a DeviceBackend on aligned_alloc registered for
-//    DeviceKind::cuda), so tensors `.to(ein::cuda())` work and their bytes can be inspected;
+//  - cuda:N memory is host memory (a DeviceBackend registered for DeviceKind::cuda), so tensors
+//    `.to(ein::cuda())` work, kept from the host outside the fake's own operations and guarded
+//    at both ends (tests/support/fake_device_memory.h): host code reading a device pointer, or
+//    a kernel reaching outside its buffers, stops with a message as a GPU would fault;
 //  - kernels are the real CUDA C++ ein emits, compiled for the host against the emulation of
 //    tests/compiler/emit/host_emulation.h (tests/support/host_cuda.h) and run with at most two
 //    blocks, so every grid-stride loop wraps; each is also compiled by NVRTC for sm_80 and sm_90
 //    (where NVRTC loads) and refused on a compile error or any local memory (f64 kernels:
-//    counted, see fake_cuda.cpp);
+//    counted, see fake_cuda.cpp); a launch beyond the kernel's __launch_bounds__, or asking for
+//    more shared memory than an sm_90 block has (its __shared__ arrays counted), is refused;
 //  - GEMMs go through cuBLASLt's plan (plan_cublaslt_gemm, the same row-major → column-major
 //    mapping the GPU gets) and a naive column-major interpreter of cuBLASLt's semantics, in
 //    f64 arithmetic with f32 rounding of 16-bit products' sums as cuBLASLt's f32 accumulation
 //    (products beyond 2^26 multiply-adds: the plan's operands gathered in f64 and multiplied
 //    by the host's f64 GEMM, the same sums in another order).
+//  - asynchronous copies happen as late as a GPU may do them (fake_cuda.cpp's FakeStream): one
+//    to the host lands when the host waits (synchronize(), a blocking copy), reading as NaN
+//    until then; one to the device reads its source when the next operation needs it.
 // So the whole path from a graph node to a launch (device placement, allocation, memoised
 // emission, the kernel ABI, total stores, copies, GEMM layouts, gathers) runs in CI. What it
-// cannot check: the GPU's own arithmetic, streams and timing.
+// cannot check: the GPU's own arithmetic, several streams, and timing.
 #pragma once
 
 #include <atomic>

@@ -6,6 +6,10 @@
 // complete together at the end of the group; a send to oneself is matched by a receive from
 // oneself; broadcast is in place or not. Streams are ignored: every call is done when it
 // returns (the fake device has no streams). Only byte types (ncclInt8, ncclUint8) are taken.
+// The fake device keeps its memory from the host outside its own operations
+// (tests/support/fake_device_memory.h): the buffers are opened for each call through the test
+// program's ein_fake_device_memory_open, when it has one.
+#include <dlfcn.h>
 #include <mpi.h>
 
 #include <cstddef>
@@ -36,9 +40,38 @@ constexpr int kSuccess = 0, kInvalidArgument = 4, kSystemError = 2;
 int depth = 0;
 std::vector<Op> pending;
 
+/// The fake device's buffers open to the host while it lives (as for its own copies).
+class Opened {
+ public:
+  Opened(const char* operation, const std::vector<const void*>& pointers) {
+    using Open = void* (*)(const char*, const void*);
+    static const auto open =
+        reinterpret_cast<Open>(dlsym(RTLD_DEFAULT, "ein_fake_device_memory_open"));
+    if (open)
+      for (const void* p : pointers)
+        accesses_.push_back(open(operation, p));
+  }
+  ~Opened() {
+    using Close = void (*)(void*);
+    static const auto close =
+        reinterpret_cast<Close>(dlsym(RTLD_DEFAULT, "ein_fake_device_memory_close"));
+    for (void* a : accesses_)
+      close(a);
+  }
+  Opened(const Opened&) = delete;
+  Opened& operator=(const Opened&) = delete;
+
+ private:
+  std::vector<void*> accesses_;
+};
+
 int run_pending() {
   std::vector<Op> ops;
   ops.swap(pending);
+  std::vector<const void*> buffers;
+  for (const Op& op : ops)
+    buffers.push_back(op.buffer);
+  const Opened opened("an NCCL send or receive", buffers);
   std::vector<MPI_Request> requests;
   // Sends to oneself meet receives from oneself in order.
   std::vector<const Op*> self_sends, self_recvs;
@@ -150,6 +183,7 @@ int ncclBroadcast(const void* send, void* recv, size_t count, int datatype, int 
                   void*) {
   if (datatype != 0 && datatype != 1) return kInvalidArgument;
   if (count > static_cast<size_t>(1) << 30) return kInvalidArgument;
+  const Opened opened("an NCCL broadcast", {send, recv});
   if (comm->rank == root && send != recv) std::memmove(recv, send, count);
   return MPI_Bcast(recv, static_cast<int>(count), MPI_BYTE, root, comm->mpi) == MPI_SUCCESS
              ? kSuccess
