@@ -6,6 +6,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config python3
+  libtsan2                                       # scripts/racecheck.sh: ThreadSanitizer
   tao-pegtl-dev                                  # grammars
   llvm-19-dev libmlir-19-dev mlir-19-tools       # CPU code generation + JIT
   libopenblas-dev libdnnl-dev libtbb-dev         # CPU GEMM (f64; f32 through oneDNN), threads

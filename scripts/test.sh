@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every test on a fresh machine: install dependencies, build (warnings are errors), run
-# ctest (GoogleTest suites, conformance tables, the CLI end to end), build and check the GPU
-# bundle in a minimal root, then the fuzz targets.
+# ctest (GoogleTest suites, conformance tables, the CLI end to end), the data-race check of the
+# CUDA kernels, build and check the GPU bundle in a minimal root, then the fuzz targets.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
@@ -11,6 +11,10 @@ build/bin/ein_conformance_tests --gtest_brief=1 | grep -E "conformance|agree|DIS
 cd build
 ctest --output-on-failure -j "$(nproc)"
 cd ..
+# Data races in the CUDA kernels under ThreadSanitizer on the fake device (docs/cuda.md): every
+# corpus kernel and the attention tile kernels of every set (the device and op parts take longer:
+# scripts/racecheck.sh with no part runs all four).
+scripts/racecheck.sh corpus attention
 # The GPU bundle (docs/cuda.md): built, at most 60 MiB, and checked in a minimal Debian root
 # without development packages (ldd, ein shape/check/train, the CPU op suite, the no-driver error).
 scripts/gpu_bundle.sh --check

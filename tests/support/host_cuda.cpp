@@ -7,6 +7,7 @@
 
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -111,6 +112,26 @@ void run_compiler(const std::string& command_line) {
     throw std::runtime_error(command_line + "\n" + output);
 }
 
+/// ThreadSanitizer on the emulated kernels, with EIN_EMULATION_RACECHECK=1: the block's threads
+/// are real threads and its barriers real barriers, so a read of shared or global memory that no
+/// barrier orders after another thread's write is a data race TSan reports, as compute-
+/// sanitizer's racecheck does on a GPU, whether or not the threads' timing shows it. The test
+/// process must have TSan's runtime (scripts/racecheck.sh preloads it); without it, an error says
+/// so. Empty otherwise.
+const std::string& race_check() {
+  static const std::string flags = [] {
+    const char* env = std::getenv("EIN_EMULATION_RACECHECK");
+    if (!env || std::string(env) != "1") return std::string();
+    if (!::dlsym(RTLD_DEFAULT, "__tsan_init"))
+      throw std::runtime_error(
+          "EIN_EMULATION_RACECHECK=1 needs ThreadSanitizer's runtime in the test process: run "
+          "the suite through scripts/racecheck.sh, which preloads it");
+    ::unsetenv("LD_PRELOAD");  // loaded here; the shell and compiler this runs are not TSan's
+    return std::string("-fsanitize=thread -g");  // -g: reports name the kernel source's lines
+  }();
+  return flags;
+}
+
 /// UBSan's alignment check, when the host compiler has its runtime: a misaligned access through
 /// a type (a 16-byte ein_vec, a uint4 row word, a half2), which x86 forgives and a GPU faults
 /// on, stops the test with UBSan's message ("load of misaligned address ... requires 16 byte
@@ -118,6 +139,7 @@ void run_compiler(const std::string& command_line) {
 /// bare toolchain), so the emulation still runs there.
 const std::string& alignment_check() {
   static const std::string flags = [] {
+    (void)race_check();  // takes TSan's preload, if any, off the probe's compiler
     const std::string check = "-fsanitize=alignment -fno-sanitize-recover=alignment";
     std::string output;
     const int status =
@@ -132,8 +154,8 @@ const std::string& alignment_check() {
 
 /// The host compiler with the flags every emulated unit and the precompiled header share.
 std::string compiler_flags() {
-  return fmt::format("{} -std=c++20 -O1 -w -fPIC -pthread {} -I{}", EIN_HOST_CXX, alignment_check(),
-                     EIN_CUDA_HEADERS);
+  return fmt::format("{} -std=c++20 -O1 -w -fPIC -pthread {} {} -I{}", EIN_HOST_CXX,
+                     alignment_check(), race_check(), EIN_CUDA_HEADERS);
 }
 
 /// host_emulation.h (with the CUDA headers it includes) precompiled once into `dir`: most of a
@@ -163,6 +185,16 @@ const std::filesystem::path& precompiled_emulation(const std::filesystem::path& 
 }
 
 }  // namespace
+
+std::string thread_sanitizer_runtime() {
+  std::string output;
+  if (run_command(fmt::format("{} -print-file-name=libtsan.so", EIN_HOST_CXX), output) != 0)
+    return "";
+  while (!output.empty() && std::isspace(static_cast<unsigned char>(output.back())))
+    output.pop_back();
+  // without the runtime, the compiler prints the name it was given
+  return output.find('/') != std::string::npos && std::filesystem::exists(output) ? output : "";
+}
 
 bool host_cuda_checks_alignment() {
   return !alignment_check().empty();

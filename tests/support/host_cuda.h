@@ -24,6 +24,10 @@ bool host_cuda_available(std::string* why = nullptr);
 /// its runtime), so that a misaligned typed access stops the process as a GPU would fault.
 bool host_cuda_checks_alignment();
 
+/// The host compiler's ThreadSanitizer runtime (libtsan.so), which a test process needs
+/// preloaded for EIN_EMULATION_RACECHECK=1 (scripts/racecheck.sh); "" when it has none.
+std::string thread_sanitizer_runtime();
+
 /// The parameter declarations of extern "C" function `entry` in `source` ("const float* in0").
 std::vector<std::string> cuda_entry_parameters(const std::string& source, const std::string& entry);
 

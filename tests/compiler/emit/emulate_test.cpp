@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -247,6 +248,53 @@ TEST(EmulatedBuilds, TheLastBlockRunsFirst) {
   EXPECT_EQ(buffer[0], 3.0f);
   EXPECT_EQ(buffer[1], 2.0f);  // block 0 ran last
   EXPECT_EQ(buffer[3], 0.0f);  // block 2 first
+}
+
+// Under scripts/racecheck.sh (ThreadSanitizer on the emulated kernels), a block whose threads
+// read shared memory that another thread wrote with no barrier between is reported, and the
+// same kernel with __syncthreads() is not: this runs itself twice under TSan's runtime, with
+// EIN_RACE_PROBE saying which kernel to launch.
+TEST(EmulatedBuilds, RacecheckReportsAMissingBarrier) {
+  if (std::string why; !testing::host_cuda_available(&why)) GTEST_SKIP() << why;
+  if (const char* probe = std::getenv("EIN_RACE_PROBE")) {
+    const std::string source = fmt::format(
+        "extern \"C\" __global__ void ein_probe_race(float* out) {{\n"
+        "  __shared__ float tile[64];\n  tile[threadIdx.x] = threadIdx.x;\n  {}\n"
+        "  out[threadIdx.x] = tile[(threadIdx.x + 1) % 64];\n}}\n",
+        std::string(probe) == "barrier" ? "__syncthreads();" : "");
+    float out[64] = {};
+    void* args[] = {out};
+    testing::build_emulated(source, "ein_probe_race")(args, 2, 64, 0);
+    EXPECT_EQ(out[63], 0.0f);
+    return;
+  }
+  const std::string tsan = testing::thread_sanitizer_runtime();
+  if (tsan.empty()) GTEST_SKIP() << "the host compiler has no ThreadSanitizer runtime";
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  for (const std::string probe : {"race", "barrier"}) {
+    SCOPED_TRACE(probe);
+    const std::string command = fmt::format(
+        "EIN_RACE_PROBE={} EIN_EMULATION_RACECHECK=1 TSAN_OPTIONS='halt_on_error=1 exitcode=66 "
+        "ignore_noninstrumented_modules=1' LD_PRELOAD={} {} "
+        "--gtest_filter=EmulatedBuilds.RacecheckReportsAMissingBarrier 2>&1",
+        probe, tsan, self);
+    std::string output;
+    FILE* pipe = ::popen(command.c_str(), "r");
+    ASSERT_NE(pipe, nullptr);
+    char buffer[4096];
+    while (size_t n = std::fread(buffer, 1, sizeof buffer, pipe))
+      output.append(buffer, n);
+    const int status = ::pclose(pipe);
+    ASSERT_TRUE(WIFEXITED(status)) << output;
+    if (probe == "barrier") {
+      EXPECT_EQ(WEXITSTATUS(status), 0) << output;
+      EXPECT_EQ(output.find("data race"), std::string::npos) << output;
+    } else {
+      EXPECT_EQ(WEXITSTATUS(status), 66) << output;
+      EXPECT_NE(output.find("WARNING: ThreadSanitizer: data race"), std::string::npos) << output;
+      EXPECT_NE(output.find("ein_probe_race::tile"), std::string::npos) << output;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Corpus, Emulate,
