@@ -237,15 +237,12 @@ Tensor tril(const Tensor& x, int64_t diagonal) {
 }
 
 void synchronize() {
-  // Only a CUDA backend that was used has queued work (launches are asynchronous there); one
-  // without a driver is a test's fake device, whose backend keeps its own queue.
+  // Only a CUDA backend that was used has queued work (launches are asynchronous there); it
+  // waits for each device (a test's fake device, without a driver, is cuda:0 alone).
   if (has_backend(DeviceKind::cuda)) {
-    if (cuda_is_available()) {
-      for (int d = 0; d < cuda_driver_info().device_count; ++d)
-        cuda_synchronize(d);
-    } else {
-      backend_for(cuda()).synchronize(cuda());
-    }
+    const int devices = cuda_is_available() ? cuda_driver_info().device_count : 1;
+    for (int d = 0; d < devices; ++d)
+      backend_for(cuda(d)).synchronize(cuda(d));
   }
   detail::run_device_checks();  // what kernels found wrong in their inputs (a fake's too)
 }

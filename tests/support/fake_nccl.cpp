@@ -5,7 +5,8 @@
 // in CI. Semantics kept: point-to-point operations between ncclGroupStart and ncclGroupEnd
 // complete together at the end of the group; a send to oneself is matched by a receive from
 // oneself; broadcast is in place or not. Streams are ignored: every call is done when it
-// returns (the fake device has no streams). Only byte types (ncclInt8, ncclUint8) are taken.
+// returns (the fake device runs its launches when they are made). Only byte types (ncclInt8,
+// ncclUint8) are taken.
 // The fake device keeps its memory from the host outside its own operations
 // (tests/support/fake_device_memory.h): the buffers are opened for each call through the test
 // program's ein_fake_device_memory_open, when it has one.
