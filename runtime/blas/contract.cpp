@@ -343,18 +343,16 @@ Tensor contract_impl(const Tensor& a_in, const std::vector<int>& a_axes, const T
     throw RuntimeError("contract: dtype " + std::string(dtype_name(dtype)) +
                        " is not f64, f32, f16 or bf16");
   }
-  // cuBLASLt multiplies 16-bit operands as they are (f32 accumulation); on CPUs oneDNN's
-  // matmul takes bf16 operands into an f32 result (bf16_gemm_available()); other BLAS calls
-  // need f32 copies. `compute` is the result's dtype before rounding back, `operands` what A
-  // and B are given to the GEMM as.
+  // cuBLASLt multiplies 16-bit operands as they are (f32 accumulation); on CPUs gemm_batched
+  // takes bf16 operands into an f32 result (oneDNN's matmul, or f32 blocks where oneDNN has no
+  // bf16 kernels for the CPU); f16 needs f32 copies. `compute` is the result's dtype before
+  // rounding back, `operands` what A and B are given to the GEMM as.
   const bool native_16bit = device.kind == DeviceKind::cuda;
   const DType compute = dtype == DType::f64 ? DType::f64 : native_16bit ? dtype : DType::f32;
-  const DType operands = device.kind == DeviceKind::cpu && dtype == DType::bf16 &&
-                                 bf16_gemm_available()
-                             ? DType::bf16
-                             : compute;
-  // oneDNN writes a bf16 result of bf16 operands itself (one rounding of the f32 sums, as
-  // torch's bf16 matmul): no f32 result and no second pass to round it; or, wanted so, the
+  const DType operands =
+      device.kind == DeviceKind::cpu && dtype == DType::bf16 ? DType::bf16 : compute;
+  // gemm_batched writes a bf16 result of bf16 operands itself (one rounding of the f32 sums,
+  // as torch's bf16 matmul): no f32 result and no second pass to round it; or, wanted so, the
   // f32 sums.
   const DType result_type =
       operands == DType::bf16 && dtype == DType::bf16 && wanted == DType::bf16 ? dtype : compute;

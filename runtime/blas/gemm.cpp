@@ -424,6 +424,87 @@ std::mutex& blas_threads_mutex() {
   return mutex;
 }
 
+/// bf16 operands where oneDNN has no bf16 kernels for the CPU (no AVX-512: a Zen 3, a
+/// Haswell): C in blocks of kBf16Block × kBf16Block, each the f32 sgemm of f32 copies of its
+/// rows of A and columns of B, a panel of kBf16Block of the depth at a time, accumulated in f32
+/// and stored once (a bf16 C rounded to nearest even, as oneDNN's). The copies are per-thread
+/// scratch of at most 768 KiB, so no f32 copy of a whole operand (an LM head's weight) is
+/// made, and the allocator's peak is the one ein report predicts. OpenBLAS runs one thread
+/// per block; TBB splits the blocks.
+constexpr int64_t kBf16Block = 256;
+
+float bf16_value(uint16_t bits) {
+  const uint32_t u = uint32_t{bits} << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+uint16_t bf16_of(float f) {  // runtime/copy.cpp's encoder: nearest even, NaN quiet with its sign
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return static_cast<uint16_t>(((u >> 16) & 0x8000u) | 0x7fc0u);
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+/// Block (i, r0, c0) of a bf16 batch through f32 sgemm on the calling thread.
+void bf16_block_through_f32(const GemmBatch& g, int64_t i, int64_t r0, int64_t c0) {
+  const int64_t rows = std::min(kBf16Block, g.m - r0), cols = std::min(kBf16Block, g.n - c0);
+  thread_local std::vector<float> a, b, c;
+  c.assign(static_cast<size_t>(rows * cols), 0.0f);
+  const auto* ga = static_cast<const uint16_t*>(g.a) + i * g.stride_a;
+  const auto* gb = static_cast<const uint16_t*>(g.b) + i * g.stride_b;
+  for (int64_t k0 = 0; k0 < g.k; k0 += kBf16Block) {
+    const int64_t depth = std::min(kBf16Block, g.k - k0);
+    a.resize(static_cast<size_t>(rows * depth));
+    b.resize(static_cast<size_t>(depth * cols));
+    for (int64_t r = 0; r < rows; ++r)  // op(A)(r0 + r, k0 + l)
+      for (int64_t l = 0; l < depth; ++l)
+        a[r * depth + l] =
+            bf16_value(g.trans_a ? ga[(k0 + l) * g.lda + r0 + r] : ga[(r0 + r) * g.lda + k0 + l]);
+    for (int64_t l = 0; l < depth; ++l)  // op(B)(k0 + l, c0 + j)
+      for (int64_t j = 0; j < cols; ++j)
+        b[l * cols + j] =
+            bf16_value(g.trans_b ? gb[(c0 + j) * g.ldb + k0 + l] : gb[(k0 + l) * g.ldb + c0 + j]);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(rows),
+                static_cast<blasint>(cols), static_cast<blasint>(depth), 1.0f, a.data(),
+                static_cast<blasint>(depth), b.data(), static_cast<blasint>(cols), 1.0f, c.data(),
+                static_cast<blasint>(cols));
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t at = i * g.stride_c + (r0 + r) * g.ldc + c0;
+    if (g.bf16_c) {
+      auto* out = static_cast<uint16_t*>(g.c) + at;
+      for (int64_t j = 0; j < cols; ++j)
+        out[j] = bf16_of(c[r * cols + j]);
+    } else {
+      std::memcpy(static_cast<float*>(g.c) + at, c.data() + r * cols,
+                  static_cast<size_t>(cols) * sizeof(float));
+    }
+  }
+}
+
+void run_bf16_through_f32(const GemmBatch& g) {
+  const int64_t row_blocks = (g.m + kBf16Block - 1) / kBf16Block;
+  const int64_t col_blocks = (g.n + kBf16Block - 1) / kBf16Block;
+  const std::lock_guard<std::mutex> lock(blas_threads_mutex());
+  const int saved = openblas_get_num_threads();
+  openblas_set_num_threads(1);
+  try {
+    parallel_for(0, g.batch * row_blocks * col_blocks, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t t = lo; t < hi; ++t)
+        bf16_block_through_f32(g, t / (row_blocks * col_blocks),
+                               (t / col_blocks % row_blocks) * kBf16Block,
+                               t % col_blocks * kBf16Block);
+    });
+  } catch (...) {
+    openblas_set_num_threads(saved);
+    throw;
+  }
+  openblas_set_num_threads(saved);
+}
+
 template <class T>
 void run(const GemmBatch& g) {
   if (g.k == 0) return scale_c<T>(g);
@@ -473,7 +554,21 @@ void check_sizes(const GemmBatch& g) {
 
 bool bf16_gemm_available() {
 #if EIN_HAVE_ONEDNN
-  return use_onednn();
+  // oneDNN 2.6 has bf16 matmul kernels for AVX-512 CPUs only: on one without (a Zen 3, or a
+  // Haswell) it refuses the primitive (status 3, unimplemented), and bf16 contractions take
+  // the f32 path instead. Asked once, with a small tile.
+  static const bool available = [] {
+    if (!use_onednn()) return false;
+    try {
+      const auto [prim, kernel] =
+          make_bf16_primitive(Bf16Key{16, 16, 16, 16, 16, 16, false, false, false});
+      dnnl_primitive_destroy(prim);
+      return true;
+    } catch (const RuntimeError&) {
+      return false;
+    }
+  }();
+  return available;
 #else
   return false;
 #endif
@@ -493,12 +588,10 @@ std::string bf16_gemm_kernel(const GemmBatch& g) {
 }
 
 void gemm_batched(const GemmBatch& g) {
-  const bool bf16 = g.dtype == DType::bf16 && bf16_gemm_available();
+  const bool bf16 = g.dtype == DType::bf16;
   if (g.dtype != DType::f32 && g.dtype != DType::f64 && !bf16) {
     throw RuntimeError("gemm_batched: dtype " + std::string(dtype_name(g.dtype)) +
-                       " is not f32 or f64" +
-                       (g.dtype == DType::bf16 ? " (bf16 needs oneDNN, not built in here)"
-                                               : " (convert narrower floats to f32 first)"));
+                       " is not f32, f64 or bf16 (convert narrower floats to f32 first)");
   }
   if (bf16 && (g.alpha != 1 || g.beta != 0))
     throw std::logic_error("gemm_batched: bf16 GEMMs take alpha = 1 and beta = 0");
@@ -514,7 +607,6 @@ void gemm_batched(const GemmBatch& g) {
                        " results overwrite each other");
   }
   detail::count_gemm(g.batch, g.m, g.n, g.k, element_size(g.dtype));  // one launch per batch
-#if EIN_HAVE_ONEDNN
   if (bf16) {
     if (g.k == 0) {  // C = 0 (+0 is all zero bits in f32 and bf16 alike)
       const size_t bytes = g.bf16_c ? sizeof(uint16_t) : sizeof(float);
@@ -525,9 +617,11 @@ void gemm_batched(const GemmBatch& g) {
                       0, static_cast<size_t>(g.n) * bytes);
       return;
     }
-    return run_bf16(g);
-  }
+#if EIN_HAVE_ONEDNN
+    if (bf16_gemm_available()) return run_bf16(g);
 #endif
+    return run_bf16_through_f32(g);
+  }
   if (g.dtype == DType::f32) {
     run<float>(g);
   } else {

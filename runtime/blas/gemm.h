@@ -17,8 +17,8 @@ namespace ein {
 /// is m×n at c + i·stride_c with row stride ldc (≥ max(1, n)). Batch strides may be 0.
 struct GemmBatch {
   /// Of A, B and C: f32 (sgemm) or f64 (dgemm); or bf16 A and B with an f32 C, or a bf16 C
-  /// with bf16_c (f32 accumulation; where bf16_gemm_available(): oneDNN's matmul, alpha 1 and
-  /// beta 0 only).
+  /// with bf16_c (f32 accumulation, alpha 1 and beta 0 only: oneDNN's matmul where
+  /// bf16_gemm_available(), else sgemm on f32 copies of blocks of A and B).
   DType dtype = DType::f32;
   int64_t batch = 1;         ///< number of GEMMs
   int64_t m = 0;             ///< rows of op(A) and C
@@ -48,8 +48,10 @@ struct GemmBatch {
 /// size beyond OpenBLAS's 32-bit integers.
 void gemm_batched(const GemmBatch& g);
 
-/// Whether gemm_batched takes bf16 operands (oneDNN built in and not turned off by
-/// EIN_BLAS=openblas): about twice the f32 rate on CPUs with AVX512_BF16 or AMX.
+/// Whether gemm_batched multiplies bf16 operands with oneDNN's bf16 kernels (built in, not
+/// turned off by EIN_BLAS=openblas, and having kernels for this CPU: AVX-512 ones): about
+/// twice the f32 rate on CPUs with AVX512_BF16 or AMX. Elsewhere it takes them too, through
+/// sgemm on f32 copies of blocks (the f32 rate).
 bool bf16_gemm_available();
 
 /// The oneDNN kernel a bf16 GEMM of `g`'s layout runs on when it is one tile (its batch

@@ -251,12 +251,12 @@ TEST(BlasContract, Dtypes) {
 }
 
 TEST(BlasContract, Bf16GemmsTakeBf16OperandsAsTheyAre) {
-  // Where oneDNN's matmul takes bf16 (bf16_gemm_available()), bf16 operands are multiplied
-  // as they are, f32 accumulation, no f32 copies: checked against the float64 reference on a
-  // GEMM split by rows over threads (odd rows), a transposed and a sliced operand (leading
+  // bf16 operands are multiplied as they are, f32 accumulation, no f32 copies of them (as
+  // tensors): by oneDNN's matmul where it has bf16 kernels for the CPU (bf16_gemm_available()),
+  // else in blocks of f32 scratch (gemm.cpp). Checked against the float64 reference on a GEMM
+  // split by rows over threads (odd rows), a transposed and a sliced operand (leading
   // dimension above the row), a batch with a broadcast operand (batch stride 0), many small
-  // GEMMs, and k = 0.
-  if (!bf16_gemm_available()) GTEST_SKIP() << "no bf16 GEMM here (oneDNN not built in)";
+  // GEMMs, and k = 0; the transformer-sized one spans several blocks and depth panels.
   const Tensor a = random({301, 96}, DType::bf16), b = random({96, 130}, DType::bf16);
   EXPECT_EQ(copies_during([&] { check_contract(a, {0, 1}, b, {1, 2}, {0, 2}); }), 0);
   EXPECT_EQ(copies_during([&] {
