@@ -14,6 +14,8 @@
 #include "runtime/jit/llvm_jit.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -69,6 +71,26 @@
 extern "C" {
 EIN_SLEEF_FUNCTIONS(EIN_SLEEF_DECLARE)
 }
+
+namespace {
+
+/// f32 → bf16 as the kernels' own conversion (emit_mlir.cpp's f32_to_bf16, runtime/copy.cpp's
+/// bf16_bits): rounded to nearest even, a NaN to the quiet NaN with its sign. It is the libcall
+/// LLVM makes of `fptrunc float to bfloat` on a CPU without AVX512_BF16 (a Zen 3, a Haswell);
+/// compiler-rt defines it, GCC's libgcc (before 13) does not, so the JIT does. A bf16 travels
+/// in an XMM register's low 16 bits (the x86-64 psABI, as _Float16), hence the return type.
+extern "C" _Float16 ein_truncsfbf2(float x) {
+  uint32_t u = 0;
+  std::memcpy(&u, &x, sizeof u);
+  const auto bits = static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u
+                                              ? ((u >> 16) & 0x8000u) | 0x7fc0u
+                                              : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  _Float16 out;
+  std::memcpy(&out, &bits, sizeof out);
+  return out;
+}
+
+}  // namespace
 
 namespace ein::detail {
 namespace {
@@ -303,8 +325,9 @@ llvm::orc::LLJIT& lljit() {
   define("Sleef_" #fn "f16_u10", &Sleef_##fn##f16_u10);
     EIN_SLEEF_FUNCTIONS(EIN_SLEEF_DEFINE)
 #undef EIN_SLEEF_DEFINE
+    define("__truncsfbf2", reinterpret_cast<void (*)()>(&ein_truncsfbf2));
     if (llvm::Error err = made->getMainJITDylib().define(llvm::orc::absoluteSymbols(sleef)))
-      throw DeviceError("CPU JIT: cannot define SLEEF's functions: " +
+      throw DeviceError("CPU JIT: cannot define SLEEF's functions and __truncsfbf2: " +
                         llvm::toString(std::move(err)));
     return made;
   }();
@@ -385,6 +408,7 @@ CpuKernelFn load_object(std::string_view object, std::string_view symbol, const 
     return nullptr;
   }
   llvm::orc::JITDylib& jd = *dylib_or;
+  jd.addToLinkOrder(jit.getMainJITDylib());  // SLEEF's functions and __truncsfbf2
   auto buffer =
       llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(object.data(), object.size()), dylib);
   llvm::Error err = jit.addObjectFile(jd, std::move(buffer));
