@@ -78,9 +78,10 @@ def main():
         # The loss is a mean of 1024 token losses summed in another order at np=2 (two sums of
         # 512, then their average). While f32 sums accumulated in f32, rounding alone moved it
         # by 1.3e-6 relative at that step (9f358ea; 4e-6 on 2026-11-29); in f64 (emit_mlir.cpp,
-        # "Accumulators") the runs differ by 3.7e-7 (2026-11-30).
+        # "Accumulators") the runs differ by 3.7e-7 (2026-11-30) on an AVX-512 CPU (Zen 5), and
+        # by 1.38e-6 on an AVX2 one (Zen 3, 2026-12-01), whose kernels sum in other orders.
         err0 = worst(losses(train(tmp, "np1_s0", 1, 16, seed=0)), losses(train(tmp, "dp_s0", 2, 8, seed=0)))
-        check(err0 <= 1e-6, f"the same with seed 0: worst relative {err0:.2e}")
+        check(err0 <= 2e-6, f"the same with seed 0: worst relative {err0:.2e}")
 
         # 2. ZeRO 1 and 2: the same bits, the planned traffic, less state per rank.
         params_bytes = 437760 * 4  # byte_gpt at its default sizes: f32 parameters
