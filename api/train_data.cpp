@@ -12,13 +12,12 @@
 
 #include <unistd.h>
 
+#include <ein/device.h>
 #include <ein/diagnostic.h>
 #include <ein/errors.h>
 #include <ein/ops.h>
 #include <ein/token_file.h>
 #include <fmt/format.h>
-
-#include "runtime/cuda/backend.h"
 
 namespace ein::detail {
 namespace {
@@ -108,32 +107,30 @@ std::unique_ptr<TokenLoader> open_tokens(const TokenDataOptions& spec,
 }  // namespace
 
 /// Token batches onto a GPU through page-locked staging: the loader's thread prefetches into
-/// host tensors, each is copied into a pinned buffer and queued to the device asynchronously
-/// on the current stream, where the step's kernels then read it in stream order. Before a
-/// buffer is refilled the stream is waited for, so its last copy has left it (in a training
-/// loop the loss's item() has already drained the stream, and the wait returns at once).
+/// host tensors, each is copied into a pinned tensor and queued to the device asynchronously
+/// (`to(device, non_blocking)`, the device backend's own path) on the current stream, where the
+/// step's kernels then read it in stream order. Before a pinned tensor is refilled the device
+/// is waited for, so its last copy has left it (in a training loop the loss's item() has already
+/// drained the stream, and the wait returns at once).
 class PinnedFeeder {
  public:
   explicit PinnedFeeder(Device device) : device_(device) {}
 
-  /// `host_in` on the device, staged through pinned buffer `slot`.
-  Tensor to_device(const Tensor& host_in, size_t slot) {
-    const Tensor host = host_in.contiguous();
+  /// `host` on the device, staged through pinned tensor `slot`.
+  Tensor to_device(const Tensor& host, size_t slot) {
     if (slots_.size() <= slot) slots_.resize(slot + 1);
-    auto& pinned = slots_[slot];
-    if (pinned) Stream::current(device_.index).synchronize();
-    if (!pinned || pinned->nbytes() < host.nbytes())
-      pinned = std::make_unique<PinnedBuffer>(host.nbytes());
-    std::memcpy(pinned->data(), host.data_ptr(), static_cast<size_t>(host.nbytes()));
-    Tensor out = empty(host.shape(), host.dtype(), device_);
-    copy_to_device_async(out.device_ptr(), pinned->data(), host.nbytes(),
-                         Stream::current(device_.index));
-    return out;
+    Tensor& pinned = slots_[slot];
+    if (pinned.defined()) backend_for(device_).synchronize(device_);
+    if (pinned.defined() && pinned.shape() == host.shape() && pinned.dtype() == host.dtype())
+      pinned.copy_(host);
+    else
+      pinned = host.pin_memory();
+    return pinned.to(device_, /*non_blocking=*/true);
   }
 
  private:
   Device device_;
-  std::vector<std::unique_ptr<PinnedBuffer>> slots_;
+  std::vector<Tensor> slots_;
 };
 
 TrainBatches::TrainBatches(Trainable& model, const std::optional<TokenDataOptions>& data,

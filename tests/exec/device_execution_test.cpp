@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -28,6 +29,7 @@
 #include <ein/checkpoint.h>
 #include <ein/diagnostic.h>
 #include <ein/storage.h>
+#include <ein/trainer.h>
 #include "api/train_dist.h"
 #include "exec/amx_tiles.h"
 #include "exec/attention.h"
@@ -72,17 +74,23 @@ class DeviceExecution : public testing::CudaDeviceTest {
     return flat.to(cuda()).as_strided(x.shape(), x.strides(), 0);
   }
 
+  /// Every element within `tol` (relative to 1 + |want|); except, with `flip` > 0, up to 1%
+  /// of them within `flip` absolute (AdamW's steps of opposite sign on noise-level gradients).
   static void expect_close(const Tensor& got, const Tensor& want, double tol,
-                           const std::string& what) {
+                           const std::string& what, double flip = 0) {
     ASSERT_EQ(got.device(), cuda()) << what << ": the result left the device";
     ASSERT_EQ(got.shape(), want.shape()) << what;
     ASSERT_EQ(got.dtype(), want.dtype()) << what;
     const std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
     int bad = 0;
-    for (size_t i = 0; i < g.size(); ++i)
-      if (!(std::abs(g[i] - w[i]) <= tol * (1 + std::abs(w[i])))) {
-        if (bad++ < 5) ADD_FAILURE() << what << ": element " << i << " is " << g[i] << ", want " << w[i];
-      }
+    size_t flips = 0;
+    for (size_t i = 0; i < g.size(); ++i) {
+      const double d = std::abs(g[i] - w[i]);
+      if (d <= tol * (1 + std::abs(w[i]))) continue;
+      if (d <= flip && ++flips <= g.size() / 100) continue;
+      if (bad++ < 5)
+        ADD_FAILURE() << what << ": element " << i << " is " << g[i] << ", want " << w[i];
+    }
     EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << g.size() << " elements differ";
   }
 };
@@ -443,12 +451,47 @@ TEST_P(DeviceExecution, AStepMovesOnlyItsBatchAndItsLoss) {
             std::vector<float>(4, 3.0f));
 }
 
+// `ein train --device cuda`'s loop (ein::Trainer) on a train block whose batches come from a
+// text file: each batch staged in pinned memory and copied to the device without blocking,
+// gradient clipping and the warmup-cosine schedule on the device. The losses are the CPU run's.
+TEST_P(DeviceExecution, ATrainBlockReadingTokensTrainsAsOnTheCpu) {
+  const auto train = [](Device device) {
+    ScriptTrainOptions load;
+    load.sets = {{"D", "16"}, {"L", "1"}, {"H", "2"}, {"T", "8"}, {"B", "2"}};
+    load.device = device;
+    TrainScript s = load_train_script(EIN_EXAMPLES_DIR "/gpt/byte_gpt.ein", load);
+    std::ostringstream out;
+    s.options.out = &out;
+    s.options.quiet = true;
+    s.options.steps = 4;
+    s.options.sample_length = 0;
+    s.options.checkpoint_every = 0;
+    EXPECT_EQ(s.options.device, device);
+    EXPECT_TRUE(s.options.data) << "the batches are to come from the script's text file";
+    return Trainer(*s.model, s.options).fit().losses;
+  };
+  const std::vector<double> on_cpu = train(cpu());
+  const int64_t async_before = fake_ ? fake_->async_copies() : 0;
+  const std::vector<double> on_gpu = train(cuda());
+  ASSERT_EQ(on_gpu.size(), on_cpu.size());
+  for (size_t i = 0; i < on_cpu.size(); ++i)
+    EXPECT_NEAR(on_gpu[i], on_cpu[i], 1e-4 * std::abs(on_cpu[i])) << "step " << i + 1;
+  // x and y of each step, through the backend's non-blocking copies
+  if (fake_) {
+    EXPECT_GE(fake_->async_copies() - async_before, 2 * 4);
+  }
+}
+
 // The same GPT in bf16 with heads of 16 features: its attention runs on the tensor-core
 // kernels on the device (attention_cuda_mma.h) and on the CPU's bf16 kernels here, which round
 // differently (P, dS and the GEMMs' inputs in bf16 on both, not at the same points): the
 // losses and parameters agree to bf16's precision, not to f32's. Except the key bias: its
 // exact gradient is 0 (softmax ignores a shift of a row's logits), so what each device gives
-// it is rounding noise, which AdamW turns into full-size steps of random sign.
+// it is rounding noise, which AdamW turns into full-size steps of random sign. The same holds
+// for the few elements of a weight whose gradient is at noise level: how many depends on how
+// the CPU's kernels round (AVX-512's or the portable ones: 6 of 9,216 elements of two weights
+// on a Zen 3), so up to 1% of a weight's elements may differ by AdamW's three steps of 1e-2 each
+// way (6e-2).
 TEST_P(DeviceExecution, ABf16ScriptModelTrainsOnTensorCoresAsOnTheCpu) {
   if (const std::string why = testing::wmma_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
   const auto [cpu_losses, cpu_params] = train_gpt(cpu(), 32, DType::bf16);
@@ -468,7 +511,7 @@ TEST_P(DeviceExecution, ABf16ScriptModelTrainsOnTensorCoresAsOnTheCpu) {
       expect_close(got.slice(0, 2 * d, 3 * d), want.slice(0, 2 * d, 3 * d), 2e-2,
                    cpu_params[i].name + " v");
     } else {
-      expect_close(got, want, 2e-2, cpu_params[i].name);
+      expect_close(got, want, 2e-2, cpu_params[i].name, 2 * 3 * 1e-2);
     }
   }
 }
