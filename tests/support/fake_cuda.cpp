@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <mutex>
 #include <stdexcept>
 #include <utility>
@@ -93,6 +94,33 @@ struct FakeCudaDevice::State {
 
 namespace {
 
+int64_t thread_cpu_ns() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return int64_t{t.tv_sec} * 1000000000 + t.tv_nsec;
+}
+
+/// The CPU time the calling thread spent in the fake's operations, of nested ones (a launch
+/// landing queued copies, a free catching up) the outermost alone.
+thread_local int64_t t_operation_ns = 0;
+
+class OperationTime {
+ public:
+  OperationTime() : outer_(depth_++ == 0), start_(outer_ ? thread_cpu_ns() : 0) {}
+  ~OperationTime() {
+    --depth_;
+    if (outer_) t_operation_ns += thread_cpu_ns() - start_;
+  }
+  OperationTime(const OperationTime&) = delete;
+  OperationTime& operator=(const OperationTime&) = delete;
+
+ private:
+  static thread_local int depth_;
+  bool outer_;
+  int64_t start_;
+};
+thread_local int OperationTime::depth_ = 0;
+
 /// Blocks an emulated launch runs at most (the grid-stride loops cover the rest).
 constexpr int64_t kMaxBlocks = 2;
 /// Dynamic shared memory a block may ask for on sm_90 (227 KB; sm_80 allows 163 KB).
@@ -103,50 +131,62 @@ class HostMemory final : public DeviceBackend {
   explicit HostMemory(std::shared_ptr<FakeCudaDevice::State> s) : state_(std::move(s)) {}
   std::string name() const override { return "fake cuda"; }
   void* allocate(Device, int64_t nbytes) override {
+    const OperationTime timed;
     void* p = allocate_device_memory(nbytes);
     if (p) state_->bytes += nbytes;
     return p;
   }
   void free(Device, void* ptr, int64_t nbytes) override {
+    const OperationTime timed;
     state_->stream.catch_up();  // a queued copy into it lands first
     state_->bytes -= nbytes;
     free_device_memory(ptr);
   }
   void copy_from_host(Device, void* dst, const void* src, int64_t n) override {
+    const OperationTime timed;
     state_->stream.drain();
     state_->bytes_to_device += n;
     const DeviceMemoryAccess access("a copy to the device", {dst});
     std::memcpy(dst, src, static_cast<size_t>(n));
   }
   void copy_to_host(Device, void* dst, const void* src, int64_t n) override {
+    const OperationTime timed;
     state_->stream.drain();
     state_->bytes_to_host += n;
     const DeviceMemoryAccess access("a copy to the host", {src});
     std::memcpy(dst, src, static_cast<size_t>(n));
   }
   void copy_on_device(Device, void* dst, const void* src, int64_t n) override {
+    const OperationTime timed;
     state_->stream.catch_up();
     const DeviceMemoryAccess access("a copy on the device", {dst, src});
     std::memmove(dst, src, static_cast<size_t>(n));
   }
-  void synchronize(Device) override { state_->stream.drain(); }
+  void synchronize(Device) override {
+    const OperationTime timed;
+    state_->stream.drain();
+  }
   // Pinned host memory is ordinary host memory here; both it and the asynchronous copies are
   // counted for the tests.
   void* allocate_pinned(int64_t nbytes) override {
+    const OperationTime timed;
     state_->pinned_bytes += nbytes;
     return std::aligned_alloc(64, static_cast<size_t>((std::max<int64_t>(nbytes, 1) + 63) / 64 * 64));
   }
   void free_pinned(void* ptr, int64_t nbytes) override {
+    const OperationTime timed;
     state_->stream.drain();  // cuMemFreeHost waits for the device
     state_->pinned_bytes -= nbytes;
     std::free(ptr);
   }
   void copy_from_host_async(Device, void* dst, const void* src, int64_t n) override {
+    const OperationTime timed;
     ++state_->async_copies;
     state_->bytes_to_device += n;
     state_->stream.upload(dst, src, n);
   }
   void copy_to_host_async(Device, void* dst, const void* src, int64_t n) override {
+    const OperationTime timed;
     ++state_->async_copies;
     state_->bytes_to_host += n;
     state_->stream.download(dst, src, n);
@@ -231,6 +271,7 @@ class EmulatedExecution final : public CudaExecution {
   explicit EmulatedExecution(std::shared_ptr<FakeCudaDevice::State> s) : state_(std::move(s)) {}
 
   std::shared_ptr<const CudaFunction> prepare(int, const CudaSource& kernel) override {
+    const OperationTime timed;
     const std::string& source = kernel.source;
     const std::string& entry = kernel.entry;
     const int64_t static_shared = check_with_nvrtc(kernel);
@@ -245,6 +286,7 @@ class EmulatedExecution final : public CudaExecution {
   void launch(int, const CudaFunction& function, int64_t grid, int block,
               std::span<void* const> buffers, std::span<const double> params,
               int shared_bytes) override {
+    const OperationTime timed;
     if (grid == 0) return;
     const auto& f = static_cast<const EmulatedFunction&>(function);
     // as cuLaunchKernel refuses it: the __shared__ arrays count towards the limit
@@ -331,6 +373,7 @@ class EmulatedExecution final : public CudaExecution {
   // cuBLASLt's semantics on the plan: D[i] = alpha·op(A[i])·op(B[i]) + beta·C[i], column-major,
   // sums accumulated in f64 and rounded once into C's type.
   void gemm(int, const GemmBatch& g, GemmMath math) override {
+    const OperationTime timed;
     const CublasLtPlan p = plan_cublaslt_gemm(g, math);
     ++state_->gemms;
     if (p.empty) return;
@@ -415,6 +458,12 @@ int64_t FakeCudaDevice::bytes_to_host() const {
   return state_->bytes_to_host;
 }
 int64_t FakeCudaDevice::f64_kernels_spilling() const { return state_->f64_spilling; }
+double FakeCudaDevice::thread_cpu_seconds_in_operations() {
+  return 1e-9 * t_operation_ns;
+}
+double FakeCudaDevice::thread_cpu_seconds() {
+  return 1e-9 * thread_cpu_ns();
+}
 
 std::string wmma_unavailable_reason() {
   const NvrtcInfo& nvrtc = nvrtc_info();

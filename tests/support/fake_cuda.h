@@ -49,6 +49,12 @@ class FakeCudaDevice {
   int64_t bytes_to_device() const;   ///< bytes copied from the host, blocking or not
   int64_t bytes_to_host() const;     ///< bytes copied to the host, blocking or not
   int64_t f64_kernels_spilling() const;  ///< f64 kernels with local memory (fake_cuda.cpp)
+  /// The calling thread's CPU time: in all, and in the fake's operations (allocations, copies,
+  /// launches, GEMMs, preparing kernels: what a GPU and its driver would do). The first less the
+  /// second is the thread's own host work, as a GPU machine would do it but for the driver's
+  /// calls, whatever the emulated kernels' threads take from the machine meanwhile.
+  static double thread_cpu_seconds();
+  static double thread_cpu_seconds_in_operations();
 
   struct State;
 
