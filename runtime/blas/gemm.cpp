@@ -26,6 +26,7 @@
 #endif
 
 #include <ein/errors.h>
+#include <ein/scalar_convert.h>
 
 #include "runtime/counters.h"
 #include "runtime/parallel.h"
@@ -434,18 +435,7 @@ std::mutex& blas_threads_mutex() {
 constexpr int64_t kBf16Block = 256;
 
 float bf16_value(uint16_t bits) {
-  const uint32_t u = uint32_t{bits} << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-uint16_t bf16_of(float f) {  // runtime/copy.cpp's encoder: nearest even, NaN quiet with its sign
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  if ((u & 0x7fffffffu) > 0x7f800000u)
-    return static_cast<uint16_t>(((u >> 16) & 0x8000u) | 0x7fc0u);
-  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  return to_float(BFloat16{bits});
 }
 
 /// Block (i, r0, c0) of a bf16 batch through f32 sgemm on the calling thread.
@@ -477,7 +467,7 @@ void bf16_block_through_f32(const GemmBatch& g, int64_t i, int64_t r0, int64_t c
     if (g.bf16_c) {
       auto* out = static_cast<uint16_t*>(g.c) + at;
       for (int64_t j = 0; j < cols; ++j)
-        out[j] = bf16_of(c[r * cols + j]);
+        out[j] = round_to<BFloat16>(c[r * cols + j]).bits;
     } else {
       std::memcpy(static_cast<float*>(g.c) + at, c.data() + r * cols,
                   static_cast<size_t>(cols) * sizeof(float));
@@ -555,8 +545,8 @@ void check_sizes(const GemmBatch& g) {
 bool bf16_gemm_available() {
 #if EIN_HAVE_ONEDNN
   // oneDNN 2.6 has bf16 matmul kernels for AVX-512 CPUs only: on one without (a Zen 3, or a
-  // Haswell) it refuses the primitive (status 3, unimplemented), and bf16 contractions take
-  // the f32 path instead. Asked once, with a small tile.
+  // Haswell) it refuses the primitive (status 3, unimplemented), and bf16 GEMMs run through
+  // f32 blocks instead (run_bf16_through_f32). Asked once, with a small tile.
   static const bool available = [] {
     if (!use_onednn()) return false;
     try {

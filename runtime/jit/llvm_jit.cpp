@@ -21,6 +21,7 @@
 #include <vector>
 
 #include <ein/errors.h>
+#include <ein/scalar_convert.h>
 
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Config/llvm-config.h"
@@ -74,17 +75,13 @@ EIN_SLEEF_FUNCTIONS(EIN_SLEEF_DECLARE)
 
 namespace {
 
-/// f32 → bf16 as the kernels' own conversion (emit_mlir.cpp's f32_to_bf16, runtime/copy.cpp's
-/// bf16_bits): rounded to nearest even, a NaN to the quiet NaN with its sign. It is the libcall
+/// f32 → bf16 as the runtime rounds it (round_to<BFloat16>, as emit_mlir.cpp's f32_to_bf16):
+/// to nearest even, a NaN to the quiet NaN with its sign. It is the libcall
 /// LLVM makes of `fptrunc float to bfloat` on a CPU without AVX512_BF16 (a Zen 3, a Haswell);
 /// compiler-rt defines it, GCC's libgcc (before 13) does not, so the JIT does. A bf16 travels
 /// in an XMM register's low 16 bits (the x86-64 psABI, as _Float16), hence the return type.
 extern "C" _Float16 ein_truncsfbf2(float x) {
-  uint32_t u = 0;
-  std::memcpy(&u, &x, sizeof u);
-  const auto bits = static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u
-                                              ? ((u >> 16) & 0x8000u) | 0x7fc0u
-                                              : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  const uint16_t bits = ein::round_to<ein::BFloat16>(x).bits;
   _Float16 out;
   std::memcpy(&out, &bits, sizeof out);
   return out;
