@@ -11,8 +11,12 @@
 // graph, the same launches), so small sizes measure it in less time.
 //
 //   ein_train_host_time [SCRIPT] [--steps N] [--warmup N] [--set NAME=VALUE]... [--bf16]
+//                       [--count-only]
 //
-// SCRIPT defaults to examples/gpt/byte_gpt.ein. Prints rows "name | value | unit | how" (as
+// SCRIPT defaults to examples/gpt/byte_gpt.ein. --count-only has the fake count the launches
+// and GEMMs without computing them (FakeCudaDevice::Work::count): the host's path and time are
+// the same (check the launches and GEMMs per step against a run without it), the losses are
+// meaningless, and a step takes milliseconds instead of seconds, as a profiler wants. Prints rows "name | value | unit | how" (as
 // bench/gpu/run.sh's table) and a last line of JSON: the medians over the timed steps of the
 // host time, the launches, GEMMs and bytes copied per step, and each step's host time.
 #include <algorithm>
@@ -39,6 +43,7 @@ struct Options {
   int steps = 20, warmup = 3;
   std::vector<std::pair<std::string, std::string>> sets;
   bool bf16 = false;
+  bool count_only = false;
 };
 
 /// The clocks and the fake device's counts at one moment.
@@ -69,7 +74,8 @@ void row(const std::string& name, double value, const std::string& unit, const s
 
 int usage(const char* argv0) {
   fmt::print(stderr,
-             "usage: {} [SCRIPT] [--steps N (>= 1)] [--warmup N] [--set NAME=VALUE]... [--bf16]\n",
+             "usage: {} [SCRIPT] [--steps N (>= 1)] [--warmup N] [--set NAME=VALUE]... [--bf16] "
+             "[--count-only]\n",
              argv0);
   return 2;
 }
@@ -92,7 +98,8 @@ int main(int argc, char** argv) {
       o.sets.emplace_back(s.substr(0, eq), s.substr(eq + 1));
     } else if (a == "--bf16") {
       o.bf16 = true;
-
+    } else if (a == "--count-only") {
+      o.count_only = true;
     } else if (!a.starts_with("-")) {
       o.script = a;
     } else {
@@ -106,7 +113,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   try {
-    const ein::testing::FakeCudaDevice fake;
+    using Fake = ein::testing::FakeCudaDevice;
+    const Fake fake(o.count_only ? Fake::Work::count : Fake::Work::run);
     ein::ScriptTrainOptions load;
     load.sets = o.sets;
     load.device = ein::cuda();
@@ -151,6 +159,7 @@ int main(int argc, char** argv) {
     row("bytes copied per step", median(copied), "B", "host <-> device");
     nlohmann::json j = {{"script", o.script},
                         {"precision", s.options.precision},
+                        {"count_only", o.count_only},
                         {"steps", wall.size()},
                         {"host_ms_per_step", median(host) * 1e3},
                         {"fake_device_ms_per_step", median(device) * 1e3},

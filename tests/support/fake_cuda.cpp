@@ -90,6 +90,7 @@ struct FakeCudaDevice::State {
   std::atomic<int64_t> pinned_bytes{0}, async_copies{0}, bytes_to_device{0}, bytes_to_host{0};
   std::shared_ptr<DeviceBackend> backend;
   FakeStream stream;
+  FakeCudaDevice::Work work = FakeCudaDevice::Work::run;
 };
 
 namespace {
@@ -304,6 +305,8 @@ class EmulatedExecution final : public CudaExecution {
     for (const double& p : params)
       args.push_back(const_cast<double*>(&p));
     ++state_->launches;
+    // fills run (FakeCudaDevice::Work): the device checks' flags must read as clear
+    if (state_->work == FakeCudaDevice::Work::count && buffers.size() > 1) return;
     state_->stream.catch_up();
     const DeviceMemoryAccess access("kernel " + f.entry(),
                                     std::vector<const void*>(buffers.begin(), buffers.end()));
@@ -376,7 +379,7 @@ class EmulatedExecution final : public CudaExecution {
     const OperationTime timed;
     const CublasLtPlan p = plan_cublaslt_gemm(g, math);
     ++state_->gemms;
-    if (p.empty) return;
+    if (p.empty || state_->work == FakeCudaDevice::Work::count) return;
     state_->stream.catch_up();
     const DeviceMemoryAccess access("a cuBLASLt GEMM", {p.a_ptr, p.b_ptr, p.c_ptr});
     const DType ta = dtype_of(p.a.data_type), tb = dtype_of(p.b.data_type),
@@ -430,7 +433,8 @@ bool FakeCudaDevice::available(std::string* why) {
   return host_cuda_available(why);
 }
 
-FakeCudaDevice::FakeCudaDevice() : state_(std::make_shared<State>()) {
+FakeCudaDevice::FakeCudaDevice(Work work) : state_(std::make_shared<State>()) {
+  state_->work = work;
   state_->backend = std::make_shared<HostMemory>(state_);
   register_backend(DeviceKind::cuda, state_->backend);
   set_cuda_execution(std::make_shared<EmulatedExecution>(state_));

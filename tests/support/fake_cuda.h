@@ -35,7 +35,14 @@ class FakeCudaDevice {
   /// Whether the fake can run here; `why` says what is missing when not.
   static bool available(std::string* why = nullptr);
 
-  FakeCudaDevice();
+  /// What a launch or GEMM does: `run` computes (tests); `count` checks and counts it as `run`
+  /// does but computes nothing, but for kernels of one buffer (fills: a device check's flags
+  /// must read as clear), so device values are meaningless (fresh memory reads as zero) while
+  /// the host takes the path it takes with `run`: for benches of ein's host time, which would
+  /// otherwise spend seconds a step in the emulated kernels.
+  enum class Work { run, count };
+
+  explicit FakeCudaDevice(Work work = Work::run);
   ~FakeCudaDevice();
   FakeCudaDevice(const FakeCudaDevice&) = delete;
   FakeCudaDevice& operator=(const FakeCudaDevice&) = delete;
