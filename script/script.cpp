@@ -1,16 +1,19 @@
 // ein::script::Program: loading, tracing with caches, running, and the training hooks.
 #include "script/script.h"
 
+#include <algorithm>
 #include <map>
+#include <optional>
 
 #include <ein/errors.h>
 #include <fmt/format.h>
 
-#include "exec/execute.h"
-#include "compiler/fuse/fuse.h"
-#include "compiler/pipeline.h"
-#include "script/interp.h"
 #include <ein/autograd.h>
+#include "compiler/fuse/fuse.h"
+#include "compiler/graph/scalar_prelude.h"
+#include "compiler/pipeline.h"
+#include "exec/execute.h"
+#include "script/interp.h"
 
 namespace ein::script {
 namespace {
@@ -31,15 +34,28 @@ std::vector<TensorType> types_of(const std::vector<Tensor>& xs) {
 
 }  // namespace
 
+/// The optimizer's update for one parameter dtype and shape: the fused graph, split when it has
+/// a scalar prelude (the step's bias corrections), which then runs once a step for every
+/// update whose prelude is the same (`prelude_id`).
+struct ProgramUpdate {
+  std::shared_ptr<const Graph> fused;
+  std::optional<ScalarPrelude> split;
+  int prelude_id = -1;  ///< into ProgramState::preludes, with `split`
+  std::vector<std::string> states;
+};
+
+/// A parameter's optimizer state and update.
+struct ProgramParameter {
+  std::vector<Tensor> states;
+  const ProgramUpdate* update = nullptr;
+};
+
 /// What a Program caches between calls.
 struct ProgramState {
-  std::map<std::string, Traced> traced;  ///< by type_key
-  struct Update {
-    std::shared_ptr<const Graph> fused;
-    std::vector<std::string> states;
-  };
-  std::map<std::string, Update> updates;           ///< by dtype + shape
-  std::map<const void*, std::vector<Tensor>> state;  ///< per parameter (by storage identity)
+  std::map<std::string, Traced> traced;           ///< by type_key
+  std::map<std::string, ProgramUpdate> updates;   ///< by dtype + shape
+  std::vector<std::string> preludes;              ///< distinct scalar preludes, as dumps
+  std::map<const void*, ProgramParameter> state;  ///< per parameter (by storage identity)
   std::vector<std::string> state_names;
   uint64_t calls = 0;
 };
@@ -234,20 +250,35 @@ void Program::init_optimizer_state_of(const std::vector<bool>& owned) {
     if (owned.empty() || (i < owned.size() && owned[i])) state_for(params[i].tensor);
 }
 
-std::vector<Tensor>& Program::state_for(const Tensor& param) {
-  const std::string key = fmt::format("{}[{}]", dtype_name(param.dtype()), fmt::join(param.shape(), ","));
+ProgramParameter& Program::state_for(const Tensor& param) {
+  ProgramParameter& s = state_->state[param.autograd().get()];
+  if (s.update) return s;
+  const std::string key =
+      fmt::format("{}[{}]", dtype_name(param.dtype()), fmt::join(param.shape(), ","));
   auto u = state_->updates.find(key);
   if (u == state_->updates.end()) {
-    ProgramState::Update up;
+    ProgramUpdate up;
     const Traced t = impl_->trace_update(param.shape(), param.dtype(), up.states);
     up.fused = std::make_shared<const Graph>(compile_graph(*t.graph, {}).fused);
+    // inputs: the parameter, its gradient, its states, then the step's lr, t and grad scale
+    const int scalars = 2 + static_cast<int>(up.states.size());
+    up.split = split_scalar_prelude(*up.fused, {scalars, scalars + 1, scalars + 2});
+    if (up.split) {
+      std::string prelude = dump(up.split->prelude);
+      for (const GraphNode& n : up.split->prelude.nodes)  // dumps do not spell kernel bodies
+        if (const auto* f = std::get_if<FusedAttr>(&n.attr)) kernel_code_key(*f->kernel, prelude);
+      const auto same = std::find(state_->preludes.begin(), state_->preludes.end(), prelude);
+      up.prelude_id = static_cast<int>(same - state_->preludes.begin());
+      if (same == state_->preludes.end()) state_->preludes.push_back(std::move(prelude));
+    }
     u = state_->updates.emplace(key, std::move(up)).first;
     state_->state_names = u->second.states;
   }
-  auto& s = state_->state[param.autograd().get()];
-  if (s.empty())
+  s.update = &u->second;
+  if (s.states.empty())
     for (const std::string& name : u->second.states)
-      s.push_back(full(param.shape(), impl_->state_initial(name), param.dtype(), param.device()));
+      s.states.push_back(
+          full(param.shape(), impl_->state_initial(name), param.dtype(), param.device()));
   return s;
 }
 
@@ -259,23 +290,35 @@ void Program::optimizer_step(int64_t t, double lr, double grad_scale) {
   const Tensor lr_t = full({}, lr, DType::f32, device);
   const Tensor t_t = full({}, static_cast<double>(t), DType::f32, device);
   const Tensor scale_f32 = full({}, grad_scale, DType::f32, device);
+  Tensor scale_f64;  // for f64 parameters, made once they come
+  // Per distinct scalar prelude, its values this step (computed for the first update to need
+  // them: they depend on lr, t and the grad scale alone).
+  std::vector<std::vector<Tensor>> preludes(state_->preludes.size());
   for (const NamedTensor& p : params) {
     const Tensor g = p.tensor.grad();
     if (!g.defined()) continue;
-    std::vector<Tensor>& states = state_for(p.tensor);
-    const std::string key =
-        fmt::format("{}[{}]", dtype_name(p.tensor.dtype()), fmt::join(p.tensor.shape(), ","));
-    const auto& up = state_->updates.at(key);
+    ProgramParameter& param = state_for(p.tensor);
+    const ProgramUpdate& up = *param.update;
     std::vector<Tensor> inputs{p.tensor.detach(), g};
-    inputs.insert(inputs.end(), states.begin(), states.end());
+    inputs.insert(inputs.end(), param.states.begin(), param.states.end());
     inputs.push_back(lr_t);
     inputs.push_back(t_t);
-    inputs.push_back(p.tensor.dtype() == DType::f64 ? full({}, grad_scale, DType::f64, device) : scale_f32);
+    if (p.tensor.dtype() == DType::f64 && !scale_f64.defined())
+      scale_f64 = full({}, grad_scale, DType::f64, device);
+    inputs.push_back(p.tensor.dtype() == DType::f64 ? scale_f64 : scale_f32);
+    if (up.split) {
+      if (static_cast<size_t>(up.prelude_id) >= preludes.size())
+        preludes.resize(static_cast<size_t>(up.prelude_id) + 1);  // a prelude new this step
+      std::vector<Tensor>& values = preludes[static_cast<size_t>(up.prelude_id)];
+      if (values.empty()) values = execute(up.split->prelude, inputs);
+      inputs.insert(inputs.end(), values.begin(), values.end());
+    }
     // The update writes the parameter and its state in place where its kernel allows
     // (execute_into); what it could not is copied back.
     std::vector<Tensor> into{p.tensor.detach()};
-    into.insert(into.end(), states.begin(), states.end());
-    const std::vector<Tensor> out = execute_into(*up.fused, std::move(inputs), into);
+    into.insert(into.end(), param.states.begin(), param.states.end());
+    const Graph& graph = up.split ? up.split->rest : *up.fused;
+    const std::vector<Tensor> out = execute_into(graph, std::move(inputs), into);
     for (size_t i = 0; i < into.size(); ++i)
       if (!out[i].same_storage(into[i])) into[i].copy_(out[i]);
   }
@@ -286,8 +329,9 @@ std::vector<NamedTensor> Program::optimizer_state() const {
   for (const NamedTensor& p : parameters()) {
     auto it = state_->state.find(p.tensor.autograd().get());
     if (it == state_->state.end()) continue;
-    for (size_t i = 0; i < it->second.size(); ++i)
-      out.push_back({fmt::format("optimizer.{}.{}", state_->state_names.at(i), p.name), it->second[i]});
+    const std::vector<Tensor>& states = it->second.states;
+    for (size_t i = 0; i < states.size(); ++i)
+      out.push_back({fmt::format("optimizer.{}.{}", state_->state_names.at(i), p.name), states[i]});
   }
   return out;
 }

@@ -138,6 +138,7 @@ struct TrainSpec {
 
 class Interpreter;
 struct ProgramState;
+struct ProgramParameter;
 struct Traced;
 
 /// A loaded script.
@@ -184,8 +185,10 @@ class Program {
   /// seeds its random draws (dropout).
   Tensor loss(const std::vector<Tensor>& batch, int64_t step);
   /// The block's optimizer applied to every parameter with a gradient (one fused kernel per
-  /// parameter shape), at 1-based step `t` with learning rate `lr`, each gradient read as
-  /// `grad_scale` times itself (clipping and unscaling in the update's kernel).
+  /// parameter, traced once per shape; what the update computes from the step's scalars alone,
+  /// such as AdamW's bias corrections, once a step: compiler/graph/scalar_prelude.h), at
+  /// 1-based step `t` with learning rate `lr`, each gradient read as `grad_scale` times itself
+  /// (clipping and unscaling in the update's kernel).
   void optimizer_step(int64_t t, double lr, double grad_scale = 1.0);
   /// The optimizer's per-parameter state: "optimizer.STATE.PARAM" (e.g. optimizer.m.wte.weight).
   std::vector<NamedTensor> optimizer_state() const;
@@ -208,7 +211,8 @@ class Program {
  private:
   Program();
   const Traced& traced(const std::string& fn, const std::vector<TensorType>& types, bool training);
-  std::vector<Tensor>& state_for(const Tensor& param);
+  /// The parameter's optimizer state and update, made on first use.
+  ProgramParameter& state_for(const Tensor& param);
 
   std::unique_ptr<Interpreter> impl_;
   std::unique_ptr<ProgramState> state_;
