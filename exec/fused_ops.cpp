@@ -115,7 +115,11 @@ class RowKernel : public BoundKernel {
   Tensor output(DType dtype, bool row, int value) {
     Shape shape = shape_;
     if (row) shape.pop_back();
-    Tensor out = empty(shape, dtype, device());
+    return into_row(empty(shape, dtype, device()), value, row);
+  }
+
+  /// `out` (of the rows' shape, or without the last dim when `row`) as an output.
+  Tensor into_row(Tensor out, int value, bool row = true) {
     Shape strides = out.strides();
     if (row) strides.push_back(0);
     return add_output(std::move(out), std::move(strides), value);
@@ -436,15 +440,28 @@ Tensor cross_entropy_rows_backward(const Tensor& logits, const Tensor& target, c
   return dx;
 }
 
-Tensor row_sum_of_squares(const Tensor& x) {
+Tensor row_sum_of_squares(const Tensor& x, const Tensor& into) {
   check(x, "row_sum_of_squares", "x");
   const Tensor rows = x.dim() == 0 ? x.reshape({1}) : x;
   RowKernel r("row_sum_of_squares", rows, compute_for(x.dtype()));
   Kernel& k = r.kernel();
   const int xv = r.input(rows, "row_sum_of_squares", "x");
-  Tensor out = r.output(DType::f64, true, k.reduce(Combine::sum, k.apply(ScalarOp::mul, xv, xv)));
+  const int total = k.reduce(Combine::sum, k.apply(ScalarOp::mul, xv, xv));
+  if (!into.defined()) {
+    Tensor out = r.output(DType::f64, true, total);
+    r.run();
+    return out;
+  }
+  const Shape want(rows.shape().begin(), rows.shape().end() - 1);
+  if (into.shape() != want || into.dtype() != DType::f64 || into.device() != x.device())
+    throw RuntimeError(
+        fmt::format("row_sum_of_squares: `into` must be f64{} on {}, not {}{} "
+                    "on {}",
+                    shape_str(want), x.device().str(), dtype_name(into.dtype()),
+                    shape_str(into.shape()), into.device().str()));
+  r.into_row(into, total);
   r.run();
-  return out;
+  return into;
 }
 
 void scale_in_place(const Tensor& x, double factor) {

@@ -82,8 +82,10 @@ Tensor cross_entropy_rows_backward(const Tensor& logits, const Tensor& target, c
 
 /// Σ x² over x's last dim, one value per row (shape: x's without the last dim), in ONE pass
 /// over x with no temporary: squares and sums in f32 (f64 for an f64 x), each row's total
-/// stored as f64 (gradient norms: optim::grad_norm). A 0-dim x is one row of one.
-Tensor row_sum_of_squares(const Tensor& x);
+/// stored as f64 (gradient norms: optim::grad_norm). A 0-dim x is one row of one. With
+/// `into` (f64, of that shape, on x's device; any strides) the totals are stored there, and
+/// it is returned: the parts of many gradients share one tensor, summed by one reduction.
+Tensor row_sum_of_squares(const Tensor& x, const Tensor& into = Tensor());
 
 /// x ← x · factor in place, in ONE pass, computed in f32 (f64 for an f64 x) and rounded to
 /// x's dtype (gradient clipping and loss-scale unscaling, as torch's mul_). x must not be a

@@ -11,6 +11,8 @@
 
 #include <ein/autograd.h>
 
+#include "api/ops/ops_test_support.h"
+
 namespace ein {
 namespace {
 
@@ -72,6 +74,11 @@ TEST(GradClip, NormOfLongGradientsMatchesFloat64) {
       want += x * x;
   want = std::sqrt(want);
   EXPECT_NEAR(optim::grad_norm(params), want, 1e-6 * want);
+  // A kernel per part (the first gradient's rows; the second's rows, then its remainder), each
+  // storing into one tensor of every part's sum, and one reduction: no copy per gradient.
+  const int64_t before = testing::kernel_launches();
+  optim::grad_norm(params);
+  EXPECT_EQ(testing::kernel_launches() - before, 4);
 }
 
 TEST(GradClip, ScalesEveryGradientWhenTheNormIsLarger) {
