@@ -20,10 +20,11 @@
 #include <fmt/format.h>
 
 #include "compiler/emit/emit_mlir.h"
-#include "compiler/pipeline.h"
 #include "compiler/kernel/prepare.h"
-#include "exec/memo_cache.h"
+#include "compiler/pipeline.h"
 #include "exec/executed_cost.h"
+#include "exec/memo_cache.h"
+#include "exec/run_kernel.h"
 #include "runtime/jit/cpu_jit.h"
 #include "runtime/parallel.h"
 
@@ -92,15 +93,27 @@ std::shared_ptr<const Launch> plan_launch(const Kernel& kernel_in) {
 
 }  // namespace
 
-void run_kernel_cpu(const Kernel& kernel_in, std::span<const Tensor> buffers) {
+void run_kernel_cpu(const Kernel& kernel_in, std::span<const Tensor> buffers, KernelMemo* memo) {
   // The launch is planned once per code, exact layout and thread count (a few hundred bytes
-  // each, the memo bounded as shapes vary); a repeated launch only looks it up.
+  // each, the memo bounded as shapes vary); a repeated launch only looks it up, and one with
+  // a KernelMemo that has it not even that.
   static auto* plans = new MemoCache<Launch>(4096);
-  thread_local std::string key;
-  kernel_code_key(kernel_in, key, /*exact_layout=*/true);
   const int threads = num_threads();
-  key.append(reinterpret_cast<const char*>(&threads), sizeof threads);
-  const auto plan = plans->get(key, [&] { return plan_launch(kernel_in); });
+  const auto stamp = static_cast<uint64_t>(threads);
+  std::shared_ptr<const Launch> plan;
+  if (memo && memo->prepared && memo->stamp == stamp) {
+    plan = std::static_pointer_cast<const Launch>(memo->prepared);
+  } else {
+    thread_local std::string scratch;
+    std::string& key = memo ? memo->key : scratch;
+    kernel_code_key(kernel_in, key, /*exact_layout=*/true);
+    key.append(reinterpret_cast<const char*>(&threads), sizeof threads);
+    plan = plans->get(key, [&] { return plan_launch(kernel_in); });
+    if (memo) {
+      memo->prepared = plan;
+      memo->stamp = stamp;
+    }
+  }
   if (plan->empty) return;
   const CpuSchedule& s = plan->schedule;
   const auto& compiled = plan->compiled;

@@ -15,9 +15,13 @@
 
 namespace ein {
 
+struct KernelMemo;
+
 /// Launches `kernel` (either form, no total stores: run_kernel() rewrites those first) with
 /// `buffers`, CPU tensors whose element strides from data_ptr() the kernel's strides describe.
-void run_kernel_cpu(const Kernel& kernel, std::span<const Tensor> buffers);
+/// With `memo` (run_kernel.h) its code key and launch plan are looked up once for it.
+void run_kernel_cpu(const Kernel& kernel, std::span<const Tensor> buffers,
+                    KernelMemo* memo = nullptr);
 
 /// Counters of the executor since process start.
 struct ExecutorStats {

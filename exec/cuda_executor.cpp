@@ -21,6 +21,7 @@
 #include "compiler/kernel/split_rows.h"
 #include "exec/executed_cost.h"
 #include "exec/memo_cache.h"
+#include "exec/run_kernel.h"
 #include "exec/tensor_kernels.h"
 #include "runtime/cuda/execution.h"
 
@@ -202,15 +203,9 @@ void fill_on_cuda(const Tensor& dst, double value) {
   return true;
 }();
 
-/// One kernel launched as it is (no split, not counted: run_kernel_cuda counts), with the
-/// run-time `params` given; `key` holds its exact-layout code key (kernel_code_key).
-void launch_kernel(const Kernel& kernel, std::span<const Tensor> buffers,
-                   std::span<const double> params, std::string& key) {
-  const int device = device_of(buffers, kernel.name);
-  const auto p = prepared(key, device, [&] {
-    CudaKernel k = emit_cuda(kernel);
-    return Made{std::move(k.source), std::move(k.entry), k.launch};
-  });
+/// Fills the launch's device pointers and launches `p`.
+void launch_prepared(const Prepared& p, int device, std::span<const Tensor> buffers,
+                     std::span<const double> params) {
   void* pointers[18];
   std::vector<void*> many;
   void** ptrs = pointers;
@@ -220,43 +215,85 @@ void launch_kernel(const Kernel& kernel, std::span<const Tensor> buffers,
   }
   for (size_t i = 0; i < buffers.size(); ++i)
     ptrs[i] = buffers[i].device_ptr();
-  launch(*p, device, std::span<void* const>(ptrs, buffers.size()), params);
+  launch(p, device, std::span<void* const>(ptrs, buffers.size()), params);
 }
+
+/// `kernel` prepared on `device`; `key` holds its exact-layout code key (kernel_code_key).
+std::shared_ptr<const Prepared> prepare_kernel(const Kernel& kernel, int device, std::string& key) {
+  return prepared(key, device, [&] {
+    CudaKernel k = emit_cuda(kernel);
+    return Made{std::move(k.source), std::move(k.entry), k.launch};
+  });
+}
+
+/// One kernel launched as it is (no split, not counted: run_kernel_cuda counts), with the
+/// run-time `params` given; `key` holds its exact-layout code key (kernel_code_key).
+void launch_kernel(const Kernel& kernel, std::span<const Tensor> buffers,
+                   std::span<const double> params, std::string& key) {
+  const int device = device_of(buffers, kernel.name);
+  launch_prepared(*prepare_kernel(kernel, device, key), device, buffers, params);
+}
+
+/// Whether a reduction of this exact layout splits (split_rows.h), decided once per key.
+std::shared_ptr<const std::optional<RowSplit>> split_of(const Kernel& kernel,
+                                                        const std::string& key) {
+  static auto* splits = new MemoCache<std::optional<RowSplit>>;
+  return splits->get(
+      key, [&] { return std::make_shared<const std::optional<RowSplit>>(split_for_gpu(kernel)); });
+}
+
+/// What a KernelMemo holds for a kernel that launches as it is (no split).
+struct MemoizedLaunch {
+  std::shared_ptr<const Prepared> prepared;
+};
 
 }  // namespace
 
-void run_kernel_cuda(const Kernel& kernel, std::span<const Tensor> buffers) {
+void run_kernel_cuda(const Kernel& kernel, std::span<const Tensor> buffers, KernelMemo* memo) {
   count_kernel_launch(kernel, buffers);  // charge the live FlopCounters (executed_cost.h)
-  thread_local std::string key;
+  const int device = device_of(buffers, kernel.name);
+  // a memo's launch serves while the device and the installed CudaExecution are the same
+  const uint64_t stamp = cuda_execution_generation() * 64 + static_cast<uint64_t>(device) + 1;
+  if (memo && memo->prepared && memo->stamp == stamp) {
+    const auto& m = *std::static_pointer_cast<const MemoizedLaunch>(memo->prepared);
+    return launch_prepared(*m.prepared, device, buffers, kernel.params);
+  }
+  thread_local std::string scratch;
+  std::string& key = memo ? memo->key : scratch;
   kernel_code_key(kernel, key, /*exact_layout=*/true);
   if (kernel.reduced > 0) {
     // Split or not depends on the exact layout only: decided once per key, the split kernels
     // kept (their params are this launch's: the split copies the param slots, not values).
-    static auto* splits = new MemoCache<std::optional<RowSplit>>;
-    const auto split = splits->get(key, [&] {
-      return std::make_shared<const std::optional<RowSplit>>(split_for_gpu(kernel));
-    });
+    const auto split = split_of(kernel, key);
     if (split->has_value()) {
       const RowSplit& s = **split;
-      std::vector<Tensor> scratch;
+      std::vector<Tensor> scratch_rows;
       for (size_t i = 0; i < s.partial.stages.size(); ++i)
-        scratch.push_back(empty(s.scratch_shape, s.partial.compute, buffers.front().device()));
+        scratch_rows.push_back(empty(s.scratch_shape, s.partial.compute, buffers.front().device()));
       auto bind = [&](const std::vector<int>& which) {
         std::vector<Tensor> bound;
         for (int w : which)
           bound.push_back(w >= 0 ? buffers[static_cast<size_t>(w)]
-                                 : scratch[static_cast<size_t>(-1 - w)]);
+                                 : scratch_rows[static_cast<size_t>(-1 - w)]);
         return bound;
       };
+      std::string part_key;  // the memo (if any) keeps the whole kernel's key
       for (const auto& [part, which] : {std::pair{&s.partial, &s.partial_buffers},
                                         std::pair{&s.combine, &s.combine_buffers}}) {
-        kernel_code_key(*part, key, /*exact_layout=*/true);
-        launch_kernel(*part, bind(*which), kernel.params, key);
+        kernel_code_key(*part, part_key, /*exact_layout=*/true);
+        launch_kernel(*part, bind(*which), kernel.params, part_key);
       }
       return;
     }
   }
-  launch_kernel(kernel, buffers, kernel.params, key);
+  if (!memo)
+    return launch_prepared(*prepare_kernel(kernel, device, key), device, buffers, kernel.params);
+  std::string prepared_key = key;  // prepared() appends the device and the execution to it
+  auto m = std::make_shared<MemoizedLaunch>();
+  m->prepared = prepare_kernel(kernel, device, prepared_key);
+  memo->prepared = m;
+  memo->stamp = stamp;
+  launch_prepared(*m->prepared, device, buffers, kernel.params);
 }
 
 int64_t RowIndices::count() const {

@@ -19,10 +19,14 @@
 
 namespace ein {
 
+struct KernelMemo;
+
 /// Launches `kernel` (either form, no total stores: run_kernel() rewrites those first) with
 /// `buffers`, tensors of one CUDA device, on that device's current stream. The kernel as given
-/// keys the memo, so a repeated launch neither re-forms nor re-emits it.
-void run_kernel_cuda(const Kernel& kernel, std::span<const Tensor> buffers);
+/// keys the memo, so a repeated launch neither re-forms nor re-emits it. With `memo` (run_kernel.h)
+/// the key and the prepared launch are made once for it.
+void run_kernel_cuda(const Kernel& kernel, std::span<const Tensor> buffers,
+                     KernelMemo* memo = nullptr);
 
 /// The row indices a gather or scatter-add kernel reads: `checked` ones (wrapped into [0,
 /// rows) on the host), or `on_device`, an int64 or int32 tensor contiguous on the kernel's

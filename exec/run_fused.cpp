@@ -7,11 +7,16 @@
 //      another's tensor return no tensor;
 //   3. a reduction over zero elements runs over one point of the combine's identity instead
 //      (sum 0, prod 1, mean 0·(1/0) = NaN, as torch), since the executor skips empty domains.
+// Steps 1 and the executor's code key and prepared launch are done once per layout of the
+// inputs (BoundFused, per thread): a training step's repeated launches only look them up.
 #include "exec/run_fused.h"
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <limits>
+#include <memory>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -73,6 +78,80 @@ bool writable_into(const Tensor& dest, const FusedOutput& o, Device device, cons
   return true;
 }
 
+/// bind_fused's result for one layout of a fused node's inputs on one device, with the
+/// executors' memo of the bound kernel (run_kernel.h's KernelMemo): a repeated launch with
+/// inputs laid out as before binds nothing and keys nothing.
+struct BoundFused {
+  std::shared_ptr<const Kernel> kernel;  ///< FusedAttr::kernel, held: its address stays unique
+  std::vector<FusedRead> reads;          ///< the node's, compared on a hit with the kernel
+  std::vector<FusedOutput> outputs;
+  Device device;
+  std::vector<Shape> shapes, strides;  ///< the inputs'
+  Kernel bound;
+  std::vector<int64_t> offsets;
+  KernelMemo memo;
+};
+
+bool same_reads(const std::vector<FusedRead>& a, const std::vector<FusedRead>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const auto& x, const auto& y) {
+    return x.input == y.input && x.matrix == y.matrix && x.offset == y.offset;
+  });
+}
+
+bool same_outputs(const std::vector<FusedOutput>& a, const std::vector<FusedOutput>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const auto& x, const auto& y) {
+    return x.shape == y.shape && x.dtype == y.dtype && x.dims == y.dims && x.strides == y.strides &&
+           x.offset == y.offset && x.into == y.into;
+  });
+}
+
+bool matches(const BoundFused& b, const FusedAttr& f, const std::vector<Tensor>& inputs,
+             Device device) {
+  if (b.kernel != f.kernel || b.device != device || b.shapes.size() != inputs.size()) return false;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (b.shapes[i] != inputs[i].shape() || b.strides[i] != inputs[i].strides()) return false;
+  return same_reads(b.reads, f.reads) && same_outputs(b.outputs, f.outputs);
+}
+
+/// The bound kernel for `f` with these inputs on `device`, bound on the thread's first launch
+/// of that layout (at most 1,024 kept per thread, each holding its kernel: the memo empties
+/// when full, as layouts vary).
+std::shared_ptr<BoundFused> bound_for(const FusedAttr& f, const std::vector<Tensor>& inputs,
+                                      Device device) {
+  thread_local std::unordered_map<uint64_t, std::vector<std::shared_ptr<BoundFused>>> memo;
+  thread_local size_t size = 0;
+  uint64_t h = reinterpret_cast<uintptr_t>(f.kernel.get());
+  const auto mix = [&h](uint64_t v) { h = (h ^ v) * 0x100000001b3ULL ^ (h >> 31); };
+  mix(static_cast<uint64_t>(device.kind) << 32 | static_cast<uint32_t>(device.index));
+  for (const Tensor& x : inputs) {
+    mix(static_cast<uint64_t>(x.dim()));
+    for (int64_t d = 0; d < x.dim(); ++d) {
+      mix(static_cast<uint64_t>(x.size(d)));
+      mix(static_cast<uint64_t>(x.stride(d)));
+    }
+  }
+  if (auto it = memo.find(h); it != memo.end())
+    for (const std::shared_ptr<BoundFused>& b : it->second)
+      if (matches(*b, f, inputs, device)) return b;
+  auto b = std::make_shared<BoundFused>();
+  b->kernel = f.kernel;
+  b->reads = f.reads;
+  b->outputs = f.outputs;
+  b->device = device;
+  for (const Tensor& x : inputs) {
+    b->shapes.push_back(x.shape());
+    b->strides.push_back(x.strides());
+  }
+  b->bound = bind_fused(f, b->shapes, b->strides, &b->offsets);
+  if (size >= 1024) {
+    memo.clear();
+    size = 0;
+  }
+  memo[h].push_back(b);
+  ++size;
+  return b;
+}
+
 }  // namespace
 
 Kernel bind_fused(const FusedAttr& f, const std::vector<Shape>& shapes,
@@ -109,21 +188,24 @@ Kernel bind_fused(const FusedAttr& f, const std::vector<Shape>& shapes,
 
 std::vector<Tensor> run_fused(const FusedAttr& f, const std::vector<Tensor>& given,
                               Device where, const std::vector<Tensor>* into) {
-  std::vector<Tensor> inputs = given;
-  const Device device = inputs.empty() ? where : inputs.front().device();
-  std::vector<Shape> shapes, strides;
-  for (Tensor& x : inputs) {
-    // CPU kernels do not read fp8; CUDA kernels do (emit_cuda.h).
-    if (is_fp8(x.dtype()) && device == cpu()) x = x.to(DType::f32);
-    shapes.push_back(x.shape());
-    strides.push_back(x.strides());
-  }
-  std::vector<int64_t> offsets;
-  Kernel k = bind_fused(f, shapes, strides, &offsets);
+  const Device device = given.empty() ? where : given.front().device();
+  // CPU kernels do not read fp8; CUDA kernels do (emit_cuda.h).
+  std::vector<Tensor> converted;
+  if (device == cpu())
+    for (size_t i = 0; i < given.size(); ++i)
+      if (is_fp8(given[i].dtype())) {
+        if (converted.empty()) converted = given;
+        converted[i] = given[i].to(DType::f32);
+      }
+  const std::vector<Tensor>& inputs = converted.empty() ? given : converted;
+  const std::shared_ptr<BoundFused> b = bound_for(f, inputs, device);
+  const Kernel& k = b->bound;
   std::vector<Tensor> buffers, outputs;
+  buffers.reserve(k.buffers.size());
+  outputs.reserve(f.outputs.size());
   for (size_t r = 0; r < f.reads.size(); ++r) {
     const Tensor& x = inputs[f.reads[r].input];
-    buffers.push_back(x.as_strided(k.domain, k.buffers[r].strides, x.offset() + offsets[r]));
+    buffers.push_back(x.as_strided(k.domain, k.buffers[r].strides, x.offset() + b->offsets[r]));
   }
   for (size_t j = 0; j < f.outputs.size(); ++j) {
     const FusedOutput& o = f.outputs[j];
@@ -150,7 +232,10 @@ std::vector<Tensor> run_fused(const FusedAttr& f, const std::vector<Tensor>& giv
   for (const Tensor& o : outputs)
     any_output = any_output || (o.defined() && o.numel() > 0);
   if (empty_out || !any_output) return outputs;
-  run_kernel(empty_row ? over_identity(std::move(k), buffers) : k, buffers);
+  if (empty_row)
+    run_kernel(over_identity(k, buffers), buffers);
+  else
+    run_kernel(k, buffers, b->memo);
   return outputs;
 }
 

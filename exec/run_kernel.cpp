@@ -68,16 +68,36 @@ void run_with_totals(const Kernel& kernel, std::span<const Tensor> buffers) {
 
 }  // namespace
 
-void run_kernel(const Kernel& kernel, std::span<const Tensor> buffers) {
+namespace {
+
+void check_buffers(const Kernel& kernel, std::span<const Tensor> buffers) {
   if (buffers.size() != kernel.buffers.size())
     throw std::logic_error(fmt::format("internal error: kernel {} takes {} buffers, got {}",
                                        kernel.name, kernel.buffers.size(), buffers.size()));
+}
+
+}  // namespace
+
+void run_kernel(const Kernel& kernel, std::span<const Tensor> buffers) {
+  check_buffers(kernel, buffers);
   if (has_total_stores(kernel)) return run_with_totals(kernel, buffers);
   switch (buffers.front().device().kind) {
     case DeviceKind::cuda:
       return run_kernel_cuda(kernel, buffers);
     case DeviceKind::cpu:
       return run_kernel_cpu(kernel, buffers);
+  }
+  throw std::logic_error("internal error: run_kernel on a device of no known kind");
+}
+
+void run_kernel(const Kernel& kernel, std::span<const Tensor> buffers, KernelMemo& memo) {
+  check_buffers(kernel, buffers);
+  if (has_total_stores(kernel)) return run_with_totals(kernel, buffers);
+  switch (buffers.front().device().kind) {
+    case DeviceKind::cuda:
+      return run_kernel_cuda(kernel, buffers, &memo);
+    case DeviceKind::cpu:
+      return run_kernel_cpu(kernel, buffers, &memo);
   }
   throw std::logic_error("internal error: run_kernel on a device of no known kind");
 }
