@@ -252,8 +252,9 @@ struct MemoizedLaunch {
 void run_kernel_cuda(const Kernel& kernel, std::span<const Tensor> buffers, KernelMemo* memo) {
   count_kernel_launch(kernel, buffers);  // charge the live FlopCounters (executed_cost.h)
   const int device = device_of(buffers, kernel.name);
-  // a memo's launch serves while the device and the installed CudaExecution are the same
-  const uint64_t stamp = cuda_execution_generation() * 64 + static_cast<uint64_t>(device) + 1;
+  // a memo's launch serves while the device and the installed CudaExecution are the same (odd
+  // stamps: CUDA's, run_kernel.h)
+  const uint64_t stamp = (cuda_execution_generation() * 64 + static_cast<uint64_t>(device)) * 2 + 1;
   if (memo && memo->prepared && memo->stamp == stamp) {
     const auto& m = *std::static_pointer_cast<const MemoizedLaunch>(memo->prepared);
     return launch_prepared(*m.prepared, device, buffers, kernel.params);

@@ -34,6 +34,28 @@ void check_defined(const Tensor& x, const char* op) {
   if (!x.defined()) throw RuntimeError(fmt::format("{}: the tensor is undefined", op));
 }
 
+/// The helpers' kernels, built once per thread per signature (run_built_kernel).
+enum class Helper : int64_t { fill, copy, reduce };
+
+/// A helper kernel's signature: the helper, then `values`, then every shape and stride given.
+/// The thread's one scratch vector: a signature is read before the launch that may re-enter.
+template <class... Shapes>
+std::span<const int64_t> signature(Helper h, std::initializer_list<int64_t> values,
+                                   const Shapes&... shapes) {
+  thread_local std::vector<int64_t> sig;
+  sig.assign({static_cast<int64_t>(h)});
+  sig.insert(sig.end(), values);
+  (sig.insert(sig.end(), shapes.begin(), shapes.end()), ...);
+  return sig;
+}
+
+int64_t code(DType t) {
+  return static_cast<int64_t>(t);
+}
+int64_t code(Device d) {
+  return static_cast<int64_t>(d.kind);
+}
+
 }  // namespace
 
 DType compute_type(const std::vector<DType>& dtypes) {
@@ -51,16 +73,23 @@ DType compute_type(const std::vector<DType>& dtypes) {
 void fill_into(const Tensor& dst, double value) {
   check_defined(dst, "fill");
   if (dst.numel() == 0) return;
-  Kernel k;
-  k.name = "fill";
-  k.origin = fmt::format("fill of {} with a run-time value", shape_str(dst.shape()));
-  k.domain = dst.shape();
-  // The value converts to the dtype through the compute type: f32 for the 16- and 8-bit floats.
-  k.compute = is_float(dst.dtype()) && dst.dtype() != DType::f64 ? DType::f32 : DType::f64;
-  k.add_output(dst.dtype(), dst.strides());
-  k.store(0, k.param(value));
+  const auto build = [&] {
+    Kernel k;
+    k.name = "fill";
+    k.origin = fmt::format("fill of {} with a run-time value", shape_str(dst.shape()));
+    k.domain = dst.shape();
+    // The value converts to the dtype through the compute type: f32 for the 16- and 8-bit
+    // floats.
+    k.compute = is_float(dst.dtype()) && dst.dtype() != DType::f64 ? DType::f32 : DType::f64;
+    k.add_output(dst.dtype(), dst.strides());
+    k.store(0, k.param(value));
+    return k;
+  };
   const Tensor buffers[] = {dst};
-  run_kernel(k, buffers);
+  const double params[] = {value};
+  run_built_kernel(signature(Helper::fill, {code(dst.dtype()), code(dst.device()), dst.dim()},
+                             dst.shape(), dst.strides()),
+                   {}, build, params, buffers);
 }
 
 void copy_into(const Tensor& dst, const Tensor& src_in, const std::string& origin) {
@@ -79,39 +108,45 @@ void copy_into(const Tensor& dst, const Tensor& src_in, const std::string& origi
     return;
   }
   const Tensor src = kernel_readable(src_in);
-  Kernel k;
-  k.name = "copy";
-  k.origin = origin;
-  k.domain = dst.shape();
-  // A same-type copy moves bits; a converting one computes in a float type.
-  k.compute = src.dtype() == dst.dtype() ? src.dtype() : compute_type({src.dtype(), dst.dtype()});
-  if (!is_float(k.compute) && src.dtype() != dst.dtype()) k.compute = DType::f64;
-  // Loop order: when the innermost dim is contiguous on both sides, the outer dims follow the
-  // input's strides, so reads stream and writes land in whole inner runs (for
-  // `b s (h d) -> b h (s d)` this is ~1.4× faster than walking the output in order).
-  Shape in_strides = src.strides(), out_strides = dst.strides();
-  const size_t rank = k.domain.size();
-  if (rank >= 3 && in_strides.back() == 1 && out_strides.back() == 1) {
-    std::vector<size_t> order(rank - 1);
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return in_strides[a] > in_strides[b]; });
-    order.push_back(rank - 1);
-    Shape domain(rank), is(rank), os(rank);
-    for (size_t i = 0; i < rank; ++i) {
-      domain[i] = k.domain[order[i]];
-      is[i] = in_strides[order[i]];
-      os[i] = out_strides[order[i]];
+  const auto build = [&] {
+    Kernel k;
+    k.name = "copy";
+    k.origin = origin;
+    k.domain = dst.shape();
+    // A same-type copy moves bits; a converting one computes in a float type.
+    k.compute = src.dtype() == dst.dtype() ? src.dtype() : compute_type({src.dtype(), dst.dtype()});
+    if (!is_float(k.compute) && src.dtype() != dst.dtype()) k.compute = DType::f64;
+    // Loop order: when the innermost dim is contiguous on both sides, the outer dims follow
+    // the input's strides, so reads stream and writes land in whole inner runs (for
+    // `b s (h d) -> b h (s d)` this is ~1.4× faster than walking the output in order).
+    Shape in_strides = src.strides(), out_strides = dst.strides();
+    const size_t rank = k.domain.size();
+    if (rank >= 3 && in_strides.back() == 1 && out_strides.back() == 1) {
+      std::vector<size_t> order(rank - 1);
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(),
+                       [&](size_t a, size_t b) { return in_strides[a] > in_strides[b]; });
+      order.push_back(rank - 1);
+      Shape domain(rank), is(rank), os(rank);
+      for (size_t i = 0; i < rank; ++i) {
+        domain[i] = k.domain[order[i]];
+        is[i] = in_strides[order[i]];
+        os[i] = out_strides[order[i]];
+      }
+      k.domain = std::move(domain);
+      in_strides = std::move(is);
+      out_strides = std::move(os);
     }
-    k.domain = std::move(domain);
-    in_strides = std::move(is);
-    out_strides = std::move(os);
-  }
-  const int in = k.add_buffer(src.dtype(), in_strides);
-  k.add_buffer(dst.dtype(), out_strides, true);
-  k.body = k.result = k.load(in);
+    const int in = k.add_buffer(src.dtype(), in_strides);
+    k.add_buffer(dst.dtype(), out_strides, true);
+    k.body = k.result = k.load(in);
+    return k;
+  };
   const Tensor buffers[] = {src, dst};
-  run_kernel(k, buffers);
+  run_built_kernel(
+      signature(Helper::copy, {code(src.dtype()), code(dst.dtype()), code(dst.device()), dst.dim()},
+                dst.shape(), src.strides(), dst.strides()),
+      origin, build, {}, buffers);
 }
 
 Tensor run_map(Kernel k, std::vector<Tensor> inputs, DType out_dtype, Device device) {
@@ -157,9 +192,9 @@ ReduceShape plan_reduce(const Tensor& x, const std::vector<bool>& reduced, const
 /// One reduction kernel: out = epilogue(combine over reduced dims of body(x, extra...)).
 /// `extra` are kept-shaped tensors (means, maxima) read with stride 0 along reduced dims.
 template <class Build>
-void reduce_kernel(const char* name, const ReduceShape& s, const Tensor& x,
-                   const std::vector<Tensor>& extra, const Tensor& out, Combine combine,
-                   DType compute, const std::string& origin, Build build) {
+Kernel reduce_kernel(const char* name, const ReduceShape& s, const Tensor& x,
+                     const std::vector<Tensor>& extra, const Tensor& out, Combine combine,
+                     DType compute, const std::string& origin, Build build) {
   Kernel k;
   k.name = name;
   k.origin = origin;
@@ -176,10 +211,18 @@ void reduce_kernel(const char* name, const ReduceShape& s, const Tensor& x,
   }
   k.add_buffer(out.dtype(), s.out_strides, true);
   build(k, xb, eb);
+  return k;
+}
+
+/// reduce_kernel() run on x, then `extra`, then out.
+template <class Build>
+void run_reduce_kernel(const char* name, const ReduceShape& s, const Tensor& x,
+                       const std::vector<Tensor>& extra, const Tensor& out, Combine combine,
+                       DType compute, const std::string& origin, Build build) {
   std::vector<Tensor> buffers{x};
   buffers.insert(buffers.end(), extra.begin(), extra.end());
   buffers.push_back(out);
-  run_kernel(k, buffers);
+  run_kernel(reduce_kernel(name, s, x, extra, out, combine, compute, origin, build), buffers);
 }
 
 /// sum, prod, max and min of an integer tensor, exactly: on the host in int64 (sum and prod
@@ -294,13 +337,24 @@ Tensor reduce_dims(const Tensor& x_in, const std::vector<bool>& reduced, Reducti
     return is_fp8(out_dtype) ? out.to(out_dtype) : out;
   }
   const double n = static_cast<double>(s.count);
+  // A plain reduction's kernel follows from r, the dtypes and the layout (n from its domain).
   auto plain = [&](Combine c, auto&& epilogue) {
-    reduce_kernel(reduction_name(r).data(), s, x, {}, out, c, compute, origin,
-                  [&](Kernel& k, int xb, const std::vector<int>&) {
-                    k.body = k.load(xb);
-                    if (boolean_result) k.body = k.apply(ScalarOp::ne, k.body, k.constant(0));
-                    k.result = epilogue(k, k.accumulator());
-                  });
+    const auto build = [&] {
+      return reduce_kernel(reduction_name(r).data(), s, x, {}, out, c, compute, origin,
+                           [&](Kernel& k, int xb, const std::vector<int>&) {
+                             k.body = k.load(xb);
+                             if (boolean_result)
+                               k.body = k.apply(ScalarOp::ne, k.body, k.constant(0));
+                             k.result = epilogue(k, k.accumulator());
+                           });
+    };
+    const Tensor buffers[] = {x, out};
+    run_built_kernel(
+        signature(Helper::reduce,
+                  {static_cast<int64_t>(r), code(x.dtype()), code(out.dtype()), code(compute),
+                   code(x.device()), s.reduced, static_cast<int64_t>(s.domain.size())},
+                  s.domain, s.in_strides, s.out_strides),
+        origin, build, {}, buffers);
   };
   auto identity = [](Kernel&, int acc) { return acc; };
   switch (r) {
@@ -317,16 +371,16 @@ Tensor reduce_dims(const Tensor& x_in, const std::vector<bool>& reduced, Reducti
       break;
     case Reduction::logsumexp: {
       const Tensor m = reduce_dims(x, reduced, Reduction::max, {}, {}, origin);
-      reduce_kernel("logsumexp", s, x, {m}, out, Combine::sum, compute, origin,
-                    [&](Kernel& k, int xb, const std::vector<int>& e) {
-                      const int mv = k.load(e[0]);
-                      const int inf = k.apply(ScalarOp::eq, k.apply(ScalarOp::abs, mv),
-                                              k.constant(std::numeric_limits<double>::infinity()));
-                      const int safe = k.apply(ScalarOp::where, inf, k.constant(0), mv);
-                      k.body = k.apply(ScalarOp::exp, k.apply(ScalarOp::sub, k.load(xb), safe));
-                      k.result = k.apply(ScalarOp::add, safe,
-                                         k.apply(ScalarOp::log, k.accumulator()));
-                    });
+      run_reduce_kernel(
+          "logsumexp", s, x, {m}, out, Combine::sum, compute, origin,
+          [&](Kernel& k, int xb, const std::vector<int>& e) {
+            const int mv = k.load(e[0]);
+            const int inf = k.apply(ScalarOp::eq, k.apply(ScalarOp::abs, mv),
+                                    k.constant(std::numeric_limits<double>::infinity()));
+            const int safe = k.apply(ScalarOp::where, inf, k.constant(0), mv);
+            k.body = k.apply(ScalarOp::exp, k.apply(ScalarOp::sub, k.load(xb), safe));
+            k.result = k.apply(ScalarOp::add, safe, k.apply(ScalarOp::log, k.accumulator()));
+          });
       break;
     }
     case Reduction::var:
@@ -334,12 +388,13 @@ Tensor reduce_dims(const Tensor& x_in, const std::vector<bool>& reduced, Reducti
       if (!ddof) throw RuntimeError("reduce: var and std need an explicit ddof");
       const Tensor mu = reduce_dims(x, reduced, Reduction::mean, {}, {}, origin);
       const double denom = n - static_cast<double>(*ddof);
-      reduce_kernel(reduction_name(r).data(), s, x, {mu}, out, Combine::sum, compute, origin,
-                    [&](Kernel& k, int xb, const std::vector<int>& e) {
-                      k.body = k.apply(ScalarOp::square, k.apply(ScalarOp::sub, k.load(xb), k.load(e[0])));
-                      k.result = k.apply(ScalarOp::div, k.accumulator(), k.constant(denom));
-                      if (r == Reduction::std) k.result = k.apply(ScalarOp::sqrt, k.result);
-                    });
+      run_reduce_kernel(reduction_name(r).data(), s, x, {mu}, out, Combine::sum, compute, origin,
+                        [&](Kernel& k, int xb, const std::vector<int>& e) {
+                          k.body = k.apply(ScalarOp::square,
+                                           k.apply(ScalarOp::sub, k.load(xb), k.load(e[0])));
+                          k.result = k.apply(ScalarOp::div, k.accumulator(), k.constant(denom));
+                          if (r == Reduction::std) k.result = k.apply(ScalarOp::sqrt, k.result);
+                        });
       break;
     }
     case Reduction::none: throw std::logic_error("internal error: reduce with no reduction");
