@@ -13,6 +13,7 @@ packages=(
   libsleef-dev                                   # the JIT's vectorized f32 exp/log/sin/cos
   openmpi-bin libopenmpi-dev                     # mpirun -np N ein train: data parallel, ZeRO
   libcli11-dev nlohmann-json3-dev libfmt-dev libxxhash-dev
+  libjemalloc-dev                                # the executables' malloc (static)
   clang-19 libclang-rt-19-dev                    # scripts/fuzz.sh: libFuzzer, ASan, UBSan
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   python3-torch python3-numpy                    # tests/models: the GPT against PyTorch
