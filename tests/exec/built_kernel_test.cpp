@@ -4,8 +4,12 @@
 // right whichever layout comes back.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ein/tensor.h>
@@ -72,6 +76,24 @@ TEST(BuiltKernels, FillsKeepTheirValues) {
   const std::vector<double> all = base.to_vector<double>();
   for (size_t i = 0; i < all.size(); ++i)
     EXPECT_EQ(all[i], i % 2 == 0 ? 1 : 7) << "element " << i;
+}
+
+TEST(BuiltKernels, FillsOfSpecialValuesGoThroughTheKeptKernel) {
+  // One kernel for the whole loop: each value is the launch's param, never the first one's.
+  const Tensor t = empty({2, 3}, DType::f32);
+  const double inf = std::numeric_limits<double>::infinity();
+  const double subnormal = std::numeric_limits<float>::denorm_min();
+  for (double v : {1.0, std::nan(""), -0.0, inf, -inf, subnormal, 0.0}) {
+    fill_into(t, v);
+    for (double got : t.to_vector<double>()) {
+      if (std::isnan(v)) {
+        EXPECT_TRUE(std::isnan(got));
+        continue;
+      }
+      EXPECT_EQ(got, v);
+      EXPECT_EQ(std::signbit(got), std::signbit(v)) << "fill of " << v;
+    }
+  }
 }
 
 TEST(BuiltKernels, CopiesOfEachLayoutStayRight) {
