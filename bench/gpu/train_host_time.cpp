@@ -16,11 +16,14 @@
 // SCRIPT defaults to examples/gpt/byte_gpt.ein. --count-only has the fake count the launches
 // and GEMMs without computing them (FakeCudaDevice::Work::count): the host takes the same path
 // (check the launches and GEMMs per step against a run without it), the losses are
-// meaningless, and a step takes milliseconds instead of seconds, as a profiler wants. Its host
-// time is also lower (byte_gpt: ~4-5 ms a step against ~15 ms with the kernels emulated): the
-// emulation's threads, started and ended for every launch, slow the host's own code down
-// between the launches (cold caches, the kernel's work on their stacks' mappings), which a
-// GPU running the kernels does not, so count-only is the figure to compare with a GPU machine.
+// meaningless, and a step is shorter (still ~0.5-0.7 s of wall time on a 2-core Zen 3, ~0.55 s
+// of it inside the fake's operations: the JSON's fake_device_ms_per_step), so a profiler should
+// record the stepping thread alone, after the warm-up (perf record -t). Its host time is also
+// lower (byte_gpt: ~3 ms a step on that machine, against ~15 ms with the kernels
+// emulated): the emulation's threads, started and ended for every launch, slow the host's own
+// code down between the launches (cold caches, the kernel's work on their stacks' mappings),
+// which a GPU running the kernels does not, so count-only is the figure to compare with a GPU
+// machine.
 //
 // Prints rows "name | value | unit | how" (as bench/gpu/run.sh's table) and a last line of
 // JSON: the medians over the timed steps of the host time, the launches, GEMMs and bytes copied
