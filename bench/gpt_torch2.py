@@ -5,6 +5,7 @@ or torch.compile. The training-at-scale issue's reference (bench/compare_torch2.
 
     python bench/gpt_torch2.py [--compile] [--precision fp32|bf16] [--steps 8] [--warmup 3]
         [--V 256 --T 64 --L 2 --H 4 --D 128 --B 16] [--threads 2] [--device cpu|cuda]
+        [--fused-adamw]
 
 Prints one JSON line: {"ms_per_step": [...], "losses": [...], "rss_idle": bytes,
 "rss_peak": bytes}: each step's wall time (batch + forward + backward + clip + AdamW), the
@@ -13,7 +14,8 @@ resident memory after the model, optimizer and first batch exist and before the 
 forward and backward under torch.autocast("cpu", torch.bfloat16), as PyTorch's CPU mixed
 precision does; on --device cuda, under torch.autocast("cuda", torch.bfloat16), with the
 data on the GPU, AdamW fused (as a PyTorch user on a GPU asks for) and each step ending in
-loss.item(), which waits for its kernels. The architecture is ein's stdlib GPT: learned positions, pre-LayerNorm
+loss.item(), which waits for its kernels. --fused-adamw asks for the fused AdamW on the CPU
+too (one kernel for all parameters, as on the GPU, instead of a loop over them). The architecture is ein's stdlib GPT: learned positions, pre-LayerNorm
 blocks, GELU (tanh) MLP of width 4D, the LM head tied to the token embedding.
 """
 import argparse
@@ -88,6 +90,7 @@ def main():
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--fused-adamw", action="store_true", help="the fused AdamW on the CPU too")
     for k, v in dict(V=256, T=64, L=2, H=4, D=128, B=16).items():
         p.add_argument(f"--{k}", type=int, default=v)
     a = p.parse_args()
@@ -95,7 +98,7 @@ def main():
     torch.manual_seed(0)
     model = GPT(a.V, a.T, a.L, a.H, a.D).to(a.device)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, betas=(0.9, 0.95), weight_decay=0.1,
-                            fused=a.device == "cuda")
+                            fused=a.device == "cuda" or a.fused_adamw)
     step_fn = torch.compile(model) if a.compile else model
     data = torch.randint(0, a.V, (1 << 20,), dtype=torch.int64, device=a.device)
 
