@@ -17,5 +17,8 @@ command -v /usr/bin/time >/dev/null || { apt-get update -qq && apt-get install -
 cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DEIN_BUILD_TESTS=OFF >/dev/null
 ninja -C build-bench -j2 ein >/dev/null
 echo "# $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; torch $("$venv/bin/python" -c 'import torch; print(torch.__version__)'); load: $(cut -d' ' -f1-3 /proc/loadavg)"
-OMP_WAIT_POLICY=passive OPENBLAS_NUM_THREADS=2 OMP_NUM_THREADS=2 python3 bench/compare_torch2.py \
+# torch runs with its OpenMP defaults, as its users run it: OMP_WAIT_POLICY=passive (set here
+# before 2026-12-02) made torch eager 2.35x slower at 64 2 4 128 16 on a 2-core Zen 3
+# (BENCHMARKS.md, "torch's OpenMP wait policy").
+env -u OMP_WAIT_POLICY OPENBLAS_NUM_THREADS=2 OMP_NUM_THREADS=2 python3 bench/compare_torch2.py \
   --ein build-bench/bin/ein --python "$venv/bin/python" "$@"
