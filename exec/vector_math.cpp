@@ -1,5 +1,5 @@
 // exec/vector_math.h. Branch-free loops with independent lanes so that GCC vectorises them
-// without -ffast-math.
+// without -ffast-math (with -fno-trapping-math: exec/CMakeLists.txt says why).
 #include "exec/vector_math.h"
 
 #include <cmath>
