@@ -26,7 +26,9 @@ bin="${EIN_BENCH_BUILD:-build-bench}"
 [ -n "${EIN_BENCH_BUILD:-}" ] || cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 ninja -C "$bin" -j2 ein_attention_timings >/dev/null
 echo "# $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; load: $(cut -d' ' -f1-3 /proc/loadavg)"
-export OMP_WAIT_POLICY=passive OPENBLAS_NUM_THREADS=2 OMP_NUM_THREADS=2
+# torch at its OpenMP defaults, as its users run it (BENCHMARKS.md, "torch's OpenMP wait policy")
+unset OMP_WAIT_POLICY
+export OPENBLAS_NUM_THREADS=2 OMP_NUM_THREADS=2
 for r in $(seq "$rounds"); do
   "$bin"/bin/ein_attention_timings bench/attention/attention.ein stdlib $shape 1 fused,unfused
   "$venv/bin/python" bench/attention/torch_sdpa.py --shape $shape --rounds 1 --threads 2
