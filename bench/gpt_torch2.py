@@ -15,8 +15,9 @@ forward and backward under torch.autocast("cpu", torch.bfloat16), as PyTorch's C
 precision does; on --device cuda, under torch.autocast("cuda", torch.bfloat16), with the
 data on the GPU, AdamW fused (as a PyTorch user on a GPU asks for) and each step ending in
 loss.item(), which waits for its kernels. --fused-adamw asks for the fused AdamW on the CPU
-too (one kernel for all parameters, as on the GPU, instead of a loop over them). The architecture is ein's stdlib GPT: learned positions, pre-LayerNorm
-blocks, GELU (tanh) MLP of width 4D, the LM head tied to the token embedding.
+too (one kernel for all parameters, as on the GPU, instead of a loop over them). The
+architecture is ein's stdlib GPT: learned positions, pre-LayerNorm blocks, GELU (tanh) MLP of
+width 4D, the LM head tied to the token embedding.
 """
 import argparse
 import json
