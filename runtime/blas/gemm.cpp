@@ -3,6 +3,7 @@
 #include "runtime/blas/gemm.h"
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -70,18 +71,71 @@ void scale_c(const GemmBatch& g) {
   }
 }
 
-#if EIN_HAVE_ONEDNN
-/// Whether f32 GEMMs go to oneDNN: where it is built in, unless EIN_BLAS=openblas (for
-/// comparison). oneDNN, as in PyTorch's CPU matmul, selects its kernels for the CPU at run
-/// time; OpenBLAS follows OPENBLAS_CORETYPE when the environment sets one, and this project's
-/// build machines set it to the AVX2 Haswell kernels on AVX-512 CPUs, where oneDNN's sgemm is
-/// about 1.9x faster (bench/gemm_backends.sh).
-bool use_onednn() {
-  static const bool onednn = [] {
-    const char* choice = std::getenv("EIN_BLAS");
-    return choice == nullptr || std::string(choice) != "openblas";
+/// Serialises changes of OpenBLAS's global thread count.
+std::mutex& blas_threads_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+/// OpenBLAS held to one thread for the guard's life, for work that ein splits over TBB's
+/// threads itself (no OpenBLAS threads next to TBB's); changes of the count are serialised.
+class OneOpenBlasThread {
+ public:
+  OneOpenBlasThread() : lock_(blas_threads_mutex()), saved_(openblas_get_num_threads()) {
+    openblas_set_num_threads(1);
+  }
+  ~OneOpenBlasThread() { openblas_set_num_threads(saved_); }
+  OneOpenBlasThread(const OneOpenBlasThread&) = delete;
+  OneOpenBlasThread& operator=(const OneOpenBlasThread&) = delete;
+
+ private:
+  std::lock_guard<std::mutex> lock_;
+  int saved_;
+};
+
+/// The f32 library choice: EIN_BLAS's (unset: automatic), until a test overrides it. oneDNN,
+/// as in PyTorch's CPU matmul, selects its kernels for the CPU at run time; OpenBLAS follows
+/// OPENBLAS_CORETYPE when the environment sets one, and this project's build machines set it
+/// to the AVX2 Haswell kernels on AVX-512 CPUs, where oneDNN's sgemm is about 1.9x faster
+/// (bench/gemm_backends.sh).
+std::atomic<F32Blas>& f32_blas_choice() {
+  static std::atomic<F32Blas> choice = [] {
+    const char* env = std::getenv("EIN_BLAS");
+    const std::string v = env == nullptr ? "" : env;
+    return v == "openblas" ? F32Blas::openblas
+           : v == "onednn" ? F32Blas::onednn
+                           : F32Blas::automatic;
   }();
-  return onednn;
+  return choice;
+}
+
+/// The pointers to A, B and C of the tile of GEMM i at row r0 and column c0 of C.
+template <class T>
+std::tuple<const T*, const T*, T*> tile_operands(const GemmBatch& g, int64_t i, int64_t r0,
+                                                 int64_t c0) {
+  return {static_cast<const T*>(g.a) + i * g.stride_a + (g.trans_a ? r0 : r0 * g.lda),
+          static_cast<const T*>(g.b) + i * g.stride_b + (g.trans_b ? c0 * g.ldb : c0),
+          static_cast<T*>(g.c) + i * g.stride_c + r0 * g.ldc + c0};
+}
+
+#if EIN_HAVE_ONEDNN
+/// One f32 GEMM tile on OpenBLAS on the calling thread (a OneOpenBlasThread held around it).
+void openblas_tile(const GemmBatch& g, int64_t i, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  const auto [a, b, c] = tile_operands<float>(g, i, r0, c0);
+  cblas_sgemm(CblasRowMajor, g.trans_a ? CblasTrans : CblasNoTrans,
+              g.trans_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(r1 - r0),
+              static_cast<blasint>(c1 - c0), static_cast<blasint>(g.k), static_cast<float>(g.alpha),
+              a, static_cast<blasint>(g.lda), b, static_cast<blasint>(g.ldb),
+              static_cast<float>(g.beta), c, static_cast<blasint>(g.ldc));
+}
+
+/// Whether oneDNN runs AVX-512 kernels on this CPU. With them its sgemm multiplies a transposed
+/// A at about its other layouts' rate (a tall C through run_transposed); with AVX2 kernels only
+/// it does not, and OpenBLAS takes those GEMMs (F32Blas in gemm.h).
+bool onednn_has_avx512() {
+  static const bool avx512 =
+      (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
+  return avx512;
 }
 
 /// One f32 GEMM on the calling thread: C = alpha·op(A)·op(B) + beta·C over rows [r0, r1) and
@@ -95,9 +149,7 @@ void onednn_tile(const GemmBatch& g, int64_t i, int64_t r0, int64_t r1, int64_t 
     OneOpenMPThread() { omp_set_num_threads(1); }
     ~OneOpenMPThread() { omp_set_num_threads(saved); }
   } one_thread;
-  const float* a = static_cast<const float*>(g.a) + i * g.stride_a + (g.trans_a ? r0 : r0 * g.lda);
-  const float* b = static_cast<const float*>(g.b) + i * g.stride_b + (g.trans_b ? c0 * g.ldb : c0);
-  float* c = static_cast<float*>(g.c) + i * g.stride_c + r0 * g.ldc + c0;
+  const auto [a, b, c] = tile_operands<float>(g, i, r0, c0);
   const dnnl_status_t status =
       dnnl_sgemm(g.trans_a ? 'T' : 'N', g.trans_b ? 'T' : 'N', r1 - r0, c1 - c0, g.k,
                  static_cast<float>(g.alpha), a, g.lda, b, g.ldb, static_cast<float>(g.beta), c, g.ldc);
@@ -368,21 +420,23 @@ void run_transposed(const GemmBatch& g, double flops) {
   });
 }
 
-/// The batch on oneDNN: small GEMMs in parallel over the batch, larger ones one after another,
-/// each split into one block of rows (or columns, for a wide C) per thread.
-void run_onednn(const GemmBatch& g, double flops, bool batch_parallel) {
-  if (transposed_is_faster(g, flops)) return run_transposed(g, flops);
+/// The batch split over the threads, each tile run by `tile` on its thread: small GEMMs in
+/// parallel over the batch, larger ones one after another, each split into one block of rows
+/// (or columns, for a wide C) per thread.
+template <class Tile>
+void run_split(const GemmBatch& g, double flops, bool batch_parallel, Tile tile) {
   const int threads = num_threads();
   if (batch_parallel && g.batch > 1 && threads > 1) {
     const auto grain = static_cast<int64_t>(std::max(1.0, kSmallGemmFlops / flops));
     parallel_for(0, g.batch, grain, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) onednn_tile(g, i, 0, g.m, 0, g.n);
+      for (int64_t i = lo; i < hi; ++i)
+        tile(g, i, 0, g.m, 0, g.n);
     });
     return;
   }
   for (int64_t i = 0; i < g.batch; ++i) {
     if (threads == 1 || flops < kSmallGemmFlops) {
-      onednn_tile(g, i, 0, g.m, 0, g.n);
+      tile(g, i, 0, g.m, 0, g.n);
       continue;
     }
     const bool rows = g.m >= g.n;
@@ -392,12 +446,17 @@ void run_onednn(const GemmBatch& g, double flops, bool batch_parallel) {
       for (int64_t t = lo; t < hi; ++t) {
         const int64_t from = t * block, to = std::min(extent, from + block);
         if (rows)
-          onednn_tile(g, i, from, to, 0, g.n);
+          tile(g, i, from, to, 0, g.n);
         else
-          onednn_tile(g, i, 0, g.m, from, to);
+          tile(g, i, 0, g.m, from, to);
       }
     });
   }
+}
+
+void run_onednn(const GemmBatch& g, double flops, bool batch_parallel) {
+  if (transposed_is_faster(g, flops)) return run_transposed(g, flops);
+  run_split(g, flops, batch_parallel, onednn_tile);
 }
 #endif
 
@@ -417,12 +476,6 @@ void run_one(const GemmBatch& g, int64_t i) {
   } else {
     cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, g.alpha, a, lda, b, ldb, g.beta, c, ldc);
   }
-}
-
-/// Serialises changes of OpenBLAS's global thread count.
-std::mutex& blas_threads_mutex() {
-  static std::mutex mutex;
-  return mutex;
 }
 
 /// bf16 operands where oneDNN has no bf16 kernels for the CPU (no AVX-512: a Zen 3, a
@@ -478,21 +531,13 @@ void bf16_block_through_f32(const GemmBatch& g, int64_t i, int64_t r0, int64_t c
 void run_bf16_through_f32(const GemmBatch& g) {
   const int64_t row_blocks = (g.m + kBf16Block - 1) / kBf16Block;
   const int64_t col_blocks = (g.n + kBf16Block - 1) / kBf16Block;
-  const std::lock_guard<std::mutex> lock(blas_threads_mutex());
-  const int saved = openblas_get_num_threads();
-  openblas_set_num_threads(1);
-  try {
-    parallel_for(0, g.batch * row_blocks * col_blocks, 1, [&](int64_t lo, int64_t hi) {
-      for (int64_t t = lo; t < hi; ++t)
-        bf16_block_through_f32(g, t / (row_blocks * col_blocks),
-                               (t / col_blocks % row_blocks) * kBf16Block,
-                               t % col_blocks * kBf16Block);
-    });
-  } catch (...) {
-    openblas_set_num_threads(saved);
-    throw;
-  }
-  openblas_set_num_threads(saved);
+  const OneOpenBlasThread one_thread;
+  parallel_for(0, g.batch * row_blocks * col_blocks, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t t = lo; t < hi; ++t)
+      bf16_block_through_f32(g, t / (row_blocks * col_blocks),
+                             (t / col_blocks % row_blocks) * kBf16Block,
+                             t % col_blocks * kBf16Block);
+  });
 }
 
 template <class T>
@@ -504,7 +549,13 @@ void run(const GemmBatch& g) {
       flops < kSmallGemmFlops || (g.batch >= num_threads() && flops < kBatchParallelFlops);
 #if EIN_HAVE_ONEDNN
   if constexpr (std::is_same_v<T, float>) {
-    if (use_onednn()) return run_onednn(g, flops, batch_parallel);
+    if (f32_blas_choice().load() != F32Blas::openblas) {
+      if (f32_blas_for(g) == F32Blas::onednn) return run_onednn(g, flops, batch_parallel);
+      // A weight gradient's Xᵀ·dY where oneDNN has AVX2 kernels only: OpenBLAS, split as
+      // oneDNN's GEMMs are.
+      const OneOpenBlasThread one_thread;
+      return run_split(g, flops, batch_parallel, openblas_tile);
+    }
   }
 #endif
   if (g.batch == 1 || !batch_parallel || num_threads() == 1) {
@@ -513,20 +564,12 @@ void run(const GemmBatch& g) {
     return;
   }
   // Many small GEMMs: one OpenBLAS thread each, TBB across the batch (no oversubscription).
-  const std::lock_guard<std::mutex> lock(blas_threads_mutex());
-  const int saved = openblas_get_num_threads();
-  openblas_set_num_threads(1);
+  const OneOpenBlasThread one_thread;
   const auto grain = static_cast<int64_t>(std::max(1.0, kSmallGemmFlops / flops));  // ≥ 1 MFLOP
-  try {
-    parallel_for(0, g.batch, grain, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i)
-        run_one<T>(g, i);
-    });
-  } catch (...) {
-    openblas_set_num_threads(saved);
-    throw;
-  }
-  openblas_set_num_threads(saved);
+  parallel_for(0, g.batch, grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i)
+      run_one<T>(g, i);
+  });
 }
 
 /// The sizes and leading dimensions fit OpenBLAS's integers and the matrices.
@@ -542,13 +585,28 @@ void check_sizes(const GemmBatch& g) {
 
 }  // namespace
 
+void choose_f32_blas(F32Blas choice) {
+  f32_blas_choice().store(choice);
+}
+
+F32Blas f32_blas_for(const GemmBatch& g) {
+#if EIN_HAVE_ONEDNN
+  const F32Blas choice = f32_blas_choice().load();
+  if (choice != F32Blas::automatic) return choice;
+  return g.trans_a && !g.trans_b && !onednn_has_avx512() ? F32Blas::openblas : F32Blas::onednn;
+#else
+  (void)g;
+  return F32Blas::openblas;
+#endif
+}
+
 bool bf16_gemm_available() {
 #if EIN_HAVE_ONEDNN
   // oneDNN 2.6 has bf16 matmul kernels for AVX-512 CPUs only: on one without (a Zen 3, or a
   // Haswell) it refuses the primitive (status 3, unimplemented), and bf16 GEMMs run through
   // f32 blocks instead (run_bf16_through_f32). Asked once, with a small tile.
   static const bool available = [] {
-    if (!use_onednn()) return false;
+    if (f32_blas_choice().load() == F32Blas::openblas) return false;
     try {
       const auto [prim, kernel] =
           make_bf16_primitive(Bf16Key{16, 16, 16, 16, 16, 16, false, false, false});
@@ -629,7 +687,7 @@ void gemm_on_this_thread(const GemmBatch& g) {
   if (g.dtype == DType::f32) {
     if (g.k == 0) return scale_c<float>(g);
 #if EIN_HAVE_ONEDNN
-    if (use_onednn()) return onednn_tile(g, 0, 0, g.m, 0, g.n);
+    if (f32_blas_choice().load() != F32Blas::openblas) return onednn_tile(g, 0, 0, g.m, 0, g.n);
 #endif
     return run_one<float>(g, 0);
   }

@@ -1,7 +1,8 @@
 // The strided batched GEMM under every BLAS contraction: C[i] = alpha·op(A[i])·op(B[i]) +
-// beta·C[i] on raw CPU memory, row-major with leading dimensions, through OpenBLAS. It picks
-// the threading (OpenBLAS inside one large GEMM, TBB across many small ones); it knows
-// nothing of tensors, axes or layouts (runtime/blas/contract.h does).
+// beta·C[i] on raw CPU memory, row-major with leading dimensions, through oneDNN's sgemm or
+// OpenBLAS (f32_blas_for says which). It picks the threading (each large GEMM split over TBB's
+// threads, or OpenBLAS's own; TBB across many small ones); it knows nothing of tensors, axes or
+// layouts (runtime/blas/contract.h does).
 #pragma once
 
 #include <cstdint>
@@ -42,11 +43,27 @@ struct GemmBatch {
   bool bf16_c = false;
 };
 
-/// Runs the batch. Small GEMMs (under ~1 MFLOP each) run in parallel over the batch on TBB
-/// with OpenBLAS held to one thread; larger ones run one after another, each threaded by
-/// OpenBLAS. Throws ein::RuntimeError on another dtype, a leading dimension too small, or a
-/// size beyond OpenBLAS's 32-bit integers.
+/// Runs the batch. Small GEMMs (under ~1 MFLOP each) run in parallel over the batch on TBB,
+/// the library held to one thread; larger ones run one after another, each split over TBB's
+/// threads (OpenBLAS's own threads under EIN_BLAS=openblas, and for f64). Throws ein::RuntimeError
+/// on another dtype, a leading dimension too small, or a size beyond OpenBLAS's 32-bit integers.
 void gemm_batched(const GemmBatch& g);
+
+/// The library of f32 GEMMs. automatic: oneDNN's sgemm where it is built in (as PyTorch's CPU
+/// matmul), except C = Aᵀ·B (a weight gradient Xᵀ·dY) where oneDNN has AVX2 kernels only (a
+/// Zen 3, a Haswell): there OpenBLAS's sgemm runs the GPT MLP's weight gradients (C 1024×256
+/// and 256×1024 from 2048 rows) about twice as fast: 71-74 GFLOP/s on one Zen 3 core against
+/// 32-36, and 38-64 as Cᵀ; from 2048×768 up the two are even (bench/sgemm_transposed_a.c).
+/// onednn and openblas run every f32 GEMM on that library (EIN_BLAS=onednn / openblas, for
+/// comparisons). Without oneDNN built in, OpenBLAS runs them all.
+enum class F32Blas { automatic, onednn, openblas };
+
+/// Replaces EIN_BLAS's choice for the process, so that tests check each library on any CPU.
+void choose_f32_blas(F32Blas choice);
+
+/// The library that runs an f32 GEMM of `g`'s layout under the current choice (onednn or
+/// openblas). bf16 GEMMs use oneDNN unless the choice is openblas (bf16_gemm_available).
+F32Blas f32_blas_for(const GemmBatch& g);
 
 /// Whether gemm_batched multiplies bf16 operands with oneDNN's bf16 kernels (built in, not
 /// turned off by EIN_BLAS=openblas, and having kernels for this CPU: AVX-512 ones): about

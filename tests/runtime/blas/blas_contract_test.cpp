@@ -467,12 +467,27 @@ TEST(GemmBatched, BetaAccumulatesAndAlphaScales) {
   EXPECT_THROW(gemm_batched(g), RuntimeError);
 }
 
+/// Runs `body` under each f32 library choice, so that oneDNN's and OpenBLAS's paths are both
+/// checked on any CPU (the automatic one sends a transposed A to OpenBLAS on AVX2-only CPUs and
+/// to oneDNN on AVX-512 ones); the automatic choice is restored after.
+template <class Body>
+void for_each_f32_blas(Body body) {
+  for (const auto& [choice, name] :
+       {std::pair{F32Blas::automatic, "automatic"}, std::pair{F32Blas::onednn, "onednn"},
+        std::pair{F32Blas::openblas, "openblas"}}) {
+    choose_f32_blas(choice);
+    SCOPED_TRACE(std::string("f32 BLAS choice ") + name);
+    body();
+  }
+  choose_f32_blas(F32Blas::automatic);
+}
+
 // beta = 0 ignores C's old values, NaNs included (the BLAS rule), on the split and batched
-// paths as on small GEMMs.
-TEST(GemmBatched, BetaZeroIgnoresNaNsInC) {
+// paths as on small GEMMs, on each f32 library.
+void check_beta_zero_ignores_nans_in_c() {
   for (const auto& [batch, m] : {std::pair<int64_t, int64_t>{3, 8}, {3, 257}, {1, 257}, {1, 400}}) {
     const int64_t n = 96, k = 64;
-    const bool ta = m == 400;  // a transposed A, C four times taller: run_transposed
+    const bool ta = m == 400;  // a transposed A, C four times taller: oneDNN's run_transposed
     const Tensor a = random({batch, m, k}), b = random({batch, k, n});
     Tensor c = full({batch, m, n}, std::nan(""), DType::f32).contiguous();
     GemmBatch g;
@@ -488,14 +503,18 @@ TEST(GemmBatched, BetaZeroIgnoresNaNsInC) {
   }
 }
 
+TEST(GemmBatched, BetaZeroIgnoresNaNsInC) {
+  for_each_f32_blas(check_beta_zero_ignores_nans_in_c);
+}
+
 // Large f32 GEMMs (above 1 MFLOP) are split over threads by rows of C, or by columns when C
 // is wider than tall; every combination of transposes, padded leading dimensions, batch
 // strides and beta, with sizes that leave a ragged last block, against a float64 loop.
-TEST(GemmBatched, LargeGemmsSplitOverThreads) {
+void check_large_gemms_split_over_threads() {
   struct Case {
     int64_t batch, m, n, k;
   };
-  // 1 × 203 × 47 with a transposed A: computed as Cᵀ and copied (run_transposed).
+  // 1 × 203 × 47 with a transposed A: on oneDNN, computed as Cᵀ and copied (run_transposed).
   for (const Case& cs : {Case{1, 203, 57, 61}, Case{1, 45, 301, 77}, Case{3, 130, 129, 40},
                          Case{1, 203, 47, 61}}) {
     for (int t = 0; t < 4; ++t) {
@@ -538,6 +557,10 @@ TEST(GemmBatched, LargeGemmsSplitOverThreads) {
                         << " trans_a " << ta << " trans_b " << tb;
     }
   }
+}
+
+TEST(GemmBatched, LargeGemmsSplitOverThreads) {
+  for_each_f32_blas(check_large_gemms_split_over_threads);
 }
 
 }  // namespace
