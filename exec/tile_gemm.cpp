@@ -1,5 +1,6 @@
 // exec/tile_gemm.h. The register block is MR = 6 rows × NV ≤ 4 vectors of 16 columns: 24
-// accumulators, the 4 vectors of B's row and one broadcast of A fit the 32 zmm registers.
+// accumulators, the 4 vectors of B's row and one broadcast of A fit the 32 zmm registers (on
+// AVX2, 6 rows × 2 vectors of 8 in the 16 ymm registers).
 // Per step of the shared dimension it loads B's row once and issues 6 · NV FMAs. Blocks at
 // the edges are the same template with fewer rows, fewer vectors and a mask on the last one.
 #include "exec/tile_gemm.h"
@@ -40,6 +41,7 @@ void with_blas(DType dtype, int64_t m, int64_t n, int64_t k, T alpha, const T* a
 }
 
 std::atomic<bool> portable{false};
+std::atomic<bool> no_avx512{false};
 
 #if EIN_TILE_GEMM_AVX512
 constexpr int kRows = 6;
@@ -119,6 +121,102 @@ void with_avx512(int64_t m, int64_t n, int64_t k, float alpha, const float* a, i
 }
 #endif
 
+#if EIN_TILE_GEMM_AVX512
+/// The same register block for CPUs with AVX2 and FMA but no AVX-512 (a Zen 3, a Haswell):
+/// MR = 6 rows × NV ≤ 2 vectors of 8 columns, 12 accumulators beside B's two vectors and A's
+/// broadcast in the 16 ymm registers. The last vector's lanes past `tail` are masked.
+constexpr int kRows2 = 6;
+constexpr int kVectors2 = 2;
+constexpr int64_t kColumns2 = 8 * kVectors2;
+
+#define EIN_AVX2 __attribute__((target("avx2,fma")))
+
+EIN_AVX2 inline __m256i lanes_below8(int64_t n) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), lane);
+}
+
+template <int MR, int NV, bool Full>
+EIN_AVX2 void block_avx2(int64_t k, float alpha, const float* a, int64_t a_rs, int64_t a_cs,
+                         const float* b, int64_t ldb, int64_t tail, bool accumulate, float* c,
+                         int64_t ldc) {
+  const __m256i last = lanes_below8(Full ? 8 : tail);
+  __m256 acc[MR][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v)
+      acc[r][v] = _mm256_setzero_ps();
+#pragma GCC unroll 2
+  for (int64_t p = 0; p < k; ++p) {
+    const float* bp = b + p * ldb;
+    __m256 bv[NV];
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v)
+      bv[v] =
+          Full || v + 1 < NV ? _mm256_loadu_ps(bp + 8 * v) : _mm256_maskload_ps(bp + 8 * v, last);
+    const float* ap = a + p * a_cs;
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      const __m256 x = _mm256_broadcast_ss(ap + r * a_rs);
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v)
+        acc[r][v] = _mm256_fmadd_ps(x, bv[v], acc[r][v]);
+    }
+  }
+  const __m256 scale = _mm256_set1_ps(alpha);
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) {
+      float* cp = c + r * ldc + 8 * v;
+      const bool whole = Full || v + 1 < NV;
+      const __m256 old = !accumulate ? _mm256_setzero_ps()
+                         : whole     ? _mm256_loadu_ps(cp)
+                                     : _mm256_maskload_ps(cp, last);
+      const __m256 out =
+          accumulate ? _mm256_fmadd_ps(acc[r][v], scale, old) : _mm256_mul_ps(acc[r][v], scale);
+      if (whole)
+        _mm256_storeu_ps(cp, out);
+      else
+        _mm256_maskstore_ps(cp, last, out);
+    }
+}
+
+using Block2 = void (*)(int64_t, float, const float*, int64_t, int64_t, const float*, int64_t,
+                        int64_t, bool, float*, int64_t);
+
+template <int MR, bool Full>
+constexpr Block2 blocks2_of[kVectors2] = {block_avx2<MR, 1, Full>, block_avx2<MR, 2, Full>};
+
+/// [full last vector][rows - 1][vectors - 1]
+constexpr const Block2* kBlocks2[2][kRows2] = {
+    {blocks2_of<1, false>, blocks2_of<2, false>, blocks2_of<3, false>, blocks2_of<4, false>,
+     blocks2_of<5, false>, blocks2_of<6, false>},
+    {blocks2_of<1, true>, blocks2_of<2, true>, blocks2_of<3, true>, blocks2_of<4, true>,
+     blocks2_of<5, true>, blocks2_of<6, true>}};
+
+void with_avx2(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_rs,
+               int64_t a_cs, const float* b, int64_t ldb, bool accumulate, float* c, int64_t ldc) {
+  // Columns outermost, as with_avx512: B's k × 16 panel stays in L1 over the row blocks.
+  for (int64_t j0 = 0; j0 < n; j0 += kColumns2) {
+    const int64_t cols = std::min(kColumns2, n - j0);
+    const int vectors = static_cast<int>((cols + 7) / 8);
+    const int64_t tail = cols - 8 * (vectors - 1);
+    for (int64_t i0 = 0; i0 < m; i0 += kRows2) {
+      const int rows = static_cast<int>(std::min<int64_t>(kRows2, m - i0));
+      kBlocks2[tail == 8][rows - 1][vectors - 1](k, alpha, a + i0 * a_rs, a_rs, a_cs, b + j0, ldb,
+                                                 tail, accumulate, c + i0 * ldc + j0, ldc);
+    }
+  }
+}
+
+bool avx2_fma() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+}
+#endif
+
 template <class T>
 void transpose(const T* src, int64_t src_ld, int64_t rows, int64_t cols, T* dst, int64_t ld) {
   constexpr int64_t kSide = 16;  // blocks of 16 × 16 keep both sides' lines in L1
@@ -190,7 +288,8 @@ void transpose_words(const W* src, int64_t src_ld, int64_t rows, int64_t cols, W
 bool avx512_tile_kernels() {
 #if EIN_TILE_GEMM_AVX512
   static const bool has = __builtin_cpu_supports("avx512f");
-  return has && !portable.load(std::memory_order_relaxed);
+  return has && !portable.load(std::memory_order_relaxed) &&
+         !no_avx512.load(std::memory_order_relaxed);
 #else
   return false;
 #endif
@@ -198,12 +297,26 @@ bool avx512_tile_kernels() {
 
 void force_portable_tile_kernels(bool on) { portable.store(on, std::memory_order_relaxed); }
 
+void force_avx2_tile_kernels(bool on) {
+  no_avx512.store(on, std::memory_order_relaxed);
+}
+
+const char* tile_gemm_path() {
+#if EIN_TILE_GEMM_AVX512
+  if (avx512_tile_kernels()) return "AVX-512";
+  if (avx2_fma() && !portable.load(std::memory_order_relaxed)) return "AVX2";
+#endif
+  return "BLAS";
+}
+
 void tile_gemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_rs,
                int64_t a_cs, const float* b, int64_t ldb, bool accumulate, float* c,
                int64_t ldc) {
   if (m <= 0 || n <= 0) return;
 #if EIN_TILE_GEMM_AVX512
   if (avx512_tile_kernels()) return with_avx512(m, n, k, alpha, a, a_rs, a_cs, b, ldb, accumulate, c, ldc);
+  if (avx2_fma() && !portable.load(std::memory_order_relaxed))
+    return with_avx2(m, n, k, alpha, a, a_rs, a_cs, b, ldb, accumulate, c, ldc);
 #endif
   with_blas(DType::f32, m, n, k, alpha, a, a_rs, a_cs, b, ldb, accumulate, c, ldc);
 }

@@ -1,8 +1,9 @@
 // The small GEMMs inside the fused CPU kernels' tiles (exec/attention.cpp): a few dozen rows
 // and columns, called thousands of times per kernel. This one reads the operands in place (A
 // with any strides, so a transposed tile needs no copy), keeps a 6 × 64 block of C in AVX-512
-// registers and walks the shared dimension once. Alone, on hot operands, it runs level with
-// oneDNN's sgemm at the attention's shapes (bench/attention/ein_tile_kernel_timings.cpp).
+// registers (6 × 16 in AVX2 ones) and walks the shared dimension once. Alone, on hot operands, it
+// runs level with oneDNN's sgemm at the attention's shapes
+// (bench/attention/ein_tile_kernel_timings.cpp).
 #pragma once
 
 #include <cstdint>
@@ -12,7 +13,8 @@ namespace ein {
 /// C[m × n] = alpha·A·B, or C += alpha·A·B when `accumulate` (C is not read otherwise, so it
 /// may hold anything). A's element (i, p) is a[i·a_rs + p·a_cs], so Aᵀ is A with its strides
 /// swapped; one of the two strides must be 1. B is row-major with row stride ldb, C with ldc.
-/// AVX-512 where the CPU has it; elsewhere the BLAS of runtime/blas/gemm.h.
+/// AVX-512 where the CPU has it, else AVX2 and FMA where it has those; elsewhere the BLAS of
+/// runtime/blas/gemm.h (f64 always).
 void tile_gemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_rs,
                int64_t a_cs, const float* b, int64_t ldb, bool accumulate, float* c, int64_t ldc);
 void tile_gemm(int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t a_rs,
@@ -21,9 +23,15 @@ void tile_gemm(int64_t m, int64_t n, int64_t k, double alpha, const double* a, i
 
 /// Whether the tile kernels here and in softmax_tiles.h run their AVX-512 code: the CPU has
 /// AVX-512 and no test forced the portable path (the BLAS and vector_math.h) with
-/// force_portable_tile_kernels, which exists so that tests check that path on any CPU.
+/// force_portable_tile_kernels, or the AVX2 one with force_avx2_tile_kernels (AVX-512 off:
+/// tile_gemm's AVX2 kernel, softmax_tiles.h's portable code). Both exist so that tests check
+/// every path on any CPU that can run it.
 bool avx512_tile_kernels();
 void force_portable_tile_kernels(bool portable);
+void force_avx2_tile_kernels(bool avx2);
+
+/// Which code tile_gemm's f32 runs now: "AVX-512", "AVX2" or "BLAS". For tests and benchmarks.
+const char* tile_gemm_path();
 
 /// dst[c · ld + r] = src[r · src_ld + c] for r < rows, c < cols: a block transposed, so that a
 /// product with Bᵀ reads B's transpose row by row.

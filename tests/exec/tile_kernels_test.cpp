@@ -28,14 +28,18 @@ namespace {
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-/// Runs `body` on the AVX-512 path (when the CPU has it) and on the portable one.
+/// Runs `body` on the CPU's own path (AVX-512 or AVX2 where it has them), on the AVX2 one (an
+/// AVX-512 CPU's too) and on the portable one.
 template <class F>
 void on_both_paths(F body) {
-  for (bool portable : {false, true}) {
-    force_portable_tile_kernels(portable);
-    SCOPED_TRACE(avx512_tile_kernels() ? "AVX-512 path" : "portable path");
+  for (int path = 0; path < 3; ++path) {
+    force_avx2_tile_kernels(path == 1);
+    force_portable_tile_kernels(path == 2);
+    SCOPED_TRACE(std::string("tile_gemm on ") + tile_gemm_path() +
+                 (avx512_tile_kernels() ? ", softmax on AVX-512" : ", softmax portable"));
     body();
   }
+  force_avx2_tile_kernels(false);
   force_portable_tile_kernels(false);
 }
 
