@@ -549,13 +549,11 @@ void run(const GemmBatch& g) {
       flops < kSmallGemmFlops || (g.batch >= num_threads() && flops < kBatchParallelFlops);
 #if EIN_HAVE_ONEDNN
   if constexpr (std::is_same_v<T, float>) {
-    if (f32_blas_choice().load() != F32Blas::openblas) {
-      if (f32_blas_for(g) == F32Blas::onednn) return run_onednn(g, flops, batch_parallel);
-      // A weight gradient's Xᵀ·dY where oneDNN has AVX2 kernels only: OpenBLAS, split as
-      // oneDNN's GEMMs are.
-      const OneOpenBlasThread one_thread;
-      return run_split(g, flops, batch_parallel, openblas_tile);
-    }
+    if (f32_blas_for(g) == F32Blas::onednn) return run_onednn(g, flops, batch_parallel);
+    // On OpenBLAS (a deep Xᵀ·dY where oneDNN has AVX2 kernels only, or EIN_BLAS=openblas),
+    // split as oneDNN's GEMMs are.
+    const OneOpenBlasThread one_thread;
+    return run_split(g, flops, batch_parallel, openblas_tile);
   }
 #endif
   if (g.batch == 1 || !batch_parallel || num_threads() == 1) {
@@ -593,7 +591,9 @@ F32Blas f32_blas_for(const GemmBatch& g) {
 #if EIN_HAVE_ONEDNN
   const F32Blas choice = f32_blas_choice().load();
   if (choice != F32Blas::automatic) return choice;
-  return g.trans_a && !g.trans_b && !onednn_has_avx512() ? F32Blas::openblas : F32Blas::onednn;
+  const bool deep = g.k >= g.m && g.k >= g.n;  // a weight gradient over a batch's tokens
+  return g.trans_a && !g.trans_b && deep && !onednn_has_avx512() ? F32Blas::openblas
+                                                                 : F32Blas::onednn;
 #else
   (void)g;
   return F32Blas::openblas;

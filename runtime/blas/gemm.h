@@ -45,17 +45,20 @@ struct GemmBatch {
 
 /// Runs the batch. Small GEMMs (under ~1 MFLOP each) run in parallel over the batch on TBB,
 /// the library held to one thread; larger ones run one after another, each split over TBB's
-/// threads (OpenBLAS's own threads under EIN_BLAS=openblas, and for f64). Throws ein::RuntimeError
-/// on another dtype, a leading dimension too small, or a size beyond OpenBLAS's 32-bit integers.
+/// threads (f64 ones, and f32 where oneDNN is not built in, over OpenBLAS's own). Throws
+/// ein::RuntimeError on another dtype, a leading dimension too small, or a size beyond OpenBLAS's
+/// 32-bit integers.
 void gemm_batched(const GemmBatch& g);
 
 /// The library of f32 GEMMs. automatic: oneDNN's sgemm where it is built in (as PyTorch's CPU
-/// matmul), except C = Aᵀ·B (a weight gradient Xᵀ·dY) where oneDNN has AVX2 kernels only (a
-/// Zen 3, a Haswell): there OpenBLAS's sgemm runs the GPT MLP's weight gradients (C 1024×256
-/// and 256×1024 from 2048 rows) about twice as fast: 71-74 GFLOP/s on one Zen 3 core against
-/// 32-36, and 38-64 as Cᵀ; from 2048×768 up the two are even (bench/sgemm_transposed_a.c).
-/// onednn and openblas run every f32 GEMM on that library (EIN_BLAS=onednn / openblas, for
-/// comparisons). Without oneDNN built in, OpenBLAS runs them all.
+/// matmul), except C = Aᵀ·B with k ≥ m, n (a weight gradient Xᵀ·dY over a batch's tokens)
+/// where oneDNN has AVX2 kernels only (a Zen 3, a Haswell): there OpenBLAS's sgemm runs the
+/// GPT MLP's weight gradients (C 1024×256 and 256×1024 from 2048 rows) about twice as fast:
+/// 71-74 GFLOP/s on one Zen 3 core against 32-36, and 38-64 as Cᵀ; at 2048×768 from 1024 rows
+/// the two are even (bench/sgemm_transposed_a.c). A shallow one stays on oneDNN, faster there:
+/// the fused LM head's weight gradient over 128 rows (C 768 × 12564 on one core) 79 against
+/// 59-64 GFLOP/s. onednn and openblas run every f32 GEMM on that library (EIN_BLAS=onednn /
+/// openblas, for comparisons). Without oneDNN built in, OpenBLAS runs them all.
 enum class F32Blas { automatic, onednn, openblas };
 
 /// Replaces EIN_BLAS's choice for the process, so that tests check each library on any CPU.

@@ -515,8 +515,10 @@ void check_large_gemms_split_over_threads() {
     int64_t batch, m, n, k;
   };
   // 1 × 203 × 47 with a transposed A: on oneDNN, computed as Cᵀ and copied (run_transposed).
+  // k the largest (a weight gradient over a batch's tokens) with a transposed A: OpenBLAS's
+  // tiles where oneDNN has no AVX-512, split by rows, and over a batch.
   for (const Case& cs : {Case{1, 203, 57, 61}, Case{1, 45, 301, 77}, Case{3, 130, 129, 40},
-                         Case{1, 203, 47, 61}}) {
+                         Case{1, 203, 47, 61}, Case{1, 64, 48, 400}, Case{2, 40, 36, 380}}) {
     for (int t = 0; t < 4; ++t) {
       const bool ta = t & 1, tb = t & 2;
       // Stored shapes with 3 extra columns of padding (lda/ldb/ldc > the row length).
