@@ -56,8 +56,8 @@ void gemm_batched(const GemmBatch& g);
 /// GPT MLP's weight gradients (C 1024×256 and 256×1024 from 2048 rows) about twice as fast:
 /// 71-74 GFLOP/s on one Zen 3 core against 32-36, and 38-64 as Cᵀ; at 2048×768 from 1024 rows
 /// the two are even (bench/sgemm_transposed_a.c). A shallow one stays on oneDNN, faster there:
-/// the fused LM head's weight gradient over 128 rows (C 768 × 12564 on one core) 79 against
-/// 59-64 GFLOP/s. onednn and openblas run every f32 GEMM on that library (EIN_BLAS=onednn /
+/// the fused LM head's weight gradient over 128 rows (C 768 × 12564 on one core) 79-83 against
+/// 59-66 GFLOP/s. onednn and openblas run every f32 GEMM on that library (EIN_BLAS=onednn /
 /// openblas, for comparisons). Without oneDNN built in, OpenBLAS runs them all.
 enum class F32Blas { automatic, onednn, openblas };
 

@@ -468,8 +468,8 @@ TEST(GemmBatched, BetaAccumulatesAndAlphaScales) {
 }
 
 /// Runs `body` under each f32 library choice, so that oneDNN's and OpenBLAS's paths are both
-/// checked on any CPU (the automatic one sends a transposed A to OpenBLAS on AVX2-only CPUs and
-/// to oneDNN on AVX-512 ones); the automatic choice is restored after.
+/// checked on any CPU (the automatic one sends a deep Aᵀ·B, k ≥ m, n, to OpenBLAS on AVX2-only
+/// CPUs and everything to oneDNN on AVX-512 ones); the automatic choice is restored after.
 template <class Body>
 void for_each_f32_blas(Body body) {
   for (const auto& [choice, name] :
