@@ -10,13 +10,13 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
-#define EIN_SOFTMAX_TILES_AVX512 1
+#define EIN_SOFTMAX_TILES_X86 1
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), which -Wmaybe-uninitialized
 // reports once they are inlined here (a known false positive).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #else
-#define EIN_SOFTMAX_TILES_AVX512 0
+#define EIN_SOFTMAX_TILES_X86 0
 #endif
 
 namespace ein {
@@ -57,7 +57,7 @@ void probability_rows(T* tile, int64_t ld, int64_t rows, int64_t width, const in
   }
 }
 
-#if EIN_SOFTMAX_TILES_AVX512
+#if EIN_SOFTMAX_TILES_X86
 #define EIN_AVX512 __attribute__((target("avx512f")))
 
 /// exp(in) on 16 lanes, as exp_shift_sum computes it for in ≤ 88.7: results below 2^-126 are
@@ -184,14 +184,154 @@ EIN_AVX512 void probabilities_avx512(float* tile, int64_t ld, int64_t rows, int6
   for (int64_t i = 0; i < rows; ++i)
     exp_row(tile + i * ld, cols != nullptr ? cols[i] : width, width, shift_of(lse[i]));
 }
+
+/// The same three passes on CPUs with AVX2 and FMA but no AVX-512 (a Zen 3, a Haswell): eight
+/// lanes, masks as vectors (maskload, maskstore, and) where AVX-512 has mask registers, and
+/// 2^k put together in the exponent bits where AVX-512 has vscalefps. Same results up to
+/// rounding; exp16's comments hold for exp8.
+#define EIN_AVX2 __attribute__((target("avx2,fma")))
+
+/// exp(in) on 8 lanes for in ≤ 88.3 (2^k must be a finite float; softmax's arguments are ≤ 0):
+/// results below 2^-126 are 0 and NaN stays NaN.
+EIN_AVX2 inline __m256 exp8(__m256 in) {
+  const __m256 keep = _mm256_cmp_ps(in, _mm256_set1_ps(-87.33654f), _CMP_NLT_UQ);
+  __m256 a = _mm256_max_ps(_mm256_set1_ps(-87.33654f), in);
+  a = _mm256_min_ps(_mm256_set1_ps(88.72283f), a);
+  const __m256 big = _mm256_set1_ps(12582912.0f);
+  const __m256 kf =
+      _mm256_sub_ps(_mm256_fmadd_ps(a, _mm256_set1_ps(1.44269504088896341f), big), big);
+  __m256 r = _mm256_fnmadd_ps(kf, _mm256_set1_ps(0.693359375f), a);
+  r = _mm256_fnmadd_ps(kf, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  // 2^k as (k + 127) << 23; k ≥ -126 after the clamp. A NaN's k is garbage, its p NaN.
+  const __m256i bits =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(kf), _mm256_set1_epi32(127)), 23);
+  return _mm256_and_ps(keep, _mm256_mul_ps(p, _mm256_castsi256_ps(bits)));
+}
+
+/// Lanes [0, n) of an 8-lane vector as a mask of all-ones lanes (n may be ≤ 0 or ≥ 8).
+EIN_AVX2 inline __m256i lanes_below8(int64_t n) {
+  const int count = static_cast<int>(std::clamp<int64_t>(n, 0, 8));
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(count), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+EIN_AVX2 inline float sum8(__m256 v) {
+  __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+  return _mm_cvtss_f32(_mm_add_ss(x, _mm_movehdup_ps(x)));
+}
+
+EIN_AVX2 inline float max8(__m256 v) {
+  __m128 x = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  x = _mm_max_ps(x, _mm_movehl_ps(x, x));
+  return _mm_cvtss_f32(_mm_max_ss(x, _mm_movehdup_ps(x)));
+}
+
+/// exp_row on 8 lanes.
+EIN_AVX2 __attribute__((always_inline)) inline float exp_row8(float* row, int64_t c, int64_t width,
+                                                              float shift) {
+  const __m256 s = _mm256_set1_ps(shift);
+  __m256 sum = _mm256_setzero_ps();
+  int64_t j = 0;
+  for (; j + 8 <= c; j += 8) {
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(row + j), s));
+    sum = _mm256_add_ps(sum, e);
+    _mm256_storeu_ps(row + j, e);
+  }
+  if (j < c) {
+    const __m256i valid = lanes_below8(c - j);
+    const __m256 x = _mm256_maskload_ps(row + j, valid);
+    const __m256 e = _mm256_and_ps(_mm256_castsi256_ps(valid), exp8(_mm256_sub_ps(x, s)));
+    sum = _mm256_add_ps(sum, e);
+    _mm256_maskstore_ps(row + j, lanes_below8(width - j), e);
+    j += 8;
+  }
+  for (; j < width; j += 8)
+    _mm256_maskstore_ps(row + j, lanes_below8(width - j), _mm256_setzero_ps());
+  return sum8(sum);
+}
+
+EIN_AVX2 void online_avx2(float* tile, int64_t ld, int64_t rows, int64_t width, const int64_t* cols,
+                          float* m, float* l, float* acc, int64_t f) {
+  constexpr float minus_inf = -std::numeric_limits<float>::infinity();
+  constexpr int64_t kMaxRows = 64;
+  alignas(32) float max[kMaxRows], shift[kMaxRows], sum[kMaxRows];
+  for (int64_t r0 = 0; r0 < rows; r0 += kMaxRows) {
+    const int64_t n = std::min(kMaxRows, rows - r0);
+    for (int64_t i = 0; i < n; ++i) {
+      const float* row = tile + (r0 + i) * ld;
+      const int64_t c = cols != nullptr ? cols[r0 + i] : width;
+      const __m256 none = _mm256_set1_ps(minus_inf);
+      __m256 mx = none, nan = _mm256_setzero_ps();
+      int64_t j = 0;
+      for (; j + 8 <= c; j += 8) {
+        const __m256 x = _mm256_loadu_ps(row + j);
+        nan = _mm256_or_ps(nan, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+        mx = _mm256_max_ps(mx, x);
+      }
+      if (j < c) {
+        const __m256i valid = lanes_below8(c - j);
+        const __m256 x =
+            _mm256_blendv_ps(none, _mm256_maskload_ps(row + j, valid), _mm256_castsi256_ps(valid));
+        nan = _mm256_or_ps(nan, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+        mx = _mm256_max_ps(mx, x);
+      }
+      const float before = m[r0 + i];
+      float row_mx =
+          _mm256_movemask_ps(nan) != 0 ? row_max(row, c, before) : std::max(max8(mx), before);
+      if (before != before) row_mx = before;
+      max[i] = row_mx;
+      shift[i] = shift_of(row_mx);
+    }
+    for (int64_t i = 0; i < n; ++i)
+      sum[i] =
+          exp_row8(tile + (r0 + i) * ld, cols != nullptr ? cols[r0 + i] : width, width, shift[i]);
+    for (int64_t i = 0; i < n; i += 8) {
+      const __m256i lanes = lanes_below8(n - i);
+      const __m256 before = _mm256_maskload_ps(m + r0 + i, lanes);
+      const __m256 correction = exp8(_mm256_sub_ps(before, _mm256_load_ps(shift + i)));
+      const __m256 running = _mm256_maskload_ps(l + r0 + i, lanes);
+      _mm256_maskstore_ps(l + r0 + i, lanes,
+                          _mm256_fmadd_ps(running, correction, _mm256_load_ps(sum + i)));
+      _mm256_maskstore_ps(m + r0 + i, lanes, _mm256_load_ps(max + i));
+      alignas(32) float k[8];
+      _mm256_store_ps(k, correction);
+      for (int64_t row = 0; row < std::min<int64_t>(8, n - i); ++row) {
+        if (k[row] == 1.0f) continue;  // the max did not grow
+        float* a = acc + (r0 + i + row) * f;
+        const __m256 scale = _mm256_set1_ps(k[row]);
+        int64_t j = 0;
+        for (; j + 8 <= f; j += 8)
+          _mm256_storeu_ps(a + j, _mm256_mul_ps(_mm256_loadu_ps(a + j), scale));
+        if (j < f) {
+          const __m256i left = lanes_below8(f - j);
+          _mm256_maskstore_ps(a + j, left, _mm256_mul_ps(_mm256_maskload_ps(a + j, left), scale));
+        }
+      }
+    }
+  }
+}
+
+EIN_AVX2 void probabilities_avx2(float* tile, int64_t ld, int64_t rows, int64_t width,
+                                 const int64_t* cols, const float* lse) {
+  for (int64_t i = 0; i < rows; ++i)
+    exp_row8(tile + i * ld, cols != nullptr ? cols[i] : width, width, shift_of(lse[i]));
+}
 #endif
 
 }  // namespace
 
 void online_softmax_block(float* tile, int64_t ld, int64_t rows, int64_t width,
                           const int64_t* cols, float* m, float* l, float* acc, int64_t f) {
-#if EIN_SOFTMAX_TILES_AVX512
+#if EIN_SOFTMAX_TILES_X86
   if (avx512_tile_kernels()) return online_avx512(tile, ld, rows, width, cols, m, l, acc, f);
+  if (avx2_tile_kernels()) return online_avx2(tile, ld, rows, width, cols, m, l, acc, f);
 #endif
   online_rows(tile, ld, rows, width, cols, m, l, acc, f);
 }
@@ -203,8 +343,9 @@ void online_softmax_block(double* tile, int64_t ld, int64_t rows, int64_t width,
 
 void probabilities_block(float* tile, int64_t ld, int64_t rows, int64_t width,
                          const int64_t* cols, const float* lse) {
-#if EIN_SOFTMAX_TILES_AVX512
+#if EIN_SOFTMAX_TILES_X86
   if (avx512_tile_kernels()) return probabilities_avx512(tile, ld, rows, width, cols, lse);
+  if (avx2_tile_kernels()) return probabilities_avx2(tile, ld, rows, width, cols, lse);
 #endif
   probability_rows(tile, ld, rows, width, cols, lse);
 }

@@ -3,8 +3,9 @@
 // the backward's probabilities from each row's logsumexp. Row i uses its first cols[i]
 // columns; the rest of the tile's width is masked (a causal or padding mask's -inf) and
 // becomes probability 0 without being read. f32 runs in AVX-512 registers where the CPU has
-// it (exp by Cephes' range reduction and degree-6 polynomial, as exp_shift_sum); f64 and other
-// CPUs use vector_math.h's row primitives, with the same results up to rounding.
+// it, else in AVX2 ones where it has AVX2 and FMA (exec/tile_gemm.h's tile_kernels_path; exp by
+// Cephes' range reduction and degree-6 polynomial, as exp_shift_sum); f64 and other CPUs use
+// vector_math.h's row primitives, with the same results up to rounding.
 #pragma once
 
 #include <cstdint>

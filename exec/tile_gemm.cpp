@@ -301,12 +301,18 @@ void force_avx2_tile_kernels(bool on) {
   no_avx512.store(on, std::memory_order_relaxed);
 }
 
-const char* tile_gemm_path() {
+bool avx2_tile_kernels() {
 #if EIN_TILE_GEMM_AVX512
-  if (avx512_tile_kernels()) return "AVX-512";
-  if (avx2_fma() && !portable.load(std::memory_order_relaxed)) return "AVX2";
+  return avx2_fma() && !portable.load(std::memory_order_relaxed) && !avx512_tile_kernels();
+#else
+  return false;
 #endif
-  return "BLAS";
+}
+
+const char* tile_kernels_path() {
+  if (avx512_tile_kernels()) return "AVX-512";
+  if (avx2_tile_kernels()) return "AVX2";
+  return "portable";
 }
 
 void tile_gemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_rs,
@@ -315,7 +321,7 @@ void tile_gemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int
   if (m <= 0 || n <= 0) return;
 #if EIN_TILE_GEMM_AVX512
   if (avx512_tile_kernels()) return with_avx512(m, n, k, alpha, a, a_rs, a_cs, b, ldb, accumulate, c, ldc);
-  if (avx2_fma() && !portable.load(std::memory_order_relaxed))
+  if (avx2_tile_kernels())
     return with_avx2(m, n, k, alpha, a, a_rs, a_cs, b, ldb, accumulate, c, ldc);
 #endif
   with_blas(DType::f32, m, n, k, alpha, a, a_rs, a_cs, b, ldb, accumulate, c, ldc);

@@ -21,17 +21,18 @@ void tile_gemm(int64_t m, int64_t n, int64_t k, double alpha, const double* a, i
                int64_t a_cs, const double* b, int64_t ldb, bool accumulate, double* c,
                int64_t ldc);
 
-/// Whether the tile kernels here and in softmax_tiles.h run their AVX-512 code: the CPU has
-/// AVX-512 and no test forced the portable path (the BLAS and vector_math.h) with
-/// force_portable_tile_kernels, or the AVX2 one with force_avx2_tile_kernels (AVX-512 off:
-/// tile_gemm's AVX2 kernel, softmax_tiles.h's portable code). Both exist so that tests check
-/// every path on any CPU that can run it.
+/// Which code the tile kernels here and in softmax_tiles.h run: AVX-512 where the CPU has it
+/// (avx512_tile_kernels), else AVX2 and FMA where it has those (avx2_tile_kernels), else the
+/// portable path (the BLAS of runtime/blas/gemm.h and vector_math.h's rows). Tests force the
+/// narrower paths on wider CPUs, so that every path is checked on any CPU that can run it:
+/// force_avx2_tile_kernels turns AVX-512 off, force_portable_tile_kernels both.
 bool avx512_tile_kernels();
+bool avx2_tile_kernels();
 void force_portable_tile_kernels(bool portable);
 void force_avx2_tile_kernels(bool avx2);
 
-/// Which code tile_gemm's f32 runs now: "AVX-512", "AVX2" or "BLAS". For tests and benchmarks.
-const char* tile_gemm_path();
+/// The path above that runs now: "AVX-512", "AVX2" or "portable". For tests and benchmarks.
+const char* tile_kernels_path();
 
 /// dst[c · ld + r] = src[r · src_ld + c] for r < rows, c < cols: a block transposed, so that a
 /// product with Bᵀ reads B's transpose row by row.

@@ -1,8 +1,8 @@
 // The fused attention's tile kernels alone, on one thread (BENCHMARKS.md, "Fused attention"):
 // tile_gemm at the attention's tile shapes in GFLOP/s, and the online-softmax step and the
 // backward's probabilities in CPU cycles per 16 logits (at the clock given, default 2.6 GHz),
-// each on this CPU's path (AVX-512; or tile_gemm's AVX2 kernel) and on the portable one (the
-// BLAS GEMM, vector_math.h), the two alternating round by round. One JSON line per kernel and path:
+// each on this CPU's path (AVX-512 or AVX2) and on the portable one (the BLAS GEMM,
+// vector_math.h), the two alternating round by round. One JSON line per kernel and path:
 // the median and every round.
 //   ein_tile_kernel_timings [rounds = 5] [GHz = 2.6]
 #include <algorithm>
@@ -112,11 +112,7 @@ int main(int argc, char** argv) {
       std::printf("{\"kernel\": \"%s\", \"path\": \"%s\", \"unit\": \"%s\", \"median\": %.1f, \"rounds\": [%s]}\n",
                   k.name.c_str(), path, k.unit.c_str(), median(v), all.c_str());
     };
-    line(ein::avx512_tile_kernels()
-             ? "avx512"
-             : fmt::format("this CPU's (tile_gemm on {}, softmax portable)", ein::tile_gemm_path())
-                   .c_str(),
-         avx);
+    line(ein::tile_kernels_path(), avx);
     line("portable", portable);
   }
   std::fflush(stdout);

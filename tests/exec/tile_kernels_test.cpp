@@ -1,6 +1,6 @@
 // The fused attention's tile kernels (exec/tile_gemm.h, exec/softmax_tiles.h) against their
-// definitions evaluated in double, on both paths: the AVX-512 code (where the CPU has it) and
-// the portable one (the BLAS and vector_math.h), which every CPU without AVX-512 runs; and the
+// definitions evaluated in double, on every path the CPU can run: the AVX-512 code, the AVX2
+// code (an AVX-512 CPU's too) and the portable one (the BLAS and vector_math.h); and the
 // AMX kernels of bf16 attention (exec/amx_tiles.h), where the CPU has AMX. Sizes
 // straddle the register blocks (6 rows, 16-column vectors, 64-column panels), A comes
 // row-major and transposed, C with and without accumulation, and the values include ±inf, NaN
@@ -35,17 +35,17 @@ void on_both_paths(F body) {
   for (int path = 0; path < 3; ++path) {
     force_avx2_tile_kernels(path == 1);
     force_portable_tile_kernels(path == 2);
-    SCOPED_TRACE(std::string("tile_gemm on ") + tile_gemm_path() +
-                 (avx512_tile_kernels() ? ", softmax on AVX-512" : ", softmax portable"));
+    SCOPED_TRACE(std::string("tile kernels on ") + tile_kernels_path());
     body();
   }
   force_avx2_tile_kernels(false);
   force_portable_tile_kernels(false);
 }
 
-/// Same value, NaN for NaN, or within a relative tolerance.
+/// Same value, NaN for NaN, exactly 0 for 0 (a masked or underflowed probability, exp(-inf)),
+/// or within a relative tolerance.
 void expect_close(double got, double want, double tol, const std::string& what) {
-  if (std::isnan(want) || std::isinf(want)) {
+  if (std::isnan(want) || std::isinf(want) || want == 0) {
     if (std::isnan(want)) EXPECT_TRUE(std::isnan(got)) << what << ": " << got << " for NaN";
     else EXPECT_EQ(got, want) << what;
     return;
