@@ -49,7 +49,11 @@ TEST(AttentionKernel, MatchesTheDefinitionInFloat64) {
     force_no_amx_tiles(true);
     run_case({2, 130, 261, 16, 9, m, DType::bf16, 2e-4});
     force_no_amx_tiles(false);
-    // The portable tile kernels (the BLAS and vector_math.h), as CPUs without AVX-512 run them.
+    // The AVX2 tile kernels, as CPUs with AVX2 and no AVX-512 run them (an AVX-512 CPU's too),
+    // and the portable ones (the BLAS and vector_math.h), as CPUs without either run them.
+    force_avx2_tile_kernels(true);
+    run_case({2, 130, 261, 16, 9, m, DType::f32, 2e-4});
+    force_avx2_tile_kernels(false);
     force_portable_tile_kernels(true);
     run_case({2, 130, 261, 16, 9, m, DType::f32, 2e-4});
     force_portable_tile_kernels(false);
