@@ -10,11 +10,25 @@
 
 namespace ein::testing {
 
-/// Runs the kernel: `args` holds one device pointer per buffer, then one `const double*` per
-/// double parameter; `grid` blocks of `block` threads, blocks one after another, with
-/// `shared_bytes` of dynamic shared memory.
-using EmulatedLaunch = void (*)(void* const* args, unsigned grid, unsigned block,
-                                unsigned shared_bytes);
+/// Runs body(context, t) for every t in [0, n) at once, each on a thread of its own (a block's
+/// threads; host_emulation.h's ein_emulation::RunThreads).
+using RunThreads = void (*)(unsigned n, void (*body)(void*, unsigned), void* context);
+
+/// A kernel built for the host. Calling it runs the kernel: `args` holds one device pointer per
+/// buffer, then one `const double*` per double parameter; `grid` blocks of `block` threads,
+/// blocks one after another, with `shared_bytes` of dynamic shared memory. The blocks' threads
+/// come from a pool the process keeps between launches: starting and ending a thread per
+/// emulated GPU thread was most of the fake device's time.
+class EmulatedLaunch {
+ public:
+  using Entry = void (*)(void* const* args, unsigned grid, unsigned block, unsigned shared_bytes,
+                         RunThreads run_threads);
+  explicit EmulatedLaunch(Entry entry = nullptr) : entry_(entry) {}
+  void operator()(void* const* args, unsigned grid, unsigned block, unsigned shared_bytes) const;
+
+ private:
+  Entry entry_;
+};
 
 /// Whether the host can run CUDA C++ (the CUDA headers were found at configure time); when
 /// not, `why` says what is missing.

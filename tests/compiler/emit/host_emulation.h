@@ -2,8 +2,9 @@
 // kernel's CUDA C++ with the host C++ compiler and run it on the CPU (force-included before
 // the kernel's source; see emulate_test.cpp). It is faithful to the execution model the
 // kernels rely on, not to the GPU's arithmetic:
-//  - every block runs as blockDim.x real threads (std::thread), so __syncthreads() is a true
-//    barrier of the block and a missing barrier is a real race; blocks run one after another,
+//  - every block runs as blockDim.x real threads (std::thread, kept between blocks and launches
+//    in the test process's pool), so __syncthreads() is a true barrier of the block and a
+//    missing barrier is a real race; blocks run one after another,
 //    the last first (CUDA gives no order between blocks: a kernel that counts on block 0 going
 //    first is caught);
 //  - a launch of more threads a block than the kernel's __launch_bounds__ (or 1024) stops the
@@ -47,14 +48,15 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <barrier>
 #include <cmath>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -78,17 +80,48 @@ inline EinDim3 blockDim, gridDim;
 
 namespace ein_emulation {
 
+/// std::barrier's arrive_and_wait and arrive_and_drop, with waiters that sleep at once on a
+/// condition variable. A block's hundreds of threads share the host's few cores; std::barrier's
+/// waiters spin and yield before they sleep, and that switching between yielding threads was
+/// most of an emulated launch's time.
+class Barrier {
+ public:
+  explicit Barrier(unsigned count) : expected_(count) {}
+  void arrive_and_wait() {
+    std::unique_lock lock(mutex_);
+    const unsigned long long phase = phase_;
+    if (++arrived_ == expected_) return complete();
+    changed_.wait(lock, [&] { return phase_ != phase; });
+  }
+  /// Arrives at this phase and leaves the later ones (a thread that returned).
+  void arrive_and_drop() {
+    std::lock_guard lock(mutex_);
+    if (arrived_ == --expected_) complete();
+  }
+
+ private:
+  void complete() {
+    arrived_ = 0;
+    ++phase_;
+    changed_.notify_all();
+  }
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  unsigned expected_, arrived_ = 0;
+  unsigned long long phase_ = 0;
+};
+
 /// The barriers and shuffle slots of the block being run.
 struct Block {
   explicit Block(unsigned threads) : block(threads), slots(threads), registers(threads) {
     for (unsigned w = 0; w < (threads + 31) / 32; ++w)
-      warps.push_back(std::make_unique<std::barrier<>>(std::min(32u, threads - 32 * w)));
+      warps.push_back(std::make_unique<Barrier>(std::min(32u, threads - 32 * w)));
     for (unsigned g = 0; g < (threads + 127) / 128; ++g)
-      warpgroups.push_back(std::make_unique<std::barrier<>>(std::min(128u, threads - 128 * g)));
+      warpgroups.push_back(std::make_unique<Barrier>(std::min(128u, threads - 128 * g)));
   }
-  std::barrier<> block;
-  std::vector<std::unique_ptr<std::barrier<>>> warps;
-  std::vector<std::unique_ptr<std::barrier<>>> warpgroups;  // 4 consecutive warps each
+  Barrier block;
+  std::vector<std::unique_ptr<Barrier>> warps;
+  std::vector<std::unique_ptr<Barrier>> warpgroups;  // 4 consecutive warps each
   std::vector<double> slots;  // one per thread; float and double values pass exactly
   std::vector<std::array<uint64_t, 6>> registers;  // one set per thread: PTX's warp-wide operands
 };
@@ -460,10 +493,28 @@ using std::signbit;  // CUDA's math API has it unqualified; <cmath> keeps it in 
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
 
+namespace ein_emulation {
+/// Runs body(context, t) for every t in [0, n) at once, each on a thread of its own, and returns
+/// when all have returned: the block's threads. The test process passes its pool of threads,
+/// kept between launches (tests/support/host_cuda.cpp); `own_threads` starts and joins threads
+/// of its own.
+using RunThreads = void (*)(unsigned n, void (*body)(void*, unsigned), void* context);
+
+inline void own_threads(unsigned n, void (*body)(void*, unsigned), void* context) {
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < n; ++t)
+    threads.emplace_back(body, context, t);
+  for (std::thread& th : threads)
+    th.join();
+}
+}  // namespace ein_emulation
+
 /// Runs `kernel` (`entry`, whose __launch_bounds__ allow `max_threads` a block) as a launch of
-/// `grid` blocks of `block` threads with `shared_bytes` of dynamic shared memory.
+/// `grid` blocks of `block` threads with `shared_bytes` of dynamic shared memory, each block's
+/// threads through `run_threads`.
 inline void ein_emulate_launch(const char* entry, unsigned max_threads, unsigned grid,
                                unsigned block, unsigned shared_bytes,
+                               ein_emulation::RunThreads run_threads,
                                const std::function<void()>& kernel) {
   max_threads = std::min(max_threads, 1024u);
   if (block == 0 || block > max_threads) {
@@ -484,23 +535,27 @@ inline void ein_emulate_launch(const char* entry, unsigned max_threads, unsigned
     std::memset(shared.get(), 0xff, shared_size);
     ein_emulation::Block b(block);
     ein_emulation::current = &b;
-    std::vector<std::thread> threads;
-    for (unsigned t = 0; t < block; ++t)
-      threads.emplace_back([&, t, g] {
-        threadIdx = {t, 0, 0};
-        blockIdx = {g, 0, 0};
-        kernel();
-        if (!ein_emulation::pending_products.empty()) {
-          std::fprintf(stderr, "host emulation: thread %u ended with a wgmma product it never "
-                               "waited for\n", t);
-          std::abort();
-        }
-        b.block.arrive_and_drop();
-        b.warps[t / 32]->arrive_and_drop();
-        b.warpgroups[t / 128]->arrive_and_drop();
-      });
-    for (std::thread& th : threads)
-      th.join();
+    auto thread = [&, g](unsigned t) {
+      threadIdx = {t, 0, 0};
+      blockIdx = {g, 0, 0};
+      // A pool's thread starts as a new one would: no copies pending, no commit groups.
+      ein_emulation::pending_copies.clear();
+      ein_emulation::committed_groups = 0;
+      kernel();
+      if (!ein_emulation::pending_products.empty()) {
+        std::fprintf(stderr,
+                     "host emulation: thread %u ended with a wgmma product it never "
+                     "waited for\n",
+                     t);
+        std::abort();
+      }
+      b.block.arrive_and_drop();
+      b.warps[t / 32]->arrive_and_drop();
+      b.warpgroups[t / 128]->arrive_and_drop();
+    };
+    (run_threads ? run_threads : ein_emulation::own_threads)(
+        block, [](void* context, unsigned t) { (*static_cast<decltype(thread)*>(context))(t); },
+        &thread);
     ein_emulation::current = nullptr;
     for (size_t i = shared_bytes; i < shared_size; ++i)
       if (shared.get()[i] != 0xff) {
