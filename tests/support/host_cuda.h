@@ -17,8 +17,7 @@ using RunThreads = void (*)(unsigned n, void (*body)(void*, unsigned), void* con
 /// A kernel built for the host. Calling it runs the kernel: `args` holds one device pointer per
 /// buffer, then one `const double*` per double parameter; `grid` blocks of `block` threads,
 /// blocks one after another, with `shared_bytes` of dynamic shared memory. The blocks' threads
-/// come from a pool the process keeps between launches: starting and ending a thread per
-/// emulated GPU thread was most of the fake device's time.
+/// come from a pool the process keeps between launches (host_cuda.cpp says what that saved).
 class EmulatedLaunch {
  public:
   using Entry = void (*)(void* const* args, unsigned grid, unsigned block, unsigned shared_bytes,
