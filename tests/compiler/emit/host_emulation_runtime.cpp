@@ -1,0 +1,321 @@
+// The host emulation's runtime: what runs an emulated kernel's blocks (host_emulation.h says what
+// it is faithful to). Not built by CMake: tests/support/host_cuda.cpp compiles it at test time
+// with the flags of the kernels' units (ThreadSanitizer's too, under the race check, so that it
+// sees the barriers), into a shared library that every kernel's library links to.
+#include "host_emulation.h"
+
+#include <algorithm>
+#include <array>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+thread_local EinDim3 threadIdx{}, blockIdx{};
+EinDim3 blockDim{}, gridDim{};
+
+namespace ein_emulation {
+namespace {
+
+/// std::barrier's arrive_and_wait and arrive_and_drop, with waiters that sleep at once on a
+/// condition variable. A block's hundreds of threads share the host's few cores; std::barrier's
+/// waiters spin and yield before they sleep, and that switching between yielding threads was
+/// most of an emulated launch's time.
+class Barrier {
+ public:
+  explicit Barrier(unsigned count) : expected_(count) {}
+  void arrive_and_wait() {
+    std::unique_lock lock(mutex_);
+    const unsigned long long phase = phase_;
+    if (++arrived_ == expected_) return complete();
+    changed_.wait(lock, [&] { return phase_ != phase; });
+  }
+  /// Arrives at this phase and leaves the later ones (a thread that returned).
+  void arrive_and_drop() {
+    std::lock_guard lock(mutex_);
+    if (arrived_ == --expected_) complete();
+  }
+
+ private:
+  void complete() {
+    arrived_ = 0;
+    ++phase_;
+    changed_.notify_all();
+  }
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  unsigned expected_, arrived_ = 0;
+  unsigned long long phase_ = 0;
+};
+
+using Registers = std::array<uint64_t, 6>;  // one thread's: PTX's warp-wide operands
+
+/// The barriers and shuffle slots of the block being run.
+struct Block {
+  explicit Block(unsigned threads) : block(threads), slots(threads), registers(threads) {
+    for (unsigned w = 0; w < (threads + 31) / 32; ++w)
+      warps.push_back(std::make_unique<Barrier>(std::min(32u, threads - 32 * w)));
+    for (unsigned g = 0; g < (threads + 127) / 128; ++g)
+      warpgroups.push_back(std::make_unique<Barrier>(std::min(128u, threads - 128 * g)));
+  }
+  Barrier block;
+  std::vector<std::unique_ptr<Barrier>> warps;
+  std::vector<std::unique_ptr<Barrier>> warpgroups;  // 4 consecutive warps each
+  std::vector<double> slots;                         // one per thread
+  std::vector<Registers> registers;                  // one set per thread
+};
+Block* current = nullptr;
+constexpr size_t kSharedGuard = 1024;
+
+struct PendingCopy {
+  void* dst;
+  const void* src;
+  bool copy;
+};
+thread_local std::vector<PendingCopy> pending_copies;
+
+/// A product this thread issued and has not waited for: A as the warpgroup gave it (read at the
+/// issue, as the registers may change after it only once the product is done), B's descriptor
+/// (read at the wait: a kernel that overwrites the tile before its wait sees the new values,
+/// as the tensor cores might), and what the product writes.
+struct PendingProduct {
+  float* d;  // this thread's N / 2 accumulators
+  int n;
+  bool accumulate;
+  std::vector<float> a;  // A's 64 × 16 elements, row-major
+  ein_desc_t b;
+  DescriptorElement b_element;
+  long long group;  // the commit group it belongs to: the thread's commits before its issue
+};
+thread_local std::vector<PendingProduct> pending_products;
+thread_local long long committed_groups = 0;
+
+/// The warp's lanes' register sets and this lane's index in them.
+Registers* warp_registers(unsigned& lane) {
+  lane = threadIdx.x % 32;
+  return &current->registers[threadIdx.x / 32 * 32];
+}
+uint16_t half_of(uint64_t reg, int which) {
+  return static_cast<uint16_t>(reg >> (16 * which));
+}
+
+void own_threads(unsigned n, void (*body)(void*, unsigned), void* context) {
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < n; ++t)
+    threads.emplace_back(body, context, t);
+  for (std::thread& th : threads)
+    th.join();
+}
+
+}  // namespace
+
+unsigned char* dynamic_shared = nullptr;
+
+void fail(const char* message) {
+  std::fprintf(stderr, "host emulation: %s\n", message);
+  std::abort();
+}
+
+void require_aligned(const void* p, uintptr_t bytes, const char* what) {
+  if (reinterpret_cast<uintptr_t>(p) % bytes == 0) return;
+  std::fprintf(stderr,
+               "host emulation: %s at %p, not on %u bytes: a misaligned address on the "
+               "GPU\n",
+               what, p, static_cast<unsigned>(bytes));
+  std::abort();
+}
+
+void sync_block() {
+  current->block.arrive_and_wait();
+}
+void sync_warp() {
+  current->warps[threadIdx.x / 32]->arrive_and_wait();
+}
+
+double shfl_xor(double v, int lane_mask) {
+  Block& b = *current;
+  const unsigned t = threadIdx.x, warp = t / 32;
+  b.slots[t] = v;
+  b.warps[warp]->arrive_and_wait();  // every lane has written
+  const double other = b.slots[warp * 32 + ((t % 32) ^ static_cast<unsigned>(lane_mask))];
+  b.warps[warp]->arrive_and_wait();  // every lane has read before the slots are reused
+  return other;
+}
+
+/// ldmatrix .m8n8 .x4 .b16: lanes 8m..8m+7 give the addresses of matrix m's rows; r[m] gets
+/// elements (lane / 4, 2 (lane % 4) + 0 and 1) of matrix m, or of its transpose.
+void ldmatrix_x4(unsigned* r, const void* p, bool trans) {
+  unsigned lane;
+  Registers* regs = warp_registers(lane);
+  require_aligned(p, 16, "an ldmatrix row");
+  regs[lane][0] = reinterpret_cast<uintptr_t>(p);
+  sync_warp();
+  for (unsigned m = 0; m < 4; ++m) {
+    unsigned value = 0;
+    for (unsigned x = 0; x < 2; ++x) {
+      const unsigned row = trans ? 2 * (lane % 4) + x : lane / 4;
+      const unsigned col = trans ? lane / 4 : 2 * (lane % 4) + x;
+      const auto* row_at = reinterpret_cast<const uint16_t*>(regs[8 * m + row][0]);
+      value |= static_cast<unsigned>(row_at[col]) << (16 * x);
+    }
+    r[m] = value;
+  }
+  sync_warp();
+}
+
+/// mma.sync .m16n8k16 .row .col, f32 accumulators: with group = lane / 4 and t = lane % 4,
+/// A's element (row, col) is half col % 2 of register (row ≥ 8) + 2 (col ≥ 8) of lane
+/// 4 (row % 8) + (col % 8) / 2; B's (k, n) half k % 2 of register k ≥ 8 of lane 4 n + (k % 8) / 2;
+/// C's register i holds (group + 8 (i ≥ 2), 2 t + i % 2).
+void mma_16816(float* d, const unsigned* a, const unsigned* b, float (*element)(uint16_t)) {
+  unsigned lane;
+  Registers* regs = warp_registers(lane);
+  for (int x = 0; x < 4; ++x)
+    regs[lane][x] = a[x];
+  regs[lane][4] = b[0];
+  regs[lane][5] = b[1];
+  sync_warp();
+  const auto value = [&](uint64_t reg, int which) { return element(half_of(reg, which)); };
+  const auto A = [&](int row, int col) {
+    return value(regs[4 * (row % 8) + (col % 8) / 2][(row >= 8) + 2 * (col >= 8)], col % 2);
+  };
+  const auto B = [&](int k, int n) {
+    return value(regs[4 * n + (k % 8) / 2][4 + (k >= 8)], k % 2);
+  };
+  float result[4];
+  for (int i = 0; i < 4; ++i) {
+    const int row = static_cast<int>(lane / 4) + 8 * (i / 2),
+              col = 2 * static_cast<int>(lane % 4) + i % 2;
+    float sum = d[i];
+    for (int k = 0; k < 16; ++k)
+      sum += A(row, k) * B(k, col);
+    result[i] = sum;
+  }
+  sync_warp();  // every lane has read the operands before they are reused
+  for (int i = 0; i < 4; ++i)
+    d[i] = result[i];
+}
+
+void cp_async_16(void* dst, const void* src, bool copy) {
+  require_aligned(dst, 16, "a cp.async destination");
+  if (copy) require_aligned(src, 16, "a cp.async source");
+  std::memset(dst, 0xff, 16);
+  pending_copies.push_back({dst, src, copy});
+}
+
+void cp_async_wait_all() {
+  for (const PendingCopy& c : pending_copies) {
+    if (c.copy)
+      std::memcpy(c.dst, c.src, 16);
+    else
+      std::memset(c.dst, 0, 16);
+  }
+  pending_copies.clear();
+}
+
+void wgmma(float* d, int n, const unsigned* a, ein_desc_t b, bool accumulate,
+           float (*a_element)(uint16_t), DescriptorElement b_element) {
+  Block& blk = *current;
+  const unsigned t = threadIdx.x, first = t / 128 * 128;
+  for (int x = 0; x < 4; ++x)
+    blk.registers[t][x] = a[x];
+  blk.warpgroups[t / 128]->arrive_and_wait();
+  std::vector<float> whole(64 * 16);
+  for (int row = 0; row < 64; ++row)
+    for (int col = 0; col < 16; ++col) {
+      const int rr = row % 16;
+      const unsigned holder = first + 32 * (row / 16) + 4 * (rr % 8) + (col % 8) / 2;
+      whole[row * 16 + col] =
+          a_element(half_of(blk.registers[holder][(rr >= 8) + 2 * (col >= 8)], col % 2));
+    }
+  blk.warpgroups[t / 128]->arrive_and_wait();  // every thread has read A before it is reused
+  pending_products.push_back({d, n, accumulate, std::move(whole), b, b_element, committed_groups});
+}
+
+void wgmma_commit() {
+  ++committed_groups;
+}
+
+void wgmma_wait(int groups_left) {
+  const unsigned w = threadIdx.x % 128 / 32, lane = threadIdx.x % 32;
+  std::vector<PendingProduct> running;
+  for (PendingProduct& p : pending_products) {
+    if (p.group >= committed_groups - groups_left) {
+      running.push_back(std::move(p));
+      continue;
+    }
+    for (int j = 0; j < p.n / 8; ++j)
+      for (int i = 0; i < 4; ++i) {
+        const int row = 16 * static_cast<int>(w) + static_cast<int>(lane / 4) + 8 * (i / 2);
+        const int col = 8 * j + 2 * static_cast<int>(lane % 4) + i % 2;
+        float sum = p.accumulate ? p.d[4 * j + i] : 0.0f;
+        for (int k = 0; k < 16; ++k)
+          sum += p.a[row * 16 + k] * p.b_element(p.b, k, col);
+        p.d[4 * j + i] = sum;
+      }
+  }
+  pending_products = std::move(running);
+}
+
+}  // namespace ein_emulation
+
+void ein_emulate_launch(const char* entry, unsigned max_threads, unsigned grid, unsigned block,
+                        unsigned shared_bytes, ein_emulation::RunThreads run_threads,
+                        void (*kernel)(void* const* args), void* const* args) {
+  using namespace ein_emulation;
+  max_threads = std::min(max_threads, 1024u);
+  if (block == 0 || block > max_threads) {
+    std::fprintf(stderr,
+                 "host emulation: %s launched with blocks of %u threads, where its "
+                 "__launch_bounds__ allow 1 to %u: a GPU refuses the launch\n",
+                 entry, block, max_threads);
+    std::abort();
+  }
+  gridDim = {grid, 1, 1};
+  blockDim = {block, 1, 1};
+  const size_t shared_size = shared_bytes + kSharedGuard;
+  std::unique_ptr<unsigned char, decltype(&std::free)> shared(
+      static_cast<unsigned char*>(std::aligned_alloc(1024, (shared_size + 1023) / 1024 * 1024)),
+      &std::free);
+  dynamic_shared = shared.get();
+  for (unsigned g = grid; g-- > 0;) {  // the last block first
+    std::memset(shared.get(), 0xff, shared_size);
+    Block b(block);
+    current = &b;
+    auto thread = [&, g](unsigned t) {
+      threadIdx = {t, 0, 0};
+      blockIdx = {g, 0, 0};
+      // A pool's thread starts as a new one would: no copies pending, no commit groups.
+      pending_copies.clear();
+      committed_groups = 0;
+      kernel(args);
+      if (!pending_products.empty()) {
+        std::fprintf(stderr,
+                     "host emulation: thread %u ended with a wgmma product it never "
+                     "waited for\n",
+                     t);
+        std::abort();
+      }
+      b.block.arrive_and_drop();
+      b.warps[t / 32]->arrive_and_drop();
+      b.warpgroups[t / 128]->arrive_and_drop();
+    };
+    (run_threads ? run_threads : own_threads)(
+        block, [](void* context, unsigned t) { (*static_cast<decltype(thread)*>(context))(t); },
+        &thread);
+    current = nullptr;
+    for (size_t i = shared_bytes; i < shared_size; ++i)
+      if (shared.get()[i] != 0xff) {
+        std::fprintf(stderr,
+                     "host emulation: a block wrote past its %u bytes of dynamic shared "
+                     "memory (byte %zu)\n",
+                     shared_bytes, i);
+        std::abort();
+      }
+  }
+  dynamic_shared = nullptr;
+}
