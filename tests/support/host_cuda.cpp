@@ -6,7 +6,6 @@
 #include <xxhash.h>
 
 #include <cctype>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -15,7 +14,6 @@
 #include <iterator>
 #include <mutex>
 #include <stdexcept>
-#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -217,92 +215,13 @@ const Emulation& emulation(const std::filesystem::path& dir) {
   return made;
 }
 
-/// The threads that run emulated blocks, kept between blocks and launches. Starting and joining
-/// a thread per emulated GPU thread (256 or more a block, a block at a time) was about a third
-/// of a fake-device test's system time (FusedOps.LayerNormBackwardRowPart with its kernels
-/// built: 14.3 s before the pool, 9.3 s with it, in one run each).
-/// One launch at a time uses the pool; a launch from another host thread meanwhile, one in a
-/// forked child (a death test's), whose copy of the pool has no threads, and every launch under
-/// ThreadSanitizer start their own.
-class ThreadPool {
- public:
-  static void run(unsigned n, void (*body)(void*, unsigned), void* context) {
-    static ThreadPool pool;
-    std::unique_lock own(pool.busy_, std::try_to_lock);
-    if (!own.owns_lock() || ::getpid() != pool.pid_) {
-      std::vector<std::thread> threads;
-      for (unsigned t = 0; t < n; ++t)
-        threads.emplace_back(body, context, t);
-      for (std::thread& th : threads)
-        th.join();
-      return;
-    }
-    pool.run_here(n, body, context);
-  }
-
-  ~ThreadPool() {
-    if (::getpid() != pid_) return;  // a forked child's copy: its threads are the parent's
-    {
-      std::lock_guard lock(mutex_);
-      stopping_ = true;
-    }
-    start_.notify_all();
-    for (std::thread& w : workers_)
-      w.join();
-  }
-
- private:
-  void run_here(unsigned n, void (*body)(void*, unsigned), void* context) {
-    std::unique_lock lock(mutex_);
-    while (workers_.size() < n)
-      workers_.emplace_back([this, i = static_cast<unsigned>(workers_.size())] { work(i); });
-    body_ = body;
-    context_ = context;
-    n_ = n;
-    remaining_ = n;
-    ++generation_;
-    start_.notify_all();
-    done_.wait(lock, [&] { return remaining_ == 0; });
-  }
-
-  void work(unsigned i) {
-    uint64_t seen = 0;
-    std::unique_lock lock(mutex_);
-    for (;;) {
-      start_.wait(lock, [&] { return stopping_ || generation_ != seen; });
-      if (stopping_) return;
-      seen = generation_;
-      if (i >= n_) continue;
-      void (*body)(void*, unsigned) = body_;
-      void* context = context_;
-      lock.unlock();
-      body(context, i);
-      lock.lock();
-      if (--remaining_ == 0) done_.notify_one();
-    }
-  }
-
-  const pid_t pid_ = ::getpid();
-  std::mutex busy_;  // held while a block runs on the pool
-  std::mutex mutex_;
-  std::condition_variable start_, done_;
-  std::vector<std::thread> workers_;
-  uint64_t generation_ = 0;
-  unsigned n_ = 0, remaining_ = 0;
-  void (*body_)(void*, unsigned) = nullptr;
-  void* context_ = nullptr;
-  bool stopping_ = false;
-};
-
 }  // namespace
 
 void EmulatedLaunch::operator()(void* const* args, unsigned grid, unsigned block,
                                 unsigned shared_bytes) const {
-  // Under ThreadSanitizer each block starts threads of its own, in the instrumented emulation
-  // runtime: TSan ignores the test program's code (ignore_noninstrumented_modules,
-  // scripts/racecheck.sh), so it would not see the pool's hand-over order one block's threads
-  // before the next.
-  entry_(args, grid, block, shared_bytes, race_check().empty() ? &ThreadPool::run : nullptr);
+  // Under ThreadSanitizer a block's threads are real threads, whose accesses TSan orders by the
+  // barriers they meet; otherwise fibers (host_emulation_runtime.cpp).
+  entry_(args, grid, block, shared_bytes, !race_check().empty());
 }
 
 std::string thread_sanitizer_runtime() {
@@ -332,8 +251,8 @@ EmulatedLaunch build_emulated(const std::string& source, const std::string& entr
   const std::string bounds = launch_bounds(source, entry);
   const std::string unit = fmt::format(
       "{}extern \"C\" void ein_emulated_launch(void* const* args, unsigned grid, unsigned "
-      "block, unsigned shared_bytes, ein_emulation::RunThreads run_threads) {{\n  "
-      "ein_emulate_launch(\"{}\", {}, grid, block, shared_bytes, run_threads, [](void* const* "
+      "block, unsigned shared_bytes, bool real_threads) {{\n  "
+      "ein_emulate_launch(\"{}\", {}, grid, block, shared_bytes, real_threads, [](void* const* "
       "args) {{ {}({}); }}, args);\n}}\n",
       source, entry, bounds.empty() ? "1024" : "(" + bounds + ")", entry, call);
   static std::mutex mutex;  // one compile at a time writes a given file

@@ -10,18 +10,13 @@
 
 namespace ein::testing {
 
-/// Runs body(context, t) for every t in [0, n) at once, each on a thread of its own (a block's
-/// threads; host_emulation.h's ein_emulation::RunThreads).
-using RunThreads = void (*)(unsigned n, void (*body)(void*, unsigned), void* context);
-
 /// A kernel built for the host. Calling it runs the kernel: `args` holds one device pointer per
 /// buffer, then one `const double*` per double parameter; `grid` blocks of `block` threads,
-/// blocks one after another, with `shared_bytes` of dynamic shared memory. The blocks' threads
-/// come from a pool the process keeps between launches (host_cuda.cpp says what that saved).
+/// blocks one after another, with `shared_bytes` of dynamic shared memory.
 class EmulatedLaunch {
  public:
   using Entry = void (*)(void* const* args, unsigned grid, unsigned block, unsigned shared_bytes,
-                         RunThreads run_threads);
+                         bool real_threads);
   explicit EmulatedLaunch(Entry entry = nullptr) : entry_(entry) {}
   void operator()(void* const* args, unsigned grid, unsigned block, unsigned shared_bytes) const;
 

@@ -1,10 +1,10 @@
 // The values of the emitted CUDA kernels without a GPU: every corpus kernel's CUDA C++ is
-// compiled with the host C++ compiler against host_emulation.h (real threads per block, real
-// barriers, warp shuffles through per-warp barriers), launched on random inputs with a small
-// grid (so the grid-stride loops wrap), and compared with Kernel IR's float64 semantics
-// (compiler/reference/kernel_eval.h's evaluate()). Elementwise kernels with a vector path run twice: with aligned
-// pointers (the 16-byte path) and with pointers one element off (the scalar path).
-// What this does not check: device libm and the GPU's own conversions (host_emulation.h).
+// compiled with the host C++ compiler against host_emulation.h (a thread of its own for each of
+// a block's threads, real barriers, warp shuffles through per-warp barriers), launched on random
+// inputs with a small grid (so the grid-stride loops wrap), and compared with Kernel IR's float64
+// semantics (compiler/reference/kernel_eval.h's evaluate()). Elementwise kernels with a vector path
+// run twice: with aligned pointers (the 16-byte path) and with pointers one element off (the scalar
+// path). What this does not check: device libm and the GPU's own conversions (host_emulation.h).
 // Skipped when the CUDA headers (cuda_fp16.h, ...) are not installed.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -248,6 +248,51 @@ TEST(EmulatedBuilds, TheLastBlockRunsFirst) {
   EXPECT_EQ(buffer[0], 3.0f);
   EXPECT_EQ(buffer[1], 2.0f);  // block 0 ran last
   EXPECT_EQ(buffer[3], 0.0f);  // block 2 first
+}
+
+// A block's threads are fibers, thread 0 first and each until it waits: a thread reading what a
+// later one writes with no barrier between reads the old value (here the zeros a __shared__ array
+// starts with), and after a barrier every thread's write.
+TEST(EmulatedBuilds, ThreadsRunInTurnUntilTheyWait) {
+  if (std::string why; !testing::host_cuda_available(&why)) GTEST_SKIP() << why;
+  if (std::getenv("EIN_EMULATION_RACECHECK")) GTEST_SKIP() << "real threads under the race check";
+  const std::string source =
+      "extern \"C\" __global__ void ein_probe_turns(float* out) {\n"
+      "  __shared__ float tile[64];\n  tile[threadIdx.x] = threadIdx.x + 1;\n"
+      "  out[threadIdx.x] = tile[(threadIdx.x + 1) % 64];\n  __syncthreads();\n"
+      "  out[64 + threadIdx.x] = tile[(threadIdx.x + 1) % 64];\n}\n";
+  float out[128] = {};
+  void* args[] = {out};
+  testing::build_emulated(source, "ein_probe_turns")(args, 1, 64, 0);
+  for (int t = 0; t < 64; ++t) {
+    EXPECT_EQ(out[t], t == 63 ? 1.0f : 0.0f) << t;  // only thread 0 had written before 63 read
+    EXPECT_EQ(out[64 + t], static_cast<float>((t + 1) % 64 + 1)) << t;
+  }
+}
+
+// A GPU hangs where a block's threads wait at barriers the others never reach (thread 0 at its
+// warp's, the rest at the block's); here the process stops with a message instead. Threads that
+// take either branch all alike pass.
+TEST(EmulatedBuilds, BarriersNoThreadCanPassStopTheKernel) {
+  if (std::string why; !testing::host_cuda_available(&why)) GTEST_SKIP() << why;
+  if (std::getenv("EIN_EMULATION_RACECHECK"))
+    GTEST_SKIP() << "real threads under the race check hang there, as a GPU does";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const std::string source =
+      "extern \"C\" __global__ void ein_probe_stuck(float* out, double split) {\n"
+      "  if (threadIdx.x < split) __syncwarp();\n  else __syncthreads();\n"
+      "  out[threadIdx.x] = 1;\n}\n";
+  const EmulatedLaunch launch = testing::build_emulated(source, "ein_probe_stuck");
+  float out[32] = {};
+  for (const double split : {0.0, 32.0}) {
+    void* args[] = {out, const_cast<double*>(&split)};
+    launch(args, 1, 32, 0);
+    EXPECT_EQ(out[31], 1.0f) << split;
+  }
+  const double split = 1;
+  void* args[] = {out, const_cast<double*>(&split)};
+  EXPECT_DEATH(launch(args, 1, 32, 0),
+               "every thread of the block left waits at a barrier that the others never reach");
 }
 
 // Under scripts/racecheck.sh (ThreadSanitizer on the emulated kernels), a block whose threads

@@ -2,11 +2,15 @@
 // kernel's CUDA C++ with the host C++ compiler and run it on the CPU (force-included before
 // the kernel's source; see emulate_test.cpp). It is faithful to the execution model the
 // kernels rely on, not to the GPU's arithmetic:
-//  - every block runs as blockDim.x real threads (std::thread, kept between blocks and launches
-//    in the test process's pool), so __syncthreads() is a true barrier of the block and a
-//    missing barrier is a real race; blocks run one after another,
-//    the last first (CUDA gives no order between blocks: a kernel that counts on block 0 going
-//    first is caught);
+//  - every block runs as blockDim.x threads with a stack each, and __syncthreads() is a true
+//    barrier of the block: fibers that the launching thread switches between at the barriers,
+//    thread 0 first and each until it waits, so a thread that reads what a later one writes
+//    without a barrier between reads the old value; under the race check
+//    (scripts/racecheck.sh), real threads, so ThreadSanitizer reports any missing barrier;
+//  - a barrier that some of the threads it counts never reach, so that every thread left
+//    waits, stops the process with a message (a GPU hangs there);
+//  - blocks run one after another, the last first (CUDA gives no order between blocks: a
+//    kernel that counts on block 0 going first is caught);
 //  - a launch of more threads a block than the kernel's __launch_bounds__ (or 1024) stops the
 //    process with a message, as cuLaunchKernel refuses it;
 //  - __shfl_xor_sync exchanges values among the 32 threads of a warp through a per-warp
@@ -76,12 +80,6 @@ extern thread_local EinDim3 threadIdx, blockIdx;
 extern EinDim3 blockDim, gridDim;
 
 namespace ein_emulation {
-
-/// Runs body(context, t) for every t in [0, n) at once, each on a thread of its own, and returns
-/// when all have returned: the block's threads. The test process passes its pool of threads,
-/// kept between launches (tests/support/host_cuda.cpp); null starts and joins threads of the
-/// launch's own.
-using RunThreads = void (*)(unsigned n, void (*body)(void*, unsigned), void* context);
 
 /// Prints "host emulation: " and `message` and stops the process.
 [[noreturn]] void fail(const char* message);
@@ -327,7 +325,7 @@ inline double __longlong_as_double(long long i) {
   std::memcpy(&d, &i, sizeof d);
   return d;
 }
-/// CUDA's atomicMin on a 64-bit word (the old value), atomic among the block's real threads.
+/// CUDA's atomicMin on a 64-bit word (the old value), atomic among real threads too.
 inline unsigned long long atomicMin(unsigned long long* address, unsigned long long value) {
   unsigned long long old = __atomic_load_n(address, __ATOMIC_SEQ_CST);
   while (value < old && !__atomic_compare_exchange_n(address, &old, value, true, __ATOMIC_SEQ_CST,
@@ -340,8 +338,9 @@ inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
 
 /// Runs `kernel(args)` (`entry`, whose __launch_bounds__ allow `max_threads` a block) as a launch
-/// of `grid` blocks of `block` threads with `shared_bytes` of dynamic shared memory, each block's
-/// threads through `run_threads`.
+/// of `grid` blocks of `block` threads with `shared_bytes` of dynamic shared memory; each block's
+/// threads are fibers on the calling thread, or with `real_threads` threads of their own (for
+/// ThreadSanitizer).
 void ein_emulate_launch(const char* entry, unsigned max_threads, unsigned grid, unsigned block,
-                        unsigned shared_bytes, ein_emulation::RunThreads run_threads,
-                        void (*kernel)(void* const* args), void* const* args);
+                        unsigned shared_bytes, bool real_threads, void (*kernel)(void* const* args),
+                        void* const* args);

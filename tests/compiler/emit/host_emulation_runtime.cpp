@@ -2,6 +2,16 @@
 // it is faithful to). Not built by CMake: tests/support/host_cuda.cpp compiles it at test time
 // with the flags of the kernels' units (ThreadSanitizer's too, under the race check, so that it
 // sees the barriers), into a shared library that every kernel's library links to.
+//
+// A block's threads are fibers by default: user-level contexts, each with a stack of its own,
+// that the launching thread runs one at a time, switching at the barriers. A block's hundreds
+// of threads as real threads on the host's few cores spent most of their time in the kernel's
+// scheduler, waking and switching at every barrier. Under ThreadSanitizer (the race check) they
+// are real threads, which TSan watches.
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
 #include "host_emulation.h"
 
 #include <algorithm>
@@ -21,10 +31,46 @@ EinDim3 blockDim{}, gridDim{};
 namespace ein_emulation {
 namespace {
 
-/// std::barrier's arrive_and_wait and arrive_and_drop, with waiters that sleep at once on a
-/// condition variable. A block's hundreds of threads share the host's few cores; std::barrier's
-/// waiters spin and yield before they sleep, and that switching between yielding threads was
-/// most of an emulated launch's time.
+/// The block's threads as fibers, when they are (see the top of this file).
+class Fibers {
+ public:
+  /// Runs body(context, t) for every t in [0, n), each on a fiber of its own, from the first to
+  /// the last and then round the ones not done, each until it waits or returns; returns when all
+  /// have returned. Stops the process when every fiber left waits and none can go on.
+  static void run(unsigned n, void (*body)(void*, unsigned), void* context);
+  /// Whether the caller is a fiber.
+  static bool running() { return current_ != nullptr; }
+  /// Back to the launching thread, which goes on with the next fiber: from a fiber that waits.
+  static void yield();
+  /// Something a waiting fiber may be waiting for happened (an arrival at a barrier). Counted
+  /// only among fibers: real threads arrive at different barriers at once.
+  static void progress() {
+    if (running()) ++events_;
+  }
+
+ private:
+  static constexpr size_t kStack = size_t{1} << 20;  // bytes of a fiber's stack, less a guard page
+  struct Fiber {
+    ucontext_t context;
+    unsigned char* stack;  // the guard page (no access), then the stack
+    unsigned index;
+    bool done;
+    EinDim3 thread_idx, block_idx;  // this fiber's, while another runs
+  };
+  static void start();
+
+  inline static std::vector<std::unique_ptr<Fiber>> fibers_;  // kept, with their stacks
+  inline static ucontext_t launcher_;
+  inline static Fiber* current_ = nullptr;
+  inline static void (*body_)(void*, unsigned) = nullptr;
+  inline static void* context_ = nullptr;
+  inline static unsigned long long events_ = 0;
+};
+
+/// std::barrier's arrive_and_wait and arrive_and_drop, for fibers and for real threads. A waiting
+/// fiber lets the next one run until the phase changes; a waiting thread sleeps at once on a
+/// condition variable (std::barrier's waiters spin and yield first, which hundreds of threads on
+/// two cores spent most of a launch's time on).
 class Barrier {
  public:
   explicit Barrier(unsigned count) : expected_(count) {}
@@ -32,16 +78,22 @@ class Barrier {
     std::unique_lock lock(mutex_);
     const unsigned long long phase = phase_;
     if (++arrived_ == expected_) return complete();
-    changed_.wait(lock, [&] { return phase_ != phase; });
+    if (!Fibers::running()) return changed_.wait(lock, [&] { return phase_ != phase; });
+    Fibers::progress();
+    lock.unlock();  // one fiber runs at a time: the others change phase_ only while this one waits
+    while (phase_ == phase)
+      Fibers::yield();
   }
   /// Arrives at this phase and leaves the later ones (a thread that returned).
   void arrive_and_drop() {
     std::lock_guard lock(mutex_);
+    Fibers::progress();
     if (arrived_ == --expected_) complete();
   }
 
  private:
   void complete() {
+    Fibers::progress();
     arrived_ = 0;
     ++phase_;
     changed_.notify_all();
@@ -76,7 +128,6 @@ struct PendingCopy {
   const void* src;
   bool copy;
 };
-thread_local std::vector<PendingCopy> pending_copies;
 
 /// A product this thread issued and has not waited for: A as the warpgroup gave it (read at the
 /// issue, as the registers may change after it only once the product is done), B's descriptor
@@ -91,8 +142,18 @@ struct PendingProduct {
   DescriptorElement b_element;
   long long group;  // the commit group it belongs to: the thread's commits before its issue
 };
-thread_local std::vector<PendingProduct> pending_products;
-thread_local long long committed_groups = 0;
+
+/// What a GPU thread keeps beyond its registers: its copies and products in flight.
+struct ThreadState {
+  std::vector<PendingCopy> pending_copies;
+  std::vector<PendingProduct> pending_products;
+  long long committed_groups = 0;
+};
+thread_local ThreadState thread_state;            // a real thread's
+thread_local ThreadState* fiber_state = nullptr;  // the running fiber's, while one runs
+ThreadState& self() {
+  return fiber_state ? *fiber_state : thread_state;
+}
 
 /// The warp's lanes' register sets and this lane's index in them.
 Registers* warp_registers(unsigned& lane) {
@@ -103,12 +164,73 @@ uint16_t half_of(uint64_t reg, int which) {
   return static_cast<uint16_t>(reg >> (16 * which));
 }
 
-void own_threads(unsigned n, void (*body)(void*, unsigned), void* context) {
+/// Runs body(context, t) for every t in [0, n) at once, each on a thread of its own, and
+/// returns when all have returned.
+void run_real_threads(unsigned n, void (*body)(void*, unsigned), void* context) {
   std::vector<std::thread> threads;
   for (unsigned t = 0; t < n; ++t)
     threads.emplace_back(body, context, t);
   for (std::thread& th : threads)
     th.join();
+}
+
+void Fibers::run(unsigned n, void (*body)(void*, unsigned), void* context) {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  while (fibers_.size() < n) {
+    void* at = ::mmap(nullptr, page + kStack, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+    if (at == MAP_FAILED || ::mprotect(at, page, PROT_NONE) != 0)
+      fail("no memory for a fiber's stack");
+    fibers_.push_back(std::make_unique<Fiber>());
+    fibers_.back()->stack = static_cast<unsigned char*>(at);
+    fibers_.back()->index = static_cast<unsigned>(fibers_.size() - 1);
+  }
+  body_ = body;
+  context_ = context;
+  std::vector<ThreadState> states(n);
+  for (unsigned t = 0; t < n; ++t) {
+    Fiber& f = *fibers_[t];
+    f.done = false;
+    f.thread_idx = f.block_idx = {0, 0, 0};
+    if (::getcontext(&f.context) != 0) fail("getcontext failed");
+    f.context.uc_stack.ss_sp = f.stack + page;
+    f.context.uc_stack.ss_size = kStack;
+    f.context.uc_link = &launcher_;  // where start() returns to
+    ::makecontext(&f.context, &Fibers::start, 0);
+  }
+  for (unsigned live = n; live > 0;) {
+    const unsigned long long before = events_;
+    const unsigned live_before = live;
+    for (unsigned t = 0; t < n; ++t) {
+      Fiber& f = *fibers_[t];
+      if (f.done) continue;
+      current_ = &f;
+      fiber_state = &states[t];
+      threadIdx = f.thread_idx;
+      blockIdx = f.block_idx;
+      if (::swapcontext(&launcher_, &f.context) != 0) fail("swapcontext failed");
+      f.thread_idx = threadIdx;
+      f.block_idx = blockIdx;
+      current_ = nullptr;
+      fiber_state = nullptr;
+      if (f.done) --live;
+    }
+    if (live > 0 && live == live_before && events_ == before)
+      fail(
+          "every thread of the block left waits at a barrier that the others never reach (a "
+          "__syncthreads() or __syncwarp() that not every thread of the block or warp calls): "
+          "a GPU hangs there");
+  }
+}
+
+void Fibers::start() {
+  Fiber& f = *current_;
+  body_(context_, f.index);
+  f.done = true;
+}  // returns to the launcher (uc_link)
+
+void Fibers::yield() {
+  if (::swapcontext(&current_->context, &launcher_) != 0) fail("swapcontext failed");
 }
 
 }  // namespace
@@ -204,10 +326,11 @@ void cp_async_16(void* dst, const void* src, bool copy) {
   require_aligned(dst, 16, "a cp.async destination");
   if (copy) require_aligned(src, 16, "a cp.async source");
   std::memset(dst, 0xff, 16);
-  pending_copies.push_back({dst, src, copy});
+  self().pending_copies.push_back({dst, src, copy});
 }
 
 void cp_async_wait_all() {
+  std::vector<PendingCopy>& pending_copies = self().pending_copies;
   for (const PendingCopy& c : pending_copies) {
     if (c.copy)
       std::memcpy(c.dst, c.src, 16);
@@ -233,18 +356,21 @@ void wgmma(float* d, int n, const unsigned* a, ein_desc_t b, bool accumulate,
           a_element(half_of(blk.registers[holder][(rr >= 8) + 2 * (col >= 8)], col % 2));
     }
   blk.warpgroups[t / 128]->arrive_and_wait();  // every thread has read A before it is reused
-  pending_products.push_back({d, n, accumulate, std::move(whole), b, b_element, committed_groups});
+  ThreadState& me = self();
+  me.pending_products.push_back(
+      {d, n, accumulate, std::move(whole), b, b_element, me.committed_groups});
 }
 
 void wgmma_commit() {
-  ++committed_groups;
+  ++self().committed_groups;
 }
 
 void wgmma_wait(int groups_left) {
   const unsigned w = threadIdx.x % 128 / 32, lane = threadIdx.x % 32;
+  ThreadState& me = self();
   std::vector<PendingProduct> running;
-  for (PendingProduct& p : pending_products) {
-    if (p.group >= committed_groups - groups_left) {
+  for (PendingProduct& p : me.pending_products) {
+    if (p.group >= me.committed_groups - groups_left) {
       running.push_back(std::move(p));
       continue;
     }
@@ -258,15 +384,19 @@ void wgmma_wait(int groups_left) {
         p.d[4 * j + i] = sum;
       }
   }
-  pending_products = std::move(running);
+  me.pending_products = std::move(running);
 }
 
 }  // namespace ein_emulation
 
 void ein_emulate_launch(const char* entry, unsigned max_threads, unsigned grid, unsigned block,
-                        unsigned shared_bytes, ein_emulation::RunThreads run_threads,
-                        void (*kernel)(void* const* args), void* const* args) {
+                        unsigned shared_bytes, bool real_threads, void (*kernel)(void* const* args),
+                        void* const* args) {
   using namespace ein_emulation;
+  // One launch at a time: launches share the block being run, the grid's size and the fibers.
+  // Host threads launching at once run their kernels one after the other, a valid schedule.
+  static std::mutex launches;
+  std::lock_guard one_at_a_time(launches);
   max_threads = std::min(max_threads, 1024u);
   if (block == 0 || block > max_threads) {
     std::fprintf(stderr,
@@ -289,11 +419,8 @@ void ein_emulate_launch(const char* entry, unsigned max_threads, unsigned grid, 
     auto thread = [&, g](unsigned t) {
       threadIdx = {t, 0, 0};
       blockIdx = {g, 0, 0};
-      // A pool's thread starts as a new one would: no copies pending, no commit groups.
-      pending_copies.clear();
-      committed_groups = 0;
       kernel(args);
-      if (!pending_products.empty()) {
+      if (!self().pending_products.empty()) {
         std::fprintf(stderr,
                      "host emulation: thread %u ended with a wgmma product it never "
                      "waited for\n",
@@ -304,7 +431,7 @@ void ein_emulate_launch(const char* entry, unsigned max_threads, unsigned grid, 
       b.warps[t / 32]->arrive_and_drop();
       b.warpgroups[t / 128]->arrive_and_drop();
     };
-    (run_threads ? run_threads : own_threads)(
+    (real_threads ? run_real_threads : Fibers::run)(
         block, [](void* context, unsigned t) { (*static_cast<decltype(thread)*>(context))(t); },
         &thread);
     current = nullptr;
