@@ -3,8 +3,8 @@
 // kernels emulated on the host), and the CPU time of the thread that runs the step, less what
 // it spent inside the fake's operations (launches, GEMMs, copies, allocations: what the GPU and
 // its driver do), is what ein's own code took on the host: tracing, the graph and kernel
-// caches, autograd, the optimizer's dispatch, the trainer. Thread CPU time, not wall time: the
-// emulated kernels' threads take the machine's cores meanwhile. On a GPU a step cannot take
+// caches, autograd, the optimizer's dispatch, the trainer. Thread CPU time, not wall time: other
+// processes take the machine's cores meanwhile. On a GPU a step cannot take
 // less than that plus the driver's own time per launch and GEMM, so when a small model's GPU
 // work is shorter, as the byte-level GPT's is, this decides the GPU target (`ein train --device
 // cuda` >= 1.0x torch eager tokens/s). The host's work hardly depends on the sizes (the same
@@ -16,14 +16,14 @@
 // SCRIPT defaults to examples/gpt/byte_gpt.ein. --count-only has the fake count the launches
 // and GEMMs without computing them (FakeCudaDevice::Work::count): the host takes the same path
 // (check the launches and GEMMs per step against a run without it), the losses are
-// meaningless, and a step is shorter (still ~0.5-0.7 s of wall time on a 2-core Zen 3, ~0.55 s
-// of it inside the fake's operations: the JSON's fake_device_ms_per_step), so a profiler should
-// record the stepping thread alone, after the warm-up (perf record -t). Its host time is also
-// lower (byte_gpt: ~3 ms a step on that machine, against ~15 ms with the kernels
-// emulated): the emulation's threads, started and ended for every launch, slow the host's own
-// code down between the launches (cold caches, the kernel's work on their stacks' mappings),
-// which a GPU running the kernels does not, so count-only is the figure to compare with a GPU
-// machine.
+// meaningless, and a step is shorter (byte_gpt on a 2-core Zen 3, 2026-12-02: 95 ms of wall
+// time, 87 ms of it inside the fake's operations: the JSON's fake_device_ms_per_step), so a
+// profiler should record the stepping thread alone, after the warm-up (perf record -t). Its host
+// time is also lower (byte_gpt on that machine, 2026-12-02, one run each: 3.9 ms a step,
+// against 7.7 ms with the kernels emulated; ~15 ms when the emulation ran a block's threads as real
+// threads): the kernels' work on the host between the launches leaves the host's own code cold
+// caches, which a GPU running the kernels does not, so count-only is the figure to compare with a
+// GPU machine.
 //
 // Prints rows "name | value | unit | how" (as bench/gpu/run.sh's table) and a last line of
 // JSON: the medians over the timed steps of the host time, the launches, GEMMs and bytes copied
