@@ -1,9 +1,10 @@
 // The values of the emitted CUDA kernels without a GPU: every corpus kernel's CUDA C++ is
-// compiled with the host C++ compiler against host_emulation.h (a thread of its own for each of
-// a block's threads, real barriers, warp shuffles through per-warp barriers), launched on random
-// inputs with a small grid (so the grid-stride loops wrap), and compared with Kernel IR's float64
-// semantics (compiler/reference/kernel_eval.h's evaluate()). Elementwise kernels with a vector path
-// run twice: with aligned pointers (the 16-byte path) and with pointers one element off (the scalar
+// compiled with the host C++ compiler against host_emulation.h (a fiber with a stack of its own
+// for each of a block's threads, true barriers, warp shuffles through per-warp barriers; real
+// threads under the race check), launched on random inputs with a small grid (so the
+// grid-stride loops wrap), and compared with Kernel IR's float64 semantics
+// (compiler/reference/kernel_eval.h's evaluate()). Elementwise kernels with a vector path run
+// twice: with aligned pointers (the 16-byte path) and with pointers one element off (the scalar
 // path). What this does not check: device libm and the GPU's own conversions (host_emulation.h).
 // Skipped when the CUDA headers (cuda_fp16.h, ...) are not installed.
 #include <gtest/gtest.h>
