@@ -114,10 +114,10 @@ void run_compiler(const std::string& command_line) {
     throw std::runtime_error(command_line + "\n" + output);
 }
 
-/// ThreadSanitizer on the emulated kernels, with EIN_EMULATION_RACECHECK=1: the block's threads
-/// are real threads and its barriers real barriers, so a read of shared or global memory that no
-/// barrier orders after another thread's write is a data race TSan reports, as compute-
-/// sanitizer's racecheck does on a GPU, whether or not the threads' timing shows it. The test
+/// ThreadSanitizer on the emulated kernels, with EIN_EMULATION_RACECHECK=1: TSan is told only of
+/// the orderings the block's barriers give (host_emulation_runtime.cpp), so a read of shared or
+/// global memory that no barrier orders after another thread's write is a data race TSan
+/// reports, as compute-sanitizer's racecheck does on a GPU, whichever thread ran first. The test
 /// process must have TSan's runtime (scripts/racecheck.sh preloads it); without it, an error says
 /// so. Empty otherwise.
 const std::string& race_check() {
@@ -219,9 +219,7 @@ const Emulation& emulation(const std::filesystem::path& dir) {
 
 void EmulatedLaunch::operator()(void* const* args, unsigned grid, unsigned block,
                                 unsigned shared_bytes) const {
-  // Under ThreadSanitizer a block's threads are real threads, whose accesses TSan orders by the
-  // barriers they meet; otherwise fibers (host_emulation_runtime.cpp).
-  entry_(args, grid, block, shared_bytes, !race_check().empty());
+  entry_(args, grid, block, shared_bytes);
 }
 
 std::string thread_sanitizer_runtime() {
@@ -251,8 +249,8 @@ EmulatedLaunch build_emulated(const std::string& source, const std::string& entr
   const std::string bounds = launch_bounds(source, entry);
   const std::string unit = fmt::format(
       "{}extern \"C\" void ein_emulated_launch(void* const* args, unsigned grid, unsigned "
-      "block, unsigned shared_bytes, bool real_threads) {{\n  "
-      "ein_emulate_launch(\"{}\", {}, grid, block, shared_bytes, real_threads, [](void* const* "
+      "block, unsigned shared_bytes) {{\n  "
+      "ein_emulate_launch(\"{}\", {}, grid, block, shared_bytes, [](void* const* "
       "args) {{ {}({}); }}, args);\n}}\n",
       source, entry, bounds.empty() ? "1024" : "(" + bounds + ")", entry, call);
   static std::mutex mutex;  // one compile at a time writes a given file

@@ -15,8 +15,7 @@ namespace ein::testing {
 /// blocks one after another, with `shared_bytes` of dynamic shared memory.
 class EmulatedLaunch {
  public:
-  using Entry = void (*)(void* const* args, unsigned grid, unsigned block, unsigned shared_bytes,
-                         bool real_threads);
+  using Entry = void (*)(void* const* args, unsigned grid, unsigned block, unsigned shared_bytes);
   explicit EmulatedLaunch(Entry entry = nullptr) : entry_(entry) {}
   void operator()(void* const* args, unsigned grid, unsigned block, unsigned shared_bytes) const;
 

@@ -1,20 +1,23 @@
 // The values of the emitted CUDA kernels without a GPU: every corpus kernel's CUDA C++ is
 // compiled with the host C++ compiler against host_emulation.h (a fiber with a stack of its own
-// for each of a block's threads, true barriers, warp shuffles through per-warp barriers; real
-// threads under the race check), launched on random inputs with a small grid (so the
-// grid-stride loops wrap), and compared with Kernel IR's float64 semantics
-// (compiler/reference/kernel_eval.h's evaluate()). Elementwise kernels with a vector path run
-// twice: with aligned pointers (the 16-byte path) and with pointers one element off (the scalar
+// for each of a block's threads, true barriers, warp shuffles through per-warp barriers; the
+// same under the race check, with ThreadSanitizer told of the barriers), launched on random inputs
+// with a small grid (so the grid-stride loops wrap), and compared with Kernel IR's float64
+// semantics (compiler/reference/kernel_eval.h's evaluate()). Elementwise kernels with a vector path
+// run twice: with aligned pointers (the 16-byte path) and with pointers one element off (the scalar
 // path). What this does not check: device libm and the GPU's own conversions (host_emulation.h).
 // Skipped when the CUDA headers (cuda_fp16.h, ...) are not installed.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -256,7 +259,6 @@ TEST(EmulatedBuilds, TheLastBlockRunsFirst) {
 // starts with), and after a barrier every thread's write.
 TEST(EmulatedBuilds, ThreadsRunInTurnUntilTheyWait) {
   if (std::string why; !testing::host_cuda_available(&why)) GTEST_SKIP() << why;
-  if (std::getenv("EIN_EMULATION_RACECHECK")) GTEST_SKIP() << "real threads under the race check";
   const std::string source =
       "extern \"C\" __global__ void ein_probe_turns(float* out) {\n"
       "  __shared__ float tile[64];\n  tile[threadIdx.x] = threadIdx.x + 1;\n"
@@ -276,8 +278,6 @@ TEST(EmulatedBuilds, ThreadsRunInTurnUntilTheyWait) {
 // take either branch all alike pass.
 TEST(EmulatedBuilds, BarriersNoThreadCanPassStopTheKernel) {
   if (std::string why; !testing::host_cuda_available(&why)) GTEST_SKIP() << why;
-  if (std::getenv("EIN_EMULATION_RACECHECK"))
-    GTEST_SKIP() << "real threads under the race check hang there, as a GPU does";
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   const std::string source =
       "extern \"C\" __global__ void ein_probe_stuck(float* out, double split) {\n"
@@ -297,33 +297,47 @@ TEST(EmulatedBuilds, BarriersNoThreadCanPassStopTheKernel) {
 }
 
 // Under scripts/racecheck.sh (ThreadSanitizer on the emulated kernels), a block whose threads
-// read shared memory that another thread wrote with no barrier between is reported, and the
-// same kernel with __syncthreads() is not: this runs itself twice under TSan's runtime, with
+// read shared memory that another thread wrote with no barrier between is reported, whichever
+// thread ran first, and the same kernel with __syncthreads() is not; __syncwarp() orders the
+// lanes of a warp and not two warps. This runs itself once a kernel under TSan's runtime, with
 // EIN_RACE_PROBE saying which kernel to launch.
 TEST(EmulatedBuilds, RacecheckReportsAMissingBarrier) {
   if (std::string why; !testing::host_cuda_available(&why)) GTEST_SKIP() << why;
-  if (const char* probe = std::getenv("EIN_RACE_PROBE")) {
+  struct Probe {
+    std::string name, barrier;
+    int partner;  // thread t reads what thread t ^ partner wrote
+    bool races;
+  };
+  const std::vector<Probe> probes = {{"none", "", 1, true},
+                                     {"block", "__syncthreads();", 1, false},
+                                     {"block_across_warps", "__syncthreads();", 32, false},
+                                     {"warp", "__syncwarp();", 1, false},
+                                     {"warp_across_warps", "__syncwarp();", 32, true}};
+  if (const char* name = std::getenv("EIN_RACE_PROBE")) {
+    const auto probe =
+        std::find_if(probes.begin(), probes.end(), [&](const Probe& p) { return p.name == name; });
+    ASSERT_NE(probe, probes.end()) << name;
     const std::string source = fmt::format(
         "extern \"C\" __global__ void ein_probe_race(float* out) {{\n"
         "  __shared__ float tile[64];\n  tile[threadIdx.x] = threadIdx.x;\n  {}\n"
-        "  out[threadIdx.x] = tile[(threadIdx.x + 1) % 64];\n}}\n",
-        std::string(probe) == "barrier" ? "__syncthreads();" : "");
+        "  out[threadIdx.x] = tile[threadIdx.x ^ {}];\n}}\n",
+        probe->barrier, probe->partner);
     float out[64] = {};
     void* args[] = {out};
     testing::build_emulated(source, "ein_probe_race")(args, 2, 64, 0);
-    EXPECT_EQ(out[63], 0.0f);
+    EXPECT_EQ(out[63], static_cast<float>(63 ^ probe->partner));
     return;
   }
   const std::string tsan = testing::thread_sanitizer_runtime();
   if (tsan.empty()) GTEST_SKIP() << "the host compiler has no ThreadSanitizer runtime";
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  for (const std::string probe : {"race", "barrier"}) {
-    SCOPED_TRACE(probe);
+  for (const Probe& probe : probes) {
+    SCOPED_TRACE(probe.name);
     const std::string command = fmt::format(
         "EIN_RACE_PROBE={} EIN_EMULATION_RACECHECK=1 TSAN_OPTIONS='halt_on_error=1 exitcode=66 "
         "ignore_noninstrumented_modules=1' LD_PRELOAD={} {} "
         "--gtest_filter=EmulatedBuilds.RacecheckReportsAMissingBarrier 2>&1",
-        probe, tsan, self);
+        probe.name, tsan, self);
     std::string output;
     FILE* pipe = ::popen(command.c_str(), "r");
     ASSERT_NE(pipe, nullptr);
@@ -332,7 +346,7 @@ TEST(EmulatedBuilds, RacecheckReportsAMissingBarrier) {
       output.append(buffer, n);
     const int status = ::pclose(pipe);
     ASSERT_TRUE(WIFEXITED(status)) << output;
-    if (probe == "barrier") {
+    if (!probe.races) {
       EXPECT_EQ(WEXITSTATUS(status), 0) << output;
       EXPECT_EQ(output.find("data race"), std::string::npos) << output;
     } else {

@@ -6,7 +6,8 @@
 //    barrier of the block: fibers that the launching thread switches between at the barriers,
 //    thread 0 first and each until it waits, so a thread that reads what a later one writes
 //    without a barrier between reads the old value; under the race check
-//    (scripts/racecheck.sh), real threads, so ThreadSanitizer reports any missing barrier;
+//    (scripts/racecheck.sh), ThreadSanitizer sees only the orderings the barriers give, so it
+//    reports any missing barrier, whichever thread ran first;
 //  - a barrier that some of the threads it counts never reach, so that every thread left
 //    waits, stops the process with a message (a GPU hangs there);
 //  - blocks run one after another, the last first (CUDA gives no order between blocks: a
@@ -325,7 +326,7 @@ inline double __longlong_as_double(long long i) {
   std::memcpy(&d, &i, sizeof d);
   return d;
 }
-/// CUDA's atomicMin on a 64-bit word (the old value), atomic among real threads too.
+/// CUDA's atomicMin on a 64-bit word (the old value): an atomic access, as ThreadSanitizer sees it.
 inline unsigned long long atomicMin(unsigned long long* address, unsigned long long value) {
   unsigned long long old = __atomic_load_n(address, __ATOMIC_SEQ_CST);
   while (value < old && !__atomic_compare_exchange_n(address, &old, value, true, __ATOMIC_SEQ_CST,
@@ -339,8 +340,7 @@ inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
 
 /// Runs `kernel(args)` (`entry`, whose __launch_bounds__ allow `max_threads` a block) as a launch
 /// of `grid` blocks of `block` threads with `shared_bytes` of dynamic shared memory; each block's
-/// threads are fibers on the calling thread, or with `real_threads` threads of their own (for
-/// ThreadSanitizer).
+/// threads are fibers on the calling thread.
 void ein_emulate_launch(const char* entry, unsigned max_threads, unsigned grid, unsigned block,
-                        unsigned shared_bytes, bool real_threads, void (*kernel)(void* const* args),
+                        unsigned shared_bytes, void (*kernel)(void* const* args),
                         void* const* args);

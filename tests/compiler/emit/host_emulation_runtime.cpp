@@ -1,13 +1,22 @@
 // The host emulation's runtime: what runs an emulated kernel's blocks (host_emulation.h says what
 // it is faithful to). Not built by CMake: tests/support/host_cuda.cpp compiles it at test time
-// with the flags of the kernels' units (ThreadSanitizer's too, under the race check, so that it
-// sees the barriers), into a shared library that every kernel's library links to.
+// with the flags of the kernels' units (ThreadSanitizer's too, under the race check), into a
+// shared library that every kernel's library links to.
 //
-// A block's threads are fibers by default: user-level contexts, each with a stack of its own,
-// that the launching thread runs one at a time, switching at the barriers. A block's hundreds
-// of threads as real threads on the host's few cores spent most of their time in the kernel's
-// scheduler, waking and switching at every barrier. Under ThreadSanitizer (the race check) they
-// are real threads, which TSan watches.
+// A block's threads are fibers: user-level contexts, each with a stack of its own, that the
+// launching thread runs one at a time, switching at the barriers. A block's hundreds of threads
+// as real threads on the host's few cores spent most of their time in the kernel's scheduler,
+// waking and switching at every barrier.
+//
+// Under ThreadSanitizer (the race check) each fiber is a TSan fiber of its own, and TSan is told
+// of exactly the orderings a GPU gives, no more: switches between fibers order nothing
+// (__tsan_switch_to_fiber_no_sync); a barrier orders every arrival before every departure of the
+// same phase; the launching thread's writes (the shared memory's fill) come before the block's
+// threads, and their accesses before the launcher's next ones. The scheduler's own state (which
+// fiber runs, the barriers' counts, threadIdx and blockIdx, which the launcher writes for each
+// fiber) is hidden from TSan: it is what orders the fibers on the host, not something a kernel
+// may rely on. A read of shared or global memory that no barrier orders after another thread's
+// write is then reported, whichever thread ran first.
 #include <sys/mman.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -16,14 +25,21 @@
 
 #include <algorithm>
 #include <array>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <utility>
 #include <vector>
+
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+extern "C" void __tsan_ignore_thread_begin();  // exported by TSan's runtime, not in its header
+extern "C" void __tsan_ignore_thread_end();
+#define EIN_UNINSTRUMENTED __attribute__((no_sanitize("thread")))
+#else
+#define EIN_UNINSTRUMENTED
+#endif
 
 thread_local EinDim3 threadIdx{}, blockIdx{};
 EinDim3 blockDim{}, gridDim{};
@@ -31,22 +47,61 @@ EinDim3 blockDim{}, gridDim{};
 namespace ein_emulation {
 namespace {
 
-/// The block's threads as fibers, when they are (see the top of this file).
+/// What ThreadSanitizer is told, under the race check (see the top of this file); nothing
+/// otherwise.
+namespace tsan {
+#if defined(__SANITIZE_THREAD__)
+/// Every access this fiber or thread makes to memory while one lives is hidden from TSan.
+struct Unwatched {
+  Unwatched() { __tsan_ignore_thread_begin(); }
+  ~Unwatched() { __tsan_ignore_thread_end(); }
+  Unwatched(const Unwatched&) = delete;
+  Unwatched& operator=(const Unwatched&) = delete;
+};
+/// Everything the caller did so far happens before what a later acquire(`sync`) follows.
+inline void release(void* sync) {
+  __tsan_release(sync);
+}
+inline void acquire(void* sync) {
+  __tsan_acquire(sync);
+}
+inline void* create_fiber() {
+  return __tsan_create_fiber(0);
+}
+inline void* current_fiber() {
+  return __tsan_get_current_fiber();
+}
+/// Called just before the switch: what ran before it orders nothing after it.
+inline void switch_to(void* fiber) {
+  __tsan_switch_to_fiber(fiber, __tsan_switch_to_fiber_no_sync);
+}
+#else
+struct Unwatched {
+  Unwatched() {}  // user-provided: a guard that is never read is not an unused variable
+};
+inline void release(void*) {}
+inline void acquire(void*) {}
+inline void* create_fiber() {
+  return nullptr;
+}
+inline void* current_fiber() {
+  return nullptr;
+}
+inline void switch_to(void*) {}
+#endif
+}  // namespace tsan
+
+/// The block's threads as fibers (see the top of this file).
 class Fibers {
  public:
   /// Runs body(context, t) for every t in [0, n), each on a fiber of its own, from the first to
   /// the last and then round the ones not done, each until it waits or returns; returns when all
   /// have returned. Stops the process when every fiber left waits and none can go on.
   static void run(unsigned n, void (*body)(void*, unsigned), void* context);
-  /// Whether the caller is a fiber.
-  static bool running() { return current_ != nullptr; }
   /// Back to the launching thread, which goes on with the next fiber: from a fiber that waits.
   static void yield();
-  /// Something a waiting fiber may be waiting for happened (an arrival at a barrier). Counted
-  /// only among fibers: real threads arrive at different barriers at once.
-  static void progress() {
-    if (running()) ++events_;
-  }
+  /// Something a waiting fiber may be waiting for happened (an arrival at a barrier).
+  static void progress() { ++events_; }
 
  private:
   static constexpr size_t kStack = size_t{1} << 20;  // bytes of a fiber's stack, less a guard page
@@ -56,52 +111,67 @@ class Fibers {
     unsigned index;
     bool done;
     EinDim3 thread_idx, block_idx;  // this fiber's, while another runs
+    void* tsan;                     // its TSan fiber, under the race check
   };
-  static void start();
+  // Not instrumented: what they read and write is the scheduler's, and they leave TSan's record
+  // of the fiber's calls as they found it, though start() never returns (TSan's fiber is kept,
+  // and the fiber starts again at the next block).
+  EIN_UNINSTRUMENTED static void start();
+  EIN_UNINSTRUMENTED static void switch_to(ucontext_t* from, ucontext_t* to, void* tsan_fiber);
 
   inline static std::vector<std::unique_ptr<Fiber>> fibers_;  // kept, with their stacks
   inline static ucontext_t launcher_;
+  inline static void* launcher_tsan_ = nullptr;
+  // TSan's orderings from the launcher to a block's fibers and from them back (their addresses)
+  inline static char block_start_ = 0, block_end_ = 0;
   inline static Fiber* current_ = nullptr;
   inline static void (*body_)(void*, unsigned) = nullptr;
   inline static void* context_ = nullptr;
   inline static unsigned long long events_ = 0;
 };
 
-/// std::barrier's arrive_and_wait and arrive_and_drop, for fibers and for real threads. A waiting
-/// fiber lets the next one run until the phase changes; a waiting thread sleeps at once on a
-/// condition variable (std::barrier's waiters spin and yield first, which hundreds of threads on
-/// two cores spent most of a launch's time on).
+/// std::barrier's arrive_and_wait and arrive_and_drop among the fibers: a waiting fiber lets the
+/// next one run until the phase changes. For TSan, every arrival at a phase (its release into the
+/// phase's sync object) happens before every departure from it (an acquire of that object). Two
+/// objects alternate: no thread can arrive at phase p + 2 before every thread has left phase p.
 class Barrier {
  public:
   explicit Barrier(unsigned count) : expected_(count) {}
   void arrive_and_wait() {
-    std::unique_lock lock(mutex_);
-    const unsigned long long phase = phase_;
-    if (++arrived_ == expected_) return complete();
-    if (!Fibers::running()) return changed_.wait(lock, [&] { return phase_ != phase; });
-    Fibers::progress();
-    lock.unlock();  // one fiber runs at a time: the others change phase_ only while this one waits
-    while (phase_ == phase)
-      Fibers::yield();
+    void* const sync = phase_sync();
+    tsan::release(sync);
+    {
+      tsan::Unwatched scheduler;
+      Fibers::progress();
+      const unsigned long long phase = phase_;
+      if (++arrived_ == expected_)
+        complete();
+      else
+        while (phase_ == phase)
+          Fibers::yield();
+    }
+    tsan::acquire(sync);
   }
   /// Arrives at this phase and leaves the later ones (a thread that returned).
   void arrive_and_drop() {
-    std::lock_guard lock(mutex_);
+    tsan::release(phase_sync());
+    tsan::Unwatched scheduler;
     Fibers::progress();
     if (arrived_ == --expected_) complete();
   }
 
  private:
   void complete() {
-    Fibers::progress();
     arrived_ = 0;
     ++phase_;
-    changed_.notify_all();
   }
-  std::mutex mutex_;
-  std::condition_variable changed_;
+  void* phase_sync() {
+    tsan::Unwatched scheduler;
+    return &sync_[phase_ % 2];
+  }
   unsigned expected_, arrived_ = 0;
   unsigned long long phase_ = 0;
+  char sync_[2] = {};
 };
 
 using Registers = std::array<uint64_t, 6>;  // one thread's: PTX's warp-wide operands
@@ -149,10 +219,10 @@ struct ThreadState {
   std::vector<PendingProduct> pending_products;
   long long committed_groups = 0;
 };
-thread_local ThreadState thread_state;            // a real thread's
-thread_local ThreadState* fiber_state = nullptr;  // the running fiber's, while one runs
+ThreadState* fiber_state = nullptr;  // the running fiber's
 ThreadState& self() {
-  return fiber_state ? *fiber_state : thread_state;
+  tsan::Unwatched scheduler;
+  return *fiber_state;
 }
 
 /// The warp's lanes' register sets and this lane's index in them.
@@ -162,16 +232,6 @@ Registers* warp_registers(unsigned& lane) {
 }
 uint16_t half_of(uint64_t reg, int which) {
   return static_cast<uint16_t>(reg >> (16 * which));
-}
-
-/// Runs body(context, t) for every t in [0, n) at once, each on a thread of its own, and
-/// returns when all have returned.
-void run_real_threads(unsigned n, void (*body)(void*, unsigned), void* context) {
-  std::vector<std::thread> threads;
-  for (unsigned t = 0; t < n; ++t)
-    threads.emplace_back(body, context, t);
-  for (std::thread& th : threads)
-    th.join();
 }
 
 void Fibers::run(unsigned n, void (*body)(void*, unsigned), void* context) {
@@ -184,10 +244,15 @@ void Fibers::run(unsigned n, void (*body)(void*, unsigned), void* context) {
     fibers_.push_back(std::make_unique<Fiber>());
     fibers_.back()->stack = static_cast<unsigned char*>(at);
     fibers_.back()->index = static_cast<unsigned>(fibers_.size() - 1);
+    fibers_.back()->tsan = tsan::create_fiber();
   }
   body_ = body;
   context_ = context;
-  std::vector<ThreadState> states(n);
+  std::vector<ThreadState> states(n);  // before the block starts, as TSan sees it
+  // What the launcher does from here is the scheduler's (the fibers' own accesses are watched:
+  // TSan's ignoring is a fiber's own).
+  tsan::Unwatched scheduler;
+  launcher_tsan_ = tsan::current_fiber();
   for (unsigned t = 0; t < n; ++t) {
     Fiber& f = *fibers_[t];
     f.done = false;
@@ -195,9 +260,10 @@ void Fibers::run(unsigned n, void (*body)(void*, unsigned), void* context) {
     if (::getcontext(&f.context) != 0) fail("getcontext failed");
     f.context.uc_stack.ss_sp = f.stack + page;
     f.context.uc_stack.ss_size = kStack;
-    f.context.uc_link = &launcher_;  // where start() returns to
+    f.context.uc_link = nullptr;  // start() never returns
     ::makecontext(&f.context, &Fibers::start, 0);
   }
+  tsan::release(&block_start_);
   for (unsigned live = n; live > 0;) {
     const unsigned long long before = events_;
     const unsigned live_before = live;
@@ -208,7 +274,7 @@ void Fibers::run(unsigned n, void (*body)(void*, unsigned), void* context) {
       fiber_state = &states[t];
       threadIdx = f.thread_idx;
       blockIdx = f.block_idx;
-      if (::swapcontext(&launcher_, &f.context) != 0) fail("swapcontext failed");
+      switch_to(&launcher_, &f.context, f.tsan);
       f.thread_idx = threadIdx;
       f.block_idx = blockIdx;
       current_ = nullptr;
@@ -221,16 +287,27 @@ void Fibers::run(unsigned n, void (*body)(void*, unsigned), void* context) {
           "__syncthreads() or __syncwarp() that not every thread of the block or warp calls): "
           "a GPU hangs there");
   }
+  tsan::acquire(&block_end_);
 }
 
 void Fibers::start() {
-  Fiber& f = *current_;
-  body_(context_, f.index);
-  f.done = true;
-}  // returns to the launcher (uc_link)
+  tsan::acquire(&block_start_);
+  Fiber* f = current_;
+  body_(context_, f->index);
+  tsan::release(&block_end_);
+  f->done = true;
+  switch_to(&f->context, &launcher_, launcher_tsan_);
+  fail("a fiber that returned was resumed");
+}
 
 void Fibers::yield() {
-  if (::swapcontext(&current_->context, &launcher_) != 0) fail("swapcontext failed");
+  tsan::Unwatched scheduler;
+  switch_to(&current_->context, &launcher_, launcher_tsan_);
+}
+
+void Fibers::switch_to(ucontext_t* from, ucontext_t* to, void* tsan_fiber) {
+  tsan::switch_to(tsan_fiber);
+  if (::swapcontext(from, to) != 0) fail("swapcontext failed");
 }
 
 }  // namespace
@@ -390,7 +467,7 @@ void wgmma_wait(int groups_left) {
 }  // namespace ein_emulation
 
 void ein_emulate_launch(const char* entry, unsigned max_threads, unsigned grid, unsigned block,
-                        unsigned shared_bytes, bool real_threads, void (*kernel)(void* const* args),
+                        unsigned shared_bytes, void (*kernel)(void* const* args),
                         void* const* args) {
   using namespace ein_emulation;
   // One launch at a time: launches share the block being run, the grid's size and the fibers.
@@ -417,8 +494,11 @@ void ein_emulate_launch(const char* entry, unsigned max_threads, unsigned grid, 
     Block b(block);
     current = &b;
     auto thread = [&, g](unsigned t) {
-      threadIdx = {t, 0, 0};
-      blockIdx = {g, 0, 0};
+      {
+        tsan::Unwatched scheduler;
+        threadIdx = {t, 0, 0};
+        blockIdx = {g, 0, 0};
+      }
       kernel(args);
       if (!self().pending_products.empty()) {
         std::fprintf(stderr,
@@ -431,7 +511,7 @@ void ein_emulate_launch(const char* entry, unsigned max_threads, unsigned grid, 
       b.warps[t / 32]->arrive_and_drop();
       b.warpgroups[t / 128]->arrive_and_drop();
     };
-    (real_threads ? run_real_threads : Fibers::run)(
+    Fibers::run(
         block, [](void* context, unsigned t) { (*static_cast<decltype(thread)*>(context))(t); },
         &thread);
     current = nullptr;
