@@ -22,11 +22,13 @@
 #   ... [--logs DIR]                         keep every suite's and benchmark's full log in DIR
 #       (by default they go to a temporary folder removed at the end; a failing test's
 #       message is in its suite's log)
-#   ... [--parts suites,ops,measure,attention,gpt]
-#       only these parts (default all): the CUDA suites; the op suite on the GPU (it compiles
-#       every op test's kernels with NVRTC: the longest part); NVRTC, GEMM, op-bandwidth and LM
-#       head measurements; the fused attention's kernels against float64 on the GPU (unless
-#       `suites` ran them) and their speed next to torch's SDPA; GPT training against torch
+#   ... [--parts suites,ops,measure,attention,gpt,sanitize]
+#       only these parts (default all but sanitize): the CUDA suites; the op suite on the GPU (it
+#       compiles every op test's kernels with NVRTC: the longest part); NVRTC, GEMM, op-bandwidth
+#       and LM head measurements; the fused attention's kernels against float64 on the GPU
+#       (unless `suites` ran them) and their speed next to torch's SDPA; GPT training against
+#       torch; the attention and device suites under compute-sanitizer's racecheck, synccheck and
+#       memcheck (slow: only when named)
 # Exits nonzero when a test suite or a benchmark fails; the measurements are printed either way.
 set -uo pipefail
 json=$PWD/gpu_results.json
@@ -67,30 +69,35 @@ want() { [[ ",$parts," == *",$1,"* ]]; }
 # Everything below prints into one log, which bench/gpu/results_json.py turns into $json.
 main() {
 status=0
-# run_suite SUITE [VAR=VALUE ...]: runs $bin/SUITE with those variables set and prints its
-# summary (passed, skipped with names and, above them, the reasons, failed tests), then a row
-# "suite SUITE | passed | ... | failed, skipped" for the table.
+# run_suite SUITE [VAR=VALUE ...]: runs $bin/SUITE with those variables set (under the command
+# in the array `under`, named `under_name`, when it is set) and prints its summary (passed,
+# skipped with names and, above them, the reasons, failed tests), then a row "suite SUITE |
+# passed | ... | failed, skipped" for the table.
+under=()
+under_name=""
 run_suite() {
   local suite=$1
   shift
-  echo "== $suite${*:+ ($*)}"
+  local what="$suite${*:+ ($*)}${under_name:+ under $under_name}"
+  local log="$out/$suite${under_name:+.${under_name// /-}}.log"
+  echo "== $what"
   local rc=0
-  env "$@" "$bin/$suite" >"$out/$suite.log" 2>&1 || rc=$?
+  env "$@" "${under[@]}" "$bin/$suite" >"$log" 2>&1 || rc=$?
   [ $rc -eq 0 ] || status=1
-  sed -n '/^\[==========\] .* ran\./,$p' "$out/$suite.log"
-  grep -A1 ': Skipped$' "$out/$suite.log" | grep -v -e ': Skipped$' -e '^--$' | sort | uniq -c
+  sed -n '/^\[==========\] .* ran\./,$p' "$log"
+  grep -A1 ': Skipped$' "$log" | grep -v -e ': Skipped$' -e '^--$' | sort | uniq -c
   local passed failed skipped
-  passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$out/$suite.log")
-  failed=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$out/$suite.log")
-  skipped=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$out/$suite.log")
-  [ $rc -eq 0 ] || [ -n "$failed" ] || tail -n 20 "$out/$suite.log"  # a crash: its last words
+  passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log")
+  failed=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log")
+  skipped=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$log")
+  [ $rc -eq 0 ] || [ -n "$failed" ] || tail -n 20 "$log"  # a crash or a sanitizer's report
   # A skip in the global environment (no driver for EIN_TEST_DEVICE=cuda) skips every test
   # before it runs, and GoogleTest still counts them as passed.
-  if grep -q '^EIN_TEST_DEVICE=.*: ' "$out/$suite.log"; then
-    skipped="all $passed (the device: $(grep -m1 '^EIN_TEST_DEVICE=' "$out/$suite.log"))"
+  if grep -q '^EIN_TEST_DEVICE=.*: ' "$log"; then
+    skipped="all $passed (the device: $(grep -m1 '^EIN_TEST_DEVICE=' "$log"))"
     passed=0
   fi
-  printf '%-34s | %10s | %-7s | %s\n' "suite $suite${*:+ ($*)}" "${passed:-0}" passed \
+  printf '%-34s | %10s | %-7s | %s\n' "suite $what" "${passed:-0}" passed \
     "$([ $rc -eq 0 ] && echo ok || echo "FAILED (exit $rc)"): ${failed:-0} failed, ${skipped:-0} skipped"
 }
 if want suites; then
@@ -327,7 +334,7 @@ for name, backward in (("forward", False), ("forward+backward", True)):
 PY
 fi  # attention
 
-want gpt || return $status
+if want gpt; then
 echo
 echo "== GPT training throughput: ein train --device cuda, torch eager and torch.compile"
 if python3 -c 'import torch; raise SystemExit(not torch.cuda.is_available())' 2>/dev/null; then
@@ -335,6 +342,31 @@ if python3 -c 'import torch; raise SystemExit(not torch.cuda.is_available())' 2>
 else
   echo "skipped: python3 has no torch with CUDA, which compare_gpt_gpu.py needs"
 fi
+fi  # gpt
+
+if want sanitize; then
+# The attention kernels and the device tests under NVIDIA's compute-sanitizer: racecheck
+# (shared-memory hazards between a block's threads), synccheck (barriers some threads of a block
+# or warp miss) and memcheck (out-of-bounds and misaligned accesses). The host emulation checks
+# these without a GPU (scripts/racecheck.sh, docs/cuda.md); this is the hardware's word. Each
+# tool slows the kernels down tens of times, so the part runs only when named.
+echo
+echo "== compute-sanitizer on the attention kernels and the device tests"
+sanitizer=$(command -v compute-sanitizer ||
+            echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
+if [ -x "$sanitizer" ]; then
+  for tool in racecheck synccheck memcheck; do
+    under=("$sanitizer" --tool "$tool" --error-exitcode 66 --print-limit 20)
+    under_name="compute-sanitizer $tool"
+    run_suite ein_attention_tests GTEST_FILTER='*AttentionOnCuda*'
+    run_suite ein_device_tests GTEST_FILTER='Gpu/*'
+  done
+  under=()
+  under_name=""
+else
+  echo "sanitize: skipped: no compute-sanitizer on PATH or in ${CUDA_HOME:-/usr/local/cuda}/bin"
+fi
+fi  # sanitize
 return $status
 }
 
