@@ -16,7 +16,9 @@
 // fiber runs, the barriers' counts, threadIdx and blockIdx, which the launcher writes for each
 // fiber) is hidden from TSan: it is what orders the fibers on the host, not something a kernel
 // may rely on. A read of shared or global memory that no barrier orders after another thread's
-// write is then reported, whichever thread ran first.
+// write is then reported, whichever thread ran first. Blocks stay ordered, one after the other:
+// their __shared__ variables are one copy, the kernel library's statics, and TSan cannot be made
+// to forget one block's accesses to them before the next (docs/cuda.md).
 #include <sys/mman.h>
 #include <ucontext.h>
 #include <unistd.h>
