@@ -299,32 +299,47 @@ TEST(EmulatedBuilds, BarriersNoThreadCanPassStopTheKernel) {
 // Under scripts/racecheck.sh (ThreadSanitizer on the emulated kernels), a block whose threads
 // read shared memory that another thread wrote with no barrier between is reported, whichever
 // thread ran first, and the same kernel with __syncthreads() is not; __syncwarp() orders the
-// lanes of a warp and not two warps. This runs itself once a kernel under TSan's runtime, with
-// EIN_RACE_PROBE saying which kernel to launch.
+// lanes of a warp and not two warps. Blocks are unordered: two blocks writing one element of
+// global memory, or one reading what another writes, are reported, while blocks that each use
+// the same shared memory (a __shared__ array or the dynamic one) are not. This runs itself once
+// a kernel under TSan's runtime, with EIN_RACE_PROBE saying which kernel to launch.
 TEST(EmulatedBuilds, RacecheckReportsAMissingBarrier) {
   if (std::string why; !testing::host_cuda_available(&why)) GTEST_SKIP() << why;
   struct Probe {
     std::string name, barrier;
-    int partner;  // thread t reads what thread t ^ partner wrote
-    bool races;
+    int partner;           // thread t reads what thread t ^ partner wrote
+    std::string written;   // the element of `out` thread t writes
+    std::string more;      // added to what it writes
+    std::string where;     // what the report names, for a probe that races
+    bool dynamic = false;  // the tile in dynamic shared memory
   };
-  const std::vector<Probe> probes = {{"none", "", 1, true},
-                                     {"block", "__syncthreads();", 1, false},
-                                     {"block_across_warps", "__syncthreads();", 32, false},
-                                     {"warp", "__syncwarp();", 1, false},
-                                     {"warp_across_warps", "__syncwarp();", 32, true}};
+  const std::string own = "blockIdx.x * 64 + threadIdx.x", tile = "ein_probe_race::tile",
+                    kernel = "#0 ein_probe_race ";
+  const std::string other = " + out[(blockIdx.x + 1) % gridDim.x * 64 + threadIdx.x]";
+  const std::vector<Probe> probes = {
+      {"none", "", 1, own, "", tile},
+      {"block", "__syncthreads();", 1, own, "", ""},
+      {"block_across_warps", "__syncthreads();", 32, own, "", ""},
+      {"warp", "__syncwarp();", 1, own, "", ""},
+      {"warp_across_warps", "__syncwarp();", 32, own, "", tile},
+      {"dynamic", "__syncthreads();", 1, own, "", "", true},
+      {"blocks_one_element", "__syncthreads();", 1, "threadIdx.x", "", kernel},
+      {"blocks_read_another", "__syncthreads();", 1, own, other, kernel},
+  };
   if (const char* name = std::getenv("EIN_RACE_PROBE")) {
     const auto probe =
         std::find_if(probes.begin(), probes.end(), [&](const Probe& p) { return p.name == name; });
     ASSERT_NE(probe, probes.end()) << name;
     const std::string source = fmt::format(
-        "extern \"C\" __global__ void ein_probe_race(float* out) {{\n"
-        "  __shared__ float tile[64];\n  tile[threadIdx.x] = threadIdx.x;\n  {}\n"
-        "  out[threadIdx.x] = tile[threadIdx.x ^ {}];\n}}\n",
-        probe->barrier, probe->partner);
-    float out[64] = {};
-    void* args[] = {out};
-    testing::build_emulated(source, "ein_probe_race")(args, 2, 64, 0);
+        "extern \"C\" __global__ void ein_probe_race(float* out) {{\n  {}\n"
+        "  tile[threadIdx.x] = threadIdx.x;\n  {}\n"
+        "  out[{}] = tile[threadIdx.x ^ {}]{};\n}}\n",
+        probe->dynamic ? "EIN_DYNAMIC_SHARED(bytes);\n  float* tile = (float*)bytes;"
+                       : "__shared__ float tile[64];",
+        probe->barrier, probe->written, probe->partner, probe->more);
+    std::vector<float> out(3 * 64);
+    void* args[] = {out.data()};
+    testing::build_emulated(source, "ein_probe_race")(args, 3, 64, probe->dynamic ? 256 : 0);
     EXPECT_EQ(out[63], static_cast<float>(63 ^ probe->partner));
     return;
   }
@@ -346,13 +361,13 @@ TEST(EmulatedBuilds, RacecheckReportsAMissingBarrier) {
       output.append(buffer, n);
     const int status = ::pclose(pipe);
     ASSERT_TRUE(WIFEXITED(status)) << output;
-    if (!probe.races) {
+    if (probe.where.empty()) {
       EXPECT_EQ(WEXITSTATUS(status), 0) << output;
       EXPECT_EQ(output.find("data race"), std::string::npos) << output;
     } else {
       EXPECT_EQ(WEXITSTATUS(status), 66) << output;
       EXPECT_NE(output.find("WARNING: ThreadSanitizer: data race"), std::string::npos) << output;
-      EXPECT_NE(output.find("ein_probe_race::tile"), std::string::npos) << output;
+      EXPECT_NE(output.find(probe.where), std::string::npos) << output;
     }
   }
 }

@@ -11,7 +11,9 @@
 //  - a barrier that some of the threads it counts never reach, so that every thread left
 //    waits, stops the process with a message (a GPU hangs there);
 //  - blocks run one after another, the last first (CUDA gives no order between blocks: a
-//    kernel that counts on block 0 going first is caught);
+//    kernel that counts on block 0 going first is caught); under the race check TSan sees
+//    them unordered, so two blocks writing one element, or one reading what another writes,
+//    are reported;
 //  - a launch of more threads a block than the kernel's __launch_bounds__ (or 1024) stops the
 //    process with a message, as cuLaunchKernel refuses it;
 //  - __shfl_xor_sync exchanges values among the 32 threads of a warp through a per-warp

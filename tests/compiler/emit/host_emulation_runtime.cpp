@@ -11,14 +11,26 @@
 // Under ThreadSanitizer (the race check) each fiber is a TSan fiber of its own, and TSan is told
 // of exactly the orderings a GPU gives, no more: switches between fibers order nothing
 // (__tsan_switch_to_fiber_no_sync); a barrier orders every arrival before every departure of the
-// same phase; the launching thread's writes (the shared memory's fill) come before the block's
-// threads, and their accesses before the launcher's next ones. The scheduler's own state (which
-// fiber runs, the barriers' counts, threadIdx and blockIdx, which the launcher writes for each
-// fiber) is hidden from TSan: it is what orders the fibers on the host, not something a kernel
-// may rely on. A read of shared or global memory that no barrier orders after another thread's
-// write is then reported, whichever thread ran first. Blocks stay ordered, one after the other:
-// their __shared__ variables are one copy, the kernel library's statics, and TSan cannot be made
-// to forget one block's accesses to them before the next (docs/cuda.md).
+// same phase; the launching thread's writes before a block (its inputs) come before the block's
+// threads, and every block's accesses before what the launcher does after the whole grid. The
+// scheduler's own state (which fiber runs, the barriers' counts, threadIdx and blockIdx, which the
+// launcher writes for each fiber) is hidden from TSan: it is what orders the fibers on the host,
+// not something a kernel may rely on. A read of shared or global memory that no barrier orders
+// after another thread's write is then reported, whichever thread ran first.
+//
+// Blocks are unordered too, as on a GPU: one block's threads are other TSan fibers than the
+// next block's, and nothing of one block is made to happen before another, so two blocks that
+// write the same element of global memory (or one that reads what another writes) are reported.
+// The blocks still run one after the other, on the same memory for their shared arrays: before
+// each block, TSan's record of that memory is wiped (a fresh mapping over it, which TSan's mmap
+// interceptor takes as new memory) with the contents kept, for the kernel library's writable data
+// (its __shared__ statics) and the dynamic shared memory. TSan's fibers cost memory and every
+// barrier's orderings cost time in proportion to their number, so they are reused: the blocks
+// of a launch take turns over two sets of fibers, and a block is ordered after the one two
+// blocks earlier, whose fibers it reuses, but not after the one just before it: each block is
+// checked against the ones run just before and just after it.
+#include <dlfcn.h>
+#include <link.h>
 #include <sys/mman.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -53,6 +65,7 @@ namespace {
 /// otherwise.
 namespace tsan {
 #if defined(__SANITIZE_THREAD__)
+constexpr bool watching = true;
 /// Every access this fiber or thread makes to memory while one lives is hidden from TSan.
 struct Unwatched {
   Unwatched() { __tsan_ignore_thread_begin(); }
@@ -78,6 +91,7 @@ inline void switch_to(void* fiber) {
   __tsan_switch_to_fiber(fiber, __tsan_switch_to_fiber_no_sync);
 }
 #else
+constexpr bool watching = false;
 struct Unwatched {
   Unwatched() {}  // user-provided: a guard that is never read is not an unused variable
 };
@@ -91,15 +105,39 @@ inline void* current_fiber() {
 }
 inline void switch_to(void*) {}
 #endif
+
+/// Wipes TSan's record of the whole pages over [begin, end), keeping their contents: a fresh
+/// mapping there, which TSan's mmap interceptor takes as new memory (and, as the caller is
+/// unwatched, as memory nobody has accessed yet). Under the race check only.
+void forget(unsigned char* begin, unsigned char* end) {
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  auto* first = reinterpret_cast<unsigned char*>(reinterpret_cast<uintptr_t>(begin) / page * page);
+  auto* last =
+      reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(end) + page - 1) / page * page);
+  if (!watching || first == last) return;
+  static std::vector<unsigned char> kept;  // launches run one at a time
+  Unwatched scheduler;
+  kept.assign(first, last);
+  if (::mmap(first, static_cast<size_t>(last - first), PROT_READ | PROT_WRITE,
+             MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) == MAP_FAILED)
+    fail("could not map fresh pages over a block's shared memory");
+  std::memcpy(first, kept.data(), kept.size());
+}
 }  // namespace tsan
+
+struct ThreadState;
 
 /// The block's threads as fibers (see the top of this file).
 class Fibers {
  public:
-  /// Runs body(context, t) for every t in [0, n), each on a fiber of its own, from the first to
-  /// the last and then round the ones not done, each until it waits or returns; returns when all
-  /// have returned. Stops the process when every fiber left waits and none can go on.
-  static void run(unsigned n, void (*body)(void*, unsigned), void* context);
+  /// Runs body(context, t) for every t in [0, n), each on a fiber of its own (fibers first to
+  /// first + n - 1 of the kept ones), from the first to the last and then round the ones not
+  /// done, each until it waits or returns; returns when all have returned. Stops the process
+  /// when every fiber left waits and none can go on.
+  static void run(unsigned n, unsigned first, void (*body)(void*, unsigned), void* context);
+  /// After the last block of a launch: what every block did happens before what the launcher
+  /// does next (as a kernel's end orders it before the host's next call).
+  static void join() { tsan::acquire(&block_end_); }
   /// Back to the launching thread, which goes on with the next fiber: from a fiber that waits.
   static void yield();
   /// Something a waiting fiber may be waiting for happened (an arrival at a barrier).
@@ -114,6 +152,7 @@ class Fibers {
     bool done;
     EinDim3 thread_idx, block_idx;  // this fiber's, while another runs
     void* tsan;                     // its TSan fiber, under the race check
+    ThreadState* state;             // its copies and products in flight (kept, as the fiber)
   };
   // Not instrumented: what they read and write is the scheduler's, and they leave TSan's record
   // of the fiber's calls as they found it, though start() never returns (TSan's fiber is kept,
@@ -124,7 +163,7 @@ class Fibers {
   inline static std::vector<std::unique_ptr<Fiber>> fibers_;  // kept, with their stacks
   inline static ucontext_t launcher_;
   inline static void* launcher_tsan_ = nullptr;
-  // TSan's orderings from the launcher to a block's fibers and from them back (their addresses)
+  // TSan's orderings from the launcher to a block's fibers and from them, all blocks, back to it
   inline static char block_start_ = 0, block_end_ = 0;
   inline static Fiber* current_ = nullptr;
   inline static void (*body_)(void*, unsigned) = nullptr;
@@ -139,6 +178,12 @@ class Fibers {
 class Barrier {
  public:
   explicit Barrier(unsigned count) : expected_(count) {}
+  /// For the next block: `count` threads, none arrived (its sync objects keep what they hold).
+  void reset(unsigned count) {
+    tsan::Unwatched scheduler;
+    expected_ = count;
+    arrived_ = 0;
+  }
   void arrive_and_wait() {
     void* const sync = phase_sync();
     tsan::release(sync);
@@ -186,14 +231,66 @@ struct Block {
     for (unsigned g = 0; g < (threads + 127) / 128; ++g)
       warpgroups.push_back(std::make_unique<Barrier>(std::min(128u, threads - 128 * g)));
   }
+  /// For another block of the same size.
+  void reset() {
+    const auto threads = static_cast<unsigned>(slots.size());
+    block.reset(threads);
+    for (unsigned w = 0; w < warps.size(); ++w)
+      warps[w]->reset(std::min(32u, threads - 32 * w));
+    for (unsigned g = 0; g < warpgroups.size(); ++g)
+      warpgroups[g]->reset(std::min(128u, threads - 128 * g));
+  }
   Barrier block;
   std::vector<std::unique_ptr<Barrier>> warps;
   std::vector<std::unique_ptr<Barrier>> warpgroups;  // 4 consecutive warps each
   std::vector<double> slots;                         // one per thread
   std::vector<Registers> registers;                  // one set per thread
+  unsigned index = 0;                                // its blockIdx.x
 };
 Block* current = nullptr;
 constexpr size_t kSharedGuard = 1024;
+/// Sets of fibers (and blocks) a launch's blocks take turns over, under the race check: TSan's
+/// fibers cost about 0.8 MB each, and each barrier's orderings cost time in proportion to how
+/// many there are.
+constexpr unsigned kRacecheckWindow = 2;
+
+/// The writable data of the library that holds `code` (its __shared__ statics among them),
+/// without the part made read-only after relocation, as [begin, end) ranges.
+std::vector<std::pair<unsigned char*, unsigned char*>> writable_data(void* code) {
+  struct Search {
+    uintptr_t code;
+    std::vector<std::pair<unsigned char*, unsigned char*>> ranges;
+  } search{reinterpret_cast<uintptr_t>(code), {}};
+  ::dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        auto& s = *static_cast<Search*>(data);
+        bool holds = false;
+        uintptr_t relro_begin = 0, relro_end = 0;
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const ElfW(Phdr)& h = info->dlpi_phdr[i];
+          const uintptr_t begin = info->dlpi_addr + h.p_vaddr, end = begin + h.p_memsz;
+          if (h.p_type == PT_LOAD && (h.p_flags & PF_X) && s.code >= begin && s.code < end)
+            holds = true;
+          if (h.p_type == PT_GNU_RELRO) relro_begin = begin, relro_end = end;
+        }
+        if (!holds) return 0;
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const ElfW(Phdr)& h = info->dlpi_phdr[i];
+          if (h.p_type != PT_LOAD || !(h.p_flags & PF_W)) continue;
+          uintptr_t begin = info->dlpi_addr + h.p_vaddr;
+          const uintptr_t end = begin + h.p_memsz;
+          if (begin >= relro_begin && begin < relro_end) begin = relro_end;
+          if (begin < end)
+            s.ranges.emplace_back(reinterpret_cast<unsigned char*>(begin),
+                                  reinterpret_cast<unsigned char*>(end));
+        }
+        return 1;
+      },
+      &search);
+  if (search.ranges.empty() && tsan::watching)
+    fail("the race check found no writable data in the kernel's library");
+  return search.ranges;
+}
 
 struct PendingCopy {
   void* dst;
@@ -236,28 +333,31 @@ uint16_t half_of(uint64_t reg, int which) {
   return static_cast<uint16_t>(reg >> (16 * which));
 }
 
-void Fibers::run(unsigned n, void (*body)(void*, unsigned), void* context) {
+void Fibers::run(unsigned n, unsigned first, void (*body)(void*, unsigned), void* context) {
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  while (fibers_.size() < n) {
+  while (fibers_.size() < first + n) {
     void* at = ::mmap(nullptr, page + kStack, PROT_READ | PROT_WRITE,
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
     if (at == MAP_FAILED || ::mprotect(at, page, PROT_NONE) != 0)
       fail("no memory for a fiber's stack");
     fibers_.push_back(std::make_unique<Fiber>());
     fibers_.back()->stack = static_cast<unsigned char*>(at);
-    fibers_.back()->index = static_cast<unsigned>(fibers_.size() - 1);
     fibers_.back()->tsan = tsan::create_fiber();
+    fibers_.back()->state = new ThreadState;
   }
   body_ = body;
   context_ = context;
-  std::vector<ThreadState> states(n);  // before the block starts, as TSan sees it
   // What the launcher does from here is the scheduler's (the fibers' own accesses are watched:
   // TSan's ignoring is a fiber's own).
   tsan::Unwatched scheduler;
   launcher_tsan_ = tsan::current_fiber();
+  const auto fiber = [&](unsigned t) -> Fiber& { return *fibers_[first + t]; };
   for (unsigned t = 0; t < n; ++t) {
-    Fiber& f = *fibers_[t];
+    Fiber& f = fiber(t);
+    f.index = t;
     f.done = false;
+    f.state->pending_copies.clear();  // the block before ended with its products waited for
+    f.state->committed_groups = 0;
     f.thread_idx = f.block_idx = {0, 0, 0};
     if (::getcontext(&f.context) != 0) fail("getcontext failed");
     f.context.uc_stack.ss_sp = f.stack + page;
@@ -270,10 +370,10 @@ void Fibers::run(unsigned n, void (*body)(void*, unsigned), void* context) {
     const unsigned long long before = events_;
     const unsigned live_before = live;
     for (unsigned t = 0; t < n; ++t) {
-      Fiber& f = *fibers_[t];
+      Fiber& f = fiber(t);
       if (f.done) continue;
       current_ = &f;
-      fiber_state = &states[t];
+      fiber_state = f.state;
       threadIdx = f.thread_idx;
       blockIdx = f.block_idx;
       switch_to(&launcher_, &f.context, f.tsan);
@@ -289,7 +389,6 @@ void Fibers::run(unsigned n, void (*body)(void*, unsigned), void* context) {
           "__syncthreads() or __syncwarp() that not every thread of the block or warp calls): "
           "a GPU hangs there");
   }
-  tsan::acquire(&block_end_);
 }
 
 void Fibers::start() {
@@ -487,38 +586,65 @@ void ein_emulate_launch(const char* entry, unsigned max_threads, unsigned grid, 
   gridDim = {grid, 1, 1};
   blockDim = {block, 1, 1};
   const size_t shared_size = shared_bytes + kSharedGuard;
-  std::unique_ptr<unsigned char, decltype(&std::free)> shared(
-      static_cast<unsigned char*>(std::aligned_alloc(1024, (shared_size + 1023) / 1024 * 1024)),
-      &std::free);
-  dynamic_shared = shared.get();
-  for (unsigned g = grid; g-- > 0;) {  // the last block first
-    std::memset(shared.get(), 0xff, shared_size);
-    Block b(block);
-    current = &b;
-    auto thread = [&, g](unsigned t) {
-      {
-        tsan::Unwatched scheduler;
-        threadIdx = {t, 0, 0};
-        blockIdx = {g, 0, 0};
-      }
-      kernel(args);
-      if (!self().pending_products.empty()) {
-        std::fprintf(stderr,
-                     "host emulation: thread %u ended with a wgmma product it never "
-                     "waited for\n",
-                     t);
-        std::abort();
-      }
-      b.block.arrive_and_drop();
-      b.warps[t / 32]->arrive_and_drop();
-      b.warpgroups[t / 128]->arrive_and_drop();
-    };
+  // its own pages, which the race check maps afresh for each block
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t mapped = (shared_size + page - 1) / page * page;
+  struct Pages {
+    void* at;
+    size_t size;
+    ~Pages() { ::munmap(at, size); }
+  } const pages{::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
+                mapped};
+  if (pages.at == MAP_FAILED) fail("no memory for a block's dynamic shared memory");
+  auto* const shared = static_cast<unsigned char*>(pages.at);
+  dynamic_shared = shared;
+  const std::vector<std::pair<unsigned char*, unsigned char*>> statics =
+      tsan::watching ? writable_data(reinterpret_cast<void*>(kernel))
+                     : std::vector<std::pair<unsigned char*, unsigned char*>>{};
+  // The blocks take turns over `window` sets of fibers and blocks (see the top of this file).
+  const unsigned window = tsan::watching ? kRacecheckWindow : 1u;
+  std::vector<std::unique_ptr<Block>> blocks;
+  // One for the whole launch: what a block's threads read of it was written before any block.
+  auto thread = [&](unsigned t) {
+    Block* b;
+    {
+      tsan::Unwatched scheduler;
+      b = current;
+      threadIdx = {t, 0, 0};
+      blockIdx = {b->index, 0, 0};
+    }
+    kernel(args);
+    if (!self().pending_products.empty()) {
+      std::fprintf(stderr,
+                   "host emulation: thread %u ended with a wgmma product it never waited for\n", t);
+      std::abort();
+    }
+    b->block.arrive_and_drop();
+    b->warps[t / 32]->arrive_and_drop();
+    b->warpgroups[t / 128]->arrive_and_drop();
+  };
+  for (unsigned g = grid, turn = 0; g-- > 0; ++turn) {  // the last block first
+    const unsigned slot = turn % window;
+    {
+      tsan::Unwatched scheduler;
+      if (blocks.size() <= slot)
+        blocks.push_back(std::make_unique<Block>(block));
+      else
+        blocks[slot]->reset();
+      current = blocks[slot].get();
+      current->index = g;
+      tsan::forget(shared, shared + mapped);
+      for (const auto& [begin, end] : statics)
+        tsan::forget(begin, end);
+      std::memset(shared, 0xff, shared_size);
+    }
     Fibers::run(
-        block, [](void* context, unsigned t) { (*static_cast<decltype(thread)*>(context))(t); },
-        &thread);
+        block, slot * block,
+        [](void* context, unsigned t) { (*static_cast<decltype(thread)*>(context))(t); }, &thread);
+    tsan::Unwatched scheduler;
     current = nullptr;
     for (size_t i = shared_bytes; i < shared_size; ++i)
-      if (shared.get()[i] != 0xff) {
+      if (shared[i] != 0xff) {
         std::fprintf(stderr,
                      "host emulation: a block wrote past its %u bytes of dynamic shared "
                      "memory (byte %zu)\n",
@@ -526,5 +652,7 @@ void ein_emulate_launch(const char* entry, unsigned max_threads, unsigned grid, 
         std::abort();
       }
   }
+  Fibers::join();
+  blocks.clear();
   dynamic_shared = nullptr;
 }
