@@ -14,8 +14,8 @@
 #   on the fake device), ops (the op suite's fake-device subset); all four by default.
 # The test binaries of DIR (default build) must be built. The emulated kernels are compiled again
 # with -fsanitize=thread and cached beside the others (DIR/emulated_kernels): on a 2-core Zen 3,
-# corpus takes about 40 s the first time, attention about 6 min, device about 2.5, ops about 7
-# (with their kernels built: attention 4 min 49 s, device about 2 min).
+# corpus takes about 40 s the first time, attention about 4.5 min, device about 1.5, ops about
+# 4.5 (2026-12-03).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build

@@ -299,10 +299,11 @@ TEST(EmulatedBuilds, BarriersNoThreadCanPassStopTheKernel) {
 // Under scripts/racecheck.sh (ThreadSanitizer on the emulated kernels), a block whose threads
 // read shared memory that another thread wrote with no barrier between is reported, whichever
 // thread ran first, and the same kernel with __syncthreads() is not; __syncwarp() orders the
-// lanes of a warp and not two warps. Blocks are unordered: two blocks writing one element of
-// global memory, or one reading what another writes, are reported, while blocks that each use
-// the same shared memory (a __shared__ array or the dynamic one) are not. This runs itself once
-// a kernel under TSan's runtime, with EIN_RACE_PROBE saying which kernel to launch.
+// lanes of a warp and not two warps, and a shuffle orders nothing. Blocks are unordered: two blocks
+// writing one element of global memory, or one reading what another writes, are reported, while
+// blocks that each use the same shared memory (a __shared__ array or the dynamic one) are not. This
+// runs itself once a kernel under TSan's runtime, with EIN_RACE_PROBE saying which kernel to
+// launch.
 TEST(EmulatedBuilds, RacecheckReportsAMissingBarrier) {
   if (std::string why; !testing::host_cuda_available(&why)) GTEST_SKIP() << why;
   struct Probe {
@@ -322,6 +323,8 @@ TEST(EmulatedBuilds, RacecheckReportsAMissingBarrier) {
       {"block_across_warps", "__syncthreads();", 32, own, "", ""},
       {"warp", "__syncwarp();", 1, own, "", ""},
       {"warp_across_warps", "__syncwarp();", 32, own, "", tile},
+      // a shuffle exchanges registers and orders no memory, as on a GPU
+      {"shuffle", "(void)__shfl_xor_sync(0xffffffffu, 1.0f, 1);", 1, own, "", tile},
       {"dynamic", "__syncthreads();", 1, own, "", "", true},
       {"blocks_one_element", "__syncthreads();", 1, "threadIdx.x", "", kernel},
       {"blocks_read_another", "__syncthreads();", 1, own, other, kernel},

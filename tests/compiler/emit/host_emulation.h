@@ -17,7 +17,8 @@
 //  - a launch of more threads a block than the kernel's __launch_bounds__ (or 1024) stops the
 //    process with a message, as cuLaunchKernel refuses it;
 //  - __shfl_xor_sync exchanges values among the 32 threads of a warp through a per-warp
-//    barrier (all 32 lanes must take part, as the full mask requires);
+//    barrier (all 32 lanes must take part, as the full mask requires); under the race check it
+//    orders no memory accesses, as on a GPU, and no more do ldmatrix, mma.sync or wgmma below;
 //  - __syncwarp() is a barrier of the warp's 32 threads;
 //  - PTX's mma.sync m16n8k16, ldmatrix and cp.async (the kernels' ein_mma_16816,
 //    ein_ldmatrix_x4 and ein_cp_async_16) exchange operands among the warp's lanes and give

@@ -187,17 +187,21 @@ class Barrier {
   void arrive_and_wait() {
     void* const sync = phase_sync();
     tsan::release(sync);
-    {
-      tsan::Unwatched scheduler;
-      Fibers::progress();
-      const unsigned long long phase = phase_;
-      if (++arrived_ == expected_)
-        complete();
-      else
-        while (phase_ == phase)
-          Fibers::yield();
-    }
+    exchange();
     tsan::acquire(sync);
+  }
+  /// Waits for every thread as arrive_and_wait() does, ordering no memory for TSan: where the
+  /// threads of a warp converge for a collective instruction (a shuffle, ldmatrix, mma.sync,
+  /// wgmma), which exchanges registers but, unlike __syncwarp(), orders no memory accesses.
+  void exchange() {
+    tsan::Unwatched scheduler;
+    Fibers::progress();
+    const unsigned long long phase = phase_;
+    if (++arrived_ == expected_)
+      complete();
+    else
+      while (phase_ == phase)
+        Fibers::yield();
   }
   /// Arrives at this phase and leaves the later ones (a thread that returned).
   void arrive_and_drop() {
@@ -432,17 +436,26 @@ void require_aligned(const void* p, uintptr_t bytes, const char* what) {
 void sync_block() {
   current->block.arrive_and_wait();
 }
+Barrier* current_warp() {
+  tsan::Unwatched scheduler;
+  return current->warps[threadIdx.x / 32].get();
+}
 void sync_warp() {
-  current->warps[threadIdx.x / 32]->arrive_and_wait();
+  current_warp()->arrive_and_wait();
 }
 
+// The warp-wide instructions below exchange registers among the lanes: through the block's
+// slots and register sets, unwatched, at barriers that order no memory for TSan (exchange()), as
+// the instructions order none on a GPU; what they read of memory (ldmatrix's rows) is watched.
+
 double shfl_xor(double v, int lane_mask) {
+  tsan::Unwatched registers;
   Block& b = *current;
   const unsigned t = threadIdx.x, warp = t / 32;
   b.slots[t] = v;
-  b.warps[warp]->arrive_and_wait();  // every lane has written
+  b.warps[warp]->exchange();  // every lane has written
   const double other = b.slots[warp * 32 + ((t % 32) ^ static_cast<unsigned>(lane_mask))];
-  b.warps[warp]->arrive_and_wait();  // every lane has read before the slots are reused
+  b.warps[warp]->exchange();  // every lane has read before the slots are reused
   return other;
 }
 
@@ -451,20 +464,28 @@ double shfl_xor(double v, int lane_mask) {
 void ldmatrix_x4(unsigned* r, const void* p, bool trans) {
   unsigned lane;
   Registers* regs = warp_registers(lane);
+  Barrier& warp = *current_warp();
   require_aligned(p, 16, "an ldmatrix row");
-  regs[lane][0] = reinterpret_cast<uintptr_t>(p);
-  sync_warp();
+  {
+    tsan::Unwatched registers;
+    regs[lane][0] = reinterpret_cast<uintptr_t>(p);
+  }
+  warp.exchange();
   for (unsigned m = 0; m < 4; ++m) {
     unsigned value = 0;
     for (unsigned x = 0; x < 2; ++x) {
       const unsigned row = trans ? 2 * (lane % 4) + x : lane / 4;
       const unsigned col = trans ? lane / 4 : 2 * (lane % 4) + x;
-      const auto* row_at = reinterpret_cast<const uint16_t*>(regs[8 * m + row][0]);
+      const uint16_t* row_at;
+      {
+        tsan::Unwatched registers;
+        row_at = reinterpret_cast<const uint16_t*>(regs[8 * m + row][0]);
+      }
       value |= static_cast<unsigned>(row_at[col]) << (16 * x);
     }
     r[m] = value;
   }
-  sync_warp();
+  warp.exchange();
 }
 
 /// mma.sync .m16n8k16 .row .col, f32 accumulators: with group = lane / 4 and t = lane % 4,
@@ -472,13 +493,14 @@ void ldmatrix_x4(unsigned* r, const void* p, bool trans) {
 /// 4 (row % 8) + (col % 8) / 2; B's (k, n) half k % 2 of register k ≥ 8 of lane 4 n + (k % 8) / 2;
 /// C's register i holds (group + 8 (i ≥ 2), 2 t + i % 2).
 void mma_16816(float* d, const unsigned* a, const unsigned* b, float (*element)(uint16_t)) {
+  tsan::Unwatched registers;
   unsigned lane;
   Registers* regs = warp_registers(lane);
   for (int x = 0; x < 4; ++x)
     regs[lane][x] = a[x];
   regs[lane][4] = b[0];
   regs[lane][5] = b[1];
-  sync_warp();
+  current_warp()->exchange();
   const auto value = [&](uint64_t reg, int which) { return element(half_of(reg, which)); };
   const auto A = [&](int row, int col) {
     return value(regs[4 * (row % 8) + (col % 8) / 2][(row >= 8) + 2 * (col >= 8)], col % 2);
@@ -495,7 +517,7 @@ void mma_16816(float* d, const unsigned* a, const unsigned* b, float (*element)(
       sum += A(row, k) * B(k, col);
     result[i] = sum;
   }
-  sync_warp();  // every lane has read the operands before they are reused
+  current_warp()->exchange();  // every lane has read the operands before they are reused
   for (int i = 0; i < 4; ++i)
     d[i] = result[i];
 }
@@ -520,11 +542,12 @@ void cp_async_wait_all() {
 
 void wgmma(float* d, int n, const unsigned* a, ein_desc_t b, bool accumulate,
            float (*a_element)(uint16_t), DescriptorElement b_element) {
+  tsan::Unwatched registers;
   Block& blk = *current;
   const unsigned t = threadIdx.x, first = t / 128 * 128;
   for (int x = 0; x < 4; ++x)
     blk.registers[t][x] = a[x];
-  blk.warpgroups[t / 128]->arrive_and_wait();
+  blk.warpgroups[t / 128]->exchange();
   std::vector<float> whole(64 * 16);
   for (int row = 0; row < 64; ++row)
     for (int col = 0; col < 16; ++col) {
@@ -533,7 +556,7 @@ void wgmma(float* d, int n, const unsigned* a, ein_desc_t b, bool accumulate,
       whole[row * 16 + col] =
           a_element(half_of(blk.registers[holder][(rr >= 8) + 2 * (col >= 8)], col % 2));
     }
-  blk.warpgroups[t / 128]->arrive_and_wait();  // every thread has read A before it is reused
+  blk.warpgroups[t / 128]->exchange();  // every thread has read A before it is reused
   ThreadState& me = self();
   me.pending_products.push_back(
       {d, n, accumulate, std::move(whole), b, b_element, me.committed_groups});
