@@ -321,4 +321,61 @@ inline std::string unpack_split_sum(int64_t length, std::string_view ps, int64_t
       length, ps, total);
 }
 
+// ---- EinMix (compiler/sema/einmix_sema.cpp) -------------------------------------------
+inline std::string einmix_weight_term() {
+  return "EinMix's weight lists its axes by name, one by one: no parentheses or numbers";
+}
+inline std::string einmix_weight_ellipsis() {
+  return "EinMix's weight cannot hold '...': the layer makes it before it sees an input, so "
+         "every axis is named";
+}
+inline std::string einmix_anonymous(int64_t value) {
+  return fmt::format(
+      "anonymous axis {} in EinMix: the layer's axes are named (1 and '()' only as units)", value);
+}
+inline std::string einmix_ellipsis_one_side() {
+  return "'...' in EinMix stands for the same dims of the input and the output: write it on "
+         "both sides";
+}
+inline std::string einmix_unknown_output(std::string_view name) {
+  return fmt::format(
+      "output axis '{}' is neither in the input nor in the weight: EinMix cannot make it", name);
+}
+inline std::string einmix_weight_size(std::string_view name) {
+  return fmt::format(
+      "the size of weight axis '{}' is not given: EinMix makes its weight before it sees an "
+      "input, so give {}=N",
+      name, name);
+}
+inline std::string einmix_weight_overflow() {
+  return "the weight's sizes overflow a 64-bit element count";
+}
+inline std::string einmix_unused_size(std::string_view name, int64_t size) {
+  return fmt::format("size {}={} names no axis of EinMix's input or weight", name, size);
+}
+inline std::string einmix_redundant_weight(std::string_view name) {
+  return fmt::format(
+      "weight axis '{}' is neither in the input nor in the output: the weight would only be "
+      "summed over it",
+      name);
+}
+inline std::string einmix_bias_token() {
+  return "EinMix's bias names output axes: no numbers, '...' or parentheses";
+}
+inline std::string einmix_bias_not_output(std::string_view name) {
+  return fmt::format("bias axis '{}' is not an axis of the output", name);
+}
+inline std::string einmix_bias_size(std::string_view name) {
+  return fmt::format(
+      "the size of bias axis '{}' is not given: EinMix makes its bias before it sees an "
+      "input, so give {}=N",
+      name, name);
+}
+inline std::string einmix_bias_before_ellipsis(std::string_view name) {
+  return fmt::format(
+      "bias axis '{}' comes before '...' in the output: the bias broadcasts over the '...' "
+      "dims from the right, so its axes must follow them",
+      name);
+}
+
 }  // namespace ein::messages

@@ -22,9 +22,11 @@ Prints the result shape on stdout and exits 0, or prints a diagnostic that point
 the failing axis or group on stderr and exits 1.
 
 OP is one of: rearrange reduce repeat einsum pack unpack parse_shape (and
-parse_expression, which only parses one side). Shapes are written (2,3,4), (5,) or
-(); give several for einsum operands, pack inputs, or a list input of
-rearrange/reduce/repeat (stacked first). Axis sizes are written name=size.
+parse_expression, which only parses one side), or einmix: einops' EinMix layer, its weight's
+axes given by --weight and its bias' by --bias; without an input shape it prints the
+layer's weight and bias shapes, the einsum it runs and the rearranges around it. Shapes are
+written (2,3,4), (5,) or (); give several for einsum operands, pack inputs, or a list input
+of rearrange/reduce/repeat (stacked first). Axis sizes are written name=size.
 
 Examples:
   ein shape rearrange 'b s (h d) -> b h s d' '(2,5,12)' h=3       # (2,3,5,4)
@@ -37,6 +39,8 @@ Examples:
   ein shape unpack 'i j * k' '(2,3,8,5)' --ps '[(),(7,)]'
   ein shape parse_shape 'batch _ h w' '(2,3,5,7)'                 # {batch:2,h:5,w:7}
   ein shape rearrange 'b (h w) c -> b h w c' '(2,12,3)' h=5       # error, caret under (h w)
+  ein shape einmix 'b t (h c) -> b t (h d)' '(2,5,12)' h=3 c=4 d=8 --weight 'h c d'   # (2,5,24)
+  ein shape einmix 'b c_in -> b c_out' c_in=8 c_out=4 --weight 'c_in c_out' --bias c_out
 )";
 
 struct ShapeOptions {
@@ -47,6 +51,7 @@ struct ShapeOptions {
   std::optional<int64_t> ddof;
   std::string ps;
   std::string dtype = "f32";
+  std::optional<std::string> weight, bias;
   bool list = false;
   bool explain = false;
 };
@@ -93,11 +98,39 @@ ResolveRequest build_request(const ShapeOptions& o, PatternOp op) {
   return req;
 }
 
+// `ein shape einmix`: at most one input shape, the sizes, --weight (required) and --bias.
+int run_einmix(const ShapeOptions& o) {
+  if (!o.weight)
+    throw UsageError("einmix needs --weight: the weight's axes, e.g. --weight 'c_in c_out'");
+  if (!o.reduction.empty() || o.ddof || !o.ps.empty() || o.list || o.explain)
+    throw UserError(
+        "einmix takes --weight and --bias, not --reduction, --ddof, --ps, --list or "
+        "--explain");
+  EinMixRequest req{o.pattern,
+                    unprotect(*o.weight),
+                    o.bias ? std::optional(unprotect(*o.bias)) : std::nullopt,
+                    {},
+                    {}};
+  for (size_t i = 0; i < o.args.size(); ++i) {
+    const std::string label = fmt::format("argument {}", i + 3);
+    if (is_axis_size(o.args[i])) {
+      req.sizes.push_back(parse_axis_size(o.args[i], label));
+      continue;
+    }
+    if (req.input) throw UserError("einmix takes one input shape");
+    req.input = parse_shape_arg(o.args[i], label);
+  }
+  std::cout << format_einmix(resolve_einmix(req)) << '\n';
+  return 0;
+}
+
 int run_shape(ShapeOptions o) {
   o.pattern = unprotect(o.pattern);
   for (std::string& a : o.args)
     a = unprotect(a);
   try {
+    if (o.op == "einmix") return run_einmix(o);
+    if (o.weight || o.bias) throw UserError("--weight and --bias apply to einmix only");
     if (o.op == "parse_expression") {
       if (!o.args.empty()) throw UserError("parse_expression takes only a pattern");
       const std::string composition = parse_expression(parse_pattern(o.pattern));
@@ -106,10 +139,10 @@ int run_shape(ShapeOptions o) {
     }
     const auto op = parse_pattern_op(o.op);
     if (!op)  // a usage error, like a misspelt subcommand
-      throw UsageError(fmt::format(
-          "unknown op '{}': expected rearrange, reduce, repeat, einsum, pack, unpack, "
-          "parse_shape or parse_expression",
-          o.op));
+      throw UsageError(
+          fmt::format("unknown op '{}': expected rearrange, reduce, repeat, einsum, pack, unpack, "
+                      "parse_shape, parse_expression or einmix",
+                      o.op));
     const ResolveRequest req = build_request(o, *op);
     const Recipe recipe = resolve_pattern(parse_pattern(o.pattern), req);
     std::cout << (o.explain ? explain(recipe) : format_result(recipe) + "\n");
@@ -127,7 +160,7 @@ void add_shape_command(CLI::App& app, int& exit_code) {
       "shape", "Resolve an einops pattern against shapes (static shape inference)");
   cmd->description(kDescription);
   cmd->add_option("op", opts->op,
-                  "rearrange | reduce | repeat | einsum | pack | unpack | parse_shape")
+                  "rearrange | reduce | repeat | einsum | pack | unpack | parse_shape | einmix")
       ->required();
   cmd->add_option("pattern", opts->pattern, "the einops pattern, e.g. 'b s (h d) -> b h s d'")
       ->required();
@@ -139,6 +172,8 @@ void add_shape_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--ps", opts->ps,
                   "unpack: the packed shapes, e.g. '[[2],[1],[2]]' or '[(2,);(1,);(2,)]'");
   cmd->add_option("--dtype", opts->dtype, "element type of the inputs (default f32)");
+  cmd->add_option("--weight", opts->weight, "einmix: the weight's axes, e.g. 'h c_in c_out'");
+  cmd->add_option("--bias", opts->bias, "einmix: the output axes the bias varies along");
   cmd->add_flag("--list", opts->list,
                 "treat the shapes as one list input, stacked first (even a single one)");
   cmd->add_flag("--explain", opts->explain,

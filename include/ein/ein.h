@@ -41,6 +41,7 @@
 #include <ein/device.h>
 #include <ein/diagnostic.h>
 #include <ein/dtype.h>
+#include <ein/einmix.h>
 #include <ein/errors.h>
 #include <ein/flop_counter.h>
 #include <ein/grad_clip.h>

@@ -90,6 +90,45 @@ Recipe resolve_pattern(const Pattern& pattern, const ResolveRequest& request);
 /// einops' notation: "[(a1) ... (name2 14) ()]". Throws UserError.
 std::string parse_expression(const Pattern& pattern);
 
+/// An EinMix layer to resolve (einops.layers' EinMix): the input contracted with a weight whose
+/// axes are named, plus an optional bias. Beside the einops patterns of the rest of this file:
+///   pattern  "b t (h c_in) -> b t (h c_out)": the input's and the output's axes;
+///   weight   "h c_in c_out": the weight's axes (names only: no '...', no parentheses);
+///   bias     "h c_out": the output axes the bias varies along (absent: no bias);
+///   sizes    every axis of the weight and the bias (the layer makes them before any input).
+struct EinMixRequest {
+  std::string pattern;
+  std::string weight;
+  std::optional<std::string> bias;
+  std::vector<AxisSize> sizes;
+  std::optional<Shape> input;  ///< when given, the output shape is resolved for it too
+};
+
+/// What the layer holds and runs, as einops builds it: the input's compositions split
+/// (`pre`), one einsum over elementary axes, the bias added, the output's compositions made
+/// (`post`).
+struct EinMixPlan {
+  Shape weight_shape;               ///< the weight's sizes, in the order of its axes
+  std::optional<Shape> bias_shape;  ///< per dim of the einsum's output: the size, or 1
+  /// Input elements mixed into one output element: the product of the weight axes that are not
+  /// in the output (1 when there are none).
+  int64_t fan_in = 1;
+  double weight_bound = 0;          ///< sqrt(3 / fan_in): U(±bound) has variance 1 / fan_in
+  double bias_bound = 0;            ///< sqrt(1 / fan_in) (both 0 when fan_in is 0)
+  std::string einsum;               ///< "b t h c_in, h c_in c_out -> b t h c_out"
+  std::optional<std::string> pre;   ///< "b t (h c_in) -> b t h c_in", when the input composes
+  std::vector<AxisSize> pre_sizes;  ///< the given sizes of `pre`'s axes
+  std::optional<std::string> post;  ///< "b t h c_out -> b t (h c_out)", when the output composes
+  std::optional<Shape> output;      ///< for EinMixRequest::input: the layer's output shape
+};
+
+/// Checks an EinMix layer by einops' rules (and ein's located diagnostics: a caret under the
+/// axis in the pattern, the weight's or the bias' text) and returns its plan. Throws UserError.
+EinMixPlan resolve_einmix(const EinMixRequest& request);
+/// `weight=(2,8,4) bias=None fan_in=8 einsum='...' pre='...' post=None`, or the output shape
+/// when the plan has one: what `ein shape einmix` prints.
+std::string format_einmix(const EinMixPlan& plan);
+
 /// Parses an op name ("rearrange", ..., "parse_shape"); nullopt when unknown.
 std::optional<PatternOp> parse_pattern_op(std::string_view name);
 /// The op's name as written in einops.

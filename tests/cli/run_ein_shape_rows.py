@@ -24,6 +24,7 @@ Python 3 standard library only.
 
 import concurrent.futures
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -98,6 +99,70 @@ def find_difference(differences, row):
     return None
 
 
+def einmix_axes(value, size_names):
+    """An einmix row's weight or bias axes: quoted with spaces ('c_in c_out'), or bare; the
+    einmix (not _init) rows join the names with '_' (c_in_c_out), split here at the sizes'
+    names."""
+    if len(value) >= 2 and value[0] == value[-1] == "'":
+        return value[1:-1]
+    if " " in value:
+        return value
+    out = []
+    while value:
+        fits = [n for n in size_names if value == n or value.startswith(n + "_")]
+        if not fits:
+            out.append(value)  # not a size: as written
+            break
+        name = max(fits, key=len)
+        out.append(name)
+        value = value[len(name) + 1:]
+    return " ".join(out)
+
+
+def einmix_command(binary, row):
+    """`ein shape einmix PATTERN [SHAPE] sizes --weight W [--bias B]` for an einmix row
+    (with the input shape: the output shape) or an einmix_init row (without: the plan)."""
+    weight, bias, sizes = "", None, []
+    for item in row["kwargs"].split(","):
+        key, value = item.split("=", 1)
+        if key == "weight_shape":
+            weight = value
+        elif key == "bias_shape":
+            bias = None if value == "None" else value
+        else:
+            sizes.append((key, value))
+    names = [k for k, _ in sizes]
+    command = [binary, "shape", "einmix", row["pattern"]]
+    if row["op"] == "einmix":
+        command.append(row["input_shapes"])
+    command += [f"{k}={v}" for k, v in sizes] + ["--weight", einmix_axes(weight, names)]
+    if bias is not None:
+        command += ["--bias", einmix_axes(bias, names)]
+    return command
+
+
+def einops_notation(plan):
+    """`ein shape einmix`'s plan line in einops' EinMix notation, as einmix_init rows hold it:
+    the einsum with a letter per axis (assigned in sorted name order, '...' kept), shapes as
+    Python tuples; fan_in is ein's own and left out."""
+    fields = dict(re.findall(r"(\w+)=('[^']*'|\S+)", plan))
+
+    def tuple_(shape):  # ein's (8,16) and (16,) as Python's (8, 16) and (16,)
+        if shape == "None":
+            return shape
+        sizes = [n for n in shape[1:-1].split(",") if n]
+        return f"({sizes[0]},)" if len(sizes) == 1 else f"({', '.join(sizes)})"
+
+    einsum = fields["einsum"].strip("'")
+    inputs, output = einsum.split(" -> ")
+    sides = inputs.split(",") + [output]
+    names = sorted({n for side in sides for n in side.split() if n != "..."})
+    letter = {n: chr(ord("a") + i) for i, n in enumerate(names)} | {"...": "..."}
+    a, w, o = ("".join(letter[n] for n in side.split()) for side in sides)
+    return (f"einsum={a},{w}->{o} weight={tuple_(fields['weight'])} bias={tuple_(fields['bias'])} "
+            f"pre={fields['pre']} post={fields['post']}")
+
+
 def build_command(binary, row, extra_args):
     """The `ein shape` command line for one row:
     reduce[sum] -> reduce --reduction sum; reduce[callable f] -> --reduction f;
@@ -121,6 +186,8 @@ def build_command(binary, row, extra_args):
         args += kwargs.split(",")
     if extra_args not in ("-", ""):
         options += shlex.split(extra_args)
+    if op in ("einmix", "einmix_init"):
+        return einmix_command(binary, row)
     # Positionals first, as a user types them: a pattern like '-> a' is a real test of the CLI.
     return [binary, "shape", op, row["pattern"]] + args + options
 
@@ -129,8 +196,9 @@ def has_caret_line(text):
     return any(line.strip().startswith("^") for line in text.splitlines())
 
 
-def judge(command, expected):
-    """Runs one command; returns "" when it meets `expected`, else what went wrong."""
+def judge(command, expected, notation=lambda out: out):
+    """Runs one command; returns "" when it meets `expected`, else what went wrong. `notation`
+    turns ein's output into the row's (einmix_init rows are in einops' notation)."""
     try:
         proc = subprocess.run(command, capture_output=True, text=True, errors="replace",
                               timeout=TIMEOUT_S)
@@ -151,7 +219,7 @@ def judge(command, expected):
         if not problems:
             return ""
         return f"expected: ERROR (exit 1, located diagnostic)\n  got:      {got} ({'; '.join(problems)})\n  stderr:{stderr}"
-    if proc.returncode == 0 and proc.stdout.strip() == expected:
+    if proc.returncode == 0 and notation(proc.stdout.strip()) == expected:
         return ""
     return f"expected: {expected}\n  got:      {got}\n  stderr:{stderr}"
 
@@ -172,7 +240,7 @@ def judge_row(binary, row, diff):
         if diff.ein_expected == expected:
             return Outcome(row, "failed", f"listed as {diff.kind} in einops_differences.tsv, but einops agrees", command)
         expected = diff.ein_expected
-    message = judge(command, expected)
+    message = judge(command, expected, einops_notation if row["op"] == "einmix_init" else str)
     if message:
         return Outcome(row, "failed", message, command)
     return Outcome(row, diff.kind if diff is not None else "einops", "", command)

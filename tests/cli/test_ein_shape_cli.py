@@ -127,6 +127,46 @@ class Output(Base):
         self.assertOk(ein("shape", "rearrange", "-> ", "()"), "()")
 
 
+class EinMix(Base):
+    """`ein shape einmix`: einops' EinMix layer, its output shape or, without an input, its plan."""
+
+    def test_output_shape_and_plan(self):
+        self.assertOk(ein("shape", "einmix", "b t (h c) -> b t (h d)", "(2,5,12)",
+                          "h=3", "c=4", "d=8", "--weight", "h c d"), "(2,5,24)")
+        self.assertOk(ein("shape", "einmix", "b (g c_in) -> b (g c_out)",
+                          "g=2", "c_in=8", "c_out=4",
+                          "--weight", "g c_in c_out", "--bias", "g c_out"),
+                      "weight=(2,8,4) bias=(1,2,4) fan_in=8 "
+                      "einsum='b g c_in, g c_in c_out -> b g c_out' "
+                      "pre='b (g c_in) -> b g c_in' post='b g c_out -> b (g c_out)'")
+        self.assertOk(ein("shape", "einmix", "b c -> c b", "(2,3)", "--weight", ""), "(3,2)")
+
+    def test_errors_point_into_the_text_at_fault(self):
+        io = ["b c_in -> b c_out", "c_in=8", "c_out=4", "--weight", "c_in c_out"]
+        r = ein("shape", "einmix", *io[:2], *io[3:])
+        self.assertLocated(r)
+        self.assertTrue(
+            r.err.startswith("weight_shape:1:6: error: the size of weight axis 'c_out'"), r.err)
+        self.assertEqual(caret_lines(r.err)[0], "      ^~~~~")
+        r = ein("shape", "einmix", *io, "--bias", "c_in")
+        self.assertLocated(r)
+        self.assertTrue(r.err.startswith("bias_shape:1:1: error: bias axis 'c_in'"), r.err)
+        r = ein("shape", "einmix", io[0], "(2,7)", *io[1:])
+        self.assertLocated(r)
+        self.assertTrue(r.err.startswith("pattern:1:3: error:"), r.err)
+
+    def test_options_belong_to_their_op(self):
+        r = ein("shape", "einmix", "b c_in -> b c_out", "c_in=8", "c_out=4")
+        self.assertClean(r)
+        self.assertEqual(r.rc, 2, r.err)
+        self.assertIn("--weight", r.err)
+        self.assertDiagnostic(ein("shape", "rearrange", "a b -> b a", "(2,3)", "--weight", "a"))
+        self.assertDiagnostic(ein("shape", "einmix", "b c -> b d", "(2,3)", "(2,3)", "c=3", "d=2",
+                                  "--weight", "c d"))
+        self.assertDiagnostic(ein("shape", "einmix", "b c -> b d", "c=3", "d=2", "--weight", "c d",
+                                  "--reduction", "sum"))
+
+
 class Explain(Base):
     def test_rearrange_shows_split_and_permute(self):
         r = ein("shape", "rearrange", "b (h w) c -> b w h c", "(2,12,3)", "h=3", "--explain")
