@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <numeric>
 #include <set>
@@ -17,6 +19,8 @@
 #include <ein/diagnostic.h>
 #include <ein/einmix.h>
 #include <ein/tensor_math.h>
+#include "script/script.h"
+#include "support/temp_path.h"
 
 namespace ein {
 namespace {
@@ -278,6 +282,27 @@ TEST(EinMix, InitialisesAsEinops) {
   EXPECT_TRUE(params[0].second.requires_grad());
   const nn::EinMix no_bias("b c -> b d", "c d", std::nullopt, {{"c", 2}, {"d", 3}});
   EXPECT_EQ(no_bias.named_parameters().size(), 1u);
+}
+
+// stdlib/einmix.ein's fixed layers initialise as EinMix does too: the weight U(±sqrt(3 / c_in)),
+// the bias U(±1/sqrt(c_in)).
+TEST(EinMix, TheStdlibLayersInitialiseAsEinops) {
+  const auto path = testing::temp_path("ein_einmix_stdlib.ein");
+  std::ofstream(path) << "import einmix\nlet mix = MixChannelsBias(48, 6)\n"
+                         "fn weight() -> f32[48 6] = mix.weight\nfn bias() -> f32[6] = mix.bias\n";
+  auto program = script::Program::load(path.string(), {});
+  const auto largest = [&](const char* fn) {
+    const std::vector<float> v = program->call(fn, {}).at(0).to_vector<float>();
+    double m = 0;
+    for (float x : v)
+      m = std::max<double>(m, std::abs(x));
+    return m;
+  };
+  const double weight = largest("weight"), bias = largest("bias");
+  EXPECT_LE(weight, std::sqrt(3.0 / 48));
+  EXPECT_GT(weight, 0.9 * std::sqrt(3.0 / 48));  // 288 draws: not a narrower bound
+  EXPECT_LE(bias, std::sqrt(1.0 / 48));
+  std::filesystem::remove(path);
 }
 
 // A bad layer fails when it is made, a bad input when it is called: each a UserError under the
