@@ -7,7 +7,9 @@
 #include <functional>
 #include <numeric>
 
+#include <ein/diagnostic.h>
 #include <ein/errors.h>
+#include <ein/patterns.h>
 #include <fmt/format.h>
 
 #include "script/interp.h"
@@ -133,6 +135,37 @@ std::vector<int> dims_arg(Args& a, size_t slot, size_t rank) {
   return dims;
 }
 
+/// A string argument as written: its text and where its literal is.
+struct Literal {
+  std::string text;
+  SourceRange range;
+};
+
+/// Throws `e`, an error with a caret in a pattern string, moved into the script when that
+/// string is one of `literals` written as a plain literal there (the caret then lands in the
+/// .ein file), else as it is. The notes follow; `call`, when given, is noted as the call that
+/// met the error.
+[[noreturn]] void rethrow_in_script(const UserError& e, const CallSite& site,
+                                    const std::vector<Literal>& literals,
+                                    const CallSite* call = nullptr) {
+  for (const Literal& l : literals) {
+    const std::string_view written = site.unit->script.source->slice(l.range);
+    if (!e.source() || e.source()->text() != l.text || written.size() != l.text.size() + 2 ||
+        written.substr(1, l.text.size()) != l.text)
+      continue;
+    const SourceRange r{l.range.begin + 1 + e.range().begin, l.range.begin + 1 + e.range().end};
+    UserError moved(e.message(), site.unit->script.source, r);
+    for (const DiagnosticNote& n : e.notes())
+      moved.note(n.text);
+    if (call && call->unit) moved.note_at("in this call", call->unit->script.source, call->range);
+    throw moved;
+  }
+  if (!call || !call->unit) throw e;
+  UserError noted = e;
+  noted.note_at("in this call", call->unit->script.source, call->range);
+  throw noted;
+}
+
 /// The einops ops: the pattern's own UserError (caret in the pattern) is moved into the
 /// script when the string literal is plain, so the caret lands in the .ein file.
 Value pattern_op(Interpreter& in, std::vector<CallArg>& args, const CallSite& site, PatternOp op,
@@ -203,19 +236,101 @@ Value pattern_op(Interpreter& in, std::vector<CallArg>& args, const CallSite& si
     }
     return Value::tensor(t.b.pattern(op, pattern, xs, sizes, reduction, ddof));
   } catch (const UserError& e) {
-    const std::string& text = site.unit->script.source->text();
-    const std::string_view literal = site.unit->script.source->slice(pattern_range);
-    if (e.source() && literal.size() == pattern.size() + 2 && literal.substr(1, pattern.size()) == pattern &&
-        e.source()->text() == pattern) {
-      (void)text;
-      SourceRange r{pattern_range.begin + 1 + e.range().begin, pattern_range.begin + 1 + e.range().end};
-      UserError moved(e.message(), site.unit->script.source, r);
-      for (const DiagnosticNote& n : e.notes())
-        moved.note(n.text);
-      throw moved;
-    }
-    throw;
+    rethrow_in_script(e, site, {{pattern, pattern_range}});
   }
+}
+
+/// `EinMix(pattern, weight_shape = "...", bias_shape = "...", name = size, ...)`: einops'
+/// layer as a module object (its parameters `weight` and `bias`), planned by resolve_einmix
+/// (compiler/sema/einmix_sema.cpp) when it is made; calling it traces the plan's steps. Its
+/// errors, and those of an input that does not fit the pattern, point into the call's strings.
+Value einmix(Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
+  EinMixRequest req;
+  std::vector<Literal> literals;
+  bool has_pattern = false, has_weight = false;
+  for (CallArg& a : args) {
+    const auto text = [&](const char* what) {
+      if (a.value.kind != Value::Kind::string)
+        in.fail(site, a.range, fmt::format("EinMix(): {} must be a string", what));
+      literals.push_back({a.value.str, a.range});
+      return a.value.str;
+    };
+    if (a.name.empty()) {
+      if (has_pattern) in.fail(site, a.range, "EinMix() takes one pattern; the rest by keyword");
+      req.pattern = text("the pattern");
+      has_pattern = true;
+    } else if (a.name == "weight_shape") {
+      req.weight = text("weight_shape");
+      has_weight = true;
+    } else if (a.name == "bias_shape") {
+      req.bias = text("bias_shape");
+    } else {
+      req.sizes.push_back(
+          {a.name, in.as_int(a.value, site, a.range, fmt::format("axis size {}", a.name))});
+    }
+  }
+  if (!has_pattern || !has_weight)
+    in.fail(site, site.range,
+            "EinMix() needs a pattern and weight_shape: EinMix(\"b t c -> b t d\", "
+            "weight_shape = \"c d\", bias_shape = \"d\", c = 64, d = 128)");
+  EinMixPlan plan;
+  try {
+    plan = resolve_einmix(req);
+  } catch (const UserError& e) {
+    rethrow_in_script(e, site, literals);
+  }
+  static const auto cls = [] {
+    auto decl = std::make_shared<Decl>();
+    decl->kind = Decl::Kind::module;
+    decl->name = "EinMix";
+    auto c = std::make_shared<ClassDef>();
+    c->decl = decl.get();
+    return std::make_pair(decl, std::shared_ptr<const ClassDef>(c));
+  }();
+  auto obj = std::make_shared<Object>();
+  obj->cls = cls.second;
+  obj->env = std::make_shared<Env>();
+  const Value weight = in.uniform_parameter("weight", plan.weight_shape, -plan.weight_bound,
+                                            plan.weight_bound, site.range);
+  obj->env->vars["weight"] = weight;
+  obj->order.push_back("weight");
+  Value bias;
+  if (plan.bias_shape) {
+    bias = in.uniform_parameter("bias", *plan.bias_shape, -plan.bias_bound, plan.bias_bound,
+                                site.range);
+    obj->env->vars["bias"] = bias;
+    obj->order.push_back("bias");
+  }
+  const CallSite made = site;
+  obj->native_forward = [req, plan, literals, made, weight, bias](
+                            Interpreter& interp, std::vector<CallArg>& xs, const CallSite& call) {
+    if (xs.size() != 1 || !xs[0].name.empty())
+      interp.fail(call, call.range, "an EinMix layer takes one tensor");
+    TensorVal x = interp.as_tensor(xs[0].value, call, xs[0].range);
+    EinMixRequest fits = req;
+    fits.input = x.shape;
+    try {
+      (void)resolve_einmix(fits);
+    } catch (const UserError& e) {
+      rethrow_in_script(e, made, literals, &call);
+    }
+    const TensorVal w = interp.as_tensor(weight, call, call.range);
+    if (x.dtype != w.dtype)
+      interp.fail(call, xs[0].range,
+                  fmt::format("an EinMix layer's input is {} here, its weight {}",
+                              dtype_name(x.dtype), dtype_name(w.dtype)));
+    Trace& t = interp.trace_or_fail(call, "EinMix");
+    if (plan.pre) x = t.b.pattern(PatternOp::rearrange, *plan.pre, {x}, plan.pre_sizes);
+    Value y = Value::tensor(t.b.pattern(PatternOp::einsum, plan.einsum, {x, w}));
+    if (bias.kind != Value::Kind::none)
+      y = interp.elementwise(ScalarOp::add, {y, bias}, call, call.range);
+    if (plan.post) y = Value::tensor(t.b.pattern(PatternOp::rearrange, *plan.post, {y.t}));
+    return y;
+  };
+  Value v;
+  v.kind = Value::Kind::object;
+  v.object = obj;
+  return v;
 }
 
 Value reduction(Interpreter& in, std::vector<CallArg>& args, const CallSite& site, Reduction r,
@@ -415,6 +530,7 @@ std::map<std::string, BuiltinFn> make_table() {
       return reduction(in, args, site, red, n);
     };
   }
+  tab["EinMix"] = einmix;
   tab["rearrange"] = [](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
     return pattern_op(in, args, site, PatternOp::rearrange, "rearrange");
   };

@@ -30,6 +30,18 @@ Value Interpreter::call(const Value& callee, std::vector<CallArg> args, const Ca
     case Value::Kind::klass:
       return construct(callee.klass, std::move(args), site);
     case Value::Kind::object: {
+      if (const Object& obj = *callee.object; obj.native_forward) {
+        const std::string saved_scope = scope_;
+        scope_ = obj.path.empty() ? obj.cls->decl->name : obj.path;
+        try {
+          Value result = obj.native_forward(*this, args, site);
+          scope_ = saved_scope;
+          return result;
+        } catch (...) {
+          scope_ = saved_scope;
+          throw;
+        }
+      }
       auto it = callee.object->env->vars.find("forward");
       if (it == callee.object->env->vars.end() || it->second.kind != Value::Kind::closure)
         fail(site, site.range, fmt::format("{} has no fn forward to call", describe(callee)));
@@ -260,6 +272,23 @@ Value Interpreter::construct(const std::shared_ptr<const ClassDef>& cls, std::ve
   Value v;
   v.kind = Value::Kind::object;
   v.object = obj;
+  return v;
+}
+
+Value Interpreter::uniform_parameter(std::string name, const Shape& shape, double a, double b,
+                                     SourceRange range) {
+  check_tensor_size(shape, DType::f32, range, fmt::format("parameter '{}'", name));
+  auto slot = std::make_shared<ParamSlot>();
+  slot->name = std::move(name);
+  slot->shape = shape;
+  init::Options o;
+  o.device = options_.device;
+  o.seed = next_param_seed();
+  o.requires_grad = true;
+  if (options_.allocate) slot->tensor = init::uniform(shape, a, b, o);
+  Value v;
+  v.kind = Value::Kind::param;
+  v.param = std::move(slot);
   return v;
 }
 

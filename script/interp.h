@@ -161,6 +161,10 @@ class Interpreter {
   Value call(const Value& callee, std::vector<CallArg> args, const CallSite& site);
   /// Seeds for parameter initialisation: one per parameter, in creation order.
   uint64_t next_param_seed();
+  /// A builtin module's parameter (EinMix's): f32 U(a, b) of `shape`, with the next parameter
+  /// seed and allocated as the script's own parameters are (checked against memory at `range`).
+  Value uniform_parameter(std::string name, const Shape& shape, double a, double b,
+                          SourceRange range);
   /// A UserError at `range` when a tensor of `shape` and `dtype` cannot exist: its element
   /// count or byte size overflows int64, or (when the script allocates) its bytes exceed the
   /// memory of the device it would live on. `what` names it ("parameter 'w'", "this tensor").

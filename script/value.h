@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -19,6 +20,9 @@ namespace ein::script {
 struct Unit;
 struct Env;
 struct Value;
+struct CallArg;
+struct CallSite;
+class Interpreter;
 using EnvPtr = std::shared_ptr<Env>;
 
 /// A module parameter or optimizer state tensor: the runtime tensor a trace reads as an input.
@@ -44,6 +48,9 @@ struct Object {
   EnvPtr env;
   std::vector<std::string> order;  ///< member and parameter names in declaration order
   std::string path;                ///< qualified name in the train block ("blocks.0.attn")
+  /// A builtin module's forward (EinMix), run when the object is called: it has no script
+  /// `fn forward`.
+  std::function<Value(Interpreter&, std::vector<CallArg>&, const CallSite&)> native_forward;
 };
 
 /// A `fn` with its defining scope (a module instance's env for methods).

@@ -305,6 +305,36 @@ TEST(EinMix, TheStdlibLayersInitialiseAsEinops) {
   std::filesystem::remove(path);
 }
 
+// The `.ein` builtin EinMix(...) (script/builtins.cpp) is the same layer: its output is the
+// definition's on the script's own parameters, which carry the C++ layer's names and shapes.
+TEST(EinMix, AScriptLayerMatchesItsDefinition) {
+  const Case c{"b t (h c_in) -> b t (h c_out)",
+               "h c_in c_out",
+               "h c_out",
+               {{"b", 2}, {"t", 3}, {"h", 2}, {"c_in", 3}, {"c_out", 4}}};
+  const auto path = testing::temp_path("ein_einmix_builtin.ein");
+  std::ofstream(path) << "let mix = EinMix(\"b t (h c_in) -> b t (h c_out)\", weight_shape = "
+                         "\"h c_in c_out\", bias_shape = \"h c_out\", h = 2, c_in = 3, c_out = 4)\n"
+                         "fn weight() -> f32[2 3 4] = mix.weight\n"
+                         "fn bias() -> f32[1 1 2 4] = mix.bias\n"
+                         "fn apply(x: f32[2 3 6]) -> f32[2 3 8] = mix(x)\n";
+  auto program = script::Program::load(path.string(), {});
+  const Tensor x = randn({2, 3, 6}, DType::f32, cpu(), 21);
+  const Tensor w = program->call("weight", {}).at(0), b = program->call("bias", {}).at(0);
+  const std::vector<double> want =
+      reference(c, x.to_vector<double>(), w.to_vector<double>(), b.to_vector<double>());
+  const std::vector<double> got = program->call("apply", {x}).at(0).to_vector<double>();
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 1e-5 * (1 + std::abs(want[i]))) << "element " << i;
+  double largest = 0;
+  for (double v : w.to_vector<double>())
+    largest = std::max(largest, std::abs(v));
+  EXPECT_LE(largest, std::sqrt(3.0 / 3));  // fan_in c_in = 3
+  EXPECT_GT(largest, 0.5);
+  std::filesystem::remove(path);
+}
+
 // A bad layer fails when it is made, a bad input when it is called: each a UserError under the
 // axis at fault.
 TEST(EinMix, ErrorsPointAtTheAxis) {

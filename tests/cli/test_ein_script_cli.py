@@ -686,6 +686,31 @@ class Llama(Case):
         out, _ = self.ok("run", src, "--fn", "mixer")
         self.assertIn("output 0: f32[2 9 6]", out)
 
+    def test_einmix_builtin_trains_a_mixer(self):
+        # examples/scripts/mixer.ein: EinMix(...) layers as module members, named and shaped as
+        # einops makes them, trained below the loss of predicting zeros (1/P = 0.0625).
+        mixer = script("scripts", "mixer.ein")
+        out, _ = self.ok("check", mixer)
+        self.assertRegex(out, r"blocks\.0\.token_up\.weight\s+f32\[16 64\]\s+1024")
+        self.assertRegex(out, r"blocks\.0\.token_up\.bias\s+f32\[1 64 1\]\s+64")
+        self.assertRegex(out, r"blocks\.1\.channel_down\.bias\s+f32\[1 1 32\]\s+32")
+        self.assertIn("12896 parameters", out)
+        log = self.path("mixer.jsonl")
+        self.ok("train", mixer, "--log", log, "--quiet")
+        losses = [line["loss"] for line in read_log(log) if "loss" in line]
+        self.assertGreater(losses[0], 0.5)
+        self.assertLess(losses[-1], 0.05)
+
+    def test_einmix_builtin_errors_point_into_its_strings(self):
+        bad = self.write("bad_mix.ein", 'let mix = EinMix("b c_in -> b c_out", '
+                         'weight_shape = "c_in c_out", c_in = 4)\n')
+        err = self.fails(["check", bad], "bad_mix.ein:1:60: error: the size of weight axis 'c_out'")
+        self.assertIn("\n" + " " * 60 + "^~~~~\n", err)
+        misfit = self.write("misfit.ein", 'let mix = EinMix("b (h c) -> b (h d)", weight_shape = '
+                            '"h c d", h = 2, c = 3, d = 4)\nfn f(x: f32[5 7]) = mix(x)\n')
+        self.fails(["check", misfit], "misfit.ein:1:21: error: cannot split an axis of length 7",
+                   "misfit.ein:2:21: note: in this call")
+
 
 def main():
     global EIN, EXAMPLES
