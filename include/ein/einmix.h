@@ -15,8 +15,10 @@
 // product of the weight axes that are not in the output: EinMix's own initialisation.
 #pragma once
 
+#include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <ein/init.h>
 #include <ein/module.h>
@@ -44,9 +46,14 @@ class EinMix : public Module {
   const Tensor& bias() const { return bias_; }
 
  private:
+  /// Throws UserError unless `shape` fits the pattern's input side.
+  void check_input(const Shape& shape) const;
+
   EinMixRequest request_;
   EinMixPlan plan_;
   Tensor weight_, bias_;
+  mutable std::mutex mutex_;
+  mutable std::vector<Shape> fitting_;  ///< input shapes checked already (a few)
 };
 
 }  // namespace ein::nn

@@ -356,6 +356,10 @@ TEST(EinMix, ErrorsPointAtTheAxis) {
     EXPECT_EQ(e.column(), 5u) << e.what();  // under (h c)
   }
   EXPECT_THROW((void)mix(randn({2, 6})), UserError);
+  // The layer remembers the shapes that fit, never one that did not.
+  EXPECT_THROW((void)mix(randn({2, 5, 7})), UserError);
+  EXPECT_EQ(mix(randn({4, 1, 6})).shape(), (Shape{4, 1, 8}));
+  EXPECT_EQ(mix(randn({2, 5, 6})).shape(), (Shape{2, 5, 8}));
 }
 
 }  // namespace
