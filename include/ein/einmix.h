@@ -4,7 +4,7 @@
 //   ein::nn::EinMix mix("b t (h c_in) -> b t (h c_out)", "h c_in c_out", "h c_out",
 //                       {{"h", 4}, {"c_in", 16}, {"c_out", 32}});
 //   ein::Tensor y = mix(x);            // x [2, 10, 64] -> y [2, 10, 128]
-//   mix.named_parameters();            // weight [4, 16, 32], bias [4, 32]
+//   mix.named_parameters();            // weight [4, 16, 32], bias [1, 1, 4, 32]
 //
 // The pattern, the weight's and the bias' axes and the sizes follow einops' rules, checked by
 // ein::resolve_einmix (ein/patterns.h) when the layer is made, with a caret under the axis at
