@@ -28,6 +28,7 @@
 #include <ein/flop_counter.h>
 #include <ein/grad_clip.h>
 #include <ein/ops.h>
+#include <ein/quantize.h>
 #include <ein/schedule.h>
 #include <ein/storage.h>
 #include <ein/trainer.h>
@@ -61,7 +62,8 @@ void scale_grads(const std::vector<Tensor>& params, double factor) {
 /// Copies `init` (plain names, or an ein train checkpoint's "model." + name) into the parameters.
 void load_initial_parameters(const std::string& init, const std::vector<NamedTensor>& params) {
   try {
-    const Checkpoint ck = load_safetensors(init);
+    // A quantized file (ein quantize) loads as the values its codes stand for.
+    const Checkpoint ck = dequantize_checkpoint(load_safetensors(init));
     std::vector<std::pair<std::string, Tensor>> targets;
     for (const auto& p : params)
       targets.emplace_back(!ck.find(p.name) && ck.find("model." + p.name) ? "model." + p.name : p.name,
@@ -236,6 +238,10 @@ void Trainable::set_compute_dtype(DType dtype) {
 
 Tensor Trainable::logits(const Tensor&) {
   throw UserError("this model has no logits() to sample from");
+}
+
+Tensor Trainable::eval_loss(const std::vector<Tensor>& batch) {
+  return loss(batch, 0);
 }
 
 void Trainable::init_optimizer_state_of(const std::vector<bool>&) {
@@ -601,6 +607,30 @@ TrainResult Trainer::fit() {
   r.math_mode = std::string(math_mode_name(math_mode_of(mfu_dtype)));
   if (o.device.kind != DeviceKind::cuda) r.peak_note = this_cpu_peak_note();
   return r;
+}
+
+double Trainer::evaluate(int64_t batches, int64_t first) {
+  const TrainOptions& o = options_;
+  if (batches < 1) throw UserError(fmt::format("evaluate: {} batches; expected at least 1", batches));
+  if (first < 0) throw UserError(fmt::format("evaluate: first batch {} is negative", first));
+  if (o.precision == "bf16") model_.set_compute_dtype(DType::bf16);
+  else if (o.precision == "fp16") model_.set_compute_dtype(DType::f16);
+  else if (o.precision != "fp32")
+    throw UserError(fmt::format("--precision {}: expected fp32, bf16 or fp16", o.precision));
+  const std::vector<NamedTensor> params = model_.parameters();
+  if (!o.init.empty()) load_initial_parameters(o.init, params);
+  const Device device = params.empty() ? o.device : params.front().tensor.device();
+  detail::TrainBatches data(model_, o.data, o.data_path, o.seed, device);
+  data.seek(first);
+  NoGrad no_grad;
+  double sum = 0;
+  for (int64_t k = first; k < first + batches; ++k) {
+    const double loss = model_.eval_loss(data.next(k)).item();
+    if (!std::isfinite(loss))
+      throw UserError(fmt::format("evaluate: the loss of batch {} is {}", k, loss));
+    sum += loss;
+  }
+  return sum / static_cast<double>(batches);
 }
 
 std::string Trainer::sample() {

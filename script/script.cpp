@@ -239,6 +239,14 @@ Tensor Program::loss(const std::vector<Tensor>& batch, int64_t step) {
   return out[0];
 }
 
+Tensor Program::eval_loss(const std::vector<Tensor>& batch) {
+  const Traced& t = traced("train.loss", types_of(batch), false);
+  std::vector<Tensor> out = impl_->run(t, batch, 0);
+  if (out.size() != 1 || out[0].dim() != 0)
+    throw UserError("train.loss must return one 0-dim tensor (the mean loss)");
+  return out[0];
+}
+
 void Program::init_optimizer_state() {
   init_optimizer_state_of({});
 }

@@ -184,6 +184,8 @@ class Program {
   /// The train block's `fn loss` on a batch: a 0-dim tensor recorded on the tape. `step`
   /// seeds its random draws (dropout).
   Tensor loss(const std::vector<Tensor>& batch, int64_t step);
+  /// The same as in evaluation: dropout traced as the identity.
+  Tensor eval_loss(const std::vector<Tensor>& batch);
   /// The block's optimizer applied to every parameter with a gradient (one fused kernel per
   /// parameter, traced once per shape; what the update computes from the step's scalars alone,
   /// such as AdamW's bias corrections, once a step: compiler/graph/scalar_prelude.h), at

@@ -43,6 +43,7 @@ class ScriptTrainable final : public Trainable {
   }
   void set_compute_dtype(DType dtype) override { program_->set_compute_dtype(dtype); }
   Tensor logits(const Tensor& tokens) override { return program_->logits(tokens); }
+  Tensor eval_loss(const std::vector<Tensor>& batch) override { return program_->eval_loss(batch); }
 
  private:
   std::unique_ptr<script::Program> program_;

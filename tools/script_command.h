@@ -16,6 +16,8 @@ namespace ein::cli {
 void add_script_commands(CLI::App& app, int& exit_code);
 /// Registers `train`.
 void add_train_command(CLI::App& app, int& exit_code);
+/// Registers `quantize` (tools/quantize_command.cpp).
+void add_quantize_command(CLI::App& app, int& exit_code);
 /// `--set NAME=VALUE` arguments, each possibly several joined by commas (`B=8,T=1024`);
 /// UserError for one without '='. A value with an SI suffix (`T=8k`) is spelled out by
 /// tools/cli_numbers.h's rule; the script reads every value as a plain number.

@@ -54,6 +54,7 @@
 #include <ein/pattern_parser.h>
 #include <ein/pattern_printer.h>
 #include <ein/patterns.h>
+#include <ein/quantize.h>
 #include <ein/random.h>
 #include <ein/schedule.h>
 #include <ein/shape.h>

@@ -87,6 +87,10 @@ class Trainable {
   virtual void set_compute_dtype(DType dtype);
   /// Next-token logits (1 T V) for tokens (1 T), for Trainer::sample(). Default: UserError.
   virtual Tensor logits(const Tensor& tokens);
+  /// The loss on one batch as in evaluation (torch's model.eval(): no dropout), for
+  /// Trainer::evaluate(); called inside a NoGrad scope. Default: loss(batch, 0), which is right
+  /// for a model without random draws.
+  virtual Tensor eval_loss(const std::vector<Tensor>& batch);
 };
 
 /// Token batches from a file: `x` windows of `context` tokens and `y` the same shifted by one.
@@ -228,6 +232,13 @@ class Trainer {
   /// logits() at options.temperature (bytes; invalid UTF-8 printed as U+FFFD), in windows
   /// of the data's context. UserError without a data context.
   std::string sample();
+  /// The mean of Trainable::eval_loss() over the batches of micro-steps first, ..., first +
+  /// batches - 1 (the ones fit() would train on from there: options.data and --data, or
+  /// Trainable::batch()), with no gradients recorded and the parameters as they are now: a
+  /// validation loss, or the same batches scored before and after a change to the weights
+  /// (`ein quantize --script`). Applies options.precision and options.init. UserError for
+  /// batches < 1, a missing data file or a non-finite loss.
+  double evaluate(int64_t batches, int64_t first = 0);
   /// Asks fit() to stop after the current step (safe from another thread).
   void stop() { stop_.store(true); }
   /// The options as given.

@@ -17,9 +17,11 @@
 #include <ein/cpu_peak.h>
 #include <ein/diagnostic.h>
 #include <ein/flop_counter.h>
+#include <ein/checkpoint.h>
 #include <ein/nn.h>
 #include <ein/ops.h>
 #include <ein/optim.h>
+#include <ein/quantize.h>
 #include <ein/trainer.h>
 
 #include "api/train_report.h"
@@ -245,6 +247,73 @@ TEST(Trainer, ByteGptFromTokenDataAndSample) {
   const std::string text = trainer.sample();
   EXPECT_EQ(text.rfind("The ", 0), 0u) << text;
   EXPECT_GE(text.size(), 9u);
+}
+
+// evaluate() scores the batches fit() trains on with the parameters as they are: the loss of
+// batch k after k steps is the loss fit() logs at step k + 1 (no dropout in this model), and
+// scoring changes no parameter and records nothing on the tape.
+TEST(Trainer, EvaluateScoresTheBatchesFitTrainsOn) {
+  std::ostringstream out;
+  TempDir dir("evaluate");
+  TrainScript s = tiny_byte_gpt(1, out);
+  s.options.checkpoint = (dir.path / "ck").string();
+  s.options.checkpoint_every = 2;
+  Trainer trainer(*s.model, s.options);
+  const TrainResult r = trainer.fit();
+  ASSERT_EQ(r.losses.size(), 4u);
+
+  // A fresh model loaded from the step-2 checkpoint scores batch 2 as step 3 logged it.
+  std::ostringstream out2;
+  TrainScript fresh = tiny_byte_gpt(1, out2);
+  fresh.options.init = (dir.path / "ck" / "step_2.safetensors").string();
+  Trainer scorer(*fresh.model, fresh.options);
+  const std::vector<double> before = parameter_values(*fresh.model);
+  EXPECT_NEAR(scorer.evaluate(1, 2), r.losses[2], 1e-5 * std::fabs(r.losses[2]));
+  const std::vector<double> loaded = parameter_values(*fresh.model);
+  EXPECT_NE(before, loaded);  // --init replaced the random initial values
+  EXPECT_NEAR(scorer.evaluate(2, 2), scorer.evaluate(1, 2) / 2 + scorer.evaluate(1, 3) / 2, 1e-6);
+  EXPECT_EQ(parameter_values(*fresh.model), loaded);
+  for (const NamedTensor& p : fresh.model->parameters()) EXPECT_FALSE(p.tensor.grad().defined());
+  EXPECT_THROW(scorer.evaluate(0), UserError);
+  EXPECT_THROW(scorer.evaluate(1, -1), UserError);
+}
+
+// A quantized checkpoint (ein quantize) loads through --init as the values its codes stand
+// for: the parameters equal dequantize_checkpoint()'s tensors exactly, and q8_0 costs little loss.
+TEST(Trainer, InitLoadsAQuantizedCheckpointDequantized) {
+  std::ostringstream out;
+  TempDir dir("quantized_init");
+  TrainScript s = tiny_byte_gpt(1, out);
+  s.options.checkpoint = (dir.path / "ck").string();
+  Trainer(*s.model, s.options).fit();
+  const std::string trained = (dir.path / "ck" / "step_4.safetensors").string();
+  const Checkpoint ck = load_safetensors(trained);
+  QuantizeCheckpointOptions qo;
+  qo.min_elements = 256;
+  std::vector<QuantizedEntry> entries;
+  auto [tensors, metadata] = quantize_checkpoint(ck, qo, &entries);
+  const std::string quantized = (dir.path / "q8_0.safetensors").string();
+  save_safetensors(quantized, tensors, metadata);
+  const Checkpoint deq = dequantize_checkpoint(load_safetensors(quantized));
+
+  std::ostringstream out2, out3;
+  TrainScript a = tiny_byte_gpt(1, out2), b = tiny_byte_gpt(1, out3);
+  a.options.init = trained;
+  b.options.init = quantized;
+  Trainer ta(*a.model, a.options), tb(*b.model, b.options);
+  const double loss_a = ta.evaluate(4), loss_b = tb.evaluate(4);
+  int compared = 0, changed = 0;
+  for (const NamedTensor& p : b.model->parameters()) {
+    const Tensor* want = deq.find("model." + p.name);
+    ASSERT_NE(want, nullptr) << p.name;
+    EXPECT_EQ(p.tensor.detach().to_vector<float>(), want->to_vector<float>()) << p.name;
+    changed += p.tensor.detach().to_vector<float>() != ck.at("model." + p.name).to_vector<float>();
+    ++compared;
+  }
+  EXPECT_GT(compared, 0);
+  EXPECT_GT(changed, 0);  // some matrices were quantized, so they differ from the trained ones
+  EXPECT_NE(loss_a, loss_b);
+  EXPECT_NEAR(loss_b, loss_a, 0.01 * loss_a);
 }
 
 // Sampled bytes reach the terminal as valid UTF-8 without control characters: invalid bytes
