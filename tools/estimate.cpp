@@ -197,6 +197,30 @@ double kv_cache_bytes_per_token(double layers, double kv_heads, double head_dim,
   return 2 * layers * kv_heads * head_dim * bytes_per_element;
 }
 
+std::optional<WeightFormat> parse_weight_format(std::string_view name) {
+  static constexpr WeightFormat kFormats[] = {
+      {"fp32", 32, "IEEE single"},
+      {"bf16", 16, "bfloat16"},
+      {"fp16", 16, "IEEE half"},
+      {"fp8", 8, "e4m3 or e5m2, one byte"},
+      {"q8_0", 8.5, "llama.cpp's Q8_0: blocks of 32 int8 codes and an f16 scale, 34 bytes"},
+      {"q4_0", 4.5, "llama.cpp's Q4_0: blocks of 32 4-bit codes and an f16 scale, 18 bytes"},
+  };
+  for (const WeightFormat& f : kFormats)
+    if (f.name == name) return f;
+  return std::nullopt;
+}
+
+std::string weight_format_names() { return "fp32 bf16 fp16 fp8 q8_0 q4_0"; }
+
+double weight_bytes(double params, const WeightFormat& format) {
+  return params * format.bits_per_weight / 8;
+}
+
+double decode_tokens_per_s_bound(double weight_bytes, double memory_bandwidth) {
+  return memory_bandwidth / weight_bytes;
+}
+
 double square_matmul_intensity(double n, double bytes_per_element) {
   // CS336 lecture_02 arithmetic_intensity_matmul: n²(2n−1) FLOPs; read A and B, write C.
   return n * n * (2 * n - 1) / (3 * n * n * bytes_per_element);

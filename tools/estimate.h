@@ -125,6 +125,22 @@ ActivationMemory activation_memory_per_layer(const TransformerShape& shape);
 /// KV-cache bytes per token: 2 (K and V) · layers · kv_heads · head_dim · bytes per element.
 double kv_cache_bytes_per_token(double layers, double kv_heads, double head_dim,
                                 double bytes_per_element);
+/// How inference stores weights: a float format or a quantized block format (docs/quantization.md).
+struct WeightFormat {
+  std::string_view name;    ///< "fp32", "bf16", "fp16", "fp8", "q8_0", "q4_0"
+  double bits_per_weight;   ///< 32, 16, 16, 8, 8.5 (32 int8 codes + an f16 scale), 4.5
+  std::string_view detail;  ///< what the bits are
+};
+/// The format called `name`, or nullopt.
+std::optional<WeightFormat> parse_weight_format(std::string_view name);
+/// The formats' names, space-separated, for messages.
+std::string weight_format_names();
+/// Bytes of `params` weights in `format` (full blocks: N · bits / 8).
+double weight_bytes(double params, const WeightFormat& format);
+/// Tokens per second one sequence can decode at most when every token reads every weight once
+/// from memory (batch 1, memory-bound; the KV cache's reads excluded): bandwidth / weight bytes.
+double decode_tokens_per_s_bound(double weight_bytes, double memory_bandwidth);
+
 /// Arithmetic intensity of an n×n by n×n matmul: n²(2n−1) FLOPs over 3·n² elements moved.
 double square_matmul_intensity(double n, double bytes_per_element);
 

@@ -40,6 +40,9 @@ Sections (each printed when its flags are given):
   activations --seq S --batch B --hidden H --heads A [--layers L] [--tp T]
               [--sequence-parallel] (Korthikanti et al. 2022, 16-bit activations)
   KV cache    --layers L --kv-heads K --head-dim D
+  weights     --weights F [--params N] [--gpus G --hw H]: inference weights in F (fp32 bf16
+              fp16 fp8, or quantized q8_0 8.5 bits, q4_0 4.5 bits): bytes, the largest model
+              that fits, and the memory-bound decode rate at batch 1
 Hardware (--hw): a100 (A100 SXM 80GB), h100 (H100 SXM), h100-pcie, h200; --list-hw shows all.
 Precisions: fp32 (4+4+8 = 16 B with AdamW), mixed (the lecture's 8B example: bf16 params,
 fp32 master, fp32 grads: 2+4+4+8 = 18 B), mixed-bf16-grads (ZeRO's K=12: 16 B), bf16
@@ -55,12 +58,15 @@ The lecture's scenarios:
   ein estimate --params 7.5e9 --gpus 64 --zero 3 --precision mixed-bf16-grads
   ein estimate --seq 2048 --batch 1 --hidden 12288 --heads 96 --layers 96 --tp 8
   ein estimate --params 70e9 --tokens 15e12 --gpus 1024 --hw h100 --mfu 0.5 --format json
+  ein estimate --params 8e9 --weights q8_0 --hw h100
+      # an 8B model in Q8_0 (the lecture's example): 8.5 GB, at most 394 tokens/s at batch 1
 )";
 
 struct EstimateOptions {
   std::string params, tokens, tokens_per_param, gpus, hw, mfu, dtype = "bf16";
   std::string optimizer, precision, zero;
   std::string seq, batch, hidden, heads, layers, tp, kv_heads, head_dim;
+  std::string weights;
   bool sequence_parallel = false;
   bool list_hw = false;
   std::string format = "text";
@@ -85,6 +91,14 @@ struct KvCache {
   double layers, kv_heads, head_dim, bytes_per_token;
 };
 
+struct InferenceWeights {
+  napkin::WeightFormat format;
+  double devices = 1;                 // --gpus, else one
+  std::optional<double> bytes;        // with --params
+  std::optional<double> max_params;   // with --hw
+  std::optional<double> decode_bound; // with --params and --hw: tokens/s at batch 1
+};
+
 struct Estimate {
   std::optional<double> params, tokens;
   std::optional<double> total_flops;
@@ -98,6 +112,7 @@ struct Estimate {
   std::vector<napkin::ZeroMemory> zero_stages;
   std::optional<Activations> activations;
   std::optional<KvCache> kv_cache;
+  std::optional<InferenceWeights> weights;
   std::vector<std::string> lecture_notes;  // where the lecture rounds, for these inputs
   std::vector<std::string> hints;          // what one more flag would add
 };
@@ -242,10 +257,27 @@ Estimate compute(const EstimateOptions& o) {
     e.kv_cache = k;
   }
 
-  if (!e.total_flops && !e.memory && !e.activations && !e.kv_cache && e.hw == nullptr)
+  // Inference weights: bytes, the largest model, the memory-bound decode rate.
+  if (!o.weights.empty()) {
+    const auto format = napkin::parse_weight_format(o.weights);
+    if (!format)
+      throw RuntimeError(fmt::format("--weights: unknown '{}'; known: {}", o.weights,
+                                     napkin::weight_format_names()));
+    InferenceWeights w{*format, e.gpus.value_or(1), {}, {}, {}};
+    if (e.params) w.bytes = napkin::weight_bytes(*e.params, w.format);
+    if (e.hw) {
+      w.max_params = std::floor(w.devices * e.hw->memory_bytes * 8 / w.format.bits_per_weight);
+      if (w.bytes)
+        w.decode_bound = napkin::decode_tokens_per_s_bound(*w.bytes, w.devices * e.hw->memory_bandwidth);
+    }
+    if (!e.params && !e.hw) throw UsageError("--weights needs --params, --hw or both");
+    e.weights = w;
+  }
+
+  if (!e.total_flops && !e.memory && !e.activations && !e.kv_cache && !e.weights && e.hw == nullptr)
     throw UsageError(
         "nothing to estimate: give --params with --tokens, --optimizer or --precision, --zero, "
-        "a transformer shape (--seq --batch --hidden --heads) or --hw");
+        "a transformer shape (--seq --batch --hidden --heads), --weights or --hw");
   add_lecture_notes(e);
   return e;
 }
@@ -383,6 +415,33 @@ std::string render_text(const Estimate& e) {
           fmt::format("{} B = 2 x {} x {} x {} x 2", exact(k.bytes_per_token), exact(k.layers),
                       exact(k.kv_heads), exact(k.head_dim)));
   }
+  if (e.weights) {
+    const InferenceWeights& w = *e.weights;
+    t.heading(fmt::format("Inference weights: {}, {:g} bits a weight ({})", w.format.name,
+                          w.format.bits_per_weight, w.format.detail));
+    if (w.bytes)
+      t.row("weights", si(*w.bytes, "B"),
+            fmt::format("{} B = {} x {:g} / 8", exact(*w.bytes), exact(*e.params),
+                        w.format.bits_per_weight));
+    const std::string where =
+        e.hw ? fmt::format("{:g} x {} ({} each)", w.devices, e.hw->name, si(e.hw->memory_bytes, "B"))
+             : "";
+    if (w.bytes && e.hw) {
+      const bool fits = *w.bytes <= w.devices * e.hw->memory_bytes;
+      t.row("fits", fits ? "yes" : "no",
+            fmt::format("on {}{}", where,
+                        fits ? "; the KV cache and activations take what is left" : ""));
+    }
+    if (w.max_params)
+      t.row("largest model", si_aligned(*w.max_params),
+            fmt::format("{} parameters on {} (weights alone)", exact(*w.max_params), where));
+    if (w.decode_bound)
+      t.row("decode, batch 1, at most", fmt::format("{:.4g} tok/s", *w.decode_bound),
+            fmt::format("{} / {}: each token reads every weight once (memory-bound; KV cache "
+                        "reads excluded{})",
+                        si(w.devices * e.hw->memory_bandwidth, "B/s"), si(*w.bytes, "B"),
+                        w.devices > 1 ? "; weights split evenly, communication excluded" : ""));
+  }
   if (!e.lecture_notes.empty()) {
     t.heading("Where the lecture rounds");
     for (const auto& n : e.lecture_notes)
@@ -478,6 +537,13 @@ nlohmann::ordered_json render_json(const Estimate& e) {
     }
   }
   if (e.kv_cache) j["kv_cache"] = {{"bytes_per_token", e.kv_cache->bytes_per_token}};
+  if (e.weights) {
+    const InferenceWeights& w = *e.weights;
+    j["weights"] = {{"format", w.format.name}, {"bits_per_weight", w.format.bits_per_weight}};
+    if (w.bytes) j["weights"]["bytes"] = *w.bytes;
+    if (w.max_params) j["weights"]["max_params"] = *w.max_params;
+    if (w.decode_bound) j["weights"]["decode_tokens_per_s_bound"] = *w.decode_bound;
+  }
   if (!e.lecture_notes.empty()) j["lecture_notes"] = e.lecture_notes;
   return j;
 }
@@ -541,6 +607,8 @@ void add_estimate_command(CLI::App& app, int& exit_code) {
                 "sequence parallelism with --tp (Korthikanti et al.)");
   cmd->add_option("--kv-heads", options->kv_heads, "key/value heads (KV cache)");
   cmd->add_option("--head-dim", options->head_dim, "head dimension (KV cache)");
+  cmd->add_option("--weights", options->weights,
+                  "inference weights: fp32 bf16 fp16 fp8 q8_0 q4_0 (bytes, largest model, decode bound)");
   cmd->add_flag("--list-hw", options->list_hw, "list the hardware profiles");
   cmd->add_option("--format", options->format, "text or json")
       ->check(CLI::IsMember({"text", "json"}))

@@ -76,6 +76,20 @@ class Scenarios(unittest.TestCase):
         self.assertEqual(j["activations"]["per_layer"]["none"], 2868903936)
         self.assertEqual(j["activations"]["total"]["full"], 96 * 2 * 2048 * 12288)
 
+    def test_inference_weights(self):
+        rc, out, err = ein("--params", "8e9", "--weights", "q8_0", "--hw", "h100")
+        self.assertEqual((rc, err), (0, ""))
+        self.assertIn("Inference weights: q8_0, 8.5 bits a weight", out)
+        self.assertIn("8,500,000,000 B = 8,000,000,000 x 8.5 / 8", out)
+        self.assertIn("394.1 tok/s", out)  # 3.35e12 B/s / 8.5e9 B
+        j = json.loads(ein("--params", "70e9", "--weights", "q4_0", "--hw", "h100", "--gpus", "2",
+                           "--format", "json")[1])
+        self.assertEqual(j["weights"]["bytes"], 70e9 * 4.5 / 8)
+        self.assertEqual(j["weights"]["max_params"], (2 * 80e9 * 8) // 4.5)
+        self.assertAlmostEqual(j["weights"]["decode_tokens_per_s_bound"], 2 * 3.35e12 / (70e9 * 4.5 / 8))
+        j = json.loads(ein("--params", "1e9", "--weights", "bf16", "--format", "json")[1])
+        self.assertEqual(j["weights"], {"format": "bf16", "bits_per_weight": 16, "bytes": 2e9})
+
     def test_help_shows_the_lecture_scenarios(self):
         p = subprocess.run([EIN, "estimate", "--help"], capture_output=True, timeout=30)
         self.assertEqual(p.returncode, 0)
@@ -105,6 +119,7 @@ class ExitCodes(unittest.TestCase):
         self.check(["--hw", "a100", "--dtype", "fp8"], 1, "has no fp8 arithmetic")
         self.check(["--gpus", "2.5", "--hw", "h100", "--optimizer", "adamw"], 1, "whole number")
         self.check(["--optimizer", "rmsprop"], 1, "unknown 'rmsprop'")
+        self.check(["--weights", "q3_k", "--params", "1e9"], 1, "--weights: unknown 'q3_k'; known: fp32")
         self.check(["--params", "1e9", "--gpus", "8", "--zero", "4"], 1, "--zero: a stage")
         self.check(["--seq", "8", "--batch", "1", "--hidden", "12", "--heads", "3", "--tp", "2"], 1,
                    "divisible")
@@ -114,6 +129,7 @@ class ExitCodes(unittest.TestCase):
         self.check(["--tokens", "1e12"], 2, "--tokens needs --params")
         self.check(["--zero", "1", "--params", "1e9"], 2, "--zero needs --params and --gpus")
         self.check(["--seq", "2048"], 2, "needs all of --seq, --batch, --hidden and --heads")
+        self.check(["--weights", "q8_0"], 2, "--weights needs --params, --hw or both")
         self.check(["--bogus"], 2, "error:")
         self.check(["--format", "xml", "--hw", "h100"], 2, "error:")
 

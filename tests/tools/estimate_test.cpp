@@ -281,6 +281,22 @@ TEST(AccountingCases, kv_cache_llama2_70b) {
   EXPECT_EQ(kv_cache_bytes_per_token(80, 8, 128, 2), 327680);
 }
 
+// Inference weights: bits per weight of each format, bytes, and the memory-bound decode rate.
+TEST(InferenceWeights, BytesAndTheDecodeBound) {
+  const auto q8 = parse_weight_format("q8_0"), q4 = parse_weight_format("q4_0");
+  ASSERT_TRUE(q8 && q4);
+  EXPECT_EQ(q8->bits_per_weight, (32 * 8 + 16) / 32.0);  // 32 int8 codes + an f16 scale
+  EXPECT_EQ(q4->bits_per_weight, (32 * 4 + 16) / 32.0);
+  EXPECT_EQ(parse_weight_format("bf16")->bits_per_weight, 16);
+  EXPECT_EQ(parse_weight_format("fp32")->bits_per_weight, 32);
+  EXPECT_FALSE(parse_weight_format("q5_1"));
+  EXPECT_EQ(weight_bytes(8e9, *q8), 8.5e9);
+  EXPECT_EQ(weight_bytes(70e9, *q4), 39.375e9);
+  // H100 SXM, 3.35 TB/s: an 8B model in bf16 (16 GB) decodes at most 209.375 tokens/s
+  EXPECT_DOUBLE_EQ(decode_tokens_per_s_bound(weight_bytes(8e9, *parse_weight_format("bf16")), 3.35e12),
+                   209.375);
+}
+
 TEST(AccountingCases, roofline_matmul_intensity) {
   EXPECT_NEAR(square_matmul_intensity(1024, 2), 341, 0.5);
 }
