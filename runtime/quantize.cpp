@@ -221,6 +221,20 @@ QuantError quant_error(const Tensor& original, const Tensor& dequantized) {
   return r;
 }
 
+bool quantizes(DType dtype, const Shape& shape, const QuantizeCheckpointOptions& options) {
+  return is_float(dtype) &&
+         static_cast<int64_t>(shape.size()) >= std::max<int64_t>(1, options.min_dims) &&
+         checked_numel(shape) >= options.min_elements && shape.back() >= kQuantBlock;
+}
+
+int64_t quantized_nbytes(const Shape& shape, QuantType type) {
+  if (shape.empty())
+    throw RuntimeError("quantized_nbytes: a quantized tensor has at least one dimension");
+  const int64_t n = shape.back(), rows = n == 0 ? 0 : checked_numel(shape) / n;
+  const int64_t code_bytes = type == QuantType::q8_0 ? n : (n + 1) / 2;
+  return rows * (code_bytes + blocks_of(n) * 2);  // f16 scales
+}
+
 std::pair<StateDict, std::map<std::string, std::string>> quantize_checkpoint(
     const Checkpoint& checkpoint, const QuantizeCheckpointOptions& options,
     std::vector<QuantizedEntry>* entries) {
@@ -235,13 +249,10 @@ std::pair<StateDict, std::map<std::string, std::string>> quantize_checkpoint(
     QuantizedEntry e{name, t.dtype(), t.shape(), "kept", t.nbytes(), t.nbytes(), {}};
     const bool dropped = std::any_of(options.drop_prefixes.begin(), options.drop_prefixes.end(),
                                      [&](const std::string& p) { return name.rfind(p, 0) == 0; });
-    const bool quantizes = is_float(t.dtype()) &&
-                           t.dim() >= std::max<int64_t>(1, options.min_dims) &&
-                           t.numel() >= options.min_elements && t.shape().back() >= kQuantBlock;
     if (dropped) {
       e.action = "dropped";
       e.bytes_after = 0;
-    } else if (quantizes) {
+    } else if (quantizes(t.dtype(), t.shape(), options)) {
       for (const char* suffix : {".qcodes", ".qscales"})
         if (checkpoint.find(name + suffix))
           throw RuntimeError(

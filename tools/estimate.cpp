@@ -197,7 +197,7 @@ double kv_cache_bytes_per_token(double layers, double kv_heads, double head_dim,
   return 2 * layers * kv_heads * head_dim * bytes_per_element;
 }
 
-std::optional<WeightFormat> parse_weight_format(std::string_view name) {
+std::span<const WeightFormat> weight_formats() {
   static constexpr WeightFormat kFormats[] = {
       {"fp32", 32, "IEEE single"},
       {"bf16", 16, "bfloat16"},
@@ -206,12 +206,21 @@ std::optional<WeightFormat> parse_weight_format(std::string_view name) {
       {"q8_0", 8.5, "llama.cpp's Q8_0: blocks of 32 int8 codes and an f16 scale, 34 bytes"},
       {"q4_0", 4.5, "llama.cpp's Q4_0: blocks of 32 4-bit codes and an f16 scale, 18 bytes"},
   };
-  for (const WeightFormat& f : kFormats)
+  return kFormats;
+}
+
+std::optional<WeightFormat> parse_weight_format(std::string_view name) {
+  for (const WeightFormat& f : weight_formats())
     if (f.name == name) return f;
   return std::nullopt;
 }
 
-std::string weight_format_names() { return "fp32 bf16 fp16 fp8 q8_0 q4_0"; }
+std::string weight_format_names() {
+  std::string names;
+  for (const WeightFormat& f : weight_formats())
+    names += (names.empty() ? "" : " ") + std::string(f.name);
+  return names;
+}
 
 double weight_bytes(double params, const WeightFormat& format) {
   return params * format.bits_per_weight / 8;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -131,6 +132,8 @@ struct WeightFormat {
   double bits_per_weight;   ///< 32, 16, 16, 8, 8.5 (32 int8 codes + an f16 scale), 4.5
   std::string_view detail;  ///< what the bits are
 };
+/// Every format, the float ones first.
+std::span<const WeightFormat> weight_formats();
 /// The format called `name`, or nullopt.
 std::optional<WeightFormat> parse_weight_format(std::string_view name);
 /// The formats' names, space-separated, for messages.

@@ -22,15 +22,16 @@
 
 #include <fmt/format.h>
 
+#include <ein/diagnostic.h>
+#include <ein/quantize.h>
+#include <ein/tensor.h>
 #include "compiler/autodiff/autodiff.h"
 #include "compiler/cost/backward_cost.h"
 #include "compiler/cost/cost_model.h"
 #include "compiler/cost/step_memory.h"
 #include "compiler/pipeline.h"
-#include "runtime/dist/gradient_sync.h"
-#include <ein/diagnostic.h>
 #include "ein/errors.h"
-#include <ein/tensor.h>
+#include "runtime/dist/gradient_sync.h"
 #include "tools/report_plans.h"
 #include "tools/report_symbols.h"
 
@@ -291,6 +292,31 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
       r.tied.push_back(fmt::format("{} (also {})", p.name, fmt::join(p.aliases, ", ")));
     else if (reused.contains(p.name))
       r.tied.push_back(fmt::format("{} (embedding table, also read by another op: an output head)", p.name));
+  }
+  // The weights in each inference format, as `ein quantize` or a cast would store them.
+  for (const napkin::WeightFormat& f : napkin::weight_formats()) {
+    InferenceWeights w{std::string(f.name), f.bits_per_weight};
+    const std::optional<QuantType> quant = parse_quant_type(f.name);
+    for (const script::ParamInfo& p : params) {
+      const int64_t count = checked_numel(p.shape);
+      const int64_t stored = count * static_cast<int64_t>(element_size(p.dtype));
+      if (quant && quantizes(p.dtype, p.shape)) {
+        w.bytes += quantized_nbytes(p.shape, *quant);
+        ++w.quantized_tensors;
+        w.quantized_params += count;
+      } else if (quant || !kFloatDTypes.contains(p.dtype)) {
+        w.bytes += stored;
+        if (quant) ++w.kept_tensors, w.kept_bytes += stored;
+      } else {
+        w.bytes += static_cast<int64_t>(f.bits_per_weight) / 8 * count;
+      }
+    }
+    if (w.bytes > 0) {
+      w.smaller_by = static_cast<double>(r.param_bytes) / static_cast<double>(w.bytes);
+      w.decode_bound = r.bandwidth / static_cast<double>(w.bytes);
+    }
+    w.fits = static_cast<double>(w.bytes) <= r.device_memory;
+    r.inference.push_back(w);
   }
   // Data parallel: what each rank sends per step (the plan runtime/dist follows).
   if (r.gpus >= 2 && r.gpus <= 65536 && r.gpus == std::floor(r.gpus))

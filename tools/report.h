@@ -93,6 +93,21 @@ struct LedgerItem {
   double bytes = 0;  ///< the whole model's, not per device
 };
 
+/// The model's weights stored for inference in one format (napkin::weight_formats()): a float
+/// format holds every float parameter in it; q8_0 and q4_0 quantize what `ein quantize`
+/// quantizes (ein::quantizes(), its default rule) and keep the rest as stored, so `bytes` is
+/// what that command writes for a checkpoint of the script, header aside.
+struct InferenceWeights {
+  std::string format;          ///< "fp32", "bf16", "fp16", "fp8", "q8_0", "q4_0"
+  double bits_per_weight = 0;  ///< the format's nominal bits (8.5 for q8_0)
+  int64_t bytes = 0;           ///< every parameter, tied ones once
+  int64_t quantized_tensors = 0, quantized_params = 0;  ///< quantized formats: in blocks
+  int64_t kept_tensors = 0, kept_bytes = 0;  ///< quantized formats: as stored (norms, biases)
+  double smaller_by = 0;    ///< the parameters' bytes as stored / bytes (0 without parameters)
+  double decode_bound = 0;  ///< tokens/s at batch 1 on one device: bandwidth / bytes (0: none)
+  bool fits = true;         ///< bytes within one device's memory
+};
+
 /// Everything a report says.
 struct Report {
   std::string file, fn;
@@ -104,6 +119,7 @@ struct Report {
   int64_t param_bytes = 0;
   std::vector<std::string> embedding_names;
   std::vector<std::string> tied;  ///< "NAME (also ALIAS, ...)"
+  std::vector<InferenceWeights> inference;  ///< the weights in each inference format
   // the dims formulas are written in, and those that repeat structure instead (layers)
   std::vector<script::DimInfo> dims;
   std::vector<std::string> structural_dims;

@@ -157,6 +157,16 @@ std::string render_html(const Report& r, const Summary& s) {
           b.budget, si(b.activations, "B"), si(b.total, "B"), fits_text(b.fits), b.flops_ratio);
     h += "</table>";
   }
+  h += "<table><tr><th>inference weights</th><th>bytes</th><th>smaller by</th><th></th><th>decode, "
+       "batch 1, at most</th></tr>";
+  for (const InferenceWeights& w : r.inference) {
+    const double bytes = static_cast<double>(w.bytes);
+    h += fmt::format(
+        "<tr><td>{}</td><td class=n>{}</td><td class=n>{:.3g}x</td><td>{}</td><td class=n>{} "
+        "tok/s</td></tr>",
+        w.format, si(bytes, "B"), w.smaller_by, fits_text(w.fits), si(w.decode_bound));
+  }
+  h += "</table>";
   if (r.tokens)
     h += fmt::format("<h2>Time</h2><p>{} tokens: {:.4g} days on {} GPUs at MFU {} ({:.4g} by 6N·D), {:.4g} GPU-hours; {:.3g} tokens per parameter (Chinchilla about 20).</p>",
                      si(*r.tokens), s.days, grouped(r.gpus), r.mfu, s.days_6n, s.gpu_hours, s.tokens_per_param);

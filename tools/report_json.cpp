@@ -132,6 +132,21 @@ std::string render_json(const Report& r, const Summary& s) {
     budgets.push_back(std::move(p));
   }
   j["memory"]["activation_budgets"] = budgets;
+  nlohmann::ordered_json inference = nlohmann::ordered_json::array();
+  for (const InferenceWeights& w : r.inference) {
+    nlohmann::ordered_json e = {
+        {"format", w.format}, {"bits_per_weight", w.bits_per_weight},
+        {"bytes", w.bytes},   {"smaller_by", w.smaller_by},
+        {"fits", w.fits},     {"decode_tokens_per_s_bound", w.decode_bound}};
+    if (w.quantized_tensors + w.kept_tensors > 0) {
+      e["quantized_tensors"] = w.quantized_tensors;
+      e["quantized_params"] = w.quantized_params;
+      e["kept_tensors"] = w.kept_tensors;
+      e["kept_bytes"] = w.kept_bytes;
+    }
+    inference.push_back(e);
+  }
+  j["memory"]["inference_weights"] = inference;
   json dims = json::object();
   for (const script::DimInfo& d : r.dims) dims[d.name] = d.value;
   j["dims"] = dims;

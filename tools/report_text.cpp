@@ -221,6 +221,39 @@ std::string render_text(const Report& r, const Summary& s, bool md) {
         "FLOPs per step count all recomputation against the model FLOPs.");
   }
 
+  h(
+      fmt::format("What if: inference weights (one {}: the weights alone; decode at batch 1 reads "
+                  "each once)",
+                  r.hw_name));
+  if (md)
+    out +=
+        "| format | weights | smaller by | fits | decode, batch 1, at most | as stored "
+        "|\n|---|---:|---:|---|---:|---|\n";
+  for (const InferenceWeights& w : r.inference) {
+    const double bytes = static_cast<double>(w.bytes);
+    const std::string ratio = fmt::format("{:.3g}x", w.smaller_by);
+    const std::string decode = si(w.decode_bound) + " tok/s";
+    const std::string fits = fits_text(w.fits);
+    const std::string how =
+        w.quantized_tensors + w.kept_tensors == 0
+            ? fmt::format("every float parameter in {:g} byte{}", w.bits_per_weight / 8,
+                          w.bits_per_weight == 8 ? "" : "s")
+            : fmt::format(
+                  "ein quantize --type {}: {} tensors ({} weights) in blocks, {} kept as stored "
+                  "({})",
+                  w.format, w.quantized_tensors, grouped(static_cast<double>(w.quantized_params)),
+                  w.kept_tensors, si(static_cast<double>(w.kept_bytes), "B"));
+    out += md ? fmt::format("| {} | {} | {} | {} | {} | {} |\n", w.format, si(bytes, "B"), ratio,
+                            fits, decode, how)
+              : fmt::format("  {:<5} {:>10}  {:>6}  {:<12} decode <= {:>14}  {}\n", w.format,
+                            si(bytes, "B"), ratio, fits, decode, how);
+  }
+  line(
+      fmt::format("smaller than the {} the parameters take as stored; decode at batch 1 is "
+                  "memory-bound: {} / the weights' bytes, the KV cache's reads excluded. "
+                  "docs/quantization.md has what q8_0 and q4_0 cost in loss.",
+                  si(static_cast<double>(r.param_bytes), "B"), si(r.bandwidth, "B/s")));
+
   h("Time");
   if (r.tokens) {
     line(fmt::format("{} tokens: {} FLOPs (exact graph count), {} GPUs at {} dense {} FLOP/s, MFU {}",

@@ -100,6 +100,13 @@ struct QuantizeCheckpointOptions {
   std::vector<std::string> drop_prefixes = {"optim."};
 };
 
+/// Whether quantize_checkpoint() under `options` quantizes a tensor of this dtype and shape
+/// (the rule above; names aside). `ein report` prices a script's weights by it.
+bool quantizes(DType dtype, const Shape& shape, const QuantizeCheckpointOptions& options = {});
+
+/// Bytes a quantized tensor of `shape` takes (codes and scales, as QuantizedTensor::nbytes()).
+int64_t quantized_nbytes(const Shape& shape, QuantType type);
+
 /// One tensor of a quantize_checkpoint() run.
 struct QuantizedEntry {
   std::string name;

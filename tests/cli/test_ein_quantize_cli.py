@@ -132,6 +132,28 @@ class Quantize(unittest.TestCase):
         self.check_file(path, "q4_0", 1.0)
         self.assertLess(os.path.getsize(path), os.path.getsize(os.path.join(self.tmp, "ck", "step_30.safetensors")) / 4)
 
+    def test_report_prices_what_quantize_writes(self):
+        # Accounting is correctness: `ein report`'s inference weights are the bytes of the
+        # tensors `ein quantize` writes (its default rule), and of the checkpoint's model.
+        rc, out, err = ein("report", self.script, *TINY, "--format", "json")
+        self.assertEqual(rc, 0, err)
+        priced = {w["format"]: w for w in json.loads(out)["memory"]["inference_weights"]}
+        self.assertEqual(list(priced), ["fp32", "bf16", "fp16", "fp8", "q8_0", "q4_0"])
+        model = {k: v for k, v in read_safetensors(self.trained)[0].items() if not k.startswith("optim.")}
+        self.assertEqual(priced["fp32"]["bytes"], sum(len(raw) for _, _, raw in model.values()))
+        self.assertEqual(priced["bf16"]["bytes"] * 2, priced["fp32"]["bytes"])
+        for kind in ("q8_0", "q4_0"):
+            path = os.path.join(self.tmp, "priced_" + kind + ".safetensors")
+            rc, out, err = ein("quantize", self.trained, "--type", kind, "-o", path)
+            self.assertEqual(rc, 0, err)
+            tensors, meta = read_safetensors(path)
+            written = sum(len(raw) for _, _, raw in tensors.values())
+            self.assertEqual(priced[kind]["bytes"], written, kind)
+            self.assertEqual(priced[kind]["quantized_tensors"], sum(k.startswith("quant:") for k in meta))
+            self.assertGreater(priced[kind]["quantized_tensors"], 0)
+            self.assertGreater(priced[kind]["kept_tensors"], 0)  # norms and biases
+            self.assertLess(written, priced["fp32"]["bytes"] / 3)
+
     def test_mistakes(self):
         q = os.path.join(self.tmp, "m.safetensors")
         self.assertEqual(ein("quantize", self.trained, "-o", q)[0], 0)

@@ -212,6 +212,25 @@ TEST(Quantize, NamesAndBits) {
   EXPECT_EQ(q.nbytes() * 8, static_cast<int64_t>(64 * 256 * 8.5));
 }
 
+// What `ein report` prices a script's weights by: the bytes quantize() makes, and the rule
+// quantize_checkpoint() applies.
+TEST(Quantize, BytesAndRuleWithoutTheValues) {
+  for (QuantType type : {QuantType::q8_0, QuantType::q4_0})
+    for (const Shape& s : {Shape{64, 256}, Shape{3, 5, 70}, Shape{7, 33}, Shape{1}, Shape{40},
+                           Shape{0, 64}, Shape{3, 0}, Shape{2, 3, 1}})
+      EXPECT_EQ(quantized_nbytes(s, type), quantize(zeros(s), type).nbytes())
+          << quant_type_name(type) << " " << shape_str(s);
+  EXPECT_THROW(quantized_nbytes({}, QuantType::q8_0), RuntimeError);
+  const QuantizeCheckpointOptions o;  // at least 2 dims, 1024 elements, rows of 32
+  EXPECT_TRUE(quantizes(DType::f32, {32, 32}, o));
+  EXPECT_TRUE(quantizes(DType::bf16, {2, 16, 32}, o));
+  EXPECT_FALSE(quantizes(DType::f32, {2048}, o));    // one dimension
+  EXPECT_FALSE(quantizes(DType::f32, {31, 32}, o));  // 992 elements
+  EXPECT_FALSE(quantizes(DType::f32, {64, 31}, o));  // rows shorter than a block
+  EXPECT_FALSE(quantizes(DType::i64, {64, 64}, o));  // integers
+  EXPECT_FALSE(quantizes(DType::f32, {0, 64}, o));   // nothing to quantize
+}
+
 class QuantizedCheckpoint : public ::testing::Test {
  protected:
   void SetUp() override {
