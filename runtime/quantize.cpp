@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/parallel.h"
+#include "runtime/quantize_layout.h"
 
 namespace ein {
 namespace {
@@ -97,9 +98,13 @@ void quantize_rows(const T* x, int64_t rows, int64_t n, QuantType type, int8_t* 
       });
 }
 
-void check_quantized_layout(const QuantizedTensor& q) {
+}  // namespace
+
+namespace detail {
+
+void check_quantized_layout(const QuantizedTensor& q, std::string_view op) {
   if (q.shape.empty())
-    throw RuntimeError("dequantize: a quantized tensor has at least one dimension");
+    throw RuntimeError(fmt::format("{}: a quantized tensor has at least one dimension", op));
   const int64_t n = q.shape.back();
   const Shape codes = with_last(q.shape, q.type == QuantType::q8_0 ? n : (n + 1) / 2);
   const DType code_dtype = q.type == QuantType::q8_0 ? DType::i8 : DType::u8;
@@ -109,18 +114,18 @@ void check_quantized_layout(const QuantizedTensor& q) {
                        : std::string("undefined");
   };
   if (!q.codes.defined() || q.codes.dtype() != code_dtype || q.codes.shape() != codes)
-    throw RuntimeError(fmt::format("dequantize: the {} codes of {} {} are {}, expected {} {}",
+    throw RuntimeError(fmt::format("{}: the {} codes of {} {} are {}, expected {} {}", op,
                                    quant_type_name(q.type), dtype_name(q.dtype), shape_str(q.shape),
                                    describe(q.codes), dtype_name(code_dtype), shape_str(codes)));
   if (!q.scales.defined() || q.scales.dtype() != DType::f16 || q.scales.shape() != scales)
-    throw RuntimeError(fmt::format("dequantize: the scales of {} {} are {}, expected f16 {}",
+    throw RuntimeError(fmt::format("{}: the scales of {} {} are {}, expected f16 {}", op,
                                    dtype_name(q.dtype), shape_str(q.shape), describe(q.scales),
                                    shape_str(scales)));
   if (!is_float(q.dtype))
-    throw RuntimeError(fmt::format("dequantize: {} is not a floating dtype", dtype_name(q.dtype)));
+    throw RuntimeError(fmt::format("{}: {} is not a floating dtype", op, dtype_name(q.dtype)));
 }
 
-}  // namespace
+}  // namespace detail
 
 std::string_view quant_type_name(QuantType type) {
   return type == QuantType::q8_0 ? "q8_0" : "q4_0";
@@ -173,7 +178,7 @@ QuantizedTensor quantize(const Tensor& x, QuantType type, const std::string& nam
 }
 
 Tensor dequantize(const QuantizedTensor& q) {
-  check_quantized_layout(q);
+  detail::check_quantized_layout(q, "dequantize");
   const int64_t n = q.shape.back();
   const int64_t rows = n == 0 ? 0 : checked_numel(q.shape) / n;
   const int64_t nb = blocks_of(n), row_bytes4 = (n + 1) / 2;

@@ -23,10 +23,12 @@
 //   ein::Checkpoint c =
 //   ein::dequantize_checkpoint(ein::load_safetensors("model.q8_0.safetensors"));
 //
-// What this is not (yet): kernels that compute with the codes. A quantized checkpoint loads
-// dequantized (`ein train --init`, dequantize_checkpoint), so it measures what the compression
-// costs in loss and saves on disk and in transfer, not the memory of a running model.
-// docs/quantization.md has the details.
+//   ein::Tensor y = ein::quantized_matmul(x, q);    // x @ w from the codes (a decode step)
+//
+// quantized_matmul() computes with the codes (the C++ API only). Scripts do not yet: a
+// quantized checkpoint loads dequantized (`ein train --init`, dequantize_checkpoint), so there
+// it measures what the compression costs in loss and saves on disk and in transfer, not the
+// memory of a running model. docs/quantization.md has the details.
 #pragma once
 
 #include <cstdint>
@@ -79,6 +81,17 @@ QuantizedTensor quantize(const Tensor& x, QuantType type, const std::string& nam
 /// The values a quantized tensor stands for: code · scale, as a CPU tensor of q.dtype.
 /// RuntimeError when the codes' or scales' dtype or shape does not fit q.shape and q.type.
 Tensor dequantize(const QuantizedTensor& q);
+
+/// x @ w, reading w's codes where a float copy of w would be read: x is [..., k] on the CPU
+/// (f32, bf16 or f16, any strides), w a quantized [k, n] (a Linear's weight in `x @ weight`);
+/// the result is [..., n] in x's dtype: each product of x with the exact dequantized weight,
+/// summed in f32, so matmul(x, dequantize(w)) up to the order of the sums. Up to 8 rows of x
+/// (decoding a token at a time) decode each block of codes in registers as it is used and
+/// read 8.5 (q8_0) or 4.5 (q4_0) bits a weight instead of an f32 GEMV's 32; more rows
+/// dequantize column panels of w and multiply them by the BLAS GEMM. No gradient (inference):
+/// x must not require one while autograd records. FlopCounter counts 2·rows·k·n FLOPs and the
+/// quantized bytes read.
+Tensor quantized_matmul(const Tensor& x, const QuantizedTensor& w);
 
 /// How far a dequantized tensor is from the original, over all elements (computed in f64).
 struct QuantError {

@@ -1,0 +1,355 @@
+// ein::quantized_matmul (include/ein/quantize.h): x @ w computed from w's q8_0 or q4_0 codes.
+//
+// A few rows of x (a decode step: one token per sequence) make the product memory-bound: each
+// weight is read once and used once per row. So the rows' kernel never writes w in float: it
+// streams the codes row after row (k cut into parts, one task each), decodes each block of 32
+// in registers (codes times the block's f16 scale: the exact weights) and adds x[r, k] times
+// them into a partial y per part, which then add up in part order. It reads 8.5 (q8_0) or 4.5
+// (q4_0) bits a weight where an f32 GEMV reads 32. More rows make the product compute-bound;
+// then column panels of w are dequantized and multiplied by the BLAS GEMM.
+#include <algorithm>
+#include <cstring>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include <ein/autograd.h>
+#include <ein/errors.h>
+#include <ein/quantize.h>
+#include <ein/scalar_convert.h>
+
+#include "runtime/blas/gemm.h"
+#include "runtime/counters.h"
+#include "runtime/parallel.h"
+#include "runtime/quantize_layout.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace ein {
+namespace {
+
+/// k is cut into at most kMaxParts parts of at least kMinPartRows rows: one task each, summing
+/// into its own partial y; the partials are added in part order (the same result on any number
+/// of threads).
+constexpr int64_t kMaxParts = 16;
+constexpr int64_t kMinPartRows = 64;
+constexpr int64_t kPanel = 512;  // columns dequantized per GEMM
+/// Rows of x up to which the decoding kernel runs; beyond, dequantized panels and the GEMM
+/// (bench/quantized_matmul.py measures where they cross).
+constexpr int64_t kDecodeRows = 8;
+/// How far ahead in the codes (bytes) the rows' kernel prefetches: about 8 rows of a
+/// 4096-wide q8_0 matrix, the best of 4, 8 and 16 rows there (bench/quantized_matmul.py).
+constexpr int64_t kPrefetchBytes = 32768;
+
+/// The product's operands as raw contiguous memory: x m × k, y m × n, codes k rows of
+/// code_row bytes, scales k × nb f16.
+struct Operands {
+  const float* x;
+  float* y;
+  int64_t m, k, n;
+  const int8_t* codes8;   // q8_0
+  const uint8_t* codes4;  // q4_0: values 2j (low 4 bits) and 2j + 1 (high 4 bits) in byte j
+  int64_t code_row;
+  const Half* scales;
+  int64_t nb;
+};
+
+/// The value weight (kk, c) stands for: code · scale, exact in f32.
+float weight(const Operands& o, int64_t kk, int64_t c) {
+  int code = 0;
+  if (o.codes8) {
+    code = o.codes8[kk * o.code_row + c];
+  } else {
+    const uint8_t byte = o.codes4[kk * o.code_row + c / 2];
+    code = (c % 2 == 0 ? byte & 0x0f : byte >> 4) - 8;
+  }
+  return static_cast<float>(code) * to_float(o.scales[kk * o.nb + c / kQuantBlock]);
+}
+
+/// acc (m × n) += x[:, kk] · w[kk, c0:n] for one row kk of w, columns from c0: the portable
+/// path, and the vector path's last partial block.
+void add_row_portable(const Operands& o, int64_t kk, int64_t c0, float* acc) {
+  for (int64_t c = c0; c < o.n; ++c) {
+    const float w = weight(o, kk, c);
+    for (int64_t r = 0; r < o.m; ++r)
+      acc[r * o.n + c] += o.x[r * o.k + kk] * w;
+  }
+}
+
+void part_portable(const Operands& o, int64_t k0, int64_t k1, float* acc) {
+  for (int64_t kk = k0; kk < k1; ++kk)
+    add_row_portable(o, kk, 0, acc);
+}
+
+#if defined(__x86_64__)
+#define EIN_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+/// An f16 scale's value through F16C (to_float is a call and branches).
+EIN_AVX2 inline float scale_value(Half h) {
+  return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h.bits)));
+}
+
+/// The block of 32 codes at `codes` (q8_0: 32 bytes; q4_0: 16) as four vectors of 8 int8, in
+/// column order: q4_0's nibbles are split and interleaved back.
+template <bool Q8>
+EIN_AVX2 inline void load_block(const uint8_t* codes, __m128i v[4]) {
+  if constexpr (Q8) {
+    for (int i = 0; i < 4; ++i)
+      v[i] = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + 8 * i));
+  } else {
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes));
+    const __m128i low = _mm_and_si128(bytes, _mm_set1_epi8(0x0f));
+    const __m128i high = _mm_and_si128(_mm_srli_epi16(bytes, 4), _mm_set1_epi8(0x0f));
+    const __m128i first = _mm_sub_epi8(_mm_unpacklo_epi8(low, high), _mm_set1_epi8(8));
+    const __m128i second = _mm_sub_epi8(_mm_unpackhi_epi8(low, high), _mm_set1_epi8(8));
+    v[0] = first;
+    v[1] = _mm_srli_si128(first, 8);
+    v[2] = second;
+    v[3] = _mm_srli_si128(second, 8);
+  }
+}
+
+/// Row kk's nb block scales in f32.
+EIN_AVX2 void row_scales(const Operands& o, int64_t kk, float* d) {
+  const Half* s = o.scales + kk * o.nb;
+  int64_t b = 0;
+  for (; b + 8 <= o.nb; b += 8)
+    _mm256_storeu_ps(d + b,
+                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + b))));
+  for (; b < o.nb; ++b)
+    d[b] = scale_value(s[b]);
+}
+
+/// acc (m × n) += x[:, k0:k1] @ w[k0:k1, :], streaming the codes row after row: two rows of w
+/// at a time, each block of 32 decoded in registers (codes converted, times the block's
+/// scale: the exact weights) and added into every row of acc with one load and store per 16
+/// weights.
+template <bool Q8>
+EIN_AVX2 void part_avx2(const Operands& o, int64_t k0, int64_t k1, float* acc) {
+  const int64_t full = o.n / kQuantBlock;  // whole blocks; a partial last one goes portable
+  const int64_t block_bytes = Q8 ? kQuantBlock : kQuantBlock / 2;
+  const uint8_t* codes = Q8 ? reinterpret_cast<const uint8_t*>(o.codes8) : o.codes4;
+  std::vector<float> d0(static_cast<size_t>(o.nb)), d1(static_cast<size_t>(o.nb));
+  for (int64_t kk = k0; kk < k1; kk += 2) {
+    // A lone last row pairs with itself times x = 0: adding ±0 leaves the sums as they are.
+    const bool pair = kk + 1 < k1;
+    const uint8_t* row0 = codes + kk * o.code_row;
+    const uint8_t* row1 = pair ? row0 + o.code_row : row0;
+    row_scales(o, kk, d0.data());
+    row_scales(o, pair ? kk + 1 : kk, d1.data());
+    // The codes kPrefetchBytes ahead, a line at a time: the hardware's prefetchers alone left
+    // the loads waiting (perf: most of the kernel's samples on them).
+    const uint8_t* ahead =
+        (kk + 2) * o.code_row + kPrefetchBytes < k1 * o.code_row ? row0 + kPrefetchBytes : nullptr;
+    for (int64_t b = 0; b < full; ++b) {
+      if (ahead && (b * block_bytes) % 64 == 0) {
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + b * block_bytes), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + o.code_row + b * block_bytes),
+                     _MM_HINT_T0);
+      }
+      __m128i c0[4], c1[4];
+      load_block<Q8>(row0 + b * block_bytes, c0);
+      load_block<Q8>(row1 + b * block_bytes, c1);
+      const __m256 s0 = _mm256_set1_ps(d0[b]), s1 = _mm256_set1_ps(d1[b]);
+      __m256 w0[4], w1[4];
+      for (int i = 0; i < 4; ++i) {
+        w0[i] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c0[i])), s0);
+        w1[i] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c1[i])), s1);
+      }
+      for (int64_t r = 0; r < o.m; ++r) {
+        const __m256 x0 = _mm256_broadcast_ss(o.x + r * o.k + kk);
+        const __m256 x1 = pair ? _mm256_broadcast_ss(o.x + r * o.k + kk + 1) : _mm256_setzero_ps();
+        float* a = acc + r * o.n + b * kQuantBlock;
+        for (int i = 0; i < 4; ++i) {
+          __m256 v = _mm256_loadu_ps(a + 8 * i);
+          v = _mm256_fmadd_ps(x0, w0[i], v);
+          v = _mm256_fmadd_ps(x1, w1[i], v);
+          _mm256_storeu_ps(a + 8 * i, v);
+        }
+      }
+    }
+    if (full * kQuantBlock < o.n) {
+      add_row_portable(o, kk, full * kQuantBlock, acc);
+      if (pair) add_row_portable(o, kk + 1, full * kQuantBlock, acc);
+    }
+  }
+}
+
+/// out[0 : c1 - c0] = w[kk, c0:c1], c0 a multiple of kQuantBlock: whole blocks decoded in
+/// registers, a partial last one portably.
+template <bool Q8>
+EIN_AVX2 void decode_row_avx2(const Operands& o, int64_t kk, int64_t c0, int64_t c1, float* out) {
+  const int64_t block_bytes = Q8 ? kQuantBlock : kQuantBlock / 2;
+  const uint8_t* row = (Q8 ? reinterpret_cast<const uint8_t*>(o.codes8) : o.codes4) +
+                       kk * o.code_row + c0 / kQuantBlock * block_bytes;
+  const Half* scales = o.scales + kk * o.nb + c0 / kQuantBlock;
+  int64_t c = c0;
+  for (; c + kQuantBlock <= c1; c += kQuantBlock, row += block_bytes, ++scales) {
+    __m128i v[4];
+    load_block<Q8>(row, v);
+    const __m256 d = _mm256_set1_ps(scale_value(*scales));
+    for (int i = 0; i < 4; ++i)
+      _mm256_storeu_ps(out + (c - c0) + 8 * i,
+                       _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v[i])), d));
+  }
+  for (; c < c1; ++c)
+    out[c - c0] = weight(o, kk, c);
+}
+
+bool has_avx2() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                          __builtin_cpu_supports("f16c");
+  return has;
+}
+#endif
+
+/// out[0 : c1 - c0] = w[kk, c0:c1] on this CPU's best path (c0 a multiple of kQuantBlock).
+void decode_row(const Operands& o, int64_t kk, int64_t c0, int64_t c1, float* out) {
+#if defined(__x86_64__)
+  if (has_avx2()) {
+    if (o.codes8)
+      decode_row_avx2<true>(o, kk, c0, c1, out);
+    else
+      decode_row_avx2<false>(o, kk, c0, c1, out);
+    return;
+  }
+#endif
+  for (int64_t c = c0; c < c1; ++c)
+    out[c - c0] = weight(o, kk, c);
+}
+
+/// acc (m × n, zeroed) += x[:, k0:k1] @ w[k0:k1, :] on this CPU's best path.
+void add_part(const Operands& o, int64_t k0, int64_t k1, float* acc) {
+#if defined(__x86_64__)
+  if (has_avx2()) {
+    if (o.codes8)
+      part_avx2<true>(o, k0, k1, acc);
+    else
+      part_avx2<false>(o, k0, k1, acc);
+    return;
+  }
+#endif
+  part_portable(o, k0, k1, acc);
+}
+
+/// The rows' kernel: k cut into parts, one task each summing into its partial y (y itself when
+/// there is one part), then the partials added in order, in parallel over y's elements.
+void decode_rows(const Operands& o) {
+  const int64_t parts = std::clamp<int64_t>((o.k + kMinPartRows - 1) / kMinPartRows, 1, kMaxParts);
+  const int64_t rows_per_part = (o.k + parts - 1) / parts;
+  const int64_t size = o.m * o.n;
+  // ein's allocator keeps freed blocks: no fresh pages to fault in on every call.
+  const Tensor partial_buffer = zeros({parts > 1 ? parts * size : 0});
+  float* partial = parts > 1 ? partial_buffer.data<float>() : nullptr;
+  parallel_for(0, parts, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t p = lo; p < hi; ++p) {
+      const int64_t k0 = p * rows_per_part, k1 = std::min(o.k, k0 + rows_per_part);
+      if (k0 < k1) add_part(o, k0, k1, parts > 1 ? partial + p * size : o.y);
+    }
+  });
+  if (parts == 1) return;
+  parallel_for(0, size, 16384, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      float sum = 0;
+      for (int64_t p = 0; p < parts; ++p)
+        sum += partial[p * size + i];
+      o.y[i] = sum;
+    }
+  });
+}
+
+/// Many rows: each panel of kPanel columns of w dequantized (in parallel over its rows), then
+/// y[:, panel] = x @ panel by the BLAS GEMM.
+void dequantized_panels(const Operands& o) {
+  const Tensor panel_buffer = empty({o.k * std::min(o.n, kPanel)});
+  float* panel = panel_buffer.data<float>();
+  for (int64_t c0 = 0; c0 < o.n; c0 += kPanel) {
+    const int64_t width = std::min(kPanel, o.n - c0);
+    parallel_for(0, o.k, std::max<int64_t>(1, 16384 / width), [&](int64_t lo, int64_t hi) {
+      for (int64_t kk = lo; kk < hi; ++kk)
+        decode_row(o, kk, c0, c0 + width, panel + kk * width);
+    });
+    GemmBatch g;
+    g.m = o.m;
+    g.n = width;
+    g.k = o.k;
+    g.a = o.x;
+    g.lda = std::max<int64_t>(1, o.k);
+    g.b = panel;
+    g.ldb = width;
+    g.c = o.y + c0;
+    g.ldc = o.n;
+    gemm_batched(g);
+  }
+}
+
+}  // namespace
+
+Tensor quantized_matmul(const Tensor& x, const QuantizedTensor& w) {
+  if (!x.defined()) throw RuntimeError("quantized_matmul: x is undefined");
+  if (w.shape.size() != 2)
+    throw RuntimeError(
+        fmt::format("quantized_matmul: w has shape {}; it multiplies as a matrix [k, n] (a "
+                    "Linear's weight in `x @ weight`)",
+                    shape_str(w.shape)));
+  const int64_t k = w.shape[0], n = w.shape[1];
+  if (x.dim() < 1 || x.shape().back() != k)
+    throw RuntimeError(
+        fmt::format("quantized_matmul: x {} @ w [{}, {}]: x's last axis must be k = {}",
+                    shape_str(x.shape()), k, n, k));
+  if (x.dtype() != DType::f32 && x.dtype() != DType::bf16 && x.dtype() != DType::f16)
+    throw RuntimeError(
+        fmt::format("quantized_matmul: x is {}; it computes in f32 from f32, bf16 or f16 inputs",
+                    dtype_name(x.dtype())));
+  if (x.device().kind != DeviceKind::cpu)
+    throw RuntimeError(fmt::format(
+        "quantized_matmul: x is on {}; the quantized product runs on the CPU", x.device().str()));
+  if (x.requires_grad() && grad_enabled())
+    throw RuntimeError(
+        "quantized_matmul has no gradient (inference only): run it under ein::NoGrad or pass "
+        "x.detach()");
+  // The layout's checks (codes' and scales' shapes and dtypes) are dequantize()'s.
+  detail::check_quantized_layout(w, "quantized_matmul");
+
+  Shape out_shape = x.shape();
+  out_shape.back() = n;
+  int64_t m = 1;  // x's rows: its leading axes together
+  for (size_t d = 0; d + 1 < out_shape.size(); ++d)
+    m *= out_shape[d];
+  Tensor y = zeros(out_shape, DType::f32);
+  // Counted once below, as one launch with its FLOPs and bytes; the panels' GEMMs inside it
+  // add their launches only.
+  std::optional<detail::CountingNode> counted;
+  if (detail::counting()) counted.emplace("quantized_matmul", detail::current_phase());
+  if (m > 0 && n > 0 && k > 0) {
+    const Tensor xc = x.to(DType::f32).contiguous();
+    const Tensor codes = w.codes.contiguous(), scales = w.scales.contiguous();
+    Operands o{xc.data<float>(),
+               y.data<float>(),
+               m,
+               k,
+               n,
+               w.type == QuantType::q8_0 ? codes.data<int8_t>() : nullptr,
+               w.type == QuantType::q4_0 ? codes.data<uint8_t>() : nullptr,
+               w.type == QuantType::q8_0 ? n : (n + 1) / 2,
+               static_cast<const Half*>(scales.data_ptr()),
+               (n + kQuantBlock - 1) / kQuantBlock};
+    if (m <= kDecodeRows)
+      decode_rows(o);
+    else
+      dequantized_panels(o);
+  }
+  counted.reset();
+  if (detail::counting()) {
+    const int64_t flops = 2 * m * k * n;
+    detail::count_launch(
+        "quantized_matmul",
+        CostTotals{flops, flops, m * k * static_cast<int64_t>(element_size(x.dtype())) + w.nbytes(),
+                   m * n * static_cast<int64_t>(element_size(x.dtype())), 1});
+  }
+  return x.dtype() == DType::f32 ? y : y.to(x.dtype());
+}
+
+}  // namespace ein
