@@ -8,11 +8,7 @@
 #   bash bench/compare_torch2.sh [--rounds 3] [--config "128 4 8 256 16"] [--precision bf16]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-venv="${EIN_TORCH2_VENV:-$HOME/.cache/ein/torch2-venv}"
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import torch' 2>/dev/null; then
-  python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install -q torch==2.15.0 numpy
-fi
+source bench/torch2_venv.sh
 command -v /usr/bin/time >/dev/null || { apt-get update -qq && apt-get install -y -qq time; }
 cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DEIN_BUILD_TESTS=OFF >/dev/null
 ninja -C build-bench -j2 ein >/dev/null

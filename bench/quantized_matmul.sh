@@ -6,11 +6,7 @@
 #   bash bench/quantized_matmul.sh [--rounds 3] [--shape 4096 4096] [--m 1]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-venv="${EIN_TORCH2_VENV:-$HOME/.cache/ein/torch2-venv}"
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import torch' 2>/dev/null; then
-  python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install -q torch==2.15.0 numpy
-fi
+source bench/torch2_venv.sh
 cmake --build build --target ein_quantized_matmul_timings >/dev/null
 echo "# $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; torch $("$venv/bin/python" -c 'import torch; print(torch.__version__)'); load: $(cut -d' ' -f1-3 /proc/loadavg)"
 env -u OMP_WAIT_POLICY python3 bench/quantized_matmul.py \

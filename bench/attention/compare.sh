@@ -16,11 +16,7 @@ while [ $# -gt 0 ]; do
     *) echo "compare.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
-venv="${EIN_TORCH2_VENV:-$HOME/.cache/ein/torch2-venv}"
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import torch' 2>/dev/null; then
-  python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install -q torch==2.15.0 numpy
-fi
+source bench/torch2_venv.sh
 # A Release build: build-bench/ (made here), or the one EIN_BENCH_BUILD names (e.g. build).
 bin="${EIN_BENCH_BUILD:-build-bench}"
 [ -n "${EIN_BENCH_BUILD:-}" ] || cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
