@@ -15,7 +15,6 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
-#include <random>
 #include <set>
 
 #include <unistd.h>
@@ -28,7 +27,6 @@
 #include <ein/flop_counter.h>
 #include <ein/grad_clip.h>
 #include <ein/ops.h>
-#include <ein/quantize.h>
 #include <ein/schedule.h>
 #include <ein/storage.h>
 #include <ein/trainer.h>
@@ -59,16 +57,10 @@ void scale_grads(const std::vector<Tensor>& params, double factor) {
   }
 }
 
-/// Copies `init` (plain names, or an ein train checkpoint's "model." + name) into the parameters.
+/// Copies `init` into the parameters (load_parameters()), its errors as --init's.
 void load_initial_parameters(const std::string& init, const std::vector<NamedTensor>& params) {
   try {
-    // A quantized file (ein quantize) loads as the values its codes stand for.
-    const Checkpoint ck = dequantize_checkpoint(load_safetensors(init));
-    std::vector<std::pair<std::string, Tensor>> targets;
-    for (const auto& p : params)
-      targets.emplace_back(!ck.find(p.name) && ck.find("model." + p.name) ? "model." + p.name : p.name,
-                           p.tensor);
-    copy_into(ck, targets);
+    load_parameters(load_safetensors(init), params);
   } catch (const RuntimeError& e) {
     throw UserError(fmt::format("--init: {}", e.what()));
   }
@@ -637,28 +629,15 @@ std::string Trainer::sample() {
   const TrainOptions& o = options_;
   const int64_t T = o.data ? o.data->context : 0;
   if (T <= 0) throw UserError("sample needs the train block's data context (T)");
-  std::vector<int64_t> tokens;
+  GenerateOptions g;
   for (unsigned char c : o.sample)
-    tokens.push_back(c);
-  std::mt19937_64 rng(o.seed);
-  for (int64_t i = 0; i < o.sample_length; ++i) {
-    // A fixed window of T tokens (right-padded): causal attention ignores the padding,
-    // and one traced graph serves every position.
-    const int64_t n = std::min<int64_t>(static_cast<int64_t>(tokens.size()), T);
-    Tensor x = zeros({1, T}, DType::i64);
-    std::copy(tokens.end() - n, tokens.end(), x.data<int64_t>());
-    const Tensor logits = model_.logits(x).to(cpu()).to(DType::f64).contiguous();
-    const int64_t V = logits.shape().back();
-    const double* row = logits.data<double>() + (n - 1) * V;
-    std::vector<double> prob(V);
-    const double m = *std::max_element(row, row + V);
-    for (int64_t v = 0; v < V; ++v)
-      prob[v] = o.temperature > 0 ? std::exp((row[v] - m) / o.temperature) : (row[v] == m);
-    std::discrete_distribution<int64_t> pick(prob.begin(), prob.end());
-    tokens.push_back(pick(rng));
-  }
+    g.prompt.push_back(c);
+  g.length = o.sample_length;
+  g.context = T;
+  g.temperature = o.temperature;
+  g.seed = o.seed;
   std::string bytes;
-  for (int64_t t : tokens)
+  for (int64_t t : generate(model_, g).tokens)
     bytes.push_back(static_cast<char>(t));
   return detail::printable_utf8(bytes);
 }

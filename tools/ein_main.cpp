@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   ein::cli::add_script_commands(app, exit_code);
   ein::cli::add_train_command(app, exit_code);
   ein::cli::add_quantize_command(app, exit_code);
+  ein::cli::add_sample_command(app, exit_code);
   // CLI11 reads "-> a" as an unknown short option '>'; a pattern may start with "->" (a
   // scalar input), so such arguments are marked here and unmarked by the subcommands.
   std::vector<std::string> args(argv, argv + argc);

@@ -27,16 +27,6 @@ struct QuantizeFlags {
   uint64_t seed = 0;
 };
 
-/// Copies a checkpoint's tensors into the parameters, names with or without "model." (as
-/// `ein train --init` reads them).
-void load_parameters(const Checkpoint& ck, const std::vector<NamedTensor>& params) {
-  std::vector<std::pair<std::string, Tensor>> targets;
-  for (const auto& p : params)
-    targets.emplace_back(
-        !ck.find(p.name) && ck.find("model." + p.name) ? "model." + p.name : p.name, p.tensor);
-  copy_into(ck, targets);
-}
-
 std::string shape_text(const Shape& s) {
   return fmt::format("[{}]", fmt::join(s, ", "));
 }
@@ -132,7 +122,7 @@ int run_quantize(const QuantizeFlags& f) {
       quantized.metadata = metadata;
       load_parameters(ck, params);
       const double before = trainer.evaluate(f.batches);
-      load_parameters(dequantize_checkpoint(quantized), params);
+      load_parameters(quantized, params);  // dequantized
       const double after = trainer.evaluate(f.batches);
       std::cout << fmt::format(
           "loss on {} batches of {}'s data: {:.6f} as trained, {:.6f} in {} ({:+.6f}, {:+.3f}%)\n",
@@ -162,11 +152,11 @@ void add_quantize_command(CLI::App& app, int& exit_code) {
       "checkpoint's optimizer state is left out. Prints each tensor's bytes and error; with\n"
       "--script, the script's loss on the same batches with the weights as trained and as\n"
       "quantized; with -o, writes the quantized safetensors file, which `ein train --init`\n"
-      "loads (dequantized).\n\n"
+      "and `ein sample` load (dequantized).\n\n"
       "Examples:\n"
       "  ein quantize ckpt/step_200.safetensors --type q4_0 -o model.q4_0.safetensors\n"
       "  ein quantize ckpt/step_200.safetensors --script examples/gpt/byte_gpt.ein --batches 16\n"
-      "  ein train examples/gpt/byte_gpt.ein --init model.q4_0.safetensors --steps 0   # sample");
+      "  ein sample examples/gpt/byte_gpt.ein model.q4_0.safetensors --prompt 'The '");
   c->add_option("file", o->input,
                 "the safetensors checkpoint (ein train's step_N.safetensors or any)")
       ->required();

@@ -39,6 +39,8 @@
 
 namespace ein {
 
+struct Checkpoint;  // <ein/checkpoint.h>
+
 namespace detail {
 class StopSignals;  // api/stop_signals.h
 }  // namespace detail
@@ -230,7 +232,7 @@ class Trainer {
   TrainResult fit();
   /// The options.sample prompt continued by options.sample_length tokens drawn from
   /// logits() at options.temperature (bytes; invalid UTF-8 printed as U+FFFD), in windows
-  /// of the data's context. UserError without a data context.
+  /// of the data's context: generate() with options.seed. UserError without a data context.
   std::string sample();
   /// The mean of Trainable::eval_loss() over the batches of micro-steps first, ..., first +
   /// batches - 1 (the ones fit() would train on from there: options.data and --data, or
@@ -265,6 +267,39 @@ void block_stop_signals();
 /// The `ein train` summary of a run on stdout: steps, final loss, parameters, FLOPs, MFU and
 /// peak memory by category (and the fp16 loss-scaling line). `what` names the model.
 std::string format_summary(const TrainResult& result, std::string_view what);
+
+/// What generate() draws: nanoGPT's sample.py, token by token.
+struct GenerateOptions {
+  std::vector<int64_t> prompt;  ///< the tokens to continue (at least one; bytes for a byte model)
+  int64_t length = 0;           ///< tokens to add
+  int64_t context = 0;          ///< T: logits() takes windows of T tokens
+  double temperature = 1.0;     ///< logits are divided by it; 0 takes the most likely token
+  int64_t top_k = 0;            ///< draw among the k most likely tokens only (0: among all)
+  uint64_t seed = 0;            ///< the draws (std::mt19937_64)
+};
+
+/// What generate() produced, and how long it took.
+struct Generated {
+  std::vector<int64_t> tokens;  ///< the prompt, then the tokens drawn
+  double seconds = 0;           ///< all of it: logits() calls and draws
+  double first_seconds = 0;     ///< the first token's share (a first call traces and compiles)
+};
+
+/// Continues options.prompt by options.length tokens, each drawn from model.logits() of the
+/// last T tokens (fewer at first: right-padded with token 0, which a causal model ignores, so
+/// one traced graph serves every position) at the last real position: softmax of logits /
+/// temperature over the top_k largest (ties with the k-th kept, as nanoGPT). Runs without
+/// gradients. UserError for an empty prompt, a negative length or top_k, a temperature that is
+/// negative or not a number, T < 1, and logits holding NaN or +inf or only -inf (naming the
+/// position), or a prompt token the model's vocabulary lacks.
+Generated generate(Trainable& model, const GenerateOptions& options);
+
+/// Copies a checkpoint's tensors into `params`, as `ein train --init` does: each parameter
+/// under its own name, or an `ein train` checkpoint's "model." + name; a quantized file (`ein
+/// quantize`) loads as the values its codes stand for, in the parameters' dtypes. Extra tensors
+/// (the optimizer state) are ignored. RuntimeError naming the tensor for a missing one or a
+/// shape that differs.
+void load_parameters(const Checkpoint& checkpoint, const std::vector<NamedTensor>& params);
 
 /// The device `spec` names: "auto" (cuda:0 when a driver sees a GPU, else the CPU), "cpu",
 /// "cuda" or "cuda:N". UserError ("--device SPEC: ...") for another spec or a missing GPU.

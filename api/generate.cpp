@@ -1,0 +1,114 @@
+// ein::generate(): a trained model's logits() continued token by token (nanoGPT's sample.py:
+// temperature, top-k, one seeded generator), and ein::load_parameters(), which `ein train
+// --init`, `ein quantize --script` and `ein sample` share to read weights into a model.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <random>
+
+#include <ein/autograd.h>
+#include <ein/checkpoint.h>
+#include <ein/diagnostic.h>
+#include <ein/errors.h>
+#include <ein/ops.h>
+#include <ein/quantize.h>
+#include <ein/trainer.h>
+#include <fmt/format.h>
+
+namespace ein {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void check(const GenerateOptions& o) {
+  if (o.prompt.empty())
+    throw UserError("generate: the prompt is empty; it needs at least one token to continue");
+  if (o.length < 0) throw UserError(fmt::format("generate: length {} is negative", o.length));
+  if (o.context < 1)
+    throw UserError(
+        fmt::format("generate: context {}; logits() needs windows of at least 1 token", o.context));
+  if (!(o.temperature >= 0) || std::isinf(o.temperature))
+    throw UserError(fmt::format(
+        "generate: temperature {}; expected a finite number >= 0 (0: the most likely token)",
+        o.temperature));
+  if (o.top_k < 0) throw UserError(fmt::format("generate: top-k {} is negative (0: all)", o.top_k));
+  for (int64_t t : o.prompt)
+    if (t < 0) throw UserError(fmt::format("generate: the prompt holds token {}", t));
+}
+
+/// The weights of the next token's draw from one row of logits: exp((l - max) / temperature)
+/// over the top_k largest (every logit equal to the k-th kept), or 1 for each largest logit at
+/// temperature 0. UserError for NaN or +inf, or a row of -inf.
+std::vector<double> draw_weights(const double* row, int64_t V, const GenerateOptions& o,
+                                 int64_t position) {
+  for (int64_t v = 0; v < V; ++v)
+    if (std::isnan(row[v]) || row[v] == INFINITY)
+      throw UserError(
+          fmt::format("generate: the logits at position {} hold {} (token {}); the weights or the "
+                      "input are not finite",
+                      position, row[v], v));
+  const double m = *std::max_element(row, row + V);
+  if (m == -INFINITY)
+    throw UserError(fmt::format(
+        "generate: every logit at position {} is -inf; no token can be drawn", position));
+  double floor = -INFINITY;  // logits below it are never drawn
+  if (o.top_k > 0 && o.top_k < V) {
+    std::vector<double> sorted(row, row + V);
+    std::nth_element(sorted.begin(), sorted.begin() + (o.top_k - 1), sorted.end(),
+                     std::greater<double>());
+    floor = sorted[static_cast<size_t>(o.top_k - 1)];
+  }
+  std::vector<double> weights(static_cast<size_t>(V));
+  for (int64_t v = 0; v < V; ++v) {
+    if (row[v] < floor) continue;
+    weights[v] = o.temperature > 0 ? std::exp((row[v] - m) / o.temperature) : (row[v] == m);
+  }
+  return weights;
+}
+
+}  // namespace
+
+Generated generate(Trainable& model, const GenerateOptions& o) {
+  check(o);
+  NoGrad no_grad;
+  Generated g;
+  g.tokens = o.prompt;
+  std::mt19937_64 rng(o.seed);
+  const int64_t T = o.context;
+  const auto start = Clock::now();
+  for (int64_t i = 0; i < o.length; ++i) {
+    const int64_t n = std::min<int64_t>(static_cast<int64_t>(g.tokens.size()), T);
+    Tensor x = zeros({1, T}, DType::i64);
+    std::copy(g.tokens.end() - n, g.tokens.end(), x.data<int64_t>());
+    const Tensor logits = model.logits(x).to(cpu()).to(DType::f64).contiguous();
+    if (logits.dim() != 3 || logits.shape()[0] != 1 || logits.shape()[1] != T)
+      throw UserError(
+          fmt::format("generate: logits() of tokens (1, {}) gave shape {}; expected (1, {}, V)", T,
+                      shape_str(logits.shape()), T));
+    const int64_t V = logits.shape()[2];
+    if (i == 0)
+      for (int64_t t : o.prompt)
+        if (t >= V)
+          throw UserError(fmt::format(
+              "generate: the prompt holds token {}, beyond the model's vocabulary of {}", t, V));
+    const int64_t position = static_cast<int64_t>(g.tokens.size()) - 1;
+    const std::vector<double> weights =
+        draw_weights(logits.data<double>() + (n - 1) * V, V, o, position);
+    std::discrete_distribution<int64_t> pick(weights.begin(), weights.end());
+    g.tokens.push_back(pick(rng));
+    if (i == 0) g.first_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  }
+  g.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return g;
+}
+
+void load_parameters(const Checkpoint& checkpoint, const std::vector<NamedTensor>& params) {
+  const Checkpoint ck = dequantize_checkpoint(checkpoint);
+  std::vector<std::pair<std::string, Tensor>> targets;
+  for (const auto& p : params)
+    targets.emplace_back(
+        !ck.find(p.name) && ck.find("model." + p.name) ? "model." + p.name : p.name, p.tensor);
+  copy_into(ck, targets);
+}
+
+}  // namespace ein

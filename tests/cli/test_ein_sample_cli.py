@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""`ein sample`, end to end: a GPT trained by `ein train` samples the same text from its
+checkpoint (file or directory) as `ein train` printed from the weights in memory; greedy and
+top-k 1 agree; seeds and --num-samples; an `ein quantize` file samples; and the mistakes ein
+refuses, each with a clear message and no crash.
+
+Usage: test_ein_sample_cli.py EIN_BINARY EXAMPLES_DIR
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+EIN = None
+EXAMPLES = None
+LEAKS = ("std::", "what()", "terminate", "Aborted", "Segmentation fault", "core dumped")
+TINY = ["--set", "D=32", "--set", "L=1", "--set", "H=2", "--set", "T=16", "--set", "B=4"]
+
+
+def ein(*args, timeout=120):
+    p = subprocess.run([EIN, *args], capture_output=True, timeout=timeout)
+    return p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
+
+
+class Sample(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="ein_sample_cli_")
+        cls.script = os.path.join(EXAMPLES, "gpt", "byte_gpt.ein")
+        cls.ck = os.path.join(cls.tmp, "ck")
+        rc, out, err = ein("train", cls.script, *TINY, "--steps", "30", "--checkpoint", cls.ck,
+                           "--device", "cpu")
+        assert rc == 0, err
+        # the block's sample: "The " continued by 300 bytes at temperature 0.8, seed 0
+        assert "\nsample:\n" in out, out
+        cls.trained_sample = out.split("\nsample:\n", 1)[1]
+        cls.step = os.path.join(cls.ck, "step_30.safetensors")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp)
+
+    def sample(self, *args):
+        rc, out, err = ein("sample", self.script, *TINY, "--device", "cpu", *args)
+        self.assertEqual(rc, 0, err)
+        return out, err
+
+    def test_same_text_as_ein_train(self):
+        out, err = self.sample(self.ck)
+        self.assertEqual(out, self.trained_sample)
+        self.assertTrue(out.startswith("The "), out)
+        m = re.search(r"ein sample: 300 tokens in [\d.]+ s, ([\d.]+) tokens/s on cpu "
+                      r"\([\d.]+ s of it the first token.*\); weights: (.*)", err)
+        self.assertIsNotNone(m, err)
+        self.assertGreater(float(m.group(1)), 0)
+        self.assertIn("step_30.safetensors (step 30)", m.group(2))
+        # the file itself, as the directory's latest, gives the same text
+        self.assertEqual(self.sample(self.step, "--quiet")[0], out)
+
+    def test_greedy_top_k_and_seeds(self):
+        greedy, _ = self.sample(self.step, "--temperature", "0", "--length", "60", "--prompt", "the ")
+        self.assertTrue(greedy.startswith("the "), greedy)
+        self.assertEqual(len(greedy.encode()), len("the ") + 60 + 1)  # ASCII here, and a newline
+        top1, _ = self.sample(self.step, "--top-k", "1", "--length", "60", "--prompt", "the ")
+        self.assertEqual(top1, greedy)  # top-k 1 at any temperature is greedy
+        two, _ = self.sample(self.step, "--num-samples", "2", "--length", "40", "--seed", "5")
+        first, second = two.split("---\n")
+        self.assertEqual(first, self.sample(self.step, "--length", "40", "--seed", "5")[0])
+        self.assertEqual(second, self.sample(self.step, "--length", "40", "--seed", "6")[0])
+        self.assertNotEqual(first, second)
+        with open(os.path.join(self.tmp, "prompt.txt"), "w") as f:
+            f.write("License")
+        from_file, _ = self.sample(self.step, "--prompt-file", os.path.join(self.tmp, "prompt.txt"),
+                                   "--length", "10")
+        self.assertTrue(from_file.startswith("License"), from_file)
+        ids, _ = self.sample(self.step, "--tokens", "76,105", "--length", "3", "--temperature", "0")
+        self.assertTrue(ids.startswith("Li"), ids)
+
+    def test_quantized_weights(self):
+        q = os.path.join(self.tmp, "q8_0.safetensors")
+        rc, out, err = ein("quantize", self.step, "--min-elements", "256", "-o", q)
+        self.assertEqual(rc, 0, err)
+        out, err = self.sample(q, "--length", "50")
+        self.assertTrue(out.startswith("The "), out)
+        self.assertIn("(quantized, read as the values its codes stand for)", err)
+
+    def test_mistakes(self):
+        empty = os.path.join(self.tmp, "empty")
+        os.makedirs(empty, exist_ok=True)
+        for args, message in [
+                ([os.path.join(self.tmp, "missing.safetensors")], "cannot open"),
+                ([empty], "no checkpoint of ein train in this directory"),
+                ([self.script], "invalid safetensors file"),
+                ([self.step, "--set", "D=64,L=1,H=2,T=16,B=4"], "does not fit"),
+                ([self.step, "--top-k", "-1"], "top-k -1 is negative"),
+                ([self.step, "--temperature", "-1"], "temperature -1"),
+                ([self.step, "--length", "-3"], "length -3 is negative"),
+                ([self.step, "--num-samples", "0"], "--num-samples 0"),
+                ([self.step, "--tokens", "300"], "index 300 at flat position 0 is out of range for 256 rows"),
+                ([self.step, "--tokens", "7,x"], "'x' is not a token id"),
+                ([self.step, "--tokens", "1", "--prompt", "a"], "give one of --prompt"),
+                ([self.step, "--prompt-file", os.path.join(self.tmp, "none.txt")], "cannot open"),
+                ([self.step, "--precision", "fp64"], "--precision fp64"),
+                ([self.step, "--device", "tpu"], "--device tpu")]:
+            sets = [] if "--set" in args else TINY  # --set takes every value after it
+            rc, out, err = ein("sample", self.script, *args, *sets)
+            self.assertEqual(rc, 1, (args, out, err))
+            self.assertIn(message, err, args)
+            for leak in LEAKS:
+                self.assertNotIn(leak, err, args)
+        # a script without fn logits
+        rc, out, err = ein("sample", os.path.join(EXAMPLES, "scripts", "linear_regression.ein"))
+        self.assertEqual(rc, 1, (out, err))
+        for leak in LEAKS:
+            self.assertNotIn(leak, err)
+
+
+def main():
+    global EIN, EXAMPLES
+    EIN, EXAMPLES = sys.argv[1], sys.argv[2]
+    unittest.main(argv=[sys.argv[0]], verbosity=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,209 @@
+// `ein sample SCRIPT [WEIGHTS]`: text (or token ids) drawn from a trained model, as nanoGPT's
+// sample.py: the script's fn logits with weights from a checkpoint (a file, a training run's
+// checkpoint directory, or an `ein quantize` file), a prompt, a temperature and top-k, and the
+// tokens a second it drew them at. The sampling itself is ein::generate() (include/ein/trainer.h).
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+
+#include <ein/checkpoint.h>
+#include <ein/diagnostic.h>
+#include <ein/errors.h>
+#include <ein/quantize.h>
+#include <ein/trainer.h>
+#include <ein/training_checkpoint.h>
+#include <fmt/format.h>
+
+#include "api/train_report.h"
+#include "tools/script_command.h"
+
+namespace ein::cli {
+namespace {
+
+struct SampleFlags {
+  std::string file, weights, prompt, prompt_file, tokens, device = "auto", precision = "fp32";
+  std::vector<std::string> sets;
+  std::optional<int64_t> length;
+  std::optional<double> temperature;
+  int64_t top_k = 0, num_samples = 1;
+  uint64_t seed = 0;
+  bool quiet = false;
+};
+
+/// The checkpoint WEIGHTS names: the file itself, or a training run's latest good checkpoint
+/// when it is a directory (as `ein train --resume` picks it).
+std::string weights_file(const std::string& weights) {
+  if (!std::filesystem::is_directory(weights)) return weights;
+  const std::optional<LatestCheckpoint> latest = find_latest_checkpoint(weights);
+  if (!latest)
+    throw UserError(fmt::format("{}: no checkpoint of ein train in this directory", weights));
+  return latest->path;
+}
+
+/// "1,2,3" or "1 2 3" as token ids.
+std::vector<int64_t> parse_tokens(const std::string& text) {
+  std::vector<int64_t> ids;
+  std::string spaced = text;
+  std::replace(spaced.begin(), spaced.end(), ',', ' ');
+  std::istringstream in(spaced);
+  std::string word;
+  while (in >> word) {
+    size_t used = 0;
+    int64_t id = -1;
+    try {
+      id = std::stoll(word, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != word.size() || id < 0)
+      throw UserError(
+          fmt::format("--tokens {}: '{}' is not a token id (an integer >= 0)", text, word));
+    ids.push_back(id);
+  }
+  if (ids.empty()) throw UserError("--tokens: no token ids given");
+  return ids;
+}
+
+/// The prompt's tokens: --tokens, --prompt-file or --prompt as bytes, else the train block's
+/// `sample` prompt, else a newline (nanoGPT's default start).
+std::vector<int64_t> prompt_tokens(const SampleFlags& f, const TrainOptions& o, bool bytes) {
+  const int given = int{!f.tokens.empty()} + int{!f.prompt.empty()} + int{!f.prompt_file.empty()};
+  if (given > 1) throw UserError("give one of --prompt, --prompt-file and --tokens");
+  if (!f.tokens.empty()) return parse_tokens(f.tokens);
+  std::string text = o.sample.empty() ? "\n" : o.sample;
+  if (!f.prompt.empty()) text = f.prompt;
+  if (!f.prompt_file.empty()) {
+    std::ifstream in(f.prompt_file, std::ios::binary);
+    if (!in) throw UserError(fmt::format("--prompt-file {}: cannot open it", f.prompt_file));
+    text.assign(std::istreambuf_iterator<char>(in), {});
+    if (text.empty())
+      throw UserError(fmt::format("--prompt-file {}: the file is empty", f.prompt_file));
+  }
+  if (!bytes)
+    throw UserError(
+        "this script's data are token ids, not bytes: give the prompt as --tokens, e.g. --tokens "
+        "464,2068");
+  std::vector<int64_t> ids;
+  for (unsigned char c : text)
+    ids.push_back(c);
+  return ids;
+}
+
+int run_sample(const SampleFlags& f) {
+  try {
+    if (f.num_samples < 1)
+      throw UserError(fmt::format("--num-samples {}: expected at least 1", f.num_samples));
+    ScriptTrainOptions load;
+    load.device = select_device(f.device);
+    for (const script::Setting& s : parse_settings(f.sets))
+      load.sets.emplace_back(s.name, s.value);
+    load.seed = f.seed;
+    TrainScript script = load_train_script(f.file, load);
+    const TrainOptions& o = script.options;
+    if (!o.data || o.data->context < 1)
+      throw UserError(fmt::format(
+          "{}: sampling needs the train block's data (its context T is the window logits() reads)",
+          f.file));
+    const bool bytes = o.data->kind == "bytes";
+
+    std::string from = "the script's initial (random) parameters: no WEIGHTS given";
+    if (!f.weights.empty()) {
+      const std::string path = weights_file(f.weights);
+      const Checkpoint ck = load_safetensors(path);
+      try {
+        load_parameters(ck, script.model->parameters());
+      } catch (const RuntimeError& e) {
+        throw UserError(fmt::format("{}: {}", path, e.what()));
+      }
+      from = path;
+      if (auto step = ck.metadata.find("step"); step != ck.metadata.end())
+        from += fmt::format(" (step {})", step->second);
+      if (is_quantized(ck)) from += " (quantized, read as the values its codes stand for)";
+    }
+    if (f.precision == "bf16")
+      script.model->set_compute_dtype(DType::bf16);
+    else if (f.precision == "fp16")
+      script.model->set_compute_dtype(DType::f16);
+    else if (f.precision != "fp32")
+      throw UserError(fmt::format("--precision {}: expected fp32, bf16 or fp16", f.precision));
+
+    GenerateOptions g;
+    g.prompt = prompt_tokens(f, o, bytes);
+    g.length = f.length.value_or(o.sample_length > 0 ? o.sample_length : 256);
+    g.context = o.data->context;
+    g.temperature = f.temperature.value_or(o.temperature);
+    g.top_k = f.top_k;
+    double seconds = 0, first = 0;
+    for (int64_t i = 0; i < f.num_samples; ++i) {
+      g.seed = f.seed + static_cast<uint64_t>(i);
+      const Generated out = generate(*script.model, g);
+      seconds += out.seconds;
+      if (i == 0) first = out.first_seconds;
+      if (i > 0) std::cout << "---\n";
+      if (bytes) {
+        std::string text;
+        for (int64_t t : out.tokens)
+          text.push_back(static_cast<char>(t));
+        std::cout << detail::printable_utf8(text) << '\n';
+      } else {
+        std::cout << fmt::format("{}\n", fmt::join(out.tokens, " "));
+      }
+      std::cout.flush();
+    }
+    if (!f.quiet) {
+      const double drawn = static_cast<double>(g.length * f.num_samples);
+      std::cerr << fmt::format(
+          "ein sample: {} tokens in {:.3f} s, {:.1f} tokens/s on {} ({:.3f} s of it the first "
+          "token: tracing and compiling logits()); weights: {}\n",
+          g.length * f.num_samples, seconds, seconds > 0 ? drawn / seconds : 0.0, load.device.str(),
+          first, from);
+    }
+    return 0;
+  } catch (...) {
+    return report_error();
+  }
+}
+
+}  // namespace
+
+void add_sample_command(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<SampleFlags>();
+  CLI::App* c = app.add_subcommand(
+      "sample",
+      "Draw text from a trained model: the script's fn logits continued token by token.\n\n"
+      "WEIGHTS is a safetensors file (an ein train checkpoint, an --init file or an ein quantize\n"
+      "file, read dequantized) or a checkpoint directory (its latest good checkpoint). Each token\n"
+      "is drawn from the logits of the last T tokens (T: the train block's context) divided by\n"
+      "--temperature, among the --top-k most likely. Text goes to stdout (samples separated by\n"
+      "---), the tokens a second to stderr.\n\n"
+      "Examples:\n"
+      "  ein sample examples/gpt/byte_gpt.ein ck/ --prompt 'The ' --length 300\n"
+      "  ein sample examples/gpt/byte_gpt.ein gpt.q8_0.safetensors --temperature 0.8 --top-k 20 "
+      "--num-samples 3");
+  c->add_option("file", o->file, "the .ein script (its train block: fn logits, data)")->required();
+  c->add_option("weights", o->weights, "a safetensors file or a checkpoint directory");
+  c->add_option("--prompt", o->prompt,
+                "the text to continue (default: the block's sample prompt, else a newline)");
+  c->add_option("--prompt-file", o->prompt_file, "the text to continue, from a file");
+  c->add_option("--tokens", o->tokens, "the prompt as token ids: 1,2,3 (for a model of token ids)");
+  c->add_option("--length", o->length,
+                "tokens to draw (default: the block's sample_length, else 256)");
+  c->add_option("--temperature", o->temperature,
+                "divides the logits (default: the block's temperature; 0: the most likely token)");
+  c->add_option("--top-k", o->top_k, "draw among the k most likely tokens only (default 0: all)");
+  c->add_option("--num-samples", o->num_samples,
+                "samples to draw (default 1); sample i uses seed + i");
+  c->add_option("--seed", o->seed,
+                "the draws (default 0; also the parameters' init without WEIGHTS)");
+  c->add_option("--set", o->sets, "override a dim or let, as ein train's --set");
+  c->add_option("--device", o->device, "auto (default), cpu, cuda or cuda:N");
+  c->add_option("--precision", o->precision, "fp32 (default), bf16 or fp16");
+  c->add_flag("--quiet", o->quiet, "no tokens/s line on stderr");
+  c->callback([o, &exit_code] { exit_code = run_sample(*o); });
+}
+
+}  // namespace ein::cli
