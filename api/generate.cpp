@@ -76,6 +76,7 @@ Generated generate(Trainable& model, const GenerateOptions& o) {
   std::mt19937_64 rng(o.seed);
   const int64_t T = o.context;
   const auto start = Clock::now();
+  auto drawn = start;  // when the last token was drawn
   for (int64_t i = 0; i < o.length; ++i) {
     const int64_t n = std::min<int64_t>(static_cast<int64_t>(g.tokens.size()), T);
     Tensor x = zeros({1, T}, DType::i64);
@@ -96,9 +97,12 @@ Generated generate(Trainable& model, const GenerateOptions& o) {
         draw_weights(logits.data<double>() + (n - 1) * V, V, o, position);
     std::discrete_distribution<int64_t> pick(weights.begin(), weights.end());
     g.tokens.push_back(pick(rng));
-    if (i == 0) g.first_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    const auto now = Clock::now();
+    g.token_seconds.push_back(std::chrono::duration<double>(now - drawn).count());
+    drawn = now;
   }
   g.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (!g.token_seconds.empty()) g.first_seconds = g.token_seconds.front();
   return g;
 }
 

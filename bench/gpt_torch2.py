@@ -69,12 +69,15 @@ class GPT(nn.Module):
             if p.dim() > 1:
                 nn.init.normal_(p, std=0.02)
 
-    def forward(self, idx, targets):
+    def logits(self, idx):
         t = idx.shape[1]
         x = self.wte(idx) + self.wpe(torch.arange(t, device=idx.device))
         for block in self.blocks:
             x = block(x)
-        logits = self.ln_f(x) @ self.wte.weight.T
+        return self.ln_f(x) @ self.wte.weight.T
+
+    def forward(self, idx, targets):
+        logits = self.logits(idx)
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
 

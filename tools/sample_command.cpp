@@ -138,11 +138,14 @@ int run_sample(const SampleFlags& f) {
     g.temperature = f.temperature.value_or(o.temperature);
     g.top_k = f.top_k;
     double seconds = 0, first = 0;
+    std::vector<double> warm;  // every draw's time but the process's first
     for (int64_t i = 0; i < f.num_samples; ++i) {
       g.seed = f.seed + static_cast<uint64_t>(i);
       const Generated out = generate(*script.model, g);
       seconds += out.seconds;
       if (i == 0) first = out.first_seconds;
+      warm.insert(warm.end(), out.token_seconds.begin() + (i == 0 && g.length > 0),
+                  out.token_seconds.end());
       if (i > 0) std::cout << "---\n";
       if (bytes) {
         std::string text;
@@ -155,12 +158,17 @@ int run_sample(const SampleFlags& f) {
       std::cout.flush();
     }
     if (!f.quiet) {
-      const double drawn = static_cast<double>(g.length * f.num_samples);
+      std::string rate = "one token";
+      if (!warm.empty()) {
+        std::nth_element(warm.begin(), warm.begin() + warm.size() / 2, warm.end());
+        const double median = warm[warm.size() / 2];
+        rate = fmt::format("{:.3f} ms a token (median; {:.1f} tokens/s) after the first", 1e3 * median,
+                           median > 0 ? 1 / median : 0.0);
+      }
       std::cerr << fmt::format(
-          "ein sample: {} tokens in {:.3f} s, {:.1f} tokens/s on {} ({:.3f} s of it the first "
-          "token: tracing and compiling logits()); weights: {}\n",
-          g.length * f.num_samples, seconds, seconds > 0 ? drawn / seconds : 0.0, load.device.str(),
-          first, from);
+          "ein sample: {} tokens in {:.3f} s: {}, which took {:.3f} s (tracing and compiling "
+          "logits()); on {}; weights: {}\n",
+          g.length * f.num_samples, seconds, rate, first, load.device.str(), from);
     }
     return 0;
   } catch (...) {

@@ -283,6 +283,7 @@ struct Generated {
   std::vector<int64_t> tokens;  ///< the prompt, then the tokens drawn
   double seconds = 0;           ///< all of it: logits() calls and draws
   double first_seconds = 0;     ///< the first token's share (a first call traces and compiles)
+  std::vector<double> token_seconds;  ///< each draw's time, logits() call included
 };
 
 /// Continues options.prompt by options.length tokens, each drawn from model.logits() of the

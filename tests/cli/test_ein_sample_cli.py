@@ -53,11 +53,15 @@ class Sample(unittest.TestCase):
         out, err = self.sample(self.ck)
         self.assertEqual(out, self.trained_sample)
         self.assertTrue(out.startswith("The "), out)
-        m = re.search(r"ein sample: 300 tokens in [\d.]+ s, ([\d.]+) tokens/s on cpu "
-                      r"\([\d.]+ s of it the first token.*\); weights: (.*)", err)
+        m = re.search(r"ein sample: 300 tokens in ([\d.]+) s: ([\d.]+) ms a token \(median; "
+                      r"([\d.]+) tokens/s\) after the first, which took ([\d.]+) s .*; on cpu; "
+                      r"weights: (.*)", err)
         self.assertIsNotNone(m, err)
-        self.assertGreater(float(m.group(1)), 0)
-        self.assertIn("step_30.safetensors (step 30)", m.group(2))
+        total, ms, rate, first = (float(m.group(i)) for i in range(1, 5))
+        self.assertGreater(rate, 0)
+        self.assertAlmostEqual(rate * ms, 1000, delta=10)
+        self.assertLessEqual(first + 299 * ms / 1000 * 0.5, total)  # at least half of the rest
+        self.assertIn("step_30.safetensors (step 30)", m.group(5))
         # the file itself, as the directory's latest, gives the same text
         self.assertEqual(self.sample(self.step, "--quiet")[0], out)
 

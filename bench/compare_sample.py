@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""`ein sample` against PyTorch 2 sampling from the same checkpoint as nanoGPT's sample.py does
+(bench/sample_torch2.py: eager and torch.compile), side by side in each round; and whether the
+two draw the same greedy text. bench/compare_sample.sh makes the virtual environment.
+
+    python3 bench/compare_sample.py --ein build/bin/ein --python VENV/bin/python
+        [--rounds 3] [--length 200] [--train-steps 60] [--config "T L H D" ...]
+
+Per config: `ein train` of examples/gpt/byte_gpt.ein (B=8) for --train-steps steps writes the
+checkpoint both sides read; the prompt is the corpus's first T bytes, so every draw reads a
+full window of T tokens on both sides (ein always does; nanoGPT's loop crops to the last T).
+Each round runs ein, torch eager and torch.compile once each, in an order that rotates per
+round, on 2 threads, drawing --length tokens greedily (temperature 0). Tokens/s is one over
+the median time of a draw (ein sample's own median, after its first draw, which traces and
+compiles; torch's after its first two: torch.compile compiles in both). The
+ratios are ein's tokens/s over the other's, per round, and their median. "Same text" counts the
+drawn bytes up to the first difference between ein and torch eager (ASCII output compared).
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(ROOT, "examples", "gpt", "byte_gpt.ein")
+CORPUS = os.path.join(ROOT, "examples", "gpt", "corpus.txt")
+CONFIGS = ["64 2 4 128", "256 6 8 512"]
+
+
+def sets(config):
+    t, l, h, d = config.split()
+    return [x for name, value in zip("TLHDB", (t, l, h, d, "8")) for x in ("--set", f"{name}={value}")]
+
+
+def run(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
+    if r.returncode != 0:
+        sys.exit(f"failed: {' '.join(cmd)}\n{r.stderr}")
+    return r
+
+
+def ein_sample(a, config, ck, prompt):
+    r = run([a.ein, "sample", SCRIPT, ck, *sets(config), "--prompt-file", prompt, "--length",
+             str(a.length), "--temperature", "0", "--device", "cpu"])
+    m = re.search(r"ein sample: \d+ tokens in [\d.]+ s: ([\d.]+) ms a token \(median.*"
+                  r"which took ([\d.]+) s", r.stderr)
+    if not m:
+        sys.exit(f"no timing line from ein sample:\n{r.stderr}")
+    return 1e3 / float(m.group(1)), float(m.group(2)), r.stdout[:-1]  # less print's newline
+
+
+def torch_sample(a, config, ck, prompt, compiled):
+    t, l, h, d = config.split()
+    cmd = [a.python, os.path.join(ROOT, "bench", "sample_torch2.py"), ck, "--prompt-file", prompt,
+           "--length", str(a.length), "--T", t, "--L", l, "--H", h, "--D", d, "--threads", "2"]
+    out = json.loads(run(cmd + (["--compile"] if compiled else [])).stdout.strip().splitlines()[-1])
+    times = out["token_seconds"]
+    return 1 / statistics.median(times[2:]), times[0], out["tokens"]
+
+
+def same_prefix(ein_text, prompt_len, tokens):
+    """Drawn bytes equal on both sides, up to the first difference or non-ASCII byte."""
+    ours = ein_text.encode("utf-8", errors="replace")[prompt_len:]
+    theirs = bytes(tokens[prompt_len:])
+    n = 0
+    while n < min(len(ours), len(theirs)) and ours[n] == theirs[n] and ours[n] < 128:
+        n += 1
+    return n
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--ein", required=True)
+    p.add_argument("--python", required=True, help="a Python with torch 2 (compare_sample.sh makes one)")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--length", type=int, default=200)
+    p.add_argument("--train-steps", type=int, default=60)
+    p.add_argument("--config", action="append", help='"T L H D" (default: the two of CONFIGS)')
+    a = p.parse_args()
+    with tempfile.TemporaryDirectory(prefix="ein_compare_sample_") as tmp:
+        for config in a.config or CONFIGS:
+            t = int(config.split()[0])
+            ck = os.path.join(tmp, config.replace(" ", "_"))
+            run([a.ein, "train", SCRIPT, *sets(config), "--steps", str(a.train_steps), "--quiet",
+                 "--checkpoint", ck, "--device", "cpu"])
+            prompt = os.path.join(tmp, "prompt.txt")
+            with open(CORPUS, "rb") as f, open(prompt, "wb") as out:
+                out.write(f.read(t))
+            step = os.path.join(ck, f"step_{a.train_steps}.safetensors")
+            runs = {"ein": [], "torch eager": [], "torch compile": []}
+            firsts = {k: [] for k in runs}
+            texts = {}
+            names = list(runs)
+            for r in range(a.rounds):
+                for name in names[r % 3:] + names[:r % 3]:
+                    if name == "ein":
+                        rate, first, text = ein_sample(a, config, step, prompt)
+                    else:
+                        rate, first, text = torch_sample(a, config, step, prompt, name == "torch compile")
+                    runs[name].append(rate)
+                    firsts[name].append(first)
+                    texts[name] = text
+            tl, l, h, d = config.split()
+            print(f"\n#### T L H D = {tl} {l} {h} {d}: {a.length} tokens drawn greedily, "
+                  f"{a.rounds} rounds, after {a.train_steps} training steps\n")
+            print("| run | tokens/s (median of rounds) | first draw s (median) | ein/this tokens/s per round | median |")
+            print("|---|---:|---:|---|---:|")
+            for name in names:
+                ratios = [e / o for e, o in zip(runs["ein"], runs[name])]
+                print(f"| {name} | {statistics.median(runs[name]):.1f} | "
+                      f"{statistics.median(firsts[name]):.3f} | "
+                      f"{' '.join(f'{x:.2f}' for x in ratios)} | {statistics.median(ratios):.2f} |")
+            same = same_prefix(texts["ein"], t, texts["torch eager"])
+            print(f"\nsame greedy text as torch eager: {same} of {a.length} drawn bytes"
+                  f"{'' if same == a.length else ' (then they differ, or a non-ASCII byte)'}")
+
+
+if __name__ == "__main__":
+    main()
