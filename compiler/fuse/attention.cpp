@@ -216,7 +216,13 @@ Match match_at(const Graph& g, int y, Expander*& keep, std::vector<std::unique_p
         !e.same(mx.args[0], sub.args[0]))
       throw NoAttention{"the exp's argument is not x - max(x) over the key axis"};
     const int x = sub.args[0];
-    // The scores: the one contraction leaf of x placed as a permutation of the X dims.
+    // The scores: the one contraction leaf of x placed as a permutation of the X dims (those
+    // of size 1 at no X dim, as place() reads them).
+    const Shape& x_shape = g.nodes[po.source].shape;
+    std::vector<int> placed = iota_x;
+    for (int d = 0; d < rank; ++d)
+      if (x_shape[d] == 1) placed[d] = -1;
+    std::sort(placed.begin(), placed.end());
     int scores = -1;
     std::vector<int> scores_axes;
     std::vector<int> stack{x};
@@ -228,7 +234,7 @@ Match match_at(const Graph& g, int y, Expander*& keep, std::vector<std::unique_p
         if (g.nodes[sy.node].op != GraphOp::contract) continue;
         std::vector<int> sorted = sy.axes;
         std::sort(sorted.begin(), sorted.end());
-        if (sorted != iota_x) continue;
+        if (sorted != placed) continue;
         if (scores >= 0 && (scores != sy.node || scores_axes != sy.axes))
           throw NoAttention{"the logits read two contractions"};
         scores = sy.node;
@@ -237,6 +243,13 @@ Match match_at(const Graph& g, int y, Expander*& keep, std::vector<std::unique_p
       stack.insert(stack.end(), sy.args.begin(), sy.args.end());
     }
     if (scores < 0) throw NoAttention{"the logits read no contraction over all of p's dims"};
+    // The scores' dims of size 1 take the X dims of size 1, in order: which goes where moves
+    // no element.
+    for (int d = 0, at = 0; d < rank; ++d)
+      if (x_shape[d] == 1) {
+        while (scores_axes[at] != -1) ++at;
+        scores_axes[at++] = d;
+      }
     // Second pass with the scores known: dependence flags and the interior nodes.
     owned_expander = std::make_unique<Expander>(g, rank);
     Expander& e2 = *owned_expander;

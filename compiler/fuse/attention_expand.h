@@ -173,7 +173,8 @@ class Expander {
   }
 
   /// Whether reduce node `id`, read with its dims at X dims rx, is a softmax's row max or sum:
-  /// a max or sum over the key axis (X's last dim) alone, broadcast back along it. Other
+  /// a max or sum over the key axis (X's last dim) alone, broadcast back along it (a dim of
+  /// size 1, a batch of one, may be read at no X dim: a view reads it at stride 0). Other
   /// reductions stay opaque leaves.
   bool softmax_reduce(int id, const std::vector<int>& rx) const {
     const GraphNode& n = g_.nodes[id];
@@ -185,9 +186,10 @@ class Expander {
       return false;
     for (size_t i = 0; i < a.out_order.size(); ++i)
       if (a.out_order[i] != static_cast<int>(i)) return false;
-    std::vector<int> rows(rank_ - 1);
-    std::iota(rows.begin(), rows.end(), 0);
-    return rx == rows;
+    if (rx.size() != static_cast<size_t>(rank_ - 1)) return false;
+    for (int d = 0; d < rank_ - 1; ++d)  // each row dim at its own X dim; size 1: maybe at none
+      if (rx[d] != d && !(rx[d] == -1 && in[d] == 1)) return false;
+    return true;
   }
 
   int expand_reduce(int id, const std::vector<int>& rx) {

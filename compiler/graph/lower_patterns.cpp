@@ -119,8 +119,19 @@ void lower_einsum(GraphBuilder& b, const Recipe& r, const std::vector<TensorType
     live.push_back(b.add(GraphOp::view, {x}, sizes, dtype, std::move(view)));
     labels.push_back(std::move(ids));
   }
-  const std::vector<int> out = output_ids(r);
+  std::vector<int> out = output_ids(r);
   if (live.size() > 1) {
+    // A size-1 axis of the output that every input has (a batch of one, as when sampling) stays
+    // an axis of the contractions, as a longer one would: the graph then has the shape it has
+    // at any batch, which the attention recogniser (compiler/fuse/attention.h) relies on.
+    out.clear();
+    for (const auto& group : r.output_groups)
+      for (int id : group) {
+        bool everywhere = true;
+        for (const auto& l : labels)
+          everywhere = everywhere && std::find(l.begin(), l.end(), id) != l.end();
+        if (r.axes[id].size != 1 || everywhere) out.push_back(id);
+      }
     std::vector<int64_t> sizes;
     for (const ElementaryAxis& a : r.axes)
       sizes.push_back(a.size);
