@@ -10,6 +10,7 @@
 #include <ein/checkpoint.h>
 #include <ein/diagnostic.h>
 #include <ein/errors.h>
+#include <ein/flop_counter.h>
 #include <ein/ops.h>
 #include <ein/quantize.h>
 #include <ein/trainer.h>
@@ -75,6 +76,7 @@ Generated generate(Trainable& model, const GenerateOptions& o) {
   g.tokens = o.prompt;
   std::mt19937_64 rng(o.seed);
   const int64_t T = o.context;
+  FlopCounter counter;
   const auto start = Clock::now();
   auto drawn = start;  // when the last token was drawn
   for (int64_t i = 0; i < o.length; ++i) {
@@ -103,6 +105,7 @@ Generated generate(Trainable& model, const GenerateOptions& o) {
   }
   g.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (!g.token_seconds.empty()) g.first_seconds = g.token_seconds.front();
+  g.flops = counter.totals().flops;
   return g;
 }
 

@@ -206,7 +206,7 @@ std::vector<Tensor> run_recorded(const std::shared_ptr<const Graph>& graph,
 
 std::vector<Tensor> run_recorded(const std::shared_ptr<const Graph>& graph, const Graph& fused,
                                  const std::vector<Tensor>& inputs,
-                                 const std::vector<int>& blocks) {
+                                 const std::vector<int>& blocks, const GraphCharges* charges) {
   std::vector<Tensor> detached;
   std::vector<bool> needs_grad;
   bool any = false;
@@ -215,7 +215,9 @@ std::vector<Tensor> run_recorded(const std::shared_ptr<const Graph>& graph, cons
     needs_grad.push_back(x.requires_grad() && kFloatDTypes.contains(x.dtype()));
     any = any || needs_grad.back();
   }
-  if (!any || !grad_enabled()) return execute(fused, std::move(detached));
+  if (!any || !grad_enabled())
+    return charges ? execute(fused, std::move(detached), *charges)
+                   : execute(fused, std::move(detached));
   std::vector<bool> weights;
   for (const Tensor& x : inputs)
     weights.push_back(x.requires_grad() && x.is_leaf());

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/cost/charges.h"
 #include "compiler/graph/graph.h"
 #include <ein/autograd.h>
 #include <ein/tensor.h>
@@ -23,10 +24,13 @@ std::vector<Tensor> run_recorded(const std::shared_ptr<const Graph>& graph,
 /// The same, computing the outputs with `fused` (fuse(*graph), cached by the caller) when
 /// nothing is recorded; when something is, with the backward plan's own fusion of `graph`
 /// (which also returns the values the backward reads). `blocks` (per node of `graph`, the module of a list
-/// it belongs to, -1 none; empty: no blocks) is what Recompute::blocks checkpoints.
+/// it belongs to, -1 none; empty: no blocks) is what Recompute::blocks checkpoints. `charges`
+/// (fused_charges() of `fused`), when given, is what a FlopCounter counts while `fused` runs
+/// unrecorded: the unfused graph's work, as ein report and a recorded run count it.
 std::vector<Tensor> run_recorded(const std::shared_ptr<const Graph>& graph, const Graph& fused,
                                  const std::vector<Tensor>& inputs,
-                                 const std::vector<int>& blocks = {});
+                                 const std::vector<int>& blocks = {},
+                                 const GraphCharges* charges = nullptr);
 
 /// A hand-written backward: the gradients of the op's inputs (one per input; undefined: none)
 /// from its outputs' gradients (one per output; undefined: zero). Runs under NoGrad.

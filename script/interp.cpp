@@ -178,7 +178,8 @@ std::vector<int> blocks_of(const Traced& t) {
 
 std::vector<Tensor> Interpreter::run(const Traced& t, const std::vector<Tensor>& args,
                                      uint64_t stream) {
-  return run_recorded(t.graph, t.fused ? *t.fused : *t.graph, feed(t, args, stream), t.blocks);
+  return run_recorded(t.graph, t.fused ? *t.fused : *t.graph, feed(t, args, stream), t.blocks,
+                      t.charges.get());
 }
 
 std::vector<Tensor> Interpreter::feed(const Traced& t, const std::vector<Tensor>& args,

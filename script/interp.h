@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/cost/charges.h"
 #include "script/script.h"
 #include "script/value.h"
 #include <ein/shape_check.h>
@@ -66,6 +67,9 @@ struct Traced {
   std::vector<int> tags;      ///< per node: its index into wheres (-1: none)
   std::vector<Where> wheres;
   std::shared_ptr<const Graph> fused;  ///< fuse(*graph): what runs forward (null: graph)
+  /// What running `fused` charges a FlopCounter without autograd: the unfused graph's work,
+  /// node by node (compiler/cost/charges.h), as ein report counts it (null: fused's own).
+  std::shared_ptr<const GraphCharges> charges;
   std::vector<Feed> feeds;
   std::vector<int> blocks;  ///< per node: its block (blocks_of), -1 outside every block
 };

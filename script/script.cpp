@@ -86,7 +86,10 @@ const Traced& Program::traced(const std::string& fn, const std::vector<TensorTyp
   auto it = state_->traced.find(key);
   if (it == state_->traced.end()) {
     Traced t = impl_->trace(impl_->function(fn), types, training);
-    t.fused = std::make_shared<const Graph>(compile_graph(*t.graph, {}).fused);  // runs fused
+    CompiledGraph c = compile_graph(*t.graph, {});
+    t.fused = std::make_shared<const Graph>(std::move(c.fused));  // runs fused
+    t.charges = std::make_shared<const GraphCharges>(
+        fused_charges(*t.fused, c.graph, c.fused_source));
     it = state_->traced.emplace(key, std::move(t)).first;
   }
   return it->second;

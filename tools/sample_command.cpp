@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "api/train_report.h"
+#include "tools/cli_format.h"
 #include "tools/script_command.h"
 
 namespace ein::cli {
@@ -137,12 +138,13 @@ int run_sample(const SampleFlags& f) {
     g.context = o.data->context;
     g.temperature = f.temperature.value_or(o.temperature);
     g.top_k = f.top_k;
-    double seconds = 0, first = 0;
+    double seconds = 0, first = 0, flops = 0;
     std::vector<double> warm;  // every draw's time but the process's first
     for (int64_t i = 0; i < f.num_samples; ++i) {
       g.seed = f.seed + static_cast<uint64_t>(i);
       const Generated out = generate(*script.model, g);
       seconds += out.seconds;
+      flops += static_cast<double>(out.flops);
       if (i == 0) first = out.first_seconds;
       warm.insert(warm.end(), out.token_seconds.begin() + (i == 0 && g.length > 0),
                   out.token_seconds.end());
@@ -165,10 +167,12 @@ int run_sample(const SampleFlags& f) {
         rate = fmt::format("{:.3f} ms a token (median; {:.1f} tokens/s) after the first", 1e3 * median,
                            median > 0 ? 1 / median : 0.0);
       }
+      const int64_t tokens = g.length * f.num_samples;
       std::cerr << fmt::format(
           "ein sample: {} tokens in {:.3f} s: {}, which took {:.3f} s (tracing and compiling "
-          "logits()); on {}; weights: {}\n",
-          g.length * f.num_samples, seconds, rate, first, load.device.str(), from);
+          "logits()); {} a token (fn logits over a window of {}), {}; on {}; weights: {}\n",
+          tokens, seconds, rate, first, grouped(tokens ? flops / static_cast<double>(tokens) : 0) + " FLOPs",
+          g.context, si(seconds > 0 ? flops / seconds : 0, "FLOP/s"), load.device.str(), from);
     }
     return 0;
   } catch (...) {

@@ -284,6 +284,9 @@ struct Generated {
   double seconds = 0;           ///< all of it: logits() calls and draws
   double first_seconds = 0;     ///< the first token's share (a first call traces and compiles)
   std::vector<double> token_seconds;  ///< each draw's time, logits() call included
+  /// FLOPs the logits() calls ran (FlopCounter's count, on the calling thread): per token,
+  /// the forward of the model over a whole window, as `ein report --fn train.logits` counts it.
+  int64_t flops = 0;
 };
 
 /// Continues options.prompt by options.length tokens, each drawn from model.logits() of the

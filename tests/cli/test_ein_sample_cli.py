@@ -7,6 +7,7 @@ refuses, each with a clear message and no crash.
 Usage: test_ein_sample_cli.py EIN_BINARY EXAMPLES_DIR
 """
 
+import json
 import os
 import re
 import shutil
@@ -64,6 +65,18 @@ class Sample(unittest.TestCase):
         self.assertIn("step_30.safetensors (step 30)", m.group(5))
         # the file itself, as the directory's latest, gives the same text
         self.assertEqual(self.sample(self.step, "--quiet")[0], out)
+
+    def test_flops_are_what_ein_report_counts(self):
+        # Accounting: a token costs the forward of fn logits over the window, counted by the
+        # runtime as ein report predicts it (fused attention and all).
+        _, err = self.sample(self.step, "--length", "3")
+        m = re.search(r"([\d,]+) FLOPs a token \(fn logits over a window of 16\)", err)
+        self.assertIsNotNone(m, err)
+        rc, out, rerr = ein("report", self.script, *TINY, "--fn", "train.logits", "--format", "json")
+        self.assertEqual(rc, 0, rerr)
+        report = json.loads(out)
+        self.assertEqual(int(m.group(1).replace(",", "")), report["flops"]["forward"])
+        self.assertGreater(report["flops"]["forward"], report["flops"]["forward_matmul"])
 
     def test_greedy_top_k_and_seeds(self):
         greedy, _ = self.sample(self.step, "--temperature", "0", "--length", "60", "--prompt", "the ")
