@@ -67,6 +67,33 @@ std::vector<double> draw_weights(const double* row, int64_t V, const GenerateOpt
   return weights;
 }
 
+/// The logits after the last of `tokens` from logits() of the last T of them (right-padded
+/// with token 0 while there are fewer), as f64 on the CPU; `V` receives the vocabulary.
+Tensor window_logits(Trainable& model, const std::vector<int64_t>& tokens, int64_t T,
+                     int64_t& V) {
+  const int64_t n = std::min<int64_t>(static_cast<int64_t>(tokens.size()), T);
+  Tensor x = zeros({1, T}, DType::i64);
+  std::copy(tokens.end() - n, tokens.end(), x.data<int64_t>());
+  const Tensor logits = model.logits(x).to(cpu()).to(DType::f64).contiguous();
+  if (logits.dim() != 3 || logits.shape()[0] != 1 || logits.shape()[1] != T)
+    throw UserError(
+        fmt::format("generate: logits() of tokens (1, {}) gave shape {}; expected (1, {}, V)", T,
+                    shape_str(logits.shape()), T));
+  V = logits.shape()[2];
+  return logits.select(1, n - 1).select(0, 0);
+}
+
+/// The same from the decoder, which takes the tokens it has not seen yet (the prompt at first,
+/// then each drawn one).
+Tensor decoded_logits(Decoder& decoder, const std::vector<int64_t>& tokens, int64_t& V) {
+  Tensor last;
+  for (int64_t p = decoder.position(); p < static_cast<int64_t>(tokens.size()); ++p)
+    last = decoder.next(tokens[static_cast<size_t>(p)]);
+  last = last.to(cpu()).to(DType::f64).contiguous();
+  V = last.numel();
+  return last;
+}
+
 }  // namespace
 
 Generated generate(Trainable& model, const GenerateOptions& o) {
@@ -76,27 +103,29 @@ Generated generate(Trainable& model, const GenerateOptions& o) {
   g.tokens = o.prompt;
   std::mt19937_64 rng(o.seed);
   const int64_t T = o.context;
+  std::unique_ptr<Decoder> decoder;
+  if (o.cache && o.length > 0 && static_cast<int64_t>(o.prompt.size()) <= T) {
+    decoder = model.decoder(T, g.uncached);
+    if (decoder) g.cache_bytes = decoder->cache_bytes();
+  }
   FlopCounter counter;
   const auto start = Clock::now();
   auto drawn = start;  // when the last token was drawn
   for (int64_t i = 0; i < o.length; ++i) {
-    const int64_t n = std::min<int64_t>(static_cast<int64_t>(g.tokens.size()), T);
-    Tensor x = zeros({1, T}, DType::i64);
-    std::copy(g.tokens.end() - n, g.tokens.end(), x.data<int64_t>());
-    const Tensor logits = model.logits(x).to(cpu()).to(DType::f64).contiguous();
-    if (logits.dim() != 3 || logits.shape()[0] != 1 || logits.shape()[1] != T)
-      throw UserError(
-          fmt::format("generate: logits() of tokens (1, {}) gave shape {}; expected (1, {}, V)", T,
-                      shape_str(logits.shape()), T));
-    const int64_t V = logits.shape()[2];
+    int64_t V = 0;
+    const bool cached = decoder && static_cast<int64_t>(g.tokens.size()) <= T;
+    if (cached) g.cached_tokens = static_cast<int64_t>(g.tokens.size());
+    const int64_t before = counter.totals().flops;
+    const Tensor logits = cached ? decoded_logits(*decoder, g.tokens, V)
+                                 : window_logits(model, g.tokens, T, V);
+    if (cached) g.cached_flops += counter.totals().flops - before;
     if (i == 0)
       for (int64_t t : o.prompt)
         if (t >= V)
           throw UserError(fmt::format(
               "generate: the prompt holds token {}, beyond the model's vocabulary of {}", t, V));
     const int64_t position = static_cast<int64_t>(g.tokens.size()) - 1;
-    const std::vector<double> weights =
-        draw_weights(logits.data<double>() + (n - 1) * V, V, o, position);
+    const std::vector<double> weights = draw_weights(logits.data<double>(), V, o, position);
     std::discrete_distribution<int64_t> pick(weights.begin(), weights.end());
     g.tokens.push_back(pick(rng));
     const auto now = Clock::now();

@@ -232,6 +232,11 @@ Tensor Trainable::logits(const Tensor&) {
   throw UserError("this model has no logits() to sample from");
 }
 
+std::unique_ptr<Decoder> Trainable::decoder(int64_t, std::string& why) {
+  why = "the model has no decode step";
+  return nullptr;
+}
+
 Tensor Trainable::eval_loss(const std::vector<Tensor>& batch) {
   return loss(batch, 0);
 }

@@ -515,8 +515,10 @@ std::vector<Tensor> execute(const Graph& g, std::vector<Tensor> inputs,
 }
 
 std::vector<Tensor> execute_into(const Graph& g, std::vector<Tensor> inputs,
-                                 const std::vector<Tensor>& into) {
-  return run_graph(g, std::move(inputs), {}, nullptr, nullptr, &into);
+                                 const std::vector<Tensor>& into, const GraphCharges* charges) {
+  if (charges && charges->size() != g.nodes.size())
+    throw std::logic_error("execute_into: the charges do not match the graph");
+  return run_graph(g, std::move(inputs), {}, charges, nullptr, &into);
 }
 
 std::vector<Tensor> execute(const Graph& g, std::vector<Tensor> inputs,

@@ -36,8 +36,10 @@ std::vector<Tensor> execute(const Graph& graph, std::vector<Tensor> inputs,
 /// node makes it and run_fused() finds that safe (run_fused.h); the returned tensor is then
 /// into[k] itself, else a fresh one the caller copies. An optimizer's update writes the
 /// parameter and its state in place this way, not into fresh tensors copied back.
+/// `charges`, when given, as in execute() with charges.
 std::vector<Tensor> execute_into(const Graph& graph, std::vector<Tensor> inputs,
-                                 const std::vector<Tensor>& into);
+                                 const std::vector<Tensor>& into,
+                                 const GraphCharges* charges = nullptr);
 
 /// Called during execute() once per graph output, as soon as its value is final: the node that
 /// makes it has run and no later node reads it. Returning true takes the value (the callee may

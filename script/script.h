@@ -16,10 +16,15 @@
 #include <string>
 #include <vector>
 
+#include "compiler/decode/decode_step.h"
 #include "compiler/graph/graph.h"
 #include "compiler/graph/lower_patterns.h"
 #include "dsl/limits.h"
 #include <ein/tensor.h>
+
+namespace ein {
+class Decoder;  // include/ein/trainer.h
+}  // namespace ein
 
 namespace ein::script {
 
@@ -206,6 +211,13 @@ class Program {
   void set_compute_dtype(DType dtype);
   /// Logits for generation: `fn logits` of the train block, or the model's forward.
   Tensor logits(const Tensor& tokens);
+  /// The decode step of `fn logits` over windows of `context` tokens (compiler/decode/
+  /// decode_step.h: one token's row from key-value caches), nothing run; when there is none,
+  /// DecodeStep::why says why, naming the script's line.
+  DecodeStep decode_step(int64_t context);
+  /// `fn logits` one token at a time through that step (script/decoder.cpp); null, with `why`
+  /// saying why, without one or when an attention's mask lets a query see later keys.
+  std::unique_ptr<Decoder> decoder(int64_t context, std::string& why);
 
   Program(const Program&) = delete;
   Program& operator=(const Program&) = delete;

@@ -182,6 +182,31 @@ std::vector<Attention> find_attention(const script::TraceInfo& t) {
 
 }  // namespace
 
+/// What a token costs `ein sample` with and without the key-value cache, as the runtime
+/// counts it: the unfused step graph's and the window graph's FLOPs.
+DecodeCost decode_cost(script::Program& program) {
+  DecodeCost d;
+  const std::vector<std::string> fns = program.functions();
+  if (std::find(fns.begin(), fns.end(), "train.logits") == fns.end()) return d;
+  const std::vector<TensorType> types = program.example_types("train.logits");
+  if (types.size() != 1 || types[0].shape.size() != 2 || types[0].shape[0] != 1) return d;
+  d.has_logits = true;
+  d.context = types[0].shape[1];
+  d.window_flops = cost(program.trace("train.logits", types)).total.flops;
+  const DecodeStep step = program.decode_step(d.context);
+  d.why = step.why;
+  if (!step.derived()) return d;
+  const NodeCost total = cost(step.step).total;
+  d.flops = total.flops;
+  d.matmul_flops = total.matmul_flops;
+  d.bytes = total.bytes_read + total.bytes_written;
+  for (const CacheSlot& c : step.caches) {
+    d.cache_bytes += checked_numel(c.shape) * static_cast<int64_t>(element_size(c.dtype));
+    ++d.caches;
+  }
+  return d;
+}
+
 Report make_report(const std::string& file, const std::vector<script::Setting>& sets,
                    const ReportOptions& o) {
   Report r;
@@ -330,6 +355,8 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
       }
       r.owned_fraction.push_back(all > 0 ? own / all : 0);
     }
+
+  r.decode = decode_cost(*program);
 
   // 2. Forward costs.
   const GraphCost fwd = cost(g);

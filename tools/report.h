@@ -108,6 +108,19 @@ struct InferenceWeights {
   bool fits = true;         ///< bytes within one device's memory
 };
 
+/// Drawing one token with the key-value cache that `ein sample` derives from fn logits
+/// (compiler/decode/decode_step.h), against fn logits over the whole window (--no-cache).
+struct DecodeCost {
+  bool has_logits = false;    ///< the train block has fn logits(x: i64[1 T])
+  std::string why;            ///< why there is no decode step (empty: there is one)
+  int64_t context = 0;        ///< T: the window, the caches' rows
+  int64_t flops = 0, matmul_flops = 0;  ///< one token through the step
+  int64_t bytes = 0;          ///< the step's unfused reads and writes (weights included)
+  int64_t window_flops = 0;   ///< one token through fn logits over the window
+  int64_t cache_bytes = 0;    ///< every attention's keys and values, T rows each
+  int caches = 0;             ///< how many (two per attention layer)
+};
+
 /// Everything a report says.
 struct Report {
   std::string file, fn;
@@ -120,6 +133,7 @@ struct Report {
   std::vector<std::string> embedding_names;
   std::vector<std::string> tied;  ///< "NAME (also ALIAS, ...)"
   std::vector<InferenceWeights> inference;  ///< the weights in each inference format
+  DecodeCost decode;                        ///< sampling with the key-value cache
   // the dims formulas are written in, and those that repeat structure instead (layers)
   std::vector<script::DimInfo> dims;
   std::vector<std::string> structural_dims;

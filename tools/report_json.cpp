@@ -147,6 +147,20 @@ std::string render_json(const Report& r, const Summary& s) {
     inference.push_back(e);
   }
   j["memory"]["inference_weights"] = inference;
+  if (r.decode.has_logits) {
+    nlohmann::ordered_json d = {{"context", r.decode.context},
+                                {"window_flops_per_token", r.decode.window_flops}};
+    if (r.decode.why.empty()) {
+      d["flops_per_token"] = r.decode.flops;
+      d["matmul_flops_per_token"] = r.decode.matmul_flops;
+      d["bytes_per_token"] = r.decode.bytes;
+      d["cache_bytes"] = r.decode.cache_bytes;
+      d["caches"] = r.decode.caches;
+    } else {
+      d["no_cache"] = r.decode.why;
+    }
+    j["decode"] = d;
+  }
   json dims = json::object();
   for (const script::DimInfo& d : r.dims) dims[d.name] = d.value;
   j["dims"] = dims;

@@ -254,6 +254,27 @@ std::string render_text(const Report& r, const Summary& s, bool md) {
                   "docs/quantization.md has what q8_0 and q4_0 cost in loss.",
                   si(static_cast<double>(r.param_bytes), "B"), si(r.bandwidth, "B/s")));
 
+  if (r.decode.has_logits) {
+    const DecodeCost& d = r.decode;
+    h(fmt::format("Sampling: a token with the key-value cache (ein sample; fn logits, T = {})",
+                  d.context));
+    if (d.why.empty()) {
+      line(fmt::format(
+          "{} FLOPs a token ({} in contractions), {} of unfused reads and writes; fn logits over "
+          "the window (--no-cache, and every token once the tokens fill the window) costs {} "
+          "FLOPs, {:.3g}x more. The caches hold {}: {} tensors (keys and values of each "
+          "attention) of {} rows, written one row a token.",
+          grouped(static_cast<double>(d.flops)), grouped(static_cast<double>(d.matmul_flops)),
+          si(static_cast<double>(d.bytes), "B"), grouped(static_cast<double>(d.window_flops)),
+          d.flops > 0 ? static_cast<double>(d.window_flops) / static_cast<double>(d.flops) : 0.0,
+          si(static_cast<double>(d.cache_bytes), "B"), d.caches, d.context));
+    } else {
+      line(fmt::format("no key-value cache: {}. Each token costs fn logits over the window: {} "
+                       "FLOPs.",
+                       d.why, grouped(static_cast<double>(d.window_flops))));
+    }
+  }
+
   h("Time");
   if (r.tokens) {
     line(fmt::format("{} tokens: {} FLOPs (exact graph count), {} GPUs at {} dense {} FLOP/s, MFU {}",

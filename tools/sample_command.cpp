@@ -33,6 +33,7 @@ struct SampleFlags {
   int64_t top_k = 0, num_samples = 1;
   uint64_t seed = 0;
   bool quiet = false;
+  bool no_cache = false;
 };
 
 /// The checkpoint WEIGHTS names: the file itself, or a training run's latest good checkpoint
@@ -138,7 +139,11 @@ int run_sample(const SampleFlags& f) {
     g.context = o.data->context;
     g.temperature = f.temperature.value_or(o.temperature);
     g.top_k = f.top_k;
+    g.cache = !f.no_cache;
     double seconds = 0, first = 0, flops = 0;
+    int64_t cached = 0, cache_bytes = 0;
+    double cached_flops = 0;
+    std::string uncached;
     std::vector<double> warm;  // every draw's time but the process's first
     for (int64_t i = 0; i < f.num_samples; ++i) {
       g.seed = f.seed + static_cast<uint64_t>(i);
@@ -146,6 +151,10 @@ int run_sample(const SampleFlags& f) {
       seconds += out.seconds;
       flops += static_cast<double>(out.flops);
       if (i == 0) first = out.first_seconds;
+      cached += out.cached_tokens;
+      cached_flops += static_cast<double>(out.cached_flops);
+      cache_bytes = out.cache_bytes;
+      uncached = out.uncached;
       warm.insert(warm.end(), out.token_seconds.begin() + (i == 0 && g.length > 0),
                   out.token_seconds.end());
       if (i > 0) std::cout << "---\n";
@@ -168,11 +177,26 @@ int run_sample(const SampleFlags& f) {
                            median > 0 ? 1 / median : 0.0);
       }
       const int64_t tokens = g.length * f.num_samples;
+      // every token but the last one drawn goes into the model
+      const int64_t read = (static_cast<int64_t>(g.prompt.size()) + g.length - 1) * f.num_samples;
+      std::string how;
+      if (cached > 0)
+        how = fmt::format(
+            "key-value cache of {}: {} FLOPs a step, {}", si(static_cast<double>(cache_bytes), "B"),
+            grouped(cached_flops / static_cast<double>(cached)),
+            cached < read ? fmt::format("{} of {} tokens through it, the rest through fn logits "
+                                        "over a window of {}",
+                                        cached, read, g.context)
+                          : fmt::format("{} tokens through it, the prompt's included", cached));
+      else
+        how = fmt::format("fn logits over a window of {}{}", g.context,
+                          uncached.empty() ? std::string(", --no-cache")
+                                           : fmt::format("; no key-value cache: {}", uncached));
       std::cerr << fmt::format(
           "ein sample: {} tokens in {:.3f} s: {}, which took {:.3f} s (tracing and compiling "
-          "logits()); {} a token (fn logits over a window of {}), {}; on {}; weights: {}\n",
+          "logits()); {} a token drawn ({}), {}; on {}; weights: {}\n",
           tokens, seconds, rate, first, grouped(tokens ? flops / static_cast<double>(tokens) : 0) + " FLOPs",
-          g.context, si(seconds > 0 ? flops / seconds : 0, "FLOP/s"), load.device.str(), from);
+          how, si(seconds > 0 ? flops / seconds : 0, "FLOP/s"), load.device.str(), from);
     }
     return 0;
   } catch (...) {
@@ -190,8 +214,10 @@ void add_sample_command(CLI::App& app, int& exit_code) {
       "WEIGHTS is a safetensors file (an ein train checkpoint, an --init file or an ein quantize\n"
       "file, read dequantized) or a checkpoint directory (its latest good checkpoint). Each token\n"
       "is drawn from the logits of the last T tokens (T: the train block's context) divided by\n"
-      "--temperature, among the --top-k most likely. Text goes to stdout (samples separated by\n"
-      "---), the tokens a second to stderr.\n\n"
+      "--temperature, among the --top-k most likely. While the tokens fit in one window, each\n"
+      "comes from a key-value cache: a decode step derived from fn logits's graph computes the\n"
+      "new token's row alone (--no-cache: fn logits over the window every token). Text goes to\n"
+      "stdout (samples separated by ---), the tokens a second to stderr.\n\n"
       "Examples:\n"
       "  ein sample examples/gpt/byte_gpt.ein ck/ --prompt 'The ' --length 300\n"
       "  ein sample examples/gpt/byte_gpt.ein gpt.q8_0.safetensors --temperature 0.8 --top-k 20 "
@@ -215,6 +241,9 @@ void add_sample_command(CLI::App& app, int& exit_code) {
   c->add_option("--device", o->device, "auto (default), cpu, cuda or cuda:N");
   c->add_option("--precision", o->precision, "fp32 (default), bf16 or fp16");
   c->add_flag("--quiet", o->quiet, "no tokens/s line on stderr");
+  c->add_flag("--no-cache", o->no_cache,
+              "recompute fn logits over the whole window for every token instead of drawing "
+              "from its key-value cache (the decode step derived from it)");
   c->callback([o, &exit_code] { exit_code = run_sample(*o); });
 }
 

@@ -55,6 +55,8 @@ struct NamedTensor {
 /// What a Trainer trains: like a torch.nn.Module with its loss and optimizer attached.
 /// Implement parameters(), loss() and optimizer_step(); batch() unless TrainOptions::data
 /// gives token batches; the rest only for the features that need them.
+class Decoder;  // below: logits() one token at a time
+
 class Trainable {
  public:
   virtual ~Trainable() = default;
@@ -89,10 +91,34 @@ class Trainable {
   virtual void set_compute_dtype(DType dtype);
   /// Next-token logits (1 T V) for tokens (1 T), for Trainer::sample(). Default: UserError.
   virtual Tensor logits(const Tensor& tokens);
+  /// A Decoder of logits() for windows of `context` tokens: one token at a time from a
+  /// key-value cache, for generate(). Null, with `why` saying why, when the model has none
+  /// (the default: "the model has no decode step").
+  virtual std::unique_ptr<Decoder> decoder(int64_t context, std::string& why);
   /// The loss on one batch as in evaluation (torch's model.eval(): no dropout), for
   /// Trainer::evaluate(); called inside a NoGrad scope. Default: loss(batch, 0), which is right
   /// for a model without random draws.
   virtual Tensor eval_loss(const std::vector<Tensor>& batch);
+};
+
+/// logits() one token at a time: each call takes the next token and gives the logits of the
+/// one after it, as logits() of the window of the tokens so far gives at its last row, but
+/// from a key-value cache of the earlier rows instead of recomputing them
+/// (compiler/decode/decode_step.h). It holds up to capacity() tokens, the window's length.
+class Decoder {
+ public:
+  virtual ~Decoder() = default;
+  /// Logits (V) after `token`, which takes position position(); advances it. UserError past
+  /// capacity().
+  virtual Tensor next(int64_t token) = 0;
+  /// How many tokens it has taken: the next one's position.
+  virtual int64_t position() const = 0;
+  /// How many tokens it holds at most: the window's length T.
+  virtual int64_t capacity() const = 0;
+  /// The bytes of its key and value caches.
+  virtual int64_t cache_bytes() const = 0;
+  /// Forgets every token (position 0 again).
+  virtual void reset() = 0;
 };
 
 /// Token batches from a file: `x` windows of `context` tokens and `y` the same shifted by one.
@@ -276,6 +302,9 @@ struct GenerateOptions {
   double temperature = 1.0;     ///< logits are divided by it; 0 takes the most likely token
   int64_t top_k = 0;            ///< draw among the k most likely tokens only (0: among all)
   uint64_t seed = 0;            ///< the draws (std::mt19937_64)
+  /// Draw from the model's Decoder (its key-value cache) while the tokens fit in one window;
+  /// false, or a model without one: logits() of the whole window for every token.
+  bool cache = true;
 };
 
 /// What generate() produced, and how long it took.
@@ -284,16 +313,27 @@ struct Generated {
   double seconds = 0;           ///< all of it: logits() calls and draws
   double first_seconds = 0;     ///< the first token's share (a first call traces and compiles)
   std::vector<double> token_seconds;  ///< each draw's time, logits() call included
-  /// FLOPs the logits() calls ran (FlopCounter's count, on the calling thread): per token,
-  /// the forward of the model over a whole window, as `ein report --fn train.logits` counts it.
+  /// FLOPs the logits() and Decoder calls ran (FlopCounter's count, on the calling thread):
+  /// per token, the forward of the model over a whole window, as `ein report --fn
+  /// train.logits` counts it, or with the cache the forward of one row.
   int64_t flops = 0;
+  /// How many tokens (prompt tokens included) went through the Decoder; 0 without one.
+  int64_t cached_tokens = 0;
+  /// Of flops, those of the Decoder's steps (one per cached token).
+  int64_t cached_flops = 0;
+  /// Bytes of the Decoder's caches (0 without one).
+  int64_t cache_bytes = 0;
+  /// Why no Decoder was used (empty when one was, or options.cache was false).
+  std::string uncached;
 };
 
 /// Continues options.prompt by options.length tokens, each drawn from model.logits() of the
 /// last T tokens (fewer at first: right-padded with token 0, which a causal model ignores, so
 /// one traced graph serves every position) at the last real position: softmax of logits /
-/// temperature over the top_k largest (ties with the k-th kept, as nanoGPT). Runs without
-/// gradients. UserError for an empty prompt, a negative length or top_k, a temperature that is
+/// temperature over the top_k largest (ties with the k-th kept, as nanoGPT). While the tokens
+/// fit in one window and options.cache is set, the same logits come from model.decoder(T)
+/// instead, a step per token (the prompt's first) from its key-value cache; a model without
+/// one says why in Generated::uncached. Runs without gradients. UserError for an empty prompt, a negative length or top_k, a temperature that is
 /// negative or not a number, T < 1, and logits holding NaN or +inf or only -inf (naming the
 /// position), or a prompt token the model's vocabulary lacks.
 Generated generate(Trainable& model, const GenerateOptions& options);

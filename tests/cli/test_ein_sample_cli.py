@@ -67,16 +67,29 @@ class Sample(unittest.TestCase):
         self.assertEqual(self.sample(self.step, "--quiet")[0], out)
 
     def test_flops_are_what_ein_report_counts(self):
-        # Accounting: a token costs the forward of fn logits over the window, counted by the
-        # runtime as ein report predicts it (fused attention and all).
-        _, err = self.sample(self.step, "--length", "3")
-        m = re.search(r"([\d,]+) FLOPs a token \(fn logits over a window of 16\)", err)
-        self.assertIsNotNone(m, err)
+        # Accounting: without the cache a token costs the forward of fn logits over the window,
+        # counted by the runtime as ein report predicts it (fused attention and all).
         rc, out, rerr = ein("report", self.script, *TINY, "--fn", "train.logits", "--format", "json")
         self.assertEqual(rc, 0, rerr)
         report = json.loads(out)
+        _, err = self.sample(self.step, "--length", "3", "--no-cache")
+        m = re.search(r"([\d,]+) FLOPs a token drawn \(fn logits over a window of 16, --no-cache\)",
+                      err)
+        self.assertIsNotNone(m, err)
         self.assertEqual(int(m.group(1).replace(",", "")), report["flops"]["forward"])
         self.assertGreater(report["flops"]["forward"], report["flops"]["forward_matmul"])
+        # With it, each step (a prompt token or a drawn one) costs the decode step that ein
+        # report predicts, the caches' bytes too; 4 prompt bytes + 2 drawn go through it.
+        _, err = self.sample(self.step, "--length", "3", "--prompt", "The ")
+        m = re.search(r"([\d,]+) FLOPs a token drawn \(key-value cache of ([\d.]+) kB: ([\d,]+) "
+                      r"FLOPs a step, 6 tokens through it, the prompt's included\)", err)
+        self.assertIsNotNone(m, err)
+        decode = report["decode"]
+        self.assertEqual(int(m.group(3).replace(",", "")), decode["flops_per_token"])
+        self.assertEqual(int(m.group(1).replace(",", "")), decode["flops_per_token"] * 6 // 3)
+        self.assertAlmostEqual(float(m.group(2)) * 1000, decode["cache_bytes"], delta=1)
+        self.assertEqual(decode["window_flops_per_token"], report["flops"]["forward"])
+        self.assertLess(decode["flops_per_token"] * 8, decode["window_flops_per_token"])
 
     def test_greedy_top_k_and_seeds(self):
         greedy, _ = self.sample(self.step, "--temperature", "0", "--length", "60", "--prompt", "the ")

@@ -19,7 +19,7 @@ RANKS = {
     "runtime/dist": 1,
     "compiler/kernel": 2,
     "compiler/sema": 3, "compiler/graph": 3, "compiler/emit": 3, "compiler/reference": 3,
-    "compiler/autodiff": 4, "compiler/fuse": 4,
+    "compiler/autodiff": 4, "compiler/decode": 4, "compiler/fuse": 4,
     "compiler/cost": 5,
     "compiler": 6,          # compiler/pipeline.{h,cpp}: the stage chain over every stage
     "exec": 7,

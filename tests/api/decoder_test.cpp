@@ -1,0 +1,240 @@
+// Trainable::decoder() of `.ein` scripts (script/decoder.cpp over compiler/decode/decode_step.h):
+// the key-value cache derived from fn logits's window graph. Each step's logits against the
+// window's row at that position (GPT: learned positions, LayerNorm, GELU; LLaMA: RoPE's tables,
+// RMSNorm, SwiGLU, grouped-query heads whose cache holds only the k/v heads; bf16), reset and
+// capacity, generate() with the cache drawing what it draws without, and each model the step
+// cannot be derived for saying why and where.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <ein/autograd.h>
+#include <ein/diagnostic.h>
+#include <ein/errors.h>
+#include <ein/ops.h>
+#include <ein/tensor_math.h>
+#include <ein/trainer.h>
+
+#include "tests/support/temp_path.h"
+
+namespace ein {
+namespace {
+
+TrainScript load(const std::string& path, std::vector<std::pair<std::string, std::string>> sets) {
+  ScriptTrainOptions o;
+  o.sets = std::move(sets);
+  o.seed = 5;
+  TrainScript s = load_train_script(path, o);
+  // Initial weights (std 0.02) give logits within ~0.1 of each other; ten times larger ones
+  // make rows that differ as a trained model's do, so a wrong row cannot pass as rounding.
+  NoGrad no_grad;
+  for (const NamedTensor& p : s.model->parameters()) p.tensor *= 10.0;
+  return s;
+}
+
+std::string script(const std::string& name, const std::string& text) {
+  const std::string path = testing::temp_path(name).string();
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::vector<int64_t> random_tokens(int64_t n, int64_t V, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<int64_t> t(static_cast<size_t>(n));
+  for (int64_t& x : t) x = static_cast<int64_t>(rng() % static_cast<uint64_t>(V));
+  return t;
+}
+
+/// Feeds T random tokens to the model's decoder one at a time: after each, its logits equal
+/// the window's row at that position (logits() of all T tokens: a causal model's row p sees
+/// tokens 0..p only), within `tol` of the row's largest magnitude.
+void expect_steps_match_the_window(Trainable& model, int64_t T, int64_t V, double tol) {
+  std::string why;
+  std::unique_ptr<Decoder> d = model.decoder(T, why);
+  ASSERT_TRUE(d) << why;
+  EXPECT_TRUE(why.empty()) << why;
+  EXPECT_EQ(d->capacity(), T);
+  const std::vector<int64_t> tokens = random_tokens(T, V, 11);
+  const Tensor window =
+      model.logits(from_data<int64_t>(tokens, {1, T})).to(DType::f64).contiguous();
+  ASSERT_EQ(window.shape(), (Shape{1, T, V}));
+  std::vector<double> first;
+  for (int64_t p = 0; p < T; ++p) {
+    ASSERT_EQ(d->position(), p);
+    const std::vector<double> got = d->next(tokens[static_cast<size_t>(p)]).to(DType::f64).to_vector<double>();
+    const std::vector<double> want = window.select(1, p).select(0, 0).to_vector<double>();
+    ASSERT_EQ(got.size(), want.size());
+    double scale = 0, worst = 0;
+    for (size_t v = 0; v < want.size(); ++v) {
+      scale = std::max(scale, std::abs(want[v]));
+      worst = std::max(worst, std::abs(got[v] - want[v]));
+    }
+    EXPECT_GT(scale, 0.5) << "position " << p << ": rows this small prove little";
+    EXPECT_LE(worst, tol * scale) << "position " << p;
+    if (p == 0) first = got;
+  }
+  EXPECT_THROW(d->next(0), UserError);  // a token past the window
+  d->reset();
+  EXPECT_EQ(d->position(), 0);
+  EXPECT_EQ(d->next(tokens[0]).to(DType::f64).to_vector<double>(), first);
+}
+
+TEST(Decoder, GptStepsMatchTheWindow) {
+  TrainScript s = load(EIN_SOURCE_DIR "/examples/gpt/byte_gpt.ein",
+                       {{"T", "19"}, {"L", "2"}, {"H", "4"}, {"D", "32"}});
+  expect_steps_match_the_window(*s.model, 19, 256, 1e-5);
+  std::string why;
+  // Keys and values of each layer: 2 · L · T · D floats.
+  EXPECT_EQ(s.model->decoder(19, why)->cache_bytes(), 2 * 2 * 19 * 32 * 4);
+}
+
+TEST(Decoder, LlamaStepsMatchTheWindowWithRotaryTablesAndGroupedHeads) {
+  TrainScript s = load(EIN_SOURCE_DIR "/examples/scripts/llama_tiny.ein",
+                       {{"T", "13"}, {"L", "2"}, {"H", "4"}, {"D", "32"}, {"F", "40"}});
+  expect_steps_match_the_window(*s.model, 13, 256, 1e-5);
+
+  const std::string gqa = script("gqa.ein", R"ein(import llama
+import optim
+dim V = 64
+dim T = 11
+train {
+  model = Llama(V, T, 2, 4, 32, 48, kv_heads = 2)
+  optimizer = AdamW(lr = 1e-3)
+  fn batch() -> i64[2 T] = randint(0, V, 2, T)
+  fn loss(x: i64[2 T]) -> f32[] = cross_entropy(model(x), x)
+  fn logits(x: i64[1 T]) -> f32[1 T V] = model(x)
+}
+)ein");
+  TrainScript g = load(gqa, {});
+  expect_steps_match_the_window(*g.model, 11, 64, 1e-5);
+  std::string why;
+  // Two k/v heads of 8 features, not four: the cache of grouped-query attention is half.
+  EXPECT_EQ(g.model->decoder(11, why)->cache_bytes(), 2 * 2 * 11 * (2 * 8) * 4);
+}
+
+TEST(Decoder, Bf16StepsMatchTheWindowToBf16Precision) {
+  TrainScript s = load(EIN_SOURCE_DIR "/examples/gpt/byte_gpt.ein",
+                       {{"T", "12"}, {"L", "1"}, {"H", "2"}, {"D", "32"}});
+  s.model->set_compute_dtype(DType::bf16);
+  expect_steps_match_the_window(*s.model, 12, 256, 3e-2);
+}
+
+// With the cache, generate() draws the tokens it draws without it (the same seeds, greedy
+// and sampled), through the decoder while the tokens fit in the window and through logits()
+// after; the decoder's FLOPs are a small part of the window's.
+TEST(Decoder, GenerateDrawsTheSameTokensWithAndWithoutTheCache) {
+  TrainScript s = load(EIN_SOURCE_DIR "/examples/gpt/byte_gpt.ein",
+                       {{"T", "16"}, {"L", "2"}, {"H", "2"}, {"D", "32"}});
+  for (double temperature : {0.0, 1.0}) {
+    GenerateOptions o;
+    o.prompt = {84, 104, 101, 32};
+    o.length = 30;
+    o.context = 16;
+    o.temperature = temperature;
+    o.seed = 9;
+    const Generated with = generate(*s.model, o);
+    o.cache = false;
+    const Generated without = generate(*s.model, o);
+    EXPECT_EQ(with.tokens, without.tokens) << "temperature " << temperature;
+    EXPECT_EQ(with.cached_tokens, 16);  // the window's worth; the rest slide
+    EXPECT_EQ(with.cache_bytes, 2 * 2 * 16 * 32 * 4);
+    EXPECT_TRUE(with.uncached.empty()) << with.uncached;
+    EXPECT_EQ(without.cached_tokens, 0);
+    EXPECT_LT(with.flops, without.flops);
+  }
+  // Every token through the cache: one row's forward each, not a window's.
+  GenerateOptions o;
+  o.prompt = {84};
+  o.length = 15;
+  o.context = 16;
+  const Generated with = generate(*s.model, o);
+  o.cache = false;
+  const Generated without = generate(*s.model, o);
+  EXPECT_EQ(with.tokens, without.tokens);
+  EXPECT_EQ(with.cached_tokens, 15);
+  EXPECT_LT(with.flops * 5, without.flops);
+}
+
+/// The model's decoder() is null and says `want` (and, when given, where: `at`).
+void expect_no_decoder(const std::string& path, const std::string& want, const std::string& at,
+                       int64_t T) {
+  TrainScript s = load_train_script(path, {});
+  std::string why;
+  EXPECT_EQ(s.model->decoder(T, why), nullptr);
+  EXPECT_NE(why.find(want), std::string::npos) << why;
+  EXPECT_NE(why.find(at), std::string::npos) << why;
+  // generate() then reads windows, and says why it did.
+  GenerateOptions o;
+  o.prompt = {1};
+  o.length = 2;
+  o.context = T;
+  const Generated g = generate(*s.model, o);
+  EXPECT_EQ(g.cached_tokens, 0);
+  EXPECT_EQ(g.uncached, why);
+}
+
+/// A one-layer model whose attention line is `attention` (q, k, v: b h t e), the rest `extra`.
+std::string model(const std::string& name, const std::string& attention,
+                  const std::string& extra = "x = x") {
+  return script(name, R"ein(import nn
+import optim
+dim V = 16
+dim T = 8
+module M() {
+  emb = Embedding(V, 16, std = 0.5)
+  head = Linear(16, V, std = 0.5)
+  fn forward(idx: i64[b t]) -> f32[b t V] {
+    x = emb(idx)
+    )ein" + extra + R"ein(
+    q = rearrange(x, "b t (h e) -> b h t e", h = 2)
+    k = q * 0.5
+    v = q + 1
+    )ein" + attention + R"ein(
+    return head(rearrange(y, "b h t e -> b t (h e)"))
+  }
+}
+train {
+  model = M()
+  optimizer = AdamW(lr = 1e-3)
+  fn batch() -> i64[2 T] = randint(0, V, 2, T)
+  fn loss(x: i64[2 T]) -> f32[] = cross_entropy(model(x), x)
+  fn logits(x: i64[1 T]) -> f32[1 T V] = model(x)
+}
+)ein");
+}
+
+TEST(Decoder, ModelsWithoutADecodeStepSayWhy) {
+  const std::string causal =
+      R"ein(y = einsum(softmax(where(triu(ones(t, t), diagonal = 1) > 0, -inf, einsum(q, k, "b h t e, b h s e -> b h t s"))), v, "b h t s, b h s e -> b h t e"))ein";
+  // The control: this model has one.
+  {
+    TrainScript s = load_train_script(model("causal.ein", causal), {});
+    std::string why;
+    EXPECT_NE(s.model->decoder(8, why), nullptr) << why;
+  }
+  expect_no_decoder(
+      model("bidirectional.ein",
+            R"ein(y = einsum(softmax(einsum(q, k, "b h t e, b h s e -> b h t s")), v, "b h t s, b h s e -> b h t e"))ein"),
+      "has no mask", "bidirectional.ein:", 8);
+  // A mask that hides the past, not the future.
+  expect_no_decoder(
+      model("anticausal.ein",
+            R"ein(y = einsum(softmax(where(tril(ones(t, t), diagonal = -1) > 0, -inf, einsum(q, k, "b h t e, b h s e -> b h t s"))), v, "b h t s, b h s e -> b h t e"))ein"),
+      "not causal", "", 8);
+  // Each row minus the sequence's mean: every row reads every other.
+  expect_no_decoder(model("centred.ein", causal, "x = x - reduce(x, \"b t d -> b 1 d\", \"mean\")"),
+                    "` reduces along the sequence", "centred.ein:10:13: `reduce(x", 8);
+  {
+    TrainScript s = load_train_script(EIN_SOURCE_DIR "/examples/scripts/linear_regression.ein", {});
+    std::string why;
+    EXPECT_EQ(s.model->decoder(8, why), nullptr);
+    EXPECT_NE(why.find("no fn logits"), std::string::npos) << why;
+  }
+}
+
+}  // namespace
+}  // namespace ein
