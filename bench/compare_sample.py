@@ -5,6 +5,15 @@ two draw the same greedy text. bench/compare_sample.sh makes the virtual environ
 
     python3 bench/compare_sample.py --ein build/bin/ein --python VENV/bin/python
         [--rounds 3] [--length 200] [--train-steps 60] [--config "T L H D" ...]
+        [--mode window|cache] [--prompt-bytes 8]
+
+--mode window (the default) measures a token that reads a full window: ein sample --no-cache
+against nanoGPT's loop, both recomputing the window every token. --mode cache measures the
+key-value cache: the prompt is the corpus's first --prompt-bytes bytes of text and --length defaults
+to what fills the window (T - prompt bytes), so every token fits in it; ein sample (its cache
+derived from fn logits) against ein sample --no-cache, nanoGPT's loop (eager, compile) and the
+same loop with a key-value cache as a PyTorch user adds one (bench/sample_torch2.py
+--kv-cache, eager and compile).
 
 Per config: `ein train` of examples/gpt/byte_gpt.ein (B=8) for --train-steps steps writes the
 checkpoint both sides read; the prompt is the corpus's first T bytes, so every draw reads a
@@ -43,9 +52,9 @@ def run(cmd):
     return r
 
 
-def ein_sample(a, config, ck, prompt):
+def ein_sample(a, config, ck, prompt, cache):
     r = run([a.ein, "sample", SCRIPT, ck, *sets(config), "--prompt-file", prompt, "--length",
-             str(a.length), "--temperature", "0", "--device", "cpu"])
+             str(a.length), "--temperature", "0", "--device", "cpu"] + ([] if cache else ["--no-cache"]))
     m = re.search(r"ein sample: \d+ tokens in [\d.]+ s: ([\d.]+) ms a token \(median.*"
                   r"which took ([\d.]+) s", r.stderr)
     if not m:
@@ -53,11 +62,12 @@ def ein_sample(a, config, ck, prompt):
     return 1e3 / float(m.group(1)), float(m.group(2)), r.stdout[:-1]  # less print's newline
 
 
-def torch_sample(a, config, ck, prompt, compiled):
+def torch_sample(a, config, ck, prompt, compiled, cache):
     t, l, h, d = config.split()
     cmd = [a.python, os.path.join(ROOT, "bench", "sample_torch2.py"), ck, "--prompt-file", prompt,
            "--length", str(a.length), "--T", t, "--L", l, "--H", h, "--D", d, "--threads", "2"]
-    out = json.loads(run(cmd + (["--compile"] if compiled else [])).stdout.strip().splitlines()[-1])
+    cmd += (["--compile"] if compiled else []) + (["--kv-cache"] if cache else [])
+    out = json.loads(run(cmd).stdout.strip().splitlines()[-1])
     times = out["token_seconds"]
     return 1 / statistics.median(times[2:]), times[0], out["tokens"]
 
@@ -77,10 +87,13 @@ def main():
     p.add_argument("--ein", required=True)
     p.add_argument("--python", required=True, help="a Python with torch 2 (compare_sample.sh makes one)")
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--length", type=int, default=200)
+    p.add_argument("--length", type=int, help="tokens to draw (default: 200; --mode cache: T - prompt bytes + 1)")
     p.add_argument("--train-steps", type=int, default=60)
     p.add_argument("--config", action="append", help='"T L H D" (default: the two of CONFIGS)')
+    p.add_argument("--mode", choices=["window", "cache"], default="window")
+    p.add_argument("--prompt-bytes", type=int, default=8, help="--mode cache: the prompt's length")
     a = p.parse_args()
+    length = a.length
     with tempfile.TemporaryDirectory(prefix="ein_compare_sample_") as tmp:
         for config in a.config or CONFIGS:
             t = int(config.split()[0])
@@ -88,35 +101,50 @@ def main():
             run([a.ein, "train", SCRIPT, *sets(config), "--steps", str(a.train_steps), "--quiet",
                  "--checkpoint", ck, "--device", "cpu"])
             prompt = os.path.join(tmp, "prompt.txt")
+            prompt_len = t if a.mode == "window" else a.prompt_bytes
+            if length is None:  # --mode cache: the last one drawn is never read
+                a.length = 200 if a.mode == "window" else t - prompt_len + 1
             with open(CORPUS, "rb") as f, open(prompt, "wb") as out:
-                out.write(f.read(t))
+                text = f.read()
+                # --mode cache: the first words (the licence's title), not its indentation
+                out.write(text[:prompt_len] if a.mode == "window" else text.lstrip()[:prompt_len])
             step = os.path.join(ck, f"step_{a.train_steps}.safetensors")
-            runs = {"ein": [], "torch eager": [], "torch compile": []}
+            names = (["ein --no-cache", "torch eager", "torch compile"] if a.mode == "window" else
+                     ["ein", "ein --no-cache", "torch eager", "torch compile",
+                      "torch eager kv-cache", "torch compile kv-cache"])
+            runs = {k: [] for k in names}
             firsts = {k: [] for k in runs}
             texts = {}
-            names = list(runs)
             for r in range(a.rounds):
-                for name in names[r % 3:] + names[:r % 3]:
-                    if name == "ein":
-                        rate, first, text = ein_sample(a, config, step, prompt)
+                k = r % len(names)
+                for name in names[k:] + names[:k]:
+                    if name.startswith("ein"):
+                        rate, first, text = ein_sample(a, config, step, prompt, name == "ein")
                     else:
-                        rate, first, text = torch_sample(a, config, step, prompt, name == "torch compile")
+                        rate, first, text = torch_sample(a, config, step, prompt, "compile" in name,
+                                                         "kv-cache" in name)
                     runs[name].append(rate)
                     firsts[name].append(first)
                     texts[name] = text
             tl, l, h, d = config.split()
-            print(f"\n#### T L H D = {tl} {l} {h} {d}: {a.length} tokens drawn greedily, "
-                  f"{a.rounds} rounds, after {a.train_steps} training steps\n")
-            print("| run | tokens/s (median of rounds) | first draw s (median) | ein/this tokens/s per round | median |")
+            print(f"\n#### T L H D = {tl} {l} {h} {d}: {prompt_len} prompt bytes, {a.length} tokens "
+                  f"drawn greedily, {a.rounds} rounds, after {a.train_steps} training steps\n")
+            print(f"| run | tokens/s (median of rounds) | first draw s (median) | {names[0]}/this tokens/s per round | median |")
             print("|---|---:|---:|---|---:|")
             for name in names:
-                ratios = [e / o for e, o in zip(runs["ein"], runs[name])]
+                ratios = [e / o for e, o in zip(runs[names[0]], runs[name])]
                 print(f"| {name} | {statistics.median(runs[name]):.1f} | "
                       f"{statistics.median(firsts[name]):.3f} | "
                       f"{' '.join(f'{x:.2f}' for x in ratios)} | {statistics.median(ratios):.2f} |")
-            same = same_prefix(texts["ein"], t, texts["torch eager"])
-            print(f"\nsame greedy text as torch eager: {same} of {a.length} drawn bytes"
-                  f"{'' if same == a.length else ' (then they differ, or a non-ASCII byte)'}")
+            for other in names[1:]:
+                if other.startswith("torch compile"):
+                    continue
+                theirs = texts[other]
+                if isinstance(theirs, str):  # ein's text, not torch's tokens
+                    theirs = list(theirs.encode("utf-8", errors="replace"))
+                same = same_prefix(texts[names[0]], prompt_len, theirs)
+                print(f"\nsame greedy text as {other}: {same} of {a.length} drawn bytes"
+                      f"{'' if same == a.length else ' (then they differ, or a non-ASCII byte)'}")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
 # bench/compare_torch2.sh does (not CI's business), builds ein, and runs bench/compare_sample.py.
 # Each side runs with its threads' default wait policy (no OMP_WAIT_POLICY: passive would
 # cost torch 3x at these sizes, its threads sleeping between small ops). Extra arguments go to it.
-#   bash bench/compare_sample.sh [--rounds 3] [--length 200] [--config "T L H D"]
+#   bash bench/compare_sample.sh [--rounds 3] [--length 200] [--config "T L H D"] [--mode cache]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/torch2_venv.sh

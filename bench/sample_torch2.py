@@ -8,6 +8,12 @@ side of bench/compare_sample.py.
     python bench/sample_torch2.py CHECKPOINT --prompt-file F --length 200 --T 64 --L 2 --H 4
         --D 128 [--V 256] [--temperature 0] [--top-k 0] [--compile] [--threads 2]
 
+With --kv-cache, as a PyTorch user adds a key-value cache to that loop (gpt-fast's static
+cache: per layer k and v buffers of T rows, the new token's row written with index_copy_, SDPA
+over all T rows with the causal mask's row of the position, so every step has the same shapes
+and torch.compile compiles once): the prompt goes through one token at a time, then each drawn
+token; it holds T tokens at most.
+
 Prints one JSON line: {"tokens": [...], "token_seconds": [...]}: the prompt and the drawn
 tokens, and each draw's time (torch.compile compiles in the first and, for the window's new
 storage offset, the second).
@@ -46,21 +52,64 @@ def load_ein_checkpoint(model, path, layers):
     model.load_state_dict(state, strict=True)
 
 
+class KVCache:
+    """The GPT's logits one token at a time from static key-value buffers (see above)."""
+
+    def __init__(self, model, T, H):
+        self.m, self.T, self.H = model, T, H
+        d = model.wte.weight.shape[1]
+        self.k = [torch.zeros(1, H, T, d // H) for _ in model.blocks]
+        self.v = [torch.zeros(1, H, T, d // H) for _ in model.blocks]
+        self.mask = torch.ones(T, T, dtype=torch.bool).tril()
+
+    def step(self, token, pos):
+        """Logits (1, V) after `token` (1, 1) at position `pos` (a 1-element int64 tensor)."""
+        m, H = self.m, self.H
+        x = m.wte(token) + m.wpe(pos)
+        d = x.shape[-1]
+        mask = self.mask[pos].view(1, 1, 1, self.T)
+        for i, block in enumerate(m.blocks):
+            q, k, v = block.attn.qkv(block.ln1(x)).split(d, dim=2)
+            q, k, v = (z.view(1, 1, H, d // H).transpose(1, 2) for z in (q, k, v))
+            self.k[i].index_copy_(2, pos, k)
+            self.v[i].index_copy_(2, pos, v)
+            y = F.scaled_dot_product_attention(q, self.k[i], self.v[i], attn_mask=mask)
+            x = x + block.attn.proj(y.transpose(1, 2).reshape(1, 1, d))
+            x = x + block.out(F.gelu(block.fc(block.ln2(x)), approximate="tanh"))
+        return (m.ln_f(x) @ m.wte.weight.T)[:, -1, :]
+
+
+def draw(logits, temperature, top_k, gen):
+    if temperature == 0:
+        return logits.argmax(dim=-1, keepdim=True)
+    logits = logits / temperature
+    if top_k:
+        v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
+        logits[logits < v[:, [-1]]] = -float("inf")
+    return torch.multinomial(F.softmax(logits, dim=-1), 1, generator=gen)
+
+
+@torch.inference_mode()
+def generate_cached(cache, step, idx, length, temperature, top_k, gen):
+    times = []
+    fed = 0
+    for _ in range(length):
+        t0 = time.perf_counter()
+        while fed < idx.shape[1]:
+            logits = step(idx[:, fed:fed + 1], torch.tensor([fed]))
+            fed += 1
+        idx = torch.cat((idx, draw(logits, temperature, top_k, gen)), dim=1)
+        times.append(time.perf_counter() - t0)
+    return idx, times
+
+
 @torch.inference_mode()
 def generate(step, idx, length, T, temperature, top_k, gen):
     times = []
     for _ in range(length):
         t0 = time.perf_counter()
         logits = step(idx[:, -T:])[:, -1, :]
-        if temperature == 0:
-            nxt = logits.argmax(dim=-1, keepdim=True)
-        else:
-            logits = logits / temperature
-            if top_k:
-                v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
-                logits[logits < v[:, [-1]]] = -float("inf")
-            nxt = torch.multinomial(F.softmax(logits, dim=-1), 1, generator=gen)
-        idx = torch.cat((idx, nxt), dim=1)
+        idx = torch.cat((idx, draw(logits, temperature, top_k, gen)), dim=1)
         times.append(time.perf_counter() - t0)
     return idx, times
 
@@ -73,6 +122,7 @@ def main():
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--top-k", type=int, default=0)
     p.add_argument("--compile", action="store_true")
+    p.add_argument("--kv-cache", action="store_true", help="a static key-value cache (above)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
     for k, v in dict(V=256, T=64, L=2, H=4, D=128).items():
@@ -82,12 +132,19 @@ def main():
     model = GPT(a.V, a.T, a.L, a.H, a.D)
     load_ein_checkpoint(model, a.checkpoint, a.L)
     model.eval()
-    step = torch.compile(model.logits) if a.compile else model.logits
     with open(a.prompt_file, "rb") as f:
         prompt = list(f.read())
     idx = torch.tensor([prompt], dtype=torch.int64)
     gen = torch.Generator().manual_seed(a.seed)
-    out, times = generate(step, idx, a.length, a.T, a.temperature, a.top_k, gen)
+    if a.kv_cache:
+        if len(prompt) + a.length - 1 > a.T:
+            sys.exit(f"--kv-cache holds {a.T} tokens: the prompt and --length take more")
+        cache = KVCache(model, a.T, a.H)
+        step = torch.compile(cache.step) if a.compile else cache.step
+        out, times = generate_cached(cache, step, idx, a.length, a.temperature, a.top_k, gen)
+    else:
+        step = torch.compile(model.logits) if a.compile else model.logits
+        out, times = generate(step, idx, a.length, a.T, a.temperature, a.top_k, gen)
     print(json.dumps({"tokens": out[0].tolist(), "token_seconds": times}))
 
 
