@@ -461,7 +461,12 @@ std::vector<Tensor> run_graph(const Graph& g, std::vector<Tensor> inputs,
     const GraphNode& n = g.nodes[i];
     if (i > 0) retire(static_cast<int>(i) - 1);
     c.node = static_cast<int>(i);
-    if (prof) {
+    // The node's rule, timed under EIN_PROFILE (which counts FLOPs as without it).
+    const auto run = [&] {
+      if (!prof) {
+        values[i] = kRules[static_cast<int>(n.op)](n, values, c);
+        return;
+      }
       const auto t0 = std::chrono::steady_clock::now();
       values[i] = kRules[static_cast<int>(n.op)](n, values, c);
       std::string name(graph_op_name(n.op));
@@ -470,10 +475,9 @@ std::vector<Tensor> run_graph(const Graph& g, std::vector<Tensor> inputs,
       for (int in : n.inputs)
         key += fmt::format(" ({})", fmt::join(values[in].front().strides(), ","));
       prof->add(key, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      continue;
-    }
+    };
     if (!detail::counting()) {  // no FlopCounter alive: one thread-local load per node
-      values[i] = kRules[static_cast<int>(n.op)](n, values, c);
+      run();
       continue;
     }
     if (charges) {
@@ -481,7 +485,7 @@ std::vector<Tensor> run_graph(const Graph& g, std::vector<Tensor> inputs,
       const CostPhase phase = !owed.empty() && owed.front().phase ? *owed.front().phase
                                                                   : detail::current_phase();
       const detail::CountingNode at(g.origin, phase);  // launches inside are this node's
-      values[i] = kRules[static_cast<int>(n.op)](n, values, c);
+      run();
       for (const NodeCharge& charge : owed)
         detail::count_cost(g.origin, charge.phase ? *charge.phase : detail::current_phase(),
                            charge.cost);
@@ -489,7 +493,7 @@ std::vector<Tensor> run_graph(const Graph& g, std::vector<Tensor> inputs,
     }
     const CostPhase phase = i < phases.size() ? phases[i] : detail::current_phase();
     const detail::CountingNode at(g.origin, phase);  // launches inside are this node's
-    values[i] = kRules[static_cast<int>(n.op)](n, values, c);
+    run();
     count_executed_node(g, static_cast<int>(i), phase, values[i].front(),
                         n.inputs.empty() ? Tensor() : values[n.inputs[0]].front());
   }

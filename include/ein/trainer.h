@@ -105,6 +105,8 @@ class Trainable {
 /// one after it, as logits() of the window of the tokens so far gives at its last row, but
 /// from a key-value cache of the earlier rows instead of recomputing them
 /// (compiler/decode/decode_step.h). It holds up to capacity() tokens, the window's length.
+/// It reads the parameters as they are when it is made: what depends on them alone (a bf16
+/// copy of a weight) is computed then, so make a new one after changing them.
 class Decoder {
  public:
   virtual ~Decoder() = default;

@@ -485,7 +485,8 @@ TEST_P(DeviceExecution, ATrainBlockReadingTokensTrainsAsOnTheCpu) {
 
 // `ein sample --device cuda`: ein::generate() through the train block's fn logits on the
 // device, from the same parameters as a CPU model (a checkpoint of the CPU's, loaded by
-// load_parameters()): the logits of a window agree, and the greedy tokens are the CPU's. Where
+// load_parameters()): the logits of a window agree, and the greedy tokens are the CPU's, the
+// first through the decoder's key-value cache on the device. Where
 // the two differ, the CPU's logits of the two tokens must be within rounding of a tie (a real
 // GPU rounds differently from the fake device); nothing after that is compared.
 TEST_P(DeviceExecution, SamplingDrawsTheCpusTokens) {
@@ -515,7 +516,10 @@ TEST_P(DeviceExecution, SamplingDrawsTheCpusTokens) {
   g.context = 8;
   g.temperature = 0;
   const std::vector<int64_t> want = generate(*on_cpu.model, g).tokens;
-  const std::vector<int64_t> got = generate(*on_gpu.model, g).tokens;
+  const Generated on_device = generate(*on_gpu.model, g);
+  // The first 8 tokens (the window's worth) through the decoder's key-value cache on the device.
+  EXPECT_EQ(on_device.cached_tokens, 8) << on_device.uncached;
+  const std::vector<int64_t> got = on_device.tokens;
   ASSERT_EQ(got.size(), want.size());
   if (fake_) {
     EXPECT_EQ(got, want);  // no near-tie on this model's path through the fake
