@@ -83,12 +83,33 @@ Tensor window_logits(Trainable& model, const std::vector<int64_t>& tokens, int64
   return logits.select(1, n - 1).select(0, 0);
 }
 
-/// The same from the decoder, which takes the tokens it has not seen yet (the prompt at first,
-/// then each drawn one).
-Tensor decoded_logits(Decoder& decoder, const std::vector<int64_t>& tokens, int64_t& V) {
+/// How much slower a decode step runs its FLOPs than a pass over the window: the step multiplies
+/// one row by every weight (matrix-vector products, bound by reading the weights), the pass T
+/// rows (matrix products). Measured on the 2-core Zen 3 (BENCHMARKS.md, "Sampling with the
+/// key-value cache"): 9-10 GFLOP/s a step against 67 and 176 GFLOP/s a window at 64 2 4 128 and
+/// 256 6 8 512; a GPU's ratio is larger, so a prompt there goes in by prefill() sooner than
+/// needed, never later.
+constexpr double kStepSlowdown = 16;
+
+/// The same from the decoder, which takes the tokens it has not seen yet: the prompt at first
+/// (by prefill() when its steps would take longer), then each drawn one.
+Tensor decoded_logits(Decoder& decoder, const std::vector<int64_t>& tokens, int64_t& V,
+                      Generated& g, const FlopCounter& counter) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
   Tensor last;
-  for (int64_t p = decoder.position(); p < static_cast<int64_t>(tokens.size()); ++p)
-    last = decoder.next(tokens[static_cast<size_t>(p)]);
+  if (decoder.position() == 0 && n > 1 &&
+      static_cast<double>(n) * static_cast<double>(decoder.step_flops()) * kStepSlowdown >=
+          static_cast<double>(decoder.prefill_flops())) {
+    last = decoder.prefill(tokens);
+  } else {
+    const int64_t before = counter.totals().flops;  // what the steps ran, as counted
+    for (int64_t p = decoder.position(); p < n; ++p) {
+      last = decoder.next(tokens[static_cast<size_t>(p)]);
+      ++g.steps;
+    }
+    g.step_flops += counter.totals().flops - before;
+  }
+  g.cached_tokens = n;
   last = last.to(cpu()).to(DType::f64).contiguous();
   V = last.numel();
   return last;
@@ -114,11 +135,8 @@ Generated generate(Trainable& model, const GenerateOptions& o) {
   for (int64_t i = 0; i < o.length; ++i) {
     int64_t V = 0;
     const bool cached = decoder && static_cast<int64_t>(g.tokens.size()) <= T;
-    if (cached) g.cached_tokens = static_cast<int64_t>(g.tokens.size());
-    const int64_t before = counter.totals().flops;
-    const Tensor logits = cached ? decoded_logits(*decoder, g.tokens, V)
+    const Tensor logits = cached ? decoded_logits(*decoder, g.tokens, V, g, counter)
                                  : window_logits(model, g.tokens, T, V);
-    if (cached) g.cached_flops += counter.totals().flops - before;
     if (i == 0)
       for (int64_t t : o.prompt)
         if (t >= V)

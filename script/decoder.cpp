@@ -40,6 +40,13 @@ bool masks_the_future(const Tensor& bias, int query, int key) {
   return true;
 }
 
+int64_t total_flops(const GraphCharges& charges) {
+  int64_t flops = 0;
+  for (const auto& node : charges)
+    for (const NodeCharge& c : node) flops += c.cost.flops;
+  return flops;
+}
+
 class ScriptDecoder final : public Decoder {
  public:
   /// The decoder of `window` (its tokens input `token_input`), fed `feeds` (its inputs'
@@ -64,6 +71,13 @@ class ScriptDecoder final : public Decoder {
     CompiledGraph c = compile_graph(step_.step, {});
     charges_ = fused_charges(c.fused, c.graph, c.fused_source);
     fused_ = std::move(c.fused);
+    // The prompt's pass: the window graph, with the rows the caches hold as outputs too.
+    Graph prefill = *window_;
+    for (const CacheSlot& slot : step_.caches) prefill.outputs.push_back(slot.window_node);
+    CompiledGraph p = compile_graph(std::move(prefill), {});
+    prefill_charges_ = fused_charges(p.fused, p.graph, p.fused_source);
+    prefill_ = std::move(p.fused);
+    token_input_ = token_input;
     for (const CacheSlot& slot : step_.caches) caches_.push_back(zeros(slot.shape, slot.dtype, device_));
   }
 
@@ -104,6 +118,28 @@ class ScriptDecoder final : public Decoder {
     return logits.reshape({logits.numel()});
   }
 
+  Tensor prefill(const std::vector<int64_t>& tokens) override {
+    const int64_t n = static_cast<int64_t>(tokens.size()), T = step_.length;
+    if (position_ != 0 || n < 1 || n > T)
+      throw UserError(fmt::format("decoder: prefill of {} tokens at position {}; it takes 1 to "
+                                  "{} tokens into an empty decoder",
+                                  n, position_, T));
+    NoGrad no_grad;
+    Shape window_tokens = token_shape_;
+    window_tokens[1] = T;
+    Tensor x = zeros(window_tokens, DType::i64);
+    std::copy(tokens.begin(), tokens.end(), x.data<int64_t>());
+    std::vector<Tensor> in = feeds_;
+    in.at(token_input_) = x.to(device_);
+    const std::vector<Tensor> out = execute(prefill_, std::move(in), prefill_charges_);
+    for (size_t i = 0; i < caches_.size(); ++i) caches_[i] = out.at(1 + i).contiguous();
+    position_ = n;
+    const Tensor row = out.front().select(1, n - 1);  // [1, V]: the window's row after the last
+    return row.reshape({row.numel()});
+  }
+
+  int64_t step_flops() const override { return total_flops(charges_); }
+  int64_t prefill_flops() const override { return total_flops(prefill_charges_); }
   int64_t position() const override { return position_; }
   int64_t capacity() const override { return step_.length; }
   int64_t cache_bytes() const override {
@@ -133,6 +169,9 @@ class ScriptDecoder final : public Decoder {
   std::vector<Tensor> statics_;
   Graph fused_;
   GraphCharges charges_;
+  Graph prefill_;  ///< the window graph, fused, with the caches' rows as outputs after its own
+  GraphCharges prefill_charges_;
+  int token_input_ = 0;  ///< which of feeds_ the tokens are
   std::vector<Tensor> caches_;
   Device device_ = cpu();
   int64_t position_ = 0;

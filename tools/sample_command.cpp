@@ -141,8 +141,8 @@ int run_sample(const SampleFlags& f) {
     g.top_k = f.top_k;
     g.cache = !f.no_cache;
     double seconds = 0, first = 0, flops = 0;
-    int64_t cached = 0, cache_bytes = 0;
-    double cached_flops = 0;
+    int64_t cached = 0, cache_bytes = 0, steps = 0;
+    double step_flops = 0;
     std::string uncached;
     std::vector<double> warm;  // every draw's time but the process's first
     for (int64_t i = 0; i < f.num_samples; ++i) {
@@ -152,7 +152,8 @@ int run_sample(const SampleFlags& f) {
       flops += static_cast<double>(out.flops);
       if (i == 0) first = out.first_seconds;
       cached += out.cached_tokens;
-      cached_flops += static_cast<double>(out.cached_flops);
+      steps += out.steps;
+      step_flops += static_cast<double>(out.step_flops);
       cache_bytes = out.cache_bytes;
       uncached = out.uncached;
       warm.insert(warm.end(), out.token_seconds.begin() + (i == 0 && g.length > 0),
@@ -182,12 +183,15 @@ int run_sample(const SampleFlags& f) {
       std::string how;
       if (cached > 0)
         how = fmt::format(
-            "key-value cache of {}: {} FLOPs a step, {}", si(static_cast<double>(cache_bytes), "B"),
-            grouped(cached_flops / static_cast<double>(cached)),
-            cached < read ? fmt::format("{} of {} tokens through it, the rest through fn logits "
-                                        "over a window of {}",
-                                        cached, read, g.context)
-                          : fmt::format("{} tokens through it, the prompt's included", cached));
+            "key-value cache of {}: {} tokens through it, {}{}{}",
+            si(static_cast<double>(cache_bytes), "B"), cached,
+            steps < cached ? "the prompt in one pass over the window, " : "",
+            steps > 0 ? fmt::format("{} step{} of {} FLOPs", steps, steps == 1 ? "" : "s",
+                                    grouped(step_flops / static_cast<double>(steps)))
+                      : std::string("no step"),
+            cached < read ? fmt::format("; {} tokens through fn logits over a window of {}",
+                                        read - cached, g.context)
+                          : "");
       else
         how = fmt::format("fn logits over a window of {}{}", g.context,
                           uncached.empty() ? std::string(", --no-cache")

@@ -113,6 +113,15 @@ class Decoder {
   /// Logits (V) after `token`, which takes position position(); advances it. UserError past
   /// capacity().
   virtual Tensor next(int64_t token) = 0;
+  /// Logits (V) after the last of `tokens` (1 to capacity() of them, from position 0: the
+  /// decoder must be empty), in one pass of logits() over the window that also fills the
+  /// caches; position() becomes their number. For a long prompt: one pass over the window's T
+  /// rows reads each weight once, where a step per token reads them all every token.
+  virtual Tensor prefill(const std::vector<int64_t>& tokens) = 0;
+  /// FLOPs a next() counts (the decode step's, as `ein report` predicts them), and a prefill()
+  /// (logits() over the window's).
+  virtual int64_t step_flops() const = 0;
+  virtual int64_t prefill_flops() const = 0;
   /// How many tokens it has taken: the next one's position.
   virtual int64_t position() const = 0;
   /// How many tokens it holds at most: the window's length T.
@@ -321,8 +330,10 @@ struct Generated {
   int64_t flops = 0;
   /// How many tokens (prompt tokens included) went through the Decoder; 0 without one.
   int64_t cached_tokens = 0;
-  /// Of flops, those of the Decoder's steps (one per cached token).
-  int64_t cached_flops = 0;
+  /// Of those, how many went through its one-token steps (Decoder::next()), and their FLOPs
+  /// (steps · Decoder::step_flops()); the rest, the prompt, went through one prefill().
+  int64_t steps = 0;
+  int64_t step_flops = 0;
   /// Bytes of the Decoder's caches (0 without one).
   int64_t cache_bytes = 0;
   /// Why no Decoder was used (empty when one was, or options.cache was false).
@@ -334,8 +345,10 @@ struct Generated {
 /// one traced graph serves every position) at the last real position: softmax of logits /
 /// temperature over the top_k largest (ties with the k-th kept, as nanoGPT). While the tokens
 /// fit in one window and options.cache is set, the same logits come from model.decoder(T)
-/// instead, a step per token (the prompt's first) from its key-value cache; a model without
-/// one says why in Generated::uncached. Runs without gradients. UserError for an empty prompt, a negative length or top_k, a temperature that is
+/// instead, a step per token from its key-value cache; a prompt whose steps would take
+/// longer than one pass over the window (a step's FLOPs run about 16x slower: it reads every
+/// weight for one row) goes in through Decoder::prefill(). A model without a decoder says
+/// why in Generated::uncached. Runs without gradients. UserError for an empty prompt, a negative length or top_k, a temperature that is
 /// negative or not a number, T < 1, and logits holding NaN or +inf or only -inf (naming the
 /// position), or a prompt token the model's vocabulary lacks.
 Generated generate(Trainable& model, const GenerateOptions& options);

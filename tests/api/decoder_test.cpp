@@ -141,6 +141,7 @@ TEST(Decoder, GenerateDrawsTheSameTokensWithAndWithoutTheCache) {
     const Generated without = generate(*s.model, o);
     EXPECT_EQ(with.tokens, without.tokens) << "temperature " << temperature;
     EXPECT_EQ(with.cached_tokens, 16);  // the window's worth; the rest slide
+    EXPECT_EQ(with.steps, 12);          // the 4-token prompt goes in by steps too
     EXPECT_EQ(with.cache_bytes, 2 * 2 * 16 * 32 * 4);
     EXPECT_TRUE(with.uncached.empty()) << with.uncached;
     EXPECT_EQ(without.cached_tokens, 0);
@@ -156,7 +157,57 @@ TEST(Decoder, GenerateDrawsTheSameTokensWithAndWithoutTheCache) {
   const Generated without = generate(*s.model, o);
   EXPECT_EQ(with.tokens, without.tokens);
   EXPECT_EQ(with.cached_tokens, 15);
+  EXPECT_EQ(with.steps, 15);
+  EXPECT_EQ(with.step_flops, with.flops);
   EXPECT_LT(with.flops * 5, without.flops);
+}
+
+// A prompt of a whole window goes in by one pass over it (prefill()), which fills the caches
+// as the steps would: the logits after it and after each later step equal the window's rows.
+TEST(Decoder, PrefillFillsTheCachesAsTheStepsDo) {
+  TrainScript s = load(EIN_SOURCE_DIR "/examples/scripts/llama_tiny.ein",
+                       {{"T", "16"}, {"L", "2"}, {"H", "4"}, {"D", "32"}, {"F", "40"}});
+  const std::vector<int64_t> tokens = random_tokens(16, 256, 3);
+  const Tensor window =
+      s.model->logits(from_data<int64_t>(tokens, {1, 16})).to(DType::f64).contiguous();
+  const auto row = [&](int64_t p) { return window.select(1, p).select(0, 0).to_vector<double>(); };
+  const auto expect_near = [](const std::vector<double>& got, const std::vector<double>& want,
+                              const std::string& what) {
+    ASSERT_EQ(got.size(), want.size());
+    double scale = 0, worst = 0;
+    for (size_t v = 0; v < want.size(); ++v) {
+      scale = std::max(scale, std::abs(want[v]));
+      worst = std::max(worst, std::abs(got[v] - want[v]));
+    }
+    EXPECT_LE(worst, 1e-5 * scale) << what;
+  };
+  std::string why;
+  std::unique_ptr<Decoder> d = s.model->decoder(16, why);
+  ASSERT_TRUE(d) << why;
+  EXPECT_GT(d->prefill_flops(), 8 * d->step_flops());
+  const std::vector<int64_t> prompt(tokens.begin(), tokens.begin() + 10);
+  expect_near(d->prefill(prompt).to(DType::f64).to_vector<double>(), row(9), "after the prompt");
+  EXPECT_EQ(d->position(), 10);
+  for (int64_t p = 10; p < 16; ++p)
+    expect_near(d->next(tokens[static_cast<size_t>(p)]).to(DType::f64).to_vector<double>(), row(p),
+                "step " + std::to_string(p));
+  EXPECT_THROW(d->prefill(prompt), UserError);  // not empty
+  d->reset();
+  EXPECT_THROW(d->prefill({}), UserError);
+  EXPECT_THROW(d->prefill(std::vector<int64_t>(17, 1)), UserError);  // more than the window
+  expect_near(d->prefill(tokens).to(DType::f64).to_vector<double>(), row(15), "a whole window");
+
+  // generate() takes a long prompt in by prefill(), a short one by steps; the same tokens.
+  GenerateOptions o;
+  o.prompt = prompt;
+  o.length = 6;
+  o.context = 16;
+  o.temperature = 0;
+  const Generated with = generate(*s.model, o);
+  EXPECT_EQ(with.cached_tokens, 15);
+  EXPECT_EQ(with.steps, 5);  // the drawn tokens read; the prompt in one pass
+  o.cache = false;
+  EXPECT_EQ(with.tokens, generate(*s.model, o).tokens);
 }
 
 /// The model's decoder() is null and says `want` (and, when given, where: `at`).
