@@ -150,6 +150,17 @@ bool Interpreter::fused_cross_entropy() const {
   return options_.fused_cross_entropy && !unfused;
 }
 
+NodeSource node_source(const Traced& t, int node) {
+  const int tag = node >= 0 && node < static_cast<int>(t.tags.size()) ? t.tags[node] : -1;
+  if (tag < 0) return {};
+  const Where& w = t.wheres[tag];
+  const Source& source = *w.unit->script.source;
+  const LineCol at = source.locate(w.range.begin);
+  std::string_view text = source.slice(w.range);
+  text = text.substr(0, text.find('\n'));
+  return {source.name(), at.line, at.column, std::string(text), w.scope};
+}
+
 std::string block_of_scope(const std::string& scope) {
   // A module path is dot-separated names, list items by position ("blocks.3.attn"): the block
   // is the path through its first list item ("blocks.3").

@@ -74,6 +74,10 @@ struct Traced {
   std::vector<int> blocks;  ///< per node: its block (blocks_of), -1 outside every block
 };
 
+/// Where node `node` of `t.graph` came from: its expression's file, line, column and first
+/// line of text, and its module (all empty for a node of no expression).
+NodeSource node_source(const Traced& t, int node);
+
 /// The block a module path belongs to: the path through its first list item ("blocks.3" for
 /// "blocks.3.attn"); empty when the path crosses no list.
 std::string block_of_scope(const std::string& scope);

@@ -167,19 +167,8 @@ TraceInfo Program::trace_info(const std::string& fn, const std::vector<TensorTyp
   TraceInfo info;
   info.graph = *t.graph;
   info.blocks = t.blocks;
-  for (size_t i = 0; i < t.graph->nodes.size(); ++i) {
-    NodeSource src;
-    const int tag = i < t.tags.size() ? t.tags[i] : -1;
-    if (tag >= 0) {
-      const Where& w = t.wheres[tag];
-      const Source& source = *w.unit->script.source;
-      const LineCol at = source.locate(w.range.begin);
-      std::string_view text = source.slice(w.range);
-      text = text.substr(0, text.find('\n'));
-      src = {source.name(), at.line, at.column, std::string(text), w.scope};
-    }
-    info.sources.push_back(std::move(src));
-  }
+  for (size_t i = 0; i < t.graph->nodes.size(); ++i)
+    info.sources.push_back(node_source(t, static_cast<int>(i)));
   std::map<const ParamSlot*, std::string> names;
   for (const auto& [name, slot] : impl_->parameter_slots())
     names[slot] = name;

@@ -1,0 +1,190 @@
+#include "exec/decode.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
+#include <ein/autograd.h>
+#include <ein/diagnostic.h>
+#include <ein/errors.h>
+#include <fmt/format.h>
+
+#include "compiler/cost/charges.h"
+#include "compiler/pipeline.h"
+#include "exec/execute.h"
+
+namespace ein {
+namespace {
+
+/// Whether every element of `bias` after its query (key index above the query index along
+/// dims `query` and `key`, the last two) is -inf.
+bool masks_the_future(const Tensor& bias, int query, int key) {
+  if (query != bias.dim() - 2 || key != bias.dim() - 1) return false;
+  Tensor b = bias.to(cpu());
+  if (b.dim() > 2) {
+    for (int64_t i = 0; i < b.shape()[0]; ++i)
+      if (!masks_the_future(b.select(0, i), query - 1, key - 1)) return false;
+    return true;
+  }
+  const Tensor m = b.to(DType::f64).contiguous();
+  const int64_t T = m.shape()[0], S = m.shape()[1];
+  const double* v = m.data<double>();
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t s = t + 1; s < S; ++s)
+      if (v[t * S + s] != -INFINITY) return false;
+  return true;
+}
+
+int64_t total_flops(const GraphCharges& charges) {
+  int64_t flops = 0;
+  for (const auto& node : charges)
+    for (const NodeCharge& c : node) flops += c.cost.flops;
+  return flops;
+}
+
+class GraphDecoder final : public Decoder {
+ public:
+  /// The decoder of `window` (its tokens input `token_input`), fed `feeds` (its inputs'
+  /// tensors, the tokens' any). Throws NotCausal for a mask that lets a query see later keys.
+  GraphDecoder(std::shared_ptr<const Graph> window, int token_input, DecodeStep step,
+                std::vector<Tensor> feeds)
+      : window_(std::move(window)), step_(std::move(step)), feeds_(std::move(feeds)) {
+    device_ = feeds_.at(token_input).device();
+    for (const GraphNode& n : window_->nodes)
+      if (n.op == GraphOp::input && std::get<InputAttr>(n.attr).index == token_input) {
+        token_shape_ = n.shape;
+        token_shape_[1] = 1;
+      }
+    if (!step_.static_nodes.empty()) {
+      std::vector<Tensor> in;
+      for (int i : step_.statics_inputs) in.push_back(feeds_.at(i));
+      statics_ = execute(step_.statics, std::move(in));
+    }
+    for (const CausalCheck& c : step_.causal)
+      if (!masks_the_future(value(c.node), c.query, c.key))
+        throw NotCausal{};
+    CompiledGraph c = compile_graph(step_.step, {});
+    charges_ = fused_charges(c.fused, c.graph, c.fused_source);
+    fused_ = std::move(c.fused);
+    // The prompt's pass: the window graph, with the rows the caches hold as outputs too.
+    Graph prefill = *window_;
+    for (const CacheSlot& slot : step_.caches) prefill.outputs.push_back(slot.window_node);
+    CompiledGraph p = compile_graph(std::move(prefill), {});
+    prefill_charges_ = fused_charges(p.fused, p.graph, p.fused_source);
+    prefill_ = std::move(p.fused);
+    token_input_ = token_input;
+    for (const CacheSlot& slot : step_.caches) caches_.push_back(zeros(slot.shape, slot.dtype, device_));
+  }
+
+  /// An attention mask that lets a query see a later key.
+  struct NotCausal {};
+
+  Tensor next(int64_t token) override {
+    const int64_t T = step_.length;
+    if (position_ >= T)
+      throw UserError(fmt::format("decoder: it holds {} tokens, its window; a token more needs "
+                                  "the whole window recomputed",
+                                  T));
+    NoGrad no_grad;
+    std::vector<Tensor> in;
+    for (const StepInput& s : step_.inputs) {
+      switch (s.kind) {
+        case StepInput::Kind::token:
+          in.push_back(full(token_shape_, static_cast<double>(token), DType::i64).to(device_));
+          break;
+        case StepInput::Kind::whole: in.push_back(value(s.node)); break;
+        case StepInput::Kind::row: in.push_back(value(s.node).slice(s.dim, position_, position_ + 1)); break;
+        case StepInput::Kind::cache: in.push_back(caches_.at(s.index)); break;
+        case StepInput::Kind::position: {
+          Tensor one = zeros({T}, DType::f32);
+          one.data<float>()[position_] = 1;
+          in.push_back(one.to(s.dtype).to(device_));
+          break;
+        }
+      }
+    }
+    std::vector<Tensor> into(1 + caches_.size());
+    std::copy(caches_.begin(), caches_.end(), into.begin() + 1);
+    std::vector<Tensor> out = execute_into(fused_, std::move(in), into, &charges_);
+    for (size_t i = 0; i < caches_.size(); ++i)
+      if (!out[1 + i].same_storage(caches_[i])) caches_[i] = out[1 + i];
+    ++position_;
+    const Tensor& logits = out[0];
+    return logits.reshape({logits.numel()});
+  }
+
+  Tensor prefill(const std::vector<int64_t>& tokens) override {
+    const int64_t n = static_cast<int64_t>(tokens.size()), T = step_.length;
+    if (position_ != 0 || n < 1 || n > T)
+      throw UserError(fmt::format("decoder: prefill of {} tokens at position {}; it takes 1 to "
+                                  "{} tokens into an empty decoder",
+                                  n, position_, T));
+    NoGrad no_grad;
+    Shape window_tokens = token_shape_;
+    window_tokens[1] = T;
+    Tensor x = zeros(window_tokens, DType::i64);
+    std::copy(tokens.begin(), tokens.end(), x.data<int64_t>());
+    std::vector<Tensor> in = feeds_;
+    in.at(token_input_) = x.to(device_);
+    const std::vector<Tensor> out = execute(prefill_, std::move(in), prefill_charges_);
+    for (size_t i = 0; i < caches_.size(); ++i) caches_[i] = out.at(1 + i).contiguous();
+    position_ = n;
+    const Tensor row = out.front().select(1, n - 1);  // [1, V]: the window's row after the last
+    return row.reshape({row.numel()});
+  }
+
+  int64_t step_flops() const override { return total_flops(charges_); }
+  int64_t prefill_flops() const override { return total_flops(prefill_charges_); }
+  int64_t position() const override { return position_; }
+  int64_t capacity() const override { return step_.length; }
+  int64_t cache_bytes() const override {
+    int64_t bytes = 0;
+    for (const Tensor& c : caches_) bytes += c.nbytes();
+    return bytes;
+  }
+  void reset() override {
+    position_ = 0;
+    for (size_t i = 0; i < caches_.size(); ++i)
+      caches_[i] = zeros(step_.caches[i].shape, step_.caches[i].dtype, device_);
+  }
+
+ private:
+  /// The window node's value: a window input, or a static node computed once.
+  const Tensor& value(int node) const {
+    const GraphNode& n = window_->nodes.at(node);
+    if (n.op == GraphOp::input) return feeds_.at(std::get<InputAttr>(n.attr).index);
+    const auto it = std::find(step_.static_nodes.begin(), step_.static_nodes.end(), node);
+    return statics_.at(static_cast<size_t>(it - step_.static_nodes.begin()));
+  }
+
+  std::shared_ptr<const Graph> window_;
+  Shape token_shape_;  ///< the window's tokens with one position
+  DecodeStep step_;
+  std::vector<Tensor> feeds_;
+  std::vector<Tensor> statics_;
+  Graph fused_;
+  GraphCharges charges_;
+  Graph prefill_;  ///< the window graph, fused, with the caches' rows as outputs after its own
+  GraphCharges prefill_charges_;
+  int token_input_ = 0;  ///< which of feeds_ the tokens are
+  std::vector<Tensor> caches_;
+  Device device_ = cpu();
+  int64_t position_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Decoder> make_graph_decoder(std::shared_ptr<const Graph> window, int token_input,
+                                            DecodeStep step, std::vector<Tensor> feeds,
+                                            std::string& why) {
+  NoGrad no_grad;
+  try {
+    return std::make_unique<GraphDecoder>(std::move(window), token_input, std::move(step),
+                                          std::move(feeds));
+  } catch (const GraphDecoder::NotCausal&) {
+    why = "an attention's mask lets a query see later keys, so the model is not causal";
+    return nullptr;
+  }
+}
+
+}  // namespace ein

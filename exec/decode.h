@@ -1,0 +1,29 @@
+// The runtime of a decode step (compiler/decode/decode_step.h): ein::Decoder over a window
+// graph and the step derived from it. What does not depend on the tokens (the causal mask,
+// positions, rotary tables) is computed once, on the device of the window's inputs; each step
+// runs the fused step graph on one row, writing its keys and values into the caches in place;
+// prefill() runs the fused window graph once, its caches' rows as outputs too. Every run is
+// charged to a FlopCounter as the unfused graphs' work (compiler/cost/charges.h), the numbers
+// `ein report` gives. `.ein` scripts reach it through script::Program::decoder().
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ein/tensor.h>
+#include <ein/trainer.h>
+
+#include "compiler/decode/decode_step.h"
+
+namespace ein {
+
+/// The Decoder of `window` (its tokens are input `token_input`, the sequence along dim 1) by
+/// its derived `step`, fed `feeds` (one tensor per window input, in InputAttr order; the
+/// tokens' any). Null, with `why` saying why, when an attention's mask (DecodeStep::causal)
+/// lets a query see a later key.
+std::unique_ptr<Decoder> make_graph_decoder(std::shared_ptr<const Graph> window, int token_input,
+                                            DecodeStep step, std::vector<Tensor> feeds,
+                                            std::string& why);
+
+}  // namespace ein
