@@ -132,6 +132,16 @@ class Report(unittest.TestCase):
         # The optimizer's state is the script's AdamW: state m, v.
         self.assertEqual(j["memory"]["optimizer_states"], 2)
         self.assertEqual(j["memory"]["optimizer_from"], "the script's train block")
+        # A sampled token with the KV cache: one row through the weights (qkv, proj, fc, out per
+        # layer, then the tied head) and each layer's q·kᵀ and att·v over 1024 cached keys; the
+        # caches hold 2 · L · T · D floats.
+        d = j["decode"]
+        per_layer = 768 * 2304 + 768 * 768 + 2 * 768 * 3072
+        self.assertEqual(d["matmul_flops_per_token"],
+                         2 * 12 * per_layer + 2 * 768 * 50257 + 12 * 2 * 2 * 1024 * 768)
+        self.assertEqual(d["cache_bytes"], 2 * 12 * 1024 * 768 * 4)
+        self.assertEqual(d["caches"], 24)
+        self.assertGreater(d["window_flops_per_token"], 900 * d["flops_per_token"])
 
     def test_llama_7b_parameters(self):
         j = self.json(script("llama_7b.ein"))
@@ -142,6 +152,11 @@ class Report(unittest.TestCase):
         # 16 B/param (fp32 AdamW) for 6.7 B parameters does not fit one 80 GB H100.
         self.assertFalse(j["memory"]["fits"])
         self.assertEqual(j["memory"]["params"], 4 * 6738415616)
+        # Its KV cache at T = 2048 in fp32: 2 · 32 layers · 2048 · 4096 · 4 B = 2 GiB (the
+        # usual 0.5 MB a token is fp16's); a token is about 2 FLOPs per parameter.
+        self.assertEqual(j["decode"]["cache_bytes"], 2 * 32 * 2048 * 4096 * 4)
+        self.assertGreater(j["decode"]["flops_per_token"], 2 * 6738415616 * 0.99)
+        self.assertLess(j["decode"]["flops_per_token"], 2 * 6738415616 * 1.15)
 
     def test_forward_equals_emit_cost_and_backward_about_twice(self):
         j = self.json(script("gpt2_small.ein"), *TINY)
