@@ -5,7 +5,7 @@ two draw the same greedy text. bench/compare_sample.sh makes the virtual environ
 
     python3 bench/compare_sample.py --ein build/bin/ein --python VENV/bin/python
         [--rounds 3] [--length 200] [--train-steps 60] [--config "T L H D" ...]
-        [--mode window|cache] [--prompt-bytes 8]
+        [--mode window|cache] [--prompt-bytes 8] [--device cpu|cuda]
 
 --mode window (the default) measures a token that reads a full window: ein sample --no-cache
 against nanoGPT's loop, both recomputing the window every token. --mode cache measures the
@@ -54,7 +54,7 @@ def run(cmd):
 
 def ein_sample(a, config, ck, prompt, cache):
     r = run([a.ein, "sample", SCRIPT, ck, *sets(config), "--prompt-file", prompt, "--length",
-             str(a.length), "--temperature", "0", "--device", "cpu"] + ([] if cache else ["--no-cache"]))
+             str(a.length), "--temperature", "0", "--device", a.device] + ([] if cache else ["--no-cache"]))
     m = re.search(r"ein sample: \d+ tokens in [\d.]+ s: ([\d.]+) ms a token \(median.*"
                   r"which took ([\d.]+) s", r.stderr)
     if not m:
@@ -65,7 +65,8 @@ def ein_sample(a, config, ck, prompt, cache):
 def torch_sample(a, config, ck, prompt, compiled, cache):
     t, l, h, d = config.split()
     cmd = [a.python, os.path.join(ROOT, "bench", "sample_torch2.py"), ck, "--prompt-file", prompt,
-           "--length", str(a.length), "--T", t, "--L", l, "--H", h, "--D", d, "--threads", "2"]
+           "--length", str(a.length), "--T", t, "--L", l, "--H", h, "--D", d, "--threads", "2",
+           "--device", a.device]
     cmd += (["--compile"] if compiled else []) + (["--kv-cache"] if cache else [])
     out = json.loads(run(cmd).stdout.strip().splitlines()[-1])
     times = out["token_seconds"]
@@ -92,6 +93,10 @@ def main():
     p.add_argument("--config", action="append", help='"T L H D" (default: the two of CONFIGS)')
     p.add_argument("--mode", choices=["window", "cache"], default="window")
     p.add_argument("--prompt-bytes", type=int, default=8, help="--mode cache: the prompt's length")
+    p.add_argument("--device", default="cpu", help="where both sides sample: cpu or cuda (the "
+                   "checkpoint is trained on the CPU either way)")
+    p.add_argument("--rows", action="store_true",
+                   help='also print "name | value | unit | how" rows (bench/gpu/run.sh)')
     a = p.parse_args()
     length = a.length
     with tempfile.TemporaryDirectory(prefix="ein_compare_sample_") as tmp:
@@ -136,6 +141,11 @@ def main():
                 print(f"| {name} | {statistics.median(runs[name]):.1f} | "
                       f"{statistics.median(firsts[name]):.3f} | "
                       f"{' '.join(f'{x:.2f}' for x in ratios)} | {statistics.median(ratios):.2f} |")
+            if a.rows:  # bench/gpu/run.sh's "name | value | unit | how" rows
+                for name in names:
+                    ratios = [e / o for e, o in zip(runs[names[0]], runs[name])]
+                    print(f"sample {config} {name} | {statistics.median(runs[name]):.1f} | "
+                          f"tokens/s | {a.device}; {names[0]}/this {statistics.median(ratios):.2f}")
             for other in names[1:]:
                 if other.startswith("torch compile"):
                     continue

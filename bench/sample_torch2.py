@@ -7,6 +7,7 @@ side of bench/compare_sample.py.
 
     python bench/sample_torch2.py CHECKPOINT --prompt-file F --length 200 --T 64 --L 2 --H 4
         --D 128 [--V 256] [--temperature 0] [--top-k 0] [--compile] [--threads 2]
+        [--kv-cache] [--device cpu|cuda]
 
 With --kv-cache, as a PyTorch user adds a key-value cache to that loop (gpt-fast's static
 cache: per layer k and v buffers of T rows, the new token's row written with index_copy_, SDPA
@@ -57,10 +58,10 @@ class KVCache:
 
     def __init__(self, model, T, H):
         self.m, self.T, self.H = model, T, H
-        d = model.wte.weight.shape[1]
-        self.k = [torch.zeros(1, H, T, d // H) for _ in model.blocks]
-        self.v = [torch.zeros(1, H, T, d // H) for _ in model.blocks]
-        self.mask = torch.ones(T, T, dtype=torch.bool).tril()
+        d, dev = model.wte.weight.shape[1], model.wte.weight.device
+        self.k = [torch.zeros(1, H, T, d // H, device=dev) for _ in model.blocks]
+        self.v = [torch.zeros(1, H, T, d // H, device=dev) for _ in model.blocks]
+        self.mask = torch.ones(T, T, dtype=torch.bool, device=dev).tril()
 
     def step(self, token, pos):
         """Logits (1, V) after `token` (1, 1) at position `pos` (a 1-element int64 tensor)."""
@@ -89,6 +90,12 @@ def draw(logits, temperature, top_k, gen):
     return torch.multinomial(F.softmax(logits, dim=-1), 1, generator=gen)
 
 
+def sync(device):
+    """Waits for the GPU's queue, so that a token's time is its computation's, not its launch's."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 @torch.inference_mode()
 def generate_cached(cache, step, idx, length, temperature, top_k, gen):
     times = []
@@ -96,9 +103,10 @@ def generate_cached(cache, step, idx, length, temperature, top_k, gen):
     for _ in range(length):
         t0 = time.perf_counter()
         while fed < idx.shape[1]:
-            logits = step(idx[:, fed:fed + 1], torch.tensor([fed]))
+            logits = step(idx[:, fed:fed + 1], torch.tensor([fed], device=idx.device))
             fed += 1
         idx = torch.cat((idx, draw(logits, temperature, top_k, gen)), dim=1)
+        sync(idx.device)
         times.append(time.perf_counter() - t0)
     return idx, times
 
@@ -110,6 +118,7 @@ def generate(step, idx, length, T, temperature, top_k, gen):
         t0 = time.perf_counter()
         logits = step(idx[:, -T:])[:, -1, :]
         idx = torch.cat((idx, draw(logits, temperature, top_k, gen)), dim=1)
+        sync(idx.device)
         times.append(time.perf_counter() - t0)
     return idx, times
 
@@ -123,6 +132,8 @@ def main():
     p.add_argument("--top-k", type=int, default=0)
     p.add_argument("--compile", action="store_true")
     p.add_argument("--kv-cache", action="store_true", help="a static key-value cache (above)")
+    p.add_argument("--device", default="cpu", help="cpu or cuda (each token's time then waits "
+                   "for the GPU)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
     for k, v in dict(V=256, T=64, L=2, H=4, D=128).items():
@@ -131,11 +142,12 @@ def main():
     torch.set_num_threads(a.threads)
     model = GPT(a.V, a.T, a.L, a.H, a.D)
     load_ein_checkpoint(model, a.checkpoint, a.L)
-    model.eval()
+    device = torch.device(a.device)
+    model.to(device).eval()
     with open(a.prompt_file, "rb") as f:
         prompt = list(f.read())
-    idx = torch.tensor([prompt], dtype=torch.int64)
-    gen = torch.Generator().manual_seed(a.seed)
+    idx = torch.tensor([prompt], dtype=torch.int64, device=device)
+    gen = torch.Generator(device=device).manual_seed(a.seed)
     if a.kv_cache:
         if len(prompt) + a.length - 1 > a.T:
             sys.exit(f"--kv-cache holds {a.T} tokens: the prompt and --length take more")

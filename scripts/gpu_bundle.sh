@@ -69,7 +69,7 @@ cp tests/cli/held_back_cases.tsv "$root/tests/cli/"
 cp tests/compiler/emit/host_emulation.h tests/compiler/emit/host_emulation_runtime.cpp \
   "$root/tests/compiler/emit/"
 cp bench/gpu/run.sh bench/gpu/results_json.py bench/gpu/compare_gpt_gpu.py "$root/bench/gpu/"
-cp bench/compare_gpt.py bench/gpt_torch2.py "$root/bench/"
+cp bench/compare_gpt.py bench/gpt_torch2.py bench/compare_sample.py bench/sample_torch2.py "$root/bench/"
 mkdir -p "$root/bench/attention"
 cp bench/attention/lm_head.ein "$root/bench/attention/"
 cp scripts/bundle/check_cpu.sh "$root/"

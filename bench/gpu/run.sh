@@ -22,19 +22,21 @@
 #   ... [--logs DIR]                         keep every suite's and benchmark's full log in DIR
 #       (by default they go to a temporary folder removed at the end; a failing test's
 #       message is in its suite's log)
-#   ... [--parts suites,ops,measure,attention,gpt,sanitize]
+#   ... [--parts suites,ops,measure,attention,gpt,sample,sanitize]
 #       only these parts (default all but sanitize): the CUDA suites; the op suite on the GPU (it
 #       compiles every op test's kernels with NVRTC: the longest part); NVRTC, GEMM, op-bandwidth
 #       and LM head measurements; the fused attention's kernels against float64 on the GPU
 #       (unless `suites` ran them) and their speed next to torch's SDPA; GPT training against
-#       torch; the attention and device suites under compute-sanitizer's racecheck, synccheck and
+#       torch; `ein sample --device cuda` with its key-value cache against torch's nanoGPT loop
+#       with and without one (bench/compare_sample.py --mode cache); the attention and device
+#       suites under compute-sanitizer's racecheck, synccheck and
 #       memcheck (slow: only when named)
 # Exits nonzero when a test suite or a benchmark fails; the measurements are printed either way.
 set -uo pipefail
 json=$PWD/gpu_results.json
 build=build-gpu
 bin=""
-parts=suites,ops,measure,attention,gpt
+parts=suites,ops,measure,attention,gpt,sample
 logs=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -343,6 +345,20 @@ else
   echo "skipped: python3 has no torch with CUDA, which compare_gpt_gpu.py needs"
 fi
 fi  # gpt
+
+if want sample; then
+echo
+echo "== sampling: ein sample --device cuda (its key-value cache) against torch's loop on the GPU"
+# bench/compare_sample.py --mode cache: an 8-byte prompt and T - 7 tokens drawn greedily, all of
+# them through ein's cache; torch's nanoGPT loop (eager, compile) and the same loop with gpt-fast's
+# static cache (bench/sample_torch2.py --kv-cache). One round per config: a short lease.
+if python3 -c 'import torch; raise SystemExit(not torch.cuda.is_available())' 2>/dev/null; then
+  python3 bench/compare_sample.py --ein "$bin/ein" --python python3 --mode cache --rounds 1 \
+    --device cuda --rows --config "64 2 4 128" --config "256 6 8 512" || status=1
+else
+  echo "skipped: python3 has no torch with CUDA, which compare_sample.py needs"
+fi
+fi  # sample
 
 if want sanitize; then
 # The attention kernels and the device tests under NVIDIA's compute-sanitizer: racecheck
