@@ -7,6 +7,11 @@
 // them into a partial y per part, which then add up in part order. It reads 8.5 (q8_0) or 4.5
 // (q4_0) bits a weight where an f32 GEMV reads 32. More rows make the product compute-bound;
 // then column panels of w are dequantized and multiplied by the BLAS GEMM.
+//
+// A weight stored [n, k] (WeightLayout::out_in: blocks along the summed axis) is read the
+// other way: each output column is a dot product of x's rows with one row of codes, block by
+// block (the codes times the scale, times x, summed), one task per range of rows of w; many
+// rows of x multiply dequantized panels of w's rows by the GEMM with B transposed.
 #include <algorithm>
 #include <cstring>
 #include <optional>
@@ -43,8 +48,8 @@ constexpr int64_t kDecodeRows = 8;
 /// 4096-wide q8_0 matrix, the best of 4, 8 and 16 rows there (bench/quantized_matmul.py).
 constexpr int64_t kPrefetchBytes = 32768;
 
-/// The product's operands as raw contiguous memory: x m × k, y m × n, codes k rows of
-/// code_row bytes, scales k × nb f16.
+/// The product's operands as raw contiguous memory: x m × k, y m × n; w as stored (k × n, or
+/// n × k for WeightLayout::out_in): codes of code_row bytes a row, scales nb f16 a row.
 struct Operands {
   const float* x;
   float* y;
@@ -56,7 +61,7 @@ struct Operands {
   int64_t nb;
 };
 
-/// The value weight (kk, c) stands for: code · scale, exact in f32.
+/// The value of w's stored element (kk, c): code · scale, exact in f32.
 float weight(const Operands& o, int64_t kk, int64_t c) {
   int code = 0;
   if (o.codes8) {
@@ -198,6 +203,72 @@ EIN_AVX2 void decode_row_avx2(const Operands& o, int64_t kk, int64_t c0, int64_t
     out[c - c0] = weight(o, kk, c);
 }
 
+/// The sum of v's eight lanes.
+EIN_AVX2 inline float lane_sum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+  return _mm_cvtss_f32(s);
+}
+
+/// y[:, j] = x @ w[j, :] for the rows j0 ≤ j < j1 of an out_in weight (n × k): each block of
+/// 32 codes decoded in registers and multiplied into M rows of x, A accumulators a row so
+/// the FMAs do not wait on each other; a partial last block portably.
+template <bool Q8, int M>
+EIN_AVX2 void dots_avx2(const Operands& o, int64_t j0, int64_t j1) {
+  constexpr int A = M <= 2 ? 4 : M <= 4 ? 2 : 1;
+  const int64_t full = o.k / kQuantBlock;
+  const int64_t block_bytes = Q8 ? kQuantBlock : kQuantBlock / 2;
+  const uint8_t* codes = Q8 ? reinterpret_cast<const uint8_t*>(o.codes8) : o.codes4;
+  const uint8_t* end = codes + j1 * o.code_row;
+  for (int64_t j = j0; j < j1; ++j) {
+    const uint8_t* row = codes + j * o.code_row;
+    const Half* scales = o.scales + j * o.nb;
+    __m256 acc[M][A];
+    for (int r = 0; r < M; ++r)
+      for (int a = 0; a < A; ++a)
+        acc[r][a] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < full; ++b) {
+      const uint8_t* block = row + b * block_bytes;
+      if ((b * block_bytes) % 64 == 0 && block + kPrefetchBytes < end)
+        _mm_prefetch(reinterpret_cast<const char*>(block + kPrefetchBytes), _MM_HINT_T0);
+      __m128i c[4];
+      load_block<Q8>(block, c);
+      const __m256 d = _mm256_set1_ps(scale_value(scales[b]));
+      __m256 w[4];
+      for (int i = 0; i < 4; ++i)
+        w[i] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c[i])), d);
+      for (int r = 0; r < M; ++r) {
+        const float* x = o.x + r * o.k + b * kQuantBlock;
+        for (int i = 0; i < 4; ++i)
+          acc[r][i % A] = _mm256_fmadd_ps(w[i], _mm256_loadu_ps(x + 8 * i), acc[r][i % A]);
+      }
+    }
+    for (int r = 0; r < M; ++r) {
+      for (int a = 1; a < A; ++a)
+        acc[r][0] = _mm256_add_ps(acc[r][0], acc[r][a]);
+      float sum = lane_sum(acc[r][0]);
+      for (int64_t c = full * kQuantBlock; c < o.k; ++c)
+        sum += o.x[r * o.k + c] * weight(o, j, c);
+      o.y[r * o.n + j] = sum;
+    }
+  }
+}
+
+template <bool Q8>
+EIN_AVX2 void dots_avx2(const Operands& o, int64_t j0, int64_t j1) {
+  switch (o.m) {
+    case 1: return dots_avx2<Q8, 1>(o, j0, j1);
+    case 2: return dots_avx2<Q8, 2>(o, j0, j1);
+    case 3: return dots_avx2<Q8, 3>(o, j0, j1);
+    case 4: return dots_avx2<Q8, 4>(o, j0, j1);
+    case 5: return dots_avx2<Q8, 5>(o, j0, j1);
+    case 6: return dots_avx2<Q8, 6>(o, j0, j1);
+    case 7: return dots_avx2<Q8, 7>(o, j0, j1);
+    default: return dots_avx2<Q8, 8>(o, j0, j1);
+  }
+}
+
 bool has_avx2() {
   static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
                           __builtin_cpu_supports("f16c");
@@ -232,6 +303,60 @@ void add_part(const Operands& o, int64_t k0, int64_t k1, float* acc) {
   }
 #endif
   part_portable(o, k0, k1, acc);
+}
+
+/// y[:, j] = x @ w[j, :] for rows j0 ≤ j < j1 of an out_in weight, on this CPU's best path.
+void add_dots(const Operands& o, int64_t j0, int64_t j1) {
+#if defined(__x86_64__)
+  if (has_avx2()) {
+    if (o.codes8)
+      dots_avx2<true>(o, j0, j1);
+    else
+      dots_avx2<false>(o, j0, j1);
+    return;
+  }
+#endif
+  for (int64_t j = j0; j < j1; ++j)
+    for (int64_t r = 0; r < o.m; ++r) {
+      float sum = 0;
+      for (int64_t c = 0; c < o.k; ++c)
+        sum += o.x[r * o.k + c] * weight(o, j, c);
+      o.y[r * o.n + j] = sum;
+    }
+}
+
+/// The rows' kernel of an out_in weight: its rows (y's columns) in ranges, one task each;
+/// every column's sum is one task's, so the result does not depend on the threads.
+void dot_rows(const Operands& o) {
+  parallel_for(0, o.n, std::max<int64_t>(1, 65536 / std::max<int64_t>(1, o.k)),
+               [&](int64_t lo, int64_t hi) { add_dots(o, lo, hi); });
+}
+
+/// Many rows, an out_in weight: each panel of kPanel of w's rows dequantized, then
+/// y[:, panel] = x @ panelᵀ by the BLAS GEMM.
+void dequantized_row_panels(const Operands& o) {
+  const Tensor panel_buffer = empty({o.k * std::min(o.n, kPanel)});
+  float* panel = panel_buffer.data<float>();
+  for (int64_t j0 = 0; j0 < o.n; j0 += kPanel) {
+    const int64_t rows = std::min(kPanel, o.n - j0);
+    parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, o.k)),
+                 [&](int64_t lo, int64_t hi) {
+                   for (int64_t j = lo; j < hi; ++j)
+                     decode_row(o, j0 + j, 0, o.k, panel + j * o.k);
+                 });
+    GemmBatch g;
+    g.m = o.m;
+    g.n = rows;
+    g.k = o.k;
+    g.a = o.x;
+    g.lda = std::max<int64_t>(1, o.k);
+    g.trans_b = true;
+    g.b = panel;
+    g.ldb = std::max<int64_t>(1, o.k);
+    g.c = o.y + j0;
+    g.ldc = o.n;
+    gemm_batched(g);
+  }
 }
 
 /// The rows' kernel: k cut into parts, one task each summing into its partial y (y itself when
@@ -287,18 +412,20 @@ void dequantized_panels(const Operands& o) {
 
 }  // namespace
 
-Tensor quantized_matmul(const Tensor& x, const QuantizedTensor& w) {
+Tensor quantized_matmul(const Tensor& x, const QuantizedTensor& w, WeightLayout layout) {
   if (!x.defined()) throw RuntimeError("quantized_matmul: x is undefined");
   if (w.shape.size() != 2)
     throw RuntimeError(
-        fmt::format("quantized_matmul: w has shape {}; it multiplies as a matrix [k, n] (a "
-                    "Linear's weight in `x @ weight`)",
+        fmt::format("quantized_matmul: w has shape {}; it multiplies as a matrix ([k, n] in "
+                    "`x @ w`, [n, k] in `x @ wᵀ`)",
                     shape_str(w.shape)));
-  const int64_t k = w.shape[0], n = w.shape[1];
+  const bool out_in = layout == WeightLayout::out_in;
+  const int64_t k = w.shape[out_in ? 1 : 0], n = w.shape[out_in ? 0 : 1];
   if (x.dim() < 1 || x.shape().back() != k)
-    throw RuntimeError(
-        fmt::format("quantized_matmul: x {} @ w [{}, {}]: x's last axis must be k = {}",
-                    shape_str(x.shape()), k, n, k));
+    throw RuntimeError(fmt::format("quantized_matmul: x {} @ w{} [{}, {}]: x's last axis must be "
+                                   "k = {}",
+                                   shape_str(x.shape()), out_in ? "ᵀ" : "", w.shape[0],
+                                   w.shape[1], k));
   if (x.dtype() != DType::f32 && x.dtype() != DType::bf16 && x.dtype() != DType::f16)
     throw RuntimeError(
         fmt::format("quantized_matmul: x is {}; it computes in f32 from f32, bf16 or f16 inputs",
@@ -326,6 +453,7 @@ Tensor quantized_matmul(const Tensor& x, const QuantizedTensor& w) {
   if (m > 0 && n > 0 && k > 0) {
     const Tensor xc = x.to(DType::f32).contiguous();
     const Tensor codes = w.codes.contiguous(), scales = w.scales.contiguous();
+    const int64_t stored_row = w.shape[1];  // the blocks' axis
     Operands o{xc.data<float>(),
                y.data<float>(),
                m,
@@ -333,13 +461,13 @@ Tensor quantized_matmul(const Tensor& x, const QuantizedTensor& w) {
                n,
                w.type == QuantType::q8_0 ? codes.data<int8_t>() : nullptr,
                w.type == QuantType::q4_0 ? codes.data<uint8_t>() : nullptr,
-               w.type == QuantType::q8_0 ? n : (n + 1) / 2,
+               w.type == QuantType::q8_0 ? stored_row : (stored_row + 1) / 2,
                static_cast<const Half*>(scales.data_ptr()),
-               (n + kQuantBlock - 1) / kQuantBlock};
-    if (m <= kDecodeRows)
-      decode_rows(o);
+               (stored_row + kQuantBlock - 1) / kQuantBlock};
+    if (out_in)
+      m <= kDecodeRows ? dot_rows(o) : dequantized_row_panels(o);
     else
-      dequantized_panels(o);
+      m <= kDecodeRows ? decode_rows(o) : dequantized_panels(o);
   }
   counted.reset();
   if (detail::counting()) {

@@ -25,10 +25,10 @@
 //
 //   ein::Tensor y = ein::quantized_matmul(x, q);    // x @ w from the codes (a decode step)
 //
-// quantized_matmul() computes with the codes (the C++ API only). Scripts do not yet: a
-// quantized checkpoint loads dequantized (`ein train --init`, dequantize_checkpoint), so there
-// it measures what the compression costs in loss and saves on disk and in transfer, not the
-// memory of a running model. docs/quantization.md has the details.
+// quantized_matmul() computes with the codes; `ein sample` runs a script's cached decode step
+// from them (its matrices' products; docs/quantization.md). Otherwise a quantized checkpoint
+// loads dequantized (`ein train --init`, dequantize_checkpoint): there it measures what the
+// compression costs in loss and saves on disk and in transfer.
 #pragma once
 
 #include <cstdint>
@@ -82,16 +82,25 @@ QuantizedTensor quantize(const Tensor& x, QuantType type, const std::string& nam
 /// RuntimeError when the codes' or scales' dtype or shape does not fit q.shape and q.type.
 Tensor dequantize(const QuantizedTensor& q);
 
-/// x @ w, reading w's codes where a float copy of w would be read: x is [..., k] on the CPU
-/// (f32, bf16 or f16, any strides), w a quantized [k, n] (a Linear's weight in `x @ weight`);
-/// the result is [..., n] in x's dtype: each product of x with the exact dequantized weight,
-/// summed in f32, so matmul(x, dequantize(w)) up to the order of the sums. Up to 8 rows of x
-/// (decoding a token at a time) decode each block of codes in registers as it is used and
-/// read 8.5 (q8_0) or 4.5 (q4_0) bits a weight instead of an f32 GEMV's 32; more rows
-/// dequantize column panels of w and multiply them by the BLAS GEMM. No gradient (inference):
-/// x must not require one while autograd records. FlopCounter counts 2·rows·k·n FLOPs and the
-/// quantized bytes read.
-Tensor quantized_matmul(const Tensor& x, const QuantizedTensor& w);
+/// How quantized_matmul() reads its weight: which of w's axes is summed over. The blocks of
+/// 32 run along w's last axis either way.
+enum class WeightLayout : uint8_t {
+  in_out,  ///< w is [k, n]: x @ w (ein's Linear, stored (in, out); blocks along the outputs)
+  out_in,  ///< w is [n, k]: x @ wᵀ (torch's Linear, GGUF's matrices, an embedding used as the
+           ///< LM head; blocks along the summed axis)
+};
+
+/// x @ w (or x @ wᵀ, `layout`), reading w's codes where a float copy of w would be read: x is
+/// [..., k] on the CPU (f32, bf16 or f16, any strides), w a quantized matrix; the result is
+/// [..., n] in x's dtype: each product of x with the exact dequantized weight, summed in f32,
+/// so matmul(x, dequantize(w)) up to the order of the sums. Up to 8 rows of x (decoding a token
+/// at a time) decode each block of codes in registers as it is used and read 8.5 (q8_0) or 4.5
+/// (q4_0) bits a weight instead of an f32 GEMV's 32; more rows dequantize panels of w and
+/// multiply them by the BLAS GEMM. The result does not depend on the number of threads. No
+/// gradient (inference): x must not require one while autograd records. FlopCounter counts
+/// 2·rows·k·n FLOPs and the quantized bytes read.
+Tensor quantized_matmul(const Tensor& x, const QuantizedTensor& w,
+                        WeightLayout layout = WeightLayout::in_out);
 
 /// How far a dequantized tensor is from the original, over all elements (computed in f64).
 struct QuantError {

@@ -80,6 +80,73 @@ TEST(QuantizedMatmul, MatchesTheFloat64ReferenceOnEveryPath) {
     }
 }
 
+/// w (rows × cols, row-major) transposed.
+std::vector<float> transposed(const std::vector<float>& w, int64_t rows, int64_t cols) {
+  std::vector<float> t(w.size());
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      t[j * rows + i] = w[i * cols + j];
+  return t;
+}
+
+TEST(QuantizedMatmul, OutInWeightsMatchTheFloat64ReferenceOnEveryPath) {
+  // w [n, k], blocks along k (the summed axis): x @ wᵀ. m ≤ 8: one dot product per column,
+  // whole blocks in registers and a partial last one; m > 8: dequantized panels of 512 rows.
+  const Case cases[] = {{1, 64, 256}, {1, 100, 300}, {1, 1, 32}, {2, 768, 70}, {3, 37, 129},
+                        {4, 64, 128}, {5, 96, 385},  {7, 33, 9}, {8, 160, 640}, {9, 50, 200},
+                        {33, 70, 600}};
+  uint32_t seed = 100;
+  for (QuantType type : {QuantType::q8_0, QuantType::q4_0})
+    for (const Case& c : cases) {
+      const std::string what = std::string(quant_type_name(type)) + " out_in m=" +
+                               std::to_string(c.m) + " k=" + std::to_string(c.k) +
+                               " n=" + std::to_string(c.n);
+      const QuantizedTensor q =
+          quantize(from_data(normal_values(c.n * c.k, seed++, 0.05f), {c.n, c.k}), type);
+      const std::vector<float> x = normal_values(c.m * c.k, seed++);
+      const Tensor y = quantized_matmul(from_data(x, {c.m, c.k}), q, WeightLayout::out_in);
+      EXPECT_EQ(y.shape(), (Shape{c.m, c.n})) << what;
+      expect_reference(x, transposed(dequantize(q).to_vector<float>(), c.n, c.k),
+                       y.to_vector<float>(), c.m, c.k, c.n, what);
+    }
+}
+
+TEST(QuantizedMatmul, OutInStridesSpecialValuesZeroSizesAndCounts) {
+  const int64_t k = 100, n = 72;
+  std::vector<float> wv = normal_values(n * k, 11);
+  for (int64_t c = 0; c < 32; ++c) wv[5 * k + c] = 0.0f;  // row 5's first block: scale 0
+  const QuantizedTensor q = quantize(from_data(wv, {n, k}), QuantType::q8_0);
+  const std::vector<float> wt = transposed(dequantize(q).to_vector<float>(), n, k);
+  for (const int64_t m : {1, 3, 12}) {
+    std::vector<float> x = normal_values(m * k, 12);
+    x[0] = std::nanf("");                                     // row 0: NaN everywhere
+    if (m > 1) x[k + 3] = std::numeric_limits<float>::infinity(), x[k + 4] = -0.0f;
+    if (m > 2) x[2 * k + 7] = std::numeric_limits<float>::denorm_min(), x[2 * k + 8] = 1e-40f;
+    const Tensor y = quantized_matmul(from_data(x, {m, k}), q, WeightLayout::out_in);
+    expect_reference(x, wt, y.to_vector<float>(), m, k, n, "out_in special, m=" + std::to_string(m));
+  }
+  // a transposed x gives what its copy gives; batch axes are rows
+  const Tensor xt = from_data(normal_values(6 * k, 13), {k, 6}).transpose(0, 1);
+  EXPECT_EQ(quantized_matmul(xt, q, WeightLayout::out_in).to_vector<float>(),
+            quantized_matmul(xt.contiguous(), q, WeightLayout::out_in).to_vector<float>());
+  EXPECT_EQ(quantized_matmul(zeros({2, 3, k}), q, WeightLayout::out_in).shape(), (Shape{2, 3, n}));
+  EXPECT_EQ(quantized_matmul(zeros({0, k}), q, WeightLayout::out_in).shape(), (Shape{0, n}));
+  const QuantizedTensor empty_k = quantize(zeros({5, 0}), QuantType::q4_0);
+  EXPECT_EQ(quantized_matmul(zeros({2, 0}), empty_k, WeightLayout::out_in).to_vector<float>(),
+            std::vector<float>(10, 0.0f));
+  try {
+    quantized_matmul(zeros({2, n}), q, WeightLayout::out_in);
+    ADD_FAILURE() << "no error for x's last axis";
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find("x's last axis must be k = 100"), std::string::npos)
+        << e.what();
+  }
+  FlopCounter counter;
+  (void)quantized_matmul(zeros({2, k}), q, WeightLayout::out_in);
+  EXPECT_EQ(counter.totals().flops, 2 * 2 * k * n);
+  EXPECT_EQ(counter.totals().bytes_read, 2 * k * 4 + q.nbytes());
+}
+
 TEST(QuantizedMatmul, BatchAxesStridesDtypesAndZeroSizes) {
   const int64_t k = 70, n = 160;
   const QuantizedTensor q = quantize(from_data(normal_values(k * n, 3), {k, n}), QuantType::q4_0);
