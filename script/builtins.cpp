@@ -216,6 +216,7 @@ Value pattern_op(Interpreter& in, std::vector<CallArg>& args, const CallSite& si
     in.fail(site, site.range, "reduce() needs a reduction: reduce(x, \"b s d -> b s\", \"mean\")");
   if (op != PatternOp::einsum && xs.size() > 1 && op != PatternOp::rearrange)
     in.fail(site, site.range, fmt::format("{}() takes one tensor", fn));
+  if (op == PatternOp::einsum) in.autocast_contraction(xs);
   for (const TensorVal& x : xs)
     if (x.dtype != xs.front().dtype)
       in.fail(site, site.range, fmt::format("{}(): operands must share a dtype ({} and {})", fn,

@@ -382,8 +382,10 @@ Value Interpreter::eval_binary(const Expr& e, const EnvPtr& env) {
   }
   if (op == "@") {
     Trace& t = trace_or_fail(here, "'@'");
-    const TensorVal x = as_tensor(a, here, e.items[0]->range);
-    const TensorVal y = as_tensor(b, here, e.items[1]->range);
+    std::vector<TensorVal> operands{as_tensor(a, here, e.items[0]->range),
+                                    as_tensor(b, here, e.items[1]->range)};
+    autocast_contraction(operands);
+    const TensorVal &x = operands[0], &y = operands[1];
     const int64_t ka = x.shape.empty() ? -1 : x.shape.back();
     const int64_t kb = y.shape.empty() ? -1 : y.shape.size() == 1 ? y.shape[0] : y.shape[y.shape.size() - 2];
     if (x.shape.empty() || y.shape.empty() || ka != kb)

@@ -40,6 +40,12 @@ TensorVal Trace::param(const std::shared_ptr<ParamSlot>& slot) {
   return t;
 }
 
+void Interpreter::autocast_contraction(std::vector<TensorVal>& operands) {
+  if (!trace_ || trace_->compute == DType::f32) return;
+  for (TensorVal& x : operands)
+    if (x.dtype == DType::f32) x = trace_->b.cast(x, trace_->compute);
+}
+
 TensorVal Trace::constant(Tensor t) {
   TensorVal v = b.input(t.shape(), t.dtype());
   Feed f;

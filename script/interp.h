@@ -156,6 +156,10 @@ class Interpreter {
   [[noreturn]] void fail(SourceRange range, const std::string& message);
   Trace& trace_or_fail(const CallSite& site, const std::string& what);
   Trace* active_trace() { return trace_; }
+  /// Mixed precision, as torch.autocast runs a matmul in the compute dtype: the f32 operands of
+  /// a contraction (`@`, einsum) are cast to it, so q and k that RoPE's f32 tables made f32
+  /// meet v in bf16. Without mixed precision, leaves them as they are.
+  void autocast_contraction(std::vector<TensorVal>& operands);
   /// A value as a traced tensor (numbers become 0-dim constants of `like`'s dtype).
   TensorVal as_tensor(const Value& v, const CallSite& site, SourceRange range);
   /// The number a value holds, or an error at `range`.

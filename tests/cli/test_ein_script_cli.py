@@ -467,6 +467,22 @@ class Run(Case):
         self.assertLess(means["fp32"], 4.0)  # it learned something
         self.assertLess(abs(means["bf16"] - means["fp32"]), 0.05, means)
 
+    def test_llama_bf16_tracks_f32(self):
+        # RoPE's tables are f32 (positions need more than bf16's 8 bits), so q and k come out of
+        # it f32 while v is bf16: the attention's einsums run in bf16 as torch.autocast runs a
+        # matmul (f32 operands cast to the compute dtype), recognised as one fused attention.
+        llama = script("scripts", "llama_tiny.ein")
+        means = {}
+        for precision in ("fp32", "bf16"):
+            log = self.path(f"llama_{precision}.jsonl")
+            self.ok("train", llama, "--steps", "60", "--precision", precision, "--log", log,
+                    "--quiet")
+            losses = [line["loss"] for line in read_log(log)]
+            self.assertEqual(len(losses), 60)
+            means[precision] = sum(losses[-10:]) / 10
+        self.assertLess(means["fp32"], 4.0)
+        self.assertLess(abs(means["bf16"] - means["fp32"]), 0.05, means)
+
     def test_fp16_with_dynamic_loss_scaling(self):
         # fp16 activations with GradScaler's rule: overflowing steps are skipped and halve the
         # scale (65536 at first). The run still learns, within 0.1 of fp32 (the skipped steps
