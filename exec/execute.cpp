@@ -12,6 +12,7 @@
 
 #include <ein/diagnostic.h>
 #include <ein/errors.h>
+#include <ein/quantize.h>
 #include <fmt/format.h>
 
 #include "exec/attention.h"
@@ -265,6 +266,13 @@ Tensors run_linear_cross_entropy_grad(const GraphNode& n, const Values& v, Conte
   return {std::move(dh), std::move(dw)};
 }
 
+Tensor run_quantized_matmul(const GraphNode& n, const Values& v, Context&) {
+  const auto& a = std::get<QuantMatmulAttr>(n.attr);
+  QuantizedTensor w{a.type, n.dtype, a.weight, arg(v, n, 1), arg(v, n, 2)};
+  Tensor y = quantized_matmul(arg(v, n, 0), w, a.layout);
+  return y.dtype() == n.dtype ? y : y.to(n.dtype);
+}
+
 Tensor run_cast(const GraphNode& n, const Values& v, Context&) {
   return arg(v, n, 0).to(n.dtype);
 }
@@ -292,12 +300,13 @@ Tensors one(const GraphNode& n, const Values& v, Context& c) {
 }
 
 // One rule per op, in ops.def order.
-constexpr std::array<Rule, 18> kRules = {
+constexpr std::array<Rule, 19> kRules = {
     one<run_input>,     one<run_view>,           one<run_reshape>,   one<run_permute>,
     one<run_reduce>,    one<run_contract>,       one<run_map_node>,  one<run_concat>,
     one<run_slice>,     one<run_cast>,           one<run_gather>,    one<run_scatter_add>,
     one<run_attention>, one<run_attention_grad>, run_linear_cross_entropy,
-    run_linear_cross_entropy_grad,               run_fused_node,     run_result,
+    run_linear_cross_entropy_grad,               one<run_quantized_matmul>,
+    run_fused_node,     run_result,
 };
 static_assert(static_cast<int>(GraphOp::result) + 1 == kRules.size(), "a rule per op in ops.def");
 

@@ -385,17 +385,23 @@ void vjp_attention_grad(Vjp&) {
                      "supported");
 }
 
+void vjp_quantized_matmul(Vjp&) {
+  throw RuntimeError("a product from quantized codes has no gradient (inference only: train the "
+                     "float weights, then quantize them)");
+}
+
 // One rule per op, in ops.def order.
 constexpr Rule kRules[] = {
     vjp_none,  // input: its cotangent is the result
     vjp_view,   vjp_reshape, vjp_permute, vjp_reduce, vjp_contract,    vjp_map,
     vjp_concat, vjp_slice,   vjp_cast,    vjp_gather, vjp_scatter_add,
     vjp_attention, vjp_attention_grad, vjp_linear_cross_entropy, vjp_linear_cross_entropy_grad,
+    vjp_quantized_matmul,
 };
-// Ops after linear_cross_entropy_grad in ops.def come from the fusion pass, which runs after
-// autodiff: the pipeline differentiates unfused graphs only.
-static_assert(std::size(kRules) == static_cast<size_t>(GraphOp::linear_cross_entropy_grad) + 1,
-              "a VJP rule per op in ops.def, up to linear_cross_entropy_grad");
+// Ops after quantized_matmul in ops.def come from the fusion pass, which runs after autodiff:
+// the pipeline differentiates unfused graphs only.
+static_assert(std::size(kRules) == static_cast<size_t>(GraphOp::quantized_matmul) + 1,
+              "a VJP rule per op in ops.def, up to quantized_matmul");
 
 }  // namespace
 

@@ -206,6 +206,12 @@ NodeCost cost_linear_cross_entropy_grad(const Graph& g, const GraphNode& n) {
   return c;
 }
 
+/// quantized_matmul: a contraction's 2·m·k·n FLOPs; it reads x and the codes and scales.
+NodeCost cost_quantized_matmul(const Graph& g, const GraphNode& n) {
+  const int64_t flops = 2 * numel(g.nodes[n.inputs[0]].shape) * n.shape.back();
+  return {flops, flops, input_bytes(g, n), bytes_of(n)};
+}
+
 NodeCost cost_contract(const Graph& g, const GraphNode& n) {
   const int64_t flops = contract_flops(g, n);
   return {flops, flops, input_bytes(g, n), bytes_of(n)};

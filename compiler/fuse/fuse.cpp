@@ -124,6 +124,8 @@ class Pass {
       case GraphOp::linear_cross_entropy:
       case GraphOp::linear_cross_entropy_grad:
         return "linear + cross-entropy: one tiled kernel of its own (exec/cross_entropy.h)";
+      case GraphOp::quantized_matmul:
+        return "a product from quantized codes: a kernel of its own (ein::quantized_matmul)";
       case GraphOp::map:
         if (is_fp8(node.dtype)) return "map to fp8: the runtime's converter writes fp8";
         return "";

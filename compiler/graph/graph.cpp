@@ -76,6 +76,11 @@ std::string attributes(const GraphNode& n) {
     std::string operator()(const CrossEntropyAttr& a) const {
       return a.unit_grads ? "[with its gradients]" : "";
     }
+    std::string operator()(const QuantMatmulAttr& a) const {
+      return fmt::format("[{} [{}]{}]", a.type == QuantType::q8_0 ? "q8_0" : "q4_0",
+                         fmt::join(a.weight, ", "),
+                         a.layout == WeightLayout::out_in ? ", transposed" : "");
+    }
     std::string operator()(const AttentionAttr& a) const {
       return fmt::format("[scale {:g}{}{}]", a.scale, a.bias ? ", bias" : "",
                          a.kv_repeat > 1 ? fmt::format(", kv groups of {}", a.kv_repeat) : "");
@@ -304,6 +309,8 @@ void verify(const Graph& g) {
         case GraphOp::scatter_add:
         case GraphOp::linear_cross_entropy_grad:
           return std::holds_alternative<std::monostate>(n.attr);
+        case GraphOp::quantized_matmul:
+          return std::holds_alternative<QuantMatmulAttr>(n.attr);
         case GraphOp::linear_cross_entropy:
           return std::holds_alternative<std::monostate>(n.attr) ||
                  std::holds_alternative<CrossEntropyAttr>(n.attr);
@@ -323,6 +330,17 @@ void verify(const Graph& g) {
       const size_t want = (n.op == GraphOp::attention ? 3 : 5) + (a->bias ? 1 : 0);
       if (n.inputs.size() != want)
         fail(i, fmt::format("{} takes {} inputs, has {}", graph_op_name(n.op), want, n.inputs.size()));
+    }
+    if (const auto* q = std::get_if<QuantMatmulAttr>(&n.attr)) {
+      const Shape& x = g.nodes[n.inputs[0]].shape;
+      const bool out_in = q->layout == WeightLayout::out_in;
+      const DType codes = g.nodes[n.inputs[1]].dtype, scales = g.nodes[n.inputs[2]].dtype;
+      if (q->weight.size() != 2 || x.empty() || x.back() != q->weight[out_in ? 1 : 0] ||
+          n.shape.size() != x.size() || n.shape.back() != q->weight[out_in ? 0 : 1] ||
+          !std::equal(x.begin(), x.end() - 1, n.shape.begin()))
+        fail(i, "quantized_matmul's x, weight and result shapes do not multiply");
+      if (codes != (q->type == QuantType::q8_0 ? DType::i8 : DType::u8) || scales != DType::f16)
+        fail(i, "quantized_matmul's codes or scales have the wrong dtype");
     }
     if (n.op == GraphOp::linear_cross_entropy_grad && n.inputs.size() != 5 &&
         n.inputs.size() != 7)

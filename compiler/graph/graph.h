@@ -18,6 +18,7 @@
 
 #include "compiler/kernel/kernel_ir.h"
 #include <ein/patterns.h>
+#include <ein/quant_type.h>
 
 namespace ein {
 
@@ -163,6 +164,16 @@ struct AttentionAttr {
 struct CrossEntropyAttr {
   bool unit_grads = false;
 };
+/// quantized_matmul (compiler/decode/quantize_step.h): inputs x [..., k] and a q8_0 or q4_0
+/// matrix's codes and scales (include/ein/quantize.h's QuantizedTensor, blocks along the
+/// matrix's last axis); the result [..., n] is x @ w (in_out: w [k, n]) or x @ wᵀ (out_in:
+/// w [n, k]), each product of x with the exact dequantized weight summed in f32
+/// (ein::quantized_matmul). Inference only: it has no gradient.
+struct QuantMatmulAttr {
+  QuantType type = QuantType::q8_0;
+  WeightLayout layout = WeightLayout::in_out;
+  Shape weight;  ///< the matrix the codes stand for
+};
 /// result: output `index` of the fused node that is its input.
 struct ResultAttr {
   int index = 0;
@@ -175,7 +186,8 @@ struct GraphNode {
   Shape shape;
   DType dtype = DType::f32;
   std::variant<std::monostate, InputAttr, ViewAttr, ReduceAttr, PermuteAttr, ContractAttr, MapAttr,
-               ConcatAttr, SliceAttr, FusedAttr, ResultAttr, AttentionAttr, CrossEntropyAttr>
+               ConcatAttr, SliceAttr, FusedAttr, ResultAttr, AttentionAttr, CrossEntropyAttr,
+               QuantMatmulAttr>
       attr;
   std::string note;  ///< set by fuse() on a node it left unfused: why (empty elsewhere)
   /// Where a node that can fail on its data (a gather's indices) came from in a `.ein` script,

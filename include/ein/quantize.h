@@ -39,15 +39,10 @@
 #include <vector>
 
 #include <ein/checkpoint.h>
+#include <ein/quant_type.h>
 #include <ein/tensor.h>
 
 namespace ein {
-
-/// A block quantization format.
-enum class QuantType : uint8_t { q8_0, q4_0 };
-
-/// Values per block (both formats).
-inline constexpr int64_t kQuantBlock = 32;
 
 /// "q8_0" or "q4_0".
 std::string_view quant_type_name(QuantType type);
@@ -81,14 +76,6 @@ QuantizedTensor quantize(const Tensor& x, QuantType type, const std::string& nam
 /// The values a quantized tensor stands for: code · scale, as a CPU tensor of q.dtype.
 /// RuntimeError when the codes' or scales' dtype or shape does not fit q.shape and q.type.
 Tensor dequantize(const QuantizedTensor& q);
-
-/// How quantized_matmul() reads its weight: which of w's axes is summed over. The blocks of
-/// 32 run along w's last axis either way.
-enum class WeightLayout : uint8_t {
-  in_out,  ///< w is [k, n]: x @ w (ein's Linear, stored (in, out); blocks along the outputs)
-  out_in,  ///< w is [n, k]: x @ wᵀ (torch's Linear, GGUF's matrices, an embedding used as the
-           ///< LM head; blocks along the summed axis)
-};
 
 /// x @ w (or x @ wᵀ, `layout`), reading w's codes where a float copy of w would be read: x is
 /// [..., k] on the CPU (f32, bf16 or f16, any strides), w a quantized matrix; the result is
@@ -154,6 +141,10 @@ inline constexpr const char* kQuantMetadataPrefix = "quant:";
 
 /// Whether a loaded checkpoint holds quantized tensors.
 bool is_quantized(const Checkpoint& checkpoint);
+
+/// The type its quantized tensors have (the first's in the metadata, should they differ);
+/// nullopt when it holds none or their metadata does not say.
+std::optional<QuantType> quantized_type(const Checkpoint& checkpoint);
 
 /// The checkpoint with each quantized tensor replaced by its dequantized values under its own
 /// name (and those metadata keys removed); a checkpoint without any is returned as it is.
