@@ -126,8 +126,12 @@ Generated generate(Trainable& model, const GenerateOptions& o) {
   const int64_t T = o.context;
   std::unique_ptr<Decoder> decoder;
   if (o.cache && o.length > 0 && static_cast<int64_t>(o.prompt.size()) <= T) {
-    decoder = model.decoder(T, g.uncached);
-    if (decoder) g.cache_bytes = decoder->cache_bytes();
+    decoder = model.decoder(T, g.uncached, o.decoder);
+    if (decoder) {
+      g.cache_bytes = decoder->cache_bytes();
+      g.quantized_matrices = decoder->quantized_matrices();
+      g.quantized_bytes = decoder->quantized_bytes();
+    }
   }
   FlopCounter counter;
   const auto start = Clock::now();
@@ -163,6 +167,13 @@ void load_parameters(const Checkpoint& checkpoint, const std::vector<NamedTensor
     targets.emplace_back(
         !ck.find(p.name) && ck.find("model." + p.name) ? "model." + p.name : p.name, p.tensor);
   copy_into(ck, targets);
+}
+
+void round_parameters_to_codes(const std::vector<NamedTensor>& params, QuantType type) {
+  NoGrad no_grad;
+  for (const NamedTensor& p : params)
+    if (quantizes(p.tensor.dtype(), p.tensor.shape()))
+      p.tensor.copy_(dequantize(quantize(p.tensor, type, p.name)).to(p.tensor.device()));
 }
 
 }  // namespace ein

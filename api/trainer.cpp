@@ -232,7 +232,7 @@ Tensor Trainable::logits(const Tensor&) {
   throw UserError("this model has no logits() to sample from");
 }
 
-std::unique_ptr<Decoder> Trainable::decoder(int64_t, std::string& why) {
+std::unique_ptr<Decoder> Trainable::decoder(int64_t, std::string& why, const DecoderOptions&) {
   why = "the model has no decode step";
   return nullptr;
 }

@@ -2,14 +2,18 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <memory>
+#include <optional>
 
 #include <ein/autograd.h>
 #include <ein/diagnostic.h>
 #include <ein/errors.h>
+#include <ein/quantize.h>
 #include <fmt/format.h>
 
 #include "compiler/cost/charges.h"
+#include "compiler/decode/quantize_step.h"
 #include "compiler/pipeline.h"
 #include "exec/execute.h"
 
@@ -47,7 +51,7 @@ class GraphDecoder final : public Decoder {
   /// The decoder of `window` (its tokens input `token_input`), fed `feeds` (its inputs'
   /// tensors, the tokens' any). Throws NotCausal for a mask that lets a query see later keys.
   GraphDecoder(std::shared_ptr<const Graph> window, int token_input, DecodeStep step,
-                std::vector<Tensor> feeds)
+                std::vector<Tensor> feeds, const DecoderOptions& options)
       : window_(std::move(window)), step_(std::move(step)), feeds_(std::move(feeds)) {
     device_ = feeds_.at(token_input).device();
     for (const GraphNode& n : window_->nodes)
@@ -63,6 +67,27 @@ class GraphDecoder final : public Decoder {
     for (const CausalCheck& c : step_.causal)
       if (!masks_the_future(value(c.node), c.query, c.key))
         throw NotCausal{};
+    if (options.weights) {
+      if (device_.kind != DeviceKind::cpu) throw QuantizedOffCpu{};
+      // A matrix `ein quantize` quantizes whose values are its codes' own (a quantized
+      // checkpoint's, or rounded to them): the step then computes with the window's numbers.
+      std::map<int, QuantizedTensor> codes;
+      const auto eligible = [&](int node, DType dtype, const Shape& shape) {
+        if (!quantizes(dtype, shape)) return false;
+        const Tensor& w = value(node);
+        std::optional<QuantizedTensor> q;
+        try {
+          q = quantize(w, *options.weights);
+        } catch (const RuntimeError&) {
+          return false;  // a NaN or an infinity, or beyond f16's scales: no codes
+        }
+        if (dequantize(*q).to_vector<float>() != w.to(cpu()).to_vector<float>()) return false;
+        codes.emplace(node, std::move(*q));
+        return true;
+      };
+      step_ = quantize_step(step_, *options.weights, eligible);  // a copy: value() reads step_
+      for (const QuantizedMatrix& m : step_.quantized) quantized_.push_back(codes.at(m.node));
+    }
     CompiledGraph c = compile_graph(step_.step, {});
     charges_ = fused_charges(c.fused, c.graph, c.fused_source);
     fused_ = std::move(c.fused);
@@ -78,6 +103,8 @@ class GraphDecoder final : public Decoder {
 
   /// An attention mask that lets a query see a later key.
   struct NotCausal {};
+  /// Quantized weights asked for on a device other than the CPU.
+  struct QuantizedOffCpu {};
 
   Tensor next(int64_t token) override {
     const int64_t T = step_.length;
@@ -95,6 +122,8 @@ class GraphDecoder final : public Decoder {
         case StepInput::Kind::whole: in.push_back(value(s.node)); break;
         case StepInput::Kind::row: in.push_back(value(s.node).slice(s.dim, position_, position_ + 1)); break;
         case StepInput::Kind::cache: in.push_back(caches_.at(s.index)); break;
+        case StepInput::Kind::codes: in.push_back(quantized_.at(s.index).codes); break;
+        case StepInput::Kind::scales: in.push_back(quantized_.at(s.index).scales); break;
         case StepInput::Kind::position: {
           Tensor one = zeros({T}, DType::f32);
           one.data<float>()[position_] = 1;
@@ -142,6 +171,14 @@ class GraphDecoder final : public Decoder {
     for (const Tensor& c : caches_) bytes += c.nbytes();
     return bytes;
   }
+  int64_t quantized_matrices() const override {
+    return static_cast<int64_t>(quantized_.size());
+  }
+  int64_t quantized_bytes() const override {
+    int64_t bytes = 0;
+    for (const QuantizedTensor& q : quantized_) bytes += q.nbytes();
+    return bytes;
+  }
   void reset() override {
     position_ = 0;
     for (size_t i = 0; i < caches_.size(); ++i)
@@ -168,6 +205,7 @@ class GraphDecoder final : public Decoder {
   GraphCharges prefill_charges_;
   int token_input_ = 0;  ///< which of feeds_ the tokens are
   std::vector<Tensor> caches_;
+  std::vector<QuantizedTensor> quantized_;  ///< per DecodeStep::quantized: its codes and scales
   Device device_ = cpu();
   int64_t position_ = 0;
 };
@@ -176,13 +214,16 @@ class GraphDecoder final : public Decoder {
 
 std::unique_ptr<Decoder> make_graph_decoder(std::shared_ptr<const Graph> window, int token_input,
                                             DecodeStep step, std::vector<Tensor> feeds,
-                                            std::string& why) {
+                                            std::string& why, const DecoderOptions& options) {
   NoGrad no_grad;
   try {
     return std::make_unique<GraphDecoder>(std::move(window), token_input, std::move(step),
-                                          std::move(feeds));
+                                          std::move(feeds), options);
   } catch (const GraphDecoder::NotCausal&) {
     why = "an attention's mask lets a query see later keys, so the model is not causal";
+    return nullptr;
+  } catch (const GraphDecoder::QuantizedOffCpu&) {
+    why = "a step from quantized weights runs on the CPU (ein::quantized_matmul)";
     return nullptr;
   }
 }

@@ -21,9 +21,14 @@ namespace ein {
 /// The Decoder of `window` (its tokens are input `token_input`, the sequence along dim 1) by
 /// its derived `step`, fed `feeds` (one tensor per window input, in InputAttr order; the
 /// tokens' any). Null, with `why` saying why, when an attention's mask (DecodeStep::causal)
-/// lets a query see a later key.
+/// lets a query see a later key, or when options.weights asks for quantized weights on a
+/// device other than the CPU. With options.weights, the step's products with weight matrices
+/// read their codes (compiler/decode/quantize_step.h), quantized here: each matrix `ein
+/// quantize` would quantize whose values are already its codes' own (dequantize(quantize(w))
+/// == w: a quantized checkpoint's, or parameters rounded by round_parameters_to_codes()), so
+/// the step computes with the window's numbers; the others stay float.
 std::unique_ptr<Decoder> make_graph_decoder(std::shared_ptr<const Graph> window, int token_input,
                                             DecodeStep step, std::vector<Tensor> feeds,
-                                            std::string& why);
+                                            std::string& why, const DecoderOptions& options = {});
 
 }  // namespace ein

@@ -287,6 +287,20 @@ bool is_quantized(const Checkpoint& checkpoint) {
                      [](const auto& kv) { return kv.first.rfind(kQuantMetadataPrefix, 0) == 0; });
 }
 
+std::optional<QuantType> quantized_type(const Checkpoint& checkpoint) {
+  for (const auto& [key, value] : checkpoint.metadata) {
+    if (key.rfind(kQuantMetadataPrefix, 0) != 0) continue;
+    try {
+      const nlohmann::json info = nlohmann::json::parse(value);
+      if (info.contains("type") && info["type"].is_string())
+        if (auto type = parse_quant_type(info["type"].get<std::string>())) return type;
+    } catch (const nlohmann::json::exception&) {
+      // dequantize_checkpoint() says what is wrong with it
+    }
+  }
+  return std::nullopt;
+}
+
 Checkpoint dequantize_checkpoint(const Checkpoint& checkpoint) {
   if (!is_quantized(checkpoint)) return checkpoint;
   const std::string prefix = kQuantMetadataPrefix;

@@ -52,6 +52,11 @@ DecodeStep Program::decode_step(int64_t context) {
 }
 
 std::unique_ptr<Decoder> Program::decoder(int64_t context, std::string& why) {
+  return decoder(context, why, DecoderOptions{});
+}
+
+std::unique_ptr<Decoder> Program::decoder(int64_t context, std::string& why,
+                                          const DecoderOptions& options) {
   NoGrad no_grad;
   DecodeStep step = decode_step(context);
   if (!step.derived()) {
@@ -63,7 +68,7 @@ std::unique_ptr<Decoder> Program::decoder(int64_t context, std::string& why) {
   for (size_t i = 0; i < t.feeds.size(); ++i)
     if (t.feeds[i].kind == Feed::Kind::arg) token_input = static_cast<int>(i);
   return make_graph_decoder(t.graph, token_input, std::move(step),
-                            impl_->feed(t, {zeros({1, context}, DType::i64)}, 0), why);
+                            impl_->feed(t, {zeros({1, context}, DType::i64)}, 0), why, options);
 }
 
 }  // namespace ein::script

@@ -23,7 +23,8 @@
 #include <ein/tensor.h>
 
 namespace ein {
-class Decoder;  // include/ein/trainer.h
+class Decoder;         // include/ein/trainer.h
+struct DecoderOptions;  // include/ein/trainer.h
 }  // namespace ein
 
 namespace ein::script {
@@ -217,6 +218,8 @@ class Program {
   DecodeStep decode_step(int64_t context);
   /// `fn logits` one token at a time through that step (script/decoder.cpp); null, with `why`
   /// saying why, without one or when an attention's mask lets a query see later keys.
+  std::unique_ptr<Decoder> decoder(int64_t context, std::string& why,
+                                   const DecoderOptions& options);
   std::unique_ptr<Decoder> decoder(int64_t context, std::string& why);
 
   Program(const Program&) = delete;

@@ -43,8 +43,10 @@ class ScriptTrainable final : public Trainable {
   }
   void set_compute_dtype(DType dtype) override { program_->set_compute_dtype(dtype); }
   Tensor logits(const Tensor& tokens) override { return program_->logits(tokens); }
-  std::unique_ptr<Decoder> decoder(int64_t context, std::string& why) override {
-    return program_->decoder(context, why);
+  using Trainable::decoder;
+  std::unique_ptr<Decoder> decoder(int64_t context, std::string& why,
+                                   const DecoderOptions& options) override {
+    return program_->decoder(context, why, options);
   }
   Tensor eval_loss(const std::vector<Tensor>& batch) override { return program_->eval_loss(batch); }
 

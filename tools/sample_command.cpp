@@ -27,6 +27,7 @@ namespace {
 
 struct SampleFlags {
   std::string file, weights, prompt, prompt_file, tokens, device = "auto", precision = "fp32";
+  std::string quantize;  ///< q8_0, q4_0 or none; empty: the checkpoint's own type, else none
   std::vector<std::string> sets;
   std::optional<int64_t> length;
   std::optional<double> temperature;
@@ -95,6 +96,14 @@ std::vector<int64_t> prompt_tokens(const SampleFlags& f, const TrainOptions& o, 
   return ids;
 }
 
+/// What --quantize asks for, given the checkpoint's own type: nullopt for float weights.
+std::optional<QuantType> quantize_flag(const std::string& flag, std::optional<QuantType> own) {
+  if (flag.empty()) return own;
+  if (flag == "none") return std::nullopt;
+  if (std::optional<QuantType> type = parse_quant_type(flag)) return type;
+  throw UserError(fmt::format("--quantize {}: expected q8_0, q4_0 or none", flag));
+}
+
 int run_sample(const SampleFlags& f) {
   try {
     if (f.num_samples < 1)
@@ -113,6 +122,7 @@ int run_sample(const SampleFlags& f) {
     const bool bytes = o.data->kind == "bytes";
 
     std::string from = "the script's initial (random) parameters: no WEIGHTS given";
+    std::optional<QuantType> own;  // the checkpoint's quantization
     if (!f.weights.empty()) {
       const std::string path = weights_file(f.weights);
       const Checkpoint ck = load_safetensors(path);
@@ -124,7 +134,31 @@ int run_sample(const SampleFlags& f) {
       from = path;
       if (auto step = ck.metadata.find("step"); step != ck.metadata.end())
         from += fmt::format(" (step {})", step->second);
+      own = quantized_type(ck);
       if (is_quantized(ck)) from += " (quantized, read as the values its codes stand for)";
+    }
+    // Under bf16 or fp16 the step reads 16-bit copies of the weights, not their codes; off
+    // the CPU it reads floats. A quantized checkpoint's own codes are read where they can be.
+    const bool mixed = f.precision != "fp32";
+    const bool implicit = f.quantize.empty();
+    if (mixed && !f.quantize.empty() && f.quantize != "none")
+      throw UserError(fmt::format(
+          "--quantize {} reads the f32 weights' codes; with --precision {} the step reads {} "
+          "copies of them instead: give one of the two",
+          f.quantize, f.precision, f.precision));
+    const std::optional<QuantType> codes =
+        mixed || (implicit && load.device.kind != DeviceKind::cpu)
+            ? std::nullopt
+            : quantize_flag(f.quantize, own);
+    if (codes && load.device.kind != DeviceKind::cpu)
+      throw UserError(fmt::format(
+          "--quantize {}: the decode step reads quantized codes on the CPU only; on {} give "
+          "--quantize none (the weights as the values the codes stand for)",
+          quant_type_name(*codes), load.device.str()));
+    if (codes && codes != own) {
+      // What a checkpoint `ein quantize` wrote of them would load as.
+      round_parameters_to_codes(script.model->parameters(), *codes);
+      from += fmt::format(" (rounded to {} codes: --quantize)", quant_type_name(*codes));
     }
     if (f.precision == "bf16")
       script.model->set_compute_dtype(DType::bf16);
@@ -140,8 +174,9 @@ int run_sample(const SampleFlags& f) {
     g.temperature = f.temperature.value_or(o.temperature);
     g.top_k = f.top_k;
     g.cache = !f.no_cache;
+    g.decoder.weights = codes;
     double seconds = 0, first = 0, flops = 0;
-    int64_t cached = 0, cache_bytes = 0, steps = 0;
+    int64_t cached = 0, cache_bytes = 0, steps = 0, matrices = 0, matrix_bytes = 0;
     double step_flops = 0;
     std::string uncached;
     std::vector<double> warm;  // every draw's time but the process's first
@@ -155,6 +190,8 @@ int run_sample(const SampleFlags& f) {
       steps += out.steps;
       step_flops += static_cast<double>(out.step_flops);
       cache_bytes = out.cache_bytes;
+      matrices = out.quantized_matrices;
+      matrix_bytes = out.quantized_bytes;
       uncached = out.uncached;
       warm.insert(warm.end(), out.token_seconds.begin() + (i == 0 && g.length > 0),
                   out.token_seconds.end());
@@ -196,6 +233,12 @@ int run_sample(const SampleFlags& f) {
         how = fmt::format("fn logits over a window of {}{}", g.context,
                           uncached.empty() ? std::string(", --no-cache")
                                            : fmt::format("; no key-value cache: {}", uncached));
+      if (cached > 0 && codes)
+        how += matrices > 0
+                   ? fmt::format("; the steps read {} weight matrices from {} codes ({})", matrices,
+                                 quant_type_name(*codes), si(static_cast<double>(matrix_bytes), "B"))
+                   : fmt::format("; no weight matrix of the step could be read from {} codes",
+                                 quant_type_name(*codes));
       std::cerr << fmt::format(
           "ein sample: {} tokens in {:.3f} s: {}, which took {:.3f} s (tracing and compiling "
           "logits()); {} a token drawn ({}), {}; on {}; weights: {}\n",
@@ -216,12 +259,14 @@ void add_sample_command(CLI::App& app, int& exit_code) {
       "sample",
       "Draw text from a trained model: the script's fn logits continued token by token.\n\n"
       "WEIGHTS is a safetensors file (an ein train checkpoint, an --init file or an ein quantize\n"
-      "file, read dequantized) or a checkpoint directory (its latest good checkpoint). Each token\n"
+      "file) or a checkpoint directory (its latest good checkpoint). Each token\n"
       "is drawn from the logits of the last T tokens (T: the train block's context) divided by\n"
       "--temperature, among the --top-k most likely. While the tokens fit in one window, each\n"
       "comes from a key-value cache: a decode step derived from fn logits's graph computes the\n"
-      "new token's row alone (--no-cache: fn logits over the window every token). Text goes to\n"
-      "stdout (samples separated by ---), the tokens a second to stderr.\n\n"
+      "new token's row alone (--no-cache: fn logits over the window every token). The step reads\n"
+      "its weight matrices from q8_0 or q4_0 codes (on the CPU) when WEIGHTS is an ein quantize\n"
+      "file, or when --quantize asks (the other weights rounded to those codes' values). Text\n"
+      "goes to stdout (samples separated by ---), the tokens a second to stderr.\n\n"
       "Examples:\n"
       "  ein sample examples/gpt/byte_gpt.ein ck/ --prompt 'The ' --length 300\n"
       "  ein sample examples/gpt/byte_gpt.ein gpt.q8_0.safetensors --temperature 0.8 --top-k 20 "
@@ -245,6 +290,9 @@ void add_sample_command(CLI::App& app, int& exit_code) {
   c->add_option("--device", o->device, "auto (default), cpu, cuda or cuda:N");
   c->add_option("--precision", o->precision, "fp32 (default), bf16 or fp16");
   c->add_flag("--quiet", o->quiet, "no tokens/s line on stderr");
+  c->add_option("--quantize", o->quantize,
+                "q8_0 or q4_0: the decode step reads its weight matrices from such codes (CPU "
+                "only); none: float weights (default: the checkpoint's own codes, else none)");
   c->add_flag("--no-cache", o->no_cache,
               "recompute fn logits over the whole window for every token instead of drawing "
               "from its key-value cache (the decode step derived from it)");

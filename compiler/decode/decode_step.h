@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include <ein/quant_type.h>
+
 #include "compiler/graph/graph.h"
 
 namespace ein {
@@ -31,11 +33,13 @@ struct StepInput {
     row,       ///< window node `node`'s value at the new position of its dim `dim` (size 1)
     cache,     ///< cache `index`'s value after the previous step (zeros before the first)
     position,  ///< a vector of T holding 1 at the new position and 0 elsewhere, in `dtype`
+    codes,     ///< the codes of quantized matrix `index` (DecodeStep::quantized)
+    scales,    ///< its scales
   };
   Kind kind = Kind::token;
   int node = -1;   ///< whole, row
   int dim = -1;    ///< row
-  int index = -1;  ///< cache
+  int index = -1;  ///< cache; codes and scales: the quantized matrix
   DType dtype = DType::f32;  ///< position
 };
 
@@ -44,6 +48,13 @@ struct CacheSlot {
   Shape shape;               ///< the window's keys or values: [B..., T, E]
   DType dtype = DType::f32;
   int window_node = -1;      ///< the window graph's node whose rows it caches
+};
+
+/// A weight matrix the step reads from quantized codes (quantize_step.h): window node `node`'s
+/// value, quantized as `type` in blocks along its last axis.
+struct QuantizedMatrix {
+  int node = -1;
+  QuantType type = QuantType::q8_0;
 };
 
 /// An attention bias (a static node of the window graph) that must mask every key after its
@@ -72,6 +83,7 @@ struct DecodeStep {
   std::vector<int> statics_inputs;
   std::vector<int> static_nodes;
   std::vector<CausalCheck> causal;
+  std::vector<QuantizedMatrix> quantized;  ///< empty unless quantize_step() found any
 
   bool derived() const { return why.empty(); }
 };

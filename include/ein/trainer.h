@@ -34,6 +34,7 @@
 
 #include <ein/device.h>
 #include <ein/dtype.h>
+#include <ein/quant_type.h>
 #include <ein/source.h>
 #include <ein/tensor.h>
 
@@ -56,6 +57,17 @@ struct NamedTensor {
 /// Implement parameters(), loss() and optimizer_step(); batch() unless TrainOptions::data
 /// gives token batches; the rest only for the features that need them.
 class Decoder;  // below: logits() one token at a time
+
+/// How a Decoder computes its steps.
+struct DecoderOptions {
+  /// Read the step's weight matrices from q8_0 or q4_0 codes (ein::quantized_matmul, on the
+  /// CPU, f32 weights): each f32 matrix a row is multiplied by that `ein quantize` would
+  /// quantize (ein::quantizes()) and whose values are its codes' own, as a quantized
+  /// checkpoint loads or round_parameters_to_codes() leaves them, is quantized once when the
+  /// decoder is made (blocks along its last axis, as `ein quantize` stores it: the same codes).
+  /// The step then computes with the numbers the window's pass does. nullopt: float weights.
+  std::optional<QuantType> weights;
+};
 
 class Trainable {
  public:
@@ -94,7 +106,12 @@ class Trainable {
   /// A Decoder of logits() for windows of `context` tokens: one token at a time from a
   /// key-value cache, for generate(). Null, with `why` saying why, when the model has none
   /// (the default: "the model has no decode step").
-  virtual std::unique_ptr<Decoder> decoder(int64_t context, std::string& why);
+  /// `options` says how its steps compute.
+  virtual std::unique_ptr<Decoder> decoder(int64_t context, std::string& why,
+                                           const DecoderOptions& options);
+  std::unique_ptr<Decoder> decoder(int64_t context, std::string& why) {
+    return decoder(context, why, DecoderOptions{});
+  }
   /// The loss on one batch as in evaluation (torch's model.eval(): no dropout), for
   /// Trainer::evaluate(); called inside a NoGrad scope. Default: loss(batch, 0), which is right
   /// for a model without random draws.
@@ -128,6 +145,10 @@ class Decoder {
   virtual int64_t capacity() const = 0;
   /// The bytes of its key and value caches.
   virtual int64_t cache_bytes() const = 0;
+  /// How many weight matrices its steps read from quantized codes (DecoderOptions::weights),
+  /// and the bytes of their codes and scales; 0 and 0 when they read float weights.
+  virtual int64_t quantized_matrices() const { return 0; }
+  virtual int64_t quantized_bytes() const { return 0; }
   /// Forgets every token (position 0 again).
   virtual void reset() = 0;
 };
@@ -316,6 +337,8 @@ struct GenerateOptions {
   /// Draw from the model's Decoder (its key-value cache) while the tokens fit in one window;
   /// false, or a model without one: logits() of the whole window for every token.
   bool cache = true;
+  /// How the Decoder computes (its weights from quantized codes, DecoderOptions::weights).
+  DecoderOptions decoder;
 };
 
 /// What generate() produced, and how long it took.
@@ -336,6 +359,10 @@ struct Generated {
   int64_t step_flops = 0;
   /// Bytes of the Decoder's caches (0 without one).
   int64_t cache_bytes = 0;
+  /// The weight matrices the Decoder's steps read from quantized codes, and their bytes
+  /// (GenerateOptions::decoder; Decoder::quantized_matrices()).
+  int64_t quantized_matrices = 0;
+  int64_t quantized_bytes = 0;
   /// Why no Decoder was used (empty when one was, or options.cache was false).
   std::string uncached;
 };
@@ -359,6 +386,11 @@ Generated generate(Trainable& model, const GenerateOptions& options);
 /// (the optimizer state) are ignored. RuntimeError naming the tensor for a missing one or a
 /// shape that differs.
 void load_parameters(const Checkpoint& checkpoint, const std::vector<NamedTensor>& params);
+
+/// Rounds, in place, every parameter `ein quantize` would quantize (ein::quantizes()) to the
+/// values of its `type` codes, dequantize(quantize(p)): the model a quantized checkpoint of
+/// it loads as, and whose matrices a Decoder can read from codes (DecoderOptions::weights).
+void round_parameters_to_codes(const std::vector<NamedTensor>& params, QuantType type);
 
 /// The device `spec` names: "auto" (cuda:0 when a driver sees a GPU, else the CPU), "cpu",
 /// "cuda" or "cuda:N". UserError ("--device SPEC: ...") for another spec or a missing GPU.

@@ -16,6 +16,7 @@
 #include <ein/diagnostic.h>
 #include <ein/errors.h>
 #include <ein/ops.h>
+#include <ein/quantize.h>
 #include <ein/tensor_math.h>
 #include <ein/trainer.h>
 
@@ -52,9 +53,10 @@ std::vector<int64_t> random_tokens(int64_t n, int64_t V, uint64_t seed) {
 /// Feeds T random tokens to the model's decoder one at a time: after each, its logits equal
 /// the window's row at that position (logits() of all T tokens: a causal model's row p sees
 /// tokens 0..p only), within `tol` of the row's largest magnitude.
-void expect_steps_match_the_window(Trainable& model, int64_t T, int64_t V, double tol) {
+void expect_steps_match_the_window(Trainable& model, int64_t T, int64_t V, double tol,
+                                   const DecoderOptions& options = {}) {
   std::string why;
-  std::unique_ptr<Decoder> d = model.decoder(T, why);
+  std::unique_ptr<Decoder> d = model.decoder(T, why, options);
   ASSERT_TRUE(d) << why;
   EXPECT_TRUE(why.empty()) << why;
   EXPECT_EQ(d->capacity(), T);
@@ -121,6 +123,61 @@ TEST(Decoder, Bf16StepsMatchTheWindowToBf16Precision) {
                        {{"T", "12"}, {"L", "1"}, {"H", "2"}, {"D", "32"}});
   s.model->set_compute_dtype(DType::bf16);
   expect_steps_match_the_window(*s.model, 12, 256, 3e-2);
+}
+
+// A decoder whose steps read their weight matrices from q8_0 or q4_0 codes: on parameters
+// rounded to those codes' values (what a checkpoint of `ein quantize` loads as), each step's
+// logits equal the window's row, the matrices are the products' weights (GPT's thirds of qkv,
+// its projections and MLP, the tied embedding as the LM head; LLaMA's Linears and head; under
+// bf16 none: their bf16 copies' codes would not be the checkpoint's), a step's FLOPs are the
+// float step's, and generate() draws the window's tokens.
+TEST(Decoder, StepsFromQuantizedCodesMatchTheWindowOnTheirValues) {
+  for (QuantType type : {QuantType::q8_0, QuantType::q4_0}) {
+    const std::string what(quant_type_name(type));
+    DecoderOptions options;
+    options.weights = type;
+    TrainScript s = load(EIN_SOURCE_DIR "/examples/gpt/byte_gpt.ein",
+                         {{"T", "19"}, {"L", "2"}, {"H", "4"}, {"D", "32"}});
+    std::string why;
+    // Weights that are not their codes' values are read as floats.
+    EXPECT_EQ(s.model->decoder(19, why, options)->quantized_matrices(), 0) << what;
+    round_parameters_to_codes(s.model->parameters(), type);
+    expect_steps_match_the_window(*s.model, 19, 256, 1e-5, options);
+    const std::unique_ptr<Decoder> d = s.model->decoder(19, why, options);
+    ASSERT_TRUE(d) << why;
+    // Per layer q, k and v (thirds of qkv), proj, fc and fc2; then the LM head (wte, [V D]).
+    EXPECT_EQ(d->quantized_matrices(), 2 * 6 + 1) << what;
+    EXPECT_EQ(d->quantized_bytes(),
+              2 * (4 * quantized_nbytes({32, 32}, type) + quantized_nbytes({32, 128}, type) +
+                   quantized_nbytes({128, 32}, type)) +
+                  quantized_nbytes({256, 32}, type))
+        << what;
+    EXPECT_EQ(d->step_flops(), s.model->decoder(19, why)->step_flops()) << what;
+
+    GenerateOptions o;
+    o.prompt = {84, 104, 101, 32};
+    o.length = 24;
+    o.context = 19;
+    o.temperature = 0;
+    o.decoder = options;
+    const Generated with = generate(*s.model, o);
+    EXPECT_EQ(with.quantized_matrices, 13) << what;
+    EXPECT_EQ(with.cached_tokens, 19) << what;
+    o.cache = false;
+    EXPECT_EQ(with.tokens, generate(*s.model, o).tokens) << what;
+
+    TrainScript l = load(EIN_SOURCE_DIR "/examples/scripts/llama_tiny.ein",
+                         {{"T", "13"}, {"L", "2"}, {"H", "4"}, {"D", "32"}, {"F", "64"}});
+    round_parameters_to_codes(l.model->parameters(), type);
+    expect_steps_match_the_window(*l.model, 13, 256, 1e-5, options);
+    // Per layer wq, wk, wv, wo and the MLP's three; then the LM head.
+    EXPECT_EQ(l.model->decoder(13, why, options)->quantized_matrices(), 2 * 7 + 1) << what;
+    // bf16: the step reads bf16 copies of the weights, whose codes would not be the
+    // checkpoint's; it reads them as floats, matching the window to bf16 precision.
+    l.model->set_compute_dtype(DType::bf16);
+    EXPECT_EQ(l.model->decoder(13, why, options)->quantized_matrices(), 0) << what;
+    expect_steps_match_the_window(*l.model, 13, 256, 3e-2, options);
+  }
 }
 
 // With the cache, generate() draws the tokens it draws without it (the same seeds, greedy

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """`ein sample`, end to end: a GPT trained by `ein train` samples the same text from its
 checkpoint (file or directory) as `ein train` printed from the weights in memory; greedy and
-top-k 1 agree; seeds and --num-samples; an `ein quantize` file samples; and the mistakes ein
+top-k 1 agree; seeds and --num-samples; an `ein quantize` file samples, its decode step reading
+the file's codes (and --quantize rounding an f32 checkpoint to them); and the mistakes ein
 refuses, each with a clear message and no crash.
 
 Usage: test_ein_sample_cli.py EIN_BINARY EXAMPLES_DIR
@@ -127,6 +128,25 @@ class Sample(unittest.TestCase):
         out, err = self.sample(q, "--length", "50")
         self.assertTrue(out.startswith("The "), out)
         self.assertIn("(quantized, read as the values its codes stand for)", err)
+        # The decode step reads its matrices from the file's codes: q, k and v (thirds of
+        # qkv), proj, fc, fc2 and the tied LM head; the text is what the same values give as
+        # floats (--quantize none), greedy.
+        greedy = ["--length", "40", "--temperature", "0"]
+        out, err = self.sample(q, *greedy)
+        self.assertIn("the steps read 7 weight matrices from q8_0 codes", err)
+        floats, err_floats = self.sample(q, *greedy, "--quantize", "none")
+        self.assertNotIn("weight matrices from", err_floats)
+        self.assertEqual(out, floats)
+        # An f32 checkpoint rounded to q4_0 codes on load: the same text as its q4_0 file.
+        q4 = os.path.join(self.tmp, "q4_0.safetensors")
+        rc, _, err = ein("quantize", self.step, "--type", "q4_0", "-o", q4)
+        self.assertEqual(rc, 0, err)
+        rounded, err = self.sample(self.step, *greedy, "--quantize", "q4_0")
+        self.assertIn("the steps read 7 weight matrices from q4_0 codes", err)
+        self.assertIn("(rounded to q4_0 codes: --quantize)", err)
+        from_file, err = self.sample(q4, *greedy)
+        self.assertIn("the steps read 7 weight matrices from q4_0 codes", err)
+        self.assertEqual(rounded, from_file)
 
     def test_mistakes(self):
         empty = os.path.join(self.tmp, "empty")
@@ -145,6 +165,8 @@ class Sample(unittest.TestCase):
                 ([self.step, "--tokens", "1", "--prompt", "a"], "give one of --prompt"),
                 ([self.step, "--prompt-file", os.path.join(self.tmp, "none.txt")], "cannot open"),
                 ([self.step, "--precision", "fp64"], "--precision fp64"),
+                ([self.step, "--quantize", "q5_1"], "--quantize q5_1: expected q8_0, q4_0 or none"),
+                ([self.step, "--quantize", "q8_0", "--precision", "bf16"], "give one of the two"),
                 ([self.step, "--device", "tpu"], "--device tpu")]:
             sets = [] if "--set" in args else TINY  # --set takes every value after it
             rc, out, err = ein("sample", self.script, *args, *sets)

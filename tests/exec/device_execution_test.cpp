@@ -519,6 +519,12 @@ TEST_P(DeviceExecution, SamplingDrawsTheCpusTokens) {
   const Generated on_device = generate(*on_gpu.model, g);
   // The first 8 tokens (the window's worth) through the decoder's key-value cache on the device.
   EXPECT_EQ(on_device.cached_tokens, 8) << on_device.uncached;
+  // A step from quantized codes runs on the CPU only: on the device the decoder says so.
+  std::string why;
+  DecoderOptions codes;
+  codes.weights = QuantType::q8_0;
+  EXPECT_EQ(on_gpu.model->decoder(8, why, codes), nullptr);
+  EXPECT_NE(why.find("quantized weights runs on the CPU"), std::string::npos) << why;
   const std::vector<int64_t> got = on_device.tokens;
   ASSERT_EQ(got.size(), want.size());
   if (fake_) {
