@@ -35,11 +35,13 @@
 namespace ein {
 namespace {
 
-/// k is cut into at most kMaxParts parts of at least kMinPartRows rows: one task each, summing
-/// into its own partial y; the partials are added in part order (the same result on any number
-/// of threads).
+/// k is cut into at most kMaxParts parts of at least kMinPartRows rows and kMinPartWeights
+/// weights: one task each, summing into its own partial y; the partials are added in part
+/// order (the same result on any number of threads). A small matrix (a toy model's, in the
+/// cache) is one part: a task's dispatch and the partials' sum cost more than it does.
 constexpr int64_t kMaxParts = 16;
 constexpr int64_t kMinPartRows = 64;
+constexpr int64_t kMinPartWeights = 65536;
 constexpr int64_t kPanel = 512;  // columns dequantized per GEMM
 /// Rows of x up to which the decoding kernel runs; beyond, dequantized panels and the GEMM
 /// (bench/quantized_matmul.py measures where they cross).
@@ -328,7 +330,7 @@ void add_dots(const Operands& o, int64_t j0, int64_t j1) {
 /// The rows' kernel of an out_in weight: its rows (y's columns) in ranges, one task each;
 /// every column's sum is one task's, so the result does not depend on the threads.
 void dot_rows(const Operands& o) {
-  parallel_for(0, o.n, std::max<int64_t>(1, 65536 / std::max<int64_t>(1, o.k)),
+  parallel_for(0, o.n, std::max<int64_t>(1, kMinPartWeights / std::max<int64_t>(1, o.k)),
                [&](int64_t lo, int64_t hi) { add_dots(o, lo, hi); });
 }
 
@@ -362,7 +364,8 @@ void dequantized_row_panels(const Operands& o) {
 /// The rows' kernel: k cut into parts, one task each summing into its partial y (y itself when
 /// there is one part), then the partials added in order, in parallel over y's elements.
 void decode_rows(const Operands& o) {
-  const int64_t parts = std::clamp<int64_t>((o.k + kMinPartRows - 1) / kMinPartRows, 1, kMaxParts);
+  const int64_t parts = std::clamp<int64_t>(
+      std::min(o.k / kMinPartRows, o.k * o.n / kMinPartWeights), 1, kMaxParts);
   const int64_t rows_per_part = (o.k + parts - 1) / parts;
   const int64_t size = o.m * o.n;
   // ein's allocator keeps freed blocks: no fresh pages to fault in on every call.

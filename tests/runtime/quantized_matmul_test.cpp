@@ -60,10 +60,11 @@ struct Case {
 };
 
 TEST(QuantizedMatmul, MatchesTheFloat64ReferenceOnEveryPath) {
-  // m ≤ 8: the rows' kernel (full 128-column chunks, a partial last chunk, partial blocks);
-  // m > 8: dequantized panels of 512 columns and the GEMM.
-  const Case cases[] = {{1, 64, 256}, {1, 100, 300}, {1, 1, 32},   {3, 37, 129},  {4, 64, 128},
-                        {5, 96, 385}, {8, 33, 640},  {9, 50, 200}, {33, 70, 600}, {2, 300, 31}};
+  // m ≤ 8: the rows' kernel (full 128-column chunks, a partial last chunk, partial blocks; k
+  // in 1, 2 and 4 parts summed apart); m > 8: dequantized panels of 512 columns and the GEMM.
+  const Case cases[] = {{1, 64, 256},  {1, 100, 300},  {1, 1, 32},    {3, 37, 129},
+                        {4, 64, 128},  {5, 96, 385},   {8, 33, 640},  {9, 50, 200},
+                        {33, 70, 600}, {2, 300, 31},   {1, 1030, 130}, {2, 300, 1000}};
   uint32_t seed = 1;
   for (QuantType type : {QuantType::q8_0, QuantType::q4_0})
     for (const Case& c : cases) {
@@ -92,9 +93,12 @@ std::vector<float> transposed(const std::vector<float>& w, int64_t rows, int64_t
 TEST(QuantizedMatmul, OutInWeightsMatchTheFloat64ReferenceOnEveryPath) {
   // w [n, k], blocks along k (the summed axis): x @ wᵀ. m ≤ 8: one dot product per column,
   // whole blocks in registers and a partial last one; m > 8: dequantized panels of 512 rows.
-  const Case cases[] = {{1, 64, 256}, {1, 100, 300}, {1, 1, 32}, {2, 768, 70}, {3, 37, 129},
-                        {4, 64, 128}, {5, 96, 385},  {7, 33, 9}, {8, 160, 640}, {9, 50, 200},
-                        {33, 70, 600}};
+  // Columns in ranges of 65536 / k, one task each: {1, 64, 3000} and {3, 1024, 200} take
+  // several.
+  const Case cases[] = {{1, 64, 256}, {1, 100, 300}, {1, 1, 32},     {2, 768, 70},
+                        {3, 37, 129}, {4, 64, 128},  {5, 96, 385},   {7, 33, 9},
+                        {8, 160, 640}, {9, 50, 200}, {33, 70, 600},  {1, 64, 3000},
+                        {3, 1024, 200}};
   uint32_t seed = 100;
   for (QuantType type : {QuantType::q8_0, QuantType::q4_0})
     for (const Case& c : cases) {
