@@ -29,6 +29,7 @@
 #include "compiler/cost/backward_cost.h"
 #include "compiler/cost/cost_model.h"
 #include "compiler/cost/step_memory.h"
+#include "compiler/decode/quantize_step.h"
 #include "compiler/pipeline.h"
 #include "ein/errors.h"
 #include "runtime/dist/gradient_sync.h"
@@ -203,6 +204,15 @@ DecodeCost decode_cost(script::Program& program) {
   for (const CacheSlot& c : step.caches) {
     d.cache_bytes += checked_numel(c.shape) * static_cast<int64_t>(element_size(c.dtype));
     ++d.caches;
+  }
+  // The matrices a quantized checkpoint's codes would stand for (the runtime also checks that
+  // their values are the codes' own, which a checkpoint of `ein quantize` guarantees).
+  const auto rule = [](int, DType dtype, const Shape& shape) { return quantizes(dtype, shape); };
+  for (const QuantizedMatrix& m : quantize_step(step, QuantType::q8_0, rule).quantized) {
+    ++d.matrices;
+    d.matrix_bytes += checked_numel(m.shape) * 4;
+    d.q8_0_bytes += quantized_nbytes(m.shape, QuantType::q8_0);
+    d.q4_0_bytes += quantized_nbytes(m.shape, QuantType::q4_0);
   }
   return d;
 }

@@ -119,6 +119,11 @@ struct DecodeCost {
   int64_t window_flops = 0;   ///< one token through fn logits over the window
   int64_t cache_bytes = 0;    ///< every attention's keys and values, T rows each
   int caches = 0;             ///< how many (two per attention layer)
+  /// The weight matrices the step multiplies its row by that it reads from codes when
+  /// sampled from an `ein quantize` file (compiler/decode/quantize_step.h), their f32 bytes,
+  /// and their codes' and scales' bytes in q8_0 and q4_0.
+  int matrices = 0;
+  int64_t matrix_bytes = 0, q8_0_bytes = 0, q4_0_bytes = 0;
 };
 
 /// Everything a report says.

@@ -156,6 +156,10 @@ std::string render_json(const Report& r, const Summary& s) {
       d["bytes_per_token"] = r.decode.bytes;
       d["cache_bytes"] = r.decode.cache_bytes;
       d["caches"] = r.decode.caches;
+      d["quantized_matrices"] = r.decode.matrices;
+      d["matrix_bytes"] = r.decode.matrix_bytes;
+      d["q8_0_matrix_bytes"] = r.decode.q8_0_bytes;
+      d["q4_0_matrix_bytes"] = r.decode.q4_0_bytes;
     } else {
       d["no_cache"] = r.decode.why;
     }

@@ -268,6 +268,13 @@ std::string render_text(const Report& r, const Summary& s, bool md) {
           si(static_cast<double>(d.bytes), "B"), grouped(static_cast<double>(d.window_flops)),
           d.flops > 0 ? static_cast<double>(d.window_flops) / static_cast<double>(d.flops) : 0.0,
           si(static_cast<double>(d.cache_bytes), "B"), d.caches, d.context));
+      if (d.matrices > 0)
+        line(fmt::format(
+            "Its {} weight matrices take {} in f32; sampled from an ein quantize file the step "
+            "reads them from codes: {} in q8_0, {} in q4_0 (a decode step is bound by those "
+            "reads).",
+            d.matrices, si(static_cast<double>(d.matrix_bytes), "B"),
+            si(static_cast<double>(d.q8_0_bytes), "B"), si(static_cast<double>(d.q4_0_bytes), "B")));
     } else {
       line(fmt::format("no key-value cache: {}. Each token costs fn logits over the window: {} "
                        "FLOPs.",

@@ -55,6 +55,7 @@ struct CacheSlot {
 struct QuantizedMatrix {
   int node = -1;
   QuantType type = QuantType::q8_0;
+  Shape shape;  ///< the matrix's (two dims)
 };
 
 /// An attention bias (a static node of the window graph) that must mask every key after its

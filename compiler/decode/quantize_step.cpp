@@ -132,7 +132,7 @@ class Quantizer {
   std::pair<int, int> codes_of(int input, const GraphNode& weight) {
     if (auto it = made_.find(input); it != made_.end()) return it->second;
     const int index = static_cast<int>(step_.quantized.size());
-    step_.quantized.push_back({step_.inputs[input].node, type_});
+    step_.quantized.push_back({step_.inputs[input].node, type_, weight.shape});
     Shape codes = weight.shape, scales = weight.shape;
     const int64_t last = weight.shape.back();
     if (type_ == QuantType::q4_0) codes.back() = (last + 1) / 2;

@@ -134,6 +134,14 @@ class Sample(unittest.TestCase):
         greedy = ["--length", "40", "--temperature", "0"]
         out, err = self.sample(q, *greedy)
         self.assertIn("the steps read 7 weight matrices from q8_0 codes", err)
+        # ein report predicts those matrices and their codes' bytes (its "Sampling" section)
+        rc, report, rerr = ein("report", self.script, *TINY, "--format", "json")
+        self.assertEqual(rc, 0, rerr)
+        decode = json.loads(report)["decode"]
+        self.assertEqual(decode["quantized_matrices"], 7)
+        read = re.search(r"from q8_0 codes \(([\d.]+) kB\)", err)
+        self.assertIsNotNone(read, err)
+        self.assertAlmostEqual(decode["q8_0_matrix_bytes"] / 1e3, float(read.group(1)), delta=0.05)
         floats, err_floats = self.sample(q, *greedy, "--quantize", "none")
         self.assertNotIn("weight matrices from", err_floats)
         self.assertEqual(out, floats)
