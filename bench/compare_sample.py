@@ -5,7 +5,7 @@ two draw the same greedy text. bench/compare_sample.sh makes the virtual environ
 
     python3 bench/compare_sample.py --ein build/bin/ein --python VENV/bin/python
         [--rounds 3] [--length 200] [--train-steps 60] [--config "T L H D" ...]
-        [--mode window|cache] [--prompt-bytes 8] [--device cpu|cuda]
+        [--mode window|cache|quantized] [--prompt-bytes 8] [--device cpu|cuda]
 
 --mode window (the default) measures a token that reads a full window: ein sample --no-cache
 against nanoGPT's loop, both recomputing the window every token. --mode cache measures the
@@ -13,7 +13,9 @@ key-value cache: the prompt is the corpus's first --prompt-bytes bytes of text a
 to what fills the window (T - prompt bytes), so every token fits in it; ein sample (its cache
 derived from fn logits) against ein sample --no-cache, nanoGPT's loop (eager, compile) and the
 same loop with a key-value cache as a PyTorch user adds one (bench/sample_torch2.py
---kv-cache, eager and compile).
+--kv-cache, eager and compile). --mode quantized draws as --mode cache does, ein from `ein
+quantize` files of the checkpoint (q8_0 and q4_0: its decode step reads their codes) against ein
+from the f32 checkpoint and PyTorch's loop with the key-value cache (f32, eager and compile).
 
 Per config: `ein train` of examples/gpt/byte_gpt.ein (B=8) for --train-steps steps writes the
 checkpoint both sides read; the prompt is the corpus's first T bytes, so every draw reads a
@@ -91,7 +93,7 @@ def main():
     p.add_argument("--length", type=int, help="tokens to draw (default: 200; --mode cache: T - prompt bytes + 1)")
     p.add_argument("--train-steps", type=int, default=60)
     p.add_argument("--config", action="append", help='"T L H D" (default: the two of CONFIGS)')
-    p.add_argument("--mode", choices=["window", "cache"], default="window")
+    p.add_argument("--mode", choices=["window", "cache", "quantized"], default="window")
     p.add_argument("--prompt-bytes", type=int, default=8, help="--mode cache: the prompt's length")
     p.add_argument("--device", default="cpu", help="where both sides sample: cpu or cuda (the "
                    "checkpoint is trained on the CPU either way)")
@@ -107,16 +109,25 @@ def main():
                  "--checkpoint", ck, "--device", "cpu"])
             prompt = os.path.join(tmp, "prompt.txt")
             prompt_len = t if a.mode == "window" else a.prompt_bytes
-            if length is None:  # --mode cache: the last one drawn is never read
+            if length is None:  # --mode cache/quantized: the last one drawn is never read
                 a.length = 200 if a.mode == "window" else t - prompt_len + 1
             with open(CORPUS, "rb") as f, open(prompt, "wb") as out:
                 text = f.read()
                 # --mode cache: the first words (the licence's title), not its indentation
                 out.write(text[:prompt_len] if a.mode == "window" else text.lstrip()[:prompt_len])
             step = os.path.join(ck, f"step_{a.train_steps}.safetensors")
-            names = (["ein --no-cache", "torch eager", "torch compile"] if a.mode == "window" else
-                     ["ein", "ein --no-cache", "torch eager", "torch compile",
-                      "torch eager kv-cache", "torch compile kv-cache"])
+            files = {"ein": step}  # --mode quantized: the checkpoint each ein run reads
+            if a.mode == "window":
+                names = ["ein --no-cache", "torch eager", "torch compile"]
+            elif a.mode == "cache":
+                names = ["ein", "ein --no-cache", "torch eager", "torch compile",
+                         "torch eager kv-cache", "torch compile kv-cache"]
+            else:
+                names = ["ein q8_0", "ein q4_0", "ein", "torch eager kv-cache",
+                         "torch compile kv-cache"]
+                for q in ("q8_0", "q4_0"):
+                    files[f"ein {q}"] = os.path.join(ck, f"{q}.safetensors")
+                    run([a.ein, "quantize", step, "--type", q, "-o", files[f"ein {q}"]])
             runs = {k: [] for k in names}
             firsts = {k: [] for k in runs}
             texts = {}
@@ -124,7 +135,8 @@ def main():
                 k = r % len(names)
                 for name in names[k:] + names[:k]:
                     if name.startswith("ein"):
-                        rate, first, text = ein_sample(a, config, step, prompt, name == "ein")
+                        rate, first, text = ein_sample(a, config, files.get(name, step), prompt,
+                                                       name != "ein --no-cache")
                     else:
                         rate, first, text = torch_sample(a, config, step, prompt, "compile" in name,
                                                          "kv-cache" in name)

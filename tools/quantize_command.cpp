@@ -152,7 +152,7 @@ void add_quantize_command(CLI::App& app, int& exit_code) {
       "checkpoint's optimizer state is left out. Prints each tensor's bytes and error; with\n"
       "--script, the script's loss on the same batches with the weights as trained and as\n"
       "quantized; with -o, writes the quantized safetensors file, which `ein train --init`\n"
-      "and `ein sample` load (dequantized).\n\n"
+      "loads dequantized and whose codes `ein sample`'s decode step reads.\n\n"
       "Examples:\n"
       "  ein quantize ckpt/step_200.safetensors --type q4_0 -o model.q4_0.safetensors\n"
       "  ein quantize ckpt/step_200.safetensors --script examples/gpt/byte_gpt.ein --batches 16\n"
