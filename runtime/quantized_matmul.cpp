@@ -334,33 +334,6 @@ void dot_rows(const Operands& o) {
                [&](int64_t lo, int64_t hi) { add_dots(o, lo, hi); });
 }
 
-/// Many rows, an out_in weight: each panel of kPanel of w's rows dequantized, then
-/// y[:, panel] = x @ panelᵀ by the BLAS GEMM.
-void dequantized_row_panels(const Operands& o) {
-  const Tensor panel_buffer = empty({o.k * std::min(o.n, kPanel)});
-  float* panel = panel_buffer.data<float>();
-  for (int64_t j0 = 0; j0 < o.n; j0 += kPanel) {
-    const int64_t rows = std::min(kPanel, o.n - j0);
-    parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, o.k)),
-                 [&](int64_t lo, int64_t hi) {
-                   for (int64_t j = lo; j < hi; ++j)
-                     decode_row(o, j0 + j, 0, o.k, panel + j * o.k);
-                 });
-    GemmBatch g;
-    g.m = o.m;
-    g.n = rows;
-    g.k = o.k;
-    g.a = o.x;
-    g.lda = std::max<int64_t>(1, o.k);
-    g.trans_b = true;
-    g.b = panel;
-    g.ldb = std::max<int64_t>(1, o.k);
-    g.c = o.y + j0;
-    g.ldc = o.n;
-    gemm_batched(g);
-  }
-}
-
 /// The rows' kernel: k cut into parts, one task each summing into its partial y (y itself when
 /// there is one part), then the partials added in order, in parallel over y's elements.
 void decode_rows(const Operands& o) {
@@ -388,25 +361,33 @@ void decode_rows(const Operands& o) {
   });
 }
 
-/// Many rows: each panel of kPanel columns of w dequantized (in parallel over its rows), then
-/// y[:, panel] = x @ panel by the BLAS GEMM.
-void dequantized_panels(const Operands& o) {
+/// Many rows: each panel of kPanel of w's columns (in_out: each of its k rows' slice) or of
+/// its rows (out_in: whole rows of k) dequantized in parallel, then y[:, panel] = x @ panel
+/// (or x @ panelᵀ) by the BLAS GEMM.
+void dequantized_panels(const Operands& o, bool out_in) {
   const Tensor panel_buffer = empty({o.k * std::min(o.n, kPanel)});
   float* panel = panel_buffer.data<float>();
   for (int64_t c0 = 0; c0 < o.n; c0 += kPanel) {
     const int64_t width = std::min(kPanel, o.n - c0);
-    parallel_for(0, o.k, std::max<int64_t>(1, 16384 / width), [&](int64_t lo, int64_t hi) {
-      for (int64_t kk = lo; kk < hi; ++kk)
-        decode_row(o, kk, c0, c0 + width, panel + kk * width);
-    });
+    const int64_t rows = out_in ? width : o.k, row = out_in ? o.k : width;  // the panel's
+    parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, row)),
+                 [&](int64_t lo, int64_t hi) {
+                   for (int64_t r = lo; r < hi; ++r) {
+                     if (out_in)
+                       decode_row(o, c0 + r, 0, o.k, panel + r * row);
+                     else
+                       decode_row(o, r, c0, c0 + width, panel + r * row);
+                   }
+                 });
     GemmBatch g;
     g.m = o.m;
     g.n = width;
     g.k = o.k;
     g.a = o.x;
     g.lda = std::max<int64_t>(1, o.k);
+    g.trans_b = out_in;
     g.b = panel;
-    g.ldb = width;
+    g.ldb = std::max<int64_t>(1, row);
     g.c = o.y + c0;
     g.ldc = o.n;
     gemm_batched(g);
@@ -467,10 +448,12 @@ Tensor quantized_matmul(const Tensor& x, const QuantizedTensor& w, WeightLayout 
                w.type == QuantType::q8_0 ? stored_row : (stored_row + 1) / 2,
                static_cast<const Half*>(scales.data_ptr()),
                (stored_row + kQuantBlock - 1) / kQuantBlock};
-    if (out_in)
-      m <= kDecodeRows ? dot_rows(o) : dequantized_row_panels(o);
+    if (m > kDecodeRows)
+      dequantized_panels(o, out_in);
+    else if (out_in)
+      dot_rows(o);
     else
-      m <= kDecodeRows ? decode_rows(o) : dequantized_panels(o);
+      decode_rows(o);
   }
   counted.reset();
   if (detail::counting()) {

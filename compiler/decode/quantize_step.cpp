@@ -10,7 +10,8 @@
 namespace ein {
 namespace {
 
-bool is_float_weight(DType d) { return d == DType::f32 || d == DType::bf16 || d == DType::f16; }
+/// The dtypes of x that ein::quantized_matmul multiplies.
+bool takes_x(DType d) { return d == DType::f32 || d == DType::bf16 || d == DType::f16; }
 
 /// A contraction read as x @ W or x @ Wᵀ: which operand x is, the order of x's dims that
 /// puts the summed one last (after those it drops), the dims it drops (summed alone: they
@@ -101,15 +102,19 @@ class Quantizer {
       const int input = std::get<InputAttr>(weight.attr).index;
       const StepInput& from = step_.inputs.at(input);
       if (from.kind != StepInput::Kind::whole || weight.dtype != DType::f32 ||
-          weight.shape.size() != 2 || !eligible_(from.node, weight.dtype, weight.shape))
+          weight.shape.size() != 2)
         continue;
       const std::optional<MatrixProduct> p = as_matrix_product(a, w);
       if (!p) continue;
       const GraphNode& xn = g.nodes[c.inputs[p->x]];
-      if (!is_float_weight(xn.dtype) ||
+      if (!takes_x(xn.dtype) ||
           std::any_of(p->dropped.begin(), p->dropped.end(),
                       [&](int64_t d) { return xn.shape[static_cast<size_t>(d)] != 1; }))
         continue;
+      // Asked once per input (the caller may quantize to answer).
+      auto [it, fresh] = eligible_of_.try_emplace(input, false);
+      if (fresh) it->second = eligible_(from.node, weight.dtype, weight.shape);
+      if (!it->second) continue;
       const auto [codes, scales] = codes_of(input, weight);
       int x = id[c.inputs[p->x]];
       bool moved = false;
@@ -156,6 +161,7 @@ class Quantizer {
   GraphBuilder b_;
   int next_input_;
   std::map<int, std::pair<int, int>> made_;  ///< per step input of a weight: its codes, scales
+  std::map<int, bool> eligible_of_;          ///< per step input: eligible_'s answer
 };
 
 }  // namespace
