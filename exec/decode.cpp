@@ -124,12 +124,9 @@ class GraphDecoder final : public Decoder {
         case StepInput::Kind::cache: in.push_back(caches_.at(s.index)); break;
         case StepInput::Kind::codes: in.push_back(quantized_.at(s.index).codes); break;
         case StepInput::Kind::scales: in.push_back(quantized_.at(s.index).scales); break;
-        case StepInput::Kind::position: {
-          Tensor one = zeros({T}, DType::f32);
-          one.data<float>()[position_] = 1;
-          in.push_back(one.to(s.dtype).to(device_));
+        case StepInput::Kind::position:
+          in.push_back(full({1}, static_cast<double>(position_), DType::i64).to(device_));
           break;
-        }
       }
     }
     std::vector<Tensor> into(1 + caches_.size());

@@ -273,6 +273,17 @@ Tensor run_quantized_matmul(const GraphNode& n, const Values& v, Context&) {
   return y.dtype() == n.dtype ? y : y.to(n.dtype);
 }
 
+Tensor run_write_row(const GraphNode& n, const Values& v, Context&) {
+  const int64_t dim = std::get<WriteRowAttr>(n.attr).dim;
+  const Tensor& cache = arg(v, n, 0);
+  const int64_t p = arg(v, n, 2).to(cpu()).data<int64_t>()[0];
+  if (p < 0 || p >= cache.size(dim))
+    throw std::logic_error(fmt::format("write_row: index {} outside the cache's {} rows", p,
+                                       cache.size(dim)));
+  cache.slice(dim, p, p + 1).copy_(arg(v, n, 1));
+  return cache;
+}
+
 Tensor run_cast(const GraphNode& n, const Values& v, Context&) {
   return arg(v, n, 0).to(n.dtype);
 }
@@ -300,13 +311,13 @@ Tensors one(const GraphNode& n, const Values& v, Context& c) {
 }
 
 // One rule per op, in ops.def order.
-constexpr std::array<Rule, 19> kRules = {
+constexpr std::array<Rule, 20> kRules = {
     one<run_input>,     one<run_view>,           one<run_reshape>,   one<run_permute>,
     one<run_reduce>,    one<run_contract>,       one<run_map_node>,  one<run_concat>,
     one<run_slice>,     one<run_cast>,           one<run_gather>,    one<run_scatter_add>,
     one<run_attention>, one<run_attention_grad>, run_linear_cross_entropy,
     run_linear_cross_entropy_grad,               one<run_quantized_matmul>,
-    run_fused_node,     run_result,
+    one<run_write_row>, run_fused_node,          run_result,
 };
 static_assert(static_cast<int>(GraphOp::result) + 1 == kRules.size(), "a rule per op in ops.def");
 

@@ -390,18 +390,22 @@ void vjp_quantized_matmul(Vjp&) {
                      "float weights, then quantize them)");
 }
 
+void vjp_write_row(Vjp&) {
+  throw RuntimeError("a row written into a decode step's cache has no gradient (inference only)");
+}
+
 // One rule per op, in ops.def order.
 constexpr Rule kRules[] = {
     vjp_none,  // input: its cotangent is the result
     vjp_view,   vjp_reshape, vjp_permute, vjp_reduce, vjp_contract,    vjp_map,
     vjp_concat, vjp_slice,   vjp_cast,    vjp_gather, vjp_scatter_add,
     vjp_attention, vjp_attention_grad, vjp_linear_cross_entropy, vjp_linear_cross_entropy_grad,
-    vjp_quantized_matmul,
+    vjp_quantized_matmul, vjp_write_row,
 };
-// Ops after quantized_matmul in ops.def come from the fusion pass, which runs after autodiff:
-// the pipeline differentiates unfused graphs only.
-static_assert(std::size(kRules) == static_cast<size_t>(GraphOp::quantized_matmul) + 1,
-              "a VJP rule per op in ops.def, up to quantized_matmul");
+// Ops after write_row in ops.def come from the fusion pass, which runs after autodiff: the
+// pipeline differentiates unfused graphs only.
+static_assert(std::size(kRules) == static_cast<size_t>(GraphOp::write_row) + 1,
+              "a VJP rule per op in ops.def, up to write_row");
 
 }  // namespace
 

@@ -212,6 +212,13 @@ NodeCost cost_quantized_matmul(const Graph& g, const GraphNode& n) {
   return {flops, flops, input_bytes(g, n), bytes_of(n)};
 }
 
+/// write_row: no arithmetic; it reads the row and the index and writes the row (in place).
+NodeCost cost_write_row(const Graph& g, const GraphNode& n) {
+  const GraphNode& row = g.nodes[n.inputs[1]];
+  const int64_t bytes = numel(row.shape) * static_cast<int64_t>(element_size(row.dtype));
+  return {0, 0, bytes + 8, bytes};
+}
+
 NodeCost cost_contract(const Graph& g, const GraphNode& n) {
   const int64_t flops = contract_flops(g, n);
   return {flops, flops, input_bytes(g, n), bytes_of(n)};

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <map>
-#include <numeric>
 #include <utility>
 
 #include <ein/tensor.h>
@@ -72,19 +71,18 @@ class Deriver {
     return static_inputs_.emplace(key, id).first->second;
   }
 
-  /// The one-hot position vector of T in `dtype`.
-  int position(DType dtype) {
-    if (auto it = positions_.find(dtype); it != positions_.end()) return it->second;
-    const int id = b_.input({length_}, dtype);
+  /// The new position, an i64 [1].
+  int position() {
+    if (position_ >= 0) return position_;
+    position_ = b_.input({1}, DType::i64);
     StepInput in;
     in.kind = StepInput::Kind::position;
-    in.dtype = dtype;
     out_.inputs.push_back(in);
-    return positions_.emplace(dtype, id).first->second;
+    return position_;
   }
 
   /// The cache of window node `kv`'s rows (an attention's keys or values), the step's own row
-  /// (step node `row`) written at the new position: where(position, row, cache).
+  /// (step node `row`) written at the new position, in place (write_row: one row's bytes).
   int cache(int kv, int row) {
     if (auto it = caches_.find(kv); it != caches_.end()) return it->second;
     const GraphNode& node = w_.nodes[kv];
@@ -98,13 +96,8 @@ class Deriver {
     in.index = static_cast<int>(out_.caches.size());
     out_.inputs.push_back(in);
     out_.caches.push_back({node.shape, node.dtype, kv});
-    std::vector<int> all(r);
-    std::iota(all.begin(), all.end(), 0);
-    const int pos = position(node.dtype);
-    const int written = b_.map({pos, row, slot}, {{r - 2}, all, all}, node.shape, node.dtype,
-                               "kv_cache_write", [](Kernel& k, const std::vector<int>& l) {
-                                 return k.apply(ScalarOp::where, l[0], l[1], l[2]);
-                               });
+    const int written = b_.add(GraphOp::write_row, {slot, row, position()}, node.shape,
+                               node.dtype, WriteRowAttr{r - 2});
     cache_writes_.push_back(written);
     return caches_.emplace(kv, written).first->second;
   }
@@ -362,7 +355,7 @@ class Deriver {
   std::vector<int> tdim_;     ///< per window node: its time dim; -1: static
   std::vector<int> step_id_;  ///< per dynamic window node: its step node
   std::map<std::pair<int, int>, int> static_inputs_;
-  std::map<DType, int> positions_;
+  int position_ = -1;  ///< the step's position input (-1: none yet)
   std::map<int, int> caches_;      ///< window keys/values node -> the step's written cache
   std::vector<int> cache_writes_;  ///< in cache order
   std::vector<int> read_statics_;  ///< static non-input window nodes the step reads

@@ -5,7 +5,8 @@
 // token: every op that works row by row (embeddings, norms, projections, MLPs, RoPE) runs on
 // that row alone, what does not depend on the tokens (positions, masks, rotary tables) is
 // computed once and read at the new row, and each attention's keys and values come from a
-// cache of the window's T rows into which the step writes its own row first. What the cache
+// cache of the window's T rows into which the step writes its own row first (write_row, in
+// place: a token writes one row of each cache, not T). What the cache
 // changes is the cost of a token: a forward pass over one row plus an attention over T keys,
 // not a forward pass over T rows (nanoGPT's sample.py recomputes the window every token).
 //
@@ -32,7 +33,7 @@ struct StepInput {
     whole,     ///< window node `node`'s value (an input of the window graph, or a static node)
     row,       ///< window node `node`'s value at the new position of its dim `dim` (size 1)
     cache,     ///< cache `index`'s value after the previous step (zeros before the first)
-    position,  ///< a vector of T holding 1 at the new position and 0 elsewhere, in `dtype`
+    position,  ///< the new position, an i64 [1] (where write_row puts the step's row)
     codes,     ///< the codes of quantized matrix `index` (DecodeStep::quantized)
     scales,    ///< its scales
   };
@@ -40,7 +41,6 @@ struct StepInput {
   int node = -1;   ///< whole, row
   int dim = -1;    ///< row
   int index = -1;  ///< cache; codes and scales: the quantized matrix
-  DType dtype = DType::f32;  ///< position
 };
 
 /// One key or value cache: T rows of an attention's keys or values.

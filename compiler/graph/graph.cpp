@@ -81,6 +81,7 @@ std::string attributes(const GraphNode& n) {
                          fmt::join(a.weight, ", "),
                          a.layout == WeightLayout::out_in ? ", transposed" : "");
     }
+    std::string operator()(const WriteRowAttr& a) const { return fmt::format("[dim {}]", a.dim); }
     std::string operator()(const AttentionAttr& a) const {
       return fmt::format("[scale {:g}{}{}]", a.scale, a.bias ? ", bias" : "",
                          a.kv_repeat > 1 ? fmt::format(", kv groups of {}", a.kv_repeat) : "");
@@ -311,6 +312,8 @@ void verify(const Graph& g) {
           return std::holds_alternative<std::monostate>(n.attr);
         case GraphOp::quantized_matmul:
           return std::holds_alternative<QuantMatmulAttr>(n.attr);
+        case GraphOp::write_row:
+          return std::holds_alternative<WriteRowAttr>(n.attr);
         case GraphOp::linear_cross_entropy:
           return std::holds_alternative<std::monostate>(n.attr) ||
                  std::holds_alternative<CrossEntropyAttr>(n.attr);
@@ -341,6 +344,16 @@ void verify(const Graph& g) {
         fail(i, "quantized_matmul's x, weight and result shapes do not multiply");
       if (codes != (q->type == QuantType::q8_0 ? DType::i8 : DType::u8) || scales != DType::f16)
         fail(i, "quantized_matmul's codes or scales have the wrong dtype");
+    }
+    if (const auto* w = std::get_if<WriteRowAttr>(&n.attr)) {
+      const GraphNode &cache = g.nodes[n.inputs[0]], &row = g.nodes[n.inputs[1]],
+                      &index = g.nodes[n.inputs[2]];
+      Shape want = cache.shape;
+      if (w->dim >= 0 && w->dim < static_cast<int64_t>(want.size())) want[w->dim] = 1;
+      if (w->dim < 0 || w->dim >= static_cast<int64_t>(cache.shape.size()) || row.shape != want ||
+          row.dtype != cache.dtype || n.shape != cache.shape || n.dtype != cache.dtype ||
+          index.dtype != DType::i64 || index.shape != Shape{1})
+        fail(i, "write_row takes a cache, a row of its shape with size 1 along dim, and an i64 [1]");
     }
     if (n.op == GraphOp::linear_cross_entropy_grad && n.inputs.size() != 5 &&
         n.inputs.size() != 7)

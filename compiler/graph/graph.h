@@ -174,6 +174,13 @@ struct QuantMatmulAttr {
   WeightLayout layout = WeightLayout::in_out;
   Shape weight;  ///< the matrix the codes stand for
 };
+/// write_row (compiler/decode/decode_step.h): inputs a cache [..., T, ...], a row of its shape
+/// but size 1 along `dim`, and an i64 [1] index p in [0, T); the result is the cache with the
+/// row written at p along `dim`, written in place: the cache's tensor is the result's (the
+/// decode step's key and value caches, which nothing else reads). Inference only.
+struct WriteRowAttr {
+  int64_t dim = 0;
+};
 /// result: output `index` of the fused node that is its input.
 struct ResultAttr {
   int index = 0;
@@ -187,7 +194,7 @@ struct GraphNode {
   DType dtype = DType::f32;
   std::variant<std::monostate, InputAttr, ViewAttr, ReduceAttr, PermuteAttr, ContractAttr, MapAttr,
                ConcatAttr, SliceAttr, FusedAttr, ResultAttr, AttentionAttr, CrossEntropyAttr,
-               QuantMatmulAttr>
+               QuantMatmulAttr, WriteRowAttr>
       attr;
   std::string note;  ///< set by fuse() on a node it left unfused: why (empty elsewhere)
   /// Where a node that can fail on its data (a gather's indices) came from in a `.ein` script,

@@ -174,6 +174,10 @@ TEST(DecodeStep, AttentionReadsItsKeysAndValuesFromTheCaches) {
     ASSERT_TRUE(step.derived()) << step.why;
     ASSERT_EQ(step.caches.size(), 2u);  // k and v
     EXPECT_EQ(step.caches[0].shape, (Shape{1, kv_heads, T, E}));
+    // Each cache gets the step's row by one write_row: a row's bytes, not the cache's.
+    int writes = 0;
+    for (const GraphNode& n : step.step.nodes) writes += n.op == GraphOp::write_row;
+    EXPECT_EQ(writes, 2);
     ASSERT_EQ(step.causal.size(), 1u);
     std::vector<Tensor> in = feeds(tokens(), {{V, D}, {T, D}, {D, kv_heads * E}});
     in.push_back(mask(true));
