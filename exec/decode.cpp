@@ -124,8 +124,8 @@ class GraphDecoder final : public Decoder {
         case StepInput::Kind::cache: in.push_back(caches_.at(s.index)); break;
         case StepInput::Kind::codes: in.push_back(quantized_.at(s.index).codes); break;
         case StepInput::Kind::scales: in.push_back(quantized_.at(s.index).scales); break;
-        case StepInput::Kind::position:
-          in.push_back(full({1}, static_cast<double>(position_), DType::i64).to(device_));
+        case StepInput::Kind::position:  // on the host, where write_row reads it: no device sync
+          in.push_back(full({1}, static_cast<double>(position_), DType::i64));
           break;
       }
     }

@@ -33,7 +33,7 @@ struct StepInput {
     whole,     ///< window node `node`'s value (an input of the window graph, or a static node)
     row,       ///< window node `node`'s value at the new position of its dim `dim` (size 1)
     cache,     ///< cache `index`'s value after the previous step (zeros before the first)
-    position,  ///< the new position, an i64 [1] (where write_row puts the step's row)
+    position,  ///< the new position, an i64 [1] on the CPU (where write_row puts the row)
     codes,     ///< the codes of quantized matrix `index` (DecodeStep::quantized)
     scales,    ///< its scales
   };
