@@ -1,6 +1,6 @@
 // The builtins of `.ein` scripts (docs/language.md, "Builtins"): elementwise math, reductions,
-// the einops ops, matmul helpers, masks, constructors, casts, initialisers and the records the
-// train block reads (data, schedules). Tensor builtins append Graph IR through the active
+// the einops ops, matmul helpers, masks, constructors and casts; the builtins that make records
+// (initialisers, data, schedules) are in builtin_records.cpp. Tensor builtins append Graph IR through the active
 // trace; on numbers the math builtins compute directly.
 #include <algorithm>
 #include <cmath>
@@ -12,70 +12,12 @@
 #include <ein/patterns.h>
 #include <fmt/format.h>
 
+#include "script/builtin_args.h"
 #include "script/interp.h"
 
 namespace ein::script {
 namespace {
 
-/// Reads a builtin's arguments by position or keyword, like a Python signature.
-class Args {
- public:
-  Args(Interpreter& in, std::vector<CallArg>& args, const CallSite& site, std::string fn,
-       std::vector<std::string> names)
-      : in_(in), args_(args), site_(site), fn_(std::move(fn)), names_(std::move(names)) {
-    size_t pos = 0;
-    for (CallArg& a : args_) {
-      size_t k = names_.size();
-      if (a.name.empty()) {
-        k = pos++;
-        if (k >= names_.size())
-          in_.fail(site_, a.range, fmt::format("{}() takes at most {} argument{}", fn_, names_.size(),
-                                               names_.size() == 1 ? "" : "s"));
-      } else {
-        for (size_t i = 0; i < names_.size(); ++i)
-          if (names_[i] == a.name) k = i;
-        if (k == names_.size())
-          in_.fail(site_, a.range, fmt::format("{}() has no parameter '{}' (it has: {})", fn_, a.name,
-                                               fmt::join(names_, ", ")));
-      }
-      if (slots_.count(k)) in_.fail(site_, a.range, fmt::format("{}(): '{}' given twice", fn_, names_[k]));
-      slots_[k] = &a;
-    }
-  }
-  bool has(size_t i) const { return slots_.count(i) > 0; }
-  const CallArg& arg(size_t i) {
-    if (!has(i)) in_.fail(site_, site_.range, fmt::format("{}() needs '{}'", fn_, names_[i]));
-    return *slots_[i];
-  }
-  const Value& value(size_t i) { return arg(i).value; }
-  SourceRange range(size_t i) { return has(i) ? slots_[i]->range : site_.range; }
-  TensorVal tensor(size_t i) { return in_.as_tensor(value(i), site_, range(i)); }
-  double number(size_t i, std::optional<double> fallback = std::nullopt) {
-    if (!has(i) && fallback) return *fallback;
-    return in_.as_number(value(i), site_, range(i), fmt::format("{}'s '{}'", fn_, names_[i]));
-  }
-  int64_t integer(size_t i, std::optional<int64_t> fallback = std::nullopt) {
-    if (!has(i) && fallback) return *fallback;
-    return in_.as_int(value(i), site_, range(i), fmt::format("{}'s '{}'", fn_, names_[i]));
-  }
-  std::string string(size_t i, std::optional<std::string> fallback = std::nullopt) {
-    if (!has(i) && fallback) return *fallback;
-    const Value& v = value(i);
-    if (v.kind != Value::Kind::string)
-      in_.fail(site_, range(i), fmt::format("{}'s '{}' must be a string", fn_, names_[i]));
-    return v.str;
-  }
-  Trace& trace() { return in_.trace_or_fail(site_, fn_ + "()"); }
-  [[noreturn]] void fail(size_t i, const std::string& m) { in_.fail(site_, range(i), m); }
-
- private:
-  Interpreter& in_;
-  std::vector<CallArg>& args_;
-  const CallSite& site_;
-  std::string fn_;
-  std::vector<std::string> names_;
-  std::map<size_t, CallArg*> slots_;
-};
 
 /// Sizes given as separate arguments or as one list/tuple: zeros(B, D), zeros(x.shape).
 Shape sizes_of(Interpreter& in, std::vector<CallArg>& args, const CallSite& site,
@@ -98,13 +40,6 @@ Shape sizes_of(Interpreter& in, std::vector<CallArg>& args, const CallSite& site
   return shape;
 }
 
-Value record(std::string type) {
-  Value v;
-  v.kind = Value::Kind::record;
-  v.record = std::make_shared<Record>();
-  v.record->type = std::move(type);
-  return v;
-}
 
 int normalize_dim(Args& a, size_t slot, int64_t d, size_t rank) {
   const int64_t r = static_cast<int64_t>(rank);
@@ -756,54 +691,7 @@ std::map<std::string, BuiltinFn> make_table() {
       return cast_to(in, args, site, d, n);
     };
   }
-  // Initialisers: records that a param declaration turns into a tensor (script_interp.cpp).
-  auto init = [](const char* type, std::vector<std::string> names) {
-    const std::string ty = type;
-    return [ty, names](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
-      Args a(in, args, site, ty, names);
-      Value r = record(ty);
-      for (size_t i = 0; i < names.size(); ++i)
-        if (a.has(i)) r.record->numbers[names[i]] = a.number(i);
-      if (ty == "normal" || ty == "trunc_normal")
-        if (r.record->numbers.count("std") && r.record->numbers["std"] <= 0) a.fail(0, "std must be > 0");
-      return r;
-    };
-  };
-  tab["normal"] = init("normal", {"std", "mean"});
-  tab["trunc_normal"] = init("trunc_normal", {"std", "mean", "a", "b"});
-  tab["uniform"] = init("uniform", {"a", "b"});
-  tab["constant"] = init("constant", {"value"});
-  // Train-block settings.
-  auto data = [](const char* type) {
-    const std::string ty = type;
-    return [ty](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
-      Args a(in, args, site, ty, {"path", "batch", "context", "order", "dtype"});
-      Value r = record(ty);
-      r.record->strings["path"] = a.string(0);
-      r.record->numbers["batch"] = static_cast<double>(a.integer(1));
-      r.record->numbers["context"] = static_cast<double>(a.integer(2));
-      if (r.record->numbers["batch"] < 1) a.fail(1, "batch must be >= 1");
-      if (r.record->numbers["context"] < 1) a.fail(2, "context must be >= 1");
-      const std::string order = a.string(3, std::string("random"));
-      if (order != "random" && order != "sequential") a.fail(3, "order is \"random\" or \"sequential\"");
-      r.record->strings["order"] = order;
-      r.record->strings["dtype"] = a.string(4, std::string());
-      return r;
-    };
-  };
-  tab["bytes"] = data("bytes");
-  tab["tokens"] = data("tokens");
-  tab["warmup_cosine"] = [](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
-    Args a(in, args, site, "warmup_cosine", {"warmup", "min_ratio"});
-    Value r = record("cosine");
-    r.record->numbers["warmup"] = static_cast<double>(a.integer(0, 0));
-    r.record->numbers["min_ratio"] = a.number(1, 0.1);
-    return r;
-  };
-  tab["constant_lr"] = [](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
-    Args a(in, args, site, "constant_lr", {});
-    return record("constant");
-  };
+  add_record_builtins(tab);
   return tab;
 }
 
