@@ -218,7 +218,9 @@ int run_sample(const SampleFlags& f) {
       // every token but the last one drawn goes into the model
       const int64_t read = (static_cast<int64_t>(g.prompt.size()) + g.length - 1) * f.num_samples;
       std::string how;
-      if (cached > 0)
+      if (tokens == 0)
+        how = "none drawn";
+      else if (cached > 0)
         how = fmt::format(
             "key-value cache of {}: {} tokens through it, {}{}{}",
             si(static_cast<double>(cache_bytes), "B"), cached,

@@ -120,6 +120,12 @@ class Sample(unittest.TestCase):
         self.assertTrue(from_file.startswith("License"), from_file)
         ids, _ = self.sample(self.step, "--tokens", "76,105", "--length", "3", "--temperature", "0")
         self.assertTrue(ids.startswith("Li"), ids)
+        # --length 0 prints the prompt and says nothing was drawn (not that there was no cache)
+        none, err = self.sample(self.step, "--length", "0", "--prompt", "the ")
+        self.assertEqual(none, "the \n")
+        self.assertIn("0 tokens in", err)
+        self.assertIn("(none drawn)", err)
+        self.assertNotIn("--no-cache", err)
 
     def test_quantized_weights(self):
         q = os.path.join(self.tmp, "q8_0.safetensors")
