@@ -3,12 +3,15 @@
 // reused; a GPU gets each batch through a pinned buffer and an asynchronous copy.
 #include "api/train_data.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <string_view>
 
 #include <unistd.h>
 
@@ -51,15 +54,20 @@ std::string byte_token_file(const std::string& text) {
   return path.string();
 }
 
-/// The loader of `spec`, the file at `override_path` when that is not empty.
+/// The loader of `spec`, the file at `override_path` when that is not empty; `setting` is the
+/// train block's name for it ("data", "eval_data").
 std::unique_ptr<TokenLoader> open_tokens(const TokenDataOptions& spec,
                                          const std::string& override_path, uint64_t seed,
-                                         int rank, int ranks) {
+                                         int rank, int ranks, std::string_view setting) {
   const std::string path = override_path.empty() ? spec.path : override_path;
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
   const bool from_script = override_path.empty();
-  const std::string where = from_script ? " (set by the train block's data; --data overrides it)" : "";
+  std::string flag(setting);
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  const std::string where =
+      from_script ? fmt::format(" (set by the train block's {}; --{} overrides it)", setting, flag)
+                  : "";
   // From a script: the error points at its `data = ...` (file:line:col and a caret).
   auto refuse = [&](const std::string& message) {
     if (from_script && spec.source) throw UserError(message, spec.source, spec.range);
@@ -83,6 +91,9 @@ std::unique_ptr<TokenLoader> open_tokens(const TokenDataOptions& spec,
   o.order = spec.order == "sequential" ? BatchOrder::sequential : BatchOrder::random;
   o.prefetch = 2;
   o.drop_last = true;
+  if (!(spec.part_begin >= 0 && spec.part_begin < spec.part_end && spec.part_end <= 1))
+    refuse(fmt::format("data '{}': part ({}, {}); expected 0 <= begin < end <= 1", path,
+                       spec.part_begin, spec.part_end));
   std::string token_path = path;
   std::optional<TokenDType> dtype;
   if (spec.kind == "bytes") {
@@ -97,7 +108,19 @@ std::unique_ptr<TokenLoader> open_tokens(const TokenDataOptions& spec,
     dtype = TokenDType::i32;
   }
   try {
-    return std::make_unique<TokenLoader>(token_path, o, dtype);
+    auto file = std::make_shared<const TokenFile>(token_path, dtype);
+    // A part of the file: [floor(begin · n), floor(end · n)), exact for n below 2^53.
+    const auto at = [n = file->size()](double f) {
+      return f >= 1 ? n : static_cast<int64_t>(std::floor(f * static_cast<double>(n)));
+    };
+    o.token_begin = at(spec.part_begin);
+    o.token_end = at(spec.part_end);
+    if (o.token_end - o.token_begin < spec.context + 1)
+      refuse(fmt::format("data '{}': its part ({}, {}) holds {} of its {} tokens; a window of "
+                         "context {} needs {}",
+                         path, spec.part_begin, spec.part_end, o.token_end - o.token_begin,
+                         file->size(), spec.context, spec.context + 1));
+    return std::make_unique<TokenLoader>(std::move(file), o);
   } catch (const RuntimeError& e) {
     refuse(fmt::format("data '{}': {}", path, e.what()));
   }
@@ -135,15 +158,19 @@ class PinnedFeeder {
 
 TrainBatches::TrainBatches(Trainable& model, const std::optional<TokenDataOptions>& data,
                            const std::string& override_path, uint64_t seed, Device device,
-                           int rank, int ranks)
+                           int rank, int ranks, std::string_view setting)
     : model_(model), rank_(rank), ranks_(ranks) {
   if (device.kind == DeviceKind::cuda) feeder_ = std::make_unique<PinnedFeeder>(device);
-  if (data) loader_ = open_tokens(*data, override_path, seed, rank, ranks);
+  if (data) loader_ = open_tokens(*data, override_path, seed, rank, ranks, setting);
   else if (!override_path.empty())
     throw UserError("--data: the train block has no data setting (its batches come from fn batch())");
 }
 
 TrainBatches::~TrainBatches() = default;
+
+int64_t TrainBatches::pass_batches() const {
+  return loader_ ? loader_->num_batches() : -1;
+}
 
 void TrainBatches::seek(int64_t k) {
   if (loader_) loader_->set_position(k);

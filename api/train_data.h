@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <ein/device.h>
@@ -26,13 +27,17 @@ class TrainBatches {
   /// without `data`, batches come from `model.batch()`. UserError for a missing or unreadable
   /// file, or an override without data.
   /// Data parallel: this rank reads shard `rank` of `ranks` (token windows: its rows of each
-  /// global batch; batch(): micro-steps k·ranks + rank).
+  /// global batch; batch(): micro-steps k·ranks + rank). `setting` names the data in errors
+  /// (the train block's "data" or "eval_data").
   TrainBatches(Trainable& model, const std::optional<TokenDataOptions>& data,
                const std::string& override_path, uint64_t seed, Device device, int rank = 0,
-               int ranks = 1);
+               int ranks = 1, std::string_view setting = "data");
   ~TrainBatches();
   /// Continues at micro-batch k (a token loader's position; batch() is a function of k).
   void seek(int64_t k);
+  /// Batches in one sequential pass over the file (this rank's rows of each); -1 in random
+  /// order or without a file.
+  int64_t pass_batches() const;
   /// The batch of micro-step k, on the device.
   std::vector<Tensor> next(int64_t k);
 

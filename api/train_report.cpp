@@ -51,8 +51,10 @@ namespace detail {
 
 std::string progress_line(const StepStats& s, double average_seconds) {
   const double eta = average_seconds * static_cast<double>(s.steps - s.step);
-  return fmt::format("step {}/{} | loss {:.4g} | {}/s | {}/s | MFU {:.1f}% | ETA {}", s.step,
-                     s.steps, s.loss, human(static_cast<double>(s.tokens) / s.seconds, "tok"),
+  const std::string held_out = s.eval_loss ? fmt::format(" | eval loss {:.4g}", *s.eval_loss) : "";
+  return fmt::format("step {}/{} | loss {:.4g}{} | {}/s | {}/s | MFU {:.1f}% | ETA {}", s.step,
+                     s.steps, s.loss, held_out,
+                     human(static_cast<double>(s.tokens) / s.seconds, "tok"),
                      human(s.flops / s.seconds, "FLOP"), 100 * s.mfu, duration(eta));
 }
 
@@ -94,6 +96,21 @@ std::string format_summary(const TrainResult& r, std::string_view what) {
       bytes_str(r.parameter_bytes), bytes_str(grad_bytes), bytes_str(r.state_bytes),
       bytes_str(activations));
   if (!r.peak_note.empty()) s += fmt::format("  ({})\n", r.peak_note);
+  if (!r.eval_losses.empty()) {
+    const auto best = std::min_element(
+        r.eval_losses.begin(), r.eval_losses.end(),
+        [](const auto& a, const auto& b) {  // a NaN is no one's lowest
+          return a.second < b.second || (std::isnan(b.second) && !std::isnan(a.second));
+        });
+    s += fmt::format("  eval loss {:.6g} after step {} ({} batches, {} tokens held out; {} "
+                     "evaluation{} took {:.2f} s){}\n",
+                     r.eval_losses.back().second, r.eval_losses.back().first, r.eval_batches,
+                     r.eval_tokens, r.eval_losses.size(), r.eval_losses.size() == 1 ? "" : "s",
+                     r.eval_seconds,
+                     best->first != r.eval_losses.back().first
+                         ? fmt::format("; lowest {:.6g} after step {}", best->second, best->first)
+                         : "");
+  }
   if (r.fp16)
     s += fmt::format("  fp16 loss scaling: {} step{} skipped for overflowing gradients, "
                      "final scale {}\n",

@@ -37,6 +37,7 @@
 #include "api/stop_signals.h"
 #include "api/train_data.h"
 #include "api/train_dist.h"
+#include "api/train_eval.h"
 #include "api/train_report.h"
 #include "exec/fused_ops.h"
 #include "runtime/cuda/driver.h"
@@ -353,6 +354,14 @@ TrainResult Trainer::fit() {
   }
   if (!o.init.empty()) load_initial_parameters(o.init, params);
   detail::TrainBatches batches(model_, o.data, o.data_path, o.seed, o.device, rank, ranks);
+  std::unique_ptr<detail::HeldOutLoss> held_out;
+  if (o.eval_data) {
+    held_out = std::make_unique<detail::HeldOutLoss>(model_, o, rank, ranks);
+    r.eval_batches = held_out->batches();
+    r.eval_tokens = held_out->tokens();
+  } else if (!o.eval_data_path.empty()) {
+    throw UserError("--eval-data: the train block has no eval_data setting to read it as");
+  }
 
   // 3. Resume: parameters, optimizer state, step; the data position and every random draw are
   //    functions of (seed, step), so the run continues exactly.
@@ -434,6 +443,7 @@ TrainResult Trainer::fit() {
   r.loss_scale = r.fp16 ? 65536.0 : 1.0;
   r.final_loss = NAN;
   int64_t good_steps = 0;
+  bool open_line = false;  // a terminal's progress line waits for its newline
 
   // 5. The loop.
   for (int64_t step = r.start + 1; step <= steps && !stopping(); ++step) {
@@ -552,6 +562,14 @@ TrainResult Trainer::fit() {
     s.comm_bytes = step_comm;
     r.flops += s.flops;
     s.mfu = hw ? utilization(s.flops, s.seconds, *hw, mfu_dtype) / devices : 0;
+    // The held-out loss, outside the step's time, FLOPs and memory.
+    if (held_out && held_out->due(step, steps)) {
+      const auto e0 = std::chrono::steady_clock::now();
+      s.eval_loss = held_out->score(comm, sync && sync->sharded());
+      s.eval_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count();
+      r.eval_seconds += s.eval_seconds;
+      r.eval_losses.emplace_back(step, *s.eval_loss);
+    }
     // 9. Report: the JSON line, the progress line, the callback, the periodic checkpoint.
     if (log.is_open()) {
       nlohmann::json j = {{"step", step},       {"loss", s.loss},
@@ -568,6 +586,10 @@ TrainResult Trainer::fit() {
         j["buckets_in_backward"] = s.buckets_in_backward;
         if (r.zero == 3) j["prefetched"] = s.prefetched;
       }
+      if (s.eval_loss) {
+        j["eval_loss"] = *s.eval_loss;  // null when not finite (JSON has no NaN)
+        j["eval_ms"] = s.eval_seconds * 1e3;
+      }
       if (r.fp16) {
         j["loss_scale"] = s.loss_scale;  // the scale this step's backward used
         j["skipped"] = s.skipped;
@@ -577,14 +599,16 @@ TrainResult Trainer::fit() {
       log.flush();
       check_log(log, o.log, step, errno);
     }
-    if (!o.quiet && (tty || step % o.log_every == 0 || step == steps)) {
+    if (!o.quiet && (tty || step % o.log_every == 0 || step == steps || s.eval_loss)) {
       const std::string line = detail::progress_line(s, r.seconds / static_cast<double>(r.done));
-      out << (tty ? "\r\033[K" : "") << line << (tty ? "" : "\n") << std::flush;
+      // On a terminal the line is rewritten in place, but one with a held-out loss stays.
+      open_line = tty && !s.eval_loss;
+      out << (tty ? "\r\033[K" : "") << line << (open_line ? "" : "\n") << std::flush;
     }
     if (o.on_step) o.on_step(s);
     if (o.checkpoint_every > 0 && step % o.checkpoint_every == 0 && step != steps) save(step);
   }
-  if (tty) out << '\n';
+  if (open_line) out << '\n';
   if (sync) sync->unshard();  // the model whole again on every rank (sampling, the caller)
   if (log.is_open()) {
     errno = 0;

@@ -161,6 +161,11 @@ struct TokenDataOptions {
   int64_t batch = 1;             ///< B
   int64_t context = 1;           ///< T
   std::string order = "random";  ///< "random" or "sequential"
+  /// The part of the file used: tokens [floor(part_begin · n), floor(part_end · n)) of its n,
+  /// so one file holds a training and a held-out split (nanoGPT's first 90% and last 10%:
+  /// parts 0 to 0.9 and 0.9 to 1). 0 ≤ part_begin < part_end ≤ 1.
+  double part_begin = 0;
+  double part_end = 1;
   /// Where a script set this (its `data = ...`), for errors about the file; null elsewhere.
   SourcePtr source;
   SourceRange range;
@@ -191,6 +196,10 @@ struct StepStats {
   int64_t buckets_in_backward = 0;
   /// ZeRO 3: parameter fetches started before the node reading them ran (prefetch).
   int64_t prefetched = 0;
+  /// The held-out loss after this step's update (TrainOptions::eval_data), when the step
+  /// evaluated: the mean of Trainable::eval_loss() over the evaluation's batches.
+  std::optional<double> eval_loss;
+  double eval_seconds = 0;  ///< the evaluation's wall time (not in `seconds`)
 };
 
 /// Every knob of `ein train`; the names follow its flags and the train block's settings.
@@ -215,6 +224,16 @@ struct TrainOptions {
   int64_t accumulate = 1;            ///< micro-batches per optimizer step
   std::optional<TokenDataOptions> data;  ///< token batches; unset: Trainable::batch()
   std::string data_path;             ///< overrides data->path (`--data`)
+  /// Held-out batches scored by Trainable::eval_loss() (no dropout, no gradients) every
+  /// eval_every steps and after the last: a validation loss. Sequential order scores the same
+  /// windows every time (the first eval_batches of one pass; 0: the whole pass), random order
+  /// eval_batches random batches (0: 20), the same ones every time (nanoGPT's estimate_loss
+  /// draws new ones). Neither the training batches nor any random draw of the run depend on
+  /// it, so a run trains to the same bits with or without it.
+  std::optional<TokenDataOptions> eval_data;
+  std::string eval_data_path;        ///< overrides eval_data->path (`--eval-data`)
+  int64_t eval_every = 0;            ///< steps between evaluations (0: after the last only)
+  int64_t eval_batches = 0;          ///< batches an evaluation scores (0: see eval_data)
   std::string checkpoint;            ///< directory of step_N.safetensors ("" none)
   int64_t checkpoint_every = 0;      ///< steps between checkpoints (0: only at the end)
   int keep = 3;                      ///< checkpoints kept
@@ -253,6 +272,11 @@ struct TrainResult {
   int signal = 0;               ///< the signal that stopped it (SIGINT, SIGTERM); 0 otherwise
   double final_loss = 0;        ///< the last step's loss (NaN when none ran)
   std::vector<double> losses;   ///< every step's loss, in order
+  /// Every evaluation (TrainOptions::eval_data): the step after which it ran, and the loss.
+  std::vector<std::pair<int64_t, double>> eval_losses;
+  int64_t eval_batches = 0;     ///< batches an evaluation scored (this rank's rows of each)
+  int64_t eval_tokens = 0;      ///< tokens an evaluation scored (all ranks' rows)
+  double eval_seconds = 0;      ///< summed evaluation times (not in `seconds`)
   int64_t parameters = 0;       ///< parameter count (elements)
   int64_t parameter_bytes = 0;  ///< their bytes (and the gradients' bytes)
   int64_t state_bytes = 0;      ///< the optimizer state's bytes

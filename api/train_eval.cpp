@@ -1,0 +1,61 @@
+#include "api/train_eval.h"
+
+#include <algorithm>
+
+#include <ein/autograd.h>
+#include <ein/diagnostic.h>
+#include <fmt/format.h>
+
+#include "runtime/dist/communicator.h"
+#include "runtime/dist/gradient_sync.h"
+#include "runtime/random.h"
+
+namespace ein::detail {
+namespace {
+
+/// Random-order evaluation batches are drawn from their own stream of the run's seed, so that
+/// held-out windows of the training file are not the training batches' own.
+constexpr uint64_t kEvalStream = 0x6576616c;  // "eval"
+/// Random-order batches an evaluation scores unless TrainOptions::eval_batches says.
+constexpr int64_t kRandomEvalBatches = 20;
+
+}  // namespace
+
+HeldOutLoss::HeldOutLoss(Trainable& model, const TrainOptions& o, int rank, int ranks)
+    : model_(model), every_(o.eval_every), ranks_(ranks) {
+  if (o.eval_every < 0) throw UserError(fmt::format("eval_every {} is negative", o.eval_every));
+  if (o.eval_batches < 0)
+    throw UserError(fmt::format("eval_batches {} is negative (0: the default)", o.eval_batches));
+  data_ = std::make_unique<TrainBatches>(model, o.eval_data, o.eval_data_path,
+                                         mix_seeds(o.seed, kEvalStream), o.device, rank, ranks,
+                                         "eval_data");
+  const int64_t pass = data_->pass_batches();
+  const TokenDataOptions& d = *o.eval_data;
+  if (pass == 0) {
+    const std::string message = fmt::format(
+        "eval_data '{}': one pass holds fewer windows of {} tokens than a batch of {}{}; give a "
+        "smaller batch or more held-out text",
+        o.eval_data_path.empty() ? d.path : o.eval_data_path, d.context, d.batch * ranks,
+        ranks > 1 ? fmt::format(" ({} rows on each of {} ranks)", d.batch, ranks) : "");
+    // From the script's setting: file:line:col and a caret under it.
+    if (o.eval_data_path.empty() && d.source) throw UserError(message, d.source, d.range);
+    throw UserError(message);
+  }
+  const int64_t wanted = o.eval_batches > 0 ? o.eval_batches : pass > 0 ? pass : kRandomEvalBatches;
+  batches_ = pass > 0 ? std::min(wanted, pass) : wanted;
+  tokens_ = batches_ * d.batch * ranks * d.context;
+}
+
+double HeldOutLoss::score(dist::Communicator& comm, bool fetch) {
+  NoGrad no_grad;
+  std::optional<dist::FetchScope> fetching;
+  if (fetch) fetching.emplace();
+  data_->seek(0);  // the same batches every time
+  double sum = 0;
+  for (int64_t k = 0; k < batches_; ++k)
+    sum += model_.eval_loss(data_->next(k)).item();
+  const double mean = sum / static_cast<double>(batches_);
+  return ranks_ > 1 ? comm.sum(mean, "the held-out loss") / ranks_ : mean;
+}
+
+}  // namespace ein::detail
