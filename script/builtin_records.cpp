@@ -27,17 +27,35 @@ void add_record_builtins(std::map<std::string, BuiltinFn>& tab) {
   auto data = [](const char* type) {
     const std::string ty = type;
     return [ty](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
-      Args a(in, args, site, ty, {"path", "batch", "context", "order", "dtype"});
+      Args a(in, args, site, ty, {"path", "batch", "context", "order", "dtype", "part"});
       Value r = record(ty);
       r.record->strings["path"] = a.string(0);
       r.record->numbers["batch"] = static_cast<double>(a.integer(1));
       r.record->numbers["context"] = static_cast<double>(a.integer(2));
       if (r.record->numbers["batch"] < 1) a.fail(1, "batch must be >= 1");
       if (r.record->numbers["context"] < 1) a.fail(2, "context must be >= 1");
-      const std::string order = a.string(3, std::string("random"));
-      if (order != "random" && order != "sequential") a.fail(3, "order is \"random\" or \"sequential\"");
+      // Unset: random for the training data, sequential for eval_data (script/load.cpp).
+      const std::string order = a.string(3, std::string());
+      if (a.has(3) && order != "random" && order != "sequential")
+        a.fail(3, "order is \"random\" or \"sequential\"");
       r.record->strings["order"] = order;
       r.record->strings["dtype"] = a.string(4, std::string());
+      // part = (begin, end): the fractions of the file's tokens used, e.g. (0, 0.9) to train
+      // on and (0.9, 1) held out.
+      r.record->numbers["part_begin"] = 0;
+      r.record->numbers["part_end"] = 1;
+      if (a.has(5)) {
+        const Value& v = a.value(5);
+        const bool pair = (v.kind == Value::Kind::tuple || v.kind == Value::Kind::list) &&
+                          v.items->size() == 2 && (*v.items)[0].kind == Value::Kind::number &&
+                          (*v.items)[1].kind == Value::Kind::number;
+        const double b = pair ? (*v.items)[0].num : 0, e = pair ? (*v.items)[1].num : 0;
+        if (!pair || !(b >= 0 && b < e && e <= 1))
+          a.fail(5, "part is (begin, end), fractions of the file's tokens with 0 <= begin < end "
+                    "<= 1: (0, 0.9) trains on the first 90%, (0.9, 1) holds out the rest");
+        r.record->numbers["part_begin"] = b;
+        r.record->numbers["part_end"] = e;
+      }
       return r;
     };
   };

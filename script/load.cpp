@@ -247,7 +247,8 @@ void Interpreter::build_train(Unit& unit, const Decl& d) {
   // are only allowed under the names ein train reads.
   static const std::vector<std::string> known = {
       "steps",  "clip",        "log_every",   "checkpoint_every", "accumulate", "sample",
-      "sample_length", "temperature", "precision", "schedule", "data"};
+      "sample_length", "temperature", "precision", "schedule", "data",
+      "eval_data",     "eval_every",  "eval_batches"};
   for (const Decl& c : d.children) {
     if (c.kind != Decl::Kind::member) continue;
     const Value& v = train_env_->vars[c.name];
@@ -260,8 +261,10 @@ void Interpreter::build_train(Unit& unit, const Decl& d) {
     if (c.name == "schedule" && v.kind != Value::Kind::record)
       fail(c.value->range, fmt::format("schedule must be warmup_cosine(...) or constant_lr(), got {}",
                                        describe(v)));
-    if (c.name == "data" && v.kind != Value::Kind::record)
-      fail(c.value->range, fmt::format("data must be bytes(...) or tokens(...), got {}", describe(v)));
+    if ((c.name == "data" || c.name == "eval_data") &&
+        (v.kind != Value::Kind::record || (v.record->type != "bytes" && v.record->type != "tokens")))
+      fail(c.value->range,
+           fmt::format("{} must be bytes(...) or tokens(...), got {}", c.name, describe(v)));
     if ((c.name == "sample" || c.name == "precision") && v.kind != Value::Kind::string)
       fail(c.value->range, fmt::format("{} must be a string, got {}", c.name, describe(v)));
   }
@@ -296,23 +299,33 @@ void Interpreter::build_train(Unit& unit, const Decl& d) {
     spec_.warmup = static_cast<int64_t>(s->record->numbers["warmup"]);
     if (s->record->numbers.count("min_ratio")) spec_.min_lr_ratio = s->record->numbers["min_ratio"];
   }
-  if (Value* s = train_env_->find("data"); s && s->kind == Value::Kind::record) {
+  // `data` and `eval_data`: an order left out is random for training, sequential (the same
+  // windows every time) for the held-out loss.
+  auto data_spec = [&](const char* key, const char* order) -> std::optional<DataSpec> {
+    Value* s = train_env_->find(key);
+    if (!s || s->kind != Value::Kind::record) return std::nullopt;
     DataSpec ds;
     ds.kind = s->record->type;
     ds.path = s->record->strings["path"];
     ds.dtype = s->record->strings["dtype"];
-    ds.order = s->record->strings["order"];
+    ds.order = s->record->strings["order"].empty() ? order : s->record->strings["order"];
     ds.batch = static_cast<int64_t>(s->record->numbers["batch"]);
     ds.context = static_cast<int64_t>(s->record->numbers["context"]);
+    ds.part_begin = s->record->numbers["part_begin"];
+    ds.part_end = s->record->numbers["part_end"];
     const fs::path p(ds.path);
     if (p.is_relative()) ds.path = (fs::path(unit.path).parent_path() / p).string();
     for (const Decl& c : d.children)
-      if (c.kind == Decl::Kind::member && c.name == "data") {
+      if (c.kind == Decl::Kind::member && c.name == key) {
         ds.source = unit.script.source;
         ds.range = c.value->range;
       }
-    spec_.data = ds;
-  }
+    return ds;
+  };
+  spec_.data = data_spec("data", "random");
+  spec_.eval_data = data_spec("eval_data", "sequential");
+  spec_.eval_every = static_cast<int64_t>(number("eval_every", 0, true, 0));
+  spec_.eval_batches = static_cast<int64_t>(number("eval_batches", 0, true, 1));
   if (optimizer_) {
     if (Value* lr = optimizer_->env->find("lr"); lr && lr->kind == Value::Kind::number)
       spec_.lr = lr->num;

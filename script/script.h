@@ -120,6 +120,7 @@ struct DataSpec {
   int64_t batch = 1;           ///< B
   int64_t context = 1;         ///< T
   std::string order = "random";  ///< "random" or "sequential"
+  double part_begin = 0, part_end = 1;  ///< the fractions of the file's tokens used
   SourcePtr source;              ///< the script, and the range of its `data = ...` value
   SourceRange range;
 };
@@ -128,6 +129,9 @@ struct DataSpec {
 struct TrainSpec {
   int64_t steps = 100;
   std::optional<DataSpec> data;  ///< absent: the block's `fn batch()` makes each batch
+  std::optional<DataSpec> eval_data;  ///< held-out batches for the eval loss (absent: none)
+  int64_t eval_every = 0;        ///< steps between eval losses (0: after the last step only)
+  int64_t eval_batches = 0;      ///< batches an eval loss scores (0: TrainOptions' default)
   double clip = 0;               ///< global-norm clipping (0: off)
   int64_t log_every = 10;
   int64_t checkpoint_every = 0;  ///< 0: only at the end

@@ -54,6 +54,22 @@ class ScriptTrainable final : public Trainable {
   std::unique_ptr<script::Program> program_;
 };
 
+/// A `data = ...` or `eval_data = ...` setting as TokenDataOptions.
+TokenDataOptions data_options(const script::DataSpec& spec) {
+  TokenDataOptions d;
+  d.kind = spec.kind;
+  d.path = spec.path;
+  d.dtype = spec.dtype;
+  d.batch = spec.batch;
+  d.context = spec.context;
+  d.order = spec.order;
+  d.part_begin = spec.part_begin;
+  d.part_end = spec.part_end;
+  d.source = spec.source;
+  d.range = spec.range;
+  return d;
+}
+
 /// The block's settings as TrainOptions.
 TrainOptions options_of(const script::TrainSpec& spec) {
   TrainOptions o;
@@ -65,18 +81,10 @@ TrainOptions options_of(const script::TrainSpec& spec) {
   o.min_lr_ratio = spec.min_lr_ratio;
   o.clip = spec.clip;
   o.accumulate = spec.accumulate;
-  if (spec.data) {
-    TokenDataOptions d;
-    d.kind = spec.data->kind;
-    d.path = spec.data->path;
-    d.dtype = spec.data->dtype;
-    d.batch = spec.data->batch;
-    d.context = spec.data->context;
-    d.order = spec.data->order;
-    d.source = spec.data->source;
-    d.range = spec.data->range;
-    o.data = d;
-  }
+  if (spec.data) o.data = data_options(*spec.data);
+  if (spec.eval_data) o.eval_data = data_options(*spec.eval_data);
+  o.eval_every = spec.eval_every;
+  o.eval_batches = spec.eval_batches;
   o.checkpoint_every = spec.checkpoint_every;
   o.log_every = spec.log_every;
   o.sample = spec.sample;

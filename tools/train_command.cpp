@@ -19,8 +19,9 @@ namespace {
 
 /// The flags of `ein train`.
 struct TrainFlags {
-  std::string file, device = "auto", precision, recompute, checkpoint, data, log, init;
+  std::string file, device = "auto", precision, recompute, checkpoint, data, eval_data, log, init;
   std::optional<double> activation_budget;
+  std::optional<int64_t> eval_every;
   std::vector<std::string> sets;
   std::optional<int64_t> steps;
   uint64_t seed = 0;
@@ -53,6 +54,8 @@ int run_train(const TrainFlags& f) {
     if (f.activation_budget) o.activation_budget = *f.activation_budget;
     if (f.steps) o.steps = *f.steps;
     o.data_path = f.data;
+    o.eval_data_path = f.eval_data;
+    if (f.eval_every) o.eval_every = *f.eval_every;
     o.checkpoint = f.checkpoint;
     o.keep = f.keep;
     o.resume = f.resume;
@@ -111,6 +114,11 @@ void add_train_command(CLI::App& app, int& exit_code) {
   c->add_flag("--resume", o->resume, "continue from the latest good checkpoint in --checkpoint");
   c->add_option("--keep", o->keep, "checkpoints kept (default 3)");
   c->add_option("--data", o->data, "the data file (overrides the block's data path)");
+  c->add_option("--eval-data", o->eval_data,
+                "the held-out data file (overrides the block's eval_data path)");
+  c->add_option("--eval-every", o->eval_every,
+                "steps between eval losses on the block's eval_data (0: after the last step "
+                "only; default: the block's eval_every)");
   c->add_option("--seed", o->seed, "the one seed: parameters, batches, dropout (default 0)");
   c->add_option("--log", o->log, "write one JSON line per step: step, loss, tokens_per_s, flops, mfu, ...");
   c->add_option("--init", o->init, "initial parameters from a safetensors file (names as in the checkpoint, without 'model.')");

@@ -4,6 +4,7 @@
 - data parallel: np=2 with batch B/2 per rank reproduces np=1 with batch B (losses within 1e-6
   relative for 20 steps; 4e-6 with seed 0, whose step 20 is a loss spike), and two np=2 runs
   are bitwise equal (a fixed reduction order);
+- the held-out loss (eval_data) at np=2 is np=1's, and ZeRO 3's is data parallel's bitwise;
 - ZeRO 1, 2 and 3 give bitwise the losses of plain data parallel; 1 and 2 send the bytes the
   plan (and `ein report --gpus 2`) says; each stage's per-rank peak falls as `ein report`
   predicts (within 10%, on a model whose parameters outweigh its activations);
@@ -105,6 +106,27 @@ def main():
               f"--zero 3: the exchange and the fetches, the same every step ({sorted(sent3)})")
         check(bool(rows3) and max(r["peak_memory"] for r in rows3) < max(r["peak_memory"] for r in zero_rows[1]),
               "--zero 3: rank 0's peak below ZeRO 1's")
+        # The held-out loss: each rank scores its rows of every held-out batch and the ranks'
+        # means are averaged, so np=2 (B=8 a rank) scores np=1's (B=16) windows; under ZeRO 3
+        # the evaluation's forward fetches the parameters as the training's does.
+        held_out = os.path.join(tmp, "held_out.ein")
+        corpus = os.path.join(examples, "gpt", "corpus.txt")
+        with open(script) as f, open(held_out, "w") as g:
+            g.write(f.read().replace(
+                'data = bytes("corpus.txt", batch = B, context = T)',
+                f'data = bytes("{corpus}", batch = B, context = T, part = (0, 0.9))\n'
+                f'  eval_data = bytes("{corpus}", batch = B, context = T, part = (0.9, 1))\n'
+                '  eval_every = 4\n  eval_batches = 3'))
+        def evals(rows):
+            return [(r["step"], r["eval_loss"]) for r in rows if "eval_loss" in r]
+        held = {name: evals(train(tmp, "held_" + name, np, batch, *flags, steps=8, file=held_out))
+                for name, np, batch, flags in (("np1", 1, 16, ()), ("dp", 2, 8, ()),
+                                               ("zero3", 2, 8, ("--zero", "3")))}
+        check([s for s, _ in held["np1"]] == [4, 8] and [s for s, _ in held["dp"]] == [4, 8],
+              f"eval loss after steps 4 and 8 at np=1 and np=2 ({held['np1']}, {held['dp']})")
+        err = worst([v for _, v in held["np1"]], [v for _, v in held["dp"]])
+        check(err <= 1e-5, f"np=2's eval loss is np=1's: worst relative {err:.2e}")
+        check(held["zero3"] == held["dp"], "--zero 3: bitwise the eval loss of data parallel")
         report = subprocess.run([ein, "report", script, "--gpus", "2", "--format", "json"],
                                 capture_output=True, text=True, env=env, timeout=120)
         communication = json.loads(report.stdout)["communication"] if report.returncode == 0 else {}

@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""`ein train` with a held-out loss (the train block's eval_data, eval_every, eval_batches and
+data's part = (begin, end)), end to end: text the model trains on scores low and text it never
+saw scores high; the JSON log, the progress lines and the summary carry the eval loss at the
+steps asked for; --eval-every and --eval-data override the block; the training losses are the
+same with and without it; and every mistake in the settings is an error with a caret.
+
+Usage: test_ein_train_eval_cli.py EIN_BINARY
+"""
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+EIN = None
+LEAKS = ("std::", "what()", "terminate", "Aborted", "Segmentation fault", "core dumped")
+
+SCRIPT = """import gpt
+import optim
+
+train {{
+  model = GPT(256, 16, 1, 2, 32)
+  data = bytes("text.txt", batch = 8, context = 16, part = (0, 0.9))
+  {eval}
+  optimizer = AdamW(lr = 1e-2)
+  steps = 40
+  log_every = 100
+  fn loss(x: i64[8 16], y: i64[8 16]) -> f32[] = cross_entropy(model(x), y)
+}}
+"""
+HELD_OUT = ('eval_data = bytes("text.txt", batch = 8, context = 16, part = (0.9, 1))\n'
+            '  eval_every = 15')
+
+
+def ein(*args, timeout=300):
+    p = subprocess.run([EIN, *args], capture_output=True, timeout=timeout)
+    return p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
+
+
+class HeldOut(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="ein_train_eval_cli_")
+        # The first 90%: one sentence over and over, which a model learns in a few steps; the
+        # last 10%: digits it never sees.
+        text = ("the cat sat on the mat. " * 400)[:9000] + ("0123456789" * 100)
+        with open(os.path.join(cls.tmp, "text.txt"), "w") as f:
+            f.write(text)
+        with open(os.path.join(cls.tmp, "other.txt"), "w") as f:
+            f.write("the cat sat on the mat. " * 400)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp)
+
+    def write(self, name, held_out):
+        path = os.path.join(self.tmp, name)
+        with open(path, "w") as f:
+            f.write(SCRIPT.format(eval=held_out))
+        return path
+
+    def train(self, script, *args):
+        log = os.path.join(self.tmp, "log.jsonl")
+        rc, out, err = ein("train", script, "--log", log, *args)
+        self.assertEqual(rc, 0, err)
+        with open(log) as f:
+            return [json.loads(line) for line in f], out, err
+
+    def test_held_out_text_scores_what_it_is(self):
+        steps, out, err = self.train(self.write("eval.ein", HELD_OUT))
+        evals = {s["step"]: s["eval_loss"] for s in steps if "eval_loss" in s}
+        self.assertEqual(sorted(evals), [15, 30, 40])  # every 15 steps, and after the last
+        for s in steps:
+            self.assertEqual("eval_ms" in s, s["step"] in evals)
+        # The sentence is learnt; the digits, never seen, score far worse than it.
+        self.assertLess(steps[-1]["loss"], 2.5)
+        self.assertGreater(evals[40], steps[-1]["loss"] + 2)
+        self.assertTrue(all(math.isfinite(v) for v in evals.values()))
+        # The progress lines at those steps carry it, and the summary the last one. The
+        # digits' part: 1000 bytes, 62 windows of 16 after the first, 7 batches of 8.
+        for step in evals:
+            self.assertIn(f"step {step}/40 | loss ", err)
+        self.assertEqual(err.count("| eval loss "), 3, err)
+        self.assertIn(f"eval loss {evals[40]:.6g} after step 40 (7 batches, 896 tokens held "
+                      "out; 3 evaluations took", out)
+        # The same training without the held-out loss: the same losses, bit for bit.
+        plain, _, _ = self.train(self.write("plain.ein", ""))
+        self.assertEqual([s["loss"] for s in plain], [s["loss"] for s in steps])
+        self.assertFalse(any("eval_loss" in s for s in plain))
+
+    def test_flags_override_the_block(self):
+        script = self.write("flags.ein", HELD_OUT)
+        other = os.path.join(self.tmp, "other.txt")
+        steps, out, _ = self.train(script, "--eval-every", "0", "--eval-data", other,
+                                   "--steps", "20")
+        evals = [s for s in steps if "eval_loss" in s]
+        self.assertEqual([s["step"] for s in evals], [20])  # after the last step only
+        # other.txt is the training sentence again (its last 10%, 960 bytes: 59 windows of
+        # 16, 7 batches of 8): learnt text scores low.
+        self.assertLess(evals[0]["eval_loss"], steps[0]["loss"] - 1)
+        self.assertIn("(7 batches, 896 tokens held out; 1 evaluation took", out)
+
+    def test_mistakes_point_at_the_setting(self):
+        cases = [
+            ('eval_data = bytes("text.txt", batch = 8, context = 16, part = (0.9))',
+             "part is (begin, end)"),
+            ('eval_data = bytes("text.txt", batch = 8, context = 16, part = (0.5, 0.2))',
+             "0 <= begin < end <= 1"),
+            ('eval_data = bytes("text.txt", batch = 8, context = 16, part = (0, 2))',
+             "0 <= begin < end <= 1"),
+            ('eval_data = 3', "eval_data must be bytes(...) or tokens(...), got"),
+            ('eval_data = warmup_cosine()', "eval_data must be bytes(...) or tokens(...)"),
+            ('eval_data = bytes("text.txt", batch = 8, context = 16)\n  eval_every = -1',
+             "train setting 'eval_every' must be an integer >= 0"),
+            ('eval_data = bytes("text.txt", batch = 8, context = 16)\n  eval_batches = 0',
+             "train setting 'eval_batches' must be an integer >= 1"),
+            ('eval_data = bytes("missing.txt", batch = 8, context = 16)',
+             "(set by the train block's eval_data; --eval-data overrides it)"),
+            ('eval_data = bytes("text.txt", batch = 8, context = 16, part = (0.9999, 1))',
+             "a window of context 16 needs 17"),
+            ('eval_data = bytes("text.txt", batch = 500, context = 16, part = (0.9, 1))',
+             "one pass holds fewer windows of 16 tokens than a batch of 500"),
+        ]
+        for i, (setting, message) in enumerate(cases):
+            script = self.write(f"bad{i}.ein", setting)
+            rc, out, err = ein("train", script, "--steps", "1")
+            self.assertEqual(rc, 1, (setting, out, err))
+            self.assertIn(message, err, setting)
+            self.assertIn(f"bad{i}.ein:", err, setting)  # file:line:col
+            self.assertIn("^", err, setting)             # and a caret under the setting
+            for leak in LEAKS:
+                self.assertNotIn(leak, err, setting)
+        rc, out, err = ein("train", self.write("none.ein", ""), "--eval-data", "x.txt")
+        self.assertEqual(rc, 1, (out, err))
+        self.assertIn("--eval-data: the train block has no eval_data setting", err)
+
+
+def main():
+    global EIN
+    EIN = sys.argv[1]
+    unittest.main(argv=[sys.argv[0]], verbosity=2)
+
+
+if __name__ == "__main__":
+    main()
