@@ -4,6 +4,7 @@
 
 #include <ein/autograd.h>
 #include <ein/diagnostic.h>
+#include <ein/flop_counter.h>
 #include <fmt/format.h>
 
 #include "runtime/dist/communicator.h"
@@ -48,6 +49,7 @@ HeldOutLoss::HeldOutLoss(Trainable& model, const TrainOptions& o, int rank, int 
 
 double HeldOutLoss::score(dist::Communicator& comm, bool fetch) {
   NoGrad no_grad;
+  FlopCounter counter;
   std::optional<dist::FetchScope> fetching;
   if (fetch) fetching.emplace();
   data_->seek(0);  // the same batches every time
@@ -55,6 +57,8 @@ double HeldOutLoss::score(dist::Communicator& comm, bool fetch) {
   for (int64_t k = 0; k < batches_; ++k)
     sum += model_.eval_loss(data_->next(k)).item();
   const double mean = sum / static_cast<double>(batches_);
+  flops_ = static_cast<double>(counter.totals().flops - counter.phase(CostPhase::recompute).flops);
+  if (ranks_ > 1) flops_ = comm.sum(flops_, "the held-out loss's FLOPs");
   return ranks_ > 1 ? comm.sum(mean, "the held-out loss") / ranks_ : mean;
 }
 

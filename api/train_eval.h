@@ -27,6 +27,8 @@ class HeldOutLoss {
   /// returned as it is: a validation loss of NaN is reported, not fatal. `fetch`: ZeRO 3, the
   /// forward fetches the parameters other ranks hold.
   double score(dist::Communicator& comm, bool fetch);
+  /// The FLOPs the last score() counted (all ranks'): the loss's forward over its batches.
+  double flops() const { return flops_; }
   /// Batches an evaluation scores (this rank's rows of each), and their tokens, all ranks'.
   int64_t batches() const { return batches_; }
   int64_t tokens() const { return tokens_; }
@@ -39,6 +41,7 @@ class HeldOutLoss {
   Trainable& model_;
   std::unique_ptr<TrainBatches> data_;
   int64_t batches_ = 0, tokens_ = 0, every_ = 0;
+  double flops_ = 0;
   int ranks_ = 1;
 };
 

@@ -103,10 +103,10 @@ std::string format_summary(const TrainResult& r, std::string_view what) {
           return a.second < b.second || (std::isnan(b.second) && !std::isnan(a.second));
         });
     s += fmt::format("  eval loss {:.6g} after step {} ({} batches, {} tokens held out; {} "
-                     "evaluation{} took {:.2f} s){}\n",
+                     "evaluation{}: {}FLOPs in {:.2f} s){}\n",
                      r.eval_losses.back().second, r.eval_losses.back().first, r.eval_batches,
                      r.eval_tokens, r.eval_losses.size(), r.eval_losses.size() == 1 ? "" : "s",
-                     r.eval_seconds,
+                     human(r.eval_flops, ""), r.eval_seconds,
                      best->first != r.eval_losses.back().first
                          ? fmt::format("; lowest {:.6g} after step {}", best->second, best->first)
                          : "");

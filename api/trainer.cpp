@@ -566,8 +566,10 @@ TrainResult Trainer::fit() {
     if (held_out && held_out->due(step, steps)) {
       const auto e0 = std::chrono::steady_clock::now();
       s.eval_loss = held_out->score(comm, sync && sync->sharded());
+      s.eval_flops = held_out->flops();
       s.eval_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count();
       r.eval_seconds += s.eval_seconds;
+      r.eval_flops += s.eval_flops;
       r.eval_losses.emplace_back(step, *s.eval_loss);
     }
     // 9. Report: the JSON line, the progress line, the callback, the periodic checkpoint.
@@ -589,6 +591,7 @@ TrainResult Trainer::fit() {
       if (s.eval_loss) {
         j["eval_loss"] = *s.eval_loss;  // null when not finite (JSON has no NaN)
         j["eval_ms"] = s.eval_seconds * 1e3;
+        j["eval_flops"] = s.eval_flops;
       }
       if (r.fp16) {
         j["loss_scale"] = s.loss_scale;  // the scale this step's backward used

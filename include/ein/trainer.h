@@ -200,6 +200,7 @@ struct StepStats {
   /// evaluated: the mean of Trainable::eval_loss() over the evaluation's batches.
   std::optional<double> eval_loss;
   double eval_seconds = 0;  ///< the evaluation's wall time (not in `seconds`)
+  double eval_flops = 0;    ///< the evaluation's FLOPs: the loss's forward over its batches
 };
 
 /// Every knob of `ein train`; the names follow its flags and the train block's settings.
@@ -277,6 +278,7 @@ struct TrainResult {
   int64_t eval_batches = 0;     ///< batches an evaluation scored (this rank's rows of each)
   int64_t eval_tokens = 0;      ///< tokens an evaluation scored (all ranks' rows)
   double eval_seconds = 0;      ///< summed evaluation times (not in `seconds`)
+  double eval_flops = 0;        ///< summed evaluation FLOPs (not in `flops`)
   int64_t parameters = 0;       ///< parameter count (elements)
   int64_t parameter_bytes = 0;  ///< their bytes (and the gradients' bytes)
   int64_t state_bytes = 0;      ///< the optimizer state's bytes

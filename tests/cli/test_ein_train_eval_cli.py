@@ -2,7 +2,8 @@
 """`ein train` with a held-out loss (the train block's eval_data, eval_every, eval_batches and
 data's part = (begin, end)), end to end: text the model trains on scores low and text it never
 saw scores high; the JSON log, the progress lines and the summary carry the eval loss at the
-steps asked for; --eval-every and --eval-data override the block; the training losses are the
+steps asked for, and its FLOPs are ein report's forward times the batches; --eval-every and
+--eval-data override the block; the training losses are the
 same with and without it; and every mistake in the settings is an error with a caret.
 
 Usage: test_ein_train_eval_cli.py EIN_BINARY
@@ -87,7 +88,15 @@ class HeldOut(unittest.TestCase):
             self.assertIn(f"step {step}/40 | loss ", err)
         self.assertEqual(err.count("| eval loss "), 3, err)
         self.assertIn(f"eval loss {evals[40]:.6g} after step 40 (7 batches, 896 tokens held "
-                      "out; 3 evaluations took", out)
+                      "out; 3 evaluations: ", out)
+        # Each evaluation counts the loss's forward over its 7 batches: what ein report
+        # predicts for the forward of one batch, 7 times.
+        rc, report, err = ein("report", os.path.join(self.tmp, "eval.ein"), "--format", "json")
+        self.assertEqual(rc, 0, err)
+        forward = json.loads(report)["flops"]["forward"]
+        for s in steps:
+            if "eval_loss" in s:
+                self.assertEqual(s["eval_flops"], 7 * forward, s)
         # The same training without the held-out loss: the same losses, bit for bit.
         plain, _, _ = self.train(self.write("plain.ein", ""))
         self.assertEqual([s["loss"] for s in plain], [s["loss"] for s in steps])
@@ -103,7 +112,7 @@ class HeldOut(unittest.TestCase):
         # other.txt is the training sentence again (its last 10%, 960 bytes: 59 windows of
         # 16, 7 batches of 8): learnt text scores low.
         self.assertLess(evals[0]["eval_loss"], steps[0]["loss"] - 1)
-        self.assertIn("(7 batches, 896 tokens held out; 1 evaluation took", out)
+        self.assertIn("(7 batches, 896 tokens held out; 1 evaluation: ", out)
 
     def test_mistakes_point_at_the_setting(self):
         cases = [
