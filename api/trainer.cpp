@@ -384,6 +384,11 @@ TrainResult Trainer::fit() {
     if (resharding) sync->unshard();
     std::map<std::string, std::string> metadata = o.metadata;
     metadata["seed"] = std::to_string(o.seed);
+    // These weights' held-out loss, when this step scored them: prune_checkpoints() keeps the
+    // checkpoint with the lowest.
+    if (!r.eval_losses.empty() && r.eval_losses.back().first == step &&
+        std::isfinite(r.eval_losses.back().second))
+      metadata[kEvalLossMetadataKey] = fmt::format("{:.17g}", r.eval_losses.back().second);
     // ZeRO: each rank writes the optimizer state it owns as a shard; rank 0's step file (the
     // parameters, its state and the layout of every shard) comes last and commits the set.
     std::vector<std::pair<std::string, Tensor>> tensors;

@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <cctype>
 #include <filesystem>
@@ -266,10 +268,30 @@ std::vector<std::string> prune_checkpoints(const std::string& dir, int keep) {
     removed.push_back(path.string());
   };
   std::set<int64_t> kept{latest->step};
-  for (size_t i = 0; i < older.size(); ++i) {
-    if (i < static_cast<size_t>(keep - 1)) kept.insert(older[i].first);
-    else remove(older[i].second);
-  }
+  for (size_t i = 0; i < older.size() && i < static_cast<size_t>(keep - 1); ++i)
+    kept.insert(older[i].first);
+  // The best held-out loss among the files the rule above keeps and those it would remove.
+  std::optional<std::pair<double, int64_t>> best;
+  const auto consider = [&](int64_t step, const fs::path& path) {
+    std::map<std::string, std::string> metadata;
+    try {
+      metadata = check_safetensors(path.string());
+    } catch (const RuntimeError&) {
+      return;
+    }
+    const auto it = metadata.find(kEvalLossMetadataKey);
+    if (it == metadata.end()) return;
+    char* end = nullptr;
+    const double loss = std::strtod(it->second.c_str(), &end);
+    if (end == it->second.c_str() || *end != '\0' || !std::isfinite(loss)) return;
+    if (!best || std::make_pair(loss, step) < *best) best = std::make_pair(loss, step);
+  };
+  consider(latest->step, fs::path(latest->path));
+  for (const auto& [step, path] : older)
+    consider(step, path);
+  if (best) kept.insert(best->second);
+  for (const auto& [step, path] : older)
+    if (!kept.contains(step)) remove(path);
   // Shards go with their step file; below the resume point, a shard whose step file is gone
   // (pruned, or a save that crashed before committing) is removed too.
   std::vector<fs::path> orphans;

@@ -3,6 +3,7 @@
 // checkpoint directory, or an `ein quantize` file), a prompt, a temperature and top-k, and the
 // tokens a second it drew them at. The sampling itself is ein::generate() (include/ein/trainer.h).
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -132,8 +133,13 @@ int run_sample(const SampleFlags& f) {
         throw UserError(fmt::format("{}: {}", path, e.what()));
       }
       from = path;
-      if (auto step = ck.metadata.find("step"); step != ck.metadata.end())
-        from += fmt::format(" (step {})", step->second);
+      if (auto step = ck.metadata.find("step"); step != ck.metadata.end()) {
+        const auto eval = ck.metadata.find(kEvalLossMetadataKey);
+        from += eval == ck.metadata.end()
+                    ? fmt::format(" (step {})", step->second)
+                    : fmt::format(" (step {}, eval loss {:.4g})", step->second,
+                                  std::strtod(eval->second.c_str(), nullptr));
+      }
       own = quantized_type(ck);
       if (is_quantized(ck)) from += " (quantized, read as the values its codes stand for)";
     }

@@ -23,6 +23,9 @@ namespace ein {
 
 /// The metadata key holding a training checkpoint's step (decimal).
 inline constexpr const char* kStepMetadataKey = "step";
+/// The metadata key holding the held-out loss of a checkpoint's weights, when the run scored
+/// them (TrainOptions::eval_data), as a decimal that reads back to the same double.
+inline constexpr const char* kEvalLossMetadataKey = "eval_loss";
 
 /// Writes `dir/step_<step>.safetensors` atomically with `tensors` and `metadata` plus
 /// kStepMetadataKey, creating `dir` if needed; then, once that file is durable, points
@@ -73,9 +76,11 @@ LoadedCheckpoint load_latest_checkpoint(const std::string& dir);
 void check_checkpoint_directory(const std::string& dir);
 
 /// Deletes old step files of `dir`, keeping the one find_latest_checkpoint() picks, every step
-/// file with a higher step, and the `keep` - 1 highest-step files below it; nothing when no
-/// checkpoint is valid. Call it after save_training_checkpoint(). Returns the removed paths.
-/// RuntimeError when keep < 1 or a file cannot be removed.
+/// file with a higher step, the `keep` - 1 highest-step files below it, and the one with the
+/// lowest finite kEvalLossMetadataKey (the best weights on held-out data, as nanoGPT keeps
+/// them; the earliest of equals; a file whose header does not read counts as having none);
+/// nothing when no checkpoint is valid. Call it after save_training_checkpoint(). Returns the
+/// removed paths. RuntimeError when keep < 1 or a file cannot be removed.
 std::vector<std::string> prune_checkpoints(const std::string& dir, int keep);
 
 }  // namespace ein

@@ -1,19 +1,29 @@
 // The Trainer's held-out loss (TrainOptions::eval_data): it scores the held-out batches as
 // Trainer::evaluate() scores the same batches, after the steps eval_every and the last; it
-// changes nothing the training reads (the same losses to the bit with and without it); random
-// order scores the same batches every time; and its mistakes are UserErrors that say what.
+// changes nothing the training reads (the same losses to the bit with and without it); the
+// checkpoints of scored steps carry it; random order scores the same batches every time; and
+// its mistakes are UserErrors that say what.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <sstream>
 #include <string>
 
+#include <unistd.h>
+
+#include <ein/checkpoint.h>
 #include <ein/diagnostic.h>
 #include <ein/trainer.h>
+#include <ein/training_checkpoint.h>
+#include <fmt/format.h>
 
 namespace ein {
 namespace {
+
+namespace fs = std::filesystem;
 
 std::string example(const std::string& relative) {
   return std::string(EIN_SOURCE_DIR) + "/examples/" + relative;
@@ -70,6 +80,34 @@ TEST(HeldOutLoss, ScoresWhatEvaluateScoresAndChangesNothing) {
   EXPECT_NE(b.eval_losses.front().second, b.eval_losses.back().second);  // trained in between
   // An untrained byte model is near ln 256 on held-out text, as on its training text.
   EXPECT_NEAR(b.eval_losses.front().second, std::log(256.0), 0.6);
+}
+
+// A checkpoint of a step that scored its weights carries the held-out loss (exactly, as
+// "%.17g"), which prune_checkpoints() reads to keep the best one.
+TEST(HeldOutLoss, CheckpointsCarryIt) {
+  std::ostringstream out;
+  TrainScript s = byte_gpt(out);
+  const fs::path dir = fs::temp_directory_path() / fmt::format("ein_held_out_{}", getpid());
+  fs::remove_all(dir);
+  s.options.eval_data = held_out(s, "sequential");
+  s.options.eval_every = 2;
+  s.options.eval_batches = 2;
+  s.options.checkpoint = dir.string();
+  s.options.checkpoint_every = 1;
+  s.options.keep = 10;
+  const TrainResult r = Trainer(*s.model, s.options).fit();
+  ASSERT_EQ(r.eval_losses.size(), 2u);
+  for (int64_t step = 1; step <= 4; ++step) {
+    const Checkpoint ck = load_safetensors((dir / fmt::format("step_{}.safetensors", step)).string());
+    const auto it = ck.metadata.find(kEvalLossMetadataKey);
+    if (step % 2 == 1) {
+      EXPECT_EQ(it, ck.metadata.end()) << step;  // not scored after this step
+    } else {
+      ASSERT_NE(it, ck.metadata.end()) << step;
+      EXPECT_EQ(std::strtod(it->second.c_str(), nullptr), r.eval_losses[step / 2 - 1].second);
+    }
+  }
+  fs::remove_all(dir);
 }
 
 TEST(HeldOutLoss, RandomOrderScoresTheSameBatchesEveryTime) {

@@ -3,7 +3,8 @@
 data's part = (begin, end)), end to end: text the model trains on scores low and text it never
 saw scores high; the JSON log, the progress lines and the summary carry the eval loss at the
 steps asked for, and its FLOPs are ein report's forward times the batches; --eval-every and
---eval-data override the block; the training losses are the
+--eval-data override the block; a checkpoint carries its weights' eval loss, which ein sample
+prints; the training losses are the
 same with and without it; and every mistake in the settings is an error with a caret.
 
 Usage: test_ein_train_eval_cli.py EIN_BINARY
@@ -32,6 +33,7 @@ train {{
   steps = 40
   log_every = 100
   fn loss(x: i64[8 16], y: i64[8 16]) -> f32[] = cross_entropy(model(x), y)
+  fn logits(x: i64[1 16]) -> f32[1 16 256] = model(x)
 }}
 """
 HELD_OUT = ('eval_data = bytes("text.txt", batch = 8, context = 16, part = (0.9, 1))\n'
@@ -97,6 +99,12 @@ class HeldOut(unittest.TestCase):
         for s in steps:
             if "eval_loss" in s:
                 self.assertEqual(s["eval_flops"], 7 * forward, s)
+        # The checkpoint of the last step carries its eval loss, and ein sample says it.
+        ck = os.path.join(self.tmp, "ck")
+        self.train(self.write("ck.ein", HELD_OUT), "--checkpoint", ck)
+        rc, text, err = ein("sample", os.path.join(self.tmp, "ck.ein"), ck, "--length", "5")
+        self.assertEqual(rc, 0, err)
+        self.assertIn(f"step_40.safetensors (step 40, eval loss {evals[40]:.4g})", err)
         # The same training without the held-out loss: the same losses, bit for bit.
         plain, _, _ = self.train(self.write("plain.ein", ""))
         self.assertEqual([s["loss"] for s in plain], [s["loss"] for s in steps])

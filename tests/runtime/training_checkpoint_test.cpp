@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <iostream>
 #include <thread>
@@ -166,6 +167,39 @@ TEST_F(TrainingCheckpointTest, PruningKeepsTheResumePointAndNewer) {
   fs::resize_file(path("step_50.safetensors"), 3);
   EXPECT_TRUE(prune_checkpoints(dir(), 1).empty());
   EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 3);
+}
+
+// With held-out losses in the metadata, the lowest one's checkpoint stays besides the `keep`
+// newest (nanoGPT's best checkpoint); a missing, unreadable or NaN loss never counts, and of
+// equal losses the earliest is kept.
+TEST_F(TrainingCheckpointTest, PruningKeepsTheLowestEvalLoss) {
+  const auto save = [&](int64_t step, const std::string& loss) {
+    std::map<std::string, std::string> metadata;
+    if (!loss.empty()) metadata[kEvalLossMetadataKey] = loss;
+    save_training_checkpoint(dir(), step, state_at(step), metadata);
+  };
+  save(10, "5.5");
+  save(20, "2.25");  // the lowest
+  save(30, "3");
+  save(40, "nan");
+  save(50, "");
+  save(60, "4");
+  EXPECT_EQ(prune_checkpoints(dir(), 2),
+            (std::vector<std::string>{path("step_40.safetensors"), path("step_30.safetensors"),
+                                      path("step_10.safetensors")}));
+  EXPECT_TRUE(fs::exists(path("step_20.safetensors")));
+  EXPECT_TRUE(fs::exists(path("step_50.safetensors")));
+  // A newer, lower loss takes its place; the earliest of two equal ones stays.
+  save(70, "1.5");
+  save(80, "1.5");
+  save(90, "");
+  EXPECT_EQ(prune_checkpoints(dir(), 1),
+            (std::vector<std::string>{path("step_80.safetensors"), path("step_60.safetensors"),
+                                      path("step_50.safetensors"), path("step_20.safetensors")}));
+  EXPECT_TRUE(fs::exists(path("step_70.safetensors")));
+  // An unreadable file's loss does not count: 70 truncated, nothing with a loss is left but it.
+  fs::resize_file(path("step_70.safetensors"), 10);
+  EXPECT_EQ(prune_checkpoints(dir(), 1), (std::vector<std::string>{path("step_70.safetensors")}));
 }
 
 // Not a test on its own: the child process of the next test. It writes checkpoints of ~8 MB
