@@ -150,9 +150,9 @@ Generated generate(Trainable& model, const GenerateOptions& o) {
     const std::vector<double> weights = draw_weights(logits.data<double>(), V, o, position);
     std::discrete_distribution<int64_t> pick(weights.begin(), weights.end());
     g.tokens.push_back(pick(rng));
-    const auto now = Clock::now();
-    g.token_seconds.push_back(std::chrono::duration<double>(now - drawn).count());
-    drawn = now;
+    g.token_seconds.push_back(std::chrono::duration<double>(Clock::now() - drawn).count());
+    if (o.on_token) o.on_token(g.tokens.back());
+    drawn = Clock::now();
   }
   g.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (!g.token_seconds.empty()) g.first_seconds = g.token_seconds.front();

@@ -77,6 +77,29 @@ std::string printable_utf8(const std::string& bytes) {
   return text;
 }
 
+std::string PrintableUtf8Stream::add(const std::string& bytes) {
+  pending_ += bytes;
+  // The last byte that may begin a character (not 10xxxxxx), within the longest one's reach:
+  // when it begins a longer character than the bytes from it hold, they wait for the next.
+  size_t keep = 0;
+  for (size_t k = 1; k <= std::min<size_t>(3, pending_.size()); ++k) {
+    const auto c = static_cast<unsigned char>(pending_[pending_.size() - k]);
+    if ((c & 0xC0) == 0x80) continue;  // a continuation byte
+    const size_t needed = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    if (needed > k) keep = k;
+    break;
+  }
+  std::string settled = printable_utf8(pending_.substr(0, pending_.size() - keep));
+  pending_.erase(0, pending_.size() - keep);
+  return settled;
+}
+
+std::string PrintableUtf8Stream::finish() {
+  std::string rest = printable_utf8(pending_);
+  pending_.clear();
+  return rest;
+}
+
 }  // namespace detail
 
 std::string format_summary(const TrainResult& r, std::string_view what) {

@@ -16,4 +16,17 @@ std::string progress_line(const StepStats& s, double average_seconds);
 /// and a control character other than newline and tab (C0, DEL, C1), becomes U+FFFD.
 std::string printable_utf8(const std::string& bytes);
 
+/// printable_utf8() of bytes that come one at a time (`ein sample` printing each token as it is
+/// drawn): add() takes the next bytes and returns what of them is settled, holding back a last
+/// character begun but not finished; finish() returns the rest. The pieces put together are
+/// printable_utf8() of all the bytes.
+class PrintableUtf8Stream {
+ public:
+  std::string add(const std::string& bytes);
+  std::string finish();
+
+ private:
+  std::string pending_;  ///< the bytes of a character that may still be completed
+};
+
 }  // namespace ein::detail

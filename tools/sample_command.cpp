@@ -188,7 +188,33 @@ int run_sample(const SampleFlags& f) {
     std::vector<double> warm;  // every draw's time but the process's first
     for (int64_t i = 0; i < f.num_samples; ++i) {
       g.seed = f.seed + static_cast<uint64_t>(i);
+      if (i > 0) std::cout << "---\n";
+      // Each token printed as it is drawn, after the prompt (printed with the first, so that
+      // a prompt the model refuses prints nothing); bytes as printable UTF-8, ids by spaces.
+      detail::PrintableUtf8Stream text;
+      bool started = false, first_id = true;
+      const auto put = [&](int64_t t) {
+        if (bytes) {
+          std::cout << text.add(std::string(1, static_cast<char>(t)));
+        } else {
+          std::cout << (first_id ? "" : " ") << t;
+          first_id = false;
+        }
+      };
+      const auto start = [&] {
+        if (started) return;
+        started = true;
+        for (int64_t t : g.prompt) put(t);
+      };
+      g.on_token = [&](int64_t t) {
+        start();
+        put(t);
+        std::cout.flush();
+      };
       const Generated out = generate(*script.model, g);
+      start();
+      if (bytes) std::cout << text.finish();
+      std::cout << '\n' << std::flush;
       seconds += out.seconds;
       flops += static_cast<double>(out.flops);
       if (i == 0) first = out.first_seconds;
@@ -201,16 +227,6 @@ int run_sample(const SampleFlags& f) {
       uncached = out.uncached;
       warm.insert(warm.end(), out.token_seconds.begin() + (i == 0 && g.length > 0),
                   out.token_seconds.end());
-      if (i > 0) std::cout << "---\n";
-      if (bytes) {
-        std::string text;
-        for (int64_t t : out.tokens)
-          text.push_back(static_cast<char>(t));
-        std::cout << detail::printable_utf8(text) << '\n';
-      } else {
-        std::cout << fmt::format("{}\n", fmt::join(out.tokens, " "));
-      }
-      std::cout.flush();
     }
     if (!f.quiet) {
       std::string rate = "one token";

@@ -365,6 +365,9 @@ struct GenerateOptions {
   bool cache = true;
   /// How the Decoder computes (its weights from quantized codes, DecoderOptions::weights).
   DecoderOptions decoder;
+  /// Called with each token as it is drawn (`ein sample` prints it then); its time is left
+  /// out of Generated::token_seconds.
+  std::function<void(int64_t token)> on_token;
 };
 
 /// What generate() produced, and how long it took.

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <sstream>
 #include <tuple>
 
@@ -329,6 +330,35 @@ TEST(Trainer, SampledBytesArePrintable) {
   EXPECT_EQ(detail::printable_utf8("\xC2\xA0\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80"),
             "\xC2\xA0\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80");  // nbsp, é, €, an emoji
   EXPECT_EQ(detail::printable_utf8("\xFF\xC3"), bad + bad);   // no character; one cut short
+}
+
+// The same bytes a byte at a time (ein sample's streaming) print the same text: random bytes
+// (ASCII, continuation and lead bytes of every length, invalid ones) in random pieces.
+TEST(Trainer, SampledBytesStreamAsTheyPrintWhole) {
+  std::mt19937 rng(3);
+  const unsigned char alphabet[] = {'a', '\n', 0x1b, 0x7f, 0x80, 0x9b, 0xa0, 0xbf, 0xc2,
+                                    0xc3, 0xc0, 0xe0, 0xe2, 0xed, 0xf0, 0xf4, 0xf8, 0xff};
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::string bytes;
+    const int n = static_cast<int>(rng() % 12);
+    for (int i = 0; i < n; ++i) bytes.push_back(static_cast<char>(alphabet[rng() % sizeof alphabet]));
+    detail::PrintableUtf8Stream stream;
+    std::string streamed;
+    for (size_t i = 0; i < bytes.size();) {
+      const size_t piece = 1 + rng() % 3;
+      streamed += stream.add(bytes.substr(i, piece));
+      i += piece;
+    }
+    streamed += stream.finish();
+    ASSERT_EQ(streamed, detail::printable_utf8(bytes)) << ::testing::PrintToString(bytes);
+  }
+  // A character cut short waits: "€" (E2 82 AC) byte by byte prints nothing until its end.
+  detail::PrintableUtf8Stream euro;
+  EXPECT_EQ(euro.add("\xE2"), "");
+  EXPECT_EQ(euro.add("\x82"), "");
+  EXPECT_EQ(euro.add("\xAC"), "\xE2\x82\xAC");
+  EXPECT_EQ(euro.add("ab\xC3"), "ab");
+  EXPECT_EQ(euro.finish(), "\xEF\xBF\xBD");  // the end came first
 }
 
 /// A script's model without Trainable::optimizer_step_scaled (the default: false), so the

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """`ein sample`, end to end: a GPT trained by `ein train` samples the same text from its
-checkpoint (file or directory) as `ein train` printed from the weights in memory; greedy and
-top-k 1 agree; seeds and --num-samples; an `ein quantize` file samples, its decode step reading
-the file's codes (and --quantize rounding an f32 checkpoint to them); and the mistakes ein
-refuses, each with a clear message and no crash.
+checkpoint (file or directory) as `ein train` printed from the weights in memory, each token
+printed as it is drawn; greedy and top-k 1 agree; seeds and --num-samples; an `ein quantize`
+file samples, its decode step reading the file's codes (and --quantize rounding an f32
+checkpoint to them); and the mistakes ein refuses, each with a clear message and no crash.
 
 Usage: test_ein_sample_cli.py EIN_BINARY EXAMPLES_DIR
 """
@@ -126,6 +126,28 @@ class Sample(unittest.TestCase):
         self.assertIn("0 tokens in", err)
         self.assertIn("(none drawn)", err)
         self.assertNotIn("--no-cache", err)
+
+    def test_tokens_print_as_they_are_drawn(self):
+        # 100,000 tokens take seconds (past the window each recomputes it); the first ones are
+        # on stdout long before: read the prompt and 20 bytes, then stop the process.
+        p = subprocess.Popen([EIN, "sample", self.script, self.step, *TINY, "--device", "cpu",
+                              "--length", "100000", "--temperature", "0", "--prompt", "the "],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        try:
+            got = b""
+            while len(got) < len("the ") + 20:
+                chunk = os.read(p.stdout.fileno(), 64)
+                if not chunk:
+                    break
+                got += chunk
+            self.assertIsNone(p.poll(), "the process ended before its text was read")
+        finally:
+            p.kill()
+            p.wait()
+            p.stdout.close()
+        self.assertTrue(got.startswith(b"the "), got)
+        whole, _ = self.sample(self.step, "--length", "60", "--temperature", "0", "--prompt", "the ")
+        self.assertTrue(whole.encode().startswith(got[:len("the ") + 20]), (got, whole))
 
     def test_quantized_weights(self):
         q = os.path.join(self.tmp, "q8_0.safetensors")
