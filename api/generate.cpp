@@ -1,6 +1,7 @@
 // ein::generate(): a trained model's logits() continued token by token (nanoGPT's sample.py:
-// temperature, top-k, one seeded generator), and ein::load_parameters(), which `ein train
-// --init`, `ein quantize --script` and `ein sample` share to read weights into a model.
+// temperature, top-k, one seeded generator; and Hugging Face's top-p), and
+// ein::load_parameters(), which `ein train --init`, `ein quantize --script` and `ein sample`
+// share to read weights into a model.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -33,13 +34,34 @@ void check(const GenerateOptions& o) {
         "generate: temperature {}; expected a finite number >= 0 (0: the most likely token)",
         o.temperature));
   if (o.top_k < 0) throw UserError(fmt::format("generate: top-k {} is negative (0: all)", o.top_k));
+  if (!(o.top_p > 0 && o.top_p <= 1))
+    throw UserError(fmt::format("generate: top-p {}; expected a probability in (0, 1] (1: all)",
+                                o.top_p));
   for (int64_t t : o.prompt)
     if (t < 0) throw UserError(fmt::format("generate: the prompt holds token {}", t));
 }
 
+/// Zeroes the weights outside the nucleus: from the largest down, a token stays while the
+/// weight before it is below top_p of the total, and so does every token of the last kept
+/// one's weight (as top-k keeps ties with the k-th).
+void keep_nucleus(std::vector<double>& weights, double top_p) {
+  std::vector<double> sorted = weights;
+  std::sort(sorted.begin(), sorted.end(), std::greater<double>());
+  double total = 0;
+  for (double w : sorted) total += w;
+  double before = 0, last = sorted.front();
+  for (double w : sorted) {
+    if (w == 0 || before >= top_p * total) break;
+    last = w;
+    before += w;
+  }
+  for (double& w : weights)
+    if (w < last) w = 0;
+}
+
 /// The weights of the next token's draw from one row of logits: exp((l - max) / temperature)
 /// over the top_k largest (every logit equal to the k-th kept), or 1 for each largest logit at
-/// temperature 0. UserError for NaN or +inf, or a row of -inf.
+/// temperature 0; then only the nucleus of top_p. UserError for NaN or +inf, or a row of -inf.
 std::vector<double> draw_weights(const double* row, int64_t V, const GenerateOptions& o,
                                  int64_t position) {
   for (int64_t v = 0; v < V; ++v)
@@ -64,6 +86,7 @@ std::vector<double> draw_weights(const double* row, int64_t V, const GenerateOpt
     if (row[v] < floor) continue;
     weights[v] = o.temperature > 0 ? std::exp((row[v] - m) / o.temperature) : (row[v] == m);
   }
+  if (o.top_p < 1) keep_nucleus(weights, o.top_p);
   return weights;
 }
 

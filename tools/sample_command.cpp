@@ -33,6 +33,7 @@ struct SampleFlags {
   std::optional<int64_t> length;
   std::optional<double> temperature;
   int64_t top_k = 0, num_samples = 1;
+  double top_p = 1.0;
   uint64_t seed = 0;
   bool quiet = false;
   bool no_cache = false;
@@ -179,6 +180,7 @@ int run_sample(const SampleFlags& f) {
     g.context = o.data->context;
     g.temperature = f.temperature.value_or(o.temperature);
     g.top_k = f.top_k;
+    g.top_p = f.top_p;
     g.cache = !f.no_cache;
     g.decoder.weights = codes;
     double seconds = 0, first = 0, flops = 0;
@@ -285,7 +287,8 @@ void add_sample_command(CLI::App& app, int& exit_code) {
       "WEIGHTS is a safetensors file (an ein train checkpoint, an --init file or an ein quantize\n"
       "file) or a checkpoint directory (its latest good checkpoint). Each token\n"
       "is drawn from the logits of the last T tokens (T: the train block's context) divided by\n"
-      "--temperature, among the --top-k most likely. While the tokens fit in one window, each\n"
+      "--temperature, among the --top-k most likely and the --top-p nucleus; each is printed as\n"
+      "it is drawn. While the tokens fit in one window, each\n"
       "comes from a key-value cache: a decode step derived from fn logits's graph computes the\n"
       "new token's row alone (--no-cache: fn logits over the window every token). The step reads\n"
       "its weight matrices from q8_0 or q4_0 codes (on the CPU) when WEIGHTS is an ein quantize\n"
@@ -306,6 +309,9 @@ void add_sample_command(CLI::App& app, int& exit_code) {
   c->add_option("--temperature", o->temperature,
                 "divides the logits (default: the block's temperature; 0: the most likely token)");
   c->add_option("--top-k", o->top_k, "draw among the k most likely tokens only (default 0: all)");
+  c->add_option("--top-p", o->top_p,
+                "nucleus sampling: draw among the most likely tokens whose probabilities reach P "
+                "together, after --temperature and --top-k (default 1: all)");
   c->add_option("--num-samples", o->num_samples,
                 "samples to draw (default 1); sample i uses seed + i");
   c->add_option("--seed", o->seed,

@@ -359,6 +359,11 @@ struct GenerateOptions {
   int64_t context = 0;          ///< T: logits() takes windows of T tokens
   double temperature = 1.0;     ///< logits are divided by it; 0 takes the most likely token
   int64_t top_k = 0;            ///< draw among the k most likely tokens only (0: among all)
+  /// Nucleus sampling (Holtzman et al. 2019; Hugging Face's top_p): after temperature and
+  /// top_k, draw among the most likely tokens whose probabilities reach top_p together (each
+  /// kept while the mass before it is below top_p, every token as likely as the last kept
+  /// too). 1: among all. In (0, 1].
+  double top_p = 1.0;
   uint64_t seed = 0;            ///< the draws (std::mt19937_64)
   /// Draw from the model's Decoder (its key-value cache) while the tokens fit in one window;
   /// false, or a model without one: logits() of the whole window for every token.

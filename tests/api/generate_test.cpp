@@ -1,6 +1,6 @@
 // ein::generate() (include/ein/trainer.h) on models whose logits are known: the windows it
-// passes to logits(), greedy and top-k draws (ties with the k-th kept), the frequencies of its
-// draws against the softmax they follow, seeds, and every bad option or logit as a UserError;
+// passes to logits(), greedy, top-k (ties with the k-th kept) and top-p draws, the frequencies
+// of its draws against the softmax they follow, seeds, and every bad option or logit as a UserError;
 // and ein::load_parameters() on plain, "model."-prefixed and quantized checkpoints.
 #include <gtest/gtest.h>
 
@@ -146,6 +146,53 @@ TEST(Generate, TopKDrawsFollowTheSoftmaxOfTheKept) {
   }
 }
 
+// Top-p keeps the most likely tokens while the probability before each is below p (at least
+// one; ties with the last kept stay), after temperature and top-k, and the draws follow the
+// kept tokens' probabilities renormalised: counts within 4.5 standard deviations over 6000.
+TEST(Generate, TopPDrawsFromTheNucleus) {
+  // Probabilities 0.5, 0.25, 0.125, 0.0625, 0.0625 at temperature 1.
+  const std::vector<double> row = {std::log(0.25), std::log(0.5), std::log(0.0625),
+                                   std::log(0.125), std::log(0.0625)};
+  struct Case {
+    double p;
+    int64_t k;
+    std::vector<int64_t> kept;
+  };
+  const Case cases[] = {{0.45, 0, {1}},             // the mass before token 0 is 0.5: not below
+                        {0.6, 0, {1, 0}},           // 0.75 ≥ 0.6 after two
+                        {0.8, 0, {1, 0, 3}},        //
+                        {0.9, 0, {1, 0, 3, 2, 4}},  // 0.875 < 0.9: the last two, tied, both stay
+                        {1.0, 0, {0, 1, 2, 3, 4}},
+                        {0.1, 0, {1}},              // always the most likely
+                        {0.9, 2, {1, 0}}};          // top-k first: 0.5 and 0.25 of which 2/3, 1/3
+  const int64_t draws = 6000;
+  for (const Case& c : cases) {
+    KnownLogits model(5, [row](int64_t) { return row; });
+    GenerateOptions o = options({0}, draws, 1);
+    o.top_p = c.p;
+    o.top_k = c.k;
+    std::map<int64_t, int64_t> n;
+    const Generated g = generate(model, o);
+    for (size_t i = 1; i < g.tokens.size(); ++i) ++n[g.tokens[i]];
+    double z = 0;
+    for (int64_t t : c.kept) z += std::exp(row[t]);
+    int64_t seen = 0;
+    for (const auto& [token, count] : n) {
+      EXPECT_NE(std::find(c.kept.begin(), c.kept.end(), token), c.kept.end())
+          << "p " << c.p << " drew token " << token;
+      seen += count;
+    }
+    EXPECT_EQ(seen, draws);
+    for (int64_t t : c.kept) {
+      const double p = std::exp(row[t]) / z;
+      const double mean = p * draws, sd = std::sqrt(draws * p * (1 - p));
+      const int64_t got = n.count(t) ? n.at(t) : 0;
+      EXPECT_LE(std::fabs(static_cast<double>(got) - mean), 4.5 * sd + 1e-9)
+          << "p " << c.p << " token " << t << " drawn " << got << " times, expected " << mean;
+    }
+  }
+}
+
 // Temperature 0 takes the largest logit; among equal largest ones it draws evenly.
 TEST(Generate, TemperatureZeroTakesTheLargest) {
   const std::map<int64_t, int64_t> one = counts({1.0, 4.0, -2.0, 3.9}, 0, 0, 200);
@@ -192,6 +239,11 @@ TEST(Generate, BadOptionsAndLogitsAreUserErrors) {
   GenerateOptions k = options({1}, 1, 4);
   k.top_k = -1;
   fails(k, "top-k -1 is negative");
+  for (double p : {0.0, -0.5, 1.5, std::nan("")}) {
+    GenerateOptions o = options({1}, 1, 4);
+    o.top_p = p;
+    fails(o, "expected a probability in (0, 1]");
+  }
 
   auto row_fails = [&](std::vector<double> row, const std::string& says) {
     KnownLogits bad(static_cast<int64_t>(row.size()), [row](int64_t) { return row; });

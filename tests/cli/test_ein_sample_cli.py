@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """`ein sample`, end to end: a GPT trained by `ein train` samples the same text from its
 checkpoint (file or directory) as `ein train` printed from the weights in memory, each token
-printed as it is drawn; greedy and top-k 1 agree; seeds and --num-samples; an `ein quantize`
-file samples, its decode step reading the file's codes (and --quantize rounding an f32
-checkpoint to them); and the mistakes ein refuses, each with a clear message and no crash.
+printed as it is drawn; greedy, top-k 1 and the smallest top-p agree; seeds and
+--num-samples; an `ein quantize` file samples, its decode step reading the file's codes (and
+--quantize rounding an f32 checkpoint to them); and the mistakes ein refuses, each with a clear
+message and no crash.
 
 Usage: test_ein_sample_cli.py EIN_BINARY EXAMPLES_DIR
 """
@@ -108,6 +109,8 @@ class Sample(unittest.TestCase):
         self.assertEqual(len(greedy.encode()), len("the ") + 60 + 1)  # ASCII here, and a newline
         top1, _ = self.sample(self.step, "--top-k", "1", "--length", "60", "--prompt", "the ")
         self.assertEqual(top1, greedy)  # top-k 1 at any temperature is greedy
+        nucleus, _ = self.sample(self.step, "--top-p", "1e-9", "--length", "60", "--prompt", "the ")
+        self.assertEqual(nucleus, greedy)  # so is the smallest nucleus: the most likely token
         two, _ = self.sample(self.step, "--num-samples", "2", "--length", "40", "--seed", "5")
         first, second = two.split("---\n")
         self.assertEqual(first, self.sample(self.step, "--length", "40", "--seed", "5")[0])
@@ -193,6 +196,7 @@ class Sample(unittest.TestCase):
                 ([self.script], "invalid safetensors file"),
                 ([self.step, "--set", "D=64,L=1,H=2,T=16,B=4"], "does not fit"),
                 ([self.step, "--top-k", "-1"], "top-k -1 is negative"),
+                ([self.step, "--top-p", "1.5"], "top-p 1.5; expected a probability in (0, 1]"),
                 ([self.step, "--temperature", "-1"], "temperature -1"),
                 ([self.step, "--length", "-3"], "length -3 is negative"),
                 ([self.step, "--num-samples", "0"], "--num-samples 0"),
