@@ -17,8 +17,11 @@ namespace {
 /// Random-order evaluation batches are drawn from their own stream of the run's seed, so that
 /// held-out windows of the training file are not the training batches' own.
 constexpr uint64_t kEvalStream = 0x6576616c;  // "eval"
-/// Random-order batches an evaluation scores unless TrainOptions::eval_batches says.
+/// Batches an evaluation scores unless TrainOptions::eval_batches says: in random order, and
+/// at most in sequential order (nanoGPT's eval_iters), so that a big held-out file does not
+/// make every evaluation a pass over it.
 constexpr int64_t kRandomEvalBatches = 20;
+constexpr int64_t kMaxSequentialEvalBatches = 200;
 
 }  // namespace
 
@@ -42,9 +45,26 @@ HeldOutLoss::HeldOutLoss(Trainable& model, const TrainOptions& o, int rank, int 
     if (o.eval_data_path.empty() && d.source) throw UserError(message, d.source, d.range);
     throw UserError(message);
   }
-  const int64_t wanted = o.eval_batches > 0 ? o.eval_batches : pass > 0 ? pass : kRandomEvalBatches;
+  const int64_t wanted = o.eval_batches > 0 ? o.eval_batches
+                         : pass > 0         ? kMaxSequentialEvalBatches
+                                            : kRandomEvalBatches;
   batches_ = pass > 0 ? std::min(wanted, pass) : wanted;
   tokens_ = batches_ * d.batch * ranks * d.context;
+  // The first batch scored now: a held-out batch the loss does not take (its declared batch
+  // or context) fails before the first step, not after eval_every of them.
+  NoGrad no_grad;
+  data_->seek(0);
+  try {
+    model_.eval_loss(data_->next(0));
+  } catch (UserError& e) {
+    const std::string what = fmt::format("the tensor is a batch of eval_data ({} x {} tokens)",
+                                         d.batch, d.context);
+    if (o.eval_data_path.empty() && d.source)
+      e.note_at(what + ", set here", d.source, d.range);
+    else
+      e.note(what + ", from --eval-data");
+    throw;
+  }
 }
 
 double HeldOutLoss::score(dist::Communicator& comm, bool fetch) {

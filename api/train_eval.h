@@ -19,8 +19,10 @@ namespace ein::detail {
 class HeldOutLoss {
  public:
   /// Opens options.eval_data (with options.eval_data_path in place of its path) for this rank
-  /// and decides how many batches an evaluation scores (TrainOptions::eval_batches). UserError
-  /// for a missing file, or a sequential pass without one whole batch.
+  /// and decides how many batches an evaluation scores (TrainOptions::eval_batches), then
+  /// scores the first batch once, so that a batch the loss does not take fails before the
+  /// first step (made before ZeRO 3 shards the parameters). UserError for a missing file, a
+  /// sequential pass without one whole batch, or such a batch.
   HeldOutLoss(Trainable& model, const TrainOptions& options, int rank, int ranks);
   /// The mean eval_loss() over the batches, every rank's rows together (each rank scores its
   /// own rows of every batch; the ranks' means are averaged). A loss that is not finite is

@@ -227,7 +227,7 @@ struct TrainOptions {
   std::string data_path;             ///< overrides data->path (`--data`)
   /// Held-out batches scored by Trainable::eval_loss() (no dropout, no gradients) every
   /// eval_every steps and after the last: a validation loss. Sequential order scores the same
-  /// windows every time (the first eval_batches of one pass; 0: the whole pass), random order
+  /// windows every time (the first eval_batches of one pass; 0: up to 200), random order
   /// eval_batches random batches (0: 20), the same ones every time (nanoGPT's estimate_loss
   /// draws new ones). Neither the training batches nor any random draw of the run depend on
   /// it, so a run trains to the same bits with or without it.

@@ -78,6 +78,12 @@ TEST(HeldOutLoss, ScoresWhatEvaluateScoresAndChangesNothing) {
   const double direct = Trainer(*s.model, score).evaluate(5);
   EXPECT_NEAR(b.eval_losses.back().second, direct, 1e-6 * direct);
   EXPECT_NE(b.eval_losses.front().second, b.eval_losses.back().second);  // trained in between
+  // Without eval_batches: one pass up to 200 batches. The last 10% of the text (13,081 bytes)
+  // holds 817 windows of 16: 204 batches of 4, of which 200.
+  TrainScript d = byte_gpt(out);
+  d.options.steps = 1;
+  d.options.eval_data = held_out(d, "sequential");
+  EXPECT_EQ(Trainer(*d.model, d.options).fit().eval_batches, 200);
   // An untrained byte model is near ln 256 on held-out text, as on its training text.
   EXPECT_NEAR(b.eval_losses.front().second, std::log(256.0), 0.6);
 }
@@ -150,6 +156,15 @@ TEST(HeldOutLoss, MistakesAreUserErrors) {
   EXPECT_NE(tiny.find("a window of context 16 needs 17"), std::string::npos) << tiny;
   const std::string bad = message([](TrainOptions& o) { o.eval_data->part_end = 1.5; });
   EXPECT_NE(bad.find("expected 0 <= begin < end <= 1"), std::string::npos) << bad;
+  // A held-out batch the loss does not take fails before the first step, not after it.
+  int64_t steps_run = 0;
+  const std::string shape = message([&](TrainOptions& o) {
+    o.eval_data->batch = 64;
+    o.eval_every = 1;
+    o.on_step = [&](const StepStats&) { ++steps_run; };
+  });
+  EXPECT_NE(shape.find("dim 'B' received size 64, but B is bound to 4"), std::string::npos) << shape;
+  EXPECT_EQ(steps_run, 0);
   const std::string missing = message([](TrainOptions& o) { o.eval_data_path = "/no/such/file"; });
   EXPECT_NE(missing.find("data file '/no/such/file' does not exist"), std::string::npos) << missing;
   const std::string without = message([](TrainOptions& o) {

@@ -142,6 +142,9 @@ class HeldOut(unittest.TestCase):
              "a window of context 16 needs 17"),
             ('eval_data = bytes("text.txt", batch = 500, context = 16, part = (0.9, 1))',
              "one pass holds fewer windows of 16 tokens than a batch of 500"),
+            # fn loss takes batches of 8: a held-out batch of 4 fails at the start
+            ('eval_data = bytes("text.txt", batch = 4, context = 16, part = (0.9, 1))',
+             "note: the tensor is a batch of eval_data (4 x 16 tokens), set here"),
         ]
         for i, (setting, message) in enumerate(cases):
             script = self.write(f"bad{i}.ein", setting)
