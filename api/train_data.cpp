@@ -54,8 +54,8 @@ std::string byte_token_file(const std::string& text) {
   return path.string();
 }
 
-/// The loader of `spec`, the file at `override_path` when that is not empty; `setting` is the
-/// train block's name for it ("data", "eval_data").
+}  // namespace
+
 std::unique_ptr<TokenLoader> open_tokens(const TokenDataOptions& spec,
                                          const std::string& override_path, uint64_t seed,
                                          int rank, int ranks, std::string_view setting) {
@@ -126,8 +126,6 @@ std::unique_ptr<TokenLoader> open_tokens(const TokenDataOptions& spec,
   }
   return nullptr;  // not reached: refuse() throws
 }
-
-}  // namespace
 
 /// Token batches onto a GPU through page-locked staging: the loader's thread prefetches into
 /// host tensors, each is copied into a pinned tensor and queued to the device asynchronously

@@ -20,6 +20,14 @@ namespace ein::detail {
 /// Pinned staging of host batches onto a GPU (train_data.cpp).
 class PinnedFeeder;
 
+/// The loader of `spec` (the file at `override_path` when that is not empty; a text file as
+/// its cached byte tokens) for shard `rank` of `ranks`; `setting` is the train block's name
+/// for it ("data", "eval_data") in errors. UserError for a missing, unreadable or too short
+/// file.
+std::unique_ptr<TokenLoader> open_tokens(const TokenDataOptions& spec,
+                                         const std::string& override_path, uint64_t seed,
+                                         int rank, int ranks, std::string_view setting);
+
 /// Where batch k of a run comes from.
 class TrainBatches {
  public:

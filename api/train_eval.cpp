@@ -23,17 +23,12 @@ constexpr uint64_t kEvalStream = 0x6576616c;  // "eval"
 constexpr int64_t kRandomEvalBatches = 20;
 constexpr int64_t kMaxSequentialEvalBatches = 200;
 
-}  // namespace
-
-HeldOutLoss::HeldOutLoss(Trainable& model, const TrainOptions& o, int rank, int ranks)
-    : model_(model), every_(o.eval_every), ranks_(ranks) {
+/// The batches an evaluation of o.eval_data scores, given one pass's (-1: random order).
+/// UserError for a pass without one whole batch.
+int64_t count_batches(int64_t pass, const TrainOptions& o, int ranks) {
   if (o.eval_every < 0) throw UserError(fmt::format("eval_every {} is negative", o.eval_every));
   if (o.eval_batches < 0)
     throw UserError(fmt::format("eval_batches {} is negative (0: the default)", o.eval_batches));
-  data_ = std::make_unique<TrainBatches>(model, o.eval_data, o.eval_data_path,
-                                         mix_seeds(o.seed, kEvalStream), o.device, rank, ranks,
-                                         "eval_data");
-  const int64_t pass = data_->pass_batches();
   const TokenDataOptions& d = *o.eval_data;
   if (pass == 0) {
     const std::string message = fmt::format(
@@ -48,7 +43,18 @@ HeldOutLoss::HeldOutLoss(Trainable& model, const TrainOptions& o, int rank, int 
   const int64_t wanted = o.eval_batches > 0 ? o.eval_batches
                          : pass > 0         ? kMaxSequentialEvalBatches
                                             : kRandomEvalBatches;
-  batches_ = pass > 0 ? std::min(wanted, pass) : wanted;
+  return pass > 0 ? std::min(wanted, pass) : wanted;
+}
+
+}  // namespace
+
+HeldOutLoss::HeldOutLoss(Trainable& model, const TrainOptions& o, int rank, int ranks)
+    : model_(model), every_(o.eval_every), ranks_(ranks) {
+  data_ = std::make_unique<TrainBatches>(model, o.eval_data, o.eval_data_path,
+                                         mix_seeds(o.seed, kEvalStream), o.device, rank, ranks,
+                                         "eval_data");
+  const TokenDataOptions& d = *o.eval_data;
+  batches_ = count_batches(data_->pass_batches(), o, ranks);
   tokens_ = batches_ * d.batch * ranks * d.context;
   // The first batch scored now: a held-out batch the loss does not take (its declared batch
   // or context) fails before the first step, not after eval_every of them.
@@ -83,3 +89,13 @@ double HeldOutLoss::score(dist::Communicator& comm, bool fetch) {
 }
 
 }  // namespace ein::detail
+
+namespace ein {
+
+int64_t held_out_batches(const TrainOptions& o, int ranks) {
+  if (!o.eval_data) return 0;
+  const auto loader = detail::open_tokens(*o.eval_data, o.eval_data_path, 0, 0, ranks, "eval_data");
+  return detail::count_batches(loader->num_batches(), o, ranks);
+}
+
+}  // namespace ein

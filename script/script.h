@@ -25,6 +25,7 @@
 namespace ein {
 class Decoder;         // include/ein/trainer.h
 struct DecoderOptions;  // include/ein/trainer.h
+struct TrainOptions;    // include/ein/trainer.h
 }  // namespace ein
 
 namespace ein::script {
@@ -145,6 +146,10 @@ struct TrainSpec {
   double temperature = 1.0;
   std::string precision = "fp32";
 };
+
+/// The block's settings as ein::Trainer options (script_trainable.cpp): what `ein train`
+/// trains with before its flags, and what `ein report` prices (the held-out loss).
+TrainOptions train_options(const TrainSpec& spec);
 
 class Interpreter;
 struct ProgramState;

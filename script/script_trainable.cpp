@@ -70,8 +70,10 @@ TokenDataOptions data_options(const script::DataSpec& spec) {
   return d;
 }
 
+}  // namespace
+
 /// The block's settings as TrainOptions.
-TrainOptions options_of(const script::TrainSpec& spec) {
+TrainOptions script::train_options(const script::TrainSpec& spec) {
   TrainOptions o;
   o.steps = spec.steps;
   o.precision = spec.precision;
@@ -93,8 +95,6 @@ TrainOptions options_of(const script::TrainSpec& spec) {
   return o;
 }
 
-}  // namespace
-
 TrainScript load_train_script(const std::string& path, const ScriptTrainOptions& options) {
   script::LoadOptions load;
   for (const auto& [name, value] : options.sets)
@@ -107,7 +107,7 @@ TrainScript load_train_script(const std::string& path, const ScriptTrainOptions&
                                 "scripts without one)",
                                 path));
   TrainScript s;
-  s.options = options_of(program->train_spec());
+  s.options = script::train_options(program->train_spec());
   s.options.seed = options.seed;
   s.options.device = options.device;
   s.options.metadata["script"] = path;

@@ -25,6 +25,7 @@
 #include <ein/diagnostic.h>
 #include <ein/quantize.h>
 #include <ein/tensor.h>
+#include <ein/trainer.h>
 #include "compiler/autodiff/autodiff.h"
 #include "compiler/cost/backward_cost.h"
 #include "compiler/cost/cost_model.h"
@@ -215,6 +216,39 @@ DecodeCost decode_cost(script::Program& program) {
     d.q4_0_bytes += quantized_nbytes(m.shape, QuantType::q4_0);
   }
   return d;
+}
+
+/// What the train block's held-out loss costs a run of its steps: the forward of fn loss (its
+/// FLOPs, `forward`, at the training batch this report traced) over each evaluation's batches,
+/// on every one of `ranks` data-parallel ranks, as fit() runs and counts it.
+HeldOutCost held_out_cost(const script::TrainSpec& spec, int64_t forward, int64_t step_flops,
+                          int ranks) {
+  HeldOutCost h;
+  if (!spec.eval_data) return h;
+  h.present = true;
+  h.every = spec.eval_every;
+  h.steps = spec.steps;
+  const script::DataSpec& e = *spec.eval_data;
+  if (!spec.data || e.batch != spec.data->batch || e.context != spec.data->context) {
+    h.why = fmt::format("its batches ({} x {}) are not the training batch this report traced",
+                        e.batch, e.context);
+    return h;
+  }
+  try {
+    h.batches = held_out_batches(script::train_options(spec), ranks);
+  } catch (const UserError& err) {
+    h.why = err.message();
+    return h;
+  }
+  h.tokens = h.batches * e.batch * e.context * ranks;
+  h.flops = h.batches * forward * ranks;
+  h.evaluations = h.steps == 0  ? 0
+                  : h.every > 0 ? h.steps / h.every + (h.steps % h.every != 0 ? 1 : 0)
+                                : 1;
+  const double training = static_cast<double>(h.steps) * static_cast<double>(step_flops) * ranks;
+  h.run_fraction =
+      training > 0 ? static_cast<double>(h.evaluations) * static_cast<double>(h.flops) / training : 0;
+  return h;
 }
 
 Report make_report(const std::string& file, const std::vector<script::Setting>& sets,
@@ -696,6 +730,12 @@ Report make_report(const std::string& file, const std::vector<script::Setting>& 
   if (back)
     add_recompute_plans(r, g, needs, weights, trace, o.recompute, o.activation_budget,
                         sharded ? &*sharded : nullptr, compute_dtype != DType::f32);
+  if (o.fn == "train.loss") {
+    const int ranks = r.gpus >= 1 && r.gpus <= 65536 && r.gpus == std::floor(r.gpus)
+                          ? static_cast<int>(r.gpus)
+                          : 1;
+    r.held_out = held_out_cost(spec, r.fwd_flops, r.step_flops(), ranks);
+  }
   return r;
 }
 

@@ -126,6 +126,20 @@ struct DecodeCost {
   int64_t matrix_bytes = 0, q8_0_bytes = 0, q4_0_bytes = 0;
 };
 
+/// The held-out loss `ein train` scores with the train block's eval_data: each evaluation runs
+/// the loss's forward over its batches (what the run logs as eval_flops).
+struct HeldOutCost {
+  bool present = false;        ///< the train block has eval_data (and this report is of fn loss)
+  std::string why;             ///< why it is not priced (empty: it is)
+  int64_t batches = 0;         ///< per evaluation, each rank its rows of each
+  int64_t tokens = 0;          ///< per evaluation, all ranks'
+  int64_t flops = 0;           ///< per evaluation, all ranks': batches · forward · ranks
+  int64_t every = 0;           ///< the block's eval_every (0: after the last step only)
+  int64_t steps = 0;           ///< the block's steps
+  int64_t evaluations = 0;     ///< over those steps: every eval_every-th and the last
+  double run_fraction = 0;     ///< their FLOPs over the training steps' model FLOPs
+};
+
 /// Everything a report says.
 struct Report {
   std::string file, fn;
@@ -139,6 +153,7 @@ struct Report {
   std::vector<std::string> tied;  ///< "NAME (also ALIAS, ...)"
   std::vector<InferenceWeights> inference;  ///< the weights in each inference format
   DecodeCost decode;                        ///< sampling with the key-value cache
+  HeldOutCost held_out;                     ///< the train block's eval_data
   // the dims formulas are written in, and those that repeat structure instead (layers)
   std::vector<script::DimInfo> dims;
   std::vector<std::string> structural_dims;

@@ -165,6 +165,20 @@ std::string render_json(const Report& r, const Summary& s) {
     }
     j["decode"] = d;
   }
+  if (r.held_out.present) {
+    const HeldOutCost& e = r.held_out;
+    nlohmann::ordered_json h = {{"every", e.every}, {"steps", e.steps}};
+    if (e.why.empty()) {
+      h["batches"] = e.batches;
+      h["tokens"] = e.tokens;
+      h["flops_per_evaluation"] = e.flops;
+      h["evaluations"] = e.evaluations;
+      h["fraction_of_training_flops"] = e.run_fraction;
+    } else {
+      h["not_priced"] = e.why;
+    }
+    j["eval"] = h;
+  }
   json dims = json::object();
   for (const script::DimInfo& d : r.dims) dims[d.name] = d.value;
   j["dims"] = dims;

@@ -282,6 +282,27 @@ std::string render_text(const Report& r, const Summary& s, bool md) {
     }
   }
 
+  if (r.held_out.present) {
+    const HeldOutCost& e = r.held_out;
+    h("Held-out loss (the train block's eval_data; ein train)");
+    if (e.why.empty()) {
+      line(fmt::format(
+          "each evaluation scores {} batches ({} tokens) with fn loss's forward: {} FLOPs ({} a "
+          "batch{}); {}, {} evaluation{} over the block's {} steps: {} FLOPs, {:.3g}% of the "
+          "training's model FLOPs. ein train logs each one's eval_flops.",
+          e.batches, grouped(static_cast<double>(e.tokens)), grouped(static_cast<double>(e.flops)),
+          grouped(static_cast<double>(e.batches > 0 ? e.flops / e.batches : 0)),
+          r.gpus > 1 ? " on all ranks" : "",
+          e.every > 0 ? fmt::format("every {} steps and after the last", e.every)
+                      : std::string("after the last step only"),
+          e.evaluations, e.evaluations == 1 ? "" : "s", e.steps,
+          si(static_cast<double>(e.flops) * static_cast<double>(e.evaluations)),
+          100 * e.run_fraction));
+    } else {
+      line(fmt::format("not priced: {}.", e.why));
+    }
+  }
+
   h("Time");
   if (r.tokens) {
     line(fmt::format("{} tokens: {} FLOPs (exact graph count), {} GPUs at {} dense {} FLOP/s, MFU {}",

@@ -340,6 +340,12 @@ class Trainer {
   std::unique_ptr<detail::StopSignals> signals_;  ///< handle_signals: the watcher thread
 };
 
+/// The batches one evaluation of options.eval_data scores at `ranks` ranks (each rank its rows
+/// of every batch): what fit() reports as TrainResult::eval_batches, for `ein report`. Opens
+/// the file; 0 without eval_data. UserError as fit() gives it for a missing file or a part
+/// without one whole batch.
+int64_t held_out_batches(const TrainOptions& options, int ranks = 1);
+
 /// Blocks SIGINT and SIGTERM in the calling thread, so that every thread it starts afterwards
 /// (oneTBB's and OpenMP's workers, data loaders) inherits the block, and a Trainer with
 /// handle_signals receives them on its own watcher thread instead of interrupting a compute

@@ -92,13 +92,28 @@ class HeldOut(unittest.TestCase):
         self.assertIn(f"eval loss {evals[40]:.6g} after step 40 (7 batches, 896 tokens held "
                       "out; 3 evaluations: ", out)
         # Each evaluation counts the loss's forward over its 7 batches: what ein report
-        # predicts for the forward of one batch, 7 times.
+        # predicts for the forward of one batch, 7 times, and prices as one evaluation.
         rc, report, err = ein("report", os.path.join(self.tmp, "eval.ein"), "--format", "json")
         self.assertEqual(rc, 0, err)
-        forward = json.loads(report)["flops"]["forward"]
+        report = json.loads(report)
+        forward = report["flops"]["forward"]
+        held = report["eval"]
+        self.assertEqual((held["batches"], held["tokens"], held["every"], held["steps"],
+                          held["evaluations"]), (7, 896, 15, 40, 3))
+        self.assertEqual(held["flops_per_evaluation"], 7 * forward)
+        self.assertAlmostEqual(held["fraction_of_training_flops"],
+                               3 * 7 * forward / (40 * report["flops"]["per_step"]))
         for s in steps:
             if "eval_loss" in s:
-                self.assertEqual(s["eval_flops"], 7 * forward, s)
+                self.assertEqual(s["eval_flops"], held["flops_per_evaluation"], s)
+        rc, text, err = ein("report", os.path.join(self.tmp, "eval.ein"))
+        self.assertEqual(rc, 0, err)
+        self.assertIn("each evaluation scores 7 batches (896 tokens) with fn loss's forward", text)
+        # A held-out part that cannot be read is not priced, and says why.
+        rc, text, err = ein("report", self.write("unpriced.ein", HELD_OUT.replace(
+            '"text.txt", batch = 8, context = 16, part = (0.9, 1)', '"none.txt", batch = 8, context = 16')))
+        self.assertEqual(rc, 0, err)
+        self.assertIn("not priced: data file", text)
         # The checkpoint of the last step carries its eval loss, and ein sample says it.
         ck = os.path.join(self.tmp, "ck")
         self.train(self.write("ck.ein", HELD_OUT), "--checkpoint", ck)
