@@ -617,6 +617,15 @@ TrainResult Trainer::fit() {
     if (o.checkpoint_every > 0 && step % o.checkpoint_every == 0 && step != steps) save(step);
   }
   if (open_line) out << '\n';
+  // No step to run (--steps 0, or resumed at the last step): the held-out loss of the weights
+  // as they are, as nanoGPT's eval_only.
+  if (held_out && r.done == 0 && !stopping()) {
+    const auto e0 = std::chrono::steady_clock::now();
+    const double loss = held_out->score(comm, sync && sync->sharded());
+    r.eval_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count();
+    r.eval_flops += held_out->flops();
+    r.eval_losses.emplace_back(r.start, loss);
+  }
   if (sync) sync->unshard();  // the model whole again on every rank (sampling, the caller)
   if (log.is_open()) {
     errno = 0;

@@ -114,6 +114,14 @@ int run_quantize(const QuantizeFlags& f) {
       load.seed = f.seed;
       TrainScript script = load_train_script(f.script, load);
       script.options.data_path = f.data;
+      // Held-out text when the block has some (its eval_data's batches, in order), unless
+      // --data names a file: what the quantization costs on text the model did not train on.
+      std::string scored = "data";
+      if (script.options.eval_data && f.data.empty()) {
+        script.options.data = script.options.eval_data;
+        script.options.eval_data.reset();
+        scored = "eval_data";
+      }
       Trainer trainer(*script.model, script.options);
       const std::vector<NamedTensor> params = script.model->parameters();
       Checkpoint quantized;
@@ -125,8 +133,8 @@ int run_quantize(const QuantizeFlags& f) {
       load_parameters(quantized, params);  // dequantized
       const double after = trainer.evaluate(f.batches);
       std::cout << fmt::format(
-          "loss on {} batches of {}'s data: {:.6f} as trained, {:.6f} in {} ({:+.6f}, {:+.3f}%)\n",
-          f.batches, f.script, before, after, quant_type_name(*type), after - before,
+          "loss on {} batches of {}'s {}: {:.6f} as trained, {:.6f} in {} ({:+.6f}, {:+.3f}%)\n",
+          f.batches, f.script, scored, before, after, quant_type_name(*type), after - before,
           before != 0 ? 100.0 * (after - before) / before : 0.0);
     }
     if (!f.output.empty()) {
@@ -151,7 +159,7 @@ void add_quantize_command(CLI::App& app, int& exit_code) {
       "with an f16 scale along their last axis; norms and biases stay as they are; a training\n"
       "checkpoint's optimizer state is left out. Prints each tensor's bytes and error; with\n"
       "--script, the script's loss on the same batches with the weights as trained and as\n"
-      "quantized; with -o, writes the quantized safetensors file, which `ein train --init`\n"
+      "quantized (its eval_data's held-out batches when it has some, else its data's); with -o, writes the quantized safetensors file, which `ein train --init`\n"
       "loads dequantized and whose codes `ein sample`'s decode step reads.\n\n"
       "Examples:\n"
       "  ein quantize ckpt/step_200.safetensors --type q4_0 -o model.q4_0.safetensors\n"

@@ -4,7 +4,8 @@ data's part = (begin, end)), end to end: text the model trains on scores low and
 saw scores high; the JSON log, the progress lines and the summary carry the eval loss at the
 steps asked for, and its FLOPs are ein report's forward times the batches; --eval-every and
 --eval-data override the block; a checkpoint carries its weights' eval loss, which ein sample
-prints; the training losses are the
+prints, --steps 0 evaluates the weights it starts from, and ein quantize --script scores the
+held-out batches; the training losses are the
 same with and without it; and every mistake in the settings is an error with a caret.
 
 Usage: test_ein_train_eval_cli.py EIN_BINARY
@@ -120,6 +121,16 @@ class HeldOut(unittest.TestCase):
         rc, text, err = ein("sample", os.path.join(self.tmp, "ck.ein"), ck, "--length", "5")
         self.assertEqual(rc, 0, err)
         self.assertIn(f"step_40.safetensors (step 40, eval loss {evals[40]:.4g})", err)
+        # --steps 0 from those weights evaluates them alone (nanoGPT's eval_only): the same loss.
+        step40 = os.path.join(ck, "step_40.safetensors")
+        zero, out, _ = self.train(self.write("ck.ein", HELD_OUT), "--init", step40, "--steps", "0")
+        self.assertEqual(zero, [])  # no step, no log line
+        self.assertIn(f"eval loss {evals[40]:.6g} after step 0 (7 batches", out)
+        # ein quantize --script scores the block's held-out batches: as trained, the same loss.
+        rc, out, err = ein("quantize", step40, "--script", os.path.join(self.tmp, "ck.ein"),
+                           "--batches", "7")
+        self.assertEqual(rc, 0, err)
+        self.assertIn(f"ck.ein's eval_data: {evals[40]:.6f} as trained", out)
         # The same training without the held-out loss: the same losses, bit for bit.
         plain, _, _ = self.train(self.write("plain.ein", ""))
         self.assertEqual([s["loss"] for s in plain], [s["loss"] for s in steps])
