@@ -454,7 +454,8 @@ TEST_P(DeviceExecution, AStepMovesOnlyItsBatchAndItsLoss) {
 
 // `ein train --device cuda`'s loop (ein::Trainer) on a train block whose batches come from a
 // text file: each batch staged in pinned memory and copied to the device without blocking,
-// gradient clipping and the warmup-cosine schedule on the device. The losses are the CPU run's.
+// gradient clipping and the warmup-cosine schedule on the device. The losses are the CPU run's,
+// and so are the held-out losses of the file's last 10% (eval_data), staged the same way.
 TEST_P(DeviceExecution, ATrainBlockReadingTokensTrainsAsOnTheCpu) {
   const auto train = [](Device device) {
     ScriptTrainOptions load;
@@ -469,17 +470,28 @@ TEST_P(DeviceExecution, ATrainBlockReadingTokensTrainsAsOnTheCpu) {
     s.options.checkpoint_every = 0;
     EXPECT_EQ(s.options.device, device);
     EXPECT_TRUE(s.options.data) << "the batches are to come from the script's text file";
-    return Trainer(*s.model, s.options).fit().losses;
+    s.options.data->part_end = 0.9;
+    s.options.eval_data = s.options.data;
+    s.options.eval_data->part_begin = 0.9;
+    s.options.eval_data->part_end = 1;
+    s.options.eval_data->order = "sequential";
+    s.options.eval_every = 2;
+    s.options.eval_batches = 3;
+    const TrainResult r = Trainer(*s.model, s.options).fit();
+    std::vector<double> losses = r.losses;
+    for (const auto& [step, loss] : r.eval_losses) losses.push_back(loss);
+    return losses;
   };
   const std::vector<double> on_cpu = train(cpu());
   const int64_t async_before = fake_ ? fake_->async_copies() : 0;
   const std::vector<double> on_gpu = train(cuda());
+  ASSERT_EQ(on_cpu.size(), 4u + 2u);  // 4 steps, then the held-out losses after steps 2 and 4
   ASSERT_EQ(on_gpu.size(), on_cpu.size());
   for (size_t i = 0; i < on_cpu.size(); ++i)
-    EXPECT_NEAR(on_gpu[i], on_cpu[i], 1e-4 * std::abs(on_cpu[i])) << "step " << i + 1;
-  // x and y of each step, through the backend's non-blocking copies
+    EXPECT_NEAR(on_gpu[i], on_cpu[i], 1e-4 * std::abs(on_cpu[i])) << "loss " << i;
+  // x and y of each step and of each held-out batch, through the backend's non-blocking copies
   if (fake_) {
-    EXPECT_GE(fake_->async_copies() - async_before, 2 * 4);
+    EXPECT_GE(fake_->async_copies() - async_before, 2 * 4 + 2 * 3 * 2);
   }
 }
 
