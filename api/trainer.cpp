@@ -449,6 +449,16 @@ TrainResult Trainer::fit() {
   r.final_loss = NAN;
   int64_t good_steps = 0;
   bool open_line = false;  // a terminal's progress line waits for its newline
+  // The held-out loss of the weights after `step`, outside the steps' time, FLOPs and memory.
+  const auto evaluate_held_out = [&](int64_t step, StepStats& s) {
+    const auto e0 = std::chrono::steady_clock::now();
+    s.eval_loss = held_out->score(comm, sync && sync->sharded());
+    s.eval_flops = held_out->flops();
+    s.eval_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count();
+    r.eval_seconds += s.eval_seconds;
+    r.eval_flops += s.eval_flops;
+    r.eval_losses.emplace_back(step, *s.eval_loss);
+  };
 
   // 5. The loop.
   for (int64_t step = r.start + 1; step <= steps && !stopping(); ++step) {
@@ -567,16 +577,7 @@ TrainResult Trainer::fit() {
     s.comm_bytes = step_comm;
     r.flops += s.flops;
     s.mfu = hw ? utilization(s.flops, s.seconds, *hw, mfu_dtype) / devices : 0;
-    // The held-out loss, outside the step's time, FLOPs and memory.
-    if (held_out && held_out->due(step, steps)) {
-      const auto e0 = std::chrono::steady_clock::now();
-      s.eval_loss = held_out->score(comm, sync && sync->sharded());
-      s.eval_flops = held_out->flops();
-      s.eval_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count();
-      r.eval_seconds += s.eval_seconds;
-      r.eval_flops += s.eval_flops;
-      r.eval_losses.emplace_back(step, *s.eval_loss);
-    }
+    if (held_out && held_out->due(step, steps)) evaluate_held_out(step, s);
     // 9. Report: the JSON line, the progress line, the callback, the periodic checkpoint.
     if (log.is_open()) {
       nlohmann::json j = {{"step", step},       {"loss", s.loss},
@@ -620,11 +621,8 @@ TrainResult Trainer::fit() {
   // No step to run (--steps 0, or resumed at the last step): the held-out loss of the weights
   // as they are, as nanoGPT's eval_only.
   if (held_out && r.done == 0 && !stopping()) {
-    const auto e0 = std::chrono::steady_clock::now();
-    const double loss = held_out->score(comm, sync && sync->sharded());
-    r.eval_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count();
-    r.eval_flops += held_out->flops();
-    r.eval_losses.emplace_back(r.start, loss);
+    StepStats none;
+    evaluate_held_out(r.start, none);
   }
   if (sync) sync->unshard();  // the model whole again on every rank (sampling, the caller)
   if (log.is_open()) {
