@@ -97,13 +97,14 @@ Tensor window_logits(Trainable& model, const std::vector<int64_t>& tokens, int64
   const int64_t n = std::min<int64_t>(static_cast<int64_t>(tokens.size()), T);
   Tensor x = zeros({1, T}, DType::i64);
   std::copy(tokens.end() - n, tokens.end(), x.data<int64_t>());
-  const Tensor logits = model.logits(x).to(cpu()).to(DType::f64).contiguous();
+  const Tensor logits = model.logits(x);
   if (logits.dim() != 3 || logits.shape()[0] != 1 || logits.shape()[1] != T)
     throw UserError(
         fmt::format("generate: logits() of tokens (1, {}) gave shape {}; expected (1, {}, V)", T,
                     shape_str(logits.shape()), T));
   V = logits.shape()[2];
-  return logits.select(1, n - 1).select(0, 0);
+  // Only the row drawn from leaves the device and becomes f64, not the window's T · V logits.
+  return logits.select(1, n - 1).select(0, 0).to(cpu()).to(DType::f64).contiguous();
 }
 
 /// How much slower a decode step runs its FLOPs than a pass over the window: the step multiplies
