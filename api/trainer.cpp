@@ -542,10 +542,12 @@ TrainResult Trainer::fit() {
         if (++good_steps % 2000 == 0) r.loss_scale *= 2;
       }
     }
+    if (norm && !s.skipped) s.grad_norm = *norm * grad_factor;
     // 8. Clip (torch.nn.utils.clip_grad_norm_'s factor: a NaN norm gives NaN, an infinite 0),
     //    schedule, update, zero.
     if (o.clip > 0 && !s.skipped) {
       const double total = (norm ? *norm : norm_of_gradients()) * grad_factor;
+      s.grad_norm = total;
       const double coef = o.clip / (total + 1e-6);
       if (!(coef >= 1.0)) grad_factor *= coef;
     }
@@ -594,6 +596,7 @@ TrainResult Trainer::fit() {
         j["buckets_in_backward"] = s.buckets_in_backward;
         if (r.zero == 3) j["prefetched"] = s.prefetched;
       }
+      if (s.grad_norm) j["grad_norm"] = *s.grad_norm;  // before clipping
       if (s.eval_loss) {
         j["eval_loss"] = *s.eval_loss;  // null when not finite (JSON has no NaN)
         j["eval_ms"] = s.eval_seconds * 1e3;

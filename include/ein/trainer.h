@@ -185,6 +185,9 @@ struct StepStats {
   double data_flops = 0;       ///< the batch function's work (fn batch)
   double mfu = 0;           ///< fraction of the device's dense peak
   double loss_scale = 1;    ///< fp16: the scale this step's backward used
+  /// The 2-norm of the step's gradients (averaged over ranks and micro-batches, unscaled,
+  /// before clipping), when the step computed it: with clipping, or fp16's overflow check.
+  std::optional<double> grad_norm;
   bool skipped = false;     ///< fp16: gradients overflowed and the update was skipped
   /// The allocator's peak on the device during the step (max_memory_allocated, reset when the
   /// step starts): parameters, gradients, optimizer state, activations and temporaries.

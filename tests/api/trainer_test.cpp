@@ -18,6 +18,7 @@
 #include <ein/cpu_peak.h>
 #include <ein/diagnostic.h>
 #include <ein/flop_counter.h>
+#include <ein/grad_clip.h>
 #include <ein/checkpoint.h>
 #include <ein/nn.h>
 #include <ein/ops.h>
@@ -406,6 +407,36 @@ TEST(Trainer, ClippingInTheUpdateEqualsClippingInPlace) {
   }
   EXPECT_LT(worst, 1e-6);
   EXPECT_GT(clipping, 1e-4);
+}
+
+// With clipping the step logs its gradients' norm before clipping: step 1's is the norm of the
+// gradient of batch 0 at the initial weights, computed here by hand; without, none is logged.
+TEST(Trainer, ClippingLogsTheGradientNormBeforeIt) {
+  std::ostringstream out;
+  const auto norms = [&](double clip) {
+    Regression model(8, 64);
+    TrainOptions o = quiet_options(out);
+    o.steps = 3;
+    o.lr = 0.05;
+    o.clip = clip;
+    std::vector<std::optional<double>> seen;
+    o.on_step = [&](const StepStats& s) { seen.push_back(s.grad_norm); };
+    Trainer(model, o).fit();
+    return seen;
+  };
+  Regression fresh(8, 64);
+  fresh.loss(fresh.batch(0), 0).backward();
+  std::vector<Tensor> grads;
+  for (const NamedTensor& p : fresh.parameters()) grads.push_back(p.tensor);
+  const double expected = optim::grad_norm(grads);
+  ASSERT_GT(expected, 1.0);
+  const std::vector<std::optional<double>> clipped = norms(0.5);  // clips: 0.5 < the norm
+  ASSERT_EQ(clipped.size(), 3u);
+  ASSERT_TRUE(clipped[0].has_value());
+  EXPECT_NEAR(*clipped[0], expected, 1e-12 * expected);
+  EXPECT_TRUE(clipped[2].has_value());
+  EXPECT_NE(*clipped[1], *clipped[0]);
+  for (const std::optional<double>& n : norms(0)) EXPECT_FALSE(n.has_value());
 }
 
 // A script's loss is one node on the tape, whose backward is one graph; that graph hands each
