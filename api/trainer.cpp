@@ -682,6 +682,8 @@ std::string Trainer::sample() {
   g.length = o.sample_length;
   g.context = T;
   g.temperature = o.temperature;
+  g.top_k = o.top_k;
+  g.top_p = o.top_p;
   g.seed = o.seed;
   std::string bytes;
   for (int64_t t : generate(model_, g).tokens)

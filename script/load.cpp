@@ -248,7 +248,7 @@ void Interpreter::build_train(Unit& unit, const Decl& d) {
   static const std::vector<std::string> known = {
       "steps",  "clip",        "log_every",   "checkpoint_every", "accumulate", "sample",
       "sample_length", "temperature", "precision", "schedule", "data",
-      "eval_data",     "eval_every",  "eval_batches"};
+      "eval_data",     "eval_every",  "eval_batches", "top_k", "top_p"};
   for (const Decl& c : d.children) {
     if (c.kind != Decl::Kind::member) continue;
     const Value& v = train_env_->vars[c.name];
@@ -291,6 +291,14 @@ void Interpreter::build_train(Unit& unit, const Decl& d) {
   spec_.accumulate = static_cast<int64_t>(number("accumulate", 1, true, 1));
   spec_.sample_length = static_cast<int64_t>(number("sample_length", 0, true, 0));
   spec_.temperature = number("temperature", 1.0, false, 0);
+  spec_.top_k = static_cast<int64_t>(number("top_k", 0, true, 0));
+  spec_.top_p = number("top_p", 1.0, false, 0);
+  if (!(spec_.top_p > 0 && spec_.top_p <= 1))
+    for (const Decl& c : d.children)
+      if (c.kind == Decl::Kind::member && c.name == "top_p")
+        fail(c.value->range, fmt::format("train setting 'top_p' must be a probability in (0, 1], "
+                                         "got {}",
+                                         format_number(spec_.top_p)));
   if (Value* s = train_env_->find("sample"); s && s->kind == Value::Kind::string) spec_.sample = s->str;
   if (Value* s = train_env_->find("precision"); s && s->kind == Value::Kind::string)
     spec_.precision = s->str;

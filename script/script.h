@@ -144,6 +144,8 @@ struct TrainSpec {
   std::string sample;            ///< a prompt to continue after training (empty: none)
   int64_t sample_length = 0;
   double temperature = 1.0;
+  int64_t top_k = 0;             ///< the sample's top-k (0: all)
+  double top_p = 1.0;            ///< the sample's nucleus (1: all)
   std::string precision = "fp32";
 };
 

@@ -92,6 +92,8 @@ TrainOptions script::train_options(const script::TrainSpec& spec) {
   o.sample = spec.sample;
   o.sample_length = spec.sample_length;
   o.temperature = spec.temperature;
+  o.top_k = spec.top_k;
+  o.top_p = spec.top_p;
   return o;
 }
 

@@ -32,8 +32,9 @@ struct SampleFlags {
   std::vector<std::string> sets;
   std::optional<int64_t> length;
   std::optional<double> temperature;
-  int64_t top_k = 0, num_samples = 1;
-  double top_p = 1.0;
+  int64_t num_samples = 1;
+  std::optional<int64_t> top_k;
+  std::optional<double> top_p;
   uint64_t seed = 0;
   bool quiet = false;
   bool no_cache = false;
@@ -179,8 +180,8 @@ int run_sample(const SampleFlags& f) {
     g.length = f.length.value_or(o.sample_length > 0 ? o.sample_length : 256);
     g.context = o.data->context;
     g.temperature = f.temperature.value_or(o.temperature);
-    g.top_k = f.top_k;
-    g.top_p = f.top_p;
+    g.top_k = f.top_k.value_or(o.top_k);
+    g.top_p = f.top_p.value_or(o.top_p);
     g.cache = !f.no_cache;
     g.decoder.weights = codes;
     double seconds = 0, first = 0, flops = 0;
@@ -308,10 +309,13 @@ void add_sample_command(CLI::App& app, int& exit_code) {
                 "tokens to draw (default: the block's sample_length, else 256)");
   c->add_option("--temperature", o->temperature,
                 "divides the logits (default: the block's temperature; 0: the most likely token)");
-  c->add_option("--top-k", o->top_k, "draw among the k most likely tokens only (default 0: all)");
+  c->add_option("--top-k", o->top_k,
+                "draw among the k most likely tokens only (default: the block's top_k, else 0: "
+                "all)");
   c->add_option("--top-p", o->top_p,
                 "nucleus sampling: draw among the most likely tokens whose probabilities reach P "
-                "together, after --temperature and --top-k (default 1: all)");
+                "together, after --temperature and --top-k (default: the block's top_p, else 1: "
+                "all)");
   c->add_option("--num-samples", o->num_samples,
                 "samples to draw (default 1); sample i uses seed + i");
   c->add_option("--seed", o->seed,

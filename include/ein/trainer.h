@@ -249,6 +249,8 @@ struct TrainOptions {
   std::string sample;                ///< a prompt to continue with sample() ("" none)
   int64_t sample_length = 0;         ///< tokens sample() adds
   double temperature = 1.0;          ///< sampling temperature (0: greedy)
+  int64_t top_k = 0;                 ///< sampling: the k most likely tokens only (0: all)
+  double top_p = 1.0;                ///< sampling: the nucleus of that probability (1: all)
   std::ostream* out = nullptr;       ///< progress and notes (nullptr: std::cerr)
   std::string name = "train";        ///< the prefix of notes ("ein train: resumed from ...")
   std::map<std::string, std::string> metadata;  ///< added to every checkpoint's metadata

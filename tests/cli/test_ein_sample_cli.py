@@ -111,6 +111,24 @@ class Sample(unittest.TestCase):
         self.assertEqual(top1, greedy)  # top-k 1 at any temperature is greedy
         nucleus, _ = self.sample(self.step, "--top-p", "1e-9", "--length", "60", "--prompt", "the ")
         self.assertEqual(nucleus, greedy)  # so is the smallest nucleus: the most likely token
+        # The block's top_k and top_p are the defaults (top_k = 1: greedy), the flags override.
+        with open(self.script) as f:
+            text = f.read().replace('"corpus.txt"', json.dumps(os.path.join(EXAMPLES, "gpt", "corpus.txt")))
+        settings = os.path.join(self.tmp, "settings.ein")
+        with open(settings, "w") as f:
+            f.write(text.replace("  temperature = 0.8\n", "  temperature = 0.8\n  top_k = 1\n  top_p = 0.9\n"))
+        rc, out, err = ein("sample", settings, self.step, *TINY, "--length", "60", "--prompt", "the ")
+        self.assertEqual((rc, out), (0, greedy), err)
+        rc, out, err = ein("sample", settings, self.step, *TINY, "--length", "60", "--prompt", "the ",
+                           "--top-k", "0", "--top-p", "1", "--seed", "5")
+        self.assertEqual(rc, 0, err)
+        self.assertNotEqual(out, greedy)
+        with open(settings, "w") as f:
+            f.write(text.replace("  temperature = 0.8\n", "  temperature = 0.8\n  top_p = 0\n"))
+        rc, out, err = ein("sample", settings, self.step, *TINY)
+        self.assertEqual(rc, 1, (out, err))
+        self.assertIn("settings.ein:", err)
+        self.assertIn("train setting 'top_p' must be a probability in (0, 1], got 0", err)
         two, _ = self.sample(self.step, "--num-samples", "2", "--length", "40", "--seed", "5")
         first, second = two.split("---\n")
         self.assertEqual(first, self.sample(self.step, "--length", "40", "--seed", "5")[0])
