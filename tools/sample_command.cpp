@@ -1,7 +1,8 @@
 // `ein sample SCRIPT [WEIGHTS]`: text (or token ids) drawn from a trained model, as nanoGPT's
 // sample.py: the script's fn logits with weights from a checkpoint (a file, a training run's
-// checkpoint directory, or an `ein quantize` file), a prompt, a temperature and top-k, and the
-// tokens a second it drew them at. The sampling itself is ein::generate() (include/ein/trainer.h).
+// checkpoint directory, or an `ein quantize` file), a prompt, a temperature, top-k and top-p;
+// each token is printed as it is drawn, and the tokens a second it drew them at at the end.
+// The sampling itself is ein::generate() (include/ein/trainer.h).
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
