@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <random>
 
 #include <ein/autograd.h>
@@ -139,32 +140,27 @@ Tensor decoded_logits(Decoder& decoder, const std::vector<int64_t>& tokens, int6
   return last;
 }
 
-}  // namespace
-
-Generated generate(Trainable& model, const GenerateOptions& o) {
-  check(o);
-  NoGrad no_grad;
-  Generated g;
+/// The draws of generate(): `decoder` (may be null) while the tokens fit in a window, else
+/// `window` (the logits after the last of the tokens, as f64 on the CPU, and V).
+Generated draw(const GenerateOptions& o, Decoder* decoder,
+               const std::function<Tensor(const std::vector<int64_t>&, int64_t&)>& window,
+               Generated g) {
   g.tokens = o.prompt;
+  if (decoder) {
+    g.cache_bytes = decoder->cache_bytes();
+    g.quantized_matrices = decoder->quantized_matrices();
+    g.quantized_bytes = decoder->quantized_bytes();
+  }
   std::mt19937_64 rng(o.seed);
   const int64_t T = o.context;
-  std::unique_ptr<Decoder> decoder;
-  if (o.cache && o.length > 0 && static_cast<int64_t>(o.prompt.size()) <= T) {
-    decoder = model.decoder(T, g.uncached, o.decoder);
-    if (decoder) {
-      g.cache_bytes = decoder->cache_bytes();
-      g.quantized_matrices = decoder->quantized_matrices();
-      g.quantized_bytes = decoder->quantized_bytes();
-    }
-  }
   FlopCounter counter;
   const auto start = Clock::now();
   auto drawn = start;  // when the last token was drawn
   for (int64_t i = 0; i < o.length; ++i) {
     int64_t V = 0;
     const bool cached = decoder && static_cast<int64_t>(g.tokens.size()) <= T;
-    const Tensor logits = cached ? decoded_logits(*decoder, g.tokens, V, g, counter)
-                                 : window_logits(model, g.tokens, T, V);
+    const Tensor logits =
+        cached ? decoded_logits(*decoder, g.tokens, V, g, counter) : window(g.tokens, V);
     if (i == 0)
       for (int64_t t : o.prompt)
         if (t >= V)
@@ -182,6 +178,42 @@ Generated generate(Trainable& model, const GenerateOptions& o) {
   if (!g.token_seconds.empty()) g.first_seconds = g.token_seconds.front();
   g.flops = counter.totals().flops;
   return g;
+}
+
+}  // namespace
+
+Generated generate(Trainable& model, const GenerateOptions& o) {
+  check(o);
+  NoGrad no_grad;
+  Generated g;
+  std::unique_ptr<Decoder> decoder;
+  if (o.cache && o.length > 0 && static_cast<int64_t>(o.prompt.size()) <= o.context)
+    decoder = model.decoder(o.context, g.uncached, o.decoder);
+  return draw(o, decoder.get(),
+              [&](const std::vector<int64_t>& tokens, int64_t& V) {
+                return window_logits(model, tokens, o.context, V);
+              },
+              std::move(g));
+}
+
+Generated generate(Decoder& decoder, const GenerateOptions& o) {
+  check(o);
+  if (o.context != decoder.capacity())
+    throw UserError(fmt::format("generate: context {}, but the decoder holds windows of {} tokens",
+                                o.context, decoder.capacity()));
+  NoGrad no_grad;
+  decoder.reset();
+  const int64_t T = o.context;
+  return draw(o, &decoder,
+              [&](const std::vector<int64_t>& tokens, int64_t& V) {
+                // Past the window: the last T tokens' window, its row after the last.
+                decoder.reset();
+                Tensor last = decoder.prefill(std::vector<int64_t>(tokens.end() - T, tokens.end()));
+                last = last.to(cpu()).to(DType::f64).contiguous();
+                V = last.numel();
+                return last;
+              },
+              Generated{});
 }
 
 void load_parameters(const Checkpoint& checkpoint, const std::vector<NamedTensor>& params) {

@@ -8,7 +8,9 @@ two draw the same greedy text. bench/compare_sample.sh makes the virtual environ
         [--mode window|cache|quantized] [--prompt-bytes 8] [--device cpu|cuda]
 
 --mode window (the default) measures a token that reads a full window: ein sample --no-cache
-against nanoGPT's loop, both recomputing the window every token. --mode cache measures the
+against nanoGPT's loop, both recomputing the window every token, and ein sample with its
+decoder (past the window it recomputes the window too, by its own pass) from the f32
+checkpoint and from a q8_0 file (its window's pass reads the matrices' codes). --mode cache measures the
 key-value cache: the prompt is the corpus's first --prompt-bytes bytes of text and --length defaults
 to what fills the window (T - prompt bytes), so every token fits in it; ein sample (its cache
 derived from fn logits) against ein sample --no-cache, nanoGPT's loop (eager, compile) and the
@@ -61,7 +63,9 @@ def ein_sample(a, config, ck, prompt, cache):
                   r"which took ([\d.]+) s", r.stderr)
     if not m:
         sys.exit(f"no timing line from ein sample:\n{r.stderr}")
-    return 1e3 / float(m.group(1)), float(m.group(2)), r.stdout[:-1]  # less print's newline
+    held = re.search(r"([\d.]+ [kMG]?B) of weights held", r.stderr)
+    # less print's newline
+    return 1e3 / float(m.group(1)), float(m.group(2)), r.stdout[:-1], held and held.group(1)
 
 
 def torch_sample(a, config, ck, prompt, compiled, cache):
@@ -72,7 +76,7 @@ def torch_sample(a, config, ck, prompt, compiled, cache):
     cmd += (["--compile"] if compiled else []) + (["--kv-cache"] if cache else [])
     out = json.loads(run(cmd).stdout.strip().splitlines()[-1])
     times = out["token_seconds"]
-    return 1 / statistics.median(times[2:]), times[0], out["tokens"]
+    return 1 / statistics.median(times[2:]), times[0], out["tokens"], None
 
 
 def same_prefix(ein_text, prompt_len, tokens):
@@ -118,28 +122,29 @@ def main():
             step = os.path.join(ck, f"step_{a.train_steps}.safetensors")
             files = {"ein": step}  # --mode quantized: the checkpoint each ein run reads
             if a.mode == "window":
-                names = ["ein --no-cache", "torch eager", "torch compile"]
+                names = ["ein --no-cache", "ein", "ein q8_0", "torch eager", "torch compile"]
             elif a.mode == "cache":
                 names = ["ein", "ein --no-cache", "torch eager", "torch compile",
                          "torch eager kv-cache", "torch compile kv-cache"]
             else:
                 names = ["ein q8_0", "ein q4_0", "ein", "torch eager kv-cache",
                          "torch compile kv-cache"]
-                for q in ("q8_0", "q4_0"):
+            for q in ("q8_0", "q4_0"):
+                if f"ein {q}" in names:
                     files[f"ein {q}"] = os.path.join(ck, f"{q}.safetensors")
                     run([a.ein, "quantize", step, "--type", q, "-o", files[f"ein {q}"]])
             runs = {k: [] for k in names}
             firsts = {k: [] for k in runs}
-            texts = {}
+            texts, held = {}, {}
             for r in range(a.rounds):
                 k = r % len(names)
                 for name in names[k:] + names[:k]:
                     if name.startswith("ein"):
-                        rate, first, text = ein_sample(a, config, files.get(name, step), prompt,
-                                                       name != "ein --no-cache")
+                        rate, first, text, held[name] = ein_sample(
+                            a, config, files.get(name, step), prompt, name != "ein --no-cache")
                     else:
-                        rate, first, text = torch_sample(a, config, step, prompt, "compile" in name,
-                                                         "kv-cache" in name)
+                        rate, first, text, _ = torch_sample(a, config, step, prompt,
+                                                            "compile" in name, "kv-cache" in name)
                     runs[name].append(rate)
                     firsts[name].append(first)
                     texts[name] = text
@@ -158,6 +163,9 @@ def main():
                     ratios = [e / o for e, o in zip(runs[names[0]], runs[name])]
                     print(f"sample {config} {name} | {statistics.median(runs[name]):.1f} | "
                           f"tokens/s | {a.device}; {names[0]}/this {statistics.median(ratios):.2f}")
+            for name in names:
+                if held.get(name):
+                    print(f"\n{name}: {held[name]} of weights held while sampling (its decoder's)")
             for other in names[1:]:
                 if other.startswith("torch compile"):
                     continue

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 
 #include <ein/autograd.h>
 #include <ein/diagnostic.h>
@@ -91,14 +92,14 @@ class GraphDecoder final : public Decoder {
     CompiledGraph c = compile_graph(step_.step, {});
     charges_ = fused_charges(c.fused, c.graph, c.fused_source);
     fused_ = std::move(c.fused);
-    // The prompt's pass: the window graph, with the rows the caches hold as outputs too.
-    Graph prefill = *window_;
-    for (const CacheSlot& slot : step_.caches) prefill.outputs.push_back(slot.window_node);
-    CompiledGraph p = compile_graph(std::move(prefill), {});
+    // The prompt's pass: the window graph, with the rows the caches hold as outputs too, and
+    // its products with the step's quantized matrices read from the same codes.
+    CompiledGraph p = compile_graph(decoder_window(*window_, step_, prefill_inputs_), {});
     prefill_charges_ = fused_charges(p.fused, p.graph, p.fused_source);
     prefill_ = std::move(p.fused);
     token_input_ = token_input;
     for (const CacheSlot& slot : step_.caches) caches_.push_back(zeros(slot.shape, slot.dtype, device_));
+    release_unread();
   }
 
   /// An attention mask that lets a query see a later key.
@@ -150,8 +151,18 @@ class GraphDecoder final : public Decoder {
     window_tokens[1] = T;
     Tensor x = zeros(window_tokens, DType::i64);
     std::copy(tokens.begin(), tokens.end(), x.data<int64_t>());
-    std::vector<Tensor> in = feeds_;
-    in.at(token_input_) = x.to(device_);
+    const int n_window = static_cast<int>(feeds_.size());
+    std::vector<Tensor> in;
+    for (int old : prefill_inputs_) {
+      if (old == token_input_) {
+        in.push_back(x.to(device_));
+      } else if (old < n_window) {
+        in.push_back(feeds_[static_cast<size_t>(old)]);
+      } else {  // quantized matrix (old - n) / 2: its codes, then its scales
+        const QuantizedTensor& q = quantized_.at(static_cast<size_t>((old - n_window) / 2));
+        in.push_back((old - n_window) % 2 == 0 ? q.codes : q.scales);
+      }
+    }
     const std::vector<Tensor> out = execute(prefill_, std::move(in), prefill_charges_);
     for (size_t i = 0; i < caches_.size(); ++i) caches_[i] = out.at(1 + i).contiguous();
     position_ = n;
@@ -166,6 +177,21 @@ class GraphDecoder final : public Decoder {
   int64_t cache_bytes() const override {
     int64_t bytes = 0;
     for (const Tensor& c : caches_) bytes += c.nbytes();
+    return bytes;
+  }
+  int64_t weight_bytes() const override {
+    std::set<const Storage*> seen;  // a slice of a parameter shares its storage
+    int64_t bytes = 0;
+    const auto add = [&](const Tensor& t) {
+      if (t.defined() && seen.insert(t.storage().get()).second) bytes += t.storage()->nbytes();
+    };
+    for (size_t i = 0; i < feeds_.size(); ++i)
+      if (static_cast<int>(i) != token_input_) add(feeds_[i]);
+    for (const Tensor& t : statics_) add(t);
+    for (const QuantizedTensor& q : quantized_) {
+      add(q.codes);
+      add(q.scales);
+    }
     return bytes;
   }
   int64_t quantized_matrices() const override {
@@ -183,6 +209,17 @@ class GraphDecoder final : public Decoder {
   }
 
  private:
+  /// Lets go of the window's inputs and statics that neither pass reads any more (a matrix
+  /// read only from codes, and a slice of one), so that with the model gone their memory is
+  /// free.
+  void release_unread() {
+    const DecoderReads reads = decoder_reads(*window_, step_, prefill_inputs_);
+    for (size_t i = 0; i < feeds_.size(); ++i)
+      if (!reads.inputs.at(i) && static_cast<int>(i) != token_input_) feeds_[i] = Tensor();
+    for (size_t i = 0; i < statics_.size(); ++i)
+      if (!reads.statics.at(i)) statics_[i] = Tensor();
+  }
+
   /// The window node's value: a window input, or a static node computed once.
   const Tensor& value(int node) const {
     const GraphNode& n = window_->nodes.at(node);
@@ -199,6 +236,9 @@ class GraphDecoder final : public Decoder {
   Graph fused_;
   GraphCharges charges_;
   Graph prefill_;  ///< the window graph, fused, with the caches' rows as outputs after its own
+  /// Per input of prefill_: the window input it is, or, past them, n + 2k (the codes of
+  /// quantized_[k]) or n + 2k + 1 (its scales), n the window's inputs.
+  std::vector<int> prefill_inputs_;
   GraphCharges prefill_charges_;
   int token_input_ = 0;  ///< which of feeds_ the tokens are
   std::vector<Tensor> caches_;

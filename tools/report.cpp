@@ -194,7 +194,8 @@ DecodeCost decode_cost(script::Program& program) {
   if (types.size() != 1 || types[0].shape.size() != 2 || types[0].shape[0] != 1) return d;
   d.has_logits = true;
   d.context = types[0].shape[1];
-  d.window_flops = cost(program.trace("train.logits", types)).total.flops;
+  const Graph window = program.trace("train.logits", types);
+  d.window_flops = cost(window).total.flops;
   const DecodeStep step = program.decode_step(d.context);
   d.why = step.why;
   if (!step.derived()) return d;
@@ -209,12 +210,16 @@ DecodeCost decode_cost(script::Program& program) {
   // The matrices a quantized checkpoint's codes would stand for (the runtime also checks that
   // their values are the codes' own, which a checkpoint of `ein quantize` guarantees).
   const auto rule = [](int, DType dtype, const Shape& shape) { return quantizes(dtype, shape); };
-  for (const QuantizedMatrix& m : quantize_step(step, QuantType::q8_0, rule).quantized) {
+  const DecodeStep q8_0 = quantize_step(step, QuantType::q8_0, rule);
+  for (const QuantizedMatrix& m : q8_0.quantized) {
     ++d.matrices;
     d.matrix_bytes += checked_numel(m.shape) * 4;
     d.q8_0_bytes += quantized_nbytes(m.shape, QuantType::q8_0);
     d.q4_0_bytes += quantized_nbytes(m.shape, QuantType::q4_0);
   }
+  d.f32_held_bytes = decoder_weight_bytes(window, step);
+  d.q8_0_held_bytes = decoder_weight_bytes(window, q8_0);
+  d.q4_0_held_bytes = decoder_weight_bytes(window, quantize_step(step, QuantType::q4_0, rule));
   return d;
 }
 

@@ -124,6 +124,10 @@ struct DecodeCost {
   /// and their codes' and scales' bytes in q8_0 and q4_0.
   int matrices = 0;
   int64_t matrix_bytes = 0, q8_0_bytes = 0, q4_0_bytes = 0;
+  /// The weights `ein sample`'s decoder holds (Decoder::weight_bytes(), with the model gone):
+  /// from f32, and from q8_0 and q4_0 codes (the codes, and the float weights no product
+  /// reads: embeddings, norms, biases, masks).
+  int64_t f32_held_bytes = 0, q8_0_held_bytes = 0, q4_0_held_bytes = 0;
 };
 
 /// The held-out loss `ein train` scores with the train block's eval_data: each evaluation runs

@@ -160,6 +160,9 @@ std::string render_json(const Report& r, const Summary& s) {
       d["matrix_bytes"] = r.decode.matrix_bytes;
       d["q8_0_matrix_bytes"] = r.decode.q8_0_bytes;
       d["q4_0_matrix_bytes"] = r.decode.q4_0_bytes;
+      d["f32_held_bytes"] = r.decode.f32_held_bytes;
+      d["q8_0_held_bytes"] = r.decode.q8_0_held_bytes;
+      d["q4_0_held_bytes"] = r.decode.q4_0_held_bytes;
     } else {
       d["no_cache"] = r.decode.why;
     }

@@ -271,10 +271,14 @@ std::string render_text(const Report& r, const Summary& s, bool md) {
       if (d.matrices > 0)
         line(fmt::format(
             "Its {} weight matrices take {} in f32; sampled from an ein quantize file the step "
-            "reads them from codes: {} in q8_0, {} in q4_0 (a decode step is bound by those "
-            "reads).",
+            "and the window's pass read them from codes: {} in q8_0, {} in q4_0 (a decode step "
+            "is bound by those reads). The weights held while sampling: {} from f32, {} from "
+            "q8_0, {} from q4_0 (with the float weights no product reads).",
             d.matrices, si(static_cast<double>(d.matrix_bytes), "B"),
-            si(static_cast<double>(d.q8_0_bytes), "B"), si(static_cast<double>(d.q4_0_bytes), "B")));
+            si(static_cast<double>(d.q8_0_bytes), "B"), si(static_cast<double>(d.q4_0_bytes), "B"),
+            si(static_cast<double>(d.f32_held_bytes), "B"),
+            si(static_cast<double>(d.q8_0_held_bytes), "B"),
+            si(static_cast<double>(d.q4_0_held_bytes), "B")));
     } else {
       line(fmt::format("no key-value cache: {}. Each token costs fn logits over the window: {} "
                        "FLOPs.",

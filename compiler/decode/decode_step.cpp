@@ -124,6 +124,7 @@ class Deriver {
       copy.shape[time_dim_] = 1;
       StepInput in;
       in.kind = StepInput::Kind::token;
+      in.node = n;
       out_.inputs.push_back(in);
       step_id_[n] = b_.input(copy.shape, copy.dtype);
       return;

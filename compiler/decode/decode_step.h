@@ -38,7 +38,7 @@ struct StepInput {
     scales,    ///< its scales
   };
   Kind kind = Kind::token;
-  int node = -1;   ///< whole, row
+  int node = -1;   ///< whole, row; token: the window's input node of the tokens
   int dim = -1;    ///< row
   int index = -1;  ///< cache; codes and scales: the quantized matrix
 };

@@ -5,6 +5,8 @@
 #include <optional>
 #include <utility>
 
+#include <ein/quantize.h>
+
 #include "compiler/graph/graph_builder.h"
 
 namespace ein {
@@ -63,112 +65,221 @@ std::optional<MatrixProduct> as_matrix_product(const ContractAttr& a, int w) {
   return p;
 }
 
-class Quantizer {
+/// Rebuilds a graph with each contraction that multiplies by a weight matrix read from codes
+/// made a quantized_matmul: `codes_of(b, w)` says whether node `w` of the graph (the
+/// contraction's operand) is such a matrix, returning the builder's codes and scales nodes for
+/// it (made on first use), or nullopt to keep the product as it is. The graph's inputs keep
+/// their indices; codes_of numbers new ones after them. What only the rewritten products read
+/// is dropped (drop_unread()).
+class ProductRewriter {
  public:
-  Quantizer(DecodeStep step, QuantType type, const QuantizesMatrix& eligible)
-      : step_(std::move(step)), type_(type), eligible_(eligible), b_(step_.step.origin),
-        next_input_(static_cast<int>(step_.inputs.size())) {}
+  using CodesOf = std::function<std::optional<std::pair<int, int>>(GraphBuilder& b, int w)>;
 
-  DecodeStep run() {
-    const Graph& g = step_.step;
-    std::vector<int> id(g.nodes.size(), -1);
-    for (size_t i = 0; i < g.nodes.size(); ++i) {
-      GraphNode node = g.nodes[i];
+  ProductRewriter(const Graph& g, CodesOf codes_of) : g_(g), codes_of_(std::move(codes_of)) {}
+
+  /// The rewritten graph, and per its input the original's (new ones: -1).
+  Graph run(std::vector<int>& old_inputs) {
+    GraphBuilder b(g_.origin);
+    std::vector<int> id(g_.nodes.size(), -1);
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      GraphNode node = g_.nodes[i];
       if (node.op == GraphOp::input) {
-        id[i] = b_.input(node.shape, node.dtype, std::get<InputAttr>(node.attr).index);
+        id[i] = b.input(node.shape, node.dtype, std::get<InputAttr>(node.attr).index);
         continue;
       }
       if (node.op == GraphOp::contract)
-        if (const std::optional<int> q = quantized(g, node, id)) {
+        if (const std::optional<int> q = quantized(b, node, id)) {
           id[i] = *q;
           continue;
         }
       for (int& in : node.inputs) in = id[in];
-      id[i] = b_.add(std::move(node));
+      id[i] = b.add(std::move(node));
     }
-    for (int o : g.outputs) b_.output(id[o]);
-    step_.step = b_.finish();
-    return std::move(step_);
+    for (int o : g_.outputs) b.output(id[o]);
+    Graph out = b.take();
+    old_inputs = drop_unread(out);
+    verify(out);
+    return out;
   }
 
  private:
   /// The quantized_matmul standing for contraction `c`, or nullopt when neither operand is a
-  /// weight matrix it can read from codes.
-  std::optional<int> quantized(const Graph& g, const GraphNode& c, const std::vector<int>& id) {
+  /// weight matrix read from codes.
+  std::optional<int> quantized(GraphBuilder& b, const GraphNode& c, const std::vector<int>& id) {
     const auto& a = std::get<ContractAttr>(c.attr);
     for (int w : {1, 0}) {
-      const GraphNode& weight = g.nodes[c.inputs[w]];
-      if (weight.op != GraphOp::input) continue;
-      const int input = std::get<InputAttr>(weight.attr).index;
-      const StepInput& from = step_.inputs.at(input);
-      if (from.kind != StepInput::Kind::whole || weight.dtype != DType::f32 ||
-          weight.shape.size() != 2)
-        continue;
+      const GraphNode& weight = g_.nodes[c.inputs[w]];
+      if (weight.dtype != DType::f32 || weight.shape.size() != 2) continue;
       const std::optional<MatrixProduct> p = as_matrix_product(a, w);
       if (!p) continue;
-      const GraphNode& xn = g.nodes[c.inputs[p->x]];
+      const GraphNode& xn = g_.nodes[c.inputs[p->x]];
       if (!takes_x(xn.dtype) ||
           std::any_of(p->dropped.begin(), p->dropped.end(),
                       [&](int64_t d) { return xn.shape[static_cast<size_t>(d)] != 1; }))
         continue;
-      // Asked once per input (the caller may quantize to answer).
-      auto [it, fresh] = eligible_of_.try_emplace(input, false);
-      if (fresh) it->second = eligible_(from.node, weight.dtype, weight.shape);
-      if (!it->second) continue;
-      const auto [codes, scales] = codes_of(input, weight);
+      const std::optional<std::pair<int, int>> codes = codes_of_(b, c.inputs[w]);
+      if (!codes) continue;
       int x = id[c.inputs[p->x]];
       bool moved = false;
       for (size_t d = 0; d < p->x_order.size(); ++d)
         moved |= p->x_order[d] != static_cast<int64_t>(d);
-      if (moved) x = b_.permute(x, p->x_order);
+      if (moved) x = b.permute(x, p->x_order);
       if (!p->dropped.empty()) {  // the result's rows, then k
         Shape rows(c.shape.begin(), c.shape.end() - 1);
         rows.push_back(xn.shape[static_cast<size_t>(p->x_order.back())]);
-        x = b_.reshape(x, rows);
+        x = b.reshape(x, rows);
       }
-      return b_.add(GraphOp::quantized_matmul, {x, codes, scales}, c.shape, c.dtype,
-                    QuantMatmulAttr{type_, p->layout, weight.shape});
+      const GraphNode& cn = b.node(codes->first);
+      const QuantType type = cn.dtype == DType::i8 ? QuantType::q8_0 : QuantType::q4_0;
+      return b.add(GraphOp::quantized_matmul, {x, codes->first, codes->second}, c.shape, c.dtype,
+                   QuantMatmulAttr{type, p->layout, weight.shape});
     }
     return std::nullopt;
   }
 
-  /// The step's inputs holding the codes and scales of step input `input` (whole window node
-  /// `weight` stands for), made on first use.
-  std::pair<int, int> codes_of(int input, const GraphNode& weight) {
-    if (auto it = made_.find(input); it != made_.end()) return it->second;
-    const int index = static_cast<int>(step_.quantized.size());
-    step_.quantized.push_back({step_.inputs[input].node, type_, weight.shape});
-    Shape codes = weight.shape, scales = weight.shape;
-    const int64_t last = weight.shape.back();
-    if (type_ == QuantType::q4_0) codes.back() = (last + 1) / 2;
-    scales.back() = (last + kQuantBlock - 1) / kQuantBlock;
-    const auto add = [&](Shape shape, DType dtype, StepInput::Kind kind) {
-      StepInput in;
-      in.kind = kind;
-      in.index = index;
-      step_.inputs.push_back(in);
-      return b_.input(std::move(shape), dtype, next_input_++);
-    };
-    const int c = add(codes, type_ == QuantType::q8_0 ? DType::i8 : DType::u8,
-                      StepInput::Kind::codes);
-    const int s = add(scales, DType::f16, StepInput::Kind::scales);
-    return made_.emplace(input, std::make_pair(c, s)).first->second;
-  }
-
-  DecodeStep step_;
-  QuantType type_;
-  const QuantizesMatrix& eligible_;
-  GraphBuilder b_;
-  int next_input_;
-  std::map<int, std::pair<int, int>> made_;  ///< per step input of a weight: its codes, scales
-  std::map<int, bool> eligible_of_;          ///< per step input: eligible_'s answer
+  const Graph& g_;
+  CodesOf codes_of_;
 };
+
+/// The codes and scales of a `type` matrix of `shape` as two new inputs of `b`, numbered
+/// `next` and `next + 1` (advanced past them).
+std::pair<int, int> codes_inputs(GraphBuilder& b, QuantType type, const Shape& shape, int& next) {
+  Shape codes = shape, scales = shape;
+  const int64_t last = shape.back();
+  if (type == QuantType::q4_0) codes.back() = (last + 1) / 2;
+  scales.back() = (last + kQuantBlock - 1) / kQuantBlock;
+  const int c = b.input(codes, type == QuantType::q8_0 ? DType::i8 : DType::u8, next++);
+  const int s = b.input(scales, DType::f16, next++);
+  return {c, s};
+}
+
+/// The number of inputs of `g`: one past its highest input index.
+int input_count(const Graph& g) {
+  int n = 0;
+  for (const GraphNode& node : g.nodes)
+    if (node.op == GraphOp::input) n = std::max(n, std::get<InputAttr>(node.attr).index + 1);
+  return n;
+}
 
 }  // namespace
 
 DecodeStep quantize_step(DecodeStep step, QuantType type, const QuantizesMatrix& eligible) {
   if (!step.derived()) return step;
-  return Quantizer(std::move(step), type, eligible).run();
+  std::vector<StepInput> inputs = step.inputs;
+  int next = input_count(step.step);
+  std::map<int, std::pair<int, int>> made;  // per step input of a weight: its codes, scales
+  std::map<int, bool> eligible_of;          // per step input: eligible's answer
+  const Graph& g = step.step;
+  const auto codes_of = [&](GraphBuilder& b, int w) -> std::optional<std::pair<int, int>> {
+    const GraphNode& weight = g.nodes[w];
+    if (weight.op != GraphOp::input) return std::nullopt;
+    const int input = std::get<InputAttr>(weight.attr).index;
+    const StepInput& from = step.inputs.at(input);
+    if (from.kind != StepInput::Kind::whole) return std::nullopt;
+    // Asked once per input (the caller may quantize to answer).
+    auto [it, fresh] = eligible_of.try_emplace(input, false);
+    if (fresh) it->second = eligible(from.node, weight.dtype, weight.shape);
+    if (!it->second) return std::nullopt;
+    if (auto m = made.find(input); m != made.end()) return m->second;
+    const int index = static_cast<int>(step.quantized.size());
+    step.quantized.push_back({from.node, type, weight.shape});
+    for (StepInput::Kind kind : {StepInput::Kind::codes, StepInput::Kind::scales}) {
+      StepInput in;
+      in.kind = kind;
+      in.index = index;
+      inputs.push_back(in);
+    }
+    return made.emplace(input, codes_inputs(b, type, weight.shape, next)).first->second;
+  };
+  std::vector<int> old_inputs;
+  Graph rewritten = ProductRewriter(g, codes_of).run(old_inputs);
+  step.inputs.clear();
+  for (int old : old_inputs) step.inputs.push_back(inputs.at(static_cast<size_t>(old)));
+  step.step = std::move(rewritten);
+  return step;
+}
+
+Graph quantize_window(const Graph& window, const std::vector<QuantizedMatrix>& matrices,
+                      std::vector<int>& old_inputs) {
+  const int first = input_count(window);
+  std::map<int, std::pair<int, int>> made;  // per matrix: its codes, scales
+  const auto codes_of = [&](GraphBuilder& b, int w) -> std::optional<std::pair<int, int>> {
+    const auto m = std::find_if(matrices.begin(), matrices.end(),
+                                [&](const QuantizedMatrix& q) { return q.node == w; });
+    if (m == matrices.end()) return std::nullopt;
+    if (auto it = made.find(w); it != made.end()) return it->second;
+    // Numbered by the matrix's place in `matrices`, so the feeds follow that order.
+    int at = first + 2 * static_cast<int>(m - matrices.begin());
+    return made.emplace(w, codes_inputs(b, m->type, m->shape, at)).first->second;
+  };
+  return ProductRewriter(window, codes_of).run(old_inputs);
+}
+
+Graph decoder_window(const Graph& window, const DecodeStep& step, std::vector<int>& inputs) {
+  Graph pass = window;
+  for (const CacheSlot& slot : step.caches) pass.outputs.push_back(slot.window_node);
+  if (!step.quantized.empty()) return quantize_window(pass, step.quantized, inputs);
+  inputs.clear();
+  for (int i = 0; i < input_count(window); ++i) inputs.push_back(i);
+  return pass;
+}
+
+DecoderReads decoder_reads(const Graph& window, const DecodeStep& step,
+                           const std::vector<int>& inputs) {
+  const int n = input_count(window);
+  DecoderReads r;
+  r.inputs.assign(static_cast<size_t>(n), 0);
+  r.statics.assign(step.static_nodes.size(), 0);
+  for (int old : inputs)
+    if (old < n) r.inputs[static_cast<size_t>(old)] = 1;
+  for (const StepInput& s : step.inputs) {
+    if (s.kind != StepInput::Kind::whole && s.kind != StepInput::Kind::row) continue;
+    const GraphNode& node = window.nodes.at(static_cast<size_t>(s.node));
+    if (node.op == GraphOp::input) {
+      r.inputs[static_cast<size_t>(std::get<InputAttr>(node.attr).index)] = 1;
+    } else {
+      const auto it = std::find(step.static_nodes.begin(), step.static_nodes.end(), s.node);
+      r.statics[static_cast<size_t>(it - step.static_nodes.begin())] = 1;
+    }
+  }
+  return r;
+}
+
+int64_t decoder_weight_bytes(const Graph& window, const DecodeStep& step) {
+  int token_input = -1;
+  for (const StepInput& s : step.inputs)
+    if (s.kind == StepInput::Kind::token)
+      token_input = std::get<InputAttr>(window.nodes.at(static_cast<size_t>(s.node)).attr).index;
+  std::vector<int> inputs;
+  decoder_window(window, step, inputs);
+  DecoderReads r = decoder_reads(window, step, inputs);
+  const auto bytes = [](const GraphNode& node) {
+    return checked_numel(node.shape) * static_cast<int64_t>(element_size(node.dtype));
+  };
+  int64_t total = 0;
+  for (size_t k = 0; k < step.static_nodes.size(); ++k) {
+    if (!r.statics[k]) continue;
+    // A view (a slice, a broadcast) keeps the bytes of what it views: a window input's, or
+    // those of the node that computed them.
+    const GraphNode* node = &window.nodes.at(static_cast<size_t>(step.static_nodes[k]));
+    while (node->op == GraphOp::slice || node->op == GraphOp::view ||
+           node->op == GraphOp::permute)
+      node = &window.nodes.at(static_cast<size_t>(node->inputs.at(0)));
+    if (node->op == GraphOp::input)
+      r.inputs[static_cast<size_t>(std::get<InputAttr>(node->attr).index)] = 1;
+    else
+      total += bytes(*node);  // the node that made the bytes the view sees
+  }
+  for (const GraphNode& node : window.nodes)
+    if (node.op == GraphOp::input) {
+      const int index = std::get<InputAttr>(node.attr).index;
+      if (index != token_input && r.inputs[static_cast<size_t>(index)]) {
+        total += bytes(node);
+        r.inputs[static_cast<size_t>(index)] = 0;  // counted once
+      }
+    }
+  for (const QuantizedMatrix& m : step.quantized) total += quantized_nbytes(m.shape, m.type);
+  return total;
 }
 
 }  // namespace ein

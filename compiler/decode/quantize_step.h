@@ -8,8 +8,11 @@
 // (exec/decode.h) quantizes each such W once, as `ein quantize` stores it: blocks of 32 along
 // its last axis, so a product summing over that axis reads it as x @ Wᵀ
 // (WeightLayout::out_in, an embedding used as the LM head) and one summing over the first as
-// x @ W (in_out, ein's Linear). The window's pass (prefill, or past the window) keeps the
-// float weights: sampled from a quantized checkpoint they are its codes' values, the same.
+// x @ W (in_out, ein's Linear). quantize_window() does the same to the window's pass (a long
+// prompt's prefill, and every token past the window) with the step's matrices, so a float
+// matrix that only products read is needed by neither and the decoder can let it go: what
+// it holds is then the codes (sampled from a quantized checkpoint, they stand for the very
+// values the float weights had).
 // Only f32 matrices are read from codes: under mixed precision the step reads bf16 copies of
 // the weights, and codes made from those would not be the checkpoint's (a q4_0 block's scale
 // comes from its largest value, which the copy rounds).
@@ -34,6 +37,38 @@ using QuantizesMatrix = std::function<bool(int node, DType dtype, const Shape& s
 /// matrices). A product is rewritten when W's other dim is the last of the result and x's
 /// other dims come before it in their own order (how `x @ weight` and `einsum(x, w, "b t d,
 /// v d -> b t v")` trace); every other contraction stays as it was.
+/// The step's inputs that nothing reads any more (a matrix read only from codes) are dropped.
 DecodeStep quantize_step(DecodeStep step, QuantType type, const QuantizesMatrix& eligible);
+
+/// `window` (the graph a step was derived from) with every product x @ W or x @ Wᵀ whose W is
+/// window node `matrices[k].node`, found as quantize_step() finds them for any number of rows,
+/// made a quantized_matmul reading that matrix's codes and scales: inputs n + 2k and n + 2k + 1
+/// (n: the window's inputs). What only those products read is dropped and the inputs still read
+/// are numbered anew; `old_inputs` receives, per input, that index (a window input's, or n +
+/// 2k or n + 2k + 1).
+Graph quantize_window(const Graph& window, const std::vector<QuantizedMatrix>& matrices,
+                      std::vector<int>& old_inputs);
+
+/// The window's pass of a decoder of `step` (derived from `window`, quantized or not): the
+/// window with the rows its caches hold as outputs after its own, its products with
+/// step.quantized's matrices read from their codes. `inputs` receives, per input, the window
+/// input it is, or n + 2k (the codes of step.quantized[k]) or n + 2k + 1 (its scales).
+Graph decoder_window(const Graph& window, const DecodeStep& step, std::vector<int>& inputs);
+
+/// What a decoder of `step` still reads once it is made, its statics computed: per window
+/// input, whether its window's pass (`inputs`, as decoder_window() gives them) or its step
+/// reads it; per static node (DecodeStep::static_nodes), whether its step reads it. The rest,
+/// a matrix read from codes and a slice of one, it lets go of.
+struct DecoderReads {
+  std::vector<char> inputs;
+  std::vector<char> statics;
+};
+DecoderReads decoder_reads(const Graph& window, const DecodeStep& step,
+                           const std::vector<int>& inputs);
+
+/// The bytes of the weights a decoder of `step` holds (Decoder::weight_bytes()): the window
+/// inputs it reads but the tokens, the statics it reads that are not views of one (those
+/// keep their input's bytes), and the codes and scales of step.quantized.
+int64_t decoder_weight_bytes(const Graph& window, const DecodeStep& step);
 
 }  // namespace ein

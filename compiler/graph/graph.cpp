@@ -419,4 +419,35 @@ std::vector<int> outputs_final_after(const Graph& g) {
   return final_after;
 }
 
+std::vector<int> drop_unread(Graph& g) {
+  const size_t n = g.nodes.size();
+  std::vector<char> live(n, 0);
+  for (int o : g.outputs) live[static_cast<size_t>(o)] = 1;
+  for (size_t i = n; i-- > 0;)
+    if (live[i])
+      for (int in : g.nodes[i].inputs) live[static_cast<size_t>(in)] = 1;
+  std::map<int, int> index;  // per input index still read: its new one, in order
+  for (size_t i = 0; i < n; ++i)
+    if (live[i] && g.nodes[i].op == GraphOp::input)
+      index.emplace(std::get<InputAttr>(g.nodes[i].attr).index, 0);
+  std::vector<int> old_inputs;
+  for (auto& [old, now] : index) {
+    now = static_cast<int>(old_inputs.size());
+    old_inputs.push_back(old);
+  }
+  std::vector<int> id(n, -1);
+  Graph out;
+  out.origin = std::move(g.origin);
+  for (size_t i = 0; i < n; ++i) {
+    if (!live[i]) continue;
+    GraphNode node = std::move(g.nodes[i]);
+    for (int& in : node.inputs) in = id[static_cast<size_t>(in)];
+    if (auto* a = std::get_if<InputAttr>(&node.attr)) a->index = index.at(a->index);
+    id[i] = out.add(std::move(node));
+  }
+  for (int o : g.outputs) out.outputs.push_back(id[static_cast<size_t>(o)]);
+  g = std::move(out);
+  return old_inputs;
+}
+
 }  // namespace ein

@@ -237,6 +237,11 @@ std::vector<int> outputs_final_after(const Graph& graph);
 std::optional<Shape> strides_before_layout(const GraphNode& n, const Shape& in,
                                            const Shape& out_strides);
 
+/// Removes the nodes of `graph` (before fusion) that no output depends on, and numbers its
+/// inputs anew over those still read, keeping their order; returns, per input now, the index
+/// it had.
+std::vector<int> drop_unread(Graph& graph);
+
 /// Checks arities, input order and attribute kinds; throws std::logic_error (a lowering bug).
 void verify(const Graph& graph);
 

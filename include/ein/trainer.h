@@ -149,6 +149,11 @@ class Decoder {
   /// and the bytes of their codes and scales; 0 and 0 when they read float weights.
   virtual int64_t quantized_matrices() const { return 0; }
   virtual int64_t quantized_bytes() const { return 0; }
+  /// The bytes of the weights it holds: the float tensors its passes still read (and what it
+  /// computed from them once), and the codes. Both passes read a matrix read from codes from
+  /// its codes, so it lets go of the float one: with the model gone, that is what sampling
+  /// keeps in memory besides the caches. 0 when it does not say.
+  virtual int64_t weight_bytes() const { return 0; }
   /// Forgets every token (position 0 again).
   virtual void reset() = 0;
 };
@@ -424,6 +429,13 @@ struct Generated {
 /// negative or not a number, T < 1, and logits holding NaN or +inf or only -inf (naming the
 /// position), or a prompt token the model's vocabulary lacks.
 Generated generate(Trainable& model, const GenerateOptions& options);
+
+/// The same from a Decoder alone (made by model.decoder(options.context), which the model
+/// need not outlive): its steps while the tokens fit in the window, and past it a prefill()
+/// of the last T tokens, which is logits() of that window (nanoGPT's recomputation).
+/// options.cache and options.decoder are not read; the decoder is reset() first, so one
+/// serves many samples. UserError as above, and for a context other than its capacity().
+Generated generate(Decoder& decoder, const GenerateOptions& options);
 
 /// Copies a checkpoint's tensors into `params`, as `ein train --init` does: each parameter
 /// under its own name, or an `ein train` checkpoint's "model." + name; a quantized file (`ein

@@ -17,6 +17,7 @@
 #include <ein/errors.h>
 #include <ein/ops.h>
 #include <ein/quantize.h>
+#include <ein/storage.h>
 #include <ein/tensor_math.h>
 #include <ein/trainer.h>
 
@@ -83,6 +84,22 @@ void expect_steps_match_the_window(Trainable& model, int64_t T, int64_t V, doubl
   d->reset();
   EXPECT_EQ(d->position(), 0);
   EXPECT_EQ(d->next(tokens[0]).to(DType::f64).to_vector<double>(), first);
+  // The window's pass (a long prompt, and the window past its end) gives the same rows.
+  for (int64_t n : {int64_t{1}, T / 2, T}) {
+    d->reset();
+    const std::vector<double> got =
+        d->prefill(std::vector<int64_t>(tokens.begin(), tokens.begin() + n))
+            .to(DType::f64)
+            .to_vector<double>();
+    const std::vector<double> want = window.select(1, n - 1).select(0, 0).to_vector<double>();
+    ASSERT_EQ(got.size(), want.size());
+    double scale = 0, worst = 0;
+    for (size_t v = 0; v < want.size(); ++v) {
+      scale = std::max(scale, std::abs(want[v]));
+      worst = std::max(worst, std::abs(got[v] - want[v]));
+    }
+    EXPECT_LE(worst, tol * scale) << "prefill of " << n;
+  }
 }
 
 TEST(Decoder, GptStepsMatchTheWindow) {
@@ -177,6 +194,59 @@ TEST(Decoder, StepsFromQuantizedCodesMatchTheWindowOnTheirValues) {
     l.model->set_compute_dtype(DType::bf16);
     EXPECT_EQ(l.model->decoder(13, why, options)->quantized_matrices(), 0) << what;
     expect_steps_match_the_window(*l.model, 13, 256, 3e-2, options);
+  }
+}
+
+// Sampling from codes keeps the codes, not the float matrices: a decoder reads every matrix
+// it reads from codes from them in both passes, so once the model is gone the process holds
+// the codes and the float weights nothing multiplies (GPT's embedding, gathered; positions,
+// norms, biases), and generate() from the decoder alone draws, past the window too, what the
+// model's floats draw.
+TEST(Decoder, SamplingFromCodesHoldsTheCodesNotTheFloatMatrices) {
+  for (QuantType type : {QuantType::q8_0, QuantType::q4_0}) {
+    const std::string what(quant_type_name(type));
+    const int64_t before = memory_allocated(cpu());
+    TrainScript s = load(EIN_SOURCE_DIR "/examples/gpt/byte_gpt.ein",
+                         {{"T", "19"}, {"L", "2"}, {"H", "4"}, {"D", "32"}});
+    round_parameters_to_codes(s.model->parameters(), type);
+    GenerateOptions o;
+    o.prompt = {84, 104, 101, 32};
+    o.length = 30;  // 15 tokens past the window
+    o.context = 19;
+    o.temperature = 0;
+    o.cache = false;
+    const Generated floats = generate(*s.model, o);
+    DecoderOptions options;
+    options.weights = type;
+    std::string why;
+    std::unique_ptr<Decoder> d = s.model->decoder(19, why, options);
+    ASSERT_TRUE(d) << why;
+    ASSERT_EQ(d->quantized_matrices(), 13) << what;
+    int64_t float_bytes = 0, matrix_bytes = 0;
+    for (const NamedTensor& p : s.model->parameters()) {
+      const bool matrix = p.tensor.dim() == 2 && p.name.find("wte") == std::string::npos &&
+                          p.name.find("wpe") == std::string::npos;
+      (matrix ? matrix_bytes : float_bytes) += p.tensor.nbytes();
+    }
+    EXPECT_EQ(matrix_bytes, 2 * (4 * 32 * 32 + 2 * 32 * 128) * 4) << what;
+    s.model.reset();
+    // What it holds: the codes, the float weights it reads, and what it computed once (the
+    // causal mask, the positions: a few kB).
+    EXPECT_GE(d->weight_bytes(), d->quantized_bytes() + float_bytes) << what;
+    EXPECT_LE(d->weight_bytes(), d->quantized_bytes() + float_bytes + 4096) << what;
+    // All that is left of the model in memory: that, the caches and its window of tokens.
+    EXPECT_EQ(memory_allocated(cpu()) - before, d->weight_bytes() + d->cache_bytes() + 19 * 8)
+        << what;
+    EXPECT_LT(d->weight_bytes(), float_bytes + matrix_bytes / 2) << what;
+
+    o.decoder = options;
+    const Generated drawn = generate(*d, o);
+    EXPECT_EQ(drawn.tokens, floats.tokens) << what;
+    EXPECT_EQ(drawn.cached_tokens, 19) << what;
+    EXPECT_EQ(drawn.quantized_matrices, 13) << what;
+    EXPECT_EQ(generate(*d, o).tokens, drawn.tokens) << what;  // reset() between samples
+    o.context = 18;
+    EXPECT_THROW(generate(*d, o), UserError) << what;
   }
 }
 

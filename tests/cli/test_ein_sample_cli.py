@@ -89,7 +89,7 @@ class Sample(unittest.TestCase):
         self.assertLess(decode["flops_per_token"] * 8, decode["window_flops_per_token"])
         _, err = self.sample(self.step, "--length", "5", "--prompt", "T")
         m = re.search(r"([\d,]+) FLOPs a token drawn \(key-value cache of ([\d.]+) kB: 5 tokens "
-                      r"through it, 5 steps of ([\d,]+) FLOPs\)", err)
+                      r"through it, 5 steps of ([\d,]+) FLOPs; [\d.]+ kB of weights held\)", err)
         self.assertIsNotNone(m, err)
         self.assertEqual(int(m.group(3).replace(",", "")), decode["flops_per_token"])
         self.assertEqual(int(m.group(1).replace(",", "")), decode["flops_per_token"])
@@ -97,7 +97,7 @@ class Sample(unittest.TestCase):
         _, err = self.sample(self.step, "--length", "3", "--prompt", "The licence ")
         m = re.search(r"([\d,]+) FLOPs a token drawn \(key-value cache of [\d.]+ kB: 14 tokens "
                       r"through it, the prompt in one pass over the window, 2 steps of ([\d,]+) "
-                      r"FLOPs\)", err)
+                      r"FLOPs; [\d.]+ kB of weights held\)", err)
         self.assertIsNotNone(m, err)
         self.assertEqual(int(m.group(2).replace(",", "")), decode["flops_per_token"])
         self.assertEqual(int(m.group(1).replace(",", "")),  # printed rounded
@@ -149,10 +149,10 @@ class Sample(unittest.TestCase):
         self.assertNotIn("--no-cache", err)
 
     def test_tokens_print_as_they_are_drawn(self):
-        # 100,000 tokens take seconds (past the window each recomputes it); the first ones are
-        # on stdout long before: read the prompt and 20 bytes, then stop the process.
+        # A million tokens take a minute (past the window each recomputes it); the first ones
+        # are on stdout long before: read the prompt and 20 bytes, then stop the process.
         p = subprocess.Popen([EIN, "sample", self.script, self.step, *TINY, "--device", "cpu",
-                              "--length", "100000", "--temperature", "0", "--prompt", "the "],
+                              "--length", "1000000", "--temperature", "0", "--prompt", "the "],
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         try:
             got = b""
@@ -182,27 +182,42 @@ class Sample(unittest.TestCase):
         # floats (--quantize none), greedy.
         greedy = ["--length", "40", "--temperature", "0"]
         out, err = self.sample(q, *greedy)
-        self.assertIn("the steps read 7 weight matrices from q8_0 codes", err)
-        # ein report predicts those matrices and their codes' bytes (its "Sampling" section)
+        self.assertIn("the steps and the window's pass read 7 weight matrices from q8_0 codes", err)
+        # ein report predicts those matrices and their codes' bytes (its "Sampling" section),
+        # and the weights the decoder holds: the codes, and the floats no product reads (the
+        # embedding it gathers, positions, norms, biases, the mask), not the f32 matrices.
         rc, report, rerr = ein("report", self.script, *TINY, "--format", "json")
         self.assertEqual(rc, 0, rerr)
         decode = json.loads(report)["decode"]
         self.assertEqual(decode["quantized_matrices"], 7)
-        read = re.search(r"from q8_0 codes \(([\d.]+) kB\)", err)
+        read = re.search(r"from q8_0 codes \(([\d.]+) kB\); ([\d.]+) kB of weights held", err)
         self.assertIsNotNone(read, err)
         self.assertAlmostEqual(decode["q8_0_matrix_bytes"] / 1e3, float(read.group(1)), delta=0.05)
+        self.assertAlmostEqual(decode["q8_0_held_bytes"] / 1e3, float(read.group(2)), delta=0.05)
+        # From f32 it holds every parameter and the mask; from codes, the 7 matrices' codes
+        # instead of their floats, but for the LM head's: the embedding it also gathers.
+        embedding = 256 * 32 * 4
+        self.assertEqual(decode["q8_0_held_bytes"],
+                         decode["f32_held_bytes"] - (decode["matrix_bytes"] - embedding)
+                         + decode["q8_0_matrix_bytes"])
         floats, err_floats = self.sample(q, *greedy, "--quantize", "none")
         self.assertNotIn("weight matrices from", err_floats)
+        held = re.search(r"([\d.]+) kB of weights held", err_floats)
+        self.assertIsNotNone(held, err_floats)
+        self.assertAlmostEqual(decode["f32_held_bytes"] / 1e3, float(held.group(1)), delta=0.05)
         self.assertEqual(out, floats)
         # An f32 checkpoint rounded to q4_0 codes on load: the same text as its q4_0 file.
         q4 = os.path.join(self.tmp, "q4_0.safetensors")
         rc, _, err = ein("quantize", self.step, "--type", "q4_0", "-o", q4)
         self.assertEqual(rc, 0, err)
         rounded, err = self.sample(self.step, *greedy, "--quantize", "q4_0")
-        self.assertIn("the steps read 7 weight matrices from q4_0 codes", err)
+        self.assertIn("the steps and the window's pass read 7 weight matrices from q4_0 codes", err)
+        held = re.search(r"([\d.]+) kB of weights held", err)
+        self.assertIsNotNone(held, err)
+        self.assertAlmostEqual(decode["q4_0_held_bytes"] / 1e3, float(held.group(1)), delta=0.05)
         self.assertIn("(rounded to q4_0 codes: --quantize)", err)
         from_file, err = self.sample(q4, *greedy)
-        self.assertIn("the steps read 7 weight matrices from q4_0 codes", err)
+        self.assertIn("the steps and the window's pass read 7 weight matrices from q4_0 codes", err)
         self.assertEqual(rounded, from_file)
 
     def test_mistakes(self):

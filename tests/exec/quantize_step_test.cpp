@@ -4,7 +4,8 @@
 // the result drops; one matrix read by two products quantized once) and which stay (a matrix
 // the rule leaves in float, a product whose weight dim is not the result's last), then every
 // step's row against the window's on weights rounded to the same codes, for q8_0 and q4_0
-// (weights that are not their codes' values stay float).
+// (weights that are not their codes' values stay float), and the window's pass reading the same
+// codes, the float matrices let go.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -103,8 +104,12 @@ TEST(QuantizeStep, MatrixProductsOfEveryFormReadCodesAndTheRestStay) {
   EXPECT_EQ(layouts, (std::vector<WeightLayout>{WeightLayout::in_out, WeightLayout::in_out,
                                                 WeightLayout::out_in, WeightLayout::in_out,
                                                 WeightLayout::in_out}));
-  // Each matrix's codes and scales are two inputs more, after the step's own.
-  EXPECT_EQ(step.inputs.size(), plain.inputs.size() + 8);
+  // Each matrix's codes and scales are two inputs more, after the step's own, and the matrix
+  // itself, which nothing reads any more, is not one.
+  EXPECT_EQ(step.inputs.size(), plain.inputs.size() - 4 + 8);
+  for (const QuantizedMatrix& m : step.quantized)
+    for (const StepInput& in : step.inputs)
+      EXPECT_FALSE(in.kind == StepInput::Kind::whole && in.node == m.node) << m.node;
   int codes = 0, scales = 0;
   for (const StepInput& in : step.inputs) {
     codes += in.kind == StepInput::Kind::codes;
@@ -167,6 +172,21 @@ TEST(QuantizeStep, StepsFromCodesMatchTheWindowOnTheCodesValues) {
       }
     }
     EXPECT_GT(differs, 1e-4) << quant_type_name(type);
+    // The window's pass reads the same codes: its rows are the window's too.
+    for (int64_t n : {int64_t{1}, T}) {
+      d->reset();
+      const std::vector<int64_t> prompt(t.begin(), t.begin() + n);
+      const std::vector<double> got = d->prefill(prompt).to(DType::f64).to_vector<double>();
+      const std::vector<double> row = want.select(1, n - 1).contiguous().to_vector<double>();
+      ASSERT_EQ(got.size(), row.size());
+      for (size_t i = 0; i < row.size(); ++i)
+        EXPECT_NEAR(got[i], row[i], 1e-5 * (1 + std::abs(row[i])))
+            << quant_type_name(type) << " prefill of " << n << ", " << i;
+    }
+    // It holds the codes and the float matrices it still reads (the table, W5, W6), not W1-W4.
+    EXPECT_EQ(d->weight_bytes(), d->quantized_bytes() + (V * K + 2 * N4 * N5) * 4);
+    EXPECT_EQ(f->weight_bytes(),
+              (V * K + K * N1 + N2 * N1 + N2 * N3 + N3 * N4 + 2 * N4 * N5) * 4);
   }
 }
 
