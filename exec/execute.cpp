@@ -212,21 +212,27 @@ Tensor run_slice(const GraphNode& n, const Values& v, Context&) {
   return arg(v, n, 0).slice(a.dim, a.start, a.stop, a.step);
 }
 
-Tensor run_gather(const GraphNode& n, const Values& v, Context&) {
-  if (!n.source) return gather_rows(arg(v, n, 0), arg(v, n, 1));
-  // Indices out of range: at the script's expression, whether found now (on the host) or when
-  // the host next waits for the device that checked them (runtime/device_checks.h).
+/// `rows()` (a gather of node n's), its indices out of range reported at the script's
+/// expression when n came from one, whether found now (on the host) or when the host next
+/// waits for the device that checked them (runtime/device_checks.h).
+template <class Rows>
+Tensor at_gather_source(const GraphNode& n, const Rows& rows) {
+  if (!n.source) return rows();
   const auto at_expression = [source = n.source, range = n.range](std::string_view what) {
     if (what.starts_with("gather: ")) what.remove_prefix(8);  // the script wrote x[indices]
     throw UserError(std::string(what), source, range);
   };
   const detail::DeviceCheckScope deferred(at_expression);
   try {
-    return gather_rows(arg(v, n, 0), arg(v, n, 1));
+    return rows();
   } catch (const RuntimeError& e) {
     at_expression(e.what());
     throw;  // (at_expression throws)
   }
+}
+
+Tensor run_gather(const GraphNode& n, const Values& v, Context&) {
+  return at_gather_source(n, [&] { return gather_rows(arg(v, n, 0), arg(v, n, 1)); });
 }
 
 Tensor run_scatter_add(const GraphNode& n, const Values& v, Context&) {
@@ -273,6 +279,17 @@ Tensor run_quantized_matmul(const GraphNode& n, const Values& v, Context&) {
   return y.dtype() == n.dtype ? y : y.to(n.dtype);
 }
 
+/// The rows' codes and scales gathered, then dequantized: only the rows picked are read.
+Tensor run_quantized_gather(const GraphNode& n, const Values& v, Context&) {
+  const auto& a = std::get<QuantGatherAttr>(n.attr);
+  return at_gather_source(n, [&] {
+    const Tensor& indices = arg(v, n, 2);
+    QuantizedTensor rows{a.type, DType::f32, n.shape, gather_rows(arg(v, n, 0), indices),
+                         gather_rows(arg(v, n, 1), indices)};
+    return dequantize(rows);
+  });
+}
+
 Tensor run_write_row(const GraphNode& n, const Values& v, Context&) {
   const int64_t dim = std::get<WriteRowAttr>(n.attr).dim;
   const Tensor& cache = arg(v, n, 0);
@@ -311,13 +328,14 @@ Tensors one(const GraphNode& n, const Values& v, Context& c) {
 }
 
 // One rule per op, in ops.def order.
-constexpr std::array<Rule, 20> kRules = {
+constexpr std::array<Rule, 21> kRules = {
     one<run_input>,     one<run_view>,           one<run_reshape>,   one<run_permute>,
     one<run_reduce>,    one<run_contract>,       one<run_map_node>,  one<run_concat>,
     one<run_slice>,     one<run_cast>,           one<run_gather>,    one<run_scatter_add>,
     one<run_attention>, one<run_attention_grad>, run_linear_cross_entropy,
     run_linear_cross_entropy_grad,               one<run_quantized_matmul>,
-    one<run_write_row>, run_fused_node,          run_result,
+    one<run_quantized_gather>,                   one<run_write_row>,
+    run_fused_node,                              run_result,
 };
 static_assert(static_cast<int>(GraphOp::result) + 1 == kRules.size(), "a rule per op in ops.def");
 

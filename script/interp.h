@@ -53,9 +53,12 @@ struct Trace {
   uint64_t draws = 0;
   bool training = false;           ///< dropout active
   DType compute = DType::f32;      ///< mixed precision: what f32 parameters are read as
+  std::vector<std::pair<size_t, TensorVal>> small_constants;  ///< constant(): feed, value
   /// Reads a parameter: one graph input per parameter per trace.
   TensorVal param(const std::shared_ptr<ParamSlot>& slot);
-  /// A constant tensor fed at run time.
+  /// A constant tensor fed at run time; a small one equal to one fed before (dtype, shape and
+  /// bytes: every layer's `ones(t, t)`) is read from the same input, so what is computed from
+  /// it alike is one value (a decoder's statics keep every layer's causal mask once).
   TensorVal constant(Tensor t);
   /// 0, 1, ..., n - 1 in `dtype`, made only when the graph runs.
   TensorVal arange(int64_t n, DType dtype);

@@ -390,6 +390,11 @@ void vjp_quantized_matmul(Vjp&) {
                      "float weights, then quantize them)");
 }
 
+void vjp_quantized_gather(Vjp&) {
+  throw RuntimeError("rows read from quantized codes have no gradient (inference only: train the "
+                     "float weights, then quantize them)");
+}
+
 void vjp_write_row(Vjp&) {
   throw RuntimeError("a row written into a decode step's cache has no gradient (inference only)");
 }
@@ -400,7 +405,7 @@ constexpr Rule kRules[] = {
     vjp_view,   vjp_reshape, vjp_permute, vjp_reduce, vjp_contract,    vjp_map,
     vjp_concat, vjp_slice,   vjp_cast,    vjp_gather, vjp_scatter_add,
     vjp_attention, vjp_attention_grad, vjp_linear_cross_entropy, vjp_linear_cross_entropy_grad,
-    vjp_quantized_matmul, vjp_write_row,
+    vjp_quantized_matmul, vjp_quantized_gather, vjp_write_row,
 };
 // Ops after write_row in ops.def come from the fusion pass, which runs after autodiff: the
 // pipeline differentiates unfused graphs only.

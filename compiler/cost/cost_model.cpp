@@ -28,6 +28,7 @@
 #include <fmt/format.h>
 
 #include <ein/flop_counter.h>
+#include <ein/quantize.h>
 
 #include <ein/tensor.h>
 
@@ -210,6 +211,20 @@ NodeCost cost_linear_cross_entropy_grad(const Graph& g, const GraphNode& n) {
 NodeCost cost_quantized_matmul(const Graph& g, const GraphNode& n) {
   const int64_t flops = 2 * numel(g.nodes[n.inputs[0]].shape) * n.shape.back();
   return {flops, flops, input_bytes(g, n), bytes_of(n)};
+}
+
+/// quantized_gather: a gather of rows of codes and scales, each value code · scale; counted as
+/// the float gather it stands for is (no FLOPs), reading the rows' codes and scales and the
+/// indices and writing the f32 rows.
+NodeCost cost_quantized_gather(const Graph& g, const GraphNode& n) {
+  const auto& a = std::get<QuantGatherAttr>(n.attr);
+  const GraphNode& idx = g.nodes[n.inputs[2]];
+  const int64_t rows = numel(idx.shape);
+  NodeCost c;
+  c.bytes_read = rows * (quantized_nbytes({1, a.table[1]}, a.type) +
+                         static_cast<int64_t>(element_size(idx.dtype)));
+  c.bytes_written = bytes_of(n);
+  return c;
 }
 
 /// write_row: no arithmetic; it reads the row and the index and writes the row (in place).

@@ -66,11 +66,12 @@ std::optional<MatrixProduct> as_matrix_product(const ContractAttr& a, int w) {
 }
 
 /// Rebuilds a graph with each contraction that multiplies by a weight matrix read from codes
-/// made a quantized_matmul: `codes_of(b, w)` says whether node `w` of the graph (the
-/// contraction's operand) is such a matrix, returning the builder's codes and scales nodes for
-/// it (made on first use), or nullopt to keep the product as it is. The graph's inputs keep
-/// their indices; codes_of numbers new ones after them. What only the rewritten products read
-/// is dropped (drop_unread()).
+/// made a quantized_matmul, and each gather of its rows (an embedding) a quantized_gather:
+/// `codes_of(b, w)` says whether node `w` of the graph (the contraction's operand, the
+/// gather's table) is such a matrix, returning the builder's codes and scales nodes for it
+/// (made on first use), or nullopt to keep the node as it is. The graph's inputs keep their
+/// indices; codes_of numbers new ones after them. What only the rewritten nodes read is
+/// dropped (drop_unread()).
 class ProductRewriter {
  public:
   using CodesOf = std::function<std::optional<std::pair<int, int>>(GraphBuilder& b, int w)>;
@@ -89,6 +90,11 @@ class ProductRewriter {
       }
       if (node.op == GraphOp::contract)
         if (const std::optional<int> q = quantized(b, node, id)) {
+          id[i] = *q;
+          continue;
+        }
+      if (node.op == GraphOp::gather)
+        if (const std::optional<int> q = quantized_rows(b, node, id)) {
           id[i] = *q;
           continue;
         }
@@ -135,6 +141,24 @@ class ProductRewriter {
                    QuantMatmulAttr{type, p->layout, weight.shape});
     }
     return std::nullopt;
+  }
+
+  /// The quantized_gather standing for gather `gather`, or nullopt when its table is not a
+  /// matrix read from codes.
+  std::optional<int> quantized_rows(GraphBuilder& b, const GraphNode& gather,
+                                    const std::vector<int>& id) {
+    const GraphNode& table = g_.nodes[gather.inputs[0]];
+    if (table.dtype != DType::f32 || table.shape.size() != 2 || gather.dtype != DType::f32)
+      return std::nullopt;
+    const std::optional<std::pair<int, int>> codes = codes_of_(b, gather.inputs[0]);
+    if (!codes) return std::nullopt;
+    const QuantType type = b.node(codes->first).dtype == DType::i8 ? QuantType::q8_0
+                                                                    : QuantType::q4_0;
+    const int rows =
+        b.add(GraphOp::quantized_gather, {codes->first, codes->second, id[gather.inputs[1]]},
+              gather.shape, DType::f32, QuantGatherAttr{type, table.shape});
+    b.locate(rows, gather.source, gather.range);  // an index out of range: at the script's x[i]
+    return rows;
   }
 
   const Graph& g_;
@@ -204,6 +228,7 @@ Graph quantize_window(const Graph& window, const std::vector<QuantizedMatrix>& m
   const int first = input_count(window);
   std::map<int, std::pair<int, int>> made;  // per matrix: its codes, scales
   const auto codes_of = [&](GraphBuilder& b, int w) -> std::optional<std::pair<int, int>> {
+    w = identity_source(window, w);  // the step reads a parameter, the window a view of it
     const auto m = std::find_if(matrices.begin(), matrices.end(),
                                 [&](const QuantizedMatrix& q) { return q.node == w; });
     if (m == matrices.end()) return std::nullopt;

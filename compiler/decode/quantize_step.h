@@ -8,11 +8,13 @@
 // (exec/decode.h) quantizes each such W once, as `ein quantize` stores it: blocks of 32 along
 // its last axis, so a product summing over that axis reads it as x @ Wᵀ
 // (WeightLayout::out_in, an embedding used as the LM head) and one summing over the first as
-// x @ W (in_out, ein's Linear). quantize_window() does the same to the window's pass (a long
-// prompt's prefill, and every token past the window) with the step's matrices, so a float
-// matrix that only products read is needed by neither and the decoder can let it go: what
-// it holds is then the codes (sampled from a quantized checkpoint, they stand for the very
-// values the float weights had).
+// x @ W (in_out, ein's Linear). A gather of such a matrix's rows (an embedding: GPT's tied
+// wte, LLaMA's tok_embeddings) becomes a quantized_gather of the rows' codes.
+// quantize_window() does the same to the window's pass (a long prompt's prefill, and every
+// token past the window) with the step's matrices, so a float matrix that only those nodes
+// read is needed by neither and the decoder can let it go: what it holds is then the codes
+// (sampled from a quantized checkpoint, they stand for the very values the float weights
+// had).
 // Only f32 matrices are read from codes: under mixed precision the step reads bf16 copies of
 // the weights, and codes made from those would not be the checkpoint's (a q4_0 block's scale
 // comes from its largest value, which the copy rounds).
@@ -34,7 +36,7 @@ using QuantizesMatrix = std::function<bool(int node, DType dtype, const Shape& s
 /// `step` (derived) with every product x @ W or x @ Wᵀ of its graph, W a whole f32 input of
 /// two dims that `eligible` accepts, made a quantized_matmul of `type` reading W's codes and
 /// scales (new step inputs of kinds codes and scales; DecodeStep::quantized lists the
-/// matrices). A product is rewritten when W's other dim is the last of the result and x's
+/// matrices), and every gather of W's rows a quantized_gather. A product is rewritten when W's other dim is the last of the result and x's
 /// other dims come before it in their own order (how `x @ weight` and `einsum(x, w, "b t d,
 /// v d -> b t v")` trace); every other contraction stays as it was.
 /// The step's inputs that nothing reads any more (a matrix read only from codes) are dropped.

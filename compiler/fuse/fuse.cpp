@@ -126,6 +126,8 @@ class Pass {
         return "linear + cross-entropy: one tiled kernel of its own (exec/cross_entropy.h)";
       case GraphOp::quantized_matmul:
         return "a product from quantized codes: a kernel of its own (ein::quantized_matmul)";
+      case GraphOp::quantized_gather:
+        return "rows of a table read from quantized codes at run-time indices";
       case GraphOp::write_row:
         return "a row written into a cache in place at a run-time index";
       case GraphOp::map:

@@ -24,71 +24,6 @@ constexpr std::array kOps = {
 #undef EIN_GRAPH_OP
 };
 
-std::string attributes(const GraphNode& n) {
-  struct Visitor {
-    std::string operator()(std::monostate) const { return ""; }
-    std::string operator()(const InputAttr& a) const { return fmt::format("[{}]", a.index); }
-    std::string operator()(const ViewAttr& a) const {
-      std::vector<std::string> split, dims;
-      for (const Shape& s : a.split)
-        split.push_back(fmt::format("({})", fmt::join(s, " ")));
-      for (const auto& d : a.dims)
-        dims.push_back(fmt::format("{{{}}}", fmt::join(d, ",")));
-      return fmt::format("[split {} -> {}]", fmt::join(split, " "), fmt::join(dims, " "));
-    }
-    std::string operator()(const ReduceAttr& a) const {
-      std::vector<int> dims;
-      for (size_t d = 0; d < a.reduced.size(); ++d)
-        if (a.reduced[d]) dims.push_back(static_cast<int>(d));
-      return fmt::format("[{} dims {}{}]", reduction_name(a.reduction), fmt::join(dims, ","),
-                         a.ddof ? fmt::format(" ddof={}", *a.ddof) : "");
-    }
-    std::string operator()(const PermuteAttr& a) const {
-      return fmt::format("[{}]", fmt::join(a.order, ","));
-    }
-    std::string operator()(const ContractAttr& a) const {
-      return fmt::format("[{} , {} -> {}]", fmt::join(a.a_axes, " "), fmt::join(a.b_axes, " "),
-                         fmt::join(a.out_axes, " "));
-    }
-    std::string operator()(const MapAttr& a) const {
-      return fmt::format("[{} scalar ops]", a.body ? a.body->nodes.size() : 0);
-    }
-    std::string operator()(const ConcatAttr& a) const {
-      std::vector<std::string> placed;
-      for (int p : a.placed)
-        if (p >= 0) placed.push_back(fmt::format("%{}", p));
-      if (placed.empty()) return fmt::format("[dim {}]", a.dim);
-      return fmt::format("[dim {}; written in place by {}]", a.dim, fmt::join(placed, " "));
-    }
-    std::string operator()(const SliceAttr& a) const {
-      if (a.step != 1) return fmt::format("[dim {} {}:{}:{}]", a.dim, a.start, a.stop, a.step);
-      return fmt::format("[dim {} {}:{}]", a.dim, a.start, a.stop);
-    }
-    std::string operator()(const FusedAttr& a) const {
-      std::vector<std::string> members;
-      for (int m : a.members)
-        members.push_back(fmt::format("%{}", m));
-      const size_t n = a.outputs.size();
-      return fmt::format("[{} holds {}; {} output{}]", a.kernel ? a.kernel->name : "?",
-                         fmt::join(members, " "), n, n == 1 ? "" : "s");
-    }
-    std::string operator()(const ResultAttr& a) const { return fmt::format("[{}]", a.index); }
-    std::string operator()(const CrossEntropyAttr& a) const {
-      return a.unit_grads ? "[with its gradients]" : "";
-    }
-    std::string operator()(const QuantMatmulAttr& a) const {
-      return fmt::format("[{} [{}]{}]", a.type == QuantType::q8_0 ? "q8_0" : "q4_0",
-                         fmt::join(a.weight, ", "),
-                         a.layout == WeightLayout::out_in ? ", transposed" : "");
-    }
-    std::string operator()(const WriteRowAttr& a) const { return fmt::format("[dim {}]", a.dim); }
-    std::string operator()(const AttentionAttr& a) const {
-      return fmt::format("[scale {:g}{}{}]", a.scale, a.bias ? ", bias" : "",
-                         a.kv_repeat > 1 ? fmt::format(", kv groups of {}", a.kv_repeat) : "");
-    }
-  };
-  return std::visit(Visitor{}, n.attr);
-}
 
 /// A fused node: its kernel, reads and outputs agree with each other and with its inputs.
 template <class Fail>
@@ -146,6 +81,76 @@ void verify_fused(const Graph& g, size_t i, const FusedAttr& f, Fail& fail) {
 }
 
 }  // namespace
+
+std::string attributes(const GraphNode& n) {
+  struct Visitor {
+    std::string operator()(std::monostate) const { return ""; }
+    std::string operator()(const InputAttr& a) const { return fmt::format("[{}]", a.index); }
+    std::string operator()(const ViewAttr& a) const {
+      std::vector<std::string> split, dims;
+      for (const Shape& s : a.split)
+        split.push_back(fmt::format("({})", fmt::join(s, " ")));
+      for (const auto& d : a.dims)
+        dims.push_back(fmt::format("{{{}}}", fmt::join(d, ",")));
+      return fmt::format("[split {} -> {}]", fmt::join(split, " "), fmt::join(dims, " "));
+    }
+    std::string operator()(const ReduceAttr& a) const {
+      std::vector<int> dims;
+      for (size_t d = 0; d < a.reduced.size(); ++d)
+        if (a.reduced[d]) dims.push_back(static_cast<int>(d));
+      return fmt::format("[{} dims {}{}]", reduction_name(a.reduction), fmt::join(dims, ","),
+                         a.ddof ? fmt::format(" ddof={}", *a.ddof) : "");
+    }
+    std::string operator()(const PermuteAttr& a) const {
+      return fmt::format("[{}]", fmt::join(a.order, ","));
+    }
+    std::string operator()(const ContractAttr& a) const {
+      return fmt::format("[{} , {} -> {}]", fmt::join(a.a_axes, " "), fmt::join(a.b_axes, " "),
+                         fmt::join(a.out_axes, " "));
+    }
+    std::string operator()(const MapAttr& a) const {
+      return fmt::format("[{} scalar ops]", a.body ? a.body->nodes.size() : 0);
+    }
+    std::string operator()(const ConcatAttr& a) const {
+      std::vector<std::string> placed;
+      for (int p : a.placed)
+        if (p >= 0) placed.push_back(fmt::format("%{}", p));
+      if (placed.empty()) return fmt::format("[dim {}]", a.dim);
+      return fmt::format("[dim {}; written in place by {}]", a.dim, fmt::join(placed, " "));
+    }
+    std::string operator()(const SliceAttr& a) const {
+      if (a.step != 1) return fmt::format("[dim {} {}:{}:{}]", a.dim, a.start, a.stop, a.step);
+      return fmt::format("[dim {} {}:{}]", a.dim, a.start, a.stop);
+    }
+    std::string operator()(const FusedAttr& a) const {
+      std::vector<std::string> members;
+      for (int m : a.members)
+        members.push_back(fmt::format("%{}", m));
+      const size_t n = a.outputs.size();
+      return fmt::format("[{} holds {}; {} output{}]", a.kernel ? a.kernel->name : "?",
+                         fmt::join(members, " "), n, n == 1 ? "" : "s");
+    }
+    std::string operator()(const ResultAttr& a) const { return fmt::format("[{}]", a.index); }
+    std::string operator()(const CrossEntropyAttr& a) const {
+      return a.unit_grads ? "[with its gradients]" : "";
+    }
+    std::string operator()(const QuantMatmulAttr& a) const {
+      return fmt::format("[{} [{}]{}]", a.type == QuantType::q8_0 ? "q8_0" : "q4_0",
+                         fmt::join(a.weight, ", "),
+                         a.layout == WeightLayout::out_in ? ", transposed" : "");
+    }
+    std::string operator()(const QuantGatherAttr& a) const {
+      return fmt::format("[{} [{}]]", a.type == QuantType::q8_0 ? "q8_0" : "q4_0",
+                         fmt::join(a.table, ", "));
+    }
+    std::string operator()(const WriteRowAttr& a) const { return fmt::format("[dim {}]", a.dim); }
+    std::string operator()(const AttentionAttr& a) const {
+      return fmt::format("[scale {:g}{}{}]", a.scale, a.bias ? ", bias" : "",
+                         a.kv_repeat > 1 ? fmt::format(", kv groups of {}", a.kv_repeat) : "");
+    }
+  };
+  return std::visit(Visitor{}, n.attr);
+}
 
 std::string_view graph_op_name(GraphOp op) {
   return kOps[static_cast<int>(op)].name;
@@ -312,6 +317,8 @@ void verify(const Graph& g) {
           return std::holds_alternative<std::monostate>(n.attr);
         case GraphOp::quantized_matmul:
           return std::holds_alternative<QuantMatmulAttr>(n.attr);
+        case GraphOp::quantized_gather:
+          return std::holds_alternative<QuantGatherAttr>(n.attr);
         case GraphOp::write_row:
           return std::holds_alternative<WriteRowAttr>(n.attr);
         case GraphOp::linear_cross_entropy:
@@ -344,6 +351,17 @@ void verify(const Graph& g) {
         fail(i, "quantized_matmul's x, weight and result shapes do not multiply");
       if (codes != (q->type == QuantType::q8_0 ? DType::i8 : DType::u8) || scales != DType::f16)
         fail(i, "quantized_matmul's codes or scales have the wrong dtype");
+    }
+    if (const auto* q = std::get_if<QuantGatherAttr>(&n.attr)) {
+      const GraphNode& idx = g.nodes[n.inputs[2]];
+      Shape rows = idx.shape;
+      if (q->table.size() == 2) rows.push_back(q->table[1]);
+      if (q->table.size() != 2 || n.shape != rows || n.dtype != DType::f32 ||
+          (idx.dtype != DType::i64 && idx.dtype != DType::i32))
+        fail(i, "quantized_gather's table, indices and result shapes do not fit");
+      if (g.nodes[n.inputs[0]].dtype != (q->type == QuantType::q8_0 ? DType::i8 : DType::u8) ||
+          g.nodes[n.inputs[1]].dtype != DType::f16)
+        fail(i, "quantized_gather's codes or scales have the wrong dtype");
     }
     if (const auto* w = std::get_if<WriteRowAttr>(&n.attr)) {
       const GraphNode &cache = g.nodes[n.inputs[0]], &row = g.nodes[n.inputs[1]],
@@ -417,6 +435,18 @@ std::vector<int> outputs_final_after(const Graph& g) {
   for (int o : g.outputs)
     final_after.push_back(listed[static_cast<size_t>(o)] == 1 ? after[static_cast<size_t>(o)] : -1);
   return final_after;
+}
+
+int identity_source(const Graph& g, int node) {
+  for (;;) {
+    const GraphNode& n = g.nodes.at(static_cast<size_t>(node));
+    if (n.op != GraphOp::view) return node;
+    const Shape& in = g.nodes.at(static_cast<size_t>(n.inputs.at(0))).shape;
+    const Shape strides = contiguous_strides(in);
+    if (n.shape != in || view_output_strides(std::get<ViewAttr>(n.attr), strides) != strides)
+      return node;
+    node = n.inputs[0];
+  }
 }
 
 std::vector<int> drop_unread(Graph& g) {

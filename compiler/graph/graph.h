@@ -174,6 +174,14 @@ struct QuantMatmulAttr {
   WeightLayout layout = WeightLayout::in_out;
   Shape weight;  ///< the matrix the codes stand for
 };
+/// quantized_gather (compiler/decode/quantize_step.h): inputs a q8_0 or q4_0 table's codes and
+/// scales (blocks along its rows) and integer indices; the result (indices' shape, then the
+/// table's row) holds the rows the indices pick, each value code · scale, in f32: gather(table,
+/// indices) of the dequantized table, reading only those rows' codes. Inference only.
+struct QuantGatherAttr {
+  QuantType type = QuantType::q8_0;
+  Shape table;  ///< the table the codes stand for: [rows, width]
+};
 /// write_row (compiler/decode/decode_step.h): inputs a cache [..., T, ...], a row of its shape
 /// but size 1 along `dim`, and an i64 [1] index p in [0, T); the result is the cache with the
 /// row written at p along `dim`, written in place: the cache's tensor is the result's (the
@@ -196,7 +204,7 @@ struct GraphNode {
   DType dtype = DType::f32;
   std::variant<std::monostate, InputAttr, ViewAttr, ReduceAttr, PermuteAttr, ContractAttr, MapAttr,
                ConcatAttr, SliceAttr, FusedAttr, ResultAttr, AttentionAttr, CrossEntropyAttr,
-               QuantMatmulAttr, WriteRowAttr>
+               QuantMatmulAttr, QuantGatherAttr, WriteRowAttr>
       attr;
   std::string note;  ///< set by fuse() on a node it left unfused: why (empty elsewhere)
   /// Where a node that can fail on its data (a gather's indices) came from in a `.ein` script,
@@ -219,6 +227,9 @@ struct Graph {
 /// operands (one multiply and one add per point of the joint index space).
 int64_t contract_flops(const Graph& graph, const GraphNode& contract);
 
+/// A node's attribute as dump() writes it (`[mean dims 1]`; a map's only counts its ops).
+std::string attributes(const GraphNode& node);
+
 /// One line per node: `%3 = reduce[mean] %2 : f32[8, 64]`.
 std::string dump(const Graph& graph);
 
@@ -236,6 +247,11 @@ std::vector<int> outputs_final_after(const Graph& graph);
 /// (ConcatAttr::placed): the fusion pass checks with it, the executor places with it.
 std::optional<Shape> strides_before_layout(const GraphNode& n, const Shape& in,
                                            const Shape& out_strides);
+
+/// The node whose value node `node` of `graph` is, element for element: through views that
+/// neither reorder, split, broadcast nor drop anything (a Linear's `weight` as `x @ weight`
+/// traces it); `node` itself when it is no such view.
+int identity_source(const Graph& graph, int node);
 
 /// Removes the nodes of `graph` (before fusion) that no output depends on, and numbers its
 /// inputs anew over those still read, keeping their order; returns, per input now, the index

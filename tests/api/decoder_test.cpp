@@ -162,7 +162,8 @@ TEST(Decoder, StepsFromQuantizedCodesMatchTheWindowOnTheirValues) {
     expect_steps_match_the_window(*s.model, 19, 256, 1e-5, options);
     const std::unique_ptr<Decoder> d = s.model->decoder(19, why, options);
     ASSERT_TRUE(d) << why;
-    // Per layer q, k and v (thirds of qkv), proj, fc and fc2; then the LM head (wte, [V D]).
+    // Per layer q, k and v (thirds of qkv), proj, fc and fc2; then wte ([V D]), the LM head
+    // and the embedding whose rows are gathered: one matrix, one set of codes.
     EXPECT_EQ(d->quantized_matrices(), 2 * 6 + 1) << what;
     EXPECT_EQ(d->quantized_bytes(),
               2 * (4 * quantized_nbytes({32, 32}, type) + quantized_nbytes({32, 128}, type) +
@@ -187,8 +188,9 @@ TEST(Decoder, StepsFromQuantizedCodesMatchTheWindowOnTheirValues) {
                          {{"T", "13"}, {"L", "2"}, {"H", "4"}, {"D", "32"}, {"F", "64"}});
     round_parameters_to_codes(l.model->parameters(), type);
     expect_steps_match_the_window(*l.model, 13, 256, 1e-5, options);
-    // Per layer wq, wk, wv, wo and the MLP's three; then the LM head.
-    EXPECT_EQ(l.model->decoder(13, why, options)->quantized_matrices(), 2 * 7 + 1) << what;
+    // Per layer wq, wk, wv, wo and the MLP's three; then the LM head and the embedding (its
+    // rows gathered from codes).
+    EXPECT_EQ(l.model->decoder(13, why, options)->quantized_matrices(), 2 * 7 + 2) << what;
     // bf16: the step reads bf16 copies of the weights, whose codes would not be the
     // checkpoint's; it reads them as floats, matching the window to bf16 precision.
     l.model->set_compute_dtype(DType::bf16);
@@ -198,10 +200,10 @@ TEST(Decoder, StepsFromQuantizedCodesMatchTheWindowOnTheirValues) {
 }
 
 // Sampling from codes keeps the codes, not the float matrices: a decoder reads every matrix
-// it reads from codes from them in both passes, so once the model is gone the process holds
-// the codes and the float weights nothing multiplies (GPT's embedding, gathered; positions,
-// norms, biases), and generate() from the decoder alone draws, past the window too, what the
-// model's floats draw.
+// it reads from codes from them in both passes (the embedding's rows too), so once the model
+// is gone the process holds the codes and the small float weights (positions, norms, biases),
+// and generate() from the decoder alone draws, past the window too, what the model's floats
+// draw.
 TEST(Decoder, SamplingFromCodesHoldsTheCodesNotTheFloatMatrices) {
   for (QuantType type : {QuantType::q8_0, QuantType::q4_0}) {
     const std::string what(quant_type_name(type));
@@ -224,11 +226,10 @@ TEST(Decoder, SamplingFromCodesHoldsTheCodesNotTheFloatMatrices) {
     ASSERT_EQ(d->quantized_matrices(), 13) << what;
     int64_t float_bytes = 0, matrix_bytes = 0;
     for (const NamedTensor& p : s.model->parameters()) {
-      const bool matrix = p.tensor.dim() == 2 && p.name.find("wte") == std::string::npos &&
-                          p.name.find("wpe") == std::string::npos;
+      const bool matrix = p.tensor.dim() == 2 && p.name.find("wpe") == std::string::npos;
       (matrix ? matrix_bytes : float_bytes) += p.tensor.nbytes();
     }
-    EXPECT_EQ(matrix_bytes, 2 * (4 * 32 * 32 + 2 * 32 * 128) * 4) << what;
+    EXPECT_EQ(matrix_bytes, (2 * (4 * 32 * 32 + 2 * 32 * 128) + 256 * 32) * 4) << what;
     s.model.reset();
     // What it holds: the codes, the float weights it reads, and what it computed once (the
     // causal mask, the positions: a few kB).
@@ -248,6 +249,25 @@ TEST(Decoder, SamplingFromCodesHoldsTheCodesNotTheFloatMatrices) {
     o.context = 18;
     EXPECT_THROW(generate(*d, o), UserError) << what;
   }
+}
+
+// What a decoder holds besides the parameters is computed once per value: every layer builds
+// its causal mask alike (triu(ones(t, t))), so three layers hold one mask, not three. The
+// float decoders of 1 and 3 layers differ by the two blocks' parameters alone.
+TEST(Decoder, EveryLayersMaskIsHeldOnce) {
+  int64_t held[2] = {0, 0}, params[2] = {0, 0};
+  for (int i : {0, 1}) {
+    TrainScript s = load(EIN_SOURCE_DIR "/examples/gpt/byte_gpt.ein",
+                         {{"T", "64"}, {"L", i == 0 ? "1" : "3"}, {"H", "2"}, {"D", "32"}});
+    for (const NamedTensor& p : s.model->parameters()) params[i] += p.tensor.nbytes();
+    std::string why;
+    const std::unique_ptr<Decoder> d = s.model->decoder(64, why);
+    ASSERT_TRUE(d) << why;
+    held[i] = d->weight_bytes();
+    EXPECT_GE(held[i], params[i] + 64 * 64 * 4);  // the parameters and one [T T] f32 mask
+    EXPECT_LT(held[i], params[i] + 2 * 64 * 64 * 4);
+  }
+  EXPECT_EQ(held[1] - held[0], params[1] - params[0]);
 }
 
 // With the cache, generate() draws the tokens it draws without it (the same seeds, greedy

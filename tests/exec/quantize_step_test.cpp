@@ -190,5 +190,63 @@ TEST(QuantizeStep, StepsFromCodesMatchTheWindowOnTheCodesValues) {
   }
 }
 
+// A tied embedding: the table's rows gathered for the tokens, and the same table as the LM head
+// (x @ tableᵀ). Both read one set of codes, the gather only the rows it picks (widths that are
+// no multiple of a block, and q4_0's odd bytes, included); the window's pass does the same, so
+// the decoder holds the codes alone; an index out of range is an error, not a read.
+TEST(QuantizeStep, AnEmbeddingsRowsAreGatheredFromTheCodesItsLmHeadReads) {
+  NoGrad no_grad;
+  constexpr int64_t rows = 40, width = 41;
+  GraphBuilder b;
+  const int x = b.input({1, T}, DType::i64);
+  const int table = b.input({rows, width});
+  const int h = b.gather(table, x);  // [1 T width]
+  b.output(contract(b, h, table, {0, 1, 2}, {3, 2}, {0, 1, 3}, {1, T, rows}));
+  const Graph g = b.finish();
+  for (QuantType type : {QuantType::q8_0, QuantType::q4_0}) {
+    const std::string what(quant_type_name(type));
+    const DecodeStep step = quantize_step(derive_decode_step(g, 0, 1), type, eligible);
+    ASSERT_EQ(step.quantized.size(), 1u) << what;
+    EXPECT_EQ(count(step.step, GraphOp::quantized_gather), 1) << what;
+    EXPECT_EQ(count(step.step, GraphOp::quantized_matmul), 1) << what;
+    EXPECT_EQ(count(step.step, GraphOp::gather), 0) << what;
+    std::vector<int> inputs;
+    const Graph pass = decoder_window(g, step, inputs);
+    EXPECT_EQ(count(pass, GraphOp::quantized_gather), 1) << what;
+    EXPECT_EQ(inputs, (std::vector<int>{0, 2, 3})) << what;  // the tokens, codes and scales
+
+    std::mt19937_64 rng(5);
+    std::vector<int64_t> t(T);
+    for (int64_t& v : t) v = static_cast<int64_t>(rng() % rows);
+    const Tensor w = dequantize(quantize(randn({rows, width}, DType::f32, cpu(), 9), type));
+    const Tensor want =
+        execute(g, {from_data<int64_t>(t, {1, T}), w}).front().to(DType::f64).contiguous();
+    DecoderOptions options;
+    options.weights = type;
+    std::string why;
+    std::unique_ptr<Decoder> d = make_graph_decoder(std::make_shared<const Graph>(g), 0,
+                                                    derive_decode_step(g, 0, 1),
+                                                    {from_data<int64_t>(t, {1, T}), w}, why, options);
+    ASSERT_TRUE(d) << why;
+    EXPECT_EQ(d->weight_bytes(), quantized_nbytes({rows, width}, type)) << what;
+    for (int64_t p = 0; p < T; ++p) {
+      const std::vector<double> got = d->next(t[p]).to(DType::f64).to_vector<double>();
+      const std::vector<double> row = want.select(1, p).contiguous().to_vector<double>();
+      ASSERT_EQ(got.size(), row.size());
+      for (size_t i = 0; i < row.size(); ++i)
+        EXPECT_NEAR(got[i], row[i], 1e-5 * (1 + std::abs(row[i]))) << what << " " << p;
+    }
+    d->reset();
+    const std::vector<double> got = d->prefill(t).to(DType::f64).to_vector<double>();
+    const std::vector<double> last = want.select(1, T - 1).contiguous().to_vector<double>();
+    for (size_t i = 0; i < last.size(); ++i)
+      EXPECT_NEAR(got[i], last[i], 1e-5 * (1 + std::abs(last[i]))) << what << " prefill";
+    d->reset();
+    EXPECT_THROW(d->next(rows), RuntimeError) << what;  // a token past the table
+    d->reset();
+    EXPECT_THROW(d->next(-rows - 1), RuntimeError) << what;  // (-1 is the last row, as gather's)
+  }
+}
+
 }  // namespace
 }  // namespace ein
