@@ -207,8 +207,7 @@ Generated generate(Decoder& decoder, const GenerateOptions& o) {
   return draw(o, &decoder,
               [&](const std::vector<int64_t>& tokens, int64_t& V) {
                 // Past the window: the last T tokens' window, its row after the last.
-                decoder.reset();
-                Tensor last = decoder.prefill(std::vector<int64_t>(tokens.end() - T, tokens.end()));
+                Tensor last = decoder.window(std::vector<int64_t>(tokens.end() - T, tokens.end()));
                 last = last.to(cpu()).to(DType::f64).contiguous();
                 V = last.numel();
                 return last;

@@ -147,26 +147,33 @@ class GraphDecoder final : public Decoder {
                                   "{} tokens into an empty decoder",
                                   n, position_, T));
     NoGrad no_grad;
-    Shape window_tokens = token_shape_;
-    window_tokens[1] = T;
-    Tensor x = zeros(window_tokens, DType::i64);
-    std::copy(tokens.begin(), tokens.end(), x.data<int64_t>());
-    const int n_window = static_cast<int>(feeds_.size());
-    std::vector<Tensor> in;
-    for (int old : prefill_inputs_) {
-      if (old == token_input_) {
-        in.push_back(x.to(device_));
-      } else if (old < n_window) {
-        in.push_back(feeds_[static_cast<size_t>(old)]);
-      } else {  // quantized matrix (old - n) / 2: its codes, then its scales
-        const QuantizedTensor& q = quantized_.at(static_cast<size_t>((old - n_window) / 2));
-        in.push_back((old - n_window) % 2 == 0 ? q.codes : q.scales);
-      }
-    }
-    const std::vector<Tensor> out = execute(prefill_, std::move(in), prefill_charges_);
+    const std::vector<Tensor> out =
+        execute(prefill_, pass_inputs(prefill_inputs_, tokens), prefill_charges_);
     for (size_t i = 0; i < caches_.size(); ++i) caches_[i] = out.at(1 + i).contiguous();
     position_ = n;
     const Tensor row = out.front().select(1, n - 1);  // [1, V]: the window's row after the last
+    return row.reshape({row.numel()});
+  }
+
+  Tensor window(const std::vector<int64_t>& tokens) override {
+    const int64_t T = step_.length;
+    if (static_cast<int64_t>(tokens.size()) != T)
+      throw UserError(fmt::format("decoder: window() of {} tokens; it takes the window's {}",
+                                  tokens.size(), T));
+    NoGrad no_grad;
+    if (!window_pass_) {  // the window's pass without the caches' rows: made at first use
+      DecodeStep uncached = step_;
+      uncached.caches.clear();
+      window_pass_.emplace();
+      CompiledGraph p =
+          compile_graph(decoder_window(*window_, uncached, window_pass_->inputs), {});
+      window_pass_->charges = fused_charges(p.fused, p.graph, p.fused_source);
+      window_pass_->graph = std::move(p.fused);
+    }
+    position_ = T;  // what the caches hold is stale: next() refuses until reset()
+    const std::vector<Tensor> out = execute(
+        window_pass_->graph, pass_inputs(window_pass_->inputs, tokens), window_pass_->charges);
+    const Tensor row = out.front().select(1, T - 1);
     return row.reshape({row.numel()});
   }
 
@@ -209,6 +216,29 @@ class GraphDecoder final : public Decoder {
   }
 
  private:
+  /// The inputs of a window's pass whose inputs are `inputs` (decoder_window()'s), the tokens
+  /// right-padded with 0 to the window.
+  std::vector<Tensor> pass_inputs(const std::vector<int>& inputs,
+                                  const std::vector<int64_t>& tokens) const {
+    Shape window_tokens = token_shape_;
+    window_tokens[1] = step_.length;
+    Tensor x = zeros(window_tokens, DType::i64);
+    std::copy(tokens.begin(), tokens.end(), x.data<int64_t>());
+    const int n_window = static_cast<int>(feeds_.size());
+    std::vector<Tensor> in;
+    for (int old : inputs) {
+      if (old == token_input_) {
+        in.push_back(x.to(device_));
+      } else if (old < n_window) {
+        in.push_back(feeds_[static_cast<size_t>(old)]);
+      } else {  // quantized matrix (old - n) / 2: its codes, then its scales
+        const QuantizedTensor& q = quantized_.at(static_cast<size_t>((old - n_window) / 2));
+        in.push_back((old - n_window) % 2 == 0 ? q.codes : q.scales);
+      }
+    }
+    return in;
+  }
+
   /// Lets go of the window's inputs and statics that neither pass reads any more (a matrix
   /// read only from codes, and a slice of one), so that with the model gone their memory is
   /// free.
@@ -240,6 +270,13 @@ class GraphDecoder final : public Decoder {
   /// quantized_[k]) or n + 2k + 1 (its scales), n the window's inputs.
   std::vector<int> prefill_inputs_;
   GraphCharges prefill_charges_;
+  /// window()'s pass: the window graph as prefill_ without the caches' rows, made at first use.
+  struct WindowPass {
+    Graph graph;
+    std::vector<int> inputs;  ///< as prefill_inputs_
+    GraphCharges charges;
+  };
+  std::optional<WindowPass> window_pass_;
   int token_input_ = 0;  ///< which of feeds_ the tokens are
   std::vector<Tensor> caches_;
   std::vector<QuantizedTensor> quantized_;  ///< per DecodeStep::quantized: its codes and scales

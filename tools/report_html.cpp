@@ -167,6 +167,11 @@ std::string render_html(const Report& r, const Summary& s) {
         w.format, si(bytes, "B"), w.smaller_by, fits_text(w.fits), si(w.decode_bound));
   }
   h += "</table>";
+  for (const std::optional<Summary::Prose>* prose : {&s.sampling, &s.held_out})
+    if (*prose) {
+      h += "\n<h2>" + escape((*prose)->title) + "</h2>";
+      for (const std::string& line : (*prose)->lines) h += "<p>" + escape(line) + "</p>";
+    }
   if (r.tokens)
     h += fmt::format("<h2>Time</h2><p>{} tokens: {:.4g} days on {} GPUs at MFU {} ({:.4g} by 6N·D), {:.4g} GPU-hours; {:.3g} tokens per parameter (Chinchilla about 20).</p>",
                      si(*r.tokens), s.days, grouped(r.gpus), r.mfu, s.days_6n, s.gpu_hours, s.tokens_per_param);

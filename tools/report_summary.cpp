@@ -1,7 +1,7 @@
 // `ein report`'s Summary (tools/report_summary.h): FLOPs under several conventions side by
 // side, memory per device with data parallelism and each ZeRO stage, micro-batches,
 // checkpointing, Korthikanti et al.'s cross-check and the time. Arithmetic only; no text but
-// the conventions' sentences.
+// the conventions' sentences and the prose of the sampling and held-out sections.
 #include "tools/report_summary.h"
 
 #include <fmt/format.h>
@@ -15,6 +15,69 @@ namespace ein::report {
 
 using cli::grouped;
 using cli::si;
+
+namespace {
+
+/// The "Sampling" section's prose (Summary::sampling), for a script with fn logits.
+Summary::Prose sampling_prose(const Report& r) {
+  Summary::Prose p;
+  const DecodeCost& d = r.decode;
+  p.title = fmt::format("Sampling: a token with the key-value cache (ein sample; fn logits, T = {})",
+                        d.context);
+  if (d.why.empty()) {
+    p.lines.push_back(fmt::format(
+        "{} FLOPs a token ({} in contractions), {} of unfused reads and writes; fn logits over "
+        "the window (--no-cache, and every token once the tokens fill the window) costs {} "
+        "FLOPs, {:.3g}x more. The caches hold {}: {} tensors (keys and values of each "
+        "attention) of {} rows, written one row a token.",
+        grouped(static_cast<double>(d.flops)), grouped(static_cast<double>(d.matmul_flops)),
+        si(static_cast<double>(d.bytes), "B"), grouped(static_cast<double>(d.window_flops)),
+        d.flops > 0 ? static_cast<double>(d.window_flops) / static_cast<double>(d.flops) : 0.0,
+        si(static_cast<double>(d.cache_bytes), "B"), d.caches, d.context));
+    if (d.matrices > 0)
+      p.lines.push_back(fmt::format(
+          "Its {} weight matrices take {} in f32; sampled from an ein quantize file the step "
+          "and the window's pass read them from codes: {} in q8_0, {} in q4_0 (a decode step "
+          "is bound by those reads). The weights held while sampling: {} from f32, {} from "
+          "q8_0, {} from q4_0 (with the float weights no product reads).",
+          d.matrices, si(static_cast<double>(d.matrix_bytes), "B"),
+          si(static_cast<double>(d.q8_0_bytes), "B"), si(static_cast<double>(d.q4_0_bytes), "B"),
+          si(static_cast<double>(d.f32_held_bytes), "B"),
+          si(static_cast<double>(d.q8_0_held_bytes), "B"),
+          si(static_cast<double>(d.q4_0_held_bytes), "B")));
+  } else {
+    p.lines.push_back(fmt::format(
+        "no key-value cache: {}. Each token costs fn logits over the window: {} FLOPs.", d.why,
+        grouped(static_cast<double>(d.window_flops))));
+  }
+  return p;
+}
+
+/// The held-out section's prose (Summary::held_out), for a train block with eval_data.
+Summary::Prose held_out_prose(const Report& r) {
+  Summary::Prose p;
+  const HeldOutCost& e = r.held_out;
+  p.title = "Held-out loss (the train block's eval_data; ein train)";
+  if (e.why.empty()) {
+    p.lines.push_back(fmt::format(
+        "each evaluation scores {} batches ({} tokens) with fn loss's forward: {} FLOPs ({} a "
+        "batch{}); {}, {} evaluation{} over the block's {} steps: {} FLOPs, {:.3g}% of the "
+        "training's model FLOPs. ein train logs each one's eval_flops.",
+        e.batches, grouped(static_cast<double>(e.tokens)), grouped(static_cast<double>(e.flops)),
+        grouped(static_cast<double>(e.batches > 0 ? e.flops / e.batches : 0)),
+        r.gpus > 1 ? " on all ranks" : "",
+        e.every > 0 ? fmt::format("every {} steps and after the last", e.every)
+                    : std::string("after the last step only"),
+        e.evaluations, e.evaluations == 1 ? "" : "s", e.steps,
+        si(static_cast<double>(e.flops) * static_cast<double>(e.evaluations)),
+        100 * e.run_fraction));
+  } else {
+    p.lines.push_back(fmt::format("not priced: {}.", e.why));
+  }
+  return p;
+}
+
+}  // namespace
 
 Summary summarize(const Report& r) {
   Summary s;
@@ -139,6 +202,8 @@ Summary summarize(const Report& r) {
     s.tokens_per_param = *r.tokens / n;
     s.chinchilla_tokens = napkin::kChinchillaTokensPerParam * n;
   }
+  if (r.decode.has_logits) s.sampling = sampling_prose(r);
+  if (r.held_out.present) s.held_out = held_out_prose(r);
   return s;
 }
 

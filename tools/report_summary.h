@@ -58,6 +58,13 @@ struct Summary {
   /// Time, with --tokens: the exact graph count scaled to the tokens, and 6N·D for comparison.
   double total_flops = 0, seconds = 0, days = 0, gpu_hours = 0, days_6n = 0;
   double tokens_per_param = 0, chinchilla_tokens = 0;  ///< the Chinchilla check (with --tokens)
+  /// A section's title and its sentences, for the sections every format writes as prose.
+  struct Prose {
+    std::string title;
+    std::vector<std::string> lines;
+  };
+  std::optional<Prose> sampling;  ///< scripts with fn logits: what a token costs ein sample
+  std::optional<Prose> held_out;  ///< a train block with eval_data: what its evaluations cost
 };
 
 

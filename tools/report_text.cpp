@@ -254,58 +254,11 @@ std::string render_text(const Report& r, const Summary& s, bool md) {
                   "docs/quantization.md has what q8_0 and q4_0 cost in loss.",
                   si(static_cast<double>(r.param_bytes), "B"), si(r.bandwidth, "B/s")));
 
-  if (r.decode.has_logits) {
-    const DecodeCost& d = r.decode;
-    h(fmt::format("Sampling: a token with the key-value cache (ein sample; fn logits, T = {})",
-                  d.context));
-    if (d.why.empty()) {
-      line(fmt::format(
-          "{} FLOPs a token ({} in contractions), {} of unfused reads and writes; fn logits over "
-          "the window (--no-cache, and every token once the tokens fill the window) costs {} "
-          "FLOPs, {:.3g}x more. The caches hold {}: {} tensors (keys and values of each "
-          "attention) of {} rows, written one row a token.",
-          grouped(static_cast<double>(d.flops)), grouped(static_cast<double>(d.matmul_flops)),
-          si(static_cast<double>(d.bytes), "B"), grouped(static_cast<double>(d.window_flops)),
-          d.flops > 0 ? static_cast<double>(d.window_flops) / static_cast<double>(d.flops) : 0.0,
-          si(static_cast<double>(d.cache_bytes), "B"), d.caches, d.context));
-      if (d.matrices > 0)
-        line(fmt::format(
-            "Its {} weight matrices take {} in f32; sampled from an ein quantize file the step "
-            "and the window's pass read them from codes: {} in q8_0, {} in q4_0 (a decode step "
-            "is bound by those reads). The weights held while sampling: {} from f32, {} from "
-            "q8_0, {} from q4_0 (with the float weights no product reads).",
-            d.matrices, si(static_cast<double>(d.matrix_bytes), "B"),
-            si(static_cast<double>(d.q8_0_bytes), "B"), si(static_cast<double>(d.q4_0_bytes), "B"),
-            si(static_cast<double>(d.f32_held_bytes), "B"),
-            si(static_cast<double>(d.q8_0_held_bytes), "B"),
-            si(static_cast<double>(d.q4_0_held_bytes), "B")));
-    } else {
-      line(fmt::format("no key-value cache: {}. Each token costs fn logits over the window: {} "
-                       "FLOPs.",
-                       d.why, grouped(static_cast<double>(d.window_flops))));
+  for (const std::optional<Summary::Prose>* prose : {&s.sampling, &s.held_out})
+    if (*prose) {
+      h((*prose)->title);
+      for (const std::string& l : (*prose)->lines) line(l);
     }
-  }
-
-  if (r.held_out.present) {
-    const HeldOutCost& e = r.held_out;
-    h("Held-out loss (the train block's eval_data; ein train)");
-    if (e.why.empty()) {
-      line(fmt::format(
-          "each evaluation scores {} batches ({} tokens) with fn loss's forward: {} FLOPs ({} a "
-          "batch{}); {}, {} evaluation{} over the block's {} steps: {} FLOPs, {:.3g}% of the "
-          "training's model FLOPs. ein train logs each one's eval_flops.",
-          e.batches, grouped(static_cast<double>(e.tokens)), grouped(static_cast<double>(e.flops)),
-          grouped(static_cast<double>(e.batches > 0 ? e.flops / e.batches : 0)),
-          r.gpus > 1 ? " on all ranks" : "",
-          e.every > 0 ? fmt::format("every {} steps and after the last", e.every)
-                      : std::string("after the last step only"),
-          e.evaluations, e.evaluations == 1 ? "" : "s", e.steps,
-          si(static_cast<double>(e.flops) * static_cast<double>(e.evaluations)),
-          100 * e.run_fraction));
-    } else {
-      line(fmt::format("not priced: {}.", e.why));
-    }
-  }
 
   h("Time");
   if (r.tokens) {

@@ -135,6 +135,13 @@ class Decoder {
   /// caches; position() becomes their number. For a long prompt: one pass over the window's T
   /// rows reads each weight once, where a step per token reads them all every token.
   virtual Tensor prefill(const std::vector<int64_t>& tokens) = 0;
+  /// Logits (V) after the last of `tokens` (capacity() of them) from one pass of logits() over
+  /// them that caches nothing: a token past the window, whose positions have all shifted (the
+  /// default: reset() and prefill()). The decoder is left to be reset().
+  virtual Tensor window(const std::vector<int64_t>& tokens) {
+    reset();
+    return prefill(tokens);
+  }
   /// FLOPs a next() counts (the decode step's, as `ein report` predicts them), and a prefill()
   /// (logits() over the window's).
   virtual int64_t step_flops() const = 0;
@@ -431,8 +438,8 @@ struct Generated {
 Generated generate(Trainable& model, const GenerateOptions& options);
 
 /// The same from a Decoder alone (made by model.decoder(options.context), which the model
-/// need not outlive): its steps while the tokens fit in the window, and past it a prefill()
-/// of the last T tokens, which is logits() of that window (nanoGPT's recomputation).
+/// need not outlive): its steps while the tokens fit in the window, and past it window() of
+/// the last T tokens, which is logits() of that window (nanoGPT's recomputation).
 /// options.cache and options.decoder are not read; the decoder is reset() first, so one
 /// serves many samples. UserError as above, and for a context other than its capacity().
 Generated generate(Decoder& decoder, const GenerateOptions& options);

@@ -100,6 +100,21 @@ void expect_steps_match_the_window(Trainable& model, int64_t T, int64_t V, doubl
     }
     EXPECT_LE(worst, tol * scale) << "prefill of " << n;
   }
+  // window(): the window's pass that caches nothing (a token past the window): its last row,
+  // and then the decoder is to be reset.
+  const std::vector<double> got = d->window(tokens).to(DType::f64).to_vector<double>();
+  const std::vector<double> want = window.select(1, T - 1).select(0, 0).to_vector<double>();
+  ASSERT_EQ(got.size(), want.size());
+  double scale = 0, worst = 0;
+  for (size_t v = 0; v < want.size(); ++v) {
+    scale = std::max(scale, std::abs(want[v]));
+    worst = std::max(worst, std::abs(got[v] - want[v]));
+  }
+  EXPECT_LE(worst, tol * scale) << "window()";
+  EXPECT_THROW(d->next(tokens[0]), UserError);
+  EXPECT_THROW(d->window(std::vector<int64_t>(tokens.begin(), tokens.end() - 1)), UserError);
+  d->reset();
+  EXPECT_EQ(d->next(tokens[0]).to(DType::f64).to_vector<double>(), first);
 }
 
 TEST(Decoder, GptStepsMatchTheWindow) {

@@ -431,6 +431,12 @@ class Report(unittest.TestCase):
             for chart in ('<svg id="roofline"', '<svg id="memory"', '<svg id="share"'):
                 self.assertIn(chart, html)
             self.assertNotIn("<script", html)  # self-contained, static
+            # The prose sections the text report has: sampling (fn logits) with its numbers.
+            text = self.ok("report", script("gpt2_small.ein"), *TINY)
+            self.assertIn("<h2>Sampling: a token with the key-value cache", html)
+            held = re.search(r"The weights held while sampling: ([^;(]+)", text)
+            self.assertIsNotNone(held, text)
+            self.assertIn(held.group(1), html)
             self.assertNotIn("http://www.w3.org/2000/svg\" src", html)
             browser = chromium()
             if browser is None:

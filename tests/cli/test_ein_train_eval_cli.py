@@ -110,6 +110,11 @@ class HeldOut(unittest.TestCase):
         rc, text, err = ein("report", os.path.join(self.tmp, "eval.ein"))
         self.assertEqual(rc, 0, err)
         self.assertIn("each evaluation scores 7 batches (896 tokens) with fn loss's forward", text)
+        # The HTML page has the same section.
+        rc, html, err = ein("report", os.path.join(self.tmp, "eval.ein"), "--format", "html")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("<h2>Held-out loss", html)
+        self.assertIn("each evaluation scores 7 batches (896 tokens)", html)
         # A held-out part that cannot be read is not priced, and says why.
         rc, text, err = ein("report", self.write("unpriced.ein", HELD_OUT.replace(
             '"text.txt", batch = 8, context = 16, part = (0.9, 1)', '"none.txt", batch = 8, context = 16')))
