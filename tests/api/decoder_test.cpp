@@ -20,6 +20,7 @@
 #include <ein/storage.h>
 #include <ein/tensor_math.h>
 #include <ein/trainer.h>
+#include <fmt/format.h>
 
 #include "tests/support/temp_path.h"
 
@@ -51,9 +52,27 @@ std::vector<int64_t> random_tokens(int64_t n, int64_t V, uint64_t seed) {
   return t;
 }
 
+/// Expects `got` (a decoder's logits) within `tol` of `want`'s largest magnitude, which must be
+/// large enough to prove something; returns false when they differ in size.
+bool expect_row_near(const Tensor& got_logits, const std::vector<double>& want, double tol,
+                     const std::string& what) {
+  const std::vector<double> got = got_logits.to(DType::f64).to_vector<double>();
+  EXPECT_EQ(got.size(), want.size()) << what;
+  if (got.size() != want.size()) return false;
+  double scale = 0, worst = 0;
+  for (size_t v = 0; v < want.size(); ++v) {
+    scale = std::max(scale, std::abs(want[v]));
+    worst = std::max(worst, std::abs(got[v] - want[v]));
+  }
+  EXPECT_GT(scale, 0.5) << what << ": rows this small prove little";
+  EXPECT_LE(worst, tol * scale) << what;
+  return true;
+}
+
 /// Feeds T random tokens to the model's decoder one at a time: after each, its logits equal
 /// the window's row at that position (logits() of all T tokens: a causal model's row p sees
-/// tokens 0..p only), within `tol` of the row's largest magnitude.
+/// tokens 0..p only), within `tol` of the row's largest magnitude; then the window's passes
+/// (prefill() of a prompt, window() past the window) give the same rows.
 void expect_steps_match_the_window(Trainable& model, int64_t T, int64_t V, double tol,
                                    const DecoderOptions& options = {}) {
   std::string why;
@@ -65,20 +84,13 @@ void expect_steps_match_the_window(Trainable& model, int64_t T, int64_t V, doubl
   const Tensor window =
       model.logits(from_data<int64_t>(tokens, {1, T})).to(DType::f64).contiguous();
   ASSERT_EQ(window.shape(), (Shape{1, T, V}));
+  const auto row = [&](int64_t p) { return window.select(1, p).select(0, 0).to_vector<double>(); };
   std::vector<double> first;
   for (int64_t p = 0; p < T; ++p) {
     ASSERT_EQ(d->position(), p);
-    const std::vector<double> got = d->next(tokens[static_cast<size_t>(p)]).to(DType::f64).to_vector<double>();
-    const std::vector<double> want = window.select(1, p).select(0, 0).to_vector<double>();
-    ASSERT_EQ(got.size(), want.size());
-    double scale = 0, worst = 0;
-    for (size_t v = 0; v < want.size(); ++v) {
-      scale = std::max(scale, std::abs(want[v]));
-      worst = std::max(worst, std::abs(got[v] - want[v]));
-    }
-    EXPECT_GT(scale, 0.5) << "position " << p << ": rows this small prove little";
-    EXPECT_LE(worst, tol * scale) << "position " << p;
-    if (p == 0) first = got;
+    const Tensor got = d->next(tokens[static_cast<size_t>(p)]);
+    ASSERT_TRUE(expect_row_near(got, row(p), tol, fmt::format("position {}", p)));
+    if (p == 0) first = got.to(DType::f64).to_vector<double>();
   }
   EXPECT_THROW(d->next(0), UserError);  // a token past the window
   d->reset();
@@ -87,30 +99,12 @@ void expect_steps_match_the_window(Trainable& model, int64_t T, int64_t V, doubl
   // The window's pass (a long prompt, and the window past its end) gives the same rows.
   for (int64_t n : {int64_t{1}, T / 2, T}) {
     d->reset();
-    const std::vector<double> got =
-        d->prefill(std::vector<int64_t>(tokens.begin(), tokens.begin() + n))
-            .to(DType::f64)
-            .to_vector<double>();
-    const std::vector<double> want = window.select(1, n - 1).select(0, 0).to_vector<double>();
-    ASSERT_EQ(got.size(), want.size());
-    double scale = 0, worst = 0;
-    for (size_t v = 0; v < want.size(); ++v) {
-      scale = std::max(scale, std::abs(want[v]));
-      worst = std::max(worst, std::abs(got[v] - want[v]));
-    }
-    EXPECT_LE(worst, tol * scale) << "prefill of " << n;
+    expect_row_near(d->prefill(std::vector<int64_t>(tokens.begin(), tokens.begin() + n)),
+                    row(n - 1), tol, fmt::format("prefill of {}", n));
   }
   // window(): the window's pass that caches nothing (a token past the window): its last row,
   // and then the decoder is to be reset.
-  const std::vector<double> got = d->window(tokens).to(DType::f64).to_vector<double>();
-  const std::vector<double> want = window.select(1, T - 1).select(0, 0).to_vector<double>();
-  ASSERT_EQ(got.size(), want.size());
-  double scale = 0, worst = 0;
-  for (size_t v = 0; v < want.size(); ++v) {
-    scale = std::max(scale, std::abs(want[v]));
-    worst = std::max(worst, std::abs(got[v] - want[v]));
-  }
-  EXPECT_LE(worst, tol * scale) << "window()";
+  expect_row_near(d->window(tokens), row(T - 1), tol, "window()");
   EXPECT_THROW(d->next(tokens[0]), UserError);
   EXPECT_THROW(d->window(std::vector<int64_t>(tokens.begin(), tokens.end() - 1)), UserError);
   d->reset();
@@ -333,31 +327,21 @@ TEST(Decoder, PrefillFillsTheCachesAsTheStepsDo) {
   const Tensor window =
       s.model->logits(from_data<int64_t>(tokens, {1, 16})).to(DType::f64).contiguous();
   const auto row = [&](int64_t p) { return window.select(1, p).select(0, 0).to_vector<double>(); };
-  const auto expect_near = [](const std::vector<double>& got, const std::vector<double>& want,
-                              const std::string& what) {
-    ASSERT_EQ(got.size(), want.size());
-    double scale = 0, worst = 0;
-    for (size_t v = 0; v < want.size(); ++v) {
-      scale = std::max(scale, std::abs(want[v]));
-      worst = std::max(worst, std::abs(got[v] - want[v]));
-    }
-    EXPECT_LE(worst, 1e-5 * scale) << what;
-  };
   std::string why;
   std::unique_ptr<Decoder> d = s.model->decoder(16, why);
   ASSERT_TRUE(d) << why;
   EXPECT_GT(d->prefill_flops(), 8 * d->step_flops());
   const std::vector<int64_t> prompt(tokens.begin(), tokens.begin() + 10);
-  expect_near(d->prefill(prompt).to(DType::f64).to_vector<double>(), row(9), "after the prompt");
+  expect_row_near(d->prefill(prompt), row(9), 1e-5, "after the prompt");
   EXPECT_EQ(d->position(), 10);
   for (int64_t p = 10; p < 16; ++p)
-    expect_near(d->next(tokens[static_cast<size_t>(p)]).to(DType::f64).to_vector<double>(), row(p),
-                "step " + std::to_string(p));
+    expect_row_near(d->next(tokens[static_cast<size_t>(p)]), row(p), 1e-5,
+                    "step " + std::to_string(p));
   EXPECT_THROW(d->prefill(prompt), UserError);  // not empty
   d->reset();
   EXPECT_THROW(d->prefill({}), UserError);
   EXPECT_THROW(d->prefill(std::vector<int64_t>(17, 1)), UserError);  // more than the window
-  expect_near(d->prefill(tokens).to(DType::f64).to_vector<double>(), row(15), "a whole window");
+  expect_row_near(d->prefill(tokens), row(15), 1e-5, "a whole window");
 
   // generate() takes a long prompt in by prefill(), a short one by steps; the same tokens.
   GenerateOptions o;
