@@ -164,11 +164,11 @@ class GraphDecoder final : public Decoder {
     if (!window_pass_) {  // the window's pass without the caches' rows: made at first use
       DecodeStep uncached = step_;
       uncached.caches.clear();
-      window_pass_.emplace();
-      CompiledGraph p =
-          compile_graph(decoder_window(*window_, uncached, window_pass_->inputs), {});
-      window_pass_->charges = fused_charges(p.fused, p.graph, p.fused_source);
-      window_pass_->graph = std::move(p.fused);
+      WindowPass pass;
+      CompiledGraph p = compile_graph(decoder_window(*window_, uncached, pass.inputs), {});
+      pass.charges = fused_charges(p.fused, p.graph, p.fused_source);
+      pass.graph = std::move(p.fused);
+      window_pass_ = std::move(pass);
     }
     position_ = T;  // what the caches hold is stale: next() refuses until reset()
     const std::vector<Tensor> out = execute(

@@ -2,7 +2,10 @@
 // graph and the step derived from it. What does not depend on the tokens (the causal mask,
 // positions, rotary tables) is computed once, on the device of the window's inputs; each step
 // runs the fused step graph on one row, writing its keys and values into the caches in place;
-// prefill() runs the fused window graph once, its caches' rows as outputs too. Every run is
+// prefill() runs the fused window graph once, its caches' rows as outputs too, and window()
+// the same without them (a token past the window). With quantized weights both passes read
+// the step's codes (compiler/decode/quantize_step.h), and the decoder lets go of the float
+// matrices no pass reads any more: with the model gone, it holds the codes. Every run is
 // charged to a FlopCounter as the unfused graphs' work (compiler/cost/charges.h), the numbers
 // `ein report` gives. `.ein` scripts reach it through script::Program::decoder().
 #pragma once

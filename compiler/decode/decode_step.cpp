@@ -54,7 +54,7 @@ class Deriver {
   /// nothing, and over nodes of the same op, attributes, dtype and shape reading the same
   /// values (value numbering). A parameter read at two places (GPT's tied embedding, gathered
   /// and multiplied) is one input of the step, and the causal mask every layer builds alike is
-  /// one static, computed and held once (12 of 4 MB for GPT-2's T = 1024).
+  /// one static, computed and held once (GPT-2's twelve [1024, 1024] masks: 4 MB, not 50).
   int canonical(int n) {
     if (canonical_[n] >= 0) return canonical_[n];
     const int source = identity_source(w_, n);

@@ -24,7 +24,6 @@ constexpr std::array kOps = {
 #undef EIN_GRAPH_OP
 };
 
-
 /// A fused node: its kernel, reads and outputs agree with each other and with its inputs.
 template <class Fail>
 void verify_fused(const Graph& g, size_t i, const FusedAttr& f, Fail& fail) {
