@@ -83,13 +83,7 @@ void save_forward_values(Backward& b, const Graph& forward, int n_inputs, Recomp
                          double activation_budget) {
   Graph& g = b.graph;
   const int nf = static_cast<int>(forward.nodes.size());
-  std::vector<char> live(g.nodes.size(), 0);
-  for (int o : g.outputs)
-    live[o] = 1;
-  for (size_t i = g.nodes.size(); i-- > 0;)
-    if (live[i])
-      for (int in : g.nodes[i].inputs)
-        live[in] = 1;
+  const std::vector<char> live = read_by_outputs(g);
   enum Fate : uint8_t { unused, kept, saved, rebuilt };
   std::vector<Fate> fate(nf, unused);
   std::vector<char> demanded(nf, 0);
@@ -329,13 +323,7 @@ void sink_rebuilt(Backward& b) {
 /// Drops nodes no output needs and renumbers the rest (origins follow).
 void remove_dead(Backward& b, int forward_nodes) {
   Graph& g = b.graph;
-  std::vector<bool> live(g.nodes.size(), false);
-  for (int o : g.outputs)
-    live[o] = true;
-  for (size_t i = g.nodes.size(); i-- > 0;)
-    if (live[i])
-      for (int in : g.nodes[i].inputs)
-        live[in] = true;
+  const std::vector<char> live = read_by_outputs(g);
   std::vector<int> id(g.nodes.size(), -1);
   Graph out;
   out.origin = g.origin;

@@ -11,13 +11,9 @@ namespace {
 
 /// Per node: whether an output reads it (graph inputs always count).
 std::vector<char> live_nodes(const Graph& g) {
-  std::vector<char> live(g.nodes.size(), 0);
-  for (int o : g.outputs) live[o] = 1;
-  for (size_t i = g.nodes.size(); i-- > 0;) {
+  std::vector<char> live = read_by_outputs(g);
+  for (size_t i = 0; i < g.nodes.size(); ++i)
     if (g.nodes[i].op == GraphOp::input) live[i] = 1;
-    if (!live[i]) continue;
-    for (int in : g.nodes[i].inputs) live[in] = 1;
-  }
   return live;
 }
 

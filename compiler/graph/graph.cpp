@@ -448,13 +448,18 @@ int identity_source(const Graph& g, int node) {
   }
 }
 
-std::vector<int> drop_unread(Graph& g) {
-  const size_t n = g.nodes.size();
-  std::vector<char> live(n, 0);
+std::vector<char> read_by_outputs(const Graph& g) {
+  std::vector<char> live(g.nodes.size(), 0);
   for (int o : g.outputs) live[static_cast<size_t>(o)] = 1;
-  for (size_t i = n; i-- > 0;)
+  for (size_t i = g.nodes.size(); i-- > 0;)
     if (live[i])
       for (int in : g.nodes[i].inputs) live[static_cast<size_t>(in)] = 1;
+  return live;
+}
+
+std::vector<int> drop_unread(Graph& g) {
+  const size_t n = g.nodes.size();
+  const std::vector<char> live = read_by_outputs(g);
   std::map<int, int> index;  // per input index still read: its new one, in order
   for (size_t i = 0; i < n; ++i)
     if (live[i] && g.nodes[i].op == GraphOp::input)

@@ -253,6 +253,9 @@ std::optional<Shape> strides_before_layout(const GraphNode& n, const Shape& in,
 /// traces it); `node` itself when it is no such view.
 int identity_source(const Graph& graph, int node);
 
+/// Per node of `graph`: whether one of its outputs depends on it (is it, or reads it).
+std::vector<char> read_by_outputs(const Graph& graph);
+
 /// Removes the nodes of `graph` (before fusion) that no output depends on, and numbers its
 /// inputs anew over those still read, keeping their order; returns, per input now, the index
 /// it had.
