@@ -78,7 +78,8 @@ class ProductRewriter {
 
   ProductRewriter(const Graph& g, CodesOf codes_of) : g_(g), codes_of_(std::move(codes_of)) {}
 
-  /// The rewritten graph, and per its input the original's (new ones: -1).
+  /// The rewritten graph; `old_inputs` receives, per its input, the index that input had
+  /// (codes_of's new ones included), those no node reads any more dropped.
   Graph run(std::vector<int>& old_inputs) {
     GraphBuilder b(g_.origin);
     std::vector<int> id(g_.nodes.size(), -1);
