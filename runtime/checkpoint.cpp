@@ -16,6 +16,7 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -417,6 +418,11 @@ void save_safetensors(const std::string& path,
 }
 
 Checkpoint load_safetensors(const std::string& path) {
+  return load_safetensors(path, [](const std::string&) { return true; });
+}
+
+Checkpoint load_safetensors(const std::string& path,
+                            const std::function<bool(const std::string&)>& wanted) {
   const ReadFile file(path);
   Header h = read_header(path, file);
   Checkpoint c;
@@ -425,6 +431,7 @@ Checkpoint load_safetensors(const std::string& path) {
   c.checksummed = h.checksums.size() == h.entries.size();
   c.tensors.reserve(h.entries.size());
   for (Entry& e : h.entries) {
+    if (!wanted(e.name)) continue;
     Tensor t = empty(e.shape, e.dtype, cpu());
     const uint64_t bytes = e.end - e.begin;
     if (bytes > 0) file.read_at(t.data_ptr(), bytes, h.data_start + e.begin);

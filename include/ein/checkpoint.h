@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -86,6 +87,11 @@ void save_safetensors(const std::string& path,
 /// bytes follow the last tensor, a BOOL byte is neither 0 nor 1, or a tensor's bytes do not
 /// match their checksum.
 Checkpoint load_safetensors(const std::string& path);
+/// The same with only the tensors whose names `wanted` accepts read (the header is checked
+/// whole): sampling from a training checkpoint reads the model's tensors, not the optimizer's
+/// state, which is twice their size under AdamW.
+Checkpoint load_safetensors(const std::string& path,
+                            const std::function<bool(const std::string&)>& wanted);
 
 /// Copies each target's tensor from the checkpoint (by name) into the target's elements: a
 /// model's parameters or an optimizer's state on resume. Targets may be on any device, have

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include <ein/checkpoint.h>
+#include <ein/storage.h>
 
 namespace ein {
 namespace {
@@ -112,6 +113,28 @@ TEST_F(SafetensorsTest, EveryDtypeRoundTripsBitExactly) {
     EXPECT_TRUE(t.is_contiguous());
     EXPECT_EQ(bytes_of(t), bytes_of(tensors[i].second));
   }
+}
+
+// Only the wanted tensors are read (sampling reads a training checkpoint's model, not its
+// optimizer state), in file order, with the metadata; the others cost nothing.
+TEST_F(SafetensorsTest, LoadsOnlyTheTensorsAskedFor) {
+  const Tensor w = random_tensor({4, 3}, DType::f32, 1), b = random_tensor({3}, DType::f32, 2);
+  save_safetensors(path("model_and_optim.safetensors"),
+                   {{"model.w", w}, {"optim.m.w", random_tensor({4, 3}, DType::f32, 3)},
+                    {"model.b", b}},
+                   {{"step", "7"}});
+  const int64_t before = memory_allocated(cpu());
+  const Checkpoint c = load_safetensors(path("model_and_optim.safetensors"),
+                                        [](const std::string& name) { return name[0] == 'm'; });
+  ASSERT_EQ(c.tensors.size(), 2u);
+  EXPECT_EQ(c.tensors[0].first, "model.w");
+  EXPECT_EQ(c.tensors[1].first, "model.b");
+  EXPECT_EQ(bytes_of(c.at("model.w")), bytes_of(w));
+  EXPECT_EQ(bytes_of(c.at("model.b")), bytes_of(b));
+  EXPECT_EQ(c.find("optim.m.w"), nullptr);
+  EXPECT_EQ(c.metadata.at("step"), "7");
+  EXPECT_TRUE(c.checksummed);
+  EXPECT_EQ(memory_allocated(cpu()) - before, (4 * 3 + 3) * 4);
 }
 
 TEST_F(SafetensorsTest, NonContiguousInputsAreWrittenContiguous) {
