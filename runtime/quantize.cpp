@@ -301,18 +301,11 @@ std::optional<QuantType> quantized_type(const Checkpoint& checkpoint) {
   return std::nullopt;
 }
 
-Checkpoint dequantize_checkpoint(const Checkpoint& checkpoint) {
-  if (!is_quantized(checkpoint)) return checkpoint;
+std::map<std::string, QuantizedTensor> quantized_tensors(const Checkpoint& checkpoint) {
   const std::string prefix = kQuantMetadataPrefix;
-  Checkpoint out;
-  out.path = checkpoint.path;
-  out.checksummed = checkpoint.checksummed;
-  std::map<std::string, Tensor> dequantized;  // by the quantized tensor's name
+  std::map<std::string, QuantizedTensor> out;
   for (const auto& [key, value] : checkpoint.metadata) {
-    if (key.rfind(prefix, 0) != 0) {
-      out.metadata.emplace(key, value);
-      continue;
-    }
+    if (key.rfind(prefix, 0) != 0) continue;
     const std::string name = key.substr(prefix.size());
     const auto fail = [&](const std::string& why) {
       return RuntimeError(fmt::format("invalid quantized checkpoint '{}': tensor '{}': {}",
@@ -342,11 +335,25 @@ Checkpoint dequantize_checkpoint(const Checkpoint& checkpoint) {
     q.codes = *codes;
     q.scales = *scales;
     try {
-      dequantized.emplace(name, dequantize(q));
+      detail::check_quantized_layout(q, "dequantize");
     } catch (const RuntimeError& e) {
       throw fail(e.what());
     }
+    out.emplace(name, std::move(q));
   }
+  return out;
+}
+
+Checkpoint dequantize_checkpoint(const Checkpoint& checkpoint) {
+  if (!is_quantized(checkpoint)) return checkpoint;
+  Checkpoint out;
+  out.path = checkpoint.path;
+  out.checksummed = checkpoint.checksummed;
+  for (const auto& [key, value] : checkpoint.metadata)
+    if (key.rfind(kQuantMetadataPrefix, 0) != 0) out.metadata.emplace(key, value);
+  std::map<std::string, Tensor> dequantized;  // by the quantized tensor's name
+  for (const auto& [name, q] : quantized_tensors(checkpoint))
+    dequantized.emplace(name, dequantize(q));
   // The codes' place in the file takes the dequantized tensor; the scales' place, nothing.
   const auto quantized_part = [&](const std::string& name, std::string_view suffix) {
     const bool ends = name.size() > suffix.size() &&

@@ -146,6 +146,11 @@ bool is_quantized(const Checkpoint& checkpoint);
 /// nullopt when it holds none or their metadata does not say.
 std::optional<QuantType> quantized_type(const Checkpoint& checkpoint);
 
+/// The quantized tensors a loaded checkpoint holds, by name (their codes and scales are the
+/// checkpoint's own tensors, not copies): what a Decoder reads in place of the floats
+/// (DecoderOptions::codes). RuntimeError as dequantize_checkpoint() for a malformed entry.
+std::map<std::string, QuantizedTensor> quantized_tensors(const Checkpoint& checkpoint);
+
 /// The checkpoint with each quantized tensor replaced by its dequantized values under its own
 /// name (and those metadata keys removed); a checkpoint without any is returned as it is.
 /// RuntimeError naming the file and the tensor for a malformed entry (a missing or mistyped
