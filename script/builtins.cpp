@@ -668,7 +668,7 @@ std::map<std::string, BuiltinFn> make_table() {
   tab["size"] = [](Interpreter& in, std::vector<CallArg>& args, const CallSite& site) {
     Args a(in, args, site, "size", {"x", "dim"});
     const Value& v = a.value(0);
-    const Shape s = v.kind == Value::Kind::param ? v.param->tensor.shape() : a.tensor(0).shape;
+    const Shape s = v.kind == Value::Kind::param ? v.param->shape : a.tensor(0).shape;
     const int d = normalize_dim(a, 1, a.integer(1), s.size());
     return Value::number(static_cast<double>(s[d]), true);
   };

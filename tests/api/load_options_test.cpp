@@ -9,6 +9,7 @@
 #include <string>
 
 #include <ein/diagnostic.h>
+#include <ein/ops.h>
 #include "script/script.h"
 #include "support/temp_path.h"
 
@@ -44,6 +45,25 @@ constexpr const char* kScript =
     "  for w in widths { y = y * 2 + x }\n"
     "  return y\n"
     "}\n";
+
+// Without allocating, a parameter has its declared shape only: size() reads that.
+TEST(LoadOptions, SizeOfAParameterWithoutAllocating) {
+  const auto path = write_script("ein_load_options_size.ein",
+                                 "module M() {\n"
+                                 "  param w: f32[3 5] = zeros()\n"
+                                 "  fn forward(x: f32[5]) -> f32[5] = "
+                                 "x * size(w, 0) + size(w, -1)\n"
+                                 "}\n"
+                                 "train {\n"
+                                 "  model = M()\n"
+                                 "  fn loss(x: f32[5]) -> f32[] = sum(model(x))\n"
+                                 "}\n");
+  EXPECT_EQ(check_with_budget(path, 10), "");
+  script::LoadOptions options;
+  const auto program = script::Program::load(path, options);
+  const Tensor loss = program->call("train.loss", {ones({5}, DType::f32)}).at(0);
+  EXPECT_EQ(loss.item(), 40.0);  // 5 · (1 · 3 + 5)
+}
 
 TEST(LoadOptions, ALoopWithinTheBudgetLoadsAndTraces) {
   const auto path = write_script("ein_load_options_within.ein", kScript);
