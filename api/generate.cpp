@@ -224,6 +224,51 @@ void load_parameters(const Checkpoint& checkpoint, const std::vector<NamedTensor
   copy_into(ck, targets);
 }
 
+void load_parameters(const Checkpoint& checkpoint, Trainable& model,
+                     const std::map<std::string, QuantizedTensor>& codes_only) {
+  const std::vector<NamedTensor> params = model.parameters();
+  const bool unset = std::any_of(params.begin(), params.end(),
+                                 [](const NamedTensor& p) { return !p.tensor.defined(); });
+  if (!unset) return load_parameters(checkpoint, params);
+  // Dequantized one tensor at a time, and only those a parameter takes as floats.
+  const std::map<std::string, QuantizedTensor> quantized = quantized_tensors(checkpoint);
+  const auto has = [&](const std::string& name) {
+    return checkpoint.find(name) || quantized.count(name);
+  };
+  Checkpoint values;  // what the parameters with values copy in (copy_into checks them)
+  values.path = checkpoint.path;
+  std::vector<std::pair<std::string, Tensor>> targets;
+  std::vector<std::pair<std::string, std::string>> given;  // parameter, tensor without one
+  std::string missing;
+  for (const NamedTensor& p : params) {
+    const std::string name = !has(p.name) && has("model." + p.name) ? "model." + p.name : p.name;
+    if (!p.tensor.defined() && (codes_only.count(p.name) || codes_only.count("model." + p.name)))
+      continue;
+    if (!has(name)) {
+      missing += "\n  '" + name + "' is missing from the checkpoint";
+      continue;
+    }
+    const auto q = quantized.find(name);
+    values.tensors.emplace_back(name, q != quantized.end() ? dequantize(q->second)
+                                                           : *checkpoint.find(name));
+    if (p.tensor.defined())
+      targets.emplace_back(name, p.tensor);
+    else
+      given.emplace_back(p.name, name);
+  }
+  if (!missing.empty())
+    throw RuntimeError("checkpoint '" + checkpoint.path + "' does not fit:" + missing);
+  copy_into(values, targets);
+  for (const auto& [param, name] : given) {
+    try {
+      model.set_parameter(param, *values.find(name));
+    } catch (const UserError& e) {
+      throw RuntimeError(
+          fmt::format("checkpoint '{}' does not fit: {}", checkpoint.path, e.message()));
+    }
+  }
+}
+
 void round_parameters_to_codes(const std::vector<NamedTensor>& params, QuantType type) {
   NoGrad no_grad;
   for (const NamedTensor& p : params)

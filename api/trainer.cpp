@@ -225,6 +225,12 @@ std::vector<Tensor> Trainable::batch(int64_t) {
   throw UserError("the model makes no batches: set TrainOptions::data or override Trainable::batch()");
 }
 
+void Trainable::set_parameter(const std::string& name, const Tensor&) {
+  throw UserError(fmt::format(
+      "this model's parameters cannot be given new tensors (parameter '{}'): copy into them",
+      name));
+}
+
 void Trainable::set_compute_dtype(DType dtype) {
   throw UserError(fmt::format("this model trains in fp32 only, not {}", dtype_name(dtype)));
 }

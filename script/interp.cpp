@@ -214,7 +214,7 @@ std::vector<Tensor> Interpreter::run(const Traced& t, const std::vector<Tensor>&
 }
 
 std::vector<Tensor> Interpreter::feed(const Traced& t, const std::vector<Tensor>& args,
-                                      uint64_t stream) {
+                                      uint64_t stream, const std::set<const ParamSlot*>& unset) {
   std::vector<Tensor> inputs;
   for (const Feed& f : t.feeds) {
     switch (f.kind) {
@@ -222,6 +222,16 @@ std::vector<Tensor> Interpreter::feed(const Traced& t, const std::vector<Tensor>
         inputs.push_back(args.at(f.index).to(options_.device));
         break;
       case Feed::Kind::param:
+        if (!f.slot->tensor.defined() && !unset.count(f.slot.get())) {
+          std::string name = f.slot->name;
+          for (const auto& [qualified, slot] : parameter_slots())
+            if (slot == f.slot.get()) name = qualified;
+          throw UserError(fmt::format(
+              "parameter '{}' has no value: the script was loaded without allocating "
+              "(ScriptTrainOptions::allocate), and nothing gave it one since (set_parameter(), "
+              "load_parameters())",
+              name));
+        }
         inputs.push_back(f.slot->tensor);
         break;
       case Feed::Kind::constant:

@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -119,8 +120,11 @@ class Interpreter {
   /// Runs a traced function: feeds built from `args`, `stream` seeds the random draws.
   std::vector<Tensor> run(const Traced& t, const std::vector<Tensor>& args, uint64_t stream);
   /// The tensors a traced graph's inputs take: the arguments, parameters, constants and the
-  /// random draws of `stream`, in input order.
-  std::vector<Tensor> feed(const Traced& t, const std::vector<Tensor>& args, uint64_t stream);
+  /// random draws of `stream`, in input order. UserError for a parameter without a value
+  /// (loaded without allocating, not given one since) unless it is in `unset`, whose inputs
+  /// are then undefined (a decoder reads their codes instead).
+  std::vector<Tensor> feed(const Traced& t, const std::vector<Tensor>& args, uint64_t stream,
+                           const std::set<const ParamSlot*>& unset = {});
   /// The optimizer's update traced for one parameter: inputs p, g, the states (in
   /// `states` order), lr, t (0-dim f32) and a factor the update's g is g times (0-dim, the
   /// compute type: f64 for f64, else f32); outputs the new p, then the new states.
@@ -138,6 +142,10 @@ class Interpreter {
   EnvPtr train_env() const { return train_env_; }
   const TrainSpec& spec() const { return spec_; }
   std::vector<NamedTensor> parameters() const;
+  /// Gives parameter `name` (a parameters() name, or a tied one's other name) the tensor
+  /// `value`, moved to the program's device: it must have the declared shape and dtype.
+  /// UserError naming the parameter otherwise, or for a name the train block lacks.
+  void set_parameter(const std::string& name, const Tensor& value);
   /// The train block's parameters by qualified name (tied ones once), in declaration order;
   /// `aliases`, when given, receives the other names of tied ones.
   std::vector<std::pair<std::string, const ParamSlot*>> parameter_slots(

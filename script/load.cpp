@@ -418,4 +418,27 @@ std::vector<NamedTensor> Interpreter::parameters() const {
   return out;
 }
 
+void Interpreter::set_parameter(const std::string& name, const Tensor& value) {
+  std::map<const ParamSlot*, std::vector<std::string>> aliases;
+  const auto slots = parameter_slots(&aliases);
+  const ParamSlot* found = nullptr;
+  for (const auto& [qualified, slot] : slots) {
+    const std::vector<std::string>& others = aliases[slot];
+    if (qualified == name || std::find(others.begin(), others.end(), name) != others.end())
+      found = slot;
+  }
+  if (!found) throw UserError(fmt::format("the train block has no parameter '{}'", name));
+  if (!value.defined() || value.shape() != found->shape || value.dtype() != found->dtype)
+    throw UserError(fmt::format(
+        "parameter '{}' is {} {}: it cannot take {}", name, dtype_name(found->dtype),
+        shape_str(found->shape),
+        value.defined() ? fmt::format("a {} {} tensor", dtype_name(value.dtype()),
+                                      shape_str(value.shape()))
+                        : std::string("an undefined tensor")));
+  // The slot is the interpreter's own (every Value holding it shares it); parameter_slots()
+  // hands out const views of it.
+  auto* slot = const_cast<ParamSlot*>(found);
+  slot->tensor = value.to(options_.device).detach().requires_grad_(true);
+}
+
 }  // namespace ein::script

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <string_view>
 
 #include <ein/errors.h>
 #include <fmt/format.h>
@@ -17,6 +18,16 @@
 
 namespace ein::script {
 namespace {
+
+/// UserError naming the first parameter without a value (the program was loaded without
+/// allocating), for what `what` needs them all for.
+void require_values(const std::vector<NamedTensor>& params, std::string_view what) {
+  for (const NamedTensor& p : params)
+    if (!p.tensor.defined())
+      throw UserError(fmt::format("{} needs every parameter's value, and '{}' has none: the "
+                                  "script was loaded without allocating",
+                                  what, p.name));
+}
 
 std::string type_key(const std::string& fn, const std::vector<TensorType>& types, bool training) {
   std::string key = fn + (training ? "|train" : "|eval");
@@ -153,6 +164,10 @@ const TrainSpec& Program::train_spec() const { return impl_->spec(); }
 
 std::vector<NamedTensor> Program::parameters() const { return impl_->parameters(); }
 
+void Program::set_parameter(const std::string& name, const Tensor& value) {
+  impl_->set_parameter(name, value);
+}
+
 std::vector<ParamInfo> Program::parameter_info() const {
   std::map<const ParamSlot*, std::vector<std::string>> aliases;
   std::vector<ParamInfo> out;
@@ -246,6 +261,7 @@ void Program::init_optimizer_state() {
 void Program::init_optimizer_state_of(const std::vector<bool>& owned) {
   NoGrad no_grad;
   const std::vector<NamedTensor> params = parameters();
+  require_values(params, "the optimizer's state");
   for (size_t i = 0; i < params.size(); ++i)
     if (owned.empty() || (i < owned.size() && owned[i])) state_for(params[i].tensor);
 }
@@ -286,6 +302,7 @@ void Program::optimizer_step(int64_t t, double lr, double grad_scale) {
   NoGrad no_grad;
   const std::vector<NamedTensor> params = parameters();
   if (params.empty()) return;
+  require_values(params, "an optimizer step");
   const Device device = params.front().tensor.device();
   const Tensor lr_t = full({}, lr, DType::f32, device);
   const Tensor t_t = full({}, static_cast<double>(t), DType::f32, device);

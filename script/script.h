@@ -192,6 +192,10 @@ class Program {
   std::vector<NamedTensor> parameters() const;
   /// The same parameters' names, shapes and dtypes.
   std::vector<ParamInfo> parameter_info() const;
+  /// Gives parameter `name` the tensor `value` (its declared shape and dtype; moved to the
+  /// program's device): how a program loaded without allocating gets its values. UserError
+  /// naming the parameter for another shape or dtype, or for a name the block lacks.
+  void set_parameter(const std::string& name, const Tensor& value);
   /// The main script's `dim` declarations, in source order, with their values.
   std::vector<DimInfo> dims() const;
   /// The train block's optimizer (nullopt without one): its name and per-parameter states.

@@ -41,6 +41,9 @@ class ScriptTrainable final : public Trainable {
   void init_optimizer_state_of(const std::vector<bool>& owned) override {
     program_->init_optimizer_state_of(owned);
   }
+  void set_parameter(const std::string& name, const Tensor& value) override {
+    program_->set_parameter(name, value);
+  }
   void set_compute_dtype(DType dtype) override { program_->set_compute_dtype(dtype); }
   Tensor logits(const Tensor& tokens) override { return program_->logits(tokens); }
   using Trainable::decoder;
@@ -103,6 +106,7 @@ TrainScript load_train_script(const std::string& path, const ScriptTrainOptions&
     load.sets.push_back({name, value});
   load.seed = options.seed;
   load.device = options.device;
+  load.allocate = options.allocate;
   auto program = script::Program::load(path, load);
   if (!program->has_train())
     throw UserError(fmt::format("{} has no train block to run (ein check and ein run work on "

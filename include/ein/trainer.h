@@ -35,12 +35,12 @@
 #include <ein/device.h>
 #include <ein/dtype.h>
 #include <ein/quant_type.h>
+#include <ein/quantize.h>
 #include <ein/source.h>
 #include <ein/tensor.h>
 
 namespace ein {
 
-struct Checkpoint;  // <ein/checkpoint.h>
 
 namespace detail {
 class StopSignals;  // api/stop_signals.h
@@ -67,6 +67,14 @@ struct DecoderOptions {
   /// decoder is made (blocks along its last axis, as `ein quantize` stores it: the same codes).
   /// The step then computes with the numbers the window's pass does. nullopt: float weights.
   std::optional<QuantType> weights;
+  /// Parameters given as codes, by parameters() name or a training checkpoint's "model." +
+  /// name (quantized_tensors() of an `ein quantize` file): a matrix among them that the step
+  /// would read from `weights` codes takes these codes as they are instead of quantizing its
+  /// values, so its parameter needs none: a script loaded without allocating
+  /// (ScriptTrainOptions::allocate) and given only its other parameters' values
+  /// (load_parameters(checkpoint, model, codes)) samples holding the codes alone. A pass that
+  /// reads one of them as floats reads its dequantized values, held beside the codes.
+  std::map<std::string, QuantizedTensor> codes;
 };
 
 class Trainable {
@@ -98,6 +106,10 @@ class Trainable {
   /// ZeRO: the same for the parameters marked in `owned` only (one flag per parameters()
   /// entry); this rank updates only those, so it keeps state only for them. Default: all.
   virtual void init_optimizer_state_of(const std::vector<bool>& owned);
+  /// Gives parameter `name` (as parameters() names it) the tensor `value`, which has its
+  /// declared shape and dtype, on any device: how a model loaded without allocating gets its
+  /// values (load_parameters(checkpoint, model)). Default: UserError.
+  virtual void set_parameter(const std::string& name, const Tensor& value);
   /// Mixed precision: computes activations in `dtype` (bf16 or f16) from now on, keeping
   /// f32 master weights. Default: UserError (the model has only fp32).
   virtual void set_compute_dtype(DType dtype);
@@ -451,6 +463,15 @@ Generated generate(Decoder& decoder, const GenerateOptions& options);
 /// shape that differs.
 void load_parameters(const Checkpoint& checkpoint, const std::vector<NamedTensor>& params);
 
+/// The same into `model`, whose parameters may have no values yet (a script loaded without
+/// allocating, ScriptTrainOptions::allocate): those are given the checkpoint's tensors through
+/// set_parameter() — a quantized one's dequantized values — without a copy where dtype and
+/// device match. A parameter whose codes are in `codes_only` (DecoderOptions::codes, as
+/// quantized_tensors() gives them) and that has no value is left without one: the decoder
+/// reads its codes. RuntimeError naming the tensor as above.
+void load_parameters(const Checkpoint& checkpoint, Trainable& model,
+                     const std::map<std::string, QuantizedTensor>& codes_only = {});
+
 /// Rounds, in place, every parameter `ein quantize` would quantize (ein::quantizes()) to the
 /// values of its `type` codes, dequantize(quantize(p)): the model a quantized checkpoint of
 /// it loads as, and whose matrices a Decoder can read from codes (DecoderOptions::weights).
@@ -467,6 +488,11 @@ struct ScriptTrainOptions {
   std::vector<std::pair<std::string, std::string>> sets;  ///< `--set NAME=VALUE` overrides
   uint64_t seed = 0;      ///< parameters, random draws, data order
   Device device = cpu();  ///< where parameters and optimizer state live
+  /// Allocate and initialise the parameters. Without, they have shapes and dtypes only (as
+  /// PyTorch's meta device): nothing is drawn and no memory is taken until set_parameter() or
+  /// load_parameters(checkpoint, model) gives them values; a function that reads one before
+  /// fails with a UserError naming it. `ein sample` loads a quantized checkpoint so.
+  bool allocate = true;
 };
 
 /// A `.ein` script's train block, ready for a Trainer.
