@@ -52,22 +52,27 @@ class GraphDecoder final : public Decoder {
   /// The decoder of `window` (its tokens input `token_input`), fed `feeds` (its inputs'
   /// tensors, the tokens' any). Throws NotCausal for a mask that lets a query see later keys.
   GraphDecoder(std::shared_ptr<const Graph> window, int token_input, DecodeStep step,
-                std::vector<Tensor> feeds, const DecoderOptions& options)
-      : window_(std::move(window)), step_(std::move(step)), feeds_(std::move(feeds)) {
+                std::vector<Tensor> feeds, const DecoderOptions& options,
+                std::map<int, QuantizedTensor> given)
+      : window_(std::move(window)),
+        step_(std::move(step)),
+        feeds_(std::move(feeds)),
+        given_(std::move(given)) {
     device_ = feeds_.at(token_input).device();
     for (const GraphNode& n : window_->nodes)
       if (n.op == GraphOp::input && std::get<InputAttr>(n.attr).index == token_input) {
         token_shape_ = n.shape;
         token_shape_[1] = 1;
       }
-    if (!step_.static_nodes.empty()) {
-      std::vector<Tensor> in;
-      for (int i : step_.statics_inputs) in.push_back(feeds_.at(i));
-      statics_ = execute(step_.statics, std::move(in));
-    }
-    for (const CausalCheck& c : step_.causal)
-      if (!masks_the_future(value(c.node), c.query, c.key))
+    if (options.weights)
+      for (int node : step_.static_nodes)
+        if (std::optional<QuantizedTensor> q = sliced_codes(node); q && q->type == *options.weights)
+          given_statics_.emplace(node, std::move(*q));
+    compute_statics();
+    for (const CausalCheck& c : step_.causal) {
+      if (!masks_the_future(float_value(c.node), c.query, c.key))
         throw NotCausal{};
+    }
     if (options.weights) {
       if (device_.kind != DeviceKind::cpu) throw QuantizedOffCpu{};
       // A matrix `ein quantize` quantizes whose values are its codes' own (a quantized
@@ -75,7 +80,12 @@ class GraphDecoder final : public Decoder {
       std::map<int, QuantizedTensor> codes;
       const auto eligible = [&](int node, DType dtype, const Shape& shape) {
         if (!quantizes(dtype, shape)) return false;
-        const Tensor& w = value(node);
+        if (const QuantizedTensor* q = given_codes(node);
+            q && q->type == *options.weights && q->dtype == dtype && q->shape == shape) {
+          codes.emplace(node, *q);  // codes given: as they are
+          return true;
+        }
+        const Tensor& w = float_value(node);
         std::optional<QuantizedTensor> q;
         try {
           q = quantize(w, *options.weights);
@@ -239,13 +249,110 @@ class GraphDecoder final : public Decoder {
     return in;
   }
 
+  /// The codes a window node was given as: a window input's (DecoderOptions::codes), or a
+  /// static slice's of one (sliced_codes()); null for any other node.
+  const QuantizedTensor* given_codes(int node) const {
+    const GraphNode& n = window_->nodes.at(node);
+    if (n.op == GraphOp::input) {
+      const auto it = given_.find(std::get<InputAttr>(n.attr).index);
+      return it == given_.end() ? nullptr : &it->second;
+    }
+    const auto it = given_statics_.find(node);
+    return it == given_statics_.end() ? nullptr : &it->second;
+  }
+
+  /// The codes of static node `node` when it slices a window input given as codes with whole
+  /// blocks (`qkv.weight[:, :dim]`, dim a multiple of kQuantBlock; rows of any slice): the
+  /// given codes' and scales' own slices, as quantize() of the sliced floats makes them.
+  std::optional<QuantizedTensor> sliced_codes(int node) const {
+    const GraphNode& n = window_->nodes.at(node);
+    if (n.op != GraphOp::slice) return std::nullopt;
+    const QuantizedTensor* whole = given_codes(n.inputs.at(0));
+    const SliceAttr& a = std::get<SliceAttr>(n.attr);
+    const int last = static_cast<int>(n.shape.size()) - 1;
+    if (!whole || whole->shape != window_->nodes.at(n.inputs[0]).shape || a.step != 1 ||
+        a.dim < 0 || a.dim > last || n.shape.at(a.dim) != a.stop - a.start)
+      return std::nullopt;
+    QuantizedTensor q = *whole;
+    q.shape = n.shape;
+    if (a.dim != last) {
+      q.codes = whole->codes.slice(a.dim, a.start, a.stop).contiguous();
+      q.scales = whole->scales.slice(a.dim, a.start, a.stop).contiguous();
+      return q;
+    }
+    if (a.start % kQuantBlock != 0 || (a.stop % kQuantBlock != 0 && a.stop != whole->shape.back()))
+      return std::nullopt;
+    const int64_t per_byte = whole->type == QuantType::q4_0 ? 2 : 1;  // codes a byte holds
+    q.codes = whole->codes.slice(a.dim, a.start / per_byte, (a.stop + per_byte - 1) / per_byte)
+                  .contiguous();
+    q.scales = whole->scales.slice(a.dim, a.start / kQuantBlock,
+                                   (a.stop + kQuantBlock - 1) / kQuantBlock)
+                   .contiguous();
+    return q;
+  }
+
+  /// statics_: the step's static nodes, but those given as codes (given_statics_: their
+  /// floats are computed only if a pass reads them), from the window inputs they still read.
+  void compute_statics() {
+    statics_.assign(step_.static_nodes.size(), Tensor());
+    if (step_.static_nodes.empty()) return;
+    Graph statics = step_.statics;
+    std::vector<int> kept;  // per output of `statics`: its index in static_nodes
+    statics.outputs.clear();
+    for (size_t i = 0; i < step_.static_nodes.size(); ++i)
+      if (!given_statics_.count(step_.static_nodes[i])) {
+        statics.outputs.push_back(step_.statics.outputs.at(i));
+        kept.push_back(static_cast<int>(i));
+      }
+    if (kept.empty()) return;
+    std::vector<Tensor> in;
+    for (int old : drop_unread(statics)) {
+      const int input = step_.statics_inputs.at(static_cast<size_t>(old));
+      read_as_floats(input);
+      in.push_back(feeds_.at(static_cast<size_t>(input)));
+    }
+    std::vector<Tensor> out = execute(statics, std::move(in));
+    for (size_t k = 0; k < kept.size(); ++k) statics_.at(kept[k]) = std::move(out.at(k));
+  }
+
+  /// Window input `input`'s floats: a parameter given only as codes gets their dequantized
+  /// values (held beside the codes).
+  void read_as_floats(int input) {
+    Tensor& f = feeds_.at(static_cast<size_t>(input));
+    if (f.defined()) return;
+    const auto it = given_.find(input);
+    if (it != given_.end()) f = dequantize(it->second).to(device_);
+  }
+
+  /// value() of a window node, its floats made from the codes it was given if it has none.
+  const Tensor& float_value(int node) {
+    const GraphNode& n = window_->nodes.at(node);
+    if (n.op == GraphOp::input) {
+      read_as_floats(std::get<InputAttr>(n.attr).index);
+    } else {
+      const auto it = std::find(step_.static_nodes.begin(), step_.static_nodes.end(), node);
+      Tensor& t = statics_.at(static_cast<size_t>(it - step_.static_nodes.begin()));
+      if (!t.defined()) t = dequantize(given_statics_.at(node)).to(device_);
+    }
+    return value(node);
+  }
+
   /// Lets go of the window's inputs and statics that neither pass reads any more (a matrix
   /// read only from codes, and a slice of one), so that with the model gone their memory is
-  /// free.
+  /// free; what was given as codes and a pass reads as floats gets them.
   void release_unread() {
     const DecoderReads reads = decoder_reads(*window_, step_, prefill_inputs_);
-    for (size_t i = 0; i < feeds_.size(); ++i)
-      if (!reads.inputs.at(i) && static_cast<int>(i) != token_input_) feeds_[i] = Tensor();
+    for (size_t i = 0; i < feeds_.size(); ++i) {
+      if (static_cast<int>(i) == token_input_) continue;
+      if (reads.inputs.at(i))
+        read_as_floats(static_cast<int>(i));
+      else
+        feeds_[i] = Tensor();
+    }
+    for (size_t i = 0; i < statics_.size(); ++i)
+      if (reads.statics.at(i)) float_value(step_.static_nodes[i]);
+    given_.clear();
+    given_statics_.clear();
     for (size_t i = 0; i < statics_.size(); ++i)
       if (!reads.statics.at(i)) statics_[i] = Tensor();
   }
@@ -262,6 +369,8 @@ class GraphDecoder final : public Decoder {
   Shape token_shape_;  ///< the window's tokens with one position
   DecodeStep step_;
   std::vector<Tensor> feeds_;
+  std::map<int, QuantizedTensor> given_;  ///< codes by window input, until release_unread()
+  std::map<int, QuantizedTensor> given_statics_;  ///< the same by static node (sliced_codes())
   std::vector<Tensor> statics_;
   Graph fused_;
   GraphCharges charges_;
@@ -288,11 +397,12 @@ class GraphDecoder final : public Decoder {
 
 std::unique_ptr<Decoder> make_graph_decoder(std::shared_ptr<const Graph> window, int token_input,
                                             DecodeStep step, std::vector<Tensor> feeds,
-                                            std::string& why, const DecoderOptions& options) {
+                                            std::string& why, const DecoderOptions& options,
+                                            std::map<int, QuantizedTensor> given) {
   NoGrad no_grad;
   try {
     return std::make_unique<GraphDecoder>(std::move(window), token_input, std::move(step),
-                                          std::move(feeds), options);
+                                          std::move(feeds), options, std::move(given));
   } catch (const GraphDecoder::NotCausal&) {
     why = "an attention's mask lets a query see later keys, so the model is not causal";
     return nullptr;

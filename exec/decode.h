@@ -10,10 +10,12 @@
 // `ein report` gives. `.ein` scripts reach it through script::Program::decoder().
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include <ein/quantize.h>
 #include <ein/tensor.h>
 #include <ein/trainer.h>
 
@@ -29,9 +31,12 @@ namespace ein {
 /// read their codes (compiler/decode/quantize_step.h), quantized here: each matrix `ein
 /// quantize` would quantize whose values are already its codes' own (dequantize(quantize(w))
 /// == w: a quantized checkpoint's, or parameters rounded by round_parameters_to_codes()), so
-/// the step computes with the window's numbers; the others stay float.
+/// the step computes with the window's numbers; the others stay float. `given` holds codes by
+/// window input (DecoderOptions::codes): a matrix among them takes them as they are, and its
+/// feed may be undefined; a pass that reads one as floats reads its dequantized values.
 std::unique_ptr<Decoder> make_graph_decoder(std::shared_ptr<const Graph> window, int token_input,
                                             DecodeStep step, std::vector<Tensor> feeds,
-                                            std::string& why, const DecoderOptions& options = {});
+                                            std::string& why, const DecoderOptions& options = {},
+                                            std::map<int, QuantizedTensor> given = {});
 
 }  // namespace ein

@@ -260,6 +260,141 @@ TEST(Decoder, SamplingFromCodesHoldsTheCodesNotTheFloatMatrices) {
   }
 }
 
+// `ein sample` from an `ein quantize` file: the script loaded without allocating, the file's
+// codes given to the decoder as they are (q, k and v's thirds of qkv as slices of its codes)
+// and only the other parameters (norms, biases, the short wpe) given floats, so that no f32
+// matrix is ever allocated: from loading to the last token the allocator's peak stays below
+// half the matrices' f32 bytes, which an allocating load holds all of. The tokens and what is
+// read from codes are the allocating way's, also where a third of qkv does not start at a
+// whole block (D = 48: they are read as floats, made from the codes).
+TEST(Decoder, AQuantizedFileSamplesWithoutItsFloatMatricesEverAllocated) {
+  const std::string path = EIN_SOURCE_DIR "/examples/gpt/byte_gpt.ein";
+  for (int64_t D : {64, 48}) {
+    for (QuantType type : {QuantType::q8_0, QuantType::q4_0}) {
+      const std::string what = fmt::format("{} D={}", quant_type_name(type), D);
+      // wpe's 15 x D is below ein quantize's 1024 elements
+      const std::vector<std::pair<std::string, std::string>> sets = {
+          {"T", "15"}, {"L", "2"}, {"H", "4"}, {"D", std::to_string(D)}};
+      const int64_t matrix_f32_bytes = (2 * (4 * D * D + 2 * D * 4 * D) + 256 * D) * 4;
+      Checkpoint file;  // what `ein quantize` writes of a model
+      {
+        TrainScript s = load(path, sets);
+        Checkpoint f32;
+        for (const NamedTensor& p : s.model->parameters())
+          f32.tensors.emplace_back(p.name, p.tensor.detach().clone());
+        QuantizeCheckpointOptions qo;
+        qo.type = type;
+        auto [tensors, metadata] = quantize_checkpoint(f32, qo);
+        file.tensors = std::move(tensors);
+        file.metadata = std::move(metadata);
+      }
+      GenerateOptions o;
+      o.prompt = {84, 104, 101, 32};
+      o.length = 26;  // 15 tokens past the window
+      o.context = 15;
+      o.temperature = 0;
+      o.decoder.weights = type;
+      Generated want;
+      {
+        TrainScript s = load(path, sets);
+        load_parameters(file, s.model->parameters());
+        want = generate(*s.model, o);
+      }
+      // 13 = wte and six a block (q, k, v, proj, fc, out); at D = 48 a third of qkv reads from
+      // codes only where quantizing it anew gives the same values (its blocks differ).
+      if (D == 64)
+        EXPECT_EQ(want.quantized_matrices, 13) << what;
+      else
+        EXPECT_LT(want.quantized_matrices, 13) << what;
+
+      const int64_t before = memory_allocated(cpu());
+      reset_peak_memory_stats(cpu());
+      ScriptTrainOptions lazy;
+      lazy.sets = sets;
+      lazy.allocate = false;
+      TrainScript s = load_train_script(path, lazy);
+      EXPECT_EQ(memory_allocated(cpu()), before) << what;  // shapes and dtypes only
+      DecoderOptions options;
+      options.weights = type;
+      options.codes = quantized_tensors(file);
+      ASSERT_EQ(options.codes.size(), 9u) << what;  // wte; qkv, proj, fc and out a block
+      load_parameters(file, *s.model, options.codes);
+      int64_t float_bytes = 0, unset = 0;
+      for (const NamedTensor& p : s.model->parameters())
+        p.tensor.defined() ? float_bytes += p.tensor.nbytes() : ++unset;
+      EXPECT_EQ(unset, 9) << what;
+      std::string why;
+      std::unique_ptr<Decoder> d = s.model->decoder(15, why, options);
+      ASSERT_TRUE(d) << why;
+      s.model.reset();
+      EXPECT_EQ(d->quantized_matrices(), want.quantized_matrices) << what;
+      int64_t codes_bytes = 0;
+      for (const auto& [name, q] : options.codes) codes_bytes += q.nbytes();
+      options.codes.clear();
+      o.decoder = {};
+      const Generated got = generate(*d, o);
+      EXPECT_EQ(got.tokens, want.tokens) << what;
+      if (D != 64) continue;
+      EXPECT_EQ(d->quantized_bytes(), codes_bytes) << what;
+      // Held: the codes (qkv's as three slices), the float parameters and the causal mask.
+      EXPECT_GE(d->weight_bytes(), codes_bytes + float_bytes) << what;
+      EXPECT_LE(d->weight_bytes(), codes_bytes + float_bytes + 15 * 15 * 4 + 4096) << what;
+      EXPECT_LT(max_memory_allocated(cpu()) - before, matrix_f32_bytes / 2) << what;
+    }
+  }
+}
+
+// A model loaded without allocating says which parameter has no value when something reads
+// it, and set_parameter() checks what it is given.
+TEST(Decoder, AModelLoadedWithoutAllocatingNamesTheParameterWithoutAValue) {
+  ScriptTrainOptions lazy;
+  lazy.sets = {{"T", "8"}, {"L", "1"}, {"H", "2"}, {"D", "32"}};
+  lazy.allocate = false;
+  TrainScript s = load_train_script(EIN_SOURCE_DIR "/examples/gpt/byte_gpt.ein", lazy);
+  GenerateOptions o;
+  o.prompt = {84};
+  o.length = 2;
+  o.context = 8;
+  try {
+    generate(*s.model, o);
+    ADD_FAILURE() << "no error for parameters without values";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("has no value"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(s.model->init_optimizer_state(), UserError);
+  try {
+    s.model->set_parameter("wte.weight", zeros({3, 32}, DType::f32));
+    ADD_FAILURE() << "no error for a tensor of another shape";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("f32 [256, 32]"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(s.model->set_parameter("no.such", zeros({1}, DType::f32)), UserError);
+  DecoderOptions wrong;  // codes of another shape
+  wrong.weights = QuantType::q8_0;
+  wrong.codes["wte.weight"] = quantize(zeros({3, 32}, DType::f32), QuantType::q8_0);
+  std::string why;
+  try {
+    s.model->decoder(8, why, wrong);
+    ADD_FAILURE() << "no error for codes of another shape";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("the codes given for parameter 'wte.weight' do not fit: "
+                                         "they stand for f32 [3, 32], and the parameter is f32 "
+                                         "[256, 32]"),
+              std::string::npos)
+        << e.what();
+  }
+  // Given every value (here an allocating load's), it samples as that model does.
+  ScriptTrainOptions eager = lazy;
+  eager.allocate = true;
+  TrainScript full = load_train_script(EIN_SOURCE_DIR "/examples/gpt/byte_gpt.ein", eager);
+  Checkpoint values;
+  for (const NamedTensor& p : full.model->parameters())
+    values.tensors.emplace_back(p.name, p.tensor);
+  load_parameters(values, *s.model);
+  for (const NamedTensor& p : s.model->parameters()) ASSERT_TRUE(p.tensor.defined()) << p.name;
+  EXPECT_EQ(generate(*s.model, o).tokens, generate(*full.model, o).tokens);
+}
+
 // What a decoder holds besides the parameters is computed once per value: every layer builds
 // its causal mask alike (triu(ones(t, t))), so three layers hold one mask, not three. The
 // float decoders of 1 and 3 layers differ by the two blocks' parameters alone.
