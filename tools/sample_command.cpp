@@ -8,14 +8,17 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include <ein/checkpoint.h>
 #include <ein/diagnostic.h>
 #include <ein/errors.h>
 #include <ein/quantize.h>
+#include <ein/storage.h>
 #include <ein/trainer.h>
 #include <ein/training_checkpoint.h>
 #include <fmt/format.h>
@@ -117,6 +120,9 @@ int run_sample(const SampleFlags& f) {
     for (const script::Setting& s : parse_settings(f.sets))
       load.sets.emplace_back(s.name, s.value);
     load.seed = f.seed;
+    // With WEIGHTS, the parameters take the file's tensors as they are (no initial values
+    // drawn, no second copy), and only the model's tensors are read, not an optimizer's state.
+    load.allocate = f.weights.empty();
     TrainScript script = load_train_script(f.file, load);
     const TrainOptions& o = script.options;
     if (!o.data || o.data->context < 1)
@@ -124,27 +130,25 @@ int run_sample(const SampleFlags& f) {
           "{}: sampling needs the train block's data (its context T is the window logits() reads)",
           f.file));
     const bool bytes = o.data->kind == "bytes";
-
     std::string from = "the script's initial (random) parameters: no WEIGHTS given";
+    std::optional<Checkpoint> ck;
     std::optional<QuantType> own;  // the checkpoint's quantization
     if (!f.weights.empty()) {
-      const std::string path = weights_file(f.weights);
-      const Checkpoint ck = load_safetensors(path);
-      try {
-        load_parameters(ck, script.model->parameters());
-      } catch (const RuntimeError& e) {
-        throw UserError(fmt::format("{}: {}", path, e.what()));
-      }
-      from = path;
-      if (auto step = ck.metadata.find("step"); step != ck.metadata.end()) {
-        const auto eval = ck.metadata.find(kEvalLossMetadataKey);
-        from += eval == ck.metadata.end()
+      std::set<std::string> names;  // a parameter's tensor, its training checkpoint's, codes
+      for (const NamedTensor& p : script.model->parameters())
+        for (const std::string& name : {p.name, "model." + p.name})
+          for (const char* part : {"", ".qcodes", ".qscales"}) names.insert(name + part);
+      ck = load_safetensors(weights_file(f.weights),
+                            [&](const std::string& name) { return names.count(name) > 0; });
+      from = ck->path;
+      if (auto step = ck->metadata.find("step"); step != ck->metadata.end()) {
+        const auto eval = ck->metadata.find(kEvalLossMetadataKey);
+        from += eval == ck->metadata.end()
                     ? fmt::format(" (step {})", step->second)
                     : fmt::format(" (step {}, eval loss {:.4g})", step->second,
                                   std::strtod(eval->second.c_str(), nullptr));
       }
-      own = quantized_type(ck);
-      if (is_quantized(ck)) from += " (quantized, read as the values its codes stand for)";
+      own = quantized_type(*ck);
     }
     // Under bf16 or fp16 the step reads 16-bit copies of the weights, not their codes; off
     // the CPU it reads floats. A quantized checkpoint's own codes are read where they can be.
@@ -164,6 +168,25 @@ int run_sample(const SampleFlags& f) {
           "--quantize {}: the decode step reads quantized codes on the CPU only; on {} give "
           "--quantize none (the weights as the values the codes stand for)",
           quant_type_name(*codes), load.device.str()));
+    // A decoder that reads the file's own codes takes them as they are: only the parameters
+    // not held as codes get float values (norms, biases), so that sampling never holds the
+    // f32 matrices, not even while loading.
+    std::map<std::string, QuantizedTensor> file_codes;
+    if (ck && codes && codes == own && !f.no_cache && f.length.value_or(1) > 0)
+      file_codes = quantized_tensors(*ck);
+    const auto load_weights = [&](const std::map<std::string, QuantizedTensor>& codes_only) {
+      try {
+        load_parameters(*ck, *script.model, codes_only);
+      } catch (const RuntimeError& e) {
+        throw UserError(fmt::format("{}: {}", ck->path, e.what()));
+      }
+    };
+    if (ck) {
+      load_weights(file_codes);
+      if (is_quantized(*ck))
+        from += file_codes.empty() ? " (quantized, read as the values its codes stand for)"
+                                   : " (quantized: its codes read as they are)";
+    }
     if (codes && codes != own) {
       // What a checkpoint `ein quantize` wrote of them would load as.
       round_parameters_to_codes(script.model->parameters(), *codes);
@@ -185,6 +208,7 @@ int run_sample(const SampleFlags& f) {
     g.top_p = f.top_p.value_or(o.top_p);
     g.cache = !f.no_cache;
     g.decoder.weights = codes;
+    g.decoder.codes = file_codes;
     // One decoder serves every sample. It keeps what its passes read, a matrix read from codes
     // as its codes only, so with the model gone the float parameters it does not read are
     // freed: sampling from q8_0 holds about a quarter of the f32 weights' bytes.
@@ -198,6 +222,10 @@ int run_sample(const SampleFlags& f) {
         weight_bytes = decoder->weight_bytes();
       }
     }
+    if (!decoder && !file_codes.empty()) load_weights({});  // fn logits reads every parameter
+    g.decoder.codes.clear();
+    file_codes.clear();
+    ck.reset();  // what the decoder holds of it, it shares
     double seconds = 0, first = 0, flops = 0;
     int64_t cached = 0, cache_bytes = 0, steps = 0, matrices = 0, matrix_bytes = 0;
     double step_flops = 0;
@@ -285,9 +313,10 @@ int run_sample(const SampleFlags& f) {
         how += fmt::format("; {} of weights held", si(static_cast<double>(weight_bytes), "B"));
       std::cerr << fmt::format(
           "ein sample: {} tokens in {:.3f} s: {}, which took {:.3f} s (tracing and compiling "
-          "logits()); {} a token drawn ({}), {}; on {}; weights: {}\n",
+          "logits()); {} a token drawn ({}), {}; on {}, at most {} allocated; weights: {}\n",
           tokens, seconds, rate, first, grouped(tokens ? flops / static_cast<double>(tokens) : 0) + " FLOPs",
-          how, si(seconds > 0 ? flops / seconds : 0, "FLOP/s"), load.device.str(), from);
+          how, si(seconds > 0 ? flops / seconds : 0, "FLOP/s"), load.device.str(),
+          si(static_cast<double>(max_memory_allocated(load.device)), "B"), from);
     }
     return 0;
   } catch (...) {

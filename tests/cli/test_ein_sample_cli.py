@@ -57,8 +57,8 @@ class Sample(unittest.TestCase):
         self.assertEqual(out, self.trained_sample)
         self.assertTrue(out.startswith("The "), out)
         m = re.search(r"ein sample: 300 tokens in ([\d.]+) s: ([\d.]+) ms a token \(median; "
-                      r"([\d.]+) tokens/s\) after the first, which took ([\d.]+) s .*; on cpu; "
-                      r"weights: (.*)", err)
+                      r"([\d.]+) tokens/s\) after the first, which took ([\d.]+) s .*; on cpu, "
+                      r"at most [\d.]+ [kMG]?B allocated; weights: (.*)", err)
         self.assertIsNotNone(m, err)
         total, ms, rate, first = (float(m.group(i)) for i in range(1, 5))
         self.assertGreater(rate, 0)
@@ -176,7 +176,9 @@ class Sample(unittest.TestCase):
         self.assertEqual(rc, 0, err)
         out, err = self.sample(q, "--length", "50")
         self.assertTrue(out.startswith("The "), out)
-        self.assertIn("(quantized, read as the values its codes stand for)", err)
+        # The file's codes are read as they are: the script is loaded without allocating, and
+        # only the parameters without codes get floats.
+        self.assertIn("(quantized: its codes read as they are)", err)
         # The decode step reads its matrices from the file's codes: q, k and v (thirds of
         # qkv), proj, fc, fc2 and the tied LM head; the text is what the same values give as
         # floats (--quantize none), greedy.
@@ -201,6 +203,13 @@ class Sample(unittest.TestCase):
                          + decode["q8_0_matrix_bytes"])
         floats, err_floats = self.sample(q, *greedy, "--quantize", "none")
         self.assertNotIn("weight matrices from", err_floats)
+        self.assertIn("(quantized, read as the values its codes stand for)", err_floats)
+        # Loading floats allocates the matrices' dequantized values; reading the codes as they
+        # are never does, so the process peaks lower (tests/api/decoder_test.cpp bounds it).
+        peaks = [re.search(r"; on cpu, at most ([\d.]+) kB allocated;", e)
+                 for e in (err, err_floats)]
+        self.assertTrue(all(peaks), (err, err_floats))
+        self.assertLess(float(peaks[0].group(1)), float(peaks[1].group(1)), peaks)
         held = re.search(r"([\d.]+) kB of weights held", err_floats)
         self.assertIsNotNone(held, err_floats)
         self.assertAlmostEqual(decode["f32_held_bytes"] / 1e3, float(held.group(1)), delta=0.05)
@@ -246,6 +255,16 @@ class Sample(unittest.TestCase):
             self.assertIn(message, err, args)
             for leak in LEAKS:
                 self.assertNotIn(leak, err, args)
+        # a quantized file of another model, read without allocating: its floats do not fit
+        q = os.path.join(self.tmp, "other_q8_0.safetensors")
+        rc, _, err = ein("quantize", self.step, "-o", q)
+        self.assertEqual(rc, 0, err)
+        rc, out, err = ein("sample", self.script, q, "--set", "D=64,L=1,H=2,T=16,B=4")
+        self.assertEqual(rc, 1, (out, err))
+        self.assertIn("does not fit: parameter 'wpe.weight' is f32 [16, 64]: it cannot take a "
+                      "f32 [16, 32] tensor", err)
+        for leak in LEAKS:
+            self.assertNotIn(leak, err)
         # a script without fn logits
         rc, out, err = ein("sample", os.path.join(EXAMPLES, "scripts", "linear_regression.ein"))
         self.assertEqual(rc, 1, (out, err))
