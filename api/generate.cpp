@@ -7,6 +7,7 @@
 #include <cmath>
 #include <functional>
 #include <random>
+#include <set>
 
 #include <ein/autograd.h>
 #include <ein/checkpoint.h>
@@ -222,6 +223,14 @@ void load_parameters(const Checkpoint& checkpoint, const std::vector<NamedTensor
     targets.emplace_back(
         !ck.find(p.name) && ck.find("model." + p.name) ? "model." + p.name : p.name, p.tensor);
   copy_into(ck, targets);
+}
+
+Checkpoint load_parameter_tensors(const std::string& path, const std::vector<NamedTensor>& params) {
+  std::set<std::string> names;
+  for (const NamedTensor& p : params)
+    for (const std::string& name : {p.name, "model." + p.name})
+      for (const char* part : {"", ".qcodes", ".qscales"}) names.insert(name + part);
+  return load_safetensors(path, [&](const std::string& name) { return names.count(name) > 0; });
 }
 
 void load_parameters(const Checkpoint& checkpoint, Trainable& model,

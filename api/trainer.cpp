@@ -58,10 +58,11 @@ void scale_grads(const std::vector<Tensor>& params, double factor) {
   }
 }
 
-/// Copies `init` into the parameters (load_parameters()), its errors as --init's.
+/// Copies `init` into the parameters (load_parameters()), its errors as --init's. Only the
+/// tensors a parameter can take are read (not a training checkpoint's optimizer state).
 void load_initial_parameters(const std::string& init, const std::vector<NamedTensor>& params) {
   try {
-    load_parameters(load_safetensors(init), params);
+    load_parameters(load_parameter_tensors(init, params), params);
   } catch (const RuntimeError& e) {
     throw UserError(fmt::format("--init: {}", e.what()));
   }

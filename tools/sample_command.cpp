@@ -11,7 +11,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <sstream>
 
 #include <ein/checkpoint.h>
@@ -134,12 +133,7 @@ int run_sample(const SampleFlags& f) {
     std::optional<Checkpoint> ck;
     std::optional<QuantType> own;  // the checkpoint's quantization
     if (!f.weights.empty()) {
-      std::set<std::string> names;  // a parameter's tensor, its training checkpoint's, codes
-      for (const NamedTensor& p : script.model->parameters())
-        for (const std::string& name : {p.name, "model." + p.name})
-          for (const char* part : {"", ".qcodes", ".qscales"}) names.insert(name + part);
-      ck = load_safetensors(weights_file(f.weights),
-                            [&](const std::string& name) { return names.count(name) > 0; });
+      ck = load_parameter_tensors(weights_file(f.weights), script.model->parameters());
       from = ck->path;
       if (auto step = ck->metadata.find("step"); step != ck->metadata.end()) {
         const auto eval = ck->metadata.find(kEvalLossMetadataKey);

@@ -463,6 +463,11 @@ Generated generate(Decoder& decoder, const GenerateOptions& options);
 /// shape that differs.
 void load_parameters(const Checkpoint& checkpoint, const std::vector<NamedTensor>& params);
 
+/// load_safetensors() of the tensors load_parameters() can read for `params` alone (under each
+/// one's name or "model." + name, or their ".qcodes" and ".qscales"): a training checkpoint's
+/// optimizer state, twice the weights under AdamW, is not read.
+Checkpoint load_parameter_tensors(const std::string& path, const std::vector<NamedTensor>& params);
+
 /// The same into `model`, whose parameters may have no values yet (a script loaded without
 /// allocating, ScriptTrainOptions::allocate): those are given the checkpoint's tensors through
 /// set_parameter() — a quantized one's dequantized values — without a copy where dtype and

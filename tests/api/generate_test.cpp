@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <string>
 #include <vector>
 
 #include <ein/checkpoint.h>
@@ -15,6 +16,8 @@
 #include <ein/ops.h>
 #include <ein/quantize.h>
 #include <ein/trainer.h>
+
+#include "tests/support/temp_path.h"
 
 namespace ein {
 namespace {
@@ -269,6 +272,22 @@ TEST(Generate, BadOptionsAndLogitsAreUserErrors) {
 // load_parameters() reads a parameter under its own name, else under "model." + its name (an
 // ein train checkpoint), and a quantized checkpoint as its dequantized values; a missing
 // tensor is a RuntimeError naming it.
+// A training checkpoint's model tensors are read, its optimizer state is not; a quantized
+// file's codes and scales are.
+TEST(LoadParameters, OnlyTheTensorsAParameterCanTakeAreRead) {
+  const Tensor w = zeros({4, 64}, DType::f32), b = zeros({4}, DType::f32);
+  const std::vector<NamedTensor> params = {{"w", w}, {"b", b}};
+  const std::string path = testing::temp_path("ein_load_parameter_tensors.safetensors").string();
+  save_safetensors(path, {{"model.w", randn({4, 64}, DType::f32, cpu(), 3)},
+                          {"optim.m.w", zeros({4, 64}, DType::f32)},
+                          {"model.b.qcodes", zeros({4}, DType::i8)},
+                          {"model.c", zeros({4}, DType::f32)}});
+  const Checkpoint c = load_parameter_tensors(path, params);
+  std::vector<std::string> names;
+  for (const auto& [name, t] : c.tensors) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"model.w", "model.b.qcodes"}));
+}
+
 TEST(LoadParameters, PlainPrefixedAndQuantized) {
   const Tensor w = zeros({4, 64}, DType::f32), b = zeros({4}, DType::f32);
   const std::vector<NamedTensor> params = {{"w", w}, {"b", b}};
