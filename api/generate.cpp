@@ -19,6 +19,8 @@
 #include <ein/trainer.h>
 #include <fmt/format.h>
 
+#include "compiler/decode/quantize_step.h"
+
 namespace ein {
 namespace {
 
@@ -108,14 +110,6 @@ Tensor window_logits(Trainable& model, const std::vector<int64_t>& tokens, int64
   // Only the row drawn from leaves the device and becomes f64, not the window's T · V logits.
   return logits.select(1, n - 1).select(0, 0).to(cpu()).to(DType::f64).contiguous();
 }
-
-/// How much slower a decode step runs its FLOPs than a pass over the window: the step multiplies
-/// one row by every weight (matrix-vector products, bound by reading the weights), the pass T
-/// rows (matrix products). Measured on the 2-core Zen 3 (BENCHMARKS.md, "Sampling with the
-/// key-value cache"): 9-10 GFLOP/s a step against 67 and 176 GFLOP/s a window at 64 2 4 128 and
-/// 256 6 8 512; a GPU's ratio is larger, so a prompt there goes in by prefill() sooner than
-/// needed, never later.
-constexpr double kStepSlowdown = 16;
 
 /// The same from the decoder, which takes the tokens it has not seen yet: the prompt at first
 /// (by prefill() when its steps would take longer), then each drawn one.

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "compiler/cost/charges.h"
+#include "compiler/cost/cost_model.h"
 #include "compiler/decode/quantize_step.h"
 #include "compiler/pipeline.h"
 #include "exec/execute.h"
@@ -171,14 +172,14 @@ class GraphDecoder final : public Decoder {
       throw UserError(fmt::format("decoder: window() of {} tokens; it takes the window's {}",
                                   tokens.size(), T));
     NoGrad no_grad;
-    if (!window_pass_) {  // the window's pass without the caches' rows: made at first use
-      DecodeStep uncached = step_;
-      uncached.caches.clear();
-      WindowPass pass;
-      CompiledGraph p = compile_graph(decoder_window(*window_, uncached, pass.inputs), {});
-      pass.charges = fused_charges(p.fused, p.graph, p.fused_source);
-      pass.graph = std::move(p.fused);
-      window_pass_ = std::move(pass);
+    if (!window_pass_) window_pass_ = make_window_pass();
+    if (window_pass_->refill) {  // the caches of the first T - 1, then a step for the last
+      const std::vector<int64_t> first(tokens.begin(), tokens.end() - 1);
+      const std::vector<Tensor> out = execute(
+          window_pass_->graph, pass_inputs(window_pass_->inputs, first), window_pass_->charges);
+      for (size_t i = 0; i < caches_.size(); ++i) caches_[i] = out.at(i).contiguous();
+      position_ = T - 1;
+      return next(tokens.back());
     }
     position_ = T;  // what the caches hold is stale: next() refuses until reset()
     const std::vector<Tensor> out = execute(
@@ -189,6 +190,10 @@ class GraphDecoder final : public Decoder {
 
   int64_t step_flops() const override { return total_flops(charges_); }
   int64_t prefill_flops() const override { return total_flops(prefill_charges_); }
+  int64_t window_flops() const override {
+    if (!window_pass_) window_pass_ = make_window_pass();
+    return total_flops(window_pass_->charges) + (window_pass_->refill ? step_flops() : 0);
+  }
   int64_t position() const override { return position_; }
   int64_t capacity() const override { return step_.length; }
   int64_t cache_bytes() const override {
@@ -379,13 +384,34 @@ class GraphDecoder final : public Decoder {
   /// quantized_[k]) or n + 2k + 1 (its scales), n the window's inputs.
   std::vector<int> prefill_inputs_;
   GraphCharges prefill_charges_;
-  /// window()'s pass: the window graph as prefill_ without the caches' rows, made at first use.
+  /// window()'s pass, made at first use: the pass that refills the caches (decoder_refill())
+  /// where it and a step cost fewer FLOPs, else the window graph as prefill_ without the
+  /// caches' rows.
   struct WindowPass {
     Graph graph;
     std::vector<int> inputs;  ///< as prefill_inputs_
     GraphCharges charges;
+    bool refill = false;
   };
-  std::optional<WindowPass> window_pass_;
+  mutable std::optional<WindowPass> window_pass_;
+
+  /// window()'s pass (WindowPass).
+  WindowPass make_window_pass() const {
+    WindowPass pass;
+    std::vector<int> refill_inputs;
+    Graph refill = decoder_refill(*window_, step_, refill_inputs);
+    DecodeStep uncached = step_;
+    uncached.caches.clear();
+    Graph whole = decoder_window(*window_, uncached, pass.inputs);
+    pass.refill = refills_past_the_window(cost(refill).total.flops, step_flops(),
+                                          cost(whole).total.flops);
+    if (pass.refill) pass.inputs = std::move(refill_inputs);
+    CompiledGraph p = compile_graph(pass.refill ? refill : whole, {});
+    pass.charges = fused_charges(p.fused, p.graph, p.fused_source);
+    pass.graph = std::move(p.fused);
+    return pass;
+  }
+
   int token_input_ = 0;  ///< which of feeds_ the tokens are
   std::vector<Tensor> caches_;
   std::vector<QuantizedTensor> quantized_;  ///< per DecodeStep::quantized: its codes and scales

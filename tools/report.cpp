@@ -196,6 +196,7 @@ DecodeCost decode_cost(script::Program& program) {
   d.context = types[0].shape[1];
   const Graph window = program.trace("train.logits", types);
   d.window_flops = cost(window).total.flops;
+  d.past_window_flops = d.window_flops;
   const DecodeStep step = program.decode_step(d.context);
   d.why = step.why;
   if (!step.derived()) return d;
@@ -217,6 +218,10 @@ DecodeCost decode_cost(script::Program& program) {
     d.q8_0_bytes += quantized_nbytes(m.shape, QuantType::q8_0);
     d.q4_0_bytes += quantized_nbytes(m.shape, QuantType::q4_0);
   }
+  std::vector<int> refill_inputs;
+  const int64_t refill = cost(decoder_refill(window, step, refill_inputs)).total.flops;
+  d.refills = refills_past_the_window(refill, d.flops, d.window_flops);
+  d.past_window_flops = d.refills ? refill + d.flops : d.window_flops;
   d.f32_held_bytes = decoder_weight_bytes(window, step);
   d.q8_0_held_bytes = decoder_weight_bytes(window, q8_0);
   d.q4_0_held_bytes = decoder_weight_bytes(window, quantize_step(step, QuantType::q4_0, rule));

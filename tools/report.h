@@ -117,6 +117,11 @@ struct DecodeCost {
   int64_t flops = 0, matmul_flops = 0;  ///< one token through the step
   int64_t bytes = 0;          ///< the step's unfused reads and writes (weights included)
   int64_t window_flops = 0;   ///< one token through fn logits over the window
+  /// One token past the window through `ein sample`'s decoder: a pass that refills the caches
+  /// from the first T - 1 tokens and a step (`refills`), or the window's pass, whichever
+  /// compiler/decode/quantize_step.h's refills_past_the_window() picks, as the runtime does.
+  int64_t past_window_flops = 0;
+  bool refills = false;
   int64_t cache_bytes = 0;    ///< every attention's keys and values, T rows each
   int caches = 0;             ///< how many (two per attention layer)
   /// The weight matrices the step multiplies its row by that it reads from codes when

@@ -149,7 +149,9 @@ std::string render_json(const Report& r, const Summary& s) {
   j["memory"]["inference_weights"] = inference;
   if (r.decode.has_logits) {
     nlohmann::ordered_json d = {{"context", r.decode.context},
-                                {"window_flops_per_token", r.decode.window_flops}};
+                                {"window_flops_per_token", r.decode.window_flops},
+                                {"past_window_flops_per_token", r.decode.past_window_flops},
+                                {"past_window_refills", r.decode.refills}};
     if (r.decode.why.empty()) {
       d["flops_per_token"] = r.decode.flops;
       d["matmul_flops_per_token"] = r.decode.matmul_flops;

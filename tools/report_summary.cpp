@@ -27,12 +27,16 @@ Summary::Prose sampling_prose(const Report& r) {
   if (d.why.empty()) {
     p.lines.push_back(fmt::format(
         "{} FLOPs a token ({} in contractions), {} of unfused reads and writes; fn logits over "
-        "the window (--no-cache, and every token once the tokens fill the window) costs {} "
-        "FLOPs, {:.3g}x more. The caches hold {}: {} tensors (keys and values of each "
-        "attention) of {} rows, written one row a token.",
+        "the window (--no-cache) costs {} FLOPs, {:.3g}x more. A token past the window, whose "
+        "positions have all shifted, costs {} FLOPs: {}. The caches hold {}: {} tensors (keys "
+        "and values of each attention) of {} rows, written one row a token.",
         grouped(static_cast<double>(d.flops)), grouped(static_cast<double>(d.matmul_flops)),
         si(static_cast<double>(d.bytes), "B"), grouped(static_cast<double>(d.window_flops)),
         d.flops > 0 ? static_cast<double>(d.window_flops) / static_cast<double>(d.flops) : 0.0,
+        grouped(static_cast<double>(d.past_window_flops)),
+        d.refills ? "the caches refilled from its first T - 1 tokens by a pass that computes no "
+                    "logits, then a step"
+                  : "the window's pass (a refill of the caches and a step would cost more)",
         si(static_cast<double>(d.cache_bytes), "B"), d.caches, d.context));
     if (d.matrices > 0)
       p.lines.push_back(fmt::format(

@@ -288,9 +288,13 @@ int run_sample(const SampleFlags& f) {
             steps > 0 ? fmt::format("{} step{} of {} FLOPs", steps, steps == 1 ? "" : "s",
                                     grouped(step_flops / static_cast<double>(steps)))
                       : std::string("no step"),
-            cached < read ? fmt::format("; {} tokens through fn logits over a window of {}",
-                                        read - cached, g.context)
-                          : "");
+            cached >= read ? std::string()
+            : decoder
+                ? fmt::format("; {} token{} past the window, {} FLOPs each", read - cached,
+                              read - cached == 1 ? "" : "s",
+                              grouped(static_cast<double>(decoder->window_flops())))
+                : fmt::format("; {} tokens through fn logits over a window of {}", read - cached,
+                              g.context));
       else
         how = fmt::format("fn logits over a window of {}{}", g.context,
                           uncached.empty() ? std::string(", --no-cache")

@@ -1,6 +1,7 @@
 #include "compiler/decode/quantize_step.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <map>
 #include <optional>
 #include <utility>
@@ -248,6 +249,21 @@ Graph decoder_window(const Graph& window, const DecodeStep& step, std::vector<in
   inputs.clear();
   for (int i = 0; i < input_count(window); ++i) inputs.push_back(i);
   return pass;
+}
+
+Graph decoder_refill(const Graph& window, const DecodeStep& step, std::vector<int>& inputs) {
+  Graph pass = decoder_window(window, step, inputs);
+  pass.outputs.erase(pass.outputs.begin(),
+                     pass.outputs.begin() + static_cast<std::ptrdiff_t>(window.outputs.size()));
+  std::vector<int> kept;
+  for (int old : drop_unread(pass)) kept.push_back(inputs.at(static_cast<size_t>(old)));
+  inputs = std::move(kept);
+  return pass;
+}
+
+bool refills_past_the_window(int64_t refill_flops, int64_t step_flops, int64_t window_flops) {
+  return static_cast<double>(refill_flops) + kStepSlowdown * static_cast<double>(step_flops) <=
+         kRefillShare * static_cast<double>(window_flops);
 }
 
 DecoderReads decoder_reads(const Graph& window, const DecodeStep& step,

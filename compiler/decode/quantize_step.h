@@ -57,6 +57,31 @@ Graph quantize_window(const Graph& window, const std::vector<QuantizedMatrix>& m
 /// input it is, or n + 2k (the codes of step.quantized[k]) or n + 2k + 1 (its scales).
 Graph decoder_window(const Graph& window, const DecodeStep& step, std::vector<int>& inputs);
 
+/// The pass that fills a decoder's caches and nothing else: decoder_window() without the
+/// window's own outputs and the nodes only they read (the LM head, the last block's MLP, ...);
+/// its outputs are the caches' rows, `inputs` as decoder_window()'s. A token past the window,
+/// whose positions have all shifted, can run it over the first T - 1 tokens and a step for
+/// the last instead of the whole window's pass (exec/decode.cpp chooses by their FLOPs).
+Graph decoder_refill(const Graph& window, const DecodeStep& step, std::vector<int>& inputs);
+
+/// Whether a token past the window is cheaper by decoder_refill() and a step than by the
+/// window's pass: when the two cost at most kRefillShare of the pass's FLOPs, a step's FLOPs
+/// weighed kStepSlowdown times (one row by every weight: matrix-vector products, bound by
+/// reading the weights, where a pass multiplies T rows). `refill_flops`, `step_flops` and
+/// `window_flops` as the runtime charges them.
+bool refills_past_the_window(int64_t refill_flops, int64_t step_flops, int64_t window_flops);
+
+/// The margin refills_past_the_window() asks for. A step runs slower than kStepSlowdown says
+/// where the pass reaches a larger share of the peak: at T=256 L=6 H=8 D=512, a 14% saving by
+/// that count ran 3% slower from f32 weights (BENCHMARKS.md, "A token past the window").
+inline constexpr double kRefillShare = 0.85;
+
+/// How much slower a decode step runs its FLOPs than a pass over the window. Measured on the
+/// 2-core Zen 3 (BENCHMARKS.md, "Sampling with the key-value cache"): 9-10 GFLOP/s a step
+/// against 67 and 176 GFLOP/s a window at 64 2 4 128 and 256 6 8 512; a GPU's ratio is
+/// larger, so there a prompt goes in by prefill() sooner than needed, never later.
+inline constexpr double kStepSlowdown = 16;
+
 /// What a decoder of `step` still reads once it is made, its statics computed: per window
 /// input, whether its window's pass (`inputs`, as decoder_window() gives them) or its step
 /// reads it; per static node (DecodeStep::static_nodes), whether its step reads it. The rest,

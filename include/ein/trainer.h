@@ -147,8 +147,10 @@ class Decoder {
   /// caches; position() becomes their number. For a long prompt: one pass over the window's T
   /// rows reads each weight once, where a step per token reads them all every token.
   virtual Tensor prefill(const std::vector<int64_t>& tokens) = 0;
-  /// Logits (V) after the last of `tokens` (capacity() of them) from one pass of logits() over
-  /// them that caches nothing: a token past the window, whose positions have all shifted (the
+  /// Logits (V) after the last of `tokens` (capacity() of them), logits() of them at their
+  /// last row: a token past the window, whose positions have all shifted. By one pass over
+  /// them, or, where it costs fewer FLOPs (a large vocabulary: the LM head is most of a pass),
+  /// by a pass over the first T - 1 that only refills the caches and a step for the last (the
   /// default: reset() and prefill()). The decoder is left to be reset().
   virtual Tensor window(const std::vector<int64_t>& tokens) {
     reset();
@@ -158,6 +160,8 @@ class Decoder {
   /// (logits() over the window's).
   virtual int64_t step_flops() const = 0;
   virtual int64_t prefill_flops() const = 0;
+  /// FLOPs a window() counts (`ein report`'s past_window_flops_per_token).
+  virtual int64_t window_flops() const { return prefill_flops(); }
   /// How many tokens it has taken: the next one's position.
   virtual int64_t position() const = 0;
   /// How many tokens it holds at most: the window's length T.

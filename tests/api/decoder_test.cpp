@@ -15,6 +15,7 @@
 #include <ein/autograd.h>
 #include <ein/diagnostic.h>
 #include <ein/errors.h>
+#include <ein/flop_counter.h>
 #include <ein/ops.h>
 #include <ein/quantize.h>
 #include <ein/storage.h>
@@ -118,6 +119,45 @@ TEST(Decoder, GptStepsMatchTheWindow) {
   std::string why;
   // Keys and values of each layer: 2 · L · T · D floats.
   EXPECT_EQ(s.model->decoder(19, why)->cache_bytes(), 2 * 2 * 19 * 32 * 4);
+}
+
+// A token past the window, whose positions have all shifted, recomputes the window: where it
+// costs fewer FLOPs (here the LM head and the last block's tail are most of a pass), by a pass
+// over the first T - 1 tokens that only refills the caches and a step for the last. Its row is
+// the window's, generate() draws what fn logits over each window draws, and the FLOPs counted
+// are window_flops(), `ein report`'s past_window_flops_per_token. Where it would not save
+// enough, window() is the window's pass.
+TEST(Decoder, ATokenPastTheWindowRefillsTheCachesWhereThatCostsFewerFlops) {
+  TrainScript s = load(EIN_SOURCE_DIR "/examples/gpt/byte_gpt.ein",
+                       {{"T", "64"}, {"L", "2"}, {"H", "2"}, {"D", "16"}});
+  expect_steps_match_the_window(*s.model, 64, 256, 1e-5);
+  std::string why;
+  std::unique_ptr<Decoder> d = s.model->decoder(64, why);
+  ASSERT_TRUE(d) << why;
+  EXPECT_LT(static_cast<double>(d->window_flops()), 0.85 * static_cast<double>(d->prefill_flops()));
+  {
+    FlopCounter counter;
+    d->window(random_tokens(64, 256, 3));
+    EXPECT_EQ(counter.totals().flops, d->window_flops());
+  }
+  EXPECT_EQ(d->position(), 64);
+  EXPECT_THROW(d->next(0), UserError);
+  GenerateOptions o;
+  o.prompt = random_tokens(64, 256, 4);
+  o.length = 20;  // the first from the prompt's pass, the others past the window
+  o.context = 64;
+  o.temperature = 0;
+  o.cache = false;
+  const Generated logits = generate(*s.model, o);
+  const Generated decoded = generate(*d, o);
+  EXPECT_EQ(decoded.tokens, logits.tokens);
+  EXPECT_EQ(decoded.flops, d->prefill_flops() + 19 * d->window_flops());
+
+  TrainScript small = load(EIN_SOURCE_DIR "/examples/gpt/byte_gpt.ein",
+                           {{"T", "16"}, {"L", "1"}, {"H", "2"}, {"D", "32"}});
+  std::unique_ptr<Decoder> pass = small.model->decoder(16, why);
+  ASSERT_TRUE(pass) << why;
+  EXPECT_EQ(pass->window_flops(), pass->prefill_flops());
 }
 
 TEST(Decoder, LlamaStepsMatchTheWindowWithRotaryTablesAndGroupedHeads) {

@@ -102,6 +102,15 @@ class Sample(unittest.TestCase):
         self.assertEqual(int(m.group(2).replace(",", "")), decode["flops_per_token"])
         self.assertEqual(int(m.group(1).replace(",", "")),  # printed rounded
                          round((report["flops"]["forward"] + 2 * decode["flops_per_token"]) / 3))
+        # Past the window each token recomputes it, at what ein report predicts (here by the
+        # window's pass: refilling the caches and a step would not save enough FLOPs).
+        _, err = self.sample(self.step, "--length", "4", "--prompt", "The licence of ")
+        m = re.search(r"16 tokens through it, the prompt in one pass over the window, 1 step of "
+                      r"[\d,]+ FLOPs; 2 tokens past the window, ([\d,]+) FLOPs each", err)
+        self.assertIsNotNone(m, err)
+        self.assertFalse(decode["past_window_refills"])
+        self.assertEqual(int(m.group(1).replace(",", "")), decode["past_window_flops_per_token"])
+        self.assertEqual(decode["past_window_flops_per_token"], report["flops"]["forward"])
 
     def test_greedy_top_k_and_seeds(self):
         greedy, _ = self.sample(self.step, "--temperature", "0", "--length", "60", "--prompt", "the ")
