@@ -34,7 +34,8 @@ for round in $(seq "$ROUNDS"); do
   byte=examples/gpt/byte_gpt.ein
   gpt2=examples/scripts/gpt2_small.ein
   big="--set T=256,L=6,H=8,D=512 --prompt-file $DIR/prompt256.txt --length 40"
-  for config in "byte 64 2 4 128|$byte|byte64.safetensors|--prompt-file $DIR/prompt64.txt --length 200" \
+  small="--prompt-file $DIR/prompt64.txt --length 200"
+  for config in "byte 64 2 4 128|$byte|byte64.safetensors|$small" \
                 "byte 256 6 8 512|$byte|byte_gpt.f32.safetensors|$big" \
                 "byte 256 6 8 512|$byte|byte_gpt.q8_0.safetensors|$big" \
                 "GPT-2 small|$gpt2|gpt2_small.f32.safetensors|--tokens $TOKENS --length 4" \
@@ -44,6 +45,7 @@ for round in $(seq "$ROUNDS"); do
     old=$(run "$OLD" "$script" "$DIR/$weights" $args)
     # shellcheck disable=SC2086
     new=$(run build/bin/ein "$script" "$DIR/$weights" $args)
-    printf '| %s | %s | %s | %s | %.2f |\n' "$name" "$weights" "$old" "$new" "$(bc -l <<<"$old / $new")"
+    printf '| %s | %s | %s | %s | %.2f |\n' "$name" "$weights" "$old" "$new" \
+      "$(bc -l <<<"$old / $new")"
   done
 done

@@ -35,8 +35,8 @@ make_files() {  # NAME SCRIPT TRAIN-ARGS...
   fi
   for type in q8_0 q4_0; do
     [ -f "$DIR/$name.$type.safetensors" ] ||
-      "$EIN" quantize "$DIR/$name.f32.safetensors" --type "$type" -o "$DIR/$name.$type.safetensors" \
-        >/dev/null
+      "$EIN" quantize "$DIR/$name.f32.safetensors" --type "$type" \
+        -o "$DIR/$name.$type.safetensors" >/dev/null
   done
 }
 

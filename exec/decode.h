@@ -3,9 +3,12 @@
 // positions, rotary tables) is computed once, on the device of the window's inputs; each step
 // runs the fused step graph on one row, writing its keys and values into the caches in place;
 // prefill() runs the fused window graph once, its caches' rows as outputs too, and window()
-// the same without them (a token past the window). With quantized weights both passes read
-// the step's codes (compiler/decode/quantize_step.h), and the decoder lets go of the float
-// matrices no pass reads any more: with the model gone, it holds the codes. Every run is
+// (a token past the window) either the same without them or, where it costs fewer FLOPs, a
+// pass that only refills the caches from the first T - 1 tokens and a step. With quantized
+// weights every pass reads the step's codes (compiler/decode/quantize_step.h; given as a
+// file's own codes, DecoderOptions::codes, they are taken as they are), and the decoder lets
+// go of the float matrices no pass reads any more: with the model gone, it holds the codes.
+// Every run is
 // charged to a FlopCounter as the unfused graphs' work (compiler/cost/charges.h), the numbers
 // `ein report` gives. `.ein` scripts reach it through script::Program::decoder().
 #pragma once
