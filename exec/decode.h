@@ -8,9 +8,9 @@
 // weights every pass reads the step's codes (compiler/decode/quantize_step.h; given as a
 // file's own codes, DecoderOptions::codes, they are taken as they are), and the decoder lets
 // go of the float matrices no pass reads any more: with the model gone, it holds the codes.
-// Every run is
-// charged to a FlopCounter as the unfused graphs' work (compiler/cost/charges.h), the numbers
-// `ein report` gives. `.ein` scripts reach it through script::Program::decoder().
+// Every run is charged to a FlopCounter as the unfused graphs' work (compiler/cost/
+// charges.h), the numbers `ein report` gives. `.ein` scripts reach it through
+// script::Program::decoder().
 #pragma once
 
 #include <map>
