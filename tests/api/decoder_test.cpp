@@ -384,6 +384,57 @@ TEST(Decoder, AQuantizedFileSamplesWithoutItsFloatMatricesEverAllocated) {
   }
 }
 
+// The same for LLaMA (RoPE's tables, grouped-query heads, SwiGLU; separate wq, wk, wv): from
+// its file's codes as they are, the allocating way's tokens and matrices, and every matrix
+// the step reads from codes is the file's (nothing quantized anew).
+TEST(Decoder, AQuantizedLlamaFileSamplesFromItsCodesAsTheyAre) {
+  const std::string path = EIN_SOURCE_DIR "/examples/scripts/llama_tiny.ein";
+  const std::vector<std::pair<std::string, std::string>> sets = {
+      {"T", "13"}, {"L", "2"}, {"H", "4"}, {"D", "32"}, {"F", "64"}};
+  Checkpoint file;
+  {
+    TrainScript s = load(path, sets);
+    Checkpoint f32;
+    for (const NamedTensor& p : s.model->parameters())
+      f32.tensors.emplace_back(p.name, p.tensor.detach().clone());
+    QuantizeCheckpointOptions qo;
+    qo.min_elements = 256;
+    auto [tensors, metadata] = quantize_checkpoint(f32, qo);
+    file.tensors = std::move(tensors);
+    file.metadata = std::move(metadata);
+  }
+  GenerateOptions o;
+  o.prompt = {84, 104, 101, 32};
+  o.length = 20;
+  o.context = 13;
+  o.temperature = 0;
+  o.decoder.weights = QuantType::q8_0;
+  Generated want;
+  {
+    TrainScript s = load(path, sets);
+    load_parameters(file, s.model->parameters());
+    want = generate(*s.model, o);
+  }
+  ScriptTrainOptions lazy;
+  lazy.sets = sets;
+  lazy.allocate = false;
+  TrainScript s = load_train_script(path, lazy);
+  DecoderOptions options;
+  options.weights = QuantType::q8_0;
+  options.codes = quantized_tensors(file);
+  load_parameters(file, *s.model, options.codes);
+  std::string why;
+  std::unique_ptr<Decoder> d = s.model->decoder(13, why, options);
+  ASSERT_TRUE(d) << why;
+  s.model.reset();
+  int64_t codes_bytes = 0;
+  for (const auto& [name, q] : options.codes) codes_bytes += q.nbytes();
+  EXPECT_EQ(d->quantized_matrices(), want.quantized_matrices);
+  EXPECT_EQ(d->quantized_bytes(), codes_bytes);  // every file matrix, as it is
+  o.decoder = {};
+  EXPECT_EQ(generate(*d, o).tokens, want.tokens);
+}
+
 // A model loaded without allocating says which parameter has no value when something reads
 // it, and set_parameter() checks what it is given.
 TEST(Decoder, AModelLoadedWithoutAllocatingNamesTheParameterWithoutAValue) {
