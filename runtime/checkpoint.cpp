@@ -506,4 +506,12 @@ std::map<std::string, std::string> check_safetensors(const std::string& path) {
   return read_header(path, file).metadata;
 }
 
+std::vector<TensorLayout> safetensors_layout(const std::string& path) {
+  const ReadFile file(path);
+  std::vector<TensorLayout> out;
+  for (Entry& e : read_header(path, file).entries)
+    out.push_back({std::move(e.name), e.dtype, std::move(e.shape)});
+  return out;
+}
+
 }  // namespace ein

@@ -240,6 +240,11 @@ int64_t quantized_nbytes(const Shape& shape, QuantType type) {
   return rows * (code_bytes + blocks_of(n) * 2);  // f16 scales
 }
 
+bool drops(const std::string& name, const QuantizeCheckpointOptions& options) {
+  return std::any_of(options.drop_prefixes.begin(), options.drop_prefixes.end(),
+                     [&](const std::string& p) { return name.rfind(p, 0) == 0; });
+}
+
 std::pair<StateDict, std::map<std::string, std::string>> quantize_checkpoint(
     const Checkpoint& checkpoint, const QuantizeCheckpointOptions& options,
     std::vector<QuantizedEntry>* entries) {
@@ -252,9 +257,7 @@ std::pair<StateDict, std::map<std::string, std::string>> quantize_checkpoint(
   std::map<std::string, std::string> metadata = checkpoint.metadata;
   for (const auto& [name, t] : checkpoint.tensors) {
     QuantizedEntry e{name, t.dtype(), t.shape(), "kept", t.nbytes(), t.nbytes(), {}};
-    const bool dropped = std::any_of(options.drop_prefixes.begin(), options.drop_prefixes.end(),
-                                     [&](const std::string& p) { return name.rfind(p, 0) == 0; });
-    if (dropped) {
+    if (drops(name, options)) {
       e.action = "dropped";
       e.bytes_after = 0;
     } else if (quantizes(t.dtype(), t.shape(), options)) {

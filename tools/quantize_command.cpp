@@ -97,12 +97,28 @@ int run_quantize(const QuantizeFlags& f) {
           fmt::format("-o {}: that is the input; quantizing loses precision, so "
                       "write the quantized file beside it",
                       f.output));
-    const Checkpoint ck = load_safetensors(f.input);
     QuantizeCheckpointOptions options;
     options.type = *type;
     options.min_elements = f.min_elements;
-    std::vector<QuantizedEntry> entries;
-    auto [tensors, metadata] = quantize_checkpoint(ck, options, &entries);
+    // What is left out (a training checkpoint's optimizer state, twice the weights under
+    // AdamW) is listed from the header, not read.
+    const std::vector<TensorLayout> layout = safetensors_layout(f.input);
+    const Checkpoint ck = load_safetensors(
+        f.input, [&](const std::string& name) { return !drops(name, options); });
+    std::vector<QuantizedEntry> kept;
+    auto [tensors, metadata] = quantize_checkpoint(ck, options, &kept);
+    std::vector<QuantizedEntry> entries;  // in the file's order
+    auto next = kept.begin();
+    for (const TensorLayout& t : layout) {
+      if (!drops(t.name, options)) {
+        if (next == kept.end() || next->name != t.name)
+          throw UserError(fmt::format("{}: the file changed while it was read", f.input));
+        entries.push_back(*next++);
+        continue;
+      }
+      const int64_t bytes = checked_numel(t.shape) * static_cast<int64_t>(element_size(t.dtype));
+      entries.push_back({t.name, t.dtype, t.shape, "dropped", bytes, 0, {}});
+    }
     print_entries(entries, *type);
 
     if (!f.script.empty()) {

@@ -106,4 +106,8 @@ void copy_into(const Checkpoint& checkpoint,
 /// file fails it because its ranges leave the file).
 std::map<std::string, std::string> check_safetensors(const std::string& path);
 
+/// The tensors of a file as its header lists them (names, dtypes, shapes), in the file's order,
+/// after the checks of check_safetensors(): what a file holds without reading it.
+std::vector<TensorLayout> safetensors_layout(const std::string& path);
+
 }  // namespace ein

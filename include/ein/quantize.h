@@ -113,6 +113,9 @@ struct QuantizeCheckpointOptions {
 /// (the rule above; names aside). `ein report` prices a script's weights by it.
 bool quantizes(DType dtype, const Shape& shape, const QuantizeCheckpointOptions& options = {});
 
+/// Whether quantize_checkpoint() under `options` leaves the tensor `name` out (drop_prefixes).
+bool drops(const std::string& name, const QuantizeCheckpointOptions& options = {});
+
 /// Bytes a quantized tensor of `shape` takes (codes and scales, as QuantizedTensor::nbytes()).
 int64_t quantized_nbytes(const Shape& shape, QuantType type);
 

@@ -114,7 +114,17 @@ class Quantize(unittest.TestCase):
     def test_q8_0(self):
         path, out = self.quantize("q8_0")
         self.assertRegex(out, r"q8_0: \d+ tensors, [\d,]+ weights: .* \(8\.5 bits a weight\)")
-        self.assertIn("left out: ", out)  # the optimizer state
+        # The optimizer state is left out: counted from the header, not read.
+        original = read_safetensors(self.trained)[0]
+        optim = [k for k in original if k.startswith("optim.")]
+        self.assertGreater(len(optim), 0)
+        left = re.search(r"left out: (\d+) optimizer tensors \(optim\.\*\), ([\d.]+) kB", out)
+        self.assertIsNotNone(left, out)
+        self.assertEqual(int(left.group(1)), len(optim))
+        self.assertAlmostEqual(float(left.group(2)) * 1000,
+                               sum(len(original[k][2]) for k in optim), delta=0.05 * 1000)
+        rows = [line.split()[0] for line in out.splitlines() if line.startswith("model.")]
+        self.assertEqual(rows, [k for k in original if not k.startswith("optim.")])
         m = re.search(r"loss on 3 batches of .*: ([\d.]+) as trained, ([\d.]+) in q8_0", out)
         self.assertIsNotNone(m, out)
         before, after = float(m.group(1)), float(m.group(2))

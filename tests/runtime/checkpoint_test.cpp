@@ -135,6 +135,13 @@ TEST_F(SafetensorsTest, LoadsOnlyTheTensorsAskedFor) {
   EXPECT_EQ(c.metadata.at("step"), "7");
   EXPECT_TRUE(c.checksummed);
   EXPECT_EQ(memory_allocated(cpu()) - before, (4 * 3 + 3) * 4);
+  // What it holds, without reading it: every tensor's name, dtype and shape in file order.
+  const std::vector<TensorLayout> layout = safetensors_layout(path("model_and_optim.safetensors"));
+  ASSERT_EQ(layout.size(), 3u);
+  EXPECT_EQ(layout[1].name, "optim.m.w");
+  EXPECT_EQ(layout[1].dtype, DType::f32);
+  EXPECT_EQ(layout[1].shape, (Shape{4, 3}));
+  EXPECT_EQ(layout[2].name, "model.b");
 }
 
 TEST_F(SafetensorsTest, NonContiguousInputsAreWrittenContiguous) {
