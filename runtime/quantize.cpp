@@ -210,17 +210,25 @@ QuantError quant_error(const Tensor& original, const Tensor& dequantized) {
   if (original.shape() != dequantized.shape())
     throw RuntimeError(fmt::format("quant_error: shapes {} and {} differ",
                                    shape_str(original.shape()), shape_str(dequantized.shape())));
-  const std::vector<double> a = original.to_vector<double>(), b = dequantized.to_vector<double>();
+  // In f64, a chunk at a time: an embedding's two f64 copies would take 16 bytes a weight.
+  const int64_t n = original.numel();
+  const Tensor x = original.contiguous().reshape({n}), y = dequantized.contiguous().reshape({n});
+  constexpr int64_t kChunk = 1 << 16;
   double sq = 0, ref = 0, mx = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double e = b[i] - a[i];
-    sq += e * e;
-    ref += a[i] * a[i];
-    mx = std::max(mx, std::fabs(e));
+  for (int64_t start = 0; start < n; start += kChunk) {
+    const int64_t stop = std::min(n, start + kChunk);
+    const std::vector<double> a = x.slice(0, start, stop).to_vector<double>();
+    const std::vector<double> b = y.slice(0, start, stop).to_vector<double>();
+    for (size_t i = 0; i < a.size(); ++i) {
+      const double e = b[i] - a[i];
+      sq += e * e;
+      ref += a[i] * a[i];
+      mx = std::max(mx, std::fabs(e));
+    }
   }
   QuantError r;
-  if (a.empty()) return r;
-  r.rms = std::sqrt(sq / static_cast<double>(a.size()));
+  if (n == 0) return r;
+  r.rms = std::sqrt(sq / static_cast<double>(n));
   r.relative_rms = ref > 0 ? std::sqrt(sq / ref) : 0;
   r.max_abs = mx;
   return r;
