@@ -57,6 +57,12 @@ measure() {  # BINARY NAME SCRIPT WEIGHTS SAMPLE-ARGS...
     "$(bc -l <<<"$rss / 1000")" "${peak:--}" "${held:--}"
 }
 
+# `ein quantize` of GPT-2 small's training checkpoint (1.49 GB: weights and AdamW's state).
+for bin in "$EIN" "${OTHERS[@]}"; do
+  /usr/bin/time -f "ein quantize, $bin: max RSS %M kB, %e s" "$bin" quantize \
+    "$DIR/gpt2_small.f32.safetensors" -o "$DIR/requantized.safetensors" 2>&1 >/dev/null | tail -1
+done
+echo
 echo "| model | ein | weights | max RSS | allocator's peak | weights held |"
 echo "| --- | --- | --- | ---: | ---: | ---: |"
 for bin in "$EIN" "${OTHERS[@]}"; do
