@@ -233,7 +233,8 @@ void load_parameters(const Checkpoint& checkpoint, Trainable& model,
   const bool unset = std::any_of(params.begin(), params.end(),
                                  [](const NamedTensor& p) { return !p.tensor.defined(); });
   if (!unset) return load_parameters(checkpoint, params);
-  // Dequantized one tensor at a time, and only those a parameter takes as floats.
+  // Only the quantized tensors a parameter takes as floats are dequantized, each once: the
+  // result becomes that parameter (set_parameter() keeps it, no copy) or is copied into it.
   const std::map<std::string, QuantizedTensor> quantized = quantized_tensors(checkpoint);
   const auto has = [&](const std::string& name) {
     return checkpoint.find(name) || quantized.count(name);
