@@ -5,7 +5,10 @@
 // streams the codes row after row (k cut into parts, one task each), decodes each block of 32
 // in registers (codes times the block's f16 scale: the exact weights) and adds x[r, k] times
 // them into a partial y per part, which then add up in part order. It reads 8.5 (q8_0) or 4.5
-// (q4_0) bits a weight where an f32 GEMV reads 32. More rows make the product compute-bound;
+// (q4_0) bits a weight where an f32 GEMV reads 32. For one or two rows of x the scale is
+// folded into x instead (x[r, k] · scale, then times the codes: one FMA a weight after the
+// conversion), four rows of codes at a time, so that a block's sums stay in registers; in
+// 16-lane vectors where the CPU has AVX-512. More rows make the product compute-bound;
 // then column panels of w are dequantized and multiplied by the BLAS GEMM.
 //
 // A weight stored [n, k] (WeightLayout::out_in: blocks along the summed axis) is read the
@@ -13,8 +16,12 @@
 // block (the codes times the scale, times x, summed), one task per range of rows of w; many
 // rows of x multiply dequantized panels of w's rows by the GEMM with B transposed.
 #include <algorithm>
+#include <atomic>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <optional>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -30,6 +37,9 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), which -Wmaybe-uninitialized
+// reports wherever they inline (a false positive).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
 namespace ein {
@@ -49,6 +59,12 @@ constexpr int64_t kDecodeRows = 8;
 /// How far ahead in the codes (bytes) the rows' kernel prefetches: about 8 rows of a
 /// 4096-wide q8_0 matrix, the best of 4, 8 and 16 rows there (bench/quantized_matmul.py).
 constexpr int64_t kPrefetchBytes = 32768;
+/// Rows of x up to which the rows' kernel folds each block's scale into x (x · scale, then
+/// times the codes): a block's codes are converted once and multiplied by nothing else, where
+/// more rows of x share one conversion of the codes times their scale better.
+constexpr int64_t kFoldedRows = 2;
+/// Rows of w the folded kernels take at once: a block's sums stay in registers over them.
+constexpr int kFoldRows = 4;
 
 /// The product's operands as raw contiguous memory: x m × k, y m × n; w as stored (k × n, or
 /// n × k for WeightLayout::out_in): codes of code_row bytes a row, scales nb f16 a row.
@@ -184,6 +200,161 @@ EIN_AVX2 void part_avx2(const Operands& o, int64_t k0, int64_t k1, float* acc) {
   }
 }
 
+/// xs[b] = x · (row kk's scale of block b), for its nb blocks: the scale folded into x.
+EIN_AVX2 void folded_scales(const Operands& o, int64_t kk, float x, float* xs) {
+  const Half* s = o.scales + kk * o.nb;
+  const __m256 xv = _mm256_set1_ps(x);
+  int64_t b = 0;
+  for (; b + 8 <= o.nb; b += 8)
+    _mm256_storeu_ps(
+        xs + b,
+        _mm256_mul_ps(xv, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + b)))));
+  for (; b < o.nb; ++b)
+    xs[b] = x * scale_value(s[b]);
+}
+
+/// acc (M × n) += Σ_j xs[r, j, b] · codes[j, block b] over the R rows of codes at `rows` and
+/// the whole blocks b, xs as folded_scales() makes it (row r of x, row j of codes: at (r·R +
+/// j)·nb): each block's sums loaded once, R rows of codes converted and added into them with
+/// one FMA per 8 weights and row of x, then stored.
+template <bool Q8, int M, int R>
+EIN_AVX2 void group_avx2(const Operands& o, const uint8_t* rows, const float* xs, float* acc,
+                         bool prefetch) {
+  constexpr int64_t block_bytes = Q8 ? kQuantBlock : kQuantBlock / 2;
+  const int64_t full = o.n / kQuantBlock;
+  for (int64_t b = 0; b < full; ++b) {
+    if (prefetch && (b * block_bytes) % 64 == 0)
+      for (int j = 0; j < R; ++j)
+        _mm_prefetch(reinterpret_cast<const char*>(rows + j * o.code_row + kPrefetchBytes +
+                                                   b * block_bytes),
+                     _MM_HINT_T0);
+    __m256 a[M][4];
+    for (int r = 0; r < M; ++r)
+      for (int i = 0; i < 4; ++i)
+        a[r][i] = _mm256_loadu_ps(acc + r * o.n + b * kQuantBlock + 8 * i);
+    for (int j = 0; j < R; ++j) {
+      __m128i c[4];
+      load_block<Q8>(rows + j * o.code_row + b * block_bytes, c);
+      __m256 s[M];
+      for (int r = 0; r < M; ++r)
+        s[r] = _mm256_broadcast_ss(xs + (r * R + j) * o.nb + b);
+      for (int i = 0; i < 4; ++i) {
+        const __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c[i]));
+        for (int r = 0; r < M; ++r)
+          a[r][i] = _mm256_fmadd_ps(s[r], f, a[r][i]);
+      }
+    }
+    for (int r = 0; r < M; ++r)
+      for (int i = 0; i < 4; ++i)
+        _mm256_storeu_ps(acc + r * o.n + b * kQuantBlock + 8 * i, a[r][i]);
+  }
+}
+
+#define EIN_AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
+
+/// The block of 32 codes at `codes` as two vectors of 16 int32, in column order.
+template <bool Q8>
+EIN_AVX512 inline void load_block16(const uint8_t* codes, __m512i v[2]) {
+  if constexpr (Q8) {
+    v[0] = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes)));
+    v[1] = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + 16)));
+  } else {
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes));
+    const __m128i low = _mm_and_si128(bytes, _mm_set1_epi8(0x0f));
+    const __m128i high = _mm_and_si128(_mm_srli_epi16(bytes, 4), _mm_set1_epi8(0x0f));
+    v[0] = _mm512_cvtepi8_epi32(_mm_sub_epi8(_mm_unpacklo_epi8(low, high), _mm_set1_epi8(8)));
+    v[1] = _mm512_cvtepi8_epi32(_mm_sub_epi8(_mm_unpackhi_epi8(low, high), _mm_set1_epi8(8)));
+  }
+}
+
+/// group_avx2() in 16-lane vectors: a block's sums are two registers a row of x.
+template <bool Q8, int M, int R>
+EIN_AVX512 void group_avx512(const Operands& o, const uint8_t* rows, const float* xs,
+                             float* acc, bool prefetch) {
+  constexpr int64_t block_bytes = Q8 ? kQuantBlock : kQuantBlock / 2;
+  const int64_t full = o.n / kQuantBlock;
+  for (int64_t b = 0; b < full; ++b) {
+    if (prefetch && (b * block_bytes) % 64 == 0)
+      for (int j = 0; j < R; ++j)
+        _mm_prefetch(reinterpret_cast<const char*>(rows + j * o.code_row + kPrefetchBytes +
+                                                   b * block_bytes),
+                     _MM_HINT_T0);
+    __m512 a[M][2];
+    for (int r = 0; r < M; ++r)
+      for (int i = 0; i < 2; ++i)
+        a[r][i] = _mm512_loadu_ps(acc + r * o.n + b * kQuantBlock + 16 * i);
+    for (int j = 0; j < R; ++j) {
+      __m512i c[2];
+      load_block16<Q8>(rows + j * o.code_row + b * block_bytes, c);
+      __m512 s[M];
+      for (int r = 0; r < M; ++r)
+        s[r] = _mm512_set1_ps(xs[(r * R + j) * o.nb + b]);
+      for (int i = 0; i < 2; ++i) {
+        const __m512 f = _mm512_cvtepi32_ps(c[i]);
+        for (int r = 0; r < M; ++r)
+          a[r][i] = _mm512_fmadd_ps(s[r], f, a[r][i]);
+      }
+    }
+    for (int r = 0; r < M; ++r)
+      for (int i = 0; i < 2; ++i)
+        _mm512_storeu_ps(acc + r * o.n + b * kQuantBlock + 16 * i, a[r][i]);
+  }
+}
+
+/// Rows kk to kk + R of w into acc (M rows of x): their scales folded into x, the whole
+/// blocks through the group kernel, a partial last block portably.
+template <bool Q8, int M, int R, bool Wide>
+EIN_AVX2 void fold_rows(const Operands& o, int64_t kk, float* xs, float* acc) {
+  // x · scale overflows only where x · code · scale does, except for a code of 0: there the
+  // reference adds 0 and the fold inf · 0 = NaN. So a finite x that a scale (at most f16's
+  // largest, 65504) could take past FLT_MAX goes the exact way, row by row.
+  for (int r = 0; r < M; ++r)
+    for (int j = 0; j < R; ++j)
+      if (const float x = std::fabs(o.x[r * o.k + kk + j]);
+          x > std::numeric_limits<float>::max() / 65504.0f && !std::isinf(x)) {
+        for (int jj = 0; jj < R; ++jj)
+          add_row_portable(o, kk + jj, 0, acc);
+        return;
+      }
+  for (int r = 0; r < M; ++r)
+    for (int j = 0; j < R; ++j)
+      folded_scales(o, kk + j, o.x[r * o.k + kk + j], xs + (r * R + j) * o.nb);
+  const uint8_t* rows = (Q8 ? reinterpret_cast<const uint8_t*>(o.codes8) : o.codes4) +
+                        kk * o.code_row;
+  // Up to the matrix's end, into the next part too: a part of a small matrix is shorter than
+  // the prefetch distance.
+  const bool prefetch = (kk + R) * o.code_row + kPrefetchBytes < o.k * o.code_row;
+  if constexpr (Wide)
+    group_avx512<Q8, M, R>(o, rows, xs, acc, prefetch);
+  else
+    group_avx2<Q8, M, R>(o, rows, xs, acc, prefetch);
+  if (o.n % kQuantBlock != 0)
+    for (int j = 0; j < R; ++j)
+      add_row_portable(o, kk + j, o.n - o.n % kQuantBlock, acc);
+}
+
+/// acc (M × n) += x[:, k0:k1] @ w[k0:k1, :] for M ≤ kFoldedRows rows of x: kFoldRows rows of
+/// w at a time, then the rest one by one.
+template <bool Q8, int M, bool Wide>
+EIN_AVX2 void part_folded(const Operands& o, int64_t k0, int64_t k1, float* acc) {
+  std::vector<float> xs(static_cast<size_t>(M * kFoldRows * o.nb));
+  int64_t kk = k0;
+  for (; kk + kFoldRows <= k1; kk += kFoldRows)
+    fold_rows<Q8, M, kFoldRows, Wide>(o, kk, xs.data(), acc);
+  for (; kk < k1; ++kk)
+    fold_rows<Q8, M, 1, Wide>(o, kk, xs.data(), acc);
+}
+
+template <bool Wide>
+void part_folded(const Operands& o, int64_t k0, int64_t k1, float* acc) {
+  if (o.codes8)
+    o.m == 1 ? part_folded<true, 1, Wide>(o, k0, k1, acc)
+             : part_folded<true, 2, Wide>(o, k0, k1, acc);
+  else
+    o.m == 1 ? part_folded<false, 1, Wide>(o, k0, k1, acc)
+             : part_folded<false, 2, Wide>(o, k0, k1, acc);
+}
+
 /// out[0 : c1 - c0] = w[kk, c0:c1], c0 a multiple of kQuantBlock: whole blocks decoded in
 /// registers, a partial last one portably.
 template <bool Q8>
@@ -222,7 +393,7 @@ EIN_AVX2 void dots_avx2(const Operands& o, int64_t j0, int64_t j1) {
   const int64_t full = o.k / kQuantBlock;
   const int64_t block_bytes = Q8 ? kQuantBlock : kQuantBlock / 2;
   const uint8_t* codes = Q8 ? reinterpret_cast<const uint8_t*>(o.codes8) : o.codes4;
-  const uint8_t* end = codes + j1 * o.code_row;
+  const uint8_t* end = codes + o.n * o.code_row;  // a task prefetches into the next one
   for (int64_t j = j0; j < j1; ++j) {
     const uint8_t* row = codes + j * o.code_row;
     const Half* scales = o.scales + j * o.nb;
@@ -257,6 +428,71 @@ EIN_AVX2 void dots_avx2(const Operands& o, int64_t j0, int64_t j1) {
   }
 }
 
+/// dots_avx2() in 16-lane vectors: a block of 32 codes is two registers of exact weights.
+template <bool Q8, int M>
+EIN_AVX512 void dots_avx512(const Operands& o, int64_t j0, int64_t j1) {
+  constexpr int A = M <= 4 ? 2 : 1;
+  const int64_t full = o.k / kQuantBlock;
+  const int64_t block_bytes = Q8 ? kQuantBlock : kQuantBlock / 2;
+  const uint8_t* codes = Q8 ? reinterpret_cast<const uint8_t*>(o.codes8) : o.codes4;
+  const uint8_t* end = codes + o.n * o.code_row;  // a task prefetches into the next one
+  for (int64_t j = j0; j < j1; ++j) {
+    const uint8_t* row = codes + j * o.code_row;
+    const Half* scales = o.scales + j * o.nb;
+    __m512 acc[M][A];
+    for (int r = 0; r < M; ++r)
+      for (int a = 0; a < A; ++a)
+        acc[r][a] = _mm512_setzero_ps();
+    // Block b into the accumulators `a` (a compile-time index: a runtime one would keep them
+    // in memory, each block's sums waiting on the last one's store).
+    const auto add_block = [&](int64_t b, auto a) EIN_AVX512 {
+      const uint8_t* block = row + b * block_bytes;
+      if ((b * block_bytes) % 64 == 0 && block + kPrefetchBytes < end)
+        _mm_prefetch(reinterpret_cast<const char*>(block + kPrefetchBytes), _MM_HINT_T0);
+      __m512i c[2];
+      load_block16<Q8>(block, c);
+      const __m512 d = _mm512_set1_ps(scale_value(scales[b]));
+      const __m512 w0 = _mm512_mul_ps(_mm512_cvtepi32_ps(c[0]), d);
+      const __m512 w1 = _mm512_mul_ps(_mm512_cvtepi32_ps(c[1]), d);
+      for (int r = 0; r < M; ++r) {
+        const float* x = o.x + r * o.k + b * kQuantBlock;
+        acc[r][a] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x), acc[r][a]);
+        acc[r][a] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + 16), acc[r][a]);
+      }
+    };
+    int64_t b = 0;
+    if constexpr (A == 2)
+      for (; b + 2 <= full; b += 2) {
+        add_block(b, std::integral_constant<int, 0>{});
+        add_block(b + 1, std::integral_constant<int, 1>{});
+      }
+    for (; b < full; ++b)
+      add_block(b, std::integral_constant<int, 0>{});
+    for (int r = 0; r < M; ++r) {
+      for (int a = 1; a < A; ++a)
+        acc[r][0] = _mm512_add_ps(acc[r][0], acc[r][a]);
+      float sum = _mm512_reduce_add_ps(acc[r][0]);
+      for (int64_t c = full * kQuantBlock; c < o.k; ++c)
+        sum += o.x[r * o.k + c] * weight(o, j, c);
+      o.y[r * o.n + j] = sum;
+    }
+  }
+}
+
+template <bool Q8>
+EIN_AVX512 void dots_avx512(const Operands& o, int64_t j0, int64_t j1) {
+  switch (o.m) {
+    case 1: return dots_avx512<Q8, 1>(o, j0, j1);
+    case 2: return dots_avx512<Q8, 2>(o, j0, j1);
+    case 3: return dots_avx512<Q8, 3>(o, j0, j1);
+    case 4: return dots_avx512<Q8, 4>(o, j0, j1);
+    case 5: return dots_avx512<Q8, 5>(o, j0, j1);
+    case 6: return dots_avx512<Q8, 6>(o, j0, j1);
+    case 7: return dots_avx512<Q8, 7>(o, j0, j1);
+    default: return dots_avx512<Q8, 8>(o, j0, j1);
+  }
+}
+
 template <bool Q8>
 EIN_AVX2 void dots_avx2(const Operands& o, int64_t j0, int64_t j1) {
   switch (o.m) {
@@ -271,17 +507,30 @@ EIN_AVX2 void dots_avx2(const Operands& o, int64_t j0, int64_t j1) {
   }
 }
 
-bool has_avx2() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                          __builtin_cpu_supports("f16c");
-  return has;
-}
 #endif
+
+/// The best set this CPU has.
+detail::QuantKernels best_kernels() {
+#if defined(__x86_64__)
+  static const detail::QuantKernels best = [] {
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") ||
+        !__builtin_cpu_supports("f16c"))
+      return detail::QuantKernels::portable;
+    return __builtin_cpu_supports("avx512f") ? detail::QuantKernels::avx512
+                                              : detail::QuantKernels::avx2;
+  }();
+  return best;
+#else
+  return detail::QuantKernels::portable;
+#endif
+}
+
+std::atomic<int> forced_kernels{-1};
 
 /// out[0 : c1 - c0] = w[kk, c0:c1] on this CPU's best path (c0 a multiple of kQuantBlock).
 void decode_row(const Operands& o, int64_t kk, int64_t c0, int64_t c1, float* out) {
 #if defined(__x86_64__)
-  if (has_avx2()) {
+  if (detail::quant_kernels() != detail::QuantKernels::portable) {
     if (o.codes8)
       decode_row_avx2<true>(o, kk, c0, c1, out);
     else
@@ -296,7 +545,15 @@ void decode_row(const Operands& o, int64_t kk, int64_t c0, int64_t c1, float* ou
 /// acc (m × n, zeroed) += x[:, k0:k1] @ w[k0:k1, :] on this CPU's best path.
 void add_part(const Operands& o, int64_t k0, int64_t k1, float* acc) {
 #if defined(__x86_64__)
-  if (has_avx2()) {
+  const detail::QuantKernels kernels = detail::quant_kernels();
+  if (kernels != detail::QuantKernels::portable && o.m <= kFoldedRows) {
+    if (kernels == detail::QuantKernels::avx512)
+      part_folded<true>(o, k0, k1, acc);
+    else
+      part_folded<false>(o, k0, k1, acc);
+    return;
+  }
+  if (kernels != detail::QuantKernels::portable) {
     if (o.codes8)
       part_avx2<true>(o, k0, k1, acc);
     else
@@ -310,7 +567,14 @@ void add_part(const Operands& o, int64_t k0, int64_t k1, float* acc) {
 /// y[:, j] = x @ w[j, :] for rows j0 ≤ j < j1 of an out_in weight, on this CPU's best path.
 void add_dots(const Operands& o, int64_t j0, int64_t j1) {
 #if defined(__x86_64__)
-  if (has_avx2()) {
+  if (detail::quant_kernels() == detail::QuantKernels::avx512) {
+    if (o.codes8)
+      dots_avx512<true>(o, j0, j1);
+    else
+      dots_avx512<false>(o, j0, j1);
+    return;
+  }
+  if (detail::quant_kernels() != detail::QuantKernels::portable) {
     if (o.codes8)
       dots_avx2<true>(o, j0, j1);
     else
@@ -395,6 +659,30 @@ void dequantized_panels(const Operands& o, bool out_in) {
 }
 
 }  // namespace
+
+namespace detail {
+
+QuantKernels quant_kernels() {
+  const int forced = forced_kernels.load(std::memory_order_relaxed);
+  return forced < 0 ? best_kernels() : static_cast<QuantKernels>(forced);
+}
+
+bool force_quant_kernels(std::optional<QuantKernels> kernels) {
+  if (kernels && static_cast<int>(*kernels) > static_cast<int>(best_kernels())) return false;
+  forced_kernels.store(kernels ? static_cast<int>(*kernels) : -1, std::memory_order_relaxed);
+  return true;
+}
+
+std::string_view quant_kernels_name(QuantKernels kernels) {
+  switch (kernels) {
+    case QuantKernels::portable: return "portable";
+    case QuantKernels::avx2: return "avx2";
+    case QuantKernels::avx512: return "avx512";
+  }
+  return "?";
+}
+
+}  // namespace detail
 
 Tensor quantized_matmul(const Tensor& x, const QuantizedTensor& w, WeightLayout layout) {
   if (!x.defined()) throw RuntimeError("quantized_matmul: x is undefined");

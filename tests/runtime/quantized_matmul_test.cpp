@@ -2,8 +2,9 @@
 // dequantized weight, for q8_0 and q4_0, through each of its paths (the rows' kernel on full
 // and partial column chunks, the dequantized panels' GEMM for many rows), on odd sizes,
 // partial blocks, batch axes, non-contiguous and bf16 inputs, zero sizes, the special values
-// (±0, ±inf, NaN, subnormals) and all-zero blocks; every mistake an error naming it; and what
-// FlopCounter counts.
+// (±0, ±inf, NaN, subnormals, values whose product with a scale overflows) and all-zero
+// blocks; on each instruction set this CPU has (AVX-512, AVX2, portable); every mistake an
+// error naming it; and what FlopCounter counts.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,8 +16,22 @@
 #include <ein/flop_counter.h>
 #include <ein/quantize.h>
 
+#include "runtime/quantize_layout.h"
+
 namespace ein {
 namespace {
+
+/// Runs `body` on each instruction set of quantized_matmul's kernels this CPU has.
+template <typename F>
+void for_each_kernel_set(F body) {
+  using detail::QuantKernels;
+  for (QuantKernels set : {QuantKernels::avx512, QuantKernels::avx2, QuantKernels::portable}) {
+    if (!detail::force_quant_kernels(set)) continue;
+    SCOPED_TRACE(std::string("kernels: ") + std::string(detail::quant_kernels_name(set)));
+    body();
+  }
+  detail::force_quant_kernels(std::nullopt);
+}
 
 std::vector<float> normal_values(int64_t count, uint32_t seed, float scale = 1) {
   std::mt19937 rng(seed);
@@ -66,6 +81,7 @@ TEST(QuantizedMatmul, MatchesTheFloat64ReferenceOnEveryPath) {
                         {4, 64, 128},  {5, 96, 385},   {8, 33, 640},  {9, 50, 200},
                         {33, 70, 600}, {2, 300, 31},   {1, 1030, 130}, {2, 300, 1000}};
   uint32_t seed = 1;
+  for_each_kernel_set([&] {
   for (QuantType type : {QuantType::q8_0, QuantType::q4_0})
     for (const Case& c : cases) {
       const std::string what = std::string(quant_type_name(type)) + " m=" + std::to_string(c.m) +
@@ -79,6 +95,7 @@ TEST(QuantizedMatmul, MatchesTheFloat64ReferenceOnEveryPath) {
       expect_reference(x, dequantize(q).to_vector<float>(), y.to_vector<float>(), c.m, c.k, c.n,
                        what);
     }
+  });
 }
 
 /// w (rows × cols, row-major) transposed.
@@ -100,6 +117,7 @@ TEST(QuantizedMatmul, OutInWeightsMatchTheFloat64ReferenceOnEveryPath) {
                         {8, 160, 640}, {9, 50, 200}, {33, 70, 600},  {1, 64, 3000},
                         {3, 1024, 200}};
   uint32_t seed = 100;
+  for_each_kernel_set([&] {
   for (QuantType type : {QuantType::q8_0, QuantType::q4_0})
     for (const Case& c : cases) {
       const std::string what = std::string(quant_type_name(type)) + " out_in m=" +
@@ -113,6 +131,7 @@ TEST(QuantizedMatmul, OutInWeightsMatchTheFloat64ReferenceOnEveryPath) {
       expect_reference(x, transposed(dequantize(q).to_vector<float>(), c.n, c.k),
                        y.to_vector<float>(), c.m, c.k, c.n, what);
     }
+  });
 }
 
 TEST(QuantizedMatmul, OutInStridesSpecialValuesZeroSizesAndCounts) {
@@ -183,7 +202,8 @@ TEST(QuantizedMatmul, BatchAxesStridesDtypesAndZeroSizes) {
 
 TEST(QuantizedMatmul, SpecialValuesPropagateAsInTheReference) {
   // Columns 0-31 of w all zero (scale 0): inf · 0 is NaN there, as in x @ dequantize(w).
-  for (const int64_t m : {1, 3, 12}) {  // the rows' kernel and the panels' GEMM
+  for_each_kernel_set([&] {
+  for (const int64_t m : {1, 2, 3, 12}) {  // the rows' kernel (folded: 1, 2) and the GEMM
     const int64_t k = 40, n = 256;
     std::vector<float> wv = normal_values(k * n, 5);
     for (int64_t i = 0; i < k; ++i)
@@ -199,6 +219,44 @@ TEST(QuantizedMatmul, SpecialValuesPropagateAsInTheReference) {
     expect_reference(x, dequantize(q).to_vector<float>(), y.to_vector<float>(), m, k, n,
                      "special values, m=" + std::to_string(m));
   }
+  });
+}
+
+TEST(QuantizedMatmul, AnXThatOverflowsTimesAScaleAddsZeroWhereTheCodeIsZero) {
+  // x[0, 4] = 2e36 and row 4 of w's first block ±40000 (scale 315), but column 5 is 0: x ·
+  // scale overflows f32, yet the reference adds 2e36 · 0 = 0 to y[0, 5] (finite), and ±inf to
+  // the block's other columns, whose products overflow. The kernels that fold the scale into x
+  // must not make that 0 a NaN.
+  for_each_kernel_set([&] {
+    for (const int64_t m : {1, 2, 3, 12}) {
+      const int64_t k = 9, n = 64;
+      std::vector<float> wv = normal_values(k * n, 7, 0.05f);
+      for (int64_t c = 0; c < 32; ++c)
+        wv[4 * n + c] = c == 5 ? 0.0f : (c % 2 ? 40000.0f : -40000.0f);
+      const QuantizedTensor q = quantize(from_data(wv, {k, n}), QuantType::q8_0);
+      std::vector<float> x = normal_values(m * k, 8);
+      x[4] = 2e36f;
+      const std::vector<float> w = dequantize(q).to_vector<float>();
+      const std::vector<float> y = quantized_matmul(from_data(x, {m, k}), q).to_vector<float>();
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t c = 0; c < n; ++c) {
+          const std::string at = "m=" + std::to_string(m) + " at [" + std::to_string(r) + ", " +
+                                 std::to_string(c) + "]";
+          const float got = y[r * n + c];
+          if (r == 0 && c < 32 && c != 5) {
+            EXPECT_EQ(got, (c % 2 ? 1 : -1) * std::numeric_limits<float>::infinity()) << at;
+            continue;
+          }
+          double sum = 0, magnitude = 0;
+          for (int64_t i = 0; i < k; ++i) {
+            sum += static_cast<double>(x[r * k + i]) * w[i * n + c];
+            magnitude += std::fabs(static_cast<double>(x[r * k + i]) * w[i * n + c]);
+          }
+          ASSERT_FALSE(std::isnan(got)) << at;
+          EXPECT_LE(std::fabs(got - sum), 2.0 * k * 0x1p-24 * magnitude + 1e-37) << at;
+        }
+    }
+  });
 }
 
 TEST(QuantizedMatmul, MistakesAreErrorsNamingThem) {
