@@ -6,7 +6,9 @@
 // are tile_gemm.h's. Tiles the bias masks entirely are skipped, and a tile stops at the last
 // key column some row of it leaves unmasked (TileInfo): a causal mask's diagonal tiles do
 // about half the work. A bias of zeros then -inf in every row (causal, padding) is never read
-// by the tiles: it becomes one key limit per query row (Mask). bf16 q, k and v on a CPU with
+// by the tiles: it becomes one key limit per query row (Mask). Only the keys some row of a
+// batch row reads are staged (Mask::keys): a decode step's query over a cache of T rows
+// transposes the rows written so far, not T. bf16 q, k and v on a CPU with
 // AMX or AVX512-BF16 run attention_amx.h's kernels instead, the same loops with bf16 tile
 // products.
 #include "exec/attention.h"
@@ -86,6 +88,7 @@ Tensor forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const
     std::vector<int64_t> cols(kQueryBlock);
     typename Operands<T>::MaskCache scratch;
     int64_t packed = -1;  // the k/v row whose k is in kt (and v in v_rows, when widened)
+    int64_t packed_keys = 0;  // how many of its keys: those the mask leaves some row
     Rows<T> v;
     for (int64_t task = lo; task < hi; ++task) {
       const int64_t n = task / q_blocks, i0 = (task % q_blocks) * kQueryBlock,
@@ -93,11 +96,12 @@ Tensor forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const
       const Rows<T> q = o.q.rows(n, i0, bq, q_rows);
       const T* bias = o.bias_at(n);
       const Mask& mask = o.mask(n, scratch);
-      if (o.s > 0 && o.kv_row(n) != packed) {
-        const Rows<T> k = o.k.rows(o.kv_row(n), 0, o.s, k_rows);
-        pack_transposed(k.data, k.ld, o.s, o.e, kt);
-        v = o.v.rows(o.kv_row(n), 0, o.s, v_rows);
+      if (mask.keys > 0 && (o.kv_row(n) != packed || mask.keys > packed_keys)) {
+        const Rows<T> k = o.k.rows(o.kv_row(n), 0, mask.keys, k_rows);
+        pack_transposed(k.data, k.ld, mask.keys, o.e, kt);
+        v = o.v.rows(o.kv_row(n), 0, mask.keys, v_rows);
         packed = o.kv_row(n);
+        packed_keys = mask.keys;
       }
       std::fill(m.begin(), m.end(), static_cast<T>(-kInf));
       std::fill(l.begin(), l.end(), T(0));

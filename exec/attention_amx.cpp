@@ -150,16 +150,20 @@ Tensor forward_amx(const Operands<float>& o, double scale, const Shape& out_shap
     std::vector<float> m(kQueryBlock), l(kQueryBlock);
     std::vector<int64_t> cols(kQueryBlock);
     Operands<float>::MaskCache scratch;
-    int64_t packed = -1;  // the k/v row in kt and vp
+    int64_t packed = -1;      // the k/v row in kt and vp
+    int64_t packed_keys = 0;  // how many of its keys: those the mask leaves some row
     for (int64_t task = lo; task < hi; ++task) {
       const int64_t n = task / q_blocks, i0 = (task % q_blocks) * kQueryBlock,
                     bq = std::min(o.t, i0 + kQueryBlock) - i0, bq16 = round_up(bq, 16);
       const float* bias = o.bias_at(n);
       const Mask& mask = o.mask(n, scratch);
-      if (o.kv_row(n) != packed) {
+      if (mask.keys > 0 && (o.kv_row(n) != packed || mask.keys > packed_keys)) {
         packed = o.kv_row(n);
-        pack_blocks_transposed(o.k.bf16_at(packed), o.k.ld, o.s, o.e, pad.e, pad.key_blocks, kt);
-        pairs_from_bf16(o.v.bf16_at(packed), o.v.ld, o.s, o.f, vp.data(), 2 * pad.f, pad.s, pad.f);
+        packed_keys = mask.keys;
+        const int64_t blocks = (mask.keys + kKeyBlock - 1) / kKeyBlock;
+        pack_blocks_transposed(o.k.bf16_at(packed), o.k.ld, mask.keys, o.e, pad.e, blocks, kt);
+        pairs_from_bf16(o.v.bf16_at(packed), o.v.ld, mask.keys, o.f, vp.data(), 2 * pad.f,
+                        blocks * kKeyBlock, pad.f);
       }
       a_from_bf16(o.q.bf16_at(n) + i0 * o.q.ld, o.q.ld, bq, o.e, qa.data(), pad.e, bq16, pad.e);
       std::fill(m.begin(), m.end(), -std::numeric_limits<float>::infinity());

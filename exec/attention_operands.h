@@ -64,6 +64,9 @@ struct TileInfo {
 struct Mask {
   std::vector<TileInfo> tiles;
   std::vector<int64_t> limits;  ///< per query row; empty when the bias has another form
+  /// One past the last key some tile reads: the keys and values a batch row needs staged (a
+  /// decode step's query reads the cache's filled rows only).
+  int64_t keys = 0;
 
   const TileInfo& tile(int64_t i0, int64_t j0, int64_t s) const {
     return tiles[(i0 / kQueryBlock) * ((s + kKeyBlock - 1) / kKeyBlock) + j0 / kKeyBlock];
@@ -113,7 +116,9 @@ Mask mask_of(const T* bias, int64_t bt, int64_t bs, int64_t t, int64_t s) {
     for (int64_t j0 = 0; j0 < s; j0 += kKeyBlock) {
       const int64_t j1 = std::min(s, j0 + kKeyBlock);
       if (mask.limits.empty()) {
-        mask.tiles.push_back(tile_info(bias, bt, bs, i0, i1, j0, j1));
+        const TileInfo info = tile_info(bias, bt, bs, i0, i1, j0, j1);
+        mask.tiles.push_back(info);
+        if (info.kind != Tile::skip) mask.keys = std::max(mask.keys, info.end);
         continue;
       }
       int64_t end = j0;
@@ -123,6 +128,7 @@ Mask mask_of(const T* bias, int64_t bt, int64_t bs, int64_t t, int64_t s) {
         whole = whole && mask.limits[i] >= j1;
       }
       mask.tiles.push_back({end == j0 ? Tile::skip : whole ? Tile::plain : Tile::limited, end});
+      if (end > j0) mask.keys = std::max(mask.keys, end);
     }
   }
   return mask;
