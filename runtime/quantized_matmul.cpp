@@ -205,10 +205,10 @@ EIN_AVX2 void folded_scales(const Operands& o, int64_t kk, float x, float* xs) {
   const Half* s = o.scales + kk * o.nb;
   const __m256 xv = _mm256_set1_ps(x);
   int64_t b = 0;
-  for (; b + 8 <= o.nb; b += 8)
-    _mm256_storeu_ps(
-        xs + b,
-        _mm256_mul_ps(xv, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + b)))));
+  for (; b + 8 <= o.nb; b += 8) {
+    const __m128i halves = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + b));
+    _mm256_storeu_ps(xs + b, _mm256_mul_ps(xv, _mm256_cvtph_ps(halves)));
+  }
   for (; b < o.nb; ++b)
     xs[b] = x * scale_value(s[b]);
 }
