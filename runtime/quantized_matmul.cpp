@@ -213,6 +213,13 @@ EIN_AVX2 void folded_scales(const Operands& o, int64_t kk, float x, float* xs) {
     xs[b] = x * scale_value(s[b]);
 }
 
+/// The cache line kPrefetchBytes after `at` in each of the R rows of codes from `at` on.
+template <int R>
+inline void prefetch_rows(const Operands& o, const uint8_t* at) {
+  for (int j = 0; j < R; ++j)
+    _mm_prefetch(reinterpret_cast<const char*>(at + j * o.code_row + kPrefetchBytes), _MM_HINT_T0);
+}
+
 /// acc (M × n) += Σ_j xs[r, j, b] · codes[j, block b] over the R rows of codes at `rows` and
 /// the whole blocks b, xs as folded_scales() makes it (row r of x, row j of codes: at (r·R +
 /// j)·nb): each block's sums loaded once, R rows of codes converted and added into them with
@@ -223,11 +230,7 @@ EIN_AVX2 void group_avx2(const Operands& o, const uint8_t* rows, const float* xs
   constexpr int64_t block_bytes = Q8 ? kQuantBlock : kQuantBlock / 2;
   const int64_t full = o.n / kQuantBlock;
   for (int64_t b = 0; b < full; ++b) {
-    if (prefetch && (b * block_bytes) % 64 == 0)
-      for (int j = 0; j < R; ++j)
-        _mm_prefetch(reinterpret_cast<const char*>(rows + j * o.code_row + kPrefetchBytes +
-                                                   b * block_bytes),
-                     _MM_HINT_T0);
+    if (prefetch && (b * block_bytes) % 64 == 0) prefetch_rows<R>(o, rows + b * block_bytes);
     __m256 a[M][4];
     for (int r = 0; r < M; ++r)
       for (int i = 0; i < 4; ++i)
@@ -274,11 +277,7 @@ EIN_AVX512 void group_avx512(const Operands& o, const uint8_t* rows, const float
   constexpr int64_t block_bytes = Q8 ? kQuantBlock : kQuantBlock / 2;
   const int64_t full = o.n / kQuantBlock;
   for (int64_t b = 0; b < full; ++b) {
-    if (prefetch && (b * block_bytes) % 64 == 0)
-      for (int j = 0; j < R; ++j)
-        _mm_prefetch(reinterpret_cast<const char*>(rows + j * o.code_row + kPrefetchBytes +
-                                                   b * block_bytes),
-                     _MM_HINT_T0);
+    if (prefetch && (b * block_bytes) % 64 == 0) prefetch_rows<R>(o, rows + b * block_bytes);
     __m512 a[M][2];
     for (int r = 0; r < M; ++r)
       for (int i = 0; i < 2; ++i)
