@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace ein::cli {
@@ -53,6 +54,13 @@ std::string seconds_text(double seconds) {
   if (seconds >= 1) return fmt::format("{:.3g} s", seconds);
   if (seconds >= 1e-3) return fmt::format("{:.3g} ms", seconds * 1e3);
   return fmt::format("{:.3g} us", seconds * 1e6);
+}
+
+std::string fixed(double value, int digits, int decimals) {
+  if (std::isfinite(value) && value != 0)
+    decimals = std::clamp(digits - 1 - static_cast<int>(std::floor(std::log10(std::fabs(value)))),
+                          decimals, 12);
+  return fmt::format("{:.{}f}", value, decimals);
 }
 
 }  // namespace ein::cli

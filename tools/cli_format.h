@@ -24,5 +24,9 @@ std::string exact(double value);
 std::string percent(double part, double whole);
 /// Seconds with 3 significant digits in s, ms or us: 0.0123 -> "12.3 ms".
 std::string seconds_text(double seconds);
+/// `value` in fixed notation with at least `decimals` decimals and `digits` significant
+/// digits, so that a small value keeps its precision: (0.0251, 3, 3) -> "0.0251",
+/// (12.3456, 3, 3) -> "12.346", (0, 3, 3) -> "0.000".
+std::string fixed(double value, int digits, int decimals);
 
 }  // namespace ein::cli

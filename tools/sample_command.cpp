@@ -4,7 +4,6 @@
 // each token is printed as it is drawn, and the tokens a second it drew them at at the end.
 // The sampling itself is ein::generate() (include/ein/trainer.h).
 #include <algorithm>
-#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -274,11 +273,8 @@ int run_sample(const SampleFlags& f) {
         const double median = warm[warm.size() / 2];
         // At least 3 significant digits: a tiny model's 0.0251 ms printed as 0.025 would be
         // 2% off the tokens/s beside it.
-        const double ms = 1e3 * median;
-        const int decimals =
-            ms > 0 ? std::clamp(2 - static_cast<int>(std::floor(std::log10(ms))), 3, 9) : 3;
-        rate = fmt::format("{:.{}f} ms a token (median; {:.1f} tokens/s) after the first", ms,
-                           decimals, median > 0 ? 1 / median : 0.0);
+        rate = fmt::format("{} ms a token (median; {:.1f} tokens/s) after the first",
+                           fixed(1e3 * median, 3, 3), median > 0 ? 1 / median : 0.0);
       }
       const int64_t tokens = g.length * f.num_samples;
       // every token but the last one drawn goes into the model
@@ -316,9 +312,9 @@ int run_sample(const SampleFlags& f) {
       if (weight_bytes > 0)
         how += fmt::format("; {} of weights held", si(static_cast<double>(weight_bytes), "B"));
       std::cerr << fmt::format(
-          "ein sample: {} tokens in {:.3f} s: {}, which took {:.3f} s (tracing and compiling "
+          "ein sample: {} tokens in {} s: {}, which took {} s (tracing and compiling "
           "logits()); {} a token drawn ({}), {}; on {}, at most {} allocated; weights: {}\n",
-          tokens, seconds, rate, first, grouped(tokens ? flops / static_cast<double>(tokens) : 0) + " FLOPs",
+          tokens, fixed(seconds, 3, 3), rate, fixed(first, 3, 3), grouped(tokens ? flops / static_cast<double>(tokens) : 0) + " FLOPs",
           how, si(seconds > 0 ? flops / seconds : 0, "FLOP/s"), load.device.str(),
           si(static_cast<double>(max_memory_allocated(load.device)), "B"), from);
     }
