@@ -17,33 +17,18 @@ tokens() { python3 -c "print(','.join(str((i * 7919) % 50257) for i in range($1)
 TOKENS=$(tokens 8)
 LONG=$(tokens 1000)
 
-run() {  # BINARY SCRIPT WEIGHTS ARGS...: tokens/s
-  local bin=$1 script=$2 weights=$3
-  shift 3
-  "$bin" sample "$script" "$weights" "$@" --temperature 0 --device cpu 2>&1 >/dev/null |
-    sed -n 's/.*(median; \([0-9.]*\) tokens\/s.*/\1/p'
-}
+source bench/sample_ab.sh
 
 echo "| model | weights | old tokens/s | new tokens/s | new/old |"
 echo "| --- | --- | ---: | ---: | ---: |"
 byte=examples/gpt/byte_gpt.ein
 gpt2=examples/scripts/gpt2_small.ein
 big="--set T=256,L=6,H=8,D=512 --prompt GNU_GENE --length 249"
-for round in $(seq "$ROUNDS"); do
-  for config in "byte 256 6 8 512|$byte|byte_gpt.f32.safetensors|$big" \
-                "byte 256 6 8 512|$byte|byte_gpt.q8_0.safetensors|$big" \
-                "byte 256 6 8 512|$byte|byte_gpt.q4_0.safetensors|$big" \
-                "GPT-2 small|$gpt2|gpt2_small.f32.safetensors|--tokens $TOKENS --length 60" \
-                "GPT-2 small|$gpt2|gpt2_small.q8_0.safetensors|--tokens $TOKENS --length 60" \
-                "GPT-2 small|$gpt2|gpt2_small.q4_0.safetensors|--tokens $TOKENS --length 60" \
-                "GPT-2 small, 1000|$gpt2|gpt2_small.q8_0.safetensors|--tokens $LONG --length 20"
-  do
-    IFS='|' read -r name script weights args <<<"$config"
-    # shellcheck disable=SC2086  # args is a word list
-    old=$(run "$OLD" "$script" "$DIR/$weights" $args)
-    # shellcheck disable=SC2086
-    new=$(run build/bin/ein "$script" "$DIR/$weights" $args)
-    printf '| %s | %s | %s | %s | %.2f |\n' "$name" "$weights" "$old" "$new" \
-      "$(bc -l <<<"$new / $old")"
-  done
-done
+ab_rows "$OLD" "$ROUNDS" 's/.*(median; \([0-9.]*\) tokens\/s.*/\1/p' new/old \
+  "byte 256 6 8 512|$byte|byte_gpt.f32.safetensors|$big" \
+  "byte 256 6 8 512|$byte|byte_gpt.q8_0.safetensors|$big" \
+  "byte 256 6 8 512|$byte|byte_gpt.q4_0.safetensors|$big" \
+  "GPT-2 small|$gpt2|gpt2_small.f32.safetensors|--tokens $TOKENS --length 60" \
+  "GPT-2 small|$gpt2|gpt2_small.q8_0.safetensors|--tokens $TOKENS --length 60" \
+  "GPT-2 small|$gpt2|gpt2_small.q4_0.safetensors|--tokens $TOKENS --length 60" \
+  "GPT-2 small, 1000|$gpt2|gpt2_small.q8_0.safetensors|--tokens $LONG --length 20"

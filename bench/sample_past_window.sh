@@ -21,31 +21,17 @@ head -c 64 examples/gpt/corpus.txt >"$DIR/prompt64.txt"
 head -c 256 examples/gpt/corpus.txt >"$DIR/prompt256.txt"
 TOKENS=$(python3 -c "print(','.join(str((i * 7919) % 50257) for i in range(1024)))")
 
-run() {  # BINARY SCRIPT WEIGHTS ARGS...: ms a token
-  local bin=$1 script=$2 weights=$3
-  shift 3
-  "$bin" sample "$script" "$weights" "$@" --temperature 0 --device cpu 2>&1 >/dev/null |
-    sed -n 's/.*s: \([0-9.]*\) ms a token.*/\1/p'
-}
+source bench/sample_ab.sh
 
 echo "| model | weights | old ms a token | new ms a token | old/new |"
 echo "| --- | --- | ---: | ---: | ---: |"
-for round in $(seq "$ROUNDS"); do
-  byte=examples/gpt/byte_gpt.ein
-  gpt2=examples/scripts/gpt2_small.ein
-  big="--set T=256,L=6,H=8,D=512 --prompt-file $DIR/prompt256.txt --length 40"
-  small="--prompt-file $DIR/prompt64.txt --length 200"
-  for config in "byte 64 2 4 128|$byte|byte64.safetensors|$small" \
-                "byte 256 6 8 512|$byte|byte_gpt.f32.safetensors|$big" \
-                "byte 256 6 8 512|$byte|byte_gpt.q8_0.safetensors|$big" \
-                "GPT-2 small|$gpt2|gpt2_small.f32.safetensors|--tokens $TOKENS --length 4" \
-                "GPT-2 small|$gpt2|gpt2_small.q8_0.safetensors|--tokens $TOKENS --length 4"; do
-    IFS='|' read -r name script weights args <<<"$config"
-    # shellcheck disable=SC2086  # args is a word list
-    old=$(run "$OLD" "$script" "$DIR/$weights" $args)
-    # shellcheck disable=SC2086
-    new=$(run build/bin/ein "$script" "$DIR/$weights" $args)
-    printf '| %s | %s | %s | %s | %.2f |\n' "$name" "$weights" "$old" "$new" \
-      "$(bc -l <<<"$old / $new")"
-  done
-done
+byte=examples/gpt/byte_gpt.ein
+gpt2=examples/scripts/gpt2_small.ein
+big="--set T=256,L=6,H=8,D=512 --prompt-file $DIR/prompt256.txt --length 40"
+small="--prompt-file $DIR/prompt64.txt --length 200"
+ab_rows "$OLD" "$ROUNDS" 's/.*s: \([0-9.]*\) ms a token.*/\1/p' old/new \
+  "byte 64 2 4 128|$byte|byte64.safetensors|$small" \
+  "byte 256 6 8 512|$byte|byte_gpt.f32.safetensors|$big" \
+  "byte 256 6 8 512|$byte|byte_gpt.q8_0.safetensors|$big" \
+  "GPT-2 small|$gpt2|gpt2_small.f32.safetensors|--tokens $TOKENS --length 4" \
+  "GPT-2 small|$gpt2|gpt2_small.q8_0.safetensors|--tokens $TOKENS --length 4"
