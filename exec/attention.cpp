@@ -7,9 +7,9 @@
 // key column some row of it leaves unmasked (TileInfo): a causal mask's diagonal tiles do
 // about half the work. A bias of zeros then -inf in every row (causal, padding) is never read
 // by the tiles: it becomes one key limit per query row (Mask). Only the keys some row of a
-// batch row reads are staged (Mask::keys): a decode step's query over a cache of T rows
-// transposes the rows written so far, not T. bf16 q, k and v on a CPU with
-// AMX or AVX512-BF16 run attention_amx.h's kernels instead, the same loops with bf16 tile
+// batch row reads are staged (Mask::keys). One query row per batch row (a decode step's)
+// runs attention_query.h's kernel instead, which reads the keys in place; bf16 q, k and v on
+// a CPU with AMX or AVX512-BF16 run attention_amx.h's kernels, the same loops with bf16 tile
 // products.
 #include "exec/attention.h"
 
@@ -26,6 +26,7 @@
 #include "exec/attention_amx.h"
 #include "exec/attention_cuda.h"
 #include "exec/attention_operands.h"
+#include "exec/attention_query.h"
 #include "exec/softmax_tiles.h"
 #include "exec/tile_gemm.h"
 #include "runtime/parallel.h"
@@ -72,8 +73,10 @@ Tensor forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const
   o.classify_shared();
   Shape out_shape = q_in.shape();
   out_shape.back() = o.f + 1;
-  if constexpr (std::is_same_v<T, float>)
+  if constexpr (std::is_same_v<T, float>) {
+    if (o.t == 1 && o.s > 0) return forward_one_query(o, scale, out_shape);
     if (amx_operands(o)) return forward_amx(o, scale, out_shape);
+  }
   Tensor out = empty(out_shape, dtype_of<T>(), cpu());
   T* out_data = out.data<T>();
   const int64_t q_blocks = (o.t + kQueryBlock - 1) / kQueryBlock;

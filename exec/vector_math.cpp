@@ -78,6 +78,69 @@ double row_max(const double* x, int64_t n, double start) {
   return m;
 }
 
+namespace {
+
+inline float widen(float x) { return x; }
+inline float widen(uint16_t x) {  // bf16 is f32's upper half
+  const uint32_t bits = static_cast<uint32_t>(x) << 16;
+  float f;
+  __builtin_memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+/// One key row's dot product with q, in 16 lanes (a vector register's worth).
+template <class K>
+[[gnu::always_inline]] inline float dot(const float* q, const K* k, int64_t e) {
+  float lanes[16] = {};
+  int64_t c = 0;
+  for (; c + 16 <= e; c += 16)
+    for (int l = 0; l < 16; ++l) lanes[l] += q[c + l] * widen(k[c + l]);
+  float sum = 0;
+  for (; c < e; ++c) sum += q[c] * widen(k[c]);
+  for (float l : lanes) sum += l;
+  return sum;
+}
+
+template <class K>
+[[gnu::always_inline]] inline void dots(const float* q, const K* k, int64_t ld, int64_t count,
+                                        int64_t e, float scale, float* out) {
+  for (int64_t j = 0; j < count; ++j) out[j] = scale * dot(q, k + j * ld, e);
+}
+
+template <class V>
+[[gnu::always_inline]] inline void weighted_rows(const float* p, const V* v, int64_t ld,
+                                                 int64_t count, int64_t f, float* acc) {
+  for (int64_t j = 0; j < count; ++j) {
+    const float w = p[j];
+    const V* row = v + j * ld;
+    for (int64_t c = 0; c < f; ++c) acc[c] += w * widen(row[c]);
+  }
+}
+
+}  // namespace
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void scaled_dots(
+    const float* q, const float* k, int64_t ld, int64_t count, int64_t e, float scale,
+    float* out) {
+  dots(q, k, ld, count, e, scale, out);
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void scaled_dots(
+    const float* q, const uint16_t* k, int64_t ld, int64_t count, int64_t e, float scale,
+    float* out) {
+  dots(q, k, ld, count, e, scale, out);
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void add_weighted_rows(
+    const float* p, const float* v, int64_t ld, int64_t count, int64_t f, float* acc) {
+  weighted_rows(p, v, ld, count, f, acc);
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void add_weighted_rows(
+    const float* p, const uint16_t* v, int64_t ld, int64_t count, int64_t f, float* acc) {
+  weighted_rows(p, v, ld, count, f, acc);
+}
+
 double exp_shift_sum(double* x, int64_t n, double shift) {
   double sum = 0;
   for (int64_t i = 0; i < n; ++i) sum += (x[i] = std::exp(x[i] - shift));

@@ -130,7 +130,11 @@ TEST(Decoder, GptStepsMatchTheWindow) {
 TEST(Decoder, ATokenPastTheWindowRefillsTheCachesWhereThatCostsFewerFlops) {
   TrainScript s = load(EIN_SOURCE_DIR "/examples/gpt/byte_gpt.ein",
                        {{"T", "64"}, {"L", "2"}, {"H", "2"}, {"D", "16"}});
-  expect_steps_match_the_window(*s.model, 64, 256, 1e-5);
+  // The step's attention (one query row: exec/attention_query.h) and the window's (tiles) sum
+  // in different orders; with weights x10 the attention is sharp enough that a logit's last
+  // bit moves position 62's row by 3e-5 of its largest logit (the others by ~2e-7), where
+  // both kernels' o and lse are within 3e-7 of the float64 definition at this head's shape.
+  expect_steps_match_the_window(*s.model, 64, 256, 1e-4);
   std::string why;
   std::unique_ptr<Decoder> d = s.model->decoder(64, why);
   ASSERT_TRUE(d) << why;

@@ -17,6 +17,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ein/autograd.h>
@@ -59,6 +60,13 @@ TEST(AttentionKernel, MatchesTheDefinitionInFloat64) {
     force_portable_tile_kernels(true);
     run_case({2, 130, 261, 16, 9, m, DType::f32, 2e-4});
     force_portable_tile_kernels(false);
+    // One query row per batch row (a decode step's): attention_query.h's kernel, keys read in
+    // place, head dims below, at and past a vector's 16 floats.
+    run_case({5, 1, 261, 16, 9, m, DType::f32, 2e-4});
+    run_case({3, 1, 300, 64, 64, m, DType::f32, 2e-4});
+    run_case({3, 1, 200, 33, 70, m, DType::f32, 2e-4});
+    run_case({5, 1, 261, 16, 9, m, DType::bf16, 2e-4});
+    run_case({3, 1, 37, 7, 5, m, DType::f64, 1e-10});  // f64: the tiles
   }
   run_case({2, 70, 70, 8, 8, Mask::causal, DType::bf16, 2e-4});
   run_case({1, 1, 1, 1, 1, Mask::none, DType::bf16, 2e-4});
@@ -70,6 +78,45 @@ TEST(AttentionKernel, ZeroSizes) {
   run_case({2, 5, 0, 4, 4, Mask::none, DType::f64, 1e-12});  // no keys: o = 0, lse = -inf
   run_case({2, 5, 6, 0, 4, Mask::none, DType::f64, 1e-12});  // logits 0: a uniform average
   run_case({2, 5, 6, 4, 0, Mask::additive, DType::f64, 1e-12});
+  // One query row: no keys, empty key rows (logits 0), empty value rows.
+  run_case({2, 1, 0, 4, 4, Mask::none, DType::f32, 1e-6});
+  run_case({2, 1, 6, 0, 4, Mask::none, DType::f32, 1e-6});
+  run_case({2, 1, 6, 4, 0, Mask::additive, DType::f32, 1e-6});
+}
+
+TEST(AttentionKernel, OneQueryRowSpecialValues) {
+  // Batch rows: plain; a NaN in q (its row NaN); +inf in a key it sees (q · k = +inf: NaN,
+  // as exp(x - max) gives); the same +inf key masked by the bias (ignored, even though the
+  // key row is read); every key masked (o = 0, lse = -inf); NaN in a value row whose key
+  // has probability 0 after exp underflows (0 · NaN: NaN, as the unfused product).
+  const int64_t n = 6, s = 3, e = 2, f = 1;
+  Mat q{n, 1, e, {1, 0, NAN, 0, 1, 0, 1, 0, 1, 0, 1, 0}};
+  Mat k{n, s, e, {1, 0, 0, 1, 2, 0,  1, 0, 0, 1, 2, 0,  kInf, 0, 0, 1, 2, 0,
+                  kInf, 0, 0, 1, 2, 0,  1, 0, 0, 1, 2, 0,  -200, 0, 0, 1, 2, 0}};
+  Mat v{n, s, f, {1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3, NAN, 2, 3}};
+  Mat bias{n, 1, s, {0, 0, 0, 0, 0, 0, 0, 0, 0, -kInf, 0.5, 0, -kInf, -kInf, -kInf, 0, 0, 0}};
+  for (const DType kv : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(kv));
+    const std::vector<double> got =
+        attention_forward(tensor_of(q, DType::f32), tensor_of(k, kv), tensor_of(v, kv),
+                          tensor_of(bias, DType::f32), 1.0, DType::f32)
+            .to(DType::f64)
+            .to_vector<double>();
+    ASSERT_EQ(got.size(), static_cast<size_t>(n * (f + 1)));
+    // Row 0: logits 1, 0, 2.
+    const double z = std::exp(1.0) + 1 + std::exp(2.0);
+    EXPECT_NEAR(got[0], (std::exp(1.0) + 2 + 3 * std::exp(2.0)) / z, 1e-5);
+    EXPECT_NEAR(got[1], std::log(z), 1e-5);
+    EXPECT_TRUE(std::isnan(got[2])) << "a NaN query";
+    EXPECT_TRUE(std::isnan(got[4])) << "an infinite logit";
+    // Row 3: key 0 masked, logits 0 + 0.5 and 2.
+    const double z3 = std::exp(0.5) + std::exp(2.0);
+    EXPECT_NEAR(got[6], (2 * std::exp(0.5) + 3 * std::exp(2.0)) / z3, 1e-5);
+    EXPECT_NEAR(got[7], std::log(z3), 1e-5);
+    EXPECT_EQ(got[8], 0.0);
+    EXPECT_EQ(got[9], -kInf);
+    EXPECT_TRUE(std::isnan(got[10])) << "0 · NaN";
+  }
 }
 
 TEST(AttentionKernel, SpecialValuesPropagateLikeTheUnfusedSoftmax) {
@@ -150,16 +197,20 @@ TEST(AttentionKernel, AQueryReadsTheKeysItsMaskLeavesAndGroupsShareThem) {
     for (int64_t x = 0; x < f; ++x) v.at(0, c, x) = NAN;
   }
   const Reference want = reference(q, k_rep, v_rep, &bias, 0.3, d_o);
+  // q's dtype, then k's and v's: f32 q over a bf16 cache too (ein sample --cache-dtype bf16).
+  const std::pair<DType, DType> dtypes[] = {
+      {DType::f32, DType::f32}, {DType::bf16, DType::bf16}, {DType::f32, DType::bf16}};
   for (const int threads : {1, 0})  // one thread: the heads in one loop, sharing what is staged
-  for (const DType dtype : {DType::f32, DType::bf16}) {
+  for (const auto& [q_dtype, dtype] : dtypes) {
     for (const bool amx : {true, false}) {
-      SCOPED_TRACE(fmt::format("{}, AMX {}, threads {}", dtype_name(dtype),
-                               amx ? "if there" : "off", threads ? "1" : "all"));
+      SCOPED_TRACE(fmt::format("q {}, k and v {}, AMX {}, threads {}", dtype_name(q_dtype),
+                               dtype_name(dtype), amx ? "if there" : "off",
+                               threads ? "1" : "all"));
       std::optional<tbb::global_control> one;
       if (threads == 1) one.emplace(tbb::global_control::max_allowed_parallelism, 1);
       force_no_amx_tiles(!amx);
       const Tensor out = attention_forward(
-          tensor_of(q, dtype).reshape({1, h, 1, e}), tensor_of(k, dtype).reshape({1, 1, s, e}),
+          tensor_of(q, q_dtype).reshape({1, h, 1, e}), tensor_of(k, dtype).reshape({1, 1, s, e}),
           tensor_of(v, dtype).reshape({1, 1, s, f}),
           tensor_of(bias, DType::f32).reshape({1, h, 1, s}), 0.3, DType::f32, h);
       force_no_amx_tiles(false);
