@@ -7,6 +7,8 @@
 # OLD an ein binary; SED the sed expression that prints the figure from `ein sample`'s stderr;
 # RATIO new/old (a rate: higher is better) or old/new (a time); each CONFIG
 # "name|script|weights file in $DIR|sample arguments" (the arguments split at spaces).
+# $NEW_ARGS, when set, goes to the new side's runs only (OLD this build: an option against
+# none).
 
 sample_figure() {  # BINARY SED SCRIPT WEIGHTS ARGS...
   local bin=$1 sed_expr=$2 script=$3 weights=$4
@@ -25,7 +27,8 @@ ab_rows() {
       # shellcheck disable=SC2086  # args is a word list
       old=$(sample_figure "$old_bin" "$sed_expr" "$script" "$DIR/$weights" $args)
       # shellcheck disable=SC2086
-      new=$(sample_figure build/bin/ein "$sed_expr" "$script" "$DIR/$weights" $args)
+      new=$(sample_figure build/bin/ein "$sed_expr" "$script" "$DIR/$weights" $args \
+            ${NEW_ARGS:-})
       if [ "$ratio" = new/old ]; then
         value=$(bc -l <<<"$new / $old")
       else

@@ -100,6 +100,16 @@ class GraphDecoder final : public Decoder {
       step_ = quantize_step(step_, *options.weights, eligible);  // a copy: value() reads step_
       for (const QuantizedMatrix& m : step_.quantized) quantized_.push_back(codes.at(m.node));
     }
+    if (options.cache) {
+      if (*options.cache != DType::bf16 && *options.cache != DType::f32)
+        throw UserError(fmt::format("decoder: a key-value cache of {}: it takes bf16 or f32",
+                                    dtype_name(*options.cache)));
+      const auto other = [&](const CacheSlot& c) { return c.dtype != *options.cache; };
+      if (std::any_of(step_.caches.begin(), step_.caches.end(), other)) {
+        if (device_.kind != DeviceKind::cpu) throw CacheOffCpu{};
+        step_ = with_cache_dtype(step_, *options.cache);
+      }
+    }
     CompiledGraph c = compile_graph(step_.step, {});
     charges_ = fused_charges(c.fused, c.graph, c.fused_source);
     fused_ = std::move(c.fused);
@@ -117,6 +127,8 @@ class GraphDecoder final : public Decoder {
   struct NotCausal {};
   /// Quantized weights asked for on a device other than the CPU.
   struct QuantizedOffCpu {};
+  /// A cache of another dtype than the window's asked for on a device other than the CPU.
+  struct CacheOffCpu {};
 
   Tensor next(int64_t token) override {
     const int64_t T = step_.length;
@@ -434,6 +446,9 @@ std::unique_ptr<Decoder> make_graph_decoder(std::shared_ptr<const Graph> window,
     return nullptr;
   } catch (const GraphDecoder::QuantizedOffCpu&) {
     why = "a step from quantized weights runs on the CPU (ein::quantized_matmul)";
+    return nullptr;
+  } catch (const GraphDecoder::CacheOffCpu&) {
+    why = "a key-value cache of another dtype than the model's runs on the CPU";
     return nullptr;
   }
 }

@@ -36,7 +36,9 @@ namespace ein {
 /// == w: a quantized checkpoint's, or parameters rounded by round_parameters_to_codes()), so
 /// the step computes with the window's numbers; the others stay float. `given` holds codes by
 /// window input (DecoderOptions::codes): a matrix among them takes them as they are, and its
-/// feed may be undefined; a pass that reads one as floats reads its dequantized values.
+/// feed may be undefined; a pass that reads one as floats reads its dequantized values. With
+/// options.cache (bf16, or f32 for a bf16 model) the caches are held in that dtype
+/// (with_cache_dtype(): rows rounded as they are written); null with `why` off the CPU.
 std::unique_ptr<Decoder> make_graph_decoder(std::shared_ptr<const Graph> window, int token_input,
                                             DecodeStep step, std::vector<Tensor> feeds,
                                             std::string& why, const DecoderOptions& options = {},

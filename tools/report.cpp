@@ -206,8 +206,11 @@ DecodeCost decode_cost(script::Program& program) {
   d.bytes = total.bytes_read + total.bytes_written;
   for (const CacheSlot& c : step.caches) {
     d.cache_bytes += checked_numel(c.shape) * static_cast<int64_t>(element_size(c.dtype));
+    d.bf16_cache_bytes += checked_numel(c.shape) * 2;
     ++d.caches;
   }
+  const NodeCost bf16 = cost(with_cache_dtype(step, DType::bf16).step).total;
+  d.bf16_cache_step_bytes = bf16.bytes_read + bf16.bytes_written;
   // The matrices a quantized checkpoint's codes would stand for (the runtime also checks that
   // their values are the codes' own, which a checkpoint of `ein quantize` guarantees).
   const auto rule = [](int, DType dtype, const Shape& shape) { return quantizes(dtype, shape); };

@@ -124,6 +124,9 @@ struct DecodeCost {
   bool refills = false;
   int64_t cache_bytes = 0;    ///< every attention's keys and values, T rows each
   int caches = 0;             ///< how many (two per attention layer)
+  /// The same caches in bf16 (`ein sample --cache-dtype bf16`, with_cache_dtype()), and the
+  /// step's unfused reads and writes with them.
+  int64_t bf16_cache_bytes = 0, bf16_cache_step_bytes = 0;
   /// The weight matrices the step multiplies its row by that it reads from codes when
   /// sampled from an `ein quantize` file (compiler/decode/quantize_step.h), their f32 bytes,
   /// and their codes' and scales' bytes in q8_0 and q4_0.

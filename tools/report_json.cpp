@@ -158,6 +158,8 @@ std::string render_json(const Report& r, const Summary& s) {
       d["bytes_per_token"] = r.decode.bytes;
       d["cache_bytes"] = r.decode.cache_bytes;
       d["caches"] = r.decode.caches;
+      d["bf16_cache_bytes"] = r.decode.bf16_cache_bytes;
+      d["bf16_cache_bytes_per_token"] = r.decode.bf16_cache_step_bytes;
       d["quantized_matrices"] = r.decode.matrices;
       d["matrix_bytes"] = r.decode.matrix_bytes;
       d["q8_0_matrix_bytes"] = r.decode.q8_0_bytes;

@@ -29,7 +29,8 @@ Summary::Prose sampling_prose(const Report& r) {
         "{} FLOPs a token ({} in contractions), {} of unfused reads and writes; fn logits over "
         "the window (--no-cache) costs {} FLOPs, {:.3g}x more. A token past the window, whose "
         "positions have all shifted, costs {} FLOPs: {}. The caches hold {}: {} tensors (keys "
-        "and values of each attention) of {} rows, written one row a token.",
+        "and values of each attention) of {} rows, written one row a token; in bf16 (ein "
+        "sample --cache-dtype bf16) {}, and a token {} of reads and writes.",
         grouped(static_cast<double>(d.flops)), grouped(static_cast<double>(d.matmul_flops)),
         si(static_cast<double>(d.bytes), "B"), grouped(static_cast<double>(d.window_flops)),
         d.flops > 0 ? static_cast<double>(d.window_flops) / static_cast<double>(d.flops) : 0.0,
@@ -37,7 +38,9 @@ Summary::Prose sampling_prose(const Report& r) {
         d.refills ? "the caches refilled from its first T - 1 tokens by a pass that computes no "
                     "logits, then a step"
                   : "the window's pass (a refill of the caches and a step would cost more)",
-        si(static_cast<double>(d.cache_bytes), "B"), d.caches, d.context));
+        si(static_cast<double>(d.cache_bytes), "B"), d.caches, d.context,
+        si(static_cast<double>(d.bf16_cache_bytes), "B"),
+        si(static_cast<double>(d.bf16_cache_step_bytes), "B")));
     if (d.matrices > 0)
       p.lines.push_back(fmt::format(
           "Its {} weight matrices take {} in f32; sampled from an ein quantize file the step "

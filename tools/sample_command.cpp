@@ -32,6 +32,7 @@ namespace {
 struct SampleFlags {
   std::string file, weights, prompt, prompt_file, tokens, device = "auto", precision = "fp32";
   std::string quantize;  ///< q8_0, q4_0 or none; empty: the checkpoint's own type, else none
+  std::string cache_dtype;  ///< bf16 or f32; empty: the model's compute dtype
   std::vector<std::string> sets;
   std::optional<int64_t> length;
   std::optional<double> temperature;
@@ -203,6 +204,19 @@ int run_sample(const SampleFlags& f) {
     g.cache = !f.no_cache;
     g.decoder.weights = codes;
     g.decoder.codes = file_codes;
+    if (!f.cache_dtype.empty()) {
+      if (f.no_cache)
+        throw UserError(fmt::format("--cache-dtype {} is the key-value cache's; --no-cache has "
+                                    "none: give one of the two",
+                                    f.cache_dtype));
+      if (f.cache_dtype != "bf16" && f.cache_dtype != "f32")
+        throw UserError(fmt::format("--cache-dtype {}: expected bf16 or f32", f.cache_dtype));
+      if (load.device.kind != DeviceKind::cpu)
+        throw UserError(fmt::format("--cache-dtype {}: a cache of another dtype than the "
+                                    "model's is read on the CPU only, not on {}",
+                                    f.cache_dtype, load.device.str()));
+      g.decoder.cache = f.cache_dtype == "bf16" ? DType::bf16 : DType::f32;
+    }
     // One decoder serves every sample. It keeps what its passes read, a matrix read from codes
     // as its codes only, so with the model gone the float parameters it does not read are
     // freed: sampling from q8_0 holds about a quarter of the f32 weights' bytes.
@@ -284,8 +298,9 @@ int run_sample(const SampleFlags& f) {
         how = "none drawn";
       else if (cached > 0)
         how = fmt::format(
-            "key-value cache of {}: {} tokens through it, {}{}{}",
-            si(static_cast<double>(cache_bytes), "B"), cached,
+            "key-value cache of {}{}: {} tokens through it, {}{}{}",
+            si(static_cast<double>(cache_bytes), "B"),
+            f.cache_dtype.empty() ? "" : " (" + f.cache_dtype + ")", cached,
             steps < cached ? "the prompt in one pass over the window, " : "",
             steps > 0 ? fmt::format("{} step{} of {} FLOPs", steps, steps == 1 ? "" : "s",
                                     grouped(step_flops / static_cast<double>(steps)))
@@ -373,6 +388,10 @@ void add_sample_command(CLI::App& app, int& exit_code) {
   c->add_option("--quantize", o->quantize,
                 "q8_0 or q4_0: the decode step reads its weight matrices from such codes (CPU "
                 "only); none: float weights (default: the checkpoint's own codes, else none)");
+  c->add_option("--cache-dtype", o->cache_dtype,
+                "bf16 or f32: the key-value cache's dtype (default: the model's); bf16 holds it "
+                "in half the bytes of f32, the keys and values rounded as they are written (CPU "
+                "only)");
   c->add_flag("--no-cache", o->no_cache,
               "recompute fn logits over the whole window for every token instead of drawing "
               "from its key-value cache (the decode step derived from it)");

@@ -227,11 +227,12 @@ NodeCost cost_quantized_gather(const Graph& g, const GraphNode& n) {
   return c;
 }
 
-/// write_row: no arithmetic; it reads the row and the index and writes the row (in place).
+/// write_row: no arithmetic; it reads the row and the index and writes the row (in place) in
+/// the cache's dtype (a bf16 cache of an f32 row: half the bytes written).
 NodeCost cost_write_row(const Graph& g, const GraphNode& n) {
   const GraphNode& row = g.nodes[n.inputs[1]];
-  const int64_t bytes = numel(row.shape) * static_cast<int64_t>(element_size(row.dtype));
-  return {0, 0, bytes + 8, bytes};
+  const int64_t read = numel(row.shape) * static_cast<int64_t>(element_size(row.dtype));
+  return {0, 0, read + 8, numel(row.shape) * static_cast<int64_t>(element_size(n.dtype))};
 }
 
 NodeCost cost_contract(const Graph& g, const GraphNode& n) {

@@ -412,4 +412,22 @@ DecodeStep derive_decode_step(const Graph& window, int token_input, int time_dim
   }
 }
 
+DecodeStep with_cache_dtype(DecodeStep step, DType dtype) {
+  std::vector<int> input_node;  // by InputAttr index
+  for (size_t n = 0; n < step.step.nodes.size(); ++n)
+    if (const auto* in = std::get_if<InputAttr>(&step.step.nodes[n].attr)) {
+      if (in->index >= static_cast<int>(input_node.size())) input_node.resize(in->index + 1, -1);
+      input_node[in->index] = static_cast<int>(n);
+    }
+  for (size_t i = 0; i < step.inputs.size(); ++i) {
+    if (step.inputs[i].kind != StepInput::Kind::cache) continue;
+    step.caches.at(step.inputs[i].index).dtype = dtype;
+    const int slot = input_node.at(i);
+    step.step.nodes[slot].dtype = dtype;
+    for (GraphNode& n : step.step.nodes)  // the slot's one reader: the write of the new row
+      if (n.op == GraphOp::write_row && n.inputs[0] == slot) n.dtype = dtype;
+  }
+  return step;
+}
+
 }  // namespace ein

@@ -89,6 +89,13 @@ struct DecodeStep {
   bool derived() const { return why.empty(); }
 };
 
+/// `step` with its key and value caches held in `dtype` instead of the window's own (bf16:
+/// half the bytes of f32, and half what a step's attention reads at a long position): a step
+/// rounds its new row to `dtype` as it writes it (write_row), the window's pass rounds the rows
+/// it fills (decoder_window, quantize_step.h), and the attention reads the cache as it is (the
+/// CPU's reads bf16 rows in place: exec/attention_query.h). Caches of `dtype` already: as is.
+DecodeStep with_cache_dtype(DecodeStep step, DType dtype);
+
 /// Derives the decode step of `window`, whose input `token_input` (InputAttr index) holds the
 /// tokens with the sequence along `time_dim`, and whose one output is per row. On failure the
 /// result says why (DecodeStep::why) and holds nothing else.

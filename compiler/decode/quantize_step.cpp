@@ -244,7 +244,18 @@ Graph quantize_window(const Graph& window, const std::vector<QuantizedMatrix>& m
 
 Graph decoder_window(const Graph& window, const DecodeStep& step, std::vector<int>& inputs) {
   Graph pass = window;
-  for (const CacheSlot& slot : step.caches) pass.outputs.push_back(slot.window_node);
+  for (const CacheSlot& slot : step.caches) {
+    int row = slot.window_node;
+    if (pass.nodes.at(row).dtype != slot.dtype) {  // a cache of another dtype: rounded to it
+      GraphNode cast;
+      cast.op = GraphOp::cast;
+      cast.inputs = {row};
+      cast.shape = pass.nodes[row].shape;
+      cast.dtype = slot.dtype;
+      row = pass.add(std::move(cast));
+    }
+    pass.outputs.push_back(row);
+  }
   if (!step.quantized.empty()) return quantize_window(pass, step.quantized, inputs);
   inputs.clear();
   for (int i = 0; i < input_count(window); ++i) inputs.push_back(i);

@@ -368,9 +368,11 @@ void verify(const Graph& g) {
       Shape want = cache.shape;
       if (w->dim >= 0 && w->dim < static_cast<int64_t>(want.size())) want[w->dim] = 1;
       if (w->dim < 0 || w->dim >= static_cast<int64_t>(cache.shape.size()) || row.shape != want ||
-          row.dtype != cache.dtype || n.shape != cache.shape || n.dtype != cache.dtype ||
-          index.dtype != DType::i64 || index.shape != Shape{1})
-        fail(i, "write_row takes a cache, a row of its shape with size 1 along dim, and an i64 [1]");
+          (row.dtype != cache.dtype && !(is_float(row.dtype) && is_float(cache.dtype))) ||
+          n.shape != cache.shape ||
+          n.dtype != cache.dtype || index.dtype != DType::i64 || index.shape != Shape{1})
+        fail(i, "write_row takes a cache, a row of its shape with size 1 along dim (a float "
+                "row rounded to a float cache's dtype), and an i64 [1]");
     }
     if (n.op == GraphOp::linear_cross_entropy_grad && n.inputs.size() != 5 &&
         n.inputs.size() != 7)

@@ -184,7 +184,8 @@ struct QuantGatherAttr {
 };
 /// write_row (compiler/decode/decode_step.h): inputs a cache [..., T, ...], a row of its shape
 /// but size 1 along `dim`, and an i64 [1] index p in [0, T); the result is the cache with the
-/// row written at p along `dim`, written in place: the cache's tensor is the result's (the
+/// row written at p along `dim` (a float row rounded to a float cache's dtype: a bf16 cache
+/// of f32 keys), written in place: the cache's tensor is the result's (the
 /// decode step's key and value caches, which nothing else reads). The index may live on the
 /// CPU beside a device's cache (the decoder's does, so a step waits on no copy back). Inference
 /// only.

@@ -75,6 +75,11 @@ struct DecoderOptions {
   /// (load_parameters(checkpoint, model, codes)) samples holding the codes alone. A pass that
   /// reads one of them as floats reads its dequantized values, held beside the codes.
   std::map<std::string, QuantizedTensor> codes;
+  /// The key and value caches' dtype: nullopt (or the window's own) keeps the window's, bf16
+  /// holds them in half the bytes of f32 and a step's attention reads half as much, the keys
+  /// and values rounded to bf16 as they are written (the attention still computes in f32). On
+  /// the CPU; nothing else.
+  std::optional<DType> cache;
 };
 
 class Trainable {

@@ -140,6 +140,11 @@ class Report(unittest.TestCase):
         self.assertEqual(d["matmul_flops_per_token"],
                          2 * 12 * per_layer + 2 * 768 * 50257 + 12 * 2 * 2 * 1024 * 768)
         self.assertEqual(d["cache_bytes"], 2 * 12 * 1024 * 768 * 4)
+        self.assertEqual(d["bf16_cache_bytes"], 2 * 12 * 1024 * 768 * 2)
+        # With a bf16 cache a token reads and writes half the caches' bytes fewer (each
+        # attention reads its whole cache in the unfused count; the new rows are a few kB).
+        self.assertEqual(d["bytes_per_token"] - d["bf16_cache_bytes_per_token"],
+                         d["bf16_cache_bytes"] + 24 * 768 * 2)
         self.assertEqual(d["caches"], 24)
         self.assertGreater(d["window_flops_per_token"], 900 * d["flops_per_token"])
 

@@ -3,7 +3,8 @@
 checkpoint (file or directory) as `ein train` printed from the weights in memory, each token
 printed as it is drawn; greedy, top-k 1 and the smallest top-p agree; seeds and
 --num-samples; an `ein quantize` file samples, its decode step reading the file's codes (and
---quantize rounding an f32 checkpoint to them); and the mistakes ein refuses, each with a clear
+--quantize rounding an f32 checkpoint to them); a bf16 key-value cache (--cache-dtype); and
+the mistakes ein refuses, each with a clear
 message and no crash.
 
 Usage: test_ein_sample_cli.py EIN_BINARY EXAMPLES_DIR
@@ -240,6 +241,27 @@ class Sample(unittest.TestCase):
         self.assertIn("the steps and the window's pass read 7 weight matrices from q4_0 codes", err)
         self.assertEqual(rounded, from_file)
 
+    def test_bf16_cache(self):
+        # --cache-dtype bf16: the caches in half the bytes ein report predicts for them, the
+        # FLOPs of the f32 cache's steps, and (this model, greedy) the same text.
+        rc, out, rerr = ein("report", self.script, *TINY, "--fn", "train.logits",
+                            "--format", "json")
+        self.assertEqual(rc, 0, rerr)
+        decode = json.loads(out)["decode"]
+        self.assertEqual(decode["bf16_cache_bytes"] * 2, decode["cache_bytes"])
+        self.assertLess(decode["bf16_cache_bytes_per_token"], decode["bytes_per_token"])
+        f32, err32 = self.sample(self.step, "--length", "12", "--prompt", "T", "--temperature", "0")
+        bf16, err = self.sample(self.step, "--length", "12", "--prompt", "T", "--temperature", "0",
+                                "--cache-dtype", "bf16")
+        self.assertEqual(bf16, f32)
+        m = re.search(r"([\d,]+) FLOPs a token drawn \(key-value cache of ([\d.]+) kB \(bf16\): "
+                      r"12 tokens through it, 12 steps of ([\d,]+) FLOPs", err)
+        self.assertIsNotNone(m, err)
+        self.assertAlmostEqual(float(m.group(2)) * 1000, decode["bf16_cache_bytes"], delta=1)
+        self.assertEqual(int(m.group(3).replace(",", "")), decode["flops_per_token"])
+        self.assertIn("key-value cache of", err32)
+        self.assertNotIn("(bf16)", err32)
+
     def test_mistakes(self):
         empty = os.path.join(self.tmp, "empty")
         os.makedirs(empty, exist_ok=True)
@@ -260,7 +282,9 @@ class Sample(unittest.TestCase):
                 ([self.step, "--precision", "fp64"], "--precision fp64"),
                 ([self.step, "--quantize", "q5_1"], "--quantize q5_1: expected q8_0, q4_0 or none"),
                 ([self.step, "--quantize", "q8_0", "--precision", "bf16"], "give one of the two"),
-                ([self.step, "--device", "tpu"], "--device tpu")]:
+                ([self.step, "--device", "tpu"], "--device tpu"),
+                ([self.step, "--cache-dtype", "f16"], "--cache-dtype f16: expected bf16 or f32"),
+                ([self.step, "--cache-dtype", "bf16", "--no-cache"], "give one of the two")]:
             sets = [] if "--set" in args else TINY  # --set takes every value after it
             rc, out, err = ein("sample", self.script, *args, *sets)
             self.assertEqual(rc, 1, (args, out, err))

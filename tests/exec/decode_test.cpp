@@ -185,6 +185,43 @@ TEST(DecodeStep, AttentionReadsItsKeysAndValuesFromTheCaches) {
   }
 }
 
+TEST(DecodeStep, CachesOfAnotherDtypeRoundTheRowsTheyAreWritten) {
+  const Graph g = attention_graph(H, true);
+  const DecodeStep step = derive_decode_step(g, 0, 1);
+  ASSERT_TRUE(step.derived()) << step.why;
+  const DecodeStep bf16 = with_cache_dtype(step, DType::bf16);
+  EXPECT_NO_THROW(verify(bf16.step));
+  ASSERT_EQ(bf16.caches.size(), 2u);
+  for (const CacheSlot& c : bf16.caches) EXPECT_EQ(c.dtype, DType::bf16);
+  // The caches' inputs and their writes are bf16; the rows written and the attention are not.
+  int writes = 0;
+  for (const GraphNode& n : bf16.step.nodes) {
+    if (n.op != GraphOp::write_row) continue;
+    ++writes;
+    EXPECT_EQ(n.dtype, DType::bf16);
+    EXPECT_EQ(bf16.step.nodes[n.inputs[0]].dtype, DType::bf16);
+    EXPECT_EQ(bf16.step.nodes[n.inputs[1]].dtype, DType::f32);
+  }
+  EXPECT_EQ(writes, 2);
+  for (const GraphNode& n : bf16.step.nodes) {
+    if (n.op == GraphOp::attention) {
+      EXPECT_EQ(n.dtype, DType::f32);
+    }
+  }
+  // The window's own dtype: nothing changes.
+  EXPECT_EQ(dump(with_cache_dtype(step, DType::f32).step), dump(step.step));
+  // write_row still refuses a row that is no float for a float cache.
+  Graph bad = bf16.step;
+  for (GraphNode& n : bad.nodes)
+    if (n.op == GraphOp::write_row) bad.nodes[n.inputs[1]].dtype = DType::i64;
+  try {
+    verify(bad);
+    ADD_FAILURE() << "an i64 row verified";
+  } catch (const std::logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("write_row takes"), std::string::npos) << e.what();
+  }
+}
+
 TEST(DecodeStep, AMaskThatShowsLaterKeysIsRefusedOnItsValues) {
   const Graph g = attention_graph(H, true);
   std::vector<Tensor> in = feeds(tokens(), {{V, D}, {T, D}, {D, H * E}});
