@@ -56,16 +56,20 @@ TEST(AttentionKernel, MatchesTheDefinitionInFloat64) {
     // and the portable ones (the BLAS and vector_math.h), as CPUs without either run them.
     force_avx2_tile_kernels(true);
     run_case({2, 130, 261, 16, 9, m, DType::f32, 2e-4});
+    run_case({3, 1, 300, 64, 64, m, DType::f32, 2e-4});
     force_avx2_tile_kernels(false);
     force_portable_tile_kernels(true);
     run_case({2, 130, 261, 16, 9, m, DType::f32, 2e-4});
+    run_case({3, 1, 300, 64, 64, m, DType::bf16, 2e-4});
     force_portable_tile_kernels(false);
     // One query row per batch row (a decode step's): attention_query.h's kernel, keys read in
-    // place, head dims below, at and past a vector's 16 floats.
+    // place; rows of whole vectors (16, 64: its AVX-512 products, on CPUs with AVX-512) and
+    // not (9, 33, 70: vector_math.h's), and above with those products turned off.
     run_case({5, 1, 261, 16, 9, m, DType::f32, 2e-4});
     run_case({3, 1, 300, 64, 64, m, DType::f32, 2e-4});
     run_case({3, 1, 200, 33, 70, m, DType::f32, 2e-4});
     run_case({5, 1, 261, 16, 9, m, DType::bf16, 2e-4});
+    run_case({3, 1, 300, 64, 64, m, DType::bf16, 2e-4});
     run_case({3, 1, 37, 7, 5, m, DType::f64, 1e-10});  // f64: the tiles
   }
   run_case({2, 70, 70, 8, 8, Mask::causal, DType::bf16, 2e-4});
@@ -172,54 +176,58 @@ TEST(AttentionKernel, AQueryReadsTheKeysItsMaskLeavesAndGroupsShareThem) {
   // some query reads, once per k/v head; the heads of a group that need more than the one
   // before them stage again. 16 query heads share one k/v head, their prefixes rising and
   // falling; the cache rows no mask leaves are NaN (never read into a result).
-  std::mt19937 rng(11);
-  const int64_t h = 16, s = 300, e = 8, f = 6;
-  const Mat q = random_mat(h, 1, e, rng), d_o = random_mat(h, 1, f, rng);
-  Mat k = random_mat(1, s, e, rng), v = random_mat(1, s, f, rng);
-  Mat bias{h, 1, s, std::vector<double>(h * s)};
-  int64_t widest = 0;
-  for (int64_t j = 0; j < h; ++j) {
-    const int64_t keys = (j * 37) % 280 + 1;
-    widest = std::max(widest, keys);
-    for (int64_t c = 0; c < s; ++c) bias.at(j, 0, c) = c < keys ? 0 : -kInf;
-  }
-  // The definition's sums multiply a masked probability 0 by v: its k and v rows are the
-  // cache's with zeros where the kernels see NaN.
-  Mat k_rep{h, s, e, {}}, v_rep{h, s, f, {}};
-  for (int64_t j = 0; j < h; ++j) {
-    k_rep.v.insert(k_rep.v.end(), k.v.begin(), k.v.begin() + widest * e);
-    k_rep.v.resize(k_rep.v.size() + (s - widest) * e, 0.0);
-    v_rep.v.insert(v_rep.v.end(), v.v.begin(), v.v.begin() + widest * f);
-    v_rep.v.resize(v_rep.v.size() + (s - widest) * f, 0.0);
-  }
-  for (int64_t c = widest; c < s; ++c) {
-    for (int64_t x = 0; x < e; ++x) k.at(0, c, x) = NAN;
-    for (int64_t x = 0; x < f; ++x) v.at(0, c, x) = NAN;
-  }
-  const Reference want = reference(q, k_rep, v_rep, &bias, 0.3, d_o);
-  // q's dtype, then k's and v's: f32 q over a bf16 cache too (ein sample --cache-dtype bf16).
-  const std::pair<DType, DType> dtypes[] = {
-      {DType::f32, DType::f32}, {DType::bf16, DType::bf16}, {DType::f32, DType::bf16}};
-  for (const int threads : {1, 0})  // one thread: the heads in one loop, sharing what is staged
-  for (const auto& [q_dtype, dtype] : dtypes) {
-    for (const bool amx : {true, false}) {
-      SCOPED_TRACE(fmt::format("q {}, k and v {}, AMX {}, threads {}", dtype_name(q_dtype),
-                               dtype_name(dtype), amx ? "if there" : "off",
-                               threads ? "1" : "all"));
-      std::optional<tbb::global_control> one;
-      if (threads == 1) one.emplace(tbb::global_control::max_allowed_parallelism, 1);
-      force_no_amx_tiles(!amx);
-      const Tensor out = attention_forward(
-          tensor_of(q, q_dtype).reshape({1, h, 1, e}), tensor_of(k, dtype).reshape({1, 1, s, e}),
-          tensor_of(v, dtype).reshape({1, 1, s, f}),
-          tensor_of(bias, DType::f32).reshape({1, h, 1, s}), 0.3, DType::f32, h);
-      force_no_amx_tiles(false);
-      const std::vector<double> got = out.to(DType::f64).to_vector<double>();
-      for (int64_t j = 0; j < h; ++j)
-        for (int64_t c = 0; c < f; ++c)
-          EXPECT_NEAR(got[j * (f + 1) + c], want.o.at(j, 0, c),
-                      dtype == DType::f32 ? 2e-5 : 0.05 * want.o_abs.at(j, 0, c) + 1e-3)
-              << "head " << j << ", column " << c;
+  // Head dims of 8 and 6 (vector_math.h's products), 64 and 32 (whole vectors: AVX-512's).
+  for (const auto& [e, f] : {std::pair<int64_t, int64_t>{8, 6}, {64, 32}}) {
+    SCOPED_TRACE(fmt::format("e {} f {}", e, f));
+    std::mt19937 rng(11);
+    const int64_t h = 16, s = 300;
+    const Mat q = random_mat(h, 1, e, rng), d_o = random_mat(h, 1, f, rng);
+    Mat k = random_mat(1, s, e, rng), v = random_mat(1, s, f, rng);
+    Mat bias{h, 1, s, std::vector<double>(h * s)};
+    int64_t widest = 0;
+    for (int64_t j = 0; j < h; ++j) {
+      const int64_t keys = (j * 37) % 280 + 1;
+      widest = std::max(widest, keys);
+      for (int64_t c = 0; c < s; ++c) bias.at(j, 0, c) = c < keys ? 0 : -kInf;
+    }
+    // The definition's sums multiply a masked probability 0 by v: its k and v rows are the
+    // cache's with zeros where the kernels see NaN.
+    Mat k_rep{h, s, e, {}}, v_rep{h, s, f, {}};
+    for (int64_t j = 0; j < h; ++j) {
+      k_rep.v.insert(k_rep.v.end(), k.v.begin(), k.v.begin() + widest * e);
+      k_rep.v.resize(k_rep.v.size() + (s - widest) * e, 0.0);
+      v_rep.v.insert(v_rep.v.end(), v.v.begin(), v.v.begin() + widest * f);
+      v_rep.v.resize(v_rep.v.size() + (s - widest) * f, 0.0);
+    }
+    for (int64_t c = widest; c < s; ++c) {
+      for (int64_t x = 0; x < e; ++x) k.at(0, c, x) = NAN;
+      for (int64_t x = 0; x < f; ++x) v.at(0, c, x) = NAN;
+    }
+    const Reference want = reference(q, k_rep, v_rep, &bias, 0.3, d_o);
+    // q's dtype, then k's and v's: f32 q over a bf16 cache too (ein sample --cache-dtype bf16).
+    const std::pair<DType, DType> dtypes[] = {
+        {DType::f32, DType::f32}, {DType::bf16, DType::bf16}, {DType::f32, DType::bf16}};
+    for (const int threads : {1, 0})  // one thread: the heads in one loop, sharing what is staged
+    for (const auto& [q_dtype, dtype] : dtypes) {
+      for (const bool amx : {true, false}) {
+        SCOPED_TRACE(fmt::format("q {}, k and v {}, AMX {}, threads {}", dtype_name(q_dtype),
+                                 dtype_name(dtype), amx ? "if there" : "off",
+                                 threads ? "1" : "all"));
+        std::optional<tbb::global_control> one;
+        if (threads == 1) one.emplace(tbb::global_control::max_allowed_parallelism, 1);
+        force_no_amx_tiles(!amx);
+        const Tensor out = attention_forward(
+            tensor_of(q, q_dtype).reshape({1, h, 1, e}), tensor_of(k, dtype).reshape({1, 1, s, e}),
+            tensor_of(v, dtype).reshape({1, 1, s, f}),
+            tensor_of(bias, DType::f32).reshape({1, h, 1, s}), 0.3, DType::f32, h);
+        force_no_amx_tiles(false);
+        const std::vector<double> got = out.to(DType::f64).to_vector<double>();
+        for (int64_t j = 0; j < h; ++j)
+          for (int64_t c = 0; c < f; ++c)
+            EXPECT_NEAR(got[j * (f + 1) + c], want.o.at(j, 0, c),
+                        dtype == DType::f32 ? 2e-5 : 0.05 * want.o_abs.at(j, 0, c) + 1e-3)
+                << "head " << j << ", column " << c;
+      }
     }
   }
 }
