@@ -1,6 +1,6 @@
 # Sourced by bench/sample_cached.sh and bench/sample_past_window.sh, from the repository root:
 # `ein sample` for an old build and this one side by side, alternating, per round, as rows of
-# a Markdown table.
+# a Markdown table; and `tokens N`, a prompt of N token ids.
 #
 #   ab_rows OLD ROUNDS SED RATIO CONFIG...
 #
@@ -9,6 +9,10 @@
 # "name|script|weights file in $DIR|sample arguments" (the arguments split at spaces).
 # $NEW_ARGS, when set, goes to the new side's runs only (OLD this build: an option against
 # none).
+
+tokens() {  # N: N token ids of GPT-2's vocabulary, as a --tokens list
+  python3 -c "print(','.join(str((i * 7919) % 50257) for i in range($1)))"
+}
 
 sample_figure() {  # BINARY SED SCRIPT WEIGHTS ARGS...
   local bin=$1 sed_expr=$2 script=$3 weights=$4

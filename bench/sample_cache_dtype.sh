@@ -12,11 +12,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
 DIR=${EIN_BENCH_DIR:-$HOME/.cache/ein/sample_peak}
-tokens() { python3 -c "print(','.join(str((i * 7919) % 50257) for i in range($1)))"; }
+source bench/sample_ab.sh
 TOKENS=$(tokens 8)
 LONG=$(tokens 1000)
-
-source bench/sample_ab.sh
 
 echo "| model | weights | f32 cache tokens/s | bf16 cache tokens/s | bf16/f32 |"
 echo "| --- | --- | ---: | ---: | ---: |"

@@ -13,11 +13,9 @@ cd "$(dirname "$0")/.."
 OLD=${1:?usage: sample_cached.sh OLD-EIN [ROUNDS]}
 ROUNDS=${2:-3}
 DIR=${EIN_BENCH_DIR:-$HOME/.cache/ein/sample_peak}
-tokens() { python3 -c "print(','.join(str((i * 7919) % 50257) for i in range($1)))"; }
+source bench/sample_ab.sh
 TOKENS=$(tokens 8)
 LONG=$(tokens 1000)
-
-source bench/sample_ab.sh
 
 echo "| model | weights | old tokens/s | new tokens/s | new/old |"
 echo "| --- | --- | ---: | ---: | ---: |"

@@ -19,9 +19,8 @@ if [ ! -f "$DIR/byte64.safetensors" ]; then
 fi
 head -c 64 examples/gpt/corpus.txt >"$DIR/prompt64.txt"
 head -c 256 examples/gpt/corpus.txt >"$DIR/prompt256.txt"
-TOKENS=$(python3 -c "print(','.join(str((i * 7919) % 50257) for i in range(1024)))")
-
 source bench/sample_ab.sh
+TOKENS=$(tokens 1024)
 
 echo "| model | weights | old ms a token | new ms a token | old/new |"
 echo "| --- | --- | ---: | ---: | ---: |"

@@ -165,12 +165,9 @@ TEST(Decoder, ATokenPastTheWindowRefillsTheCachesWhereThatCostsFewerFlops) {
   EXPECT_EQ(pass->window_flops(), pass->prefill_flops());
 }
 
-TEST(Decoder, LlamaStepsMatchTheWindowWithRotaryTablesAndGroupedHeads) {
-  TrainScript s = load(EIN_SOURCE_DIR "/examples/scripts/llama_tiny.ein",
-                       {{"T", "13"}, {"L", "2"}, {"H", "4"}, {"D", "32"}, {"F", "40"}});
-  expect_steps_match_the_window(*s.model, 13, 256, 1e-5);
-
-  const std::string gqa = script("gqa.ein", R"ein(import llama
+/// A two-layer LLaMA (V 64, T 11) whose four query heads share two k/v heads.
+std::string gqa_llama() {
+  return script("gqa.ein", R"ein(import llama
 import optim
 dim V = 64
 dim T = 11
@@ -182,6 +179,14 @@ train {
   fn logits(x: i64[1 T]) -> f32[1 T V] = model(x)
 }
 )ein");
+}
+
+TEST(Decoder, LlamaStepsMatchTheWindowWithRotaryTablesAndGroupedHeads) {
+  TrainScript s = load(EIN_SOURCE_DIR "/examples/scripts/llama_tiny.ein",
+                       {{"T", "13"}, {"L", "2"}, {"H", "4"}, {"D", "32"}, {"F", "40"}});
+  expect_steps_match_the_window(*s.model, 13, 256, 1e-5);
+
+  const std::string gqa = gqa_llama();
   TrainScript g = load(gqa, {});
   expect_steps_match_the_window(*g.model, 11, 64, 1e-5);
   std::string why;
@@ -238,18 +243,7 @@ TEST(Decoder, ABf16CacheHalvesTheCachesAndKeepsTheRowsWithinBf16Rounding) {
   o.decoder = bf16;
   EXPECT_EQ(generate(*d, o).tokens, tokens);
 
-  const std::string gqa = script("gqa_bf16_cache.ein", R"ein(import llama
-import optim
-dim V = 64
-dim T = 11
-train {
-  model = Llama(V, T, 2, 4, 32, 48, kv_heads = 2)
-  optimizer = AdamW(lr = 1e-3)
-  fn batch() -> i64[2 T] = randint(0, V, 2, T)
-  fn loss(x: i64[2 T]) -> f32[] = cross_entropy(model(x), x)
-  fn logits(x: i64[1 T]) -> f32[1 T V] = model(x)
-}
-)ein");
+  const std::string gqa = gqa_llama();
   TrainScript g = load(gqa, {}, 3);
   expect_steps_match_the_window(*g.model, 11, 64, 1e-2, bf16);
   EXPECT_EQ(g.model->decoder(11, why, bf16)->cache_bytes(), 2 * 2 * 11 * (2 * 8) * 2);
