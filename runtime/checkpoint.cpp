@@ -479,9 +479,9 @@ std::string layout_signature(const std::vector<TensorLayout>& layouts) {
   return hex64(XXH3_64bits(text.data(), text.size()));
 }
 
-void copy_into(const Checkpoint& checkpoint,
-               const std::vector<std::pair<std::string, Tensor>>& targets) {
-  // 1. Every problem, so one message shows how the checkpoint and the model differ.
+void check_fits(const Checkpoint& checkpoint,
+                const std::vector<std::pair<std::string, Tensor>>& targets) {
+  // Every problem, so one message shows how the checkpoint and the model differ.
   std::string problems;
   for (const auto& [name, target] : targets) {
     const Tensor* source = checkpoint.find(name);
@@ -496,7 +496,12 @@ void copy_into(const Checkpoint& checkpoint,
   }
   if (!problems.empty())
     throw RuntimeError("checkpoint '" + checkpoint.path + "' does not fit:" + problems);
-  // 2. The copies; detach() because restoring values is not an op autograd should record.
+}
+
+void copy_into(const Checkpoint& checkpoint,
+               const std::vector<std::pair<std::string, Tensor>>& targets) {
+  check_fits(checkpoint, targets);
+  // detach() because restoring values is not an op autograd should record.
   for (const auto& [name, target] : targets)
     target.detach().copy_(*checkpoint.find(name));
 }

@@ -100,6 +100,12 @@ Checkpoint load_safetensors(const std::string& path,
 /// differs, before any target is written.
 void copy_into(const Checkpoint& checkpoint,
                const std::vector<std::pair<std::string, Tensor>>& targets);
+/// copy_into()'s check alone: the same RuntimeError when a target's tensor is missing from the
+/// checkpoint or differs in dtype or shape, nothing written. A loader that makes the sources
+/// one at a time (a quantized file's, dequantized as they are copied) checks stand-ins of
+/// their dtypes and shapes first.
+void check_fits(const Checkpoint& checkpoint,
+                const std::vector<std::pair<std::string, Tensor>>& targets);
 
 /// The header facts of a file without its tensor data: the checks of load_safetensors() except
 /// the BOOL bytes and the checksums. Returns the metadata (less the checksums). Cheap, so it can vet candidates (a truncated

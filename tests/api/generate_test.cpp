@@ -319,6 +319,18 @@ TEST(LoadParameters, PlainPrefixedAndQuantized) {
             w_values.to_vector<float>());  // the codes' values, not the originals
   EXPECT_EQ(b.to_vector<float>(), b_values.to_vector<float>());  // kept as it was
 
+  // A quantized tensor that does not fit is named before any parameter is written.
+  const std::vector<NamedTensor> wide = {{"w", zeros({4, 32}, DType::f32)}, {"b", b}};
+  try {
+    load_parameters(quantized, wide);
+    ADD_FAILURE() << "no error for a quantized tensor of another shape";
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find("'model.w' is f32 [4, 64] in the checkpoint but f32 "
+                                         "[4, 32] here"),
+              std::string::npos)
+        << e.what();
+  }
+
   Checkpoint missing;
   missing.tensors = {{"w", w_values}};
   try {
@@ -327,6 +339,33 @@ TEST(LoadParameters, PlainPrefixedAndQuantized) {
   } catch (const RuntimeError& e) {
     EXPECT_NE(std::string(e.what()).find("'b'"), std::string::npos) << e.what();
   }
+}
+
+// `ein train --init` of an `ein quantize` file: each tensor is dequantized as it is copied into
+// its parameter, so the allocator never holds more than one tensor's floats beside the
+// parameters and the file (before, the whole file dequantized: all the weights twice).
+TEST(LoadParameters, AQuantizedFileIsDequantizedATensorAtATime) {
+  std::vector<NamedTensor> params;
+  Checkpoint values;
+  for (int i = 0; i < 6; ++i) {
+    const std::string name = "w" + std::to_string(i);
+    params.push_back({name, zeros({256, 256}, DType::f32)});
+    values.tensors.emplace_back(name, randn({256, 256}, DType::f32, cpu(), 10 + i));
+  }
+  auto [tensors, metadata] = quantize_checkpoint(values, {});
+  Checkpoint quantized;
+  quantized.tensors = tensors;
+  quantized.metadata = metadata;
+  ASSERT_TRUE(is_quantized(quantized));
+  const int64_t one = 256 * 256 * 4;
+  reset_peak_memory_stats(cpu());
+  const int64_t before = memory_allocated(cpu());
+  load_parameters(quantized, params);
+  EXPECT_EQ(memory_allocated(cpu()), before);
+  EXPECT_LE(max_memory_allocated(cpu()) - before, one + 4096);
+  const Checkpoint deq = dequantize_checkpoint(quantized);
+  for (const NamedTensor& p : params)
+    EXPECT_EQ(p.tensor.to_vector<float>(), deq.at(p.name).to_vector<float>()) << p.name;
 }
 
 }  // namespace
