@@ -27,9 +27,9 @@ constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
 // The AVX-512 products, where the tile kernels run AVX-512 (avx512_tile_kernels(): tests turn
 // it off to check vector_math.h's rows) and a row is whole vectors, at most 16 of them (a
-// head dim of 256): a row of q or of the output accumulator stays in registers over the keys,
-// and four keys' dot products share one horizontal sum's latency. vector_math.h's versions
-// sum 16 lanes one by one per key, which is most of their time at a head dim of 64.
+// head dim of 256): q and the output accumulator are loaded once a call, not once a key, and
+// four keys' horizontal sums overlap. vector_math.h's versions add a key's 16 lanes one at a
+// time (1.49x slower at a head dim of 64 from this CPU's caches: BENCHMARKS.md).
 constexpr int64_t kMaxVectors = 16;
 
 bool vector_rows(int64_t width) {
