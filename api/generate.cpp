@@ -211,22 +211,13 @@ Generated generate(Decoder& decoder, const GenerateOptions& o) {
 }
 
 void load_parameters(const Checkpoint& checkpoint, const std::vector<NamedTensor>& params) {
-  if (!is_quantized(checkpoint)) {
-    std::vector<std::pair<std::string, Tensor>> targets;
-    for (const auto& p : params)
-      targets.emplace_back(!checkpoint.find(p.name) && checkpoint.find("model." + p.name)
-                               ? "model." + p.name
-                               : p.name,
-                           p.tensor);
-    return copy_into(checkpoint, targets);
-  }
-  // A quantized file: each quantized tensor is dequantized as it is copied into its parameter
-  // and let go, so its floats are never all held at once beside the parameters. Checked
-  // first, on stand-ins of the dequantized dtypes and shapes (one element each, broadcast).
+  // A quantized file's tensors are dequantized one at a time as each is copied into its
+  // parameter and let go, so their floats are never all held at once beside the parameters.
+  // Checked first, on stand-ins of the dequantized dtypes and shapes (one element, broadcast).
   const std::map<std::string, QuantizedTensor> quantized = quantized_tensors(checkpoint);
   Checkpoint shapes;
   shapes.path = checkpoint.path;
-  for (const auto& [name, t] : checkpoint.tensors) shapes.tensors.emplace_back(name, t);
+  shapes.tensors = checkpoint.tensors;
   for (const auto& [name, q] : quantized)
     shapes.tensors.emplace_back(
         name, zeros({1}, q.dtype).as_strided(q.shape, Shape(q.shape.size(), 0), 0));
